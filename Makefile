@@ -1,0 +1,47 @@
+# Thin wrapper around CMake. `make run` and `make test` install what they
+# need from Debian's packages first (make deps), then build.
+BUILD ?= build
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check
+LUAPTX = $(BUILD)/luaptx
+
+.PHONY: all build deps run test check-lua asan clean
+
+all: build
+
+build:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@cmake --build $(BUILD) -j$$(nproc)
+
+# Install the Debian packages the build and the tests need (as root).
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "make deps: missing Debian packages:$$missing"; \
+	  echo "           run 'sudo make deps' or 'sudo apt-get install$$missing'"; exit 1; \
+	fi; \
+	echo "make deps: installing$$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
+
+# The main job: an example kernel end to end.
+run: deps build
+	$(LUAPTX) run examples/hopper/rms_norm.lua
+
+# Every test: C unit tests and the busted specs, through ctest.
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure
+
+check-lua:
+	luacheck lua bin spec examples bench
+
+# The C core and the specs under AddressSanitizer + UBSan.
+asan: deps
+	@test -f $(BUILD)-asan/CMakeCache.txt || cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DLUAPTX_SANITIZE=ON
+	@cmake --build $(BUILD)-asan -j$$(nproc)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

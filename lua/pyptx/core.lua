@@ -1,0 +1,37 @@
+--- The FFI binding to luaptx's C core.
+-- The host preloads "luaptx.core" with the core's declarations and a table
+-- of entry points; this module declares them to LuaJIT's FFI and casts each
+-- pointer to its function type, so calls are JIT-compiled C calls.
+local ffi = require "ffi"
+
+local M = {}
+
+local host = require "luaptx.core"
+ffi.cdef(host.cdef)
+
+-- Each declaration in the cdef is one line: "ret name(args);".
+local signatures = {}
+for ret, name, args in host.cdef:gmatch("\n([%w_ ]-[%w_]+[%s%*]+)(lpx_[%w_]+)%(([^)]*)%);") do
+  signatures[name] = ret .. "(*)(" .. args .. ")"
+end
+
+for name, ptr in pairs(host.fn) do
+  local sig = signatures[name]
+  if not sig then error("luaptx: no declaration for core function " .. name) end
+  M[name:sub(5)] = ffi.cast(sig, ptr)
+end
+
+M.version = host.version
+M.ctx = ffi.gc(M.ctx_new(), M.ctx_free)
+
+--- The core's last error message.
+function M.error_message()
+  return ffi.string(M.ctx_error(M.ctx))
+end
+
+--- The core's pending warning (empty string when none).
+function M.take_warning()
+  return ffi.string(M.ctx_warning(M.ctx))
+end
+
+return M

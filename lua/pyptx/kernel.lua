@@ -1,0 +1,268 @@
+--- `kernel "name" { options..., body }`: kernel objects, their options,
+-- specialization (template values and symbolic dims), the per-
+-- specialization trace cache, and inspection (`k:ptx{}`, `k:module{}`).
+local ffi = require "ffi"
+local core = require "pyptx.core"
+local trace = require "pyptx.trace"
+local types = require "pyptx.types"
+local specs = require "pyptx.specs"
+local smem = require "pyptx.smem"
+
+local M = {}
+
+local Kernel = {}
+Kernel.__index = Kernel
+M.Kernel = Kernel
+
+local OPTIONS = {
+  arch = "string", version = "any", in_specs = "table", out_specs = "table", grid = "any",
+  block = "table", cluster = "table", smem = "number", raw_params = "table", extern_smem = "any",
+  reqntid = "table", raw_directives = "table", params = "table", line_info = "boolean", maxnreg = "number",
+  minnctapersm = "number",
+}
+
+--- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
+function M.auto_arch()
+  local env = os.getenv("LUAPTX_ARCH")
+  if env and env ~= "" then return env end
+  local ok, runtime = pcall(require, "pyptx.runtime")
+  if ok and runtime.current_arch then return runtime.current_arch() end
+  return "sm_90a"
+end
+
+--- Default PTX ISA version (x10) for an sm: the first that covers our ISA.
+function M.default_version(sm)
+  if sm >= 120 then return 87 end
+  if sm >= 100 then return 86 end
+  return 80
+end
+
+--- Parse version = {8, 3} | "8.3" | 8.3 into x10.
+local function parse_version(v, where)
+  if type(v) == "table" then return v[1] * 10 + (v[2] or 0) end
+  if type(v) == "string" then
+    local a, b = v:match("^(%d+)%.(%d)$")
+    if a then return tonumber(a) * 10 + tonumber(b) end
+  end
+  if type(v) == "number" then return math.floor(v * 10 + 0.5) end
+  error(where .. ": version must be {major, minor} or \"major.minor\", got " .. tostring(v), 0)
+end
+
+--- A {x, y, z} triple with defaults, or an error naming the option.
+local function triple(v, name, where)
+  if v == nil then return { 1, 1, 1 } end
+  local out = { v[1] or 1, v[2] or 1, v[3] or 1 }
+  for i = 1, 3 do
+    if type(out[i]) ~= "number" or out[i] < 1 or out[i] ~= math.floor(out[i]) then
+      error(("%s: %s[%d] must be a positive integer, got %s"):format(where, name, i, tostring(out[i])), 0)
+    end
+  end
+  return out
+end
+
+--- Check options and build a kernel object; `where` is the defining line.
+function M.new(name, opts, where)
+  if type(opts) ~= "table" then error(where .. ": kernel \"" .. name .. "\" expects an options table { ..., function(...) end }", 0) end
+  local body = opts[1] or opts.body
+  if type(body) ~= "function" then error(where .. ": kernel \"" .. name .. "\" needs its body function as the table's first item", 0) end
+  for k, v in pairs(opts) do
+    if k ~= 1 and k ~= "body" then
+      local want = OPTIONS[k]
+      if not want then
+        local names = {}
+        for o in pairs(OPTIONS) do names[#names + 1] = o end
+        table.sort(names)
+        error(("%s: kernel \"%s\": unknown option '%s'; valid options: %s"):format(where, name, tostring(k), table.concat(names, ", ")), 0)
+      end
+      if want ~= "any" and type(v) ~= want then
+        error(("%s: kernel \"%s\": option '%s' must be a %s, got %s"):format(where, name, k, want, type(v)), 0)
+      end
+    end
+  end
+  if not name:match("^[%a_][%w_]*$") then error(where .. ": kernel name '" .. name .. "' is not a PTX identifier", 0) end
+  local k = setmetatable({
+    name = name, body = body, where = where, arch = opts.arch or "sm_90a", version = opts.version,
+    in_specs = opts.in_specs or {}, out_specs = opts.out_specs or {}, grid = opts.grid or { 1, 1, 1 },
+    block = triple(opts.block, "block", where), cluster = triple(opts.cluster, "cluster", where),
+    smem = opts.smem or 0, raw_params = opts.raw_params or {}, extern_smem = opts.extern_smem,
+    reqntid = opts.reqntid, raw_directives = opts.raw_directives or {}, params = opts.params or {},
+    line_info = opts.line_info ~= false, maxnreg = opts.maxnreg, minnctapersm = opts.minnctapersm,
+    cache = {},
+  }, Kernel)
+  for i, s in ipairs(k.in_specs) do
+    if not specs.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+  end
+  for i, s in ipairs(k.out_specs) do
+    if not specs.is_tile(s) then error(("%s: out_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+  end
+  return k
+end
+
+--- kernel "name" { ... }
+function M.kernel(name)
+  if type(name) ~= "string" then error("kernel: expected a name string: kernel \"name\" { ... }", 2) end
+  local src, line = trace.where(2)
+  local where = trace.format_where(src, line)
+  return function(opts) return M.new(name, opts, where) end
+end
+
+-- --------------------------------------------------------- specialization
+
+--- Template defaults overlaid with the caller's values.
+function Kernel:values(given)
+  local v = {}
+  for k, x in pairs(self.params) do v[k] = x end
+  for k, x in pairs(given or {}) do v[k] = x end
+  return v
+end
+
+--- A stable cache key for a set of values.
+local function key_of(values, arch)
+  local keys = {}
+  for k in pairs(values) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  local parts = { arch }
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(values[k]) end
+  return table.concat(parts, ";")
+end
+
+--- The TensorSpec placeholders for every in/out spec under values.
+function Kernel:tensor_specs(values)
+  local out = {}
+  local all = {}
+  for _, s in ipairs(self.in_specs) do all[#all + 1] = { s, "in" } end
+  for _, s in ipairs(self.out_specs) do all[#all + 1] = { s, "out" } end
+  for i, pair in ipairs(all) do
+    local shape, missing = pair[1]:resolve(values)
+    if not shape then
+      error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024}")
+        :format(self.where, self.name, missing, pair[2], i, missing), 0)
+    end
+    out[i] = specs.tensor_spec(self.name, i, pair[1], shape, pair[2])
+  end
+  return out
+end
+
+--- Declare params and entry directives for a specialization.
+local function declare(k, t, tensors, values)
+  for _, s in ipairs(tensors) do
+    if core.func_param(t.mod, t.fn, s.param, types.u64.id, 0, 0) < 0 then error(core.error_message(), 0) end
+  end
+  for i, p in ipairs(k.raw_params) do
+    local ty, pname = types.get(p[1]) or p[1], p[2]
+    if not types.is(ty) then error(("%s: raw_params[%d]: unknown type %s"):format(k.where, i, tostring(p[1])), 0) end
+    if core.func_param(t.mod, t.fn, pname, ty.id, p.align or 0, p.count or 0) < 0 then
+      error(k.where .. ": raw_params[" .. i .. "]: " .. core.error_message(), 0)
+    end
+  end
+  local dirs = {}
+  if k.reqntid then dirs[#dirs + 1] = ".reqntid " .. table.concat(k.reqntid, ", ")
+  else dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
+  if k.minnctapersm then dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm end
+  if k.maxnreg then dirs[#dirs + 1] = ".maxnreg " .. k.maxnreg end
+  if k.cluster[1] * k.cluster[2] * k.cluster[3] > 1 then
+    dirs[#dirs + 1] = ".reqnctapercluster " .. table.concat(k.cluster, ", ")
+  end
+  for _, d in ipairs(k.raw_directives) do
+    local args = type(d[2]) == "table" and table.concat(d[2], ", ") or tostring(d[2] or "")
+    dirs[#dirs + 1] = d[1] .. (args ~= "" and (" " .. args) or "")
+  end
+  for _, d in ipairs(dirs) do core.func_directive(t.mod, t.fn, d) end
+end
+
+--- Resolve the grid option (table or function of the values).
+local function resolve_grid(k, values)
+  local g = k.grid
+  if type(g) == "function" then g = g(values) end
+  if type(g) == "number" then g = { g } end
+  if type(g) ~= "table" then error(k.where .. ": grid must be a table or a function returning one", 0) end
+  return triple(g, "grid", k.where)
+end
+
+--- Trace one specialization into a module and its PTX text.
+function Kernel:trace(values, arch)
+  local sm = ffi.new("int32_t[2]")
+  if core.arch_parse(arch, sm, sm + 1) < 0 then
+    error(("%s: kernel \"%s\": unknown arch '%s'; use e.g. sm_80, sm_90a, sm_100a or \"auto\""):format(self.where, self.name, arch), 0)
+  end
+  local version = self.version and parse_version(self.version, self.where) or M.default_version(sm[0])
+  local tensors = self:tensor_specs(values)
+  local t = trace.begin { name = self.name, arch = arch, version = version }
+  local ok, err = pcall(function()
+    declare(self, t, tensors, values)
+    local args = {}
+    for i, s in ipairs(tensors) do args[i] = s end
+    args[#tensors + 1] = values
+    self.body(unpack(args, 1, #tensors + 1))
+    t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
+    if self.smem > 0 and t.dynamic_smem > 0 then t.dynamic_smem = math.max(t.dynamic_smem, self.smem) end
+  end)
+  trace.finish()
+  if not ok then error(err, 0) end
+  local opts = ffi.new("lpx_emit_opts", { self.line_info and 1 or 0, 1 })
+  local text, len = ffi.new("const char*[1]"), ffi.new("size_t[1]")
+  if core.emit(t.mod, opts, text, len) < 0 then error(core.error_message(), 0) end
+  return {
+    kernel = self, values = values, arch = arch, version = version, module = t.mod, fn = t.fn,
+    ptx = ffi.string(text[0], len[0]), instructions = t.count, tensors = tensors,
+    grid = resolve_grid(self, values), block = self.block, cluster = self.cluster,
+    dynamic_smem = t.dynamic_smem, static_smem = t.dynamic_smem == 0 and t.smem_size or 0,
+  }
+end
+
+--- The specialization for the given values (traced once, then cached).
+function Kernel:specialize(given)
+  local values = self:values(given)
+  local arch = values.arch or self.arch
+  values.arch = nil
+  if arch == "auto" then arch = M.auto_arch() end
+  local key = key_of(values, arch)
+  local s = self.cache[key]
+  if not s then
+    s = self:trace(values, arch)
+    self.cache[key] = s
+  end
+  return s
+end
+
+--- PTX text of a specialization: k:ptx{M = 4096, BM = 128}.
+function Kernel:ptx(given)
+  return self:specialize(given).ptx
+end
+
+--- The traced IR as Lua tables: { version, target, entry = { name,
+-- params, directives, instructions = { "mov.u32 %r1, %tid.x;", ... } } }.
+function Kernel:module(given)
+  local s = self:specialize(given)
+  local insts = {}
+  local text, len = ffi.new("const char*[1]"), ffi.new("size_t[1]")
+  local i = 0
+  while core.inst_text(s.module, s.fn, i, text, len) == 0 do
+    insts[#insts + 1] = (ffi.string(text[0], len[0]):gsub("^%s+", ""):gsub("%s+$", ""):gsub(" \t", " "))
+    i = i + 1
+  end
+  local params = {}
+  for _, tspec in ipairs(s.tensors) do params[#params + 1] = { name = tspec.param, type = "u64" } end
+  for _, p in ipairs(self.raw_params) do params[#params + 1] = { name = p[2], type = tostring(p[1]) } end
+  return {
+    version = ("%d.%d"):format(math.floor(s.version / 10), s.version % 10), target = s.arch,
+    address_size = 64, entry = { name = self.name, params = params, body = insts },
+    grid = s.grid, block = s.block, cluster = s.cluster, dynamic_smem = s.dynamic_smem,
+  }
+end
+
+--- Launching lives in the runtime (pyptx.runtime); without it, say so.
+Kernel.__call = function(self, ...)
+  local ok, runtime = pcall(require, "pyptx.runtime")
+  if not ok then
+    error(("kernel \"%s\": launching needs a device runtime, which this build does not include yet; inspect it with k:ptx{} or `luaptx check`"):format(self.name), 2)
+  end
+  return runtime.launch(self, ...)
+end
+
+Kernel.__tostring = function(k) return ("kernel \"%s\" (%s)"):format(k.name, k.arch) end
+
+--- Is v a kernel object?
+function M.is(v) return getmetatable(v) == Kernel end
+
+return M

@@ -1,0 +1,332 @@
+--- The `ptx` namespace: the instruction builder `ptx.inst.<op>.<mod>...(...)`,
+-- special registers, guards, labels and branches, structured control flow,
+-- and typed wrappers that infer the type suffix from their registers.
+-- Every call that names one instruction appends exactly one.
+local trace = require "pyptx.trace"
+local types = require "pyptx.types"
+local reg = require "pyptx.reg"
+local operands = require "pyptx.operands"
+
+local M = {}
+local F = reg.form
+
+M.addr, M.imm, M.sink, M.pipe, M.paren = operands.addr, operands.imm, operands.sink, operands.pipe, operands.paren
+M["_"] = operands.sink
+
+-- ----------------------------------------------------------- the builder
+
+-- Spellings Lua cannot index with a dot, and their PTX modifiers.
+local ALIASES = {
+  and_ = "and", or_ = "or", xor_ = "xor", not_ = "not", local_ = "local",
+  const_ = "const", global_ = "global", async_ = "async", ["return"] = "ret",
+}
+-- Prefixes whose first "_" stands for "::" (shared_cta -> shared::cta).
+local COLON_PREFIXES = { "shared_", "L1_", "L2_", "param_", "cta_group_", "async_shared_", "async_global_" }
+
+--- The PTX spelling of a Lua key in an opcode chain.
+local function spell(key)
+  local a = ALIASES[key]
+  if a then return a end
+  if key:match("^_%d") then return key:sub(2) end
+  local t = key:match("^tensor_(%d+d)$")
+  if t then return "tensor." .. t end
+  for _, p in ipairs(COLON_PREFIXES) do
+    if key:sub(1, #p) == p then
+      return key:sub(1, #p - 1) .. "::" .. key:sub(#p + 1)
+    end
+  end
+  return (key:gsub("_$", ""))
+end
+M.spell = spell
+
+local Node = {}
+
+--- ptx.inst.ld.global: extend the opcode; nodes are memoized per spelling.
+Node.__index = function(node, key)
+  if type(key) ~= "string" then return nil end
+  local base = rawget(node, "opcode")
+  local child = setmetatable({ opcode = base and (base .. "." .. spell(key)) or spell(key) }, Node)
+  rawset(node, key, child)
+  return child
+end
+
+--- ptx.inst.add.u32(d, a, b): intern the form once, then append.
+Node.__call = function(node, ...)
+  if not rawget(node, "opcode") then
+    -- ptx.inst("ld.global.nc.v4.f32", dst, addr): the raw escape hatch.
+    local opcode = ...
+    if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string", 2) end
+    return trace.emit((trace.form(opcode, false, 2)), select(2, ...))
+  end
+  local form = rawget(node, "form")
+  if not form then
+    form = trace.form(node.opcode, true, 2)
+    rawset(node, "form", form)
+  end
+  return trace.emit(form, ...)
+end
+
+M.inst = setmetatable({}, Node)
+
+--- Guard the next instruction: ptx.at(p).inst.bra(l) emits `@p bra l`;
+-- ptx.at(-p) emits `@!p`. Returns the ptx namespace.
+function M.at(p)
+  local t = trace.need("ptx.at")
+  if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p), 2) end
+  if reg.is(p) then t.guard = { id = p.id, negated = false }
+  else t.guard = { id = p.reg.id, negated = true } end
+  return M
+end
+
+-- ------------------------------------------------------- special registers
+
+local SPECIAL_DIMS = { "tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid" }
+local SPECIAL_FLAT = {
+  "laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "lanemask_eq", "lanemask_le",
+  "lanemask_lt", "lanemask_ge", "lanemask_gt", "clock", "clock_hi", "clock64", "globaltimer",
+  "dynamic_smem_size", "total_smem_size", "cluster_ctarank", "cluster_nctarank", "is_explicit_cluster",
+}
+
+--- ptx.special.tid.x() / ptx.special.laneid(): special register operands.
+M.special = {}
+for _, name in ipairs(SPECIAL_DIMS) do
+  local dims = {}
+  for _, d in ipairs { "x", "y", "z" } do
+    local s = operands.special("%" .. name .. "." .. d)
+    dims[d] = function() return s end
+  end
+  M.special[name] = dims
+end
+for _, name in ipairs(SPECIAL_FLAT) do
+  local s = operands.special("%" .. name)
+  M.special[name] = function() return s end
+end
+
+-- --------------------------------------------------- labels and branches
+
+--- Place a label here; returns a reference usable as a branch target.
+function M.label(name)
+  local t = trace.need("ptx.label")
+  if type(name) ~= "string" or not name:match("^[%a_$][%w_$]*$") then
+    trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name), 2)
+  end
+  local core = require "pyptx.core"
+  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message(), 2) end
+  return operands.label_ref(name)
+end
+
+--- Branch to a label (name or reference); with p, only where p holds.
+function M.bra(target, p)
+  if p ~= nil then M.at(p) end
+  if type(target) == "string" then target = operands.label_ref(target) end
+  return trace.emit(F("bra"), target)
+end
+
+--- Uniform branch (all threads take it together).
+function M.bra_uni(target)
+  if type(target) == "string" then target = operands.label_ref(target) end
+  return trace.emit(F("bra.uni"), target)
+end
+
+--- ret; / exit;
+function M.ret() return trace.emit(F("ret")) end
+function M.exit() return trace.emit(F("exit")) end
+
+-- ------------------------------------------------------ structured control
+
+--- if p then then_fn() else else_fn() end, as branches around the blocks.
+function M.if_(p, then_fn, else_fn)
+  local t = trace.need("ptx.if_")
+  if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p), 2) end
+  local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
+  M.at(-p)
+  M.bra(l_else)
+  then_fn()
+  if else_fn then M.bra_uni(l_end) end
+  M.label(l_else)
+  if else_fn then
+    else_fn()
+    M.label(l_end)
+  end
+end
+
+--- A do-while loop: body(loop) runs, and its returned predicate says
+-- whether to go round again; loop.exit is a label to break to.
+function M.loop(body)
+  local t = trace.need("ptx.loop")
+  local top, exit = trace.fresh_label(t, "loop"), trace.fresh_label(t, "loop_exit")
+  local loop = { top = operands.label_ref(top), exit = operands.label_ref(exit) }
+  M.label(top)
+  local again = body(loop)
+  if again == nil then M.bra_uni(top)
+  elseif reg.is_pred(again) then M.bra(top, again)
+  else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing", 2) end
+  M.label(exit)
+end
+
+--- for i = lo, hi - 1, step: an emitted counted loop with a u32 (or the
+-- bounds' register type) counter; body(i) is traced once.
+function M.range(lo, hi, step, body)
+  if body == nil then body, step = step, 1 end
+  local t = trace.need("ptx.range")
+  local ty = reg.source_type(lo) or reg.source_type(hi) or types.u32
+  local i = reg.scalar(ty, lo)
+  local top, exit = trace.fresh_label(t, "range"), trace.fresh_label(t, "range_exit")
+  if not (type(lo) == "number" and type(hi) == "number" and lo < hi) then
+    M.bra(exit, i:ge(hi))
+  end
+  M.label(top)
+  body(i, { top = operands.label_ref(top), exit = operands.label_ref(exit) })
+  local suffix = (ty.kind == "b" and "u" .. ty.bits) or ty.name
+  trace.emit(F("add." .. suffix), i, i, step)
+  M.bra(top, i:lt(hi))
+  M.label(exit)
+  return i
+end
+
+--- Wrap body's instructions in a PTX { } block.
+function M.scope(body)
+  trace.raw_line("{")
+  body()
+  trace.raw_line("}")
+end
+
+-- -------------------------------------------------------- typed wrappers
+
+--- The element type of a value: a register, or the first of a vector.
+local function value_type(v, what)
+  if type(v) == "table" and getmetatable(v) == nil then v = v[1] end
+  local ty = reg.source_type(v)
+  if not ty then trace.fail(what .. ": cannot infer the type; pass a register", 3) end
+  return ty
+end
+
+--- A memory chain (ptx.ld.global.nc(dst, addr)) that adds .vN and the type.
+local function memory_chain(base, data_arg)
+  local Chain = {}
+  Chain.__index = function(node, key)
+    local child = setmetatable({ opcode = node.opcode .. "." .. spell(key), forms = {} }, Chain)
+    rawset(node, key, child)
+    return child
+  end
+  Chain.__call = function(node, ...)
+    local v = select(data_arg, ...)
+    local ty = value_type(v, node.opcode)
+    local vec = type(v) == "table" and getmetatable(v) == nil and #v or 1
+    local key = vec * 1000 + ty.id
+    local form = node.forms[key]
+    if not form then
+      local name = ty.kind == "p" and "pred" or ty.name
+      if ty.kind == "f" and ty.bits == 16 then name = "b16" end
+      form = F(node.opcode .. (vec > 1 and (".v" .. vec) or "") .. "." .. name)
+      node.forms[key] = form
+    end
+    return trace.emit(form, ...)
+  end
+  return setmetatable({ opcode = base, forms = {} }, Chain)
+end
+
+--- ptx.ld.global(dst, addr), ptx.st.shared(addr, src), ptx.ldu.global(...):
+-- the type and vector width come from the register(s).
+M.ld = memory_chain("ld", 1)
+M.ldu = memory_chain("ldu", 1)
+M.st = memory_chain("st", 2)
+
+--- mov.<type of d> d, s
+function M.mov(d, s)
+  return trace.emit(F("mov." .. value_type(d, "ptx.mov").name), d, s)
+end
+
+--- cvt with the types of d and s; rnd ("rn", "rzi", ...) when needed.
+function M.cvt(d, s, rnd)
+  local dt, st = value_type(d, "ptx.cvt"), value_type(s, "ptx.cvt")
+  return trace.emit(F("cvt." .. (rnd and rnd .. "." or "") .. dt.name .. "." .. st.name), d, s)
+end
+
+--- bar.sync id[, count]
+function M.bar_sync(id, count)
+  if count then return trace.emit(F("bar.sync"), id or 0, count) end
+  return trace.emit(F("bar.sync"), id or 0)
+end
+
+--- shfl.sync.<mode>.b32 d, a, b, c, mask (mask defaults to all lanes).
+function M.shfl_sync(mode, d, a, b, c, mask)
+  return trace.emit(F("shfl.sync." .. mode .. ".b32"), d, a, b, c, mask or 0xffffffff)
+end
+
+--- vote.sync.<mode> d, p, mask (ballot gives b32, others a predicate).
+function M.vote_sync(mode, d, p, mask)
+  return trace.emit(F("vote.sync." .. mode .. (mode == "ballot" and ".b32" or ".pred")), d, p, mask or 0xffffffff)
+end
+
+--- redux.sync.<op>.<type of d> d, a, mask
+function M.redux_sync(op, d, a, mask)
+  return trace.emit(F("redux.sync." .. op .. "." .. value_type(d, "ptx.redux_sync").name), d, a, mask or 0xffffffff)
+end
+
+--- atom.<space>.<op>.<type> d, [addr], v (space defaults to global).
+function M.atom(op, d, addr, v, space)
+  local ty = value_type(d, "ptx.atom")
+  return trace.emit(F("atom." .. (space or "global") .. "." .. op .. "." .. ty.name), d, addr, v)
+end
+
+--- red.<space>.<op>.<type> [addr], v
+function M.red(op, addr, v, space)
+  local ty = value_type(v, "ptx.red")
+  return trace.emit(F("red." .. (space or "global") .. "." .. op .. "." .. ty.name), addr, v)
+end
+
+-- ------------------------------------------------------------- params
+
+--- ld.param.u64 of a tensor parameter's pointer (or any named param).
+function M.param(spec, ty)
+  local t = trace.need("ptx.param")
+  local name = type(spec) == "table" and spec.param or spec
+  ty = ty or (type(spec) == "table" and spec.param_type) or types.u64
+  local r = reg.new(t, ty)
+  trace.emit(F("ld.param." .. ty.name), r, operands.addr(name))
+  return r
+end
+
+--- Global-space pointers of tensor params: ld.param + cvta.to.global each.
+function M.global_ptrs(...)
+  local out = {}
+  for i = 1, select("#", ...) do
+    local spec = select(i, ...)
+    local p = M.param(spec, types.u64)
+    local g = reg.new(trace.need("ptx.global_ptrs"), types.u64)
+    trace.emit(F("cvta.to.global.u64"), g, p)
+    out[i] = g
+  end
+  return unpack(out, 1, select("#", ...))
+end
+
+-- -------------------------------------------------------- warp helpers
+
+M.warp = {}
+
+--- Butterfly reduction of a 32-bit register across width lanes (in place):
+-- log2(width) shfl.sync.bfly + op pairs; every lane ends with the result.
+local function warp_reduce(opname)
+  return function(x, width)
+    width = width or 32
+    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp.reduce_" .. opname .. " needs a 32-bit register", 2) end
+    local t = trace.need("ptx.warp.reduce_" .. opname)
+    local ty = x.type.kind == "b" and types.u32 or x.type
+    local op = F(opname .. "." .. ty.name)
+    local shfl = F("shfl.sync.bfly.b32")
+    local tmp = reg.new(t, x.type)
+    local off = width / 2
+    while off >= 1 do
+      trace.emit(shfl, tmp, x, off, 0x1f, 0xffffffff)
+      trace.emit(op, x, x, tmp)
+      off = off / 2
+    end
+    return x
+  end
+end
+M.warp.reduce_sum = warp_reduce("add")
+M.warp.reduce_max = warp_reduce("max")
+M.warp.reduce_min = warp_reduce("min")
+
+return M

@@ -1,0 +1,281 @@
+--- Registers: allocation (`reg.scalar`, `reg.array`, `reg.from`, `reg.pred`)
+-- and operator overloading, where each operator emits exactly one PTX
+-- instruction into a fresh register.
+--
+-- Type rules of the operators (documented in docs/dsl.md):
+--  * the result has the type of the register operand (the left one when both
+--    are registers); u/s/b of the same width mix, the non-b type wins;
+--  * integers and floats never mix, nor do widths (convert with reg.from);
+--  * a Lua number becomes an immediate of the register's type;
+--  * comparisons are methods (a:lt(b) ...) returning predicates, because Lua
+--    coerces the results of <, <=, == to booleans;
+--  * -p on a predicate is a negated view (no instruction), usable as a guard
+--    or a predicate source; -x on a number register emits neg.
+local ffi = require "ffi"
+local trace = require "pyptx.trace"
+local types = require "pyptx.types"
+local core = require "pyptx.core"
+
+local M = {}
+local OPD = trace.OPD
+
+local Reg = {}
+Reg.__index = Reg
+M.Reg = Reg
+
+local NegPred = {}
+NegPred.__index = NegPred
+
+local forms = {}
+--- Form id of an opcode string, interned once per Lua state.
+local function F(op)
+  local id = forms[op]
+  if not id then
+    id = trace.form(op, true, 3)
+    forms[op] = id
+  end
+  return id
+end
+M.form = F
+
+--- Pack a register into an operand slot.
+function Reg.__operand(r, o, t, k)
+  if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace", 4) end
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
+  return k + 1
+end
+
+--- Pack a negated predicate view (!%p1).
+function NegPred.__operand(n, o, t, k)
+  local r = n.reg
+  if r.trace ~= t then trace.fail("predicate belongs to another kernel trace", 4) end
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
+  return k + 1
+end
+NegPred.__unm = function(n) return n.reg end
+NegPred.__tostring = function(n) return "!" .. tostring(n.reg) end
+
+--- A register's PTX-ish description for messages ("u32 register #3").
+Reg.__tostring = function(r) return ("%s register #%d"):format(r.type.name, r.id) end
+
+--- Allocate a register of type t in the active trace.
+local function new(t, ty)
+  if not types.is(ty) then trace.fail("expected a type (pyptx.types.u32, ...), got " .. tostring(ty), 3) end
+  local id = core.reg_new(t.mod, t.fn, ty.id)
+  if id < 0 then trace.fail(core.error_message(), 3) end
+  return setmetatable({ id = id, type = ty, trace = t }, Reg)
+end
+M.new = new
+
+--- Is v a register?
+function M.is(v) return getmetatable(v) == Reg end
+
+--- Is v a predicate register or negated predicate view?
+function M.is_pred(v)
+  return (getmetatable(v) == Reg and v.type == types.pred) or getmetatable(v) == NegPred
+end
+
+-- ------------------------------------------------------------ allocation
+
+--- A new register of type ty; with init, also `mov` init into it.
+function M.scalar(ty, init)
+  local r = new(trace.need("reg.scalar"), ty)
+  if init ~= nil then trace.emit(F("mov." .. ty.name), r, init) end
+  return r
+end
+
+--- n new registers of type ty, indexed 0..n-1 (PTX style); .n is the count.
+function M.array(ty, n)
+  local t = trace.need("reg.array")
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.array: count must be a positive integer, got " .. tostring(n), 2) end
+  local a = { n = n }
+  for i = 0, n - 1 do a[i] = new(t, ty) end
+  return a
+end
+
+--- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
+function M.fragments(ty, n, zero)
+  local a = M.array(ty, n)
+  if zero then for i = 0, n - 1 do trace.emit(F("mov." .. ty.name), a[i], 0) end end
+  return a
+end
+
+--- A new predicate register.
+function M.pred()
+  return new(trace.need("reg.pred"), types.pred)
+end
+
+--- The cvt opcode that turns a value of type from into type to.
+local function cvt_opcode(to, from)
+  local fi, ti = types.is_float(from), types.is_float(to)
+  if fi and not ti then return "cvt.rzi." .. to.name .. "." .. from.name end
+  if fi and ti and to.bits < from.bits then return "cvt.rn." .. to.name .. "." .. from.name end
+  if not fi and ti then return "cvt.rn." .. to.name .. "." .. from.name end
+  return "cvt." .. to.name .. "." .. from.name
+end
+
+--- The type a source value carries, if any (registers, specials, typed imms).
+local function source_type(src)
+  local mt = getmetatable(src)
+  if mt == Reg then return src.type end
+  if mt and mt.__source_type then return mt.__source_type(src) end
+  return nil
+end
+M.source_type = source_type
+
+--- A new register of type ty holding src: `mov` when the bits carry over
+-- unchanged, `cvt` when the value must be converted (one instruction).
+function M.from(src, ty)
+  local t = trace.need("reg.from")
+  local st = source_type(src)
+  ty = ty or st
+  if not ty then trace.fail("reg.from: give a type for an untyped source", 2) end
+  local r = new(t, ty)
+  local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
+    or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
+  trace.emit(F(same and ("mov." .. ty.name) or cvt_opcode(ty, st)), r, src)
+  return r
+end
+
+--- Emit `mov` of v into this register (in-place update, one instruction).
+function Reg:set(v)
+  trace.emit(F("mov." .. self.type.name), self, v)
+  return self
+end
+
+-- -------------------------------------------------------------- operators
+
+--- The PTX type suffix arithmetic uses for a register type (b -> u).
+local function arith_type(ty)
+  if ty.kind == "b" then return types["u" .. ty.bits] end
+  return ty
+end
+
+--- Result type of a binary operation between a and b (one is a register).
+local function join(op, a, b)
+  local ta, tb = source_type(a), source_type(b)
+  if not ta then return tb end
+  if not tb or ta == tb then return ta end
+  if ta.bits ~= tb.bits or types.is_float(ta) ~= types.is_float(tb) or ta.kind == "p" or tb.kind == "p" then
+    trace.fail(("operator %s mixes %s and %s; convert one side first with reg.from(x, %s)")
+      :format(op, ta.name, tb.name, ta.name), 4)
+  end
+  if types.is_float(ta) then
+    trace.fail(("operator %s mixes %s and %s"):format(op, ta.name, tb.name), 4)
+  end
+  return ta.kind == "b" and tb or ta
+end
+
+--- Emit `op.<type> d, a, b` into a fresh register of the joined type.
+local function binop(opname, sym, a, b, mods)
+  local ty = join(sym, a, b)
+  local at = arith_type(ty)
+  local d = new(trace.need("operator " .. sym), ty)
+  trace.emit(F(opname .. (mods and types.is_int(at) and mods.int or mods and mods.float or "") .. "." .. at.name), d, a, b)
+  return d
+end
+
+Reg.__add = function(a, b) return binop("add", "+", a, b) end
+Reg.__sub = function(a, b) return binop("sub", "-", a, b) end
+Reg.__mul = function(a, b) return binop("mul", "*", a, b, { int = ".lo", float = "" }) end
+Reg.__div = function(a, b) return binop("div", "/", a, b, { int = "", float = ".rn" }) end
+Reg.__mod = function(a, b)
+  local ty = join("%", a, b)
+  if not types.is_int(ty) then trace.fail("operator % needs integer registers, got " .. ty.name, 2) end
+  return binop("rem", "%", a, b)
+end
+
+--- -x: neg for numbers; a negated view for predicates (no instruction).
+Reg.__unm = function(a)
+  if a.type == types.pred then return setmetatable({ reg = a }, NegPred) end
+  local at = arith_type(a.type)
+  if at.kind == "u" then at = types["s" .. at.bits] end
+  local d = new(trace.need("operator -"), a.type)
+  trace.emit(F("neg." .. at.name), d, a)
+  return d
+end
+
+--- Guarded comparisons: Lua turns < and == into booleans, so use methods.
+local function compare(cmp)
+  return function(a, b)
+    local ty = arith_type(join(cmp, a, b))
+    local p = new(trace.need("comparison :" .. cmp), types.pred)
+    trace.emit(F("setp." .. cmp .. "." .. ty.name), p, a, b)
+    return p
+  end
+end
+for _, c in ipairs { "eq", "ne", "lt", "le", "gt", "ge" } do Reg[c] = compare(c) end
+
+--- Emit a bitwise operation on b-typed PTX (and/or/xor).
+local function bitop(opname)
+  return function(a, b)
+    local ty = join(opname, a, b)
+    local d = new(trace.need(":" .. opname), ty)
+    local suffix = ty == types.pred and "pred" or ("b" .. ty.bits)
+    trace.emit(F(opname .. "." .. suffix), d, a, b)
+    return d
+  end
+end
+Reg.band, Reg.bor, Reg.bxor = bitop("and"), bitop("or"), bitop("xor")
+Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
+
+--- Bitwise / logical not.
+function Reg:bnot()
+  local d = new(trace.need(":bnot"), self.type)
+  trace.emit(F("not." .. (self.type == types.pred and "pred" or ("b" .. self.type.bits))), d, self)
+  return d
+end
+Reg.not_ = Reg.bnot
+
+--- Shift left by n bits.
+function Reg:shl(n)
+  local d = new(trace.need(":shl"), self.type)
+  trace.emit(F("shl.b" .. self.type.bits), d, self, n)
+  return d
+end
+
+--- Shift right (arithmetic for signed registers, logical otherwise).
+function Reg:shr(n)
+  local d = new(trace.need(":shr"), self.type)
+  local suffix = self.type.kind == "s" and self.type.name or ("u" .. self.type.bits)
+  trace.emit(F("shr." .. suffix), d, self, n)
+  return d
+end
+
+--- Emit a unary or binary typed instruction (min, max, abs, ...).
+local function typed(opname, float_mods)
+  return function(a, b)
+    local ty = arith_type(b ~= nil and join(opname, a, b) or a.type)
+    local d = new(trace.need(":" .. opname), a.type)
+    local op = opname .. (types.is_float(ty) and float_mods or "") .. "." .. ty.name
+    if b ~= nil then trace.emit(F(op), d, a, b) else trace.emit(F(op), d, a) end
+    return d
+  end
+end
+Reg.min, Reg.max, Reg.abs = typed("min", ""), typed("max", ""), typed("abs", "")
+
+--- self * b + c in one instruction (fma.rn for floats, mad.lo for integers).
+function Reg:fma(b, c)
+  local ty = arith_type(join("fma", self, b))
+  local d = new(trace.need(":fma"), self.type)
+  trace.emit(F((types.is_float(ty) and "fma.rn." or "mad.lo.") .. ty.name), d, self, b, c)
+  return d
+end
+
+--- 32x32 -> 64-bit product (mul.wide): the way to offset a 64-bit pointer.
+function Reg:mul_wide(b)
+  local ty = arith_type(self.type)
+  if ty.bits ~= 32 and ty.bits ~= 16 or not types.is_int(ty) then
+    trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name, 2)
+  end
+  local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
+  trace.emit(F("mul.wide." .. ty.name), d, self, b)
+  return d
+end
+
+--- Convert to another type (cvt or mov, one instruction): x:to(f32).
+function Reg:to(ty)
+  return M.from(self, ty)
+end
+
+return M

@@ -1,0 +1,118 @@
+--- The CUDA toolkit on this machine: finding ptxas, assembling PTX with it,
+-- reading its resource report, and mapping its errors back to Lua lines.
+local M = {}
+
+--- Does a file exist and is it readable?
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+--- Directories that may hold the toolkit's bin/, most specific first.
+function M.search_dirs()
+  local dirs = {}
+  for _, var in ipairs { "CUDA_HOME", "CUDA_PATH" } do
+    local v = os.getenv(var)
+    if v and v ~= "" then dirs[#dirs + 1] = v .. "/bin" end
+  end
+  dirs[#dirs + 1] = "/usr/local/cuda/bin"
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do dirs[#dirs + 1] = dir end
+  return dirs
+end
+
+--- Path of a toolkit program (ptxas, nvdisasm, cuobjdump), or nil.
+function M.find(tool)
+  for _, dir in ipairs(M.search_dirs()) do
+    if exists(dir .. "/" .. tool) then return dir .. "/" .. tool end
+  end
+  return nil
+end
+
+--- The message shown when the toolkit is missing.
+function M.missing_message(tool)
+  return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched $CUDA_HOME/bin, /usr/local/cuda/bin, $PATH)"):format(tool)
+end
+
+--- Quote a string for /bin/sh.
+local function shell_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+M.shell_quote = shell_quote
+
+--- Write text to a fresh temporary file with a suffix; returns its path.
+function M.temp_file(text, suffix)
+  local base = os.tmpname()
+  local path = base .. (suffix or "")
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  if path ~= base then os.remove(base) end
+  return path
+end
+
+--- Read ptxas -v output into { [kernel] = { registers, smem, stack, spill_stores, spill_loads, cmem } }.
+function M.parse_report(log)
+  local out, cur = {}, nil
+  for line in log:gmatch("[^\n]+") do
+    local name = line:match("Compiling entry function '([^']+)'") or line:match("Function properties for ([%w_$]+)")
+    if name then
+      cur = out[name] or { registers = 0, smem = 0, stack = 0, spill_stores = 0, spill_loads = 0, cmem = 0, barriers = 0 }
+      out[name] = cur
+    end
+    if cur then
+      local st, ss, sl = line:match("(%d+) bytes stack frame, (%d+) bytes spill stores, (%d+) bytes spill loads")
+      if st then cur.stack, cur.spill_stores, cur.spill_loads = tonumber(st), tonumber(ss), tonumber(sl) end
+      local regs = line:match("Used (%d+) registers")
+      if regs then cur.registers = tonumber(regs) end
+      cur.smem = tonumber(line:match("(%d+) bytes smem")) or cur.smem
+      cur.cmem = tonumber(line:match("(%d+) bytes cmem%[0%]")) or cur.cmem
+      cur.barriers = tonumber(line:match("used (%d+) barriers")) or cur.barriers
+    end
+  end
+  return out
+end
+
+--- Map PTX line numbers in a ptxas log to the Lua file:line of the
+-- closest preceding .loc, appending " (from file:line)" to each.
+function M.map_lines(log, ptx)
+  local files, locs, n = {}, {}, 0
+  local cur = nil
+  for line in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local id, path = line:match("^%s*%.file%s+(%d+)%s+\"(.-)\"")
+    if id then files[tonumber(id)] = path end
+    local f, l = line:match("^%s*%.loc%s+(%d+)%s+(%d+)")
+    if f then cur = { tonumber(f), tonumber(l) } end
+    locs[n] = cur
+  end
+  return (log:gsub("line (%d+)([^\n]*)", function(num, rest)
+    local loc = locs[tonumber(num)]
+    if loc and files[loc[1]] then
+      return ("line %s%s (from %s:%d)"):format(num, rest, files[loc[1]], loc[2])
+    end
+  end))
+end
+
+--- Assemble PTX with ptxas for arch. Returns ok, report (per kernel), log.
+-- Without ptxas, returns nil, nil, the missing-toolkit message.
+function M.ptxas(ptx, arch, opts)
+  opts = opts or {}
+  local exe = M.find("ptxas")
+  if not exe then return nil, nil, M.missing_message("ptxas") end
+  local path = M.temp_file(ptx, ".ptx")
+  local out = opts.output or "/dev/null"
+  local cmd = ("%s -arch=%s -v %s-o %s %s 2>&1"):format(shell_quote(exe), arch,
+    opts.lineinfo == false and "" or "-lineinfo ", shell_quote(out), shell_quote(path))
+  local p = io.popen(cmd)
+  local log = p:read("*a")
+  local ok = p:close()
+  if ok == true or ok == 0 then
+    os.remove(path)
+    return true, M.parse_report(log), log
+  end
+  log = M.map_lines(log, ptx)
+  return false, nil, log .. (opts.keep_failed ~= false and ("\n(the PTX is kept at " .. path .. ")") or "")
+end
+
+return M

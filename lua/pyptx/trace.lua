@@ -1,0 +1,190 @@
+--- The active kernel trace: the C module being built, operand packing and
+-- the one function every instruction goes through (M.emit).
+local ffi = require "ffi"
+local core = require "pyptx.core"
+
+local M = {}
+
+local OPD = {
+  REG = 1, NUM = 2, IMM = 3, FIMM = 4, SPECIAL = 5, SYM = 6, LABEL = 7,
+  ADDR = 8, VEC = 9, PIPE = 10, SINK = 11, PAREN = 12, INT = 13,
+}
+M.OPD = OPD
+
+local MAX_OPS = 1024
+local ops = ffi.new("lpx_operand[?]", MAX_OPS)
+local cur = nil
+local getinfo, select, type, getmetatable = debug.getinfo, select, type, getmetatable
+
+-- --------------------------------------------------------------- locations
+
+--- Is a chunk one of luaptx's own modules (skipped when locating the user)?
+local function is_internal(src)
+  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") ~= nil
+end
+M.is_internal = is_internal
+
+--- Source and line of the first frame at or above level outside luaptx.
+function M.where(level)
+  level = (level or 1) + 1
+  while true do
+    local info = getinfo(level, "Sl")
+    if not info then return "?", 0 end
+    if info.what ~= "C" and not is_internal(info.source) then
+      return info.source, info.currentline
+    end
+    level = level + 1
+  end
+end
+
+--- "file:line" for a chunk source and line, as Lua prints it.
+function M.format_where(src, line)
+  local file = src:sub(1, 1) == "@" and src:sub(2) or src
+  return file .. ":" .. tostring(line)
+end
+
+--- Raise msg as a Lua error prefixed with the user's file:line.
+function M.fail(msg, level)
+  local src, line = M.where((level or 1) + 1)
+  error(M.format_where(src, line) .. ": " .. msg, 0)
+end
+
+-- ------------------------------------------------------------------ traces
+
+--- The active trace, or an error naming the user's line when none is.
+function M.need(what)
+  if cur then return cur end
+  M.fail(what .. " called outside a kernel trace (use it inside a kernel body)", 2)
+end
+
+--- The active trace or nil.
+function M.current() return cur end
+
+--- Start a trace for one kernel specialization.
+function M.begin(spec)
+  if cur then error("a kernel trace is already active (kernels cannot be traced inside kernels)", 0) end
+  local mod = core.module_new(core.ctx, spec.version, spec.arch, 64)
+  if mod == nil then error(core.error_message(), 0) end
+  mod = ffi.gc(mod, core.module_free)
+  local fn = core.func_begin(mod, spec.name, 1, 1)
+  if fn < 0 then error(core.error_message(), 0) end
+  local sm = ffi.new("int32_t[2]")
+  core.arch_parse(spec.arch, sm, sm + 1)
+  cur = {
+    mod = mod, fn = fn, name = spec.name, arch = spec.arch, version = spec.version,
+    sm = sm[0], family = sm[1], files = {}, syms = {}, nlabels = 0, count = 0,
+    guard = nil, smem_size = 0, smem_align = 16, on_emit = nil,
+  }
+  return cur
+end
+
+--- End the active trace (always called, also when the body failed).
+function M.finish()
+  cur = nil
+end
+
+--- Symbol id of a name in the trace's module (interned once).
+function M.sym(t, name)
+  local id = t.syms[name]
+  if id then return id end
+  id = core.sym(t.mod, name)
+  t.syms[name] = id
+  return id
+end
+
+--- A fresh label name unique in the trace ("$L__name_3").
+function M.fresh_label(t, hint)
+  t.nlabels = t.nlabels + 1
+  return "$L__" .. (hint or "L") .. "_" .. t.nlabels
+end
+
+-- --------------------------------------------------------------- operands
+
+local put
+
+--- Pack a plain Lua table as a vector operand {a, b, ...}.
+local function put_vector(t, k, v)
+  local o = ops[k]
+  local n = #v
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.VEC, -1, 0, n, 0, 0
+  k = k + 1
+  for i = 1, n do k = put(t, k, v[i]) end
+  return k
+end
+
+--- Pack one Lua value into the operand buffer at k; return the next slot.
+put = function(t, k, v)
+  if k >= MAX_OPS - 1 then M.fail("too many operands in one instruction", 3) end
+  local o = ops[k]
+  local tv = type(v)
+  if tv == "table" then
+    local mt = getmetatable(v)
+    if mt and mt.__operand then return mt.__operand(v, o, t, k, put) end
+    if mt == nil then return put_vector(t, k, v) end
+  elseif tv == "number" then
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.NUM, -1, 0, 0, 0, v
+    return k + 1
+  elseif tv == "string" then
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.SYM, -1, M.sym(t, v), 0, 0, 0
+    return k + 1
+  elseif tv == "cdata" and ffi.istype("int64_t", v) or ffi.istype("uint64_t", v) then
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.INT, -1, 0, 0, v, 0
+    return k + 1
+  end
+  M.fail(("cannot use a %s (%s) as an operand; expected a register, number, vector table, address or label")
+    :format(tv, tostring(v)), 3)
+end
+M.put = put
+
+--- File id of a chunk source for .loc (registered once per trace).
+local function file_id(t, src)
+  local id = t.files[src]
+  if id then return id end
+  if src:sub(1, 1) ~= "@" then id = 0 else id = core.module_file(t.mod, src:sub(2)) end
+  t.files[src] = id
+  return id
+end
+
+--- Append one instruction of an interned form with Lua operands.
+-- level is how many frames above emit's caller the user code may start.
+function M.emit(form, ...)
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)", 2) end
+  local k = 0
+  for i = 1, select("#", ...) do k = put(t, k, (select(i, ...))) end
+  local src, line = M.where(2)
+  local g, gneg = -1, 0
+  local guard = t.guard
+  if guard then
+    t.guard = nil
+    g, gneg = guard.id, guard.negated and 1 or 0
+  end
+  local rc = core.append(t.mod, t.fn, form, g, gneg, k, ops, file_id(t, src), line)
+  if rc < 0 then error(M.format_where(src, line) .. ": " .. core.error_message(), 0) end
+  t.count = t.count + 1
+  if t.on_emit then t.on_emit(rc) end
+  return rc
+end
+
+--- Append a raw body line (a brace, a pragma) to the active trace.
+function M.raw_line(text)
+  local t = M.need("ptx.raw_line")
+  if core.append_raw(t.mod, t.fn, text) < 0 then M.fail(core.error_message(), 2) end
+end
+
+--- Intern an opcode string into a form id, raising at the user's line.
+-- strict: unknown opcodes are errors (the builder) rather than warnings (raw).
+function M.form(opcode, strict, level)
+  local id = core.form_intern(core.ctx, opcode)
+  if id < 0 then M.fail(core.error_message(), (level or 1) + 1) end
+  local info = core.form_get(core.ctx, id)
+  if info.op < 0 then
+    local w = core.take_warning()
+    if strict then M.fail(w .. " (use ptx.inst(\"" .. opcode .. "\", ...) to emit it unchecked)", (level or 1) + 1) end
+    local src, line = M.where((level or 1) + 1)
+    io.stderr:write(M.format_where(src, line), ": warning: ", w, "\n")
+  end
+  return id, info
+end
+
+return M

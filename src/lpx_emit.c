@@ -1,0 +1,249 @@
+/* The PTX text emitter: deterministic, nvcc-style register declarations,
+ * one instruction per line, optional .file/.loc pointing at Lua lines. */
+#include "lpx_internal.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const class_decl[LPX_RC__COUNT] = {
+#define X(id, decl, prefix) decl,
+  LPX_REGCLASSES(X)
+#undef X
+};
+static const char *const class_prefix[LPX_RC__COUNT] = {
+#define X(id, decl, prefix) prefix,
+  LPX_REGCLASSES(X)
+#undef X
+};
+/* nvcc declares register classes in this order. */
+static const int class_order[LPX_RC__COUNT] = {
+  LPX_RC_PRED, LPX_RC_B16, LPX_RC_B32, LPX_RC_F32, LPX_RC_B64, LPX_RC_F64, LPX_RC_B128
+};
+
+/* ------------------------------------------------------------ operands */
+
+/* Write a register's name, e.g. %r12. */
+static void put_reg(lpx_buf *b, const lpx_func *f, int32_t reg)
+{
+  lpx_buf_puts(b, class_prefix[lpx_types[f->reg_type[reg]].regclass]);
+  lpx_buf_puti(b, f->reg_index[reg]);
+}
+
+/* Write a symbol with an optional signed offset (sym+8, sym+-8). */
+static void put_sym_offset(lpx_buf *b, const lpx_module *m, int32_t sym, int64_t off)
+{
+  lpx_buf_puts(b, lpx_strtab_get(&m->syms, sym));
+  if (off) { lpx_buf_putc(b, '+'); lpx_buf_puti(b, off); }
+}
+
+/* Write a typed integer immediate: signed types signed, others unsigned. */
+static void put_imm(lpx_buf *b, const lpx_operand *o)
+{
+  char kind = o->type >= 0 && o->type < LPX_T__COUNT ? lpx_types[o->type].kind : 'S';
+  int bits = o->type >= 0 && o->type < LPX_T__COUNT ? lpx_types[o->type].bits : 64;
+  if (kind == 'S' || o->ival >= 0) { lpx_buf_puti(b, o->ival); return; }
+  uint64_t u = (uint64_t)o->ival;
+  if (bits < 64) u &= ((uint64_t)1 << bits) - 1;
+  lpx_buf_putu(b, u);
+}
+
+/* Write a list of n child operands starting at *i, separated by ", ". */
+static void put_list(lpx_buf *b, const lpx_module *m, const lpx_func *f,
+                     const lpx_operand *ops, uint32_t *i, int n, const char *sep)
+{
+  for (int k = 0; k < n; k++) {
+    if (k) lpx_buf_puts(b, sep);
+    lpx_emit_operand(b, m, f, ops, i);
+  }
+}
+
+/* Write the operand at ops[*i] and advance *i past it and its children. */
+void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i)
+{
+  const lpx_operand *o = &ops[(*i)++];
+  char tmp[40];
+  switch (o->kind) {
+  case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, f, o->id); break;
+  case LPX_OPD_IMM: put_imm(b, o); break;
+  case LPX_OPD_INT: lpx_buf_puti(b, o->ival); break;
+  case LPX_OPD_NUM: snprintf(tmp, sizeof tmp, "%.17g", o->fval); lpx_buf_puts(b, tmp); break;
+  case LPX_OPD_FIMM:
+    if (o->type == LPX_T_F64) snprintf(tmp, sizeof tmp, "0d%016" PRIX64, (uint64_t)o->ival);
+    else snprintf(tmp, sizeof tmp, "0f%08" PRIX32, (uint32_t)o->ival);
+    lpx_buf_puts(b, tmp);
+    break;
+  case LPX_OPD_SPECIAL: lpx_buf_puts(b, lpx_special_name(o->id)); break;
+  case LPX_OPD_SYM: put_sym_offset(b, m, o->id, o->ival); break;
+  case LPX_OPD_LABEL: lpx_buf_puts(b, lpx_strtab_get(&m->syms, o->id)); break;
+  case LPX_OPD_SINK: lpx_buf_putc(b, '_'); break;
+  case LPX_OPD_ADDR:
+    lpx_buf_putc(b, '[');
+    if (o->aux == LPX_OPD_REG) {
+      put_reg(b, f, o->id);
+      if (o->ival) { lpx_buf_putc(b, '+'); lpx_buf_puti(b, o->ival); }
+    } else if (o->aux == LPX_OPD_SYM) {
+      put_sym_offset(b, m, o->id, o->ival);
+    } else {
+      lpx_buf_puti(b, o->ival);
+    }
+    lpx_buf_putc(b, ']');
+    break;
+  case LPX_OPD_VEC: lpx_buf_putc(b, '{'); put_list(b, m, f, ops, i, o->aux, ", "); lpx_buf_putc(b, '}'); break;
+  case LPX_OPD_PAREN: lpx_buf_putc(b, '('); put_list(b, m, f, ops, i, o->aux, ", "); lpx_buf_putc(b, ')'); break;
+  case LPX_OPD_PIPE: put_list(b, m, f, ops, i, 2, "|"); break;
+  default: lpx_buf_puts(b, "/*?*/"); break;
+  }
+}
+
+/* --------------------------------------------------------------- items */
+
+/* Write one body item (instruction, label or raw line) with its newline. */
+void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it)
+{
+  if (it->kind == LPX_ITEM_LABEL) {
+    lpx_buf_puts(b, lpx_strtab_get(&m->syms, it->form));
+    lpx_buf_puts(b, ":\n");
+    return;
+  }
+  lpx_buf_putc(b, '\t');
+  if (it->kind == LPX_ITEM_RAW) {
+    lpx_buf_puts(b, lpx_strtab_get(&m->syms, it->form));
+    lpx_buf_putc(b, '\n');
+    return;
+  }
+  if (it->guard >= 0) {
+    lpx_buf_puts(b, it->guard_neg ? "@!" : "@");
+    put_reg(b, f, it->guard);
+    lpx_buf_putc(b, ' ');
+  }
+  lpx_buf_puts(b, lpx_strtab_get(&m->ctx->form_names, it->form));
+  uint32_t i = it->ops, end = it->ops + it->nops;
+  for (int k = 0; i < end; k++) {
+    lpx_buf_puts(b, k ? ", " : " \t");
+    lpx_emit_operand(b, m, f, f->ops, &i);
+  }
+  lpx_buf_puts(b, ";\n");
+}
+
+/* ------------------------------------------------------- declarations */
+
+/* Write ".visible " / ".extern " / ".weak " for a linkage code. */
+static void put_linkage(lpx_buf *b, int linkage)
+{
+  static const char *const names[] = { "", ".visible ", ".extern ", ".weak ", ".common " };
+  if (linkage > 0 && linkage < 5) lpx_buf_puts(b, names[linkage]);
+}
+
+/* Write a variable declaration line (module or function scope). */
+static void put_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent)
+{
+  lpx_buf_puts(b, indent);
+  put_linkage(b, v->linkage);
+  lpx_buf_printf(b, ".%s ", lpx_strtab_get(&m->syms, v->space));
+  if (v->align) lpx_buf_printf(b, ".align %d ", v->align);
+  lpx_buf_printf(b, ".%s %s", lpx_types[v->type].name, lpx_strtab_get(&m->syms, v->sym));
+  if (v->count > 0) lpx_buf_printf(b, "[%" PRId64 "]", v->count);
+  else if (v->count < 0) lpx_buf_puts(b, "[]");
+  lpx_buf_puts(b, ";\n");
+}
+
+/* Write the parameter list of a function. */
+static void put_params(lpx_buf *b, const lpx_module *m, const lpx_func *f)
+{
+  lpx_buf_putc(b, '(');
+  for (size_t i = 0; i < f->nparams; i++) {
+    const lpx_param *p = &f->params[i];
+    lpx_buf_puts(b, i ? ",\n\t.param " : "\n\t.param ");
+    if (p->count > 0) {
+      if (p->align) lpx_buf_printf(b, ".align %d ", p->align);
+      lpx_buf_printf(b, ".%s %s[%d]", lpx_types[p->type].name, lpx_strtab_get(&m->syms, p->sym), p->count);
+    } else {
+      lpx_buf_printf(b, ".%s %s", lpx_types[p->type].name, lpx_strtab_get(&m->syms, p->sym));
+    }
+  }
+  lpx_buf_puts(b, f->nparams ? "\n)\n" : ")\n");
+}
+
+/* Write the .reg lines the way nvcc does: one per class, %r<N+1>. */
+static void put_regs(lpx_buf *b, const lpx_func *f)
+{
+  for (int k = 0; k < LPX_RC__COUNT; k++) {
+    int c = class_order[k];
+    if (!f->class_count[c]) continue;
+    lpx_buf_printf(b, "\t.reg .%s \t%s<%d>;\n", class_decl[c], class_prefix[c], f->class_count[c] + 1);
+  }
+}
+
+/* Write a function body with .loc lines where the source line changes. */
+static void put_body(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info)
+{
+  int32_t last_file = 0, last_line = 0;
+  for (size_t i = 0; i < f->nitems; i++) {
+    const lpx_item *it = &f->items[i];
+    if (line_info && it->kind == LPX_ITEM_INST && it->file > 0 && it->line > 0 &&
+        (it->file != last_file || it->line != last_line)) {
+      lpx_buf_puts(b, "\t.loc\t");
+      lpx_buf_puti(b, it->file);
+      lpx_buf_putc(b, ' ');
+      lpx_buf_puti(b, it->line);
+      lpx_buf_puts(b, " 1\n");
+      last_file = it->file;
+      last_line = it->line;
+    }
+    lpx_emit_item(b, m, f, it);
+  }
+}
+
+/* Write one .entry or .func definition. */
+static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info)
+{
+  const char *name = lpx_strtab_get(&m->syms, f->sym);
+  if (f->linkage == 1 && f->is_entry) lpx_buf_printf(b, "\t// .globl\t%s\n", name);
+  put_linkage(b, f->linkage);
+  lpx_buf_printf(b, "%s %s", f->is_entry ? ".entry" : ".func", name);
+  put_params(b, m, f);
+  for (size_t i = 0; i < f->ndirectives; i++) lpx_buf_printf(b, "%s\n", lpx_strtab_get(&m->syms, f->directives[i]));
+  lpx_buf_puts(b, "{\n");
+  put_regs(b, f);
+  for (size_t i = 0; i < f->nvars; i++) put_var(b, m, &f->vars[i], "\t");
+  lpx_buf_putc(b, '\n');
+  put_body(b, m, f, line_info);
+  lpx_buf_puts(b, "\n}\n");
+}
+
+/* Emit the whole module as PTX text; the text stays owned by the module. */
+int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len)
+{
+  lpx_buf *b = &m->out;
+  int line_info = opts ? opts->line_info : 1;
+  b->n = 0;
+  if (!opts || opts->header) lpx_buf_puts(b, "//\n// Generated by luaptx\n//\n\n");
+  lpx_buf_printf(b, ".version %d.%d\n.target %s\n.address_size %d\n",
+                 m->ptx_version / 10, m->ptx_version % 10, m->target, m->address_size);
+  if (line_info)
+    for (size_t i = 0; i < m->nfiles; i++)
+      lpx_buf_printf(b, "\t.file\t%d \"%s\"\n", (int)i + 1, lpx_strtab_get(&m->syms, m->files[i]));
+  if (m->nvars) lpx_buf_putc(b, '\n');
+  for (size_t i = 0; i < m->nvars; i++) put_var(b, m, &m->vars[i], "");
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    lpx_buf_putc(b, '\n');
+    put_func(b, m, &m->funcs[i], line_info);
+  }
+  if (!b->p) return lpx_fail(m->ctx, "out of memory");
+  *text = b->p;
+  *len = b->n;
+  return 0;
+}
+
+/* Emit a single item of a function (for the REPL and inspection). */
+int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  const lpx_func *f = &m->funcs[fn];
+  if (index < 0 || (size_t)index >= f->nitems) return lpx_fail(m->ctx, "no item %d", index);
+  m->out.n = 0;
+  lpx_emit_item(&m->out, m, f, &f->items[index]);
+  *text = m->out.p;
+  *len = m->out.n;
+  return 0;
+}

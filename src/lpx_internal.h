@@ -1,0 +1,151 @@
+/* Internal structures of the core: the context, the ISA enums and the IR.
+ * Shared by the core's C files; never seen by Lua. */
+#ifndef LPX_INTERNAL_H
+#define LPX_INTERNAL_H
+#include "lpx_core.h"
+#include "lpx_util.h"
+#include "lpx_types.def"
+#include "lpx_isa.def"
+
+/* ------------------------------------------------------------ enums */
+
+enum lpx_type_id {
+#define X(id, spell, bits, kind, cls) LPX_T_##id,
+  LPX_TYPES(X)
+#undef X
+  LPX_T__COUNT
+};
+
+enum lpx_regclass_id {
+#define X(id, decl, prefix) LPX_RC_##id,
+  LPX_REGCLASSES(X)
+#undef X
+  LPX_RC__COUNT
+};
+
+enum lpx_group_bit {
+#define X(id, spell) LPX_GB_##id,
+  LPX_MODGROUPS(X)
+#undef X
+  LPX_GB__COUNT
+};
+
+enum lpx_op_id {
+#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) LPX_OP_##id,
+  LPX_ISA(X)
+#undef X
+  LPX_OP__COUNT
+};
+
+enum lpx_special_id {
+#define X(id, name, type, ptx, sm) LPX_SR_##id,
+  LPX_SPECIALS(X)
+#undef X
+  LPX_SR__COUNT
+};
+
+/* Group and type-set bits; enums wider than int are a GCC/Clang extension. */
+#define G_(id) G_##id = (uint64_t)1 << LPX_GB_##id,
+enum {
+#define X(id, spell) G_(id)
+  LPX_MODGROUPS(X)
+#undef X
+};
+#define X(id, spell, bits, kind, cls) TS_##id = (uint64_t)1 << LPX_T_##id,
+enum { LPX_TYPES(X) };
+#undef X
+
+
+/* Per-type facts expanded from LPX_TYPES. */
+typedef struct lpx_type_desc {
+  const char *name;
+  int bits;
+  char kind;   /* 'B','U','S','F','P','H' */
+  int regclass;
+} lpx_type_desc;
+extern const lpx_type_desc lpx_types[LPX_T__COUNT];
+
+/* One row of the instruction table. */
+typedef struct lpx_isa_row {
+  const char *name;
+  const char *sig;
+  uint64_t groups, required, types;
+  int ntypes, min_ptx, min_sm, max_sm;
+} lpx_isa_row;
+extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
+
+/* ------------------------------------------------------------ context */
+
+#define LPX_MSG_MAX 2048
+
+/* Interned opcode forms with their parsed facts. */
+typedef struct lpx_form {
+  lpx_form_info info;
+  uint64_t groups_seen;
+} lpx_form;
+
+struct lpx_ctx {
+  char error[LPX_MSG_MAX];
+  char warning[LPX_MSG_MAX];
+  char warning_out[LPX_MSG_MAX];
+  lpx_strtab form_names;
+  lpx_form *forms;
+  size_t forms_cap;
+};
+
+int lpx_fail(lpx_ctx *ctx, const char *fmt, ...);
+void lpx_warn(lpx_ctx *ctx, const char *fmt, ...);
+
+/* ------------------------------------------------------------ IR */
+
+enum { LPX_ITEM_INST = 1, LPX_ITEM_LABEL, LPX_ITEM_RAW };
+
+typedef struct lpx_item {
+  uint8_t kind;
+  uint8_t guard_neg;
+  uint16_t nops;
+  int32_t form;      /* INST: form id; LABEL: symbol; RAW: symbol of text */
+  int32_t guard;     /* predicate register, -1 when unguarded */
+  uint32_t ops;      /* first operand in lpx_func.ops */
+  int32_t file, line;
+} lpx_item;
+
+typedef struct lpx_param {
+  int32_t sym, type, align, count;
+} lpx_param;
+
+typedef struct lpx_var {
+  int32_t space, sym, type, align, linkage;
+  int64_t count;     /* -1: unsized (extern) array, 0: scalar */
+} lpx_var;
+
+typedef struct lpx_func {
+  int32_t sym, is_entry, linkage;
+  lpx_param *params; size_t nparams, params_cap;
+  int32_t *directives; size_t ndirectives, directives_cap;
+  lpx_var *vars; size_t nvars, vars_cap;
+  int32_t *reg_type; int32_t *reg_index; size_t nregs, regs_cap;
+  int32_t class_count[LPX_RC__COUNT];
+  lpx_item *items; size_t nitems, items_cap;
+  lpx_operand *ops; size_t nops, ops_cap;
+  size_t ninsts;
+} lpx_func;
+
+struct lpx_module {
+  lpx_ctx *ctx;
+  int32_t ptx_version, address_size, sm, family;
+  char target[64];
+  lpx_strtab syms;
+  int32_t *files; size_t nfiles, files_cap;
+  lpx_func *funcs; size_t nfuncs, funcs_cap;
+  lpx_var *vars; size_t nvars, vars_cap;
+  lpx_buf out;
+};
+
+const char *lpx_special_name(int32_t id);
+void lpx_special_gate(int32_t id, int *ptx, int *sm);
+int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops);
+void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
+void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
+
+#endif

@@ -1,0 +1,284 @@
+/* The IR of a PTX module: functions with params, declarations, registers
+ * and a flat item list (instructions, labels, raw lines) whose operands
+ * live in one side array. Built by the tracer and (later) the parser. */
+#include "lpx_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- module */
+
+/* Create a module for a PTX version (x10), target and address size. */
+lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size)
+{
+  int32_t sm, family;
+  if (lpx_arch_parse(target, &sm, &family)) {
+    lpx_fail(ctx, "unknown target '%s'; expected sm_XY with an optional a/f suffix, e.g. sm_80, sm_90a, sm_100a", target);
+    return NULL;
+  }
+  if (address_size != 32 && address_size != 64) {
+    lpx_fail(ctx, "address size %d; valid: 32, 64", address_size);
+    return NULL;
+  }
+  lpx_module *m = calloc(1, sizeof *m);
+  if (!m) { lpx_fail(ctx, "out of memory"); return NULL; }
+  m->ctx = ctx;
+  m->ptx_version = ptx_version;
+  m->address_size = address_size;
+  m->sm = sm;
+  m->family = family;
+  snprintf(m->target, sizeof m->target, "%s", target);
+  return m;
+}
+
+/* Free one function's arrays. */
+static void func_free(lpx_func *f)
+{
+  free(f->params); free(f->directives); free(f->vars);
+  free(f->reg_type); free(f->reg_index);
+  free(f->items); free(f->ops);
+}
+
+/* Free a module and everything it owns. */
+void lpx_module_free(lpx_module *m)
+{
+  if (!m) return;
+  for (size_t i = 0; i < m->nfuncs; i++) func_free(&m->funcs[i]);
+  free(m->funcs); free(m->vars); free(m->files);
+  lpx_strtab_free(&m->syms);
+  lpx_buf_free(&m->out);
+  free(m);
+}
+
+/* Intern a name (symbol, label, raw text) in the module; -1 on OOM. */
+int32_t lpx_sym(lpx_module *m, const char *name)
+{
+  int32_t id = lpx_strtab_intern(&m->syms, name, strlen(name));
+  if (id < 0) lpx_fail(m->ctx, "out of memory");
+  return id;
+}
+
+/* Register a source file for .file/.loc; returns its 1-based index. */
+int32_t lpx_module_file(lpx_module *m, const char *path)
+{
+  int32_t sym = lpx_sym(m, path);
+  if (sym < 0) return -1;
+  for (size_t i = 0; i < m->nfiles; i++)
+    if (m->files[i] == sym) return (int32_t)i + 1;
+  if (LPX_RESERVE(m->files, m->files_cap, m->nfiles + 1)) return lpx_fail(m->ctx, "out of memory");
+  m->files[m->nfiles++] = sym;
+  return (int32_t)m->nfiles;
+}
+
+/* Look up a function by id, failing with a message when out of range. */
+static lpx_func *func_at(lpx_module *m, int32_t fn)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) { lpx_fail(m->ctx, "no function %d in module", fn); return NULL; }
+  return &m->funcs[fn];
+}
+
+/* Open a new .entry (is_entry) or .func; linkage 0 none, 1 .visible, 2 .extern, 3 .weak. */
+int32_t lpx_func_begin(lpx_module *m, const char *name, int32_t is_entry, int32_t linkage)
+{
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  for (size_t i = 0; i < m->nfuncs; i++)
+    if (m->funcs[i].sym == sym) return lpx_fail(m->ctx, "function '%s' is already defined in this module", name);
+  if (LPX_RESERVE(m->funcs, m->funcs_cap, m->nfuncs + 1)) return lpx_fail(m->ctx, "out of memory");
+  lpx_func *f = &m->funcs[m->nfuncs];
+  memset(f, 0, sizeof *f);
+  f->sym = sym;
+  f->is_entry = is_entry;
+  f->linkage = linkage;
+  return (int32_t)m->nfuncs++;
+}
+
+/* Name of a function. */
+int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  *name = lpx_strtab_get(&m->syms, f->sym);
+  return 0;
+}
+
+/* Add a parameter (count > 0 makes it a .b8 array, e.g. a TMA descriptor). */
+int32_t lpx_func_param(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_PRED)
+    return lpx_fail(m->ctx, "parameter '%s': invalid type", name);
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  if (LPX_RESERVE(f->params, f->params_cap, f->nparams + 1)) return lpx_fail(m->ctx, "out of memory");
+  f->params[f->nparams++] = (lpx_param){ sym, type, align, count };
+  return (int32_t)f->nparams - 1;
+}
+
+/* Add a performance or raw directive line (".maxntid 128, 1, 1"). */
+int32_t lpx_func_directive(lpx_module *m, int32_t fn, const char *text)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  int32_t sym = lpx_sym(m, text);
+  if (sym < 0) return -1;
+  if (LPX_RESERVE(f->directives, f->directives_cap, f->ndirectives + 1)) return lpx_fail(m->ctx, "out of memory");
+  f->directives[f->ndirectives++] = sym;
+  return 0;
+}
+
+/* Declare a variable in a state space; fn < 0 declares it at module scope.
+ * count: 0 scalar, n array, -1 unsized array. linkage as lpx_func_begin. */
+int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *name,
+                     int32_t type, int32_t align, int64_t count, int32_t linkage)
+{
+  static const char *const spaces[] = { "shared", "global", "const", "local", NULL };
+  int ok = 0;
+  for (int i = 0; spaces[i]; i++) ok |= strcmp(spaces[i], space) == 0;
+  if (!ok) return lpx_fail(m->ctx, "variable '%s': state space .%s; valid: .shared .global .const .local", name, space);
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_PRED)
+    return lpx_fail(m->ctx, "variable '%s': invalid type", name);
+  if (align && (align & (align - 1)))
+    return lpx_fail(m->ctx, "variable '%s': alignment %d is not a power of two", name, align);
+  lpx_var v = { lpx_sym(m, space), lpx_sym(m, name), type, align, linkage, count };
+  if (v.space < 0 || v.sym < 0) return -1;
+  lpx_var **arr = fn < 0 ? &m->vars : NULL;
+  size_t *n = fn < 0 ? &m->nvars : NULL, *cap = fn < 0 ? &m->vars_cap : NULL;
+  if (fn >= 0) {
+    lpx_func *f = func_at(m, fn);
+    if (!f) return -1;
+    arr = &f->vars; n = &f->nvars; cap = &f->vars_cap;
+  }
+  if (lpx_grow((void **)arr, cap, *n + 1, sizeof(lpx_var))) return lpx_fail(m->ctx, "out of memory");
+  (*arr)[(*n)++] = v;
+  return 0;
+}
+
+/* ------------------------------------------------------------- registers */
+
+/* Allocate a register of a type; ids are dense per function. */
+int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_B8)
+    return lpx_fail(m->ctx, "cannot declare a register of type %s", lpx_type_name(type));
+  size_t cap_t = f->regs_cap, cap_i = f->regs_cap;
+  int oom = LPX_RESERVE(f->reg_type, cap_t, f->nregs + 1) || LPX_RESERVE(f->reg_index, cap_i, f->nregs + 1);
+  f->regs_cap = cap_t < cap_i ? cap_t : cap_i;
+  if (oom) return lpx_fail(m->ctx, "out of memory");
+  int cls = lpx_types[type].regclass;
+  f->reg_type[f->nregs] = type;
+  f->reg_index[f->nregs] = ++f->class_count[cls];   /* nvcc numbers from 1 */
+  return (int32_t)f->nregs++;
+}
+
+/* Type a register was declared with. */
+int32_t lpx_reg_type(lpx_module *m, int32_t fn, int32_t reg)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f || reg < 0 || (size_t)reg >= f->nregs) return -1;
+  return f->reg_type[reg];
+}
+
+/* Number of registers a function allocated. */
+int32_t lpx_func_reg_count(lpx_module *m, int32_t fn)
+{
+  lpx_func *f = func_at(m, fn);
+  return f ? (int32_t)f->nregs : -1;
+}
+
+/* ----------------------------------------------------------------- items */
+
+/* Append one body item with no operands. */
+static lpx_item *item_new(lpx_module *m, lpx_func *f, int kind)
+{
+  if (LPX_RESERVE(f->items, f->items_cap, f->nitems + 1)) { lpx_fail(m->ctx, "out of memory"); return NULL; }
+  lpx_item *it = &f->items[f->nitems++];
+  memset(it, 0, sizeof *it);
+  it->kind = (uint8_t)kind;
+  it->guard = -1;
+  it->ops = (uint32_t)f->nops;
+  return it;
+}
+
+/* Place a label (a symbol) at the current end of the body. */
+int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  for (size_t i = 0; i < f->nitems; i++)
+    if (f->items[i].kind == LPX_ITEM_LABEL && f->items[i].form == sym)
+      return lpx_fail(m->ctx, "label '%s' is placed twice", lpx_strtab_get(&m->syms, sym));
+  lpx_item *it = item_new(m, f, LPX_ITEM_LABEL);
+  if (!it) return -1;
+  it->form = sym;
+  return 0;
+}
+
+/* Append a raw body line (a pragma, a scope brace) emitted verbatim. */
+int32_t lpx_append_raw(lpx_module *m, int32_t fn, const char *text)
+{
+  lpx_func *f = func_at(m, fn);
+  int32_t sym = f ? lpx_sym(m, text) : -1;
+  if (sym < 0) return -1;
+  lpx_item *it = item_new(m, f, LPX_ITEM_RAW);
+  if (!it) return -1;
+  it->form = sym;
+  return 0;
+}
+
+/* Check the module's target and PTX version against a form's needs. */
+static int check_arch(lpx_module *m, const lpx_form_info *fi)
+{
+  if (fi->max_sm && (m->family != 1 || m->sm < fi->min_sm || m->sm > fi->max_sm)) {
+    if (fi->min_sm == fi->max_sm)
+      return lpx_fail(m->ctx, "%s needs target sm_%da; this kernel targets %s", fi->text, fi->min_sm, m->target);
+    return lpx_fail(m->ctx, "%s needs an arch-specific target sm_%da..sm_%da; this kernel targets %s",
+                    fi->text, fi->min_sm, fi->max_sm, m->target);
+  }
+  if (m->sm < fi->min_sm)
+    return lpx_fail(m->ctx, "%s needs sm_%d or newer; this kernel targets %s", fi->text, fi->min_sm, m->target);
+  if (m->ptx_version < fi->min_ptx)
+    return lpx_fail(m->ctx, "%s needs PTX ISA %d.%d; this kernel uses %d.%d (raise the kernel's version)",
+                    fi->text, fi->min_ptx / 10, fi->min_ptx % 10, m->ptx_version / 10, m->ptx_version % 10);
+  return 0;
+}
+
+/* Append an instruction: validate it against the table, copy its operands.
+ * guard is a predicate register or -1; file/line locate the Lua source. */
+int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32_t guard_neg,
+                   int32_t nops, lpx_operand *ops, int32_t file, int32_t line)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  if (form < 0 || (size_t)form >= m->ctx->form_names.n) return lpx_fail(m->ctx, "invalid form id %d", form);
+  if (nops < 0 || nops > 65535) return lpx_fail(m->ctx, "invalid operand count %d", nops);
+  lpx_form_get(m->ctx, form);   /* refreshes the form's text pointer */
+  const lpx_form *fo = &m->ctx->forms[form];
+  if (fo->info.op >= 0 && check_arch(m, &fo->info)) return -1;
+  if (guard >= 0 && ((size_t)guard >= f->nregs || f->reg_type[guard] != LPX_T_PRED))
+    return lpx_fail(m->ctx, "%s: the guard must be a predicate register", fo->info.text);
+  if (lpx_validate(m, f, fo, ops, nops)) return -1;
+  if (LPX_RESERVE(f->ops, f->ops_cap, f->nops + (size_t)nops)) return lpx_fail(m->ctx, "out of memory");
+  lpx_item *it = item_new(m, f, LPX_ITEM_INST);
+  if (!it) return -1;
+  memcpy(f->ops + f->nops, ops, sizeof(lpx_operand) * (size_t)nops);
+  f->nops += (size_t)nops;
+  it->form = form;
+  it->guard = guard;
+  it->guard_neg = guard_neg != 0;
+  it->nops = (uint16_t)nops;
+  it->file = file;
+  it->line = line;
+  f->ninsts++;
+  return (int32_t)f->nitems - 1;
+}
+
+/* Number of instructions (not labels or raw lines) in a function. */
+int32_t lpx_func_inst_count(lpx_module *m, int32_t fn)
+{
+  lpx_func *f = func_at(m, fn);
+  return f ? (int32_t)f->ninsts : -1;
+}

@@ -1,0 +1,140 @@
+/* The Lua binding: the module searcher for bundled (or on-disk) Lua code,
+ * and the table of core entry points LuaJIT's FFI calls through. This is
+ * the only core-adjacent file that sees lua.h. */
+#include "luaptx.h"
+#include "lpx_bundle.h"
+#include "lpx_core.h"
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Core entry points exposed to Lua as function pointers for ffi.cast. */
+#define LPX_FFI_FUNCS(X) \
+  X(lpx_ctx_new) X(lpx_ctx_free) X(lpx_ctx_error) X(lpx_ctx_warning) \
+  X(lpx_form_intern) X(lpx_form_get) X(lpx_type_lookup) X(lpx_type_name) \
+  X(lpx_type_bits) X(lpx_special_lookup) X(lpx_special_type) \
+  X(lpx_isa_row_count) X(lpx_isa_row_name) X(lpx_arch_parse) \
+  X(lpx_module_new) X(lpx_module_free) X(lpx_module_file) X(lpx_sym) \
+  X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \
+  X(lpx_reg_new) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
+  X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
+  X(lpx_func_name) X(lpx_emit) X(lpx_inst_text)
+
+/* Find a bundled module by name. */
+static const lpx_bundle_entry *bundle_find(const char *name)
+{
+  for (const lpx_bundle_entry *e = lpx_bundle; e->name; e++)
+    if (strcmp(e->name, name) == 0) return e;
+  return NULL;
+}
+
+/* Load a module's source from $LUAPTX_LUA_DIR (development mode). */
+static int load_from_dir(lua_State *L, const char *dir, const lpx_bundle_entry *e)
+{
+  /* e->path is "lua/pyptx/x.lua" or "bin/x.lua"; dir stands for "lua". */
+  char path[4096];
+  if (strncmp(e->path, "lua/", 4) == 0) snprintf(path, sizeof path, "%s/%s", dir, e->path + 4);
+  else snprintf(path, sizeof path, "%s/../%s", dir, e->path);
+  return luaL_loadfile(L, path);
+}
+
+/* package.loaders entry: bundled modules, or their files in dev mode. */
+static int searcher(lua_State *L)
+{
+  const char *name = luaL_checkstring(L, 1);
+  const lpx_bundle_entry *e = bundle_find(name);
+  if (!e) {
+    lua_pushfstring(L, "\n\tno module '%s' in luaptx's bundle", name);
+    return 1;
+  }
+  const char *dir = getenv("LUAPTX_LUA_DIR");
+  int rc = (dir && *dir) ? load_from_dir(L, dir, e)
+                         : luaL_loadbuffer(L, (const char *)e->bc, e->size, e->path);
+  if (rc) return lua_error(L);
+  return 1;
+}
+
+/* require "luaptx.core": the cdef text and a table of entry points. */
+static int open_core(lua_State *L)
+{
+  lua_newtable(L);
+  lua_pushstring(L, lpx_bundle_cdef);
+  lua_setfield(L, -2, "cdef");
+  lua_newtable(L);
+#define X(fn) lua_pushlightuserdata(L, (void *)(fn)); lua_setfield(L, -2, #fn);
+  LPX_FFI_FUNCS(X)
+#undef X
+  lua_setfield(L, -2, "fn");
+  lua_pushstring(L, LUAPTX_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+/* Insert the searcher right after package.preload's. */
+int luaptx_install(lua_State *L)
+{
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, open_core);
+  lua_setfield(L, -2, "luaptx.core");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "loaders");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 2);
+    lua_pushstring(L, "luaptx: package.loaders missing (not LuaJIT/Lua 5.1?)");
+    return -1;
+  }
+  int n = (int)lua_objlen(L, -1);
+  for (int i = n; i >= 2; i--) {
+    lua_rawgeti(L, -1, i);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushcfunction(L, searcher);
+  lua_rawseti(L, -2, 2);
+  lua_pop(L, 2);
+  return 0;
+}
+
+/* Error handler: append a traceback unless the message is a user error. */
+static int traceback(lua_State *L)
+{
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) msg = "(error object is not a string)";
+  if (getenv("LUAPTX_TRACEBACK")) {
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+  }
+  lua_pushstring(L, msg);
+  return 1;
+}
+
+/* Run the CLI: require "luaptx.cli" and call .main(args). */
+int luaptx_main(int argc, char **argv)
+{
+  lua_State *L = luaL_newstate();
+  if (!L) { fputs("luaptx: cannot create a Lua state\n", stderr); return 1; }
+  luaL_openlibs(L);
+  if (luaptx_install(L)) { fprintf(stderr, "%s\n", lua_tostring(L, -1)); lua_close(L); return 1; }
+  lua_pushcfunction(L, traceback);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "luaptx.cli");
+  int rc = lua_pcall(L, 1, 1, 1);
+  if (!rc) {
+    lua_getfield(L, -1, "main");
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i); }
+    rc = lua_pcall(L, 1, 1, 1);
+  }
+  int code = 0;
+  if (rc) {
+    fprintf(stderr, "luaptx: %s\n", lua_tostring(L, -1));
+    code = 1;
+  } else if (lua_isnumber(L, -1)) {
+    code = (int)lua_tointeger(L, -1);
+  }
+  lua_close(L);
+  return code;
+}

@@ -1,0 +1,153 @@
+/* Growable arrays, byte buffers and string interning for the core. */
+#include "lpx_util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Grow an array geometrically so appends stay amortised O(1). */
+int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap : 16;
+  while (ncap < need) ncap *= 2;
+  void *np = realloc(*p, ncap * elem);
+  if (!np) return -1;
+  *p = np;
+  *cap = ncap;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+/* Append n raw bytes; the buffer stays NUL-terminated. */
+int lpx_buf_put(lpx_buf *b, const char *s, size_t n)
+{
+  if (lpx_grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) return -1;
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = '\0';
+  return 0;
+}
+
+/* Append a NUL-terminated string. */
+int lpx_buf_puts(lpx_buf *b, const char *s) { return lpx_buf_put(b, s, strlen(s)); }
+
+/* Append one character. */
+int lpx_buf_putc(lpx_buf *b, char c) { return lpx_buf_put(b, &c, 1); }
+
+/* Append an unsigned decimal without going through printf (hot path). */
+int lpx_buf_putu(lpx_buf *b, uint64_t v)
+{
+  char tmp[24];
+  int i = 24;
+  do { tmp[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+  return lpx_buf_put(b, tmp + i, (size_t)(24 - i));
+}
+
+/* Append a signed decimal. */
+int lpx_buf_puti(lpx_buf *b, int64_t v)
+{
+  if (v >= 0) return lpx_buf_putu(b, (uint64_t)v);
+  if (lpx_buf_putc(b, '-')) return -1;
+  return lpx_buf_putu(b, (uint64_t)0 - (uint64_t)v);
+}
+
+/* Append printf-formatted text (cold paths only). */
+int lpx_buf_printf(lpx_buf *b, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || lpx_grow((void **)&b->p, &b->cap, b->n + (size_t)n + 1, 1)) return -1;
+  va_start(ap, fmt);
+  vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->n += (size_t)n;
+  return 0;
+}
+
+/* Release a buffer's memory. */
+void lpx_buf_free(lpx_buf *b)
+{
+  free(b->p);
+  b->p = NULL;
+  b->n = b->cap = 0;
+}
+
+/* ------------------------------------------------------------- interning */
+
+/* FNV-1a: short keys, good enough spread, no dependencies. */
+uint32_t lpx_hash(const char *s, size_t len)
+{
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+  return h;
+}
+
+/* Probe for s; return its slot index (holding its id or empty). */
+static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len)
+{
+  size_t mask = t->nslots - 1, i = lpx_hash(s, len) & mask;
+  for (;;) {
+    int32_t id = t->slots[i];
+    if (!id) return i;
+    const char *k = t->arena.p + t->offs[id - 1];
+    if (strlen(k) == len && memcmp(k, s, len) == 0) return i;
+    i = (i + 1) & mask;
+  }
+}
+
+/* Double the hash table and reinsert every id. */
+static int strtab_rehash(lpx_strtab *t)
+{
+  size_t ns = t->nslots ? t->nslots * 2 : 64;
+  int32_t *old = t->slots;
+  size_t oldn = t->nslots;
+  t->slots = calloc(ns, sizeof(int32_t));
+  if (!t->slots) { t->slots = old; return -1; }
+  t->nslots = ns;
+  for (size_t i = 0; i < oldn; i++) {
+    if (!old[i]) continue;
+    const char *k = t->arena.p + t->offs[old[i] - 1];
+    t->slots[strtab_probe(t, k, strlen(k))] = old[i];
+  }
+  free(old);
+  return 0;
+}
+
+/* Return the id of s if interned, else -1. */
+int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len)
+{
+  if (!t->nslots) return -1;
+  int32_t id = t->slots[strtab_probe(t, s, len)];
+  return id ? id - 1 : -1;
+}
+
+/* Intern s (len bytes) and return its dense id, or -1 when out of memory. */
+int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len)
+{
+  if ((t->n + 1) * 2 > t->nslots && strtab_rehash(t)) return -1;
+  size_t slot = strtab_probe(t, s, len);
+  if (t->slots[slot]) return t->slots[slot] - 1;
+  if (LPX_RESERVE(t->offs, t->offs_cap, t->n + 1)) return -1;
+  t->offs[t->n] = (uint32_t)t->arena.n;
+  if (lpx_buf_put(&t->arena, s, len) || lpx_buf_putc(&t->arena, '\0')) return -1;
+  t->slots[slot] = (int32_t)++t->n;
+  return (int32_t)t->n - 1;
+}
+
+/* The string behind an id. */
+const char *lpx_strtab_get(const lpx_strtab *t, int32_t id)
+{
+  return t->arena.p + t->offs[id];
+}
+
+/* Release every allocation of a string table. */
+void lpx_strtab_free(lpx_strtab *t)
+{
+  lpx_buf_free(&t->arena);
+  free(t->offs);
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
