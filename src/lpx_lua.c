@@ -57,6 +57,33 @@ static int searcher(lua_State *L)
   return 1;
 }
 
+/* Is a chunk name one of luaptx's own Lua modules? */
+static int is_internal_source(const char *src)
+{
+  if (strncmp(src, "@lua/pyptx/", 11) == 0) return 1;
+  const char *p = strstr(src, "/pyptx/");
+  return p && !strchr(p + 7, '/') && strstr(p, ".lua") != NULL;
+}
+
+/* where(level[, want_name]): the first frame at or above level that is not
+ * luaptx's own code, as (chunk key, line[, chunk name]). The key is a
+ * lightuserdata naming the chunk, so the hot path builds no string. */
+static int where(lua_State *L)
+{
+  int level = (int)luaL_optinteger(L, 1, 1);
+  lua_Debug ar;
+  while (lua_getstack(L, level++, &ar)) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0) continue;
+    if (is_internal_source(ar.source)) continue;
+    lua_pushlightuserdata(L, (void *)ar.source);
+    lua_pushinteger(L, ar.currentline);
+    if (!lua_toboolean(L, 2)) return 2;
+    lua_pushstring(L, ar.source);
+    return 3;
+  }
+  return 0;
+}
+
 /* require "luaptx.core": the cdef text and a table of entry points. */
 static int open_core(lua_State *L)
 {
@@ -68,6 +95,8 @@ static int open_core(lua_State *L)
   LPX_FFI_FUNCS(X)
 #undef X
   lua_setfield(L, -2, "fn");
+  lua_pushcfunction(L, where);
+  lua_setfield(L, -2, "where");
   lua_pushstring(L, LUAPTX_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

@@ -22,6 +22,7 @@ for name, ptr in pairs(host.fn) do
 end
 
 M.version = host.version
+M.where = host.where
 M.ctx = ffi.gc(M.ctx_new(), M.ctx_free)
 
 --- The core's last error message.

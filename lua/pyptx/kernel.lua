@@ -144,7 +144,7 @@ function Kernel:tensor_specs(values)
 end
 
 --- Declare params and entry directives for a specialization.
-local function declare(k, t, tensors, values)
+local function declare(k, t, tensors)
   for _, s in ipairs(tensors) do
     if core.func_param(t.mod, t.fn, s.param, types.u64.id, 0, 0) < 0 then error(core.error_message(), 0) end
   end
@@ -189,7 +189,7 @@ function Kernel:trace(values, arch)
   local tensors = self:tensor_specs(values)
   local t = trace.begin { name = self.name, arch = arch, version = version }
   local ok, err = pcall(function()
-    declare(self, t, tensors, values)
+    declare(self, t, tensors)
     local args = {}
     for i, s in ipairs(tensors) do args[i] = s end
     args[#tensors + 1] = values
@@ -255,7 +255,8 @@ end
 Kernel.__call = function(self, ...)
   local ok, runtime = pcall(require, "pyptx.runtime")
   if not ok then
-    error(("kernel \"%s\": launching needs a device runtime, which this build does not include yet; inspect it with k:ptx{} or `luaptx check`"):format(self.name), 2)
+    error(("kernel \"%s\": launching needs a device runtime, which this build does not include yet; "
+      .. "inspect it with k:ptx{} or `luaptx check`"):format(self.name), 2)
   end
   return runtime.launch(self, ...)
 end

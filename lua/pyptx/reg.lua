@@ -11,7 +11,6 @@
 --    coerces the results of <, <=, == to booleans;
 --  * -p on a predicate is a negated view (no instruction), usable as a guard
 --    or a predicate source; -x on a number register emits neg.
-local ffi = require "ffi"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"

@@ -14,7 +14,7 @@ M.OPD = OPD
 local MAX_OPS = 1024
 local ops = ffi.new("lpx_operand[?]", MAX_OPS)
 local cur = nil
-local getinfo, select, type, getmetatable = debug.getinfo, select, type, getmetatable
+local select, type, getmetatable = select, type, getmetatable
 
 -- --------------------------------------------------------------- locations
 
@@ -24,17 +24,20 @@ local function is_internal(src)
 end
 M.is_internal = is_internal
 
+local core_where = core.where
+local source_names = {}
+
 --- Source and line of the first frame at or above level outside luaptx.
 function M.where(level)
-  level = (level or 1) + 1
-  while true do
-    local info = getinfo(level, "Sl")
-    if not info then return "?", 0 end
-    if info.what ~= "C" and not is_internal(info.source) then
-      return info.source, info.currentline
-    end
-    level = level + 1
+  local key, line = core_where((level or 1) + 1)
+  if not key then return "?", 0 end
+  local src = source_names[key]
+  if not src then
+    local _
+    _, _, src = core_where((level or 1) + 1, true)
+    source_names[key] = src
   end
+  return src, line
 end
 
 --- "file:line" for a chunk source and line, as Lua prints it.
