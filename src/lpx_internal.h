@@ -82,7 +82,15 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 typedef struct lpx_form {
   lpx_form_info info;
   uint64_t groups_seen;
+  /* Per modifier group, the 1-based index of the chosen spelling in the
+   * group's list (0: none), e.g. modsel[LPX_GB_CMP] for setp's comparison. */
+  uint8_t modsel[LPX_GB__COUNT];
 } lpx_form;
+
+/* The 1-based index of tok in a group's spelling list, or 0. */
+int lpx_group_index(int group, const char *tok, size_t n);
+/* The space-separated spellings of a modifier group. */
+const char *lpx_group_spellings(int group);
 
 struct lpx_ctx {
   char error[LPX_MSG_MAX];

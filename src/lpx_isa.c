@@ -107,17 +107,30 @@ int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family)
 
 /* ------------------------------------------------------- form parsing */
 
-/* Does a space-separated spelling list contain tok? */
-static int list_has(const char *list, const char *tok, size_t n)
+/* 1-based position of tok in a space-separated spelling list, or 0. */
+static int list_index(const char *list, const char *tok, size_t n)
 {
-  for (const char *p = list; *p;) {
+  int i = 1;
+  for (const char *p = list; *p; i++) {
     const char *e = strchr(p, ' ');
     size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && memcmp(p, tok, n) == 0) return 1;
+    if (len == n && memcmp(p, tok, n) == 0) return i;
     if (!e) break;
     p = e + 1;
   }
   return 0;
+}
+
+/* The 1-based index of tok in a group's spelling list, or 0. */
+int lpx_group_index(int group, const char *tok, size_t n)
+{
+  return group >= 0 && group < LPX_GB__COUNT ? list_index(group_spellings[group], tok, n) : 0;
+}
+
+/* The space-separated spellings of a modifier group. */
+const char *lpx_group_spellings(int group)
+{
+  return group >= 0 && group < LPX_GB__COUNT ? group_spellings[group] : "";
 }
 
 /* Longest row whose dotted name is a prefix of text; *used = its length. */
@@ -185,9 +198,10 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
 {
   char valid[1024];
   for (int g = 0; g < LPX_GB__COUNT; g++) {
-    if (!(row->groups >> g & 1) || !list_has(group_spellings[g], tok, n)) continue;
-    if (f->groups_seen >> g & 1) continue;
+    int idx = (row->groups >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
+    if (!idx || (f->groups_seen >> g & 1)) continue;
     f->groups_seen |= (uint64_t)1 << g;
+    f->modsel[g] = (uint8_t)idx;
     if (g == LPX_GB_VEC) f->info.vec = tok[1] - '0';
     if (g == LPX_GB_MULMODE && n == 4 && !memcmp(tok, "wide", 4)) f->info.wide = 1;
     return 0;
