@@ -31,29 +31,42 @@ static const lpx_bundle_entry *bundle_find(const char *name)
   return NULL;
 }
 
-/* Load a module's source from $LUAPTX_LUA_DIR (development mode). */
-static int load_from_dir(lua_State *L, const char *dir, const lpx_bundle_entry *e)
+/* The on-disk path of a module under $LUAPTX_LUA_DIR (development mode):
+ * pyptx[.x] -> DIR/pyptx/{init,x}.lua, luaptx.cli -> DIR/../bin/luaptx.lua,
+ * luaptx.x -> DIR/../bin/x.lua. Returns 0 when the name is not ours. */
+static int dev_path(const char *dir, const char *name, char *path, size_t cap)
 {
-  /* e->path is "lua/pyptx/x.lua" or "bin/x.lua"; dir stands for "lua". */
-  char path[4096];
-  if (strncmp(e->path, "lua/", 4) == 0) snprintf(path, sizeof path, "%s/%s", dir, e->path + 4);
-  else snprintf(path, sizeof path, "%s/../%s", dir, e->path);
-  return luaL_loadfile(L, path);
+  if (strcmp(name, "pyptx") == 0) return snprintf(path, cap, "%s/pyptx/init.lua", dir) > 0;
+  if (strncmp(name, "pyptx.", 6) == 0) return snprintf(path, cap, "%s/pyptx/%s.lua", dir, name + 6) > 0;
+  if (strcmp(name, "luaptx.cli") == 0) return snprintf(path, cap, "%s/../bin/luaptx.lua", dir) > 0;
+  if (strncmp(name, "luaptx.", 7) == 0 && strcmp(name, "luaptx.core"))
+    return snprintf(path, cap, "%s/../bin/%s.lua", dir, name + 7) > 0;
+  return 0;
 }
 
-/* package.loaders entry: bundled modules, or their files in dev mode. */
+/* package.loaders entry: luaptx's modules from disk in development mode
+ * ($LUAPTX_LUA_DIR), else from the bytecode bundled into the binary. */
 static int searcher(lua_State *L)
 {
   const char *name = luaL_checkstring(L, 1);
+  const char *dir = getenv("LUAPTX_LUA_DIR");
+  char path[4096];
+  if (dir && *dir && dev_path(dir, name, path, sizeof path)) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      fclose(f);
+      if (luaL_loadfile(L, path)) return lua_error(L);
+      return 1;
+    }
+  }
   const lpx_bundle_entry *e = bundle_find(name);
   if (!e) {
     lua_pushfstring(L, "\n\tno module '%s' in luaptx's bundle", name);
     return 1;
   }
-  const char *dir = getenv("LUAPTX_LUA_DIR");
-  int rc = (dir && *dir) ? load_from_dir(L, dir, e)
-                         : luaL_loadbuffer(L, (const char *)e->bc, e->size, e->path);
-  if (rc) return lua_error(L);
+  char chunk[512];
+  snprintf(chunk, sizeof chunk, "@%s", e->path);
+  if (luaL_loadbuffer(L, (const char *)e->bc, e->size, chunk)) return lua_error(L);
   return 1;
 }
 
