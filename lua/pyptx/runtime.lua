@@ -1,0 +1,187 @@
+--- The device runtime: choosing a device (LUAPTX_DEVICE=auto|emu|cuda),
+-- memory, loading traced kernels, packing parameters and launching
+-- `k(x, w)` with shapes bound from the input tensors.
+local ffi = require "ffi"
+local core = require "pyptx.core"
+local types = require "pyptx.types"
+local tensor = require "pyptx.tensor"
+
+local M = {}
+
+local Device = {}
+Device.__index = Device
+
+--- Fail with the core's message, prefixed by what was attempted.
+local function check(rc, what)
+  if rc < 0 then error(what .. ": " .. core.error_message(), 3) end
+end
+
+--- Open a device of a kind ("emu", "cuda"); errors carry the core's reason.
+function M.open(kind)
+  if not core.device_open then error("this luaptx build has no device support", 2) end
+  local h = core.device_open(core.ctx, kind)
+  if h == nil then error(core.error_message(), 2) end
+  h = ffi.gc(h, core.device_close)
+  return setmetatable({ handle = h, kind = kind, name = ffi.string(core.device_describe(h)) }, Device)
+end
+
+local current
+
+--- The current device, opened on first use from $LUAPTX_DEVICE (default
+-- auto: cuda when a driver and a GPU exist, else the emulator; says which).
+function M.device()
+  if current then return current end
+  local want = os.getenv("LUAPTX_DEVICE")
+  if want == nil or want == "" then want = "auto" end
+  if want ~= "auto" and want ~= "emu" and want ~= "cuda" then
+    error("LUAPTX_DEVICE=" .. want .. ": valid values are auto, emu, cuda", 2)
+  end
+  if want == "auto" then
+    local ok, dev = pcall(M.open, "cuda")
+    if ok then current = dev else current = M.open("emu") end
+    io.stderr:write("luaptx: device ", current.name, "\n")
+  else
+    current = M.open(want)
+  end
+  return current
+end
+
+--- Make dev the current device (e.g. runtime.use(runtime.open("emu"))).
+function M.use(dev) current = dev end
+
+--- The arch "auto" means on the current device.
+function M.current_arch()
+  local dev = M.device()
+  return dev.arch or "sm_90a"
+end
+
+--- Allocate n bytes; returns the device address and a handle whose
+-- collection frees the memory.
+function Device:alloc(n)
+  local p = ffi.new("uint64_t[1]")
+  check(core.device_alloc(self.handle, n, p), "device alloc of " .. n .. " bytes")
+  local handle = self.handle
+  local box = ffi.gc(ffi.new("uint64_t[1]", p[0]), function(b) core.device_free(handle, b[0]) end)
+  return p[0], box
+end
+
+--- Copy n bytes from a host pointer to a device address.
+function Device:upload(dst, src, n) check(core.device_upload(self.handle, dst, src, n), "upload") end
+
+--- Copy n bytes from a device address to a host pointer.
+function Device:download(dst, src, n) check(core.device_download(self.handle, dst, src, n), "download") end
+
+--- Set n bytes at a device address to a byte value.
+function Device:memset(dst, b, n) check(core.device_memset(self.handle, dst, b, n), "memset") end
+
+--- Wait for all work on the device.
+function Device:sync() check(core.device_sync(self.handle), "sync") end
+
+--- The device function of a specialization (loaded once per device).
+function Device:function_of(s)
+  s.loaded = s.loaded or {}
+  local fn = s.loaded[self]
+  if fn then return fn end
+  local mod, f = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+  check(core.device_load_ir(self.handle, s.module, mod), "loading kernel " .. s.kernel.name)
+  check(core.device_function(self.handle, mod[0], s.kernel.name, f), "kernel " .. s.kernel.name)
+  s.loaded[self] = f[0]
+  return f[0]
+end
+
+-- ------------------------------------------------------------ parameters
+
+--- Pack params in declaration order with natural alignment: tensor
+-- pointers, then raw params (values by name). Returns buffer, size.
+function M.pack_params(s, tensors, values)
+  local layout, size = {}, 0
+  local function add(ty, value, name, bytes)
+    local align = math.min(bytes, 8)
+    size = math.ceil(size / align) * align
+    layout[#layout + 1] = { offset = size, type = ty, value = value, name = name }
+    size = size + bytes
+  end
+  for i, t in ipairs(tensors) do add(types.u64, t.ptr, s.tensors[i].param, 8) end
+  for _, p in ipairs(s.kernel.raw_params) do
+    local ty = types.get(p[1]) or p[1]
+    local v = values[p[2]]
+    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 4) end
+    add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1))
+  end
+  local buf = ffi.new("uint8_t[?]", math.max(size, 1))
+  for _, e in ipairs(layout) do
+    local v = e.value
+    if tensor.is(v) then v = v.ptr end
+    ffi.cast(tensor.storage(e.type) .. "*", buf + e.offset)[0] = tensor.encode(e.type, v)
+  end
+  return buf, size
+end
+
+-- ---------------------------------------------------------------- launch
+
+--- Bind the symbolic dims of in_specs from the input tensors' shapes.
+local function bind_dims(k, args, values)
+  local bound_by = {}
+  for i, spec in ipairs(k.in_specs) do
+    local t = args[i]
+    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 4) end
+    if t.dtype ~= spec.dtype then
+      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 4)
+    end
+    if #t.shape ~= #spec.dims then
+      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 4)
+    end
+    for d, dim in ipairs(spec.dims) do
+      local got = t.shape[d]
+      if type(dim) == "number" and dim ~= got then
+        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 4)
+      elseif type(dim) == "string" then
+        if values[dim] == nil then values[dim], bound_by[dim] = got, { i, t.shape }
+        elseif values[dim] ~= got then
+          local prev = bound_by[dim]
+          error(("kernel \"%s\": dimension %s is %d from input %d (shape %s) but %d from input %d (shape %s)")
+            :format(k.name, dim, values[dim], prev and prev[1] or 0, prev and table.concat(prev[2], "x") or "option",
+              got, i, table.concat(t.shape, "x")), 4)
+        end
+      end
+    end
+  end
+end
+
+--- k(x, w[, opts]): bind dims, allocate outputs, launch, return outputs.
+-- opts may carry template values, raw param values, and `device`.
+function M.launch(k, ...)
+  local args = { ... }
+  local n = select("#", ...)
+  local opts = {}
+  if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
+  if #args ~= #k.in_specs then
+    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 3)
+  end
+  local dev = opts.device or M.device()
+  local values = {}
+  for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
+  bind_dims(k, args, values)
+  local s = k:specialize(values)
+  local fn = dev:function_of(s)
+  local outs = {}
+  for i = #args + 1, #s.tensors do
+    local spec = s.tensors[i]
+    outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
+    if opts.poison ~= false then outs[#outs]:fill_bytes(0xff) end
+  end
+  local all = {}
+  for i, t in ipairs(args) do all[i] = t end
+  for _, t in ipairs(outs) do all[#all + 1] = t end
+  local buf, size = M.pack_params(s, all, s.values)
+  local cfg = ffi.new("lpx_launch_cfg")
+  for d = 0, 2 do
+    cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
+  end
+  cfg.dynamic_smem = s.dynamic_smem
+  cfg.params, cfg.params_size = buf, size
+  check(core.device_launch(dev.handle, fn, cfg), ("launching kernel \"%s\""):format(k.name))
+  return unpack(outs)
+end
+
+return M
