@@ -102,16 +102,21 @@ function M.ptxas(ptx, arch, opts)
   if not exe then return nil, nil, M.missing_message("ptxas") end
   local path = M.temp_file(ptx, ".ptx")
   local out = opts.output or "/dev/null"
-  local cmd = ("%s -arch=%s -v %s-o %s %s 2>&1"):format(shell_quote(exe), arch,
+  -- LuaJIT's pclose reports success whatever the exit status, so the
+  -- command prints its status last and we read it from the output.
+  local cmd = ("%s -arch=%s -v %s-o %s %s 2>&1; echo \"__luaptx_rc=$?\""):format(shell_quote(exe), arch,
     opts.lineinfo == false and "" or "-lineinfo ", shell_quote(out), shell_quote(path))
   local p = io.popen(cmd)
   local log = p:read("*a")
-  local ok = p:close()
-  if ok == true or ok == 0 then
+  p:close()
+  local rc = tonumber(log:match("__luaptx_rc=(%d+)%s*$"))
+  log = log:gsub("\n?__luaptx_rc=%d+%s*$", "")
+  if rc == 0 then
     os.remove(path)
     return true, M.parse_report(log), log
   end
   log = M.map_lines(log, ptx)
+  if opts.keep_failed == false then os.remove(path) end
   return false, nil, log .. (opts.keep_failed ~= false and ("\n(the PTX is kept at " .. path .. ")") or "")
 end
 
