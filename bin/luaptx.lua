@@ -12,6 +12,9 @@ commands:
                                     print the PTX of every kernel the script defines
   check <script.lua> [--arch A]     assemble each kernel with ptxas and print
                                     registers, shared memory, spills and stack
+  compile <script.lua> [--arch A] [-o DIR] [--force]
+                                    compile each kernel to a cubin through the cache
+  cache ls|clear|stats              the cubin cache ($LUAPTX_CACHE_DIR)
   help                              this text
   --version                         print the version
 
@@ -155,7 +158,49 @@ local function cmd_run(args)
   return type(rc) == "number" and rc or 0
 end
 
-local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run }
+--- luaptx compile script.lua [--arch A] [-o DIR] [--force]
+local function cmd_compile(args)
+  local compile = require "pyptx.compile"
+  local opts, pos = parse_options(args, 2, { ["--arch"] = "arch", ["-o"] = "dir", ["--force"] = true })
+  if not pos[1] then error("usage: luaptx compile <script.lua> [--arch A] [-o DIR] [--force]", 0) end
+  local script = M.load_kernel_script(pos[1])
+  print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir()))
+  for _, e in ipairs(each_kernel(script, opts.arch)) do
+    local s = e.kernel:specialize(e.values)
+    local t0 = os.clock()
+    local cubin = compile.cubin(s.ptx, s.arch, { no_cache = opts["--force"] })
+    local ms = (os.clock() - t0) * 1e3
+    local path = ""
+    if opts.dir then
+      path = ("%s/%s.%s.cubin"):format(opts.dir, e.kernel.name, s.arch)
+      local f = assert(io.open(path, "wb"))
+      f:write(cubin.data)
+      f:close()
+    end
+    print(("%-28s %-8s %8d bytes  %-5s %8.2f ms  %s %s"):format(e.kernel.name, s.arch, cubin.size,
+      cubin.cache_hit and "hit" or "miss", ms, cubin.key, path))
+  end
+  return 0
+end
+
+--- luaptx cache ls|clear|stats
+local function cmd_cache(args)
+  local compile = require "pyptx.compile"
+  local sub = args[2]
+  if sub == "ls" then
+    io.write(compile.cache_list())
+  elseif sub == "clear" then
+    print(("removed %d entries from %s"):format(compile.cache_clear(), compile.cache_dir()))
+  elseif sub == "stats" then
+    local s = compile.cache_stats()
+    print(("%s: %d entries, %.1f KiB"):format(compile.cache_dir(), s.entries, s.bytes / 1024))
+  else
+    error("usage: luaptx cache ls|clear|stats", 0)
+  end
+  return 0
+end
+
+local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache }
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)

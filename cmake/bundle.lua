@@ -1,7 +1,7 @@
 -- Build step: compile every Lua module to LuaJIT bytecode and write one C
 -- file holding the bytecode and the FFI declarations of the core.
--- usage: luajit cmake/bundle.lua out.c cdef_header name=path...
-local out_path, cdef_path = arg[1], arg[2]
+-- usage: luajit cmake/bundle.lua out.c header1.h,header2.h name=path...
+local out_path, cdef_paths = arg[1], arg[2]
 
 local function c_bytes(s)
   local parts = {}
@@ -32,7 +32,11 @@ for i = 3, #arg do
   out[#out + 1] = ("static const unsigned char m%d[] = {\n%s\n};"):format(i, c_bytes(bc))
   entries[#entries + 1] = ('  { "%s", "%s", m%d, %d },'):format(name, path, i, #bc)
 end
-local cdef = read(cdef_path):gsub("[^\n]*\n", function(l) return l:match("^#") and "\n" or l end)
+local cdef_parts = {}
+for path in cdef_paths:gmatch("[^,]+") do
+  cdef_parts[#cdef_parts + 1] = read(path):gsub("[^\n]*\n", function(l) return l:match("^#") and "\n" or l end)
+end
+local cdef = table.concat(cdef_parts, "\n")
 out[#out + 1] = ("static const unsigned char cdef_bytes[] = {\n%s,0\n};"):format(c_bytes(cdef))
 out[#out + 1] = "const char *const lpx_bundle_cdef = (const char *)cdef_bytes;"
 out[#out + 1] = "const lpx_bundle_entry lpx_bundle[] = {"

@@ -4,6 +4,7 @@
 #include "luaptx.h"
 #include "lpx_bundle.h"
 #include "lpx_core.h"
+#include "lpx_compile.h"
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -21,7 +22,10 @@
   X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \
   X(lpx_reg_new) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
   X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
-  X(lpx_func_name) X(lpx_emit) X(lpx_inst_text)
+  X(lpx_func_name) X(lpx_emit) X(lpx_inst_text) \
+  X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
+  X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_cache_list) X(lpx_cache_clear) \
+  X(lpx_cache_set_limit) X(lpx_cache_stats)
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)

@@ -1,0 +1,325 @@
+/* PTX -> cubin: nvJitLink loaded with dlopen (never linked), the ptxas
+ * program as the fallback, and the cache in front of both. */
+#define _GNU_SOURCE
+#include "lpx_compile.h"
+#include "lpx_cache.h"
+#include "lpx_internal.h"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NVJITLINK_INPUT_PTX 2
+
+/* nvJitLink entry points: X(name, return, parameters). The library exports
+ * them versioned (__nvJitLinkCreate_13_0), so names are resolved per major. */
+#define LPX_JIT_FUNCS(X) \
+  X(Create, int, (void **h, uint32_t n, const char **opts)) \
+  X(Destroy, int, (void **h)) \
+  X(AddData, int, (void *h, int kind, const void *data, size_t size, const char *name)) \
+  X(Complete, int, (void *h)) \
+  X(GetLinkedCubinSize, int, (void *h, size_t *size)) \
+  X(GetLinkedCubin, int, (void *h, void *cubin)) \
+  X(GetErrorLogSize, int, (void *h, size_t *size)) \
+  X(GetErrorLog, int, (void *h, char *log)) \
+  X(GetInfoLogSize, int, (void *h, size_t *size)) \
+  X(GetInfoLog, int, (void *h, char *log))
+
+typedef struct jit_api {
+#define X(name, ret, params) ret (*name) params;
+  LPX_JIT_FUNCS(X)
+#undef X
+} jit_api;
+
+struct lpx_compiler {
+  lpx_ctx *ctx;
+  void *lib;
+  jit_api jit;
+  char identity[160];
+  char ptxas[1024];
+  lpx_cache cache;
+  uint8_t *image;
+  size_t image_size;
+  lpx_buf log;
+  lpx_buf listing;
+};
+
+/* ------------------------------------------------------- locating tools */
+
+/* Does path name an existing regular file? */
+static int file_exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Find a toolkit file under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda. */
+static int find_in_toolkit(const char *rel, char *out, size_t cap)
+{
+  const char *roots[] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+    if (!roots[i] || !*roots[i]) continue;
+    snprintf(out, cap, "%s/%s", roots[i], rel);
+    if (file_exists(out)) return 1;
+  }
+  return 0;
+}
+
+/* Find ptxas in the toolkit or on $PATH. */
+static int find_ptxas(char *out, size_t cap)
+{
+  if (find_in_toolkit("bin/ptxas", out, cap)) return 1;
+  const char *path = getenv("PATH");
+  for (const char *p = path; p && *p;) {
+    const char *e = strchr(p, ':');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    snprintf(out, cap, "%.*s/ptxas", (int)n, p);
+    if (n && file_exists(out)) return 1;
+    p = e ? e + 1 : NULL;
+  }
+  out[0] = '\0';
+  return 0;
+}
+
+/* Resolve one nvJitLink entry point: versioned name first, then plain. */
+static void *jit_symbol(void *lib, const char *name, unsigned major)
+{
+  char sym[96];
+  snprintf(sym, sizeof sym, "__nvJitLink%s_%u_0", name, major);
+  void *p = dlsym(lib, sym);
+  if (p) return p;
+  snprintf(sym, sizeof sym, "nvJitLink%s", name);
+  return dlsym(lib, sym);
+}
+
+/* dlopen nvJitLink and resolve its table; 0 on success. */
+static int jit_load(lpx_compiler *c)
+{
+  char path[1024];
+  const char *names[] = { path, "libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so" };
+  size_t first = find_in_toolkit("lib64/libnvJitLink.so", path, sizeof path) ? 0 : 1;
+  for (size_t i = first; i < sizeof names / sizeof names[0] && !c->lib; i++)
+    c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!c->lib) return -1;
+  int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(c->lib, "nvJitLinkVersion");
+  unsigned major = 12, minor = 0;
+  if (version) version(&major, &minor);
+#define X(name, ret, params) c->jit.name = (ret(*) params)jit_symbol(c->lib, #name, major); \
+  if (!c->jit.name) { dlclose(c->lib); c->lib = NULL; return -1; }
+  LPX_JIT_FUNCS(X)
+#undef X
+  snprintf(c->identity, sizeof c->identity, "nvJitLink %u.%u", major, minor);
+  return 0;
+}
+
+/* Identify the ptxas program by its --version output (for cache keys). */
+static void ptxas_identity(lpx_compiler *c)
+{
+  char cmd[1200], line[256] = "", last[256] = "unknown";
+  snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", c->ptxas);
+  FILE *p = popen(cmd, "r");
+  while (p && fgets(line, sizeof line, p)) snprintf(last, sizeof last, "%s", line);
+  if (p) pclose(p);
+  last[strcspn(last, "\n")] = '\0';
+  snprintf(c->identity, sizeof c->identity, "ptxas %s", last);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* Open a compiler: nvJitLink when it loads, else ptxas; NULL when neither. */
+lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir)
+{
+  lpx_compiler *c = calloc(1, sizeof *c);
+  if (!c) { lpx_fail(ctx, "out of memory"); return NULL; }
+  c->ctx = ctx;
+  find_ptxas(c->ptxas, sizeof c->ptxas);
+  if (jit_load(c) && !c->ptxas[0]) {
+    lpx_fail(ctx, "no PTX compiler: neither libnvJitLink nor ptxas was found; install the CUDA toolkit "
+                  "or point CUDA_HOME at it (searched $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, $PATH)");
+    free(c);
+    return NULL;
+  }
+  if (!c->lib) ptxas_identity(c);
+  if (lpx_cache_open(&c->cache, ctx, cache_dir)) { lpx_compiler_close(c); return NULL; }
+  return c;
+}
+
+/* Release a compiler, its library and its buffers. */
+void lpx_compiler_close(lpx_compiler *c)
+{
+  if (!c) return;
+  if (c->lib) dlclose(c->lib);
+  lpx_cache_close(&c->cache);
+  free(c->image);
+  lpx_buf_free(&c->log);
+  lpx_buf_free(&c->listing);
+  free(c);
+}
+
+/* "nvJitLink 13.0" or "ptxas <version>": part of every cache key. */
+const char *lpx_compiler_identity(lpx_compiler *c) { return c->identity; }
+
+/* The cache directory in use. */
+const char *lpx_compiler_cache_dir(lpx_compiler *c) { return c->cache.dir; }
+
+/* ---------------------------------------------------------- compiling */
+
+/* Build the option strings shared by both compilers. */
+static int build_options(const char *arch, const lpx_compile_opts *o, char opts[4][48])
+{
+  int n = 0;
+  snprintf(opts[n++], 48, "-arch=%s", arch);
+  if (o && o->line_info) snprintf(opts[n++], 48, "-lineinfo");
+  if (o && o->opt_level >= 0 && o->opt_level <= 3) snprintf(opts[n++], 48, "-O%d", o->opt_level);
+  if (o && o->max_registers > 0) snprintf(opts[n++], 48, "-maxrregcount=%d", o->max_registers);
+  return n;
+}
+
+/* Append one of nvJitLink's logs to the compiler's log buffer. */
+static void jit_log(lpx_compiler *c, void *h, int error_log)
+{
+  size_t n = 0;
+  if ((error_log ? c->jit.GetErrorLogSize(h, &n) : c->jit.GetInfoLogSize(h, &n)) || n <= 1) return;
+  char *s = malloc(n);
+  if (!s) return;
+  if (!(error_log ? c->jit.GetErrorLog(h, s) : c->jit.GetInfoLog(h, s))) lpx_buf_puts(&c->log, s);
+  free(s);
+}
+
+/* Compile with nvJitLink into c->image. */
+static int compile_jit(lpx_compiler *c, const char *ptx, size_t len, char opts[4][48], int nopts)
+{
+  const char *argv[4];
+  for (int i = 0; i < nopts; i++) argv[i] = opts[i];
+  void *h = NULL;
+  if (c->jit.Create(&h, (uint32_t)nopts, argv)) return lpx_fail(c->ctx, "nvJitLink rejected the options (%s)", opts[0]);
+  int rc = c->jit.AddData(h, NVJITLINK_INPUT_PTX, ptx, len, "kernel.ptx");
+  if (!rc) rc = c->jit.Complete(h);
+  jit_log(c, h, 0);
+  jit_log(c, h, 1);
+  size_t size = 0;
+  if (!rc) rc = c->jit.GetLinkedCubinSize(h, &size);
+  uint8_t *img = rc ? NULL : malloc(size ? size : 1);
+  if (img && c->jit.GetLinkedCubin(h, img)) { free(img); img = NULL; rc = 1; }
+  c->jit.Destroy(&h);
+  if (rc || !img) return -1;
+  free(c->image);
+  c->image = img;
+  c->image_size = size;
+  return 0;
+}
+
+/* Read a whole file into c->image. */
+static int read_image(lpx_compiler *c, const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *img = n > 0 ? malloc((size_t)n) : NULL;
+  int ok = img && fread(img, 1, (size_t)n, f) == (size_t)n;
+  fclose(f);
+  if (!ok) { free(img); return -1; }
+  free(c->image);
+  c->image = img;
+  c->image_size = (size_t)n;
+  return 0;
+}
+
+/* Compile with the ptxas program (fallback) into c->image. */
+static int compile_ptxas(lpx_compiler *c, const char *ptx, size_t len, char opts[4][48], int nopts)
+{
+  char in[] = "/tmp/luaptx-XXXXXX.ptx", out[64], cmd[2400];
+  int fd = mkstemps(in, 4);
+  if (fd < 0) return lpx_fail(c->ctx, "cannot create a temporary file for ptxas");
+  int ok = write(fd, ptx, len) == (ssize_t)len;
+  close(fd);
+  snprintf(out, sizeof out, "%.*s.cubin", (int)(strlen(in) - 4), in);
+  int n = snprintf(cmd, sizeof cmd, "'%s'", c->ptxas);
+  for (int i = 0; i < nopts; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s", opts[i]);
+  snprintf(cmd + n, sizeof cmd - (size_t)n, " -o '%s' '%s' 2>&1", out, in);
+  FILE *p = ok ? popen(cmd, "r") : NULL;
+  char chunk[512];
+  size_t got;
+  while (p && (got = fread(chunk, 1, sizeof chunk, p)) > 0) lpx_buf_put(&c->log, chunk, got);
+  int status = p ? pclose(p) : -1;
+  int rc = (status == 0 && read_image(c, out) == 0) ? 0 : -1;
+  remove(in);
+  remove(out);
+  return rc;
+}
+
+/* Keep a failing PTX under the cache dir so the error can name it. */
+static void keep_failed(lpx_compiler *c, const char *ptx, size_t len, const char *key, char *path, size_t cap)
+{
+  snprintf(path, cap, "%s/failed", c->cache.dir);
+  mkdir(path, 0755);
+  snprintf(path, cap, "%s/failed/%s.ptx", c->cache.dir, key);
+  FILE *f = fopen(path, "wb");
+  if (f) { fwrite(ptx, 1, len, f); fclose(f); }
+  else snprintf(path, cap, "(could not be written)");
+}
+
+/* Compile PTX for arch through the cache; out points into the compiler. */
+int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch,
+                    const lpx_compile_opts *o, lpx_cubin *out)
+{
+  char opts[4][48];
+  int nopts = build_options(arch, o, opts);
+  int use_jit = c->lib && !(o && o->force_ptxas);
+  if (!use_jit && !c->ptxas[0]) return lpx_fail(c->ctx, "ptxas was asked for but not found");
+  memset(out, 0, sizeof *out);
+  lpx_cache_key(c->identity, use_jit ? "jit" : "ptxas", ptx, (size_t)len, opts, nopts, out->key);
+  c->log.n = 0;
+  lpx_buf_puts(&c->log, "");
+  int cached = !(o && o->no_cache);
+  if (cached && lpx_cache_load(&c->cache, out->key, &c->image, &c->image_size) == 0) {
+    out->data = c->image; out->size = c->image_size; out->log = c->log.p; out->cache_hit = 1;
+    return 0;
+  }
+  int rc = use_jit ? compile_jit(c, ptx, (size_t)len, opts, nopts) : compile_ptxas(c, ptx, (size_t)len, opts, nopts);
+  out->log = c->log.p;
+  if (rc) {
+    char kept[1200];
+    keep_failed(c, ptx, (size_t)len, out->key, kept, sizeof kept);
+    return lpx_fail(c->ctx, "%s could not compile the PTX for %s (the PTX is kept at %s):\n%s",
+                    use_jit ? c->identity : "ptxas", arch, kept, c->log.p ? c->log.p : "");
+  }
+  if (cached && lpx_cache_store(&c->cache, out->key, c->image, c->image_size, ptx, (size_t)len, arch))
+    lpx_warn(c->ctx, "%s", lpx_ctx_error(c->ctx));   /* an unwritable cache must not fail the compile */
+  out->data = c->image; out->size = c->image_size;
+  return 0;
+}
+
+/* ------------------------------------------------------------- the cache */
+
+/* A listing of the cache, one entry per line. */
+int32_t lpx_cache_list(lpx_compiler *c, const char **text)
+{
+  c->listing.n = 0;
+  if (lpx_cache_ls(&c->cache, &c->listing)) return -1;
+  lpx_buf_puts(&c->listing, "");
+  *text = c->listing.p;
+  return 0;
+}
+
+/* Remove every entry; *removed = how many. */
+int32_t lpx_cache_clear(lpx_compiler *c, int64_t *removed) { return lpx_cache_wipe(&c->cache, removed); }
+
+/* Set the size cap in bytes (least recently used entries go first). */
+int32_t lpx_cache_set_limit(lpx_compiler *c, int64_t bytes)
+{
+  c->cache.limit = bytes;
+  return lpx_cache_evict(&c->cache);
+}
+
+/* Entry count, total bytes, and this process's hits and misses. */
+int32_t lpx_cache_stats(lpx_compiler *c, int64_t *entries, int64_t *bytes, int64_t *hits, int64_t *misses)
+{
+  *hits = c->cache.hits;
+  *misses = c->cache.misses;
+  return lpx_cache_usage(&c->cache, entries, bytes);
+}
