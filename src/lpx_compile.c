@@ -271,6 +271,8 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
   int nopts = build_options(arch, o, opts);
   int use_jit = c->lib && !(o && o->force_ptxas);
   if (!use_jit && !c->ptxas[0]) return lpx_fail(c->ctx, "ptxas was asked for but not found");
+  if (use_jit && o && o->opt_level != -1 && o->opt_level != 0 && o->opt_level != 3)
+    return lpx_fail(c->ctx, "opt_level %d: nvJitLink accepts 0 or 3 (ptxas, with force_ptxas, takes 0-3)", o->opt_level);
   memset(out, 0, sizeof *out);
   lpx_cache_key(c->identity, use_jit ? "jit" : "ptxas", ptx, (size_t)len, opts, nopts, out->key);
   c->log.n = 0;

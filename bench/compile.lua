@@ -1,0 +1,63 @@
+--- Cold compile vs warm cache load per kernel, in milliseconds (median).
+-- Cold: the compiler with the cache bypassed (nvJitLink's own time plus
+-- our call); cached miss: a compile that also writes the entry; warm: a
+-- load from the cache. usage: luaptx bench/compile.lua [repeats]
+local compile = require "pyptx.compile"
+local repeats = tonumber(arg and arg[1]) or 9
+
+local ffi = require "ffi"
+ffi.cdef [[ struct lpx_bench_ts { long s, ns; }; int clock_gettime(int, struct lpx_bench_ts *);
+            int setenv(const char *, const char *, int); ]]
+
+-- A private cache, so the benchmark neither reads nor pollutes the user's.
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. dir)
+ffi.C.setenv("LUAPTX_CACHE_DIR", dir, 1)
+
+--- Wall-clock seconds (the compiler may use threads; os.clock would not see it).
+local ts = ffi.new("struct lpx_bench_ts")
+local function now()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
+end
+
+--- Median of a list.
+local function median(xs)
+  table.sort(xs)
+  return xs[math.floor(#xs / 2) + 1]
+end
+
+local examples = {
+  { "examples.hopper.rms_norm", "sm_90a" }, { "examples.hopper.softmax", "sm_90a" },
+  { "examples.ampere.layer_norm", "sm_80" }, { "examples.blackwell.swiglu", "sm_100a" },
+}
+
+print(("compiler: %s"):format(compile.identity()))
+print(("%-28s %-8s %10s %12s %10s"):format("kernel", "arch", "cold ms", "miss+store", "warm ms"))
+for _, e in ipairs(examples) do
+  local ok, mod = pcall(require, e[1])
+  if ok then
+    local k = mod.kernels[1]
+    local s = k:specialize {}
+    local cold, miss, warm = {}, {}, {}
+    for r = 1, repeats do
+      local t0 = now()
+      compile.cubin(s.ptx, s.arch, { no_cache = true })
+      cold[r] = now() - t0
+      local ptx = s.ptx .. ("// variant %d %f\n"):format(r, now())   -- a new key: a real miss
+      t0 = now()
+      compile.cubin(ptx, s.arch)
+      miss[r] = now() - t0
+      t0 = now()
+      local c = compile.cubin(ptx, s.arch)
+      warm[r] = now() - t0
+      assert(c.cache_hit, "expected a cache hit")
+    end
+    print(("%-28s %-8s %10.2f %12.2f %10.3f"):format(k.name, s.arch, median(cold) * 1e3, median(miss) * 1e3, median(warm) * 1e3))
+  else
+    print(("%-28s (not available: %s)"):format(e[1], tostring(mod):match("[^\n]*")))
+  end
+end
+compile.cache_clear()
+os.execute("rm -rf " .. dir)
