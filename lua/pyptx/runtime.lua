@@ -148,6 +148,48 @@ local function bind_dims(k, args, values)
   end
 end
 
+--- The launch configuration of a specialization with a packed buffer.
+local function make_cfg(s, buf, size)
+  local cfg = ffi.new("lpx_launch_cfg")
+  for d = 0, 2 do
+    cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
+  end
+  cfg.dynamic_smem = s.dynamic_smem
+  cfg.params, cfg.params_size = buf, size
+  return cfg
+end
+
+--- Prepare a launch once: bind shapes, allocate outputs, pack parameters;
+-- returns a launcher whose call only launches (no Lua-side work per call),
+-- and the output tensors. launcher() launches; launcher.outputs holds them.
+function M.prepare(k, ...)
+  local args = { ... }
+  local n = select("#", ...)
+  local opts = {}
+  if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
+  local dev = opts.device or M.device()
+  local values = {}
+  for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
+  bind_dims(k, args, values)
+  local s = k:specialize(values)
+  local fn = dev:function_of(s)
+  local all, outs = {}, {}
+  for i, t in ipairs(args) do all[i] = t end
+  for i = #args + 1, #s.tensors do
+    local spec = s.tensors[i]
+    outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
+    all[#all + 1] = outs[#outs]
+  end
+  local buf, size = M.pack_params(s, all, s.values)
+  local cfg = make_cfg(s, buf, size)
+  local handle, launch = dev.handle, core.device_launch
+  return setmetatable({ outputs = outs, inputs = args, buffer = buf, cfg = cfg, specialization = s }, {
+    __call = function()
+      if launch(handle, fn, cfg) < 0 then error(("launching kernel \"%s\": %s"):format(k.name, core.error_message()), 2) end
+    end,
+  })
+end
+
 --- k(x, w[, opts]): bind dims, allocate outputs, launch, return outputs.
 -- opts may carry template values, raw param values, and `device`.
 function M.launch(k, ...)
@@ -174,13 +216,7 @@ function M.launch(k, ...)
   for i, t in ipairs(args) do all[i] = t end
   for _, t in ipairs(outs) do all[#all + 1] = t end
   local buf, size = M.pack_params(s, all, s.values)
-  local cfg = ffi.new("lpx_launch_cfg")
-  for d = 0, 2 do
-    cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
-  end
-  cfg.dynamic_smem = s.dynamic_smem
-  cfg.params, cfg.params_size = buf, size
-  check(core.device_launch(dev.handle, fn, cfg), ("launching kernel \"%s\""):format(k.name))
+  check(core.device_launch(dev.handle, fn, make_cfg(s, buf, size)), ("launching kernel \"%s\""):format(k.name))
   return unpack(outs)
 end
 

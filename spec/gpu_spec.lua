@@ -1,0 +1,52 @@
+-- #gpu specs: the same kernels on a real device. They need a CUDA driver and
+-- a GPU; without one every test here is reported pending, with the reason.
+local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local tensor = require "pyptx.tensor"
+
+local ok, dev = pcall(runtime.open, "cuda")
+
+describe("on a CUDA GPU #gpu", function()
+  if not ok then
+    pending("no CUDA device: " .. tostring(dev):gsub("\n.*", ""))
+    return
+  end
+
+  local examples = {
+    "examples.hopper.rms_norm", "examples.hopper.layer_norm", "examples.hopper.softmax", "examples.hopper.swiglu",
+  }
+  for _, name in ipairs(examples) do
+    it("runs " .. name .. " and matches its CPU reference", function()
+      local mod = require(name)
+      assert.is_function(mod.check, name .. " has no check(device) entry point")
+      local passed, report = mod.check(dev)
+      assert.is_true(passed, report)
+    end)
+  end
+
+  it("launches with more than 48 KB of dynamic shared memory", function()
+    local f32, u32 = pyptx.types.f32, pyptx.types.u32
+    local k = pyptx.kernel "big_smem" {
+      arch = "auto", in_specs = { pyptx.Tile(256, f32) }, out_specs = { pyptx.Tile(256, f32) }, block = { 256 },
+      function(X, Y)
+        local px, py = pyptx.ptx.global_ptrs(X, Y)
+        local buf = pyptx.smem.alloc(f32, 64 * 256)
+        local t = pyptx.reg.from(pyptx.ptx.special.tid.x(), u32)
+        local off = t:mul_wide(4)
+        local v = pyptx.reg.scalar(f32)
+        pyptx.ptx.ld.global(v, pyptx.ptx.addr(px + off))
+        local s = buf:base() + t:shl(2) + 60000
+        pyptx.ptx.st.shared(pyptx.ptx.addr(s), v)
+        pyptx.ptx.bar_sync(0)
+        pyptx.ptx.ld.shared(v, pyptx.ptx.addr(s))
+        pyptx.ptx.st.global(pyptx.ptx.addr(py + off), v)
+        pyptx.ptx.ret()
+      end,
+    }
+    runtime.use(dev)
+    local x = tensor.rand({ 256 }, f32, { seed = 5 })
+    local y = k(x)
+    local same, report = tensor.compare(y, x, { atol = 0, rtol = 0 })
+    assert.is_true(same, report.message)
+  end)
+end)
