@@ -15,6 +15,7 @@ commands:
   compile <script.lua> [--arch A] [-o DIR] [--force]
                                     compile each kernel to a cubin through the cache
   cache ls|clear|stats              the cubin cache ($LUAPTX_CACHE_DIR)
+  repl [--arch A] [--version V]     an interactive prompt inside a kernel trace
   help                              this text
   --version                         print the version
 
@@ -200,7 +201,15 @@ local function cmd_cache(args)
   return 0
 end
 
-local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache }
+--- luaptx repl [--arch A] [--version V]
+local function cmd_repl(args)
+  local rest = {}
+  for i = 2, #args do rest[#rest + 1] = args[i] end
+  return require("luaptx.repl").main(rest)
+end
+
+local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache,
+                   repl = cmd_repl }
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)

@@ -1,0 +1,293 @@
+--- `luaptx repl`: an interactive prompt inside an implicit kernel trace.
+-- The session is the list of accepted inputs; every new input is traced
+-- after replaying them into a fresh kernel, so an input that fails leaves
+-- nothing behind, and :ptx / :check / :save see exactly what was shown.
+local ffi = require "ffi"
+local pyptx = require "pyptx"
+local core = require "pyptx.core"
+local toolkit = require "pyptx.toolkit"
+local lineedit = require "luaptx.lineedit"
+
+local M = {}
+
+local HELP = [[
+Type Lua: each ptx.* call (and each register operator) appends one PTX
+instruction, shown as it is appended. Locals persist between inputs.
+  :ptx               the whole snippet as a kernel
+  :check             assemble it with ptxas for the current arch
+  :run [threads]     run it on the emulator (or GPU) and print registers per lane
+  :arch sm_80        change the target (the session is re-traced)
+  :version 8.3       change the PTX ISA version
+  :reset             forget every input
+  :save file.lua     write the session as a runnable kernel script
+  :load file.lua     replay a script saved with :save (or any Lua lines)
+  :history           the accepted inputs
+  :help              this text;  :quit (or Ctrl-D) leaves]]
+
+--- The globals every input sees: the DSL and the type names.
+local function base_env()
+  local env = {
+    pyptx = pyptx, kernel = pyptx.kernel, reg = pyptx.reg, ptx = pyptx.ptx, smem = pyptx.smem,
+    Tile = pyptx.Tile, types = pyptx.types,
+  }
+  for _, t in ipairs(pyptx.types.all) do env[t.name] = t end
+  return setmetatable(env, { __index = _G })
+end
+
+--- Make top-level `local x = ...` persist: drop the `local` keyword of
+-- statements that start a line (the session's environment keeps them).
+local function globalize(src)
+  return (src:gsub("^(%s*)local%s+function%s", "%1function "):gsub("\n(%s*)local%s+function%s", "\n%1function ")
+    :gsub("^(%s*)local%s+", "%1"):gsub("\n(%s*)local%s+", "\n%1"))
+end
+M.globalize = globalize
+
+local Session = {}
+Session.__index = Session
+
+--- A new session with an arch and a PTX version (nil: the arch's default).
+function M.new(opts)
+  opts = opts or {}
+  return setmetatable({ inputs = {}, arch = opts.arch or "sm_90a", version = opts.version,
+                        out = opts.out or io.stdout, threads = 32 }, Session)
+end
+
+--- Compile one input to a function running in env; chunk name repl-N.
+local function compile_input(src, n, env)
+  local fn, err = loadstring(globalize(src), "@repl-" .. n)
+  if not fn then return nil, err end
+  return setfenv(fn, env)
+end
+
+--- A kernel whose body replays inputs (plus an optional new one).
+function Session:kernel(extra)
+  local inputs = {}
+  for i, s in ipairs(self.inputs) do inputs[i] = s end
+  if extra then inputs[#inputs + 1] = extra end
+  local session = self
+  return pyptx.kernel "repl" {
+    arch = self.arch, version = self.version, block = { self.threads },
+    function()
+      local env = base_env()
+      session.env = env
+      for i, src in ipairs(inputs) do
+        local fn, err = compile_input(src, i, env)
+        if not fn then error(err, 0) end
+        fn()
+      end
+    end,
+  }
+end
+
+--- Trace the session plus src; returns the specialization and the PTX
+-- lines src appended (the items past those already shown).
+function Session:try(src)
+  local s = self:kernel(src):specialize {}
+  local lines, i = {}, self.items or 0
+  local text, len = ffi.new("const char*[1]"), ffi.new("size_t[1]")
+  while core.inst_text(s.module, s.fn, i, text, len) == 0 do
+    lines[#lines + 1] = ffi.string(text[0], len[0])
+    i = i + 1
+  end
+  return s, lines, i
+end
+
+--- Is a compile error the "unfinished chunk" kind (more input expected)?
+local function incomplete(err)
+  return err and err:match("<eof>") ~= nil
+end
+M.incomplete = incomplete
+
+--- Feed one complete input; prints the appended PTX or the error.
+function Session:eval(src)
+  local fn, err = loadstring(globalize(src), "@repl-" .. (#self.inputs + 1))
+  if not fn then self.out:write("error: ", err, "\n") return false end
+  local ok, s, lines, count = pcall(self.try, self, src)
+  if not ok then
+    self.out:write("error: ", tostring(s), "\n")
+    return false
+  end
+  self.inputs[#self.inputs + 1] = src
+  self.items = count
+  for _, l in ipairs(lines) do self.out:write(l) end
+  return true
+end
+
+--- The session as PTX text.
+function Session:ptx()
+  return self:kernel():ptx {}
+end
+
+--- :check: assemble with ptxas; resources, or ptxas's message mapped to inputs.
+function Session:check()
+  local ok, report, log = toolkit.ptxas(self:ptx(), self.arch)
+  if ok == nil then self.out:write(log, "\n") return end
+  if not ok then self.out:write("ptxas failed:\n", log, "\n") return end
+  local r = report.repl or {}
+  self.out:write(("ok: %s, %d registers, %d bytes smem, %d spill stores, %d spill loads, %d bytes stack\n")
+    :format(self.arch, r.registers or 0, r.smem or 0, r.spill_stores or 0, r.spill_loads or 0, r.stack or 0))
+end
+
+--- :save: a kernel script whose body is the session's inputs.
+function Session:save(path)
+  local f, err = io.open(path, "w")
+  if not f then self.out:write("error: ", err, "\n") return end
+  f:write("-- Saved from a luaptx repl session. Run: luaptx ptx ", path, "\n")
+  f:write("local pyptx = require \"pyptx\"\nlocal reg, ptx, smem = pyptx.reg, pyptx.ptx, pyptx.smem\n")
+  for _, t in ipairs(pyptx.types.all) do f:write(("local %s = pyptx.types.%s\n"):format(t.name, t.name)) end
+  f:write("\nlocal M = {}\n\nfunction M.build(arch)\n  return pyptx.kernel \"repl\" {\n")
+  f:write(("    arch = arch or %q, block = { %d },\n    function()\n"):format(self.arch, self.threads))
+  f:write("      -- luaptx-repl-begin\n")
+  for _, src in ipairs(self.inputs) do
+    f:write("      ", (src:gsub("\n", "\n      ")), "\n")
+  end
+  f:write("      -- luaptx-repl-end\n    end,\n  }\nend\n\nM.kernels = { M.build() }\nreturn M\n")
+  f:close()
+  self.out:write(("saved %d inputs to %s\n"):format(#self.inputs, path))
+end
+
+--- :load: replay the inputs of a saved session (or every line of a file).
+function Session:load(path)
+  local f, err = io.open(path, "r")
+  if not f then self.out:write("error: ", err, "\n") return end
+  local text = f:read("*a")
+  f:close()
+  local body = text:match("%-%- luaptx%-repl%-begin\n(.-)\n%s*%-%- luaptx%-repl%-end") or text
+  local pending = ""
+  for line in (body .. "\n"):gmatch("([^\n]*)\n") do
+    pending = pending .. (pending ~= "" and "\n" or "") .. line:gsub("^      ", "")
+    local _, perr = loadstring(globalize(pending))
+    if not incomplete(perr) then
+      if pending:match("%S") then self:eval(pending) end
+      pending = ""
+    end
+  end
+end
+
+--- Re-trace the session after a change of arch or version.
+function Session:retarget(field, value)
+  local old = self[field]
+  self[field] = value
+  local ok, err = pcall(function() self:kernel():specialize {} end)
+  if not ok then
+    self[field] = old
+    self.out:write("error: ", tostring(err), "\n")
+  else
+    self.out:write(field, " = ", tostring(value), "\n")
+  end
+end
+
+--- Handle a :command line; returns false to leave the session.
+function Session:command(line)
+  local cmd, arg = line:match("^:(%S+)%s*(.-)%s*$")
+  if cmd == "quit" or cmd == "q" or cmd == "exit" then return false end
+  if cmd == "help" then self.out:write(HELP, "\n")
+  elseif cmd == "ptx" then self.out:write(self:ptx())
+  elseif cmd == "check" then self:check()
+  elseif cmd == "reset" then self.inputs, self.items = {}, 0; self.out:write("session cleared\n")
+  elseif cmd == "arch" and arg ~= "" then self:retarget("arch", arg)
+  elseif cmd == "version" and arg ~= "" then self:retarget("version", arg)
+  elseif cmd == "save" and arg ~= "" then self:save(arg)
+  elseif cmd == "load" and arg ~= "" then self:load(arg)
+  elseif cmd == "history" then for i, s in ipairs(self.inputs) do self.out:write(("%3d  %s\n"):format(i, s)) end
+  elseif cmd == "run" then self:run(tonumber(arg) or self.threads)
+  else self.out:write("unknown command :", tostring(cmd), " (or a missing argument); :help lists them\n") end
+  return true
+end
+
+--- :run [threads]: execute on the device and print registers per lane.
+function Session:run(threads)
+  local ok, runner = pcall(require, "luaptx.repl_run")
+  if not ok then
+    self.out:write(":run needs the device runtime: ", tostring(runner):match("[^\n]*"), "\n")
+    return
+  end
+  local rok, err = pcall(runner.run, self, threads)
+  if not rok then self.out:write("error: ", tostring(err), "\n") end
+end
+
+-- ------------------------------------------------------------ completion
+
+--- Names to complete after a prefix like "ptx.inst.ld." or "reg.".
+function M.complete(prefix)
+  local out = {}
+  local base, partial = prefix:match("^(.*)%.([%w_]*)$")
+  if not base then
+    for _, n in ipairs { "ptx", "reg", "smem", "kernel", "pyptx", "types" } do
+      if n:sub(1, #prefix) == prefix then out[#out + 1] = n end
+    end
+    for _, t in ipairs(pyptx.types.all) do if t.name:sub(1, #prefix) == prefix then out[#out + 1] = t.name end end
+    return out
+  end
+  local names = {}
+  if base == "ptx" or base == "reg" or base == "smem" then
+    for k in pairs(pyptx[base]) do if type(k) == "string" and not k:match("^_") then names[#names + 1] = k end end
+  elseif base:match("^ptx%.inst") then
+    local opcode = base:gsub("^ptx%.inst%.?", "")
+    for _, w in ipairs(M.opcode_words(opcode)) do names[#names + 1] = w end
+  end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    if n:sub(1, #partial) == partial then out[#out + 1] = base .. "." .. n end
+  end
+  return out
+end
+
+--- Words that may follow an opcode prefix ("" -> opcodes, "ld" -> modifiers).
+function M.opcode_words(opcode)
+  local words, seen = {}, {}
+  local function add(w) if not seen[w] then seen[w] = true; words[#words + 1] = w end end
+  for row = 0, core.isa_row_count() - 1 do
+    local name = ffi.string(core.isa_row_name(row))
+    if opcode == "" then add((name:match("^[^.]+")))
+    elseif name:sub(1, #opcode + 1) == opcode .. "." then add((name:sub(#opcode + 2):match("^[^.]+")))
+    end
+  end
+  if opcode ~= "" and core.isa_modifiers then
+    local first = opcode:match("^[^.]+")
+    local mods = core.isa_modifiers(first)
+    if mods ~= nil then for w in ffi.string(mods):gmatch("%S+") do add((w:gsub("::", "_"))) end end
+  end
+  return words
+end
+
+-- ------------------------------------------------------------------ loop
+
+--- Run the interactive loop on a terminal, or read stdin when piped.
+function M.main(args)
+  local opts = {}
+  local i = 1
+  while args[i] do
+    if args[i] == "--arch" then opts.arch = args[i + 1]; i = i + 1
+    elseif args[i] == "--version" then opts.version = args[i + 1]; i = i + 1 end
+    i = i + 1
+  end
+  local session = M.new(opts)
+  local input = lineedit.open { history = os.getenv("LUAPTX_HISTORY") or ((os.getenv("HOME") or ".") .. "/.luaptx_history"),
+                                complete = M.complete }
+  if input.interactive then
+    io.stdout:write(("luaptx %s repl — %s, PTX %s. :help for commands.\n")
+      :format(core.version, session.arch, session.version or "default"))
+  end
+  local pending = nil
+  while true do
+    local line = input:read(pending and "...> " or ("ptx " .. session.arch .. "> "))
+    if line == nil then break end
+    if not pending and line:match("^%s*:") then
+      if not session:command(line) then break end
+    elseif pending or line:match("%S") then
+      local src = pending and (pending .. "\n" .. line) or line
+      local _, err = loadstring(globalize(src))
+      if incomplete(err) then pending = src
+      else
+        pending = nil
+        session:eval(src)
+      end
+      io.stdout:flush()
+    end
+  end
+  input:close()
+  return 0
+end
+
+return M
