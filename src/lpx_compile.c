@@ -5,6 +5,7 @@
 #include "lpx_cache.h"
 #include "lpx_internal.h"
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,59 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
   if (cached && lpx_cache_store(&c->cache, out->key, c->image, c->image_size, ptx, (size_t)len, arch))
     lpx_warn(c->ctx, "%s", lpx_ctx_error(c->ctx));   /* an unwritable cache must not fail the compile */
   out->data = c->image; out->size = c->image_size;
+  return 0;
+}
+
+/* ------------------------------------------------------ parallel compile */
+
+typedef struct many_state {
+  lpx_compiler *parent;
+  lpx_compile_job *jobs;
+  int32_t n;
+  const lpx_compile_opts *opts;
+  pthread_mutex_t lock;
+  int32_t next;
+} many_state;
+
+/* Worker: its own context and compiler over the same cache, taking jobs
+ * from a shared counter until none are left. */
+static void *many_worker(void *arg)
+{
+  many_state *st = arg;
+  lpx_ctx *ctx = lpx_ctx_new();
+  lpx_compiler *c = ctx ? lpx_compiler_open(ctx, st->parent->cache.dir) : NULL;
+  for (;;) {
+    pthread_mutex_lock(&st->lock);
+    int32_t i = st->next++;
+    pthread_mutex_unlock(&st->lock);
+    if (i >= st->n) break;
+    lpx_compile_job *j = &st->jobs[i];
+    lpx_cubin out;
+    j->status = c ? lpx_compile(c, j->ptx, j->len, j->arch, st->opts, &out) : -1;
+    j->cache_hit = j->status == 0 && out.cache_hit;
+    snprintf(j->key, sizeof j->key, "%s", j->status == 0 ? out.key : "");
+    snprintf(j->error, sizeof j->error, "%s", j->status ? (ctx ? lpx_ctx_error(ctx) : "out of memory") : "");
+  }
+  lpx_compiler_close(c);
+  lpx_ctx_free(ctx);
+  return NULL;
+}
+
+/* Compile n jobs on up to `threads` worker threads (0: one per core);
+ * each job records its own status, so one failure does not stop the rest.
+ * The cubins land in the cache: lpx_compile then loads them as hits. */
+int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads)
+{
+  if (threads <= 0) threads = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads > n) threads = n;
+  if (threads < 1) return 0;
+  many_state st = { c, jobs, n, opts, PTHREAD_MUTEX_INITIALIZER, 0 };
+  pthread_t tids[64];
+  if (threads > 64) threads = 64;
+  int started = 0;
+  for (int i = 0; i < threads; i++) started += pthread_create(&tids[started], NULL, many_worker, &st) == 0;
+  if (!started) many_worker(&st);
+  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
   return 0;
 }
 

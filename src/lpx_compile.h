@@ -25,11 +25,23 @@ typedef struct lpx_cubin {
   char key[33];           /* the cache key, 32 hex digits */
 } lpx_cubin;
 
+/* One job of a parallel compile: inputs, then what became of it. */
+typedef struct lpx_compile_job {
+  const char *ptx;
+  uint64_t len;
+  const char *arch;
+  int32_t status;         /* 0 compiled (or cached), -1 failed */
+  int32_t cache_hit;
+  char key[33];
+  char error[4096];       /* the compiler's message when status is -1 */
+} lpx_compile_job;
+
 lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir);
 void lpx_compiler_close(lpx_compiler *c);
 const char *lpx_compiler_identity(lpx_compiler *c);
 const char *lpx_compiler_cache_dir(lpx_compiler *c);
 int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch, const lpx_compile_opts *opts, lpx_cubin *out);
+int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads);
 int32_t lpx_cache_list(lpx_compiler *c, const char **text);
 int32_t lpx_cache_clear(lpx_compiler *c, int64_t *removed);
 int32_t lpx_cache_set_limit(lpx_compiler *c, int64_t bytes);

@@ -77,6 +77,18 @@ int main(void)
   CHECK(lpx_cache_set_limit(c, (int64_t)1 << 30) == 0);
   CHECK(lpx_compile(c, good, strlen(good), "sm_80", &o, &out) == 0);
   CHECK(lpx_cache_clear(c, &removed) == 0 && removed == 1);
+
+  /* parallel compile: 6 jobs over 3 threads, one of them broken */
+  lpx_compile_job jobs[6];
+  char texts[6][1024];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 6; i++) {
+    snprintf(texts[i], sizeof texts[i], "%s// variant %d\n", i == 4 ? bad : good, i);
+    jobs[i].ptx = texts[i]; jobs[i].len = strlen(texts[i]); jobs[i].arch = "sm_80";
+  }
+  CHECK(lpx_compile_many(c, jobs, 6, &o, 3) == 0);
+  for (int i = 0; i < 6; i++) CHECK(i == 4 ? jobs[i].status < 0 && strstr(jobs[i].error, "%r9") : jobs[i].status == 0);
+  CHECK(lpx_compile(c, texts[0], strlen(texts[0]), "sm_80", &o, &out) == 0 && out.cache_hit == 1);
   lpx_compiler_close(c);
   lpx_ctx_free(ctx);
   char cmd[200];
