@@ -16,6 +16,8 @@ commands:
                                     compile each kernel to a cubin through the cache
   cache ls|clear|stats              the cubin cache ($LUAPTX_CACHE_DIR)
   repl [--arch A] [--version V]     an interactive prompt inside a kernel trace
+  tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]
+  tune --merge a.json b.json ...    an autotuning sweep; merge shard results
   help                              this text
   --version                         print the version
 
@@ -208,8 +210,15 @@ local function cmd_repl(args)
   return require("luaptx.repl").main(rest)
 end
 
+--- luaptx tune ...
+local function cmd_tune(args)
+  local rest = {}
+  for i = 2, #args do rest[#rest + 1] = args[i] end
+  return require("luaptx.tune").main(rest)
+end
+
 local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache,
-                   repl = cmd_repl }
+                   repl = cmd_repl, tune = cmd_tune }
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)

@@ -5,6 +5,7 @@
  * capped in size with least-recently-used eviction (mtime = last use). */
 #define _GNU_SOURCE
 #include "lpx_cache.h"
+#include "lpx_compile.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -87,6 +88,14 @@ void lpx_cache_key(const char *identity, const char *path, const char *ptx, size
   XXH128_hash_t h = XXH3_128bits_digest(s);
   XXH3_freeState(s);
   snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+}
+
+/* The 32-hex-digit XXH3-128 of any bytes (tuning keys use it for PTX). */
+int32_t lpx_content_hash(const char *data, uint64_t len, char *out33)
+{
+  XXH128_hash_t h = XXH3_128bits(data, (size_t)len);
+  snprintf(out33, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return 0;
 }
 
 /* Path of an entry file. */
@@ -205,7 +214,7 @@ static int collect(lpx_cache *c, entry_info **out, size_t *n)
   for (struct dirent *e; (e = readdir(d));) {
     size_t len = strlen(e->d_name);
     if (len != 32 + strlen(CACHE_SUFFIX) || strcmp(e->d_name + 32, CACHE_SUFFIX)) continue;
-    char path[1200];
+    char path[1400];
     struct stat st, sp;
     snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
     if (stat(path, &st) || LPX_RESERVE(*out, cap, *n + 1)) continue;

@@ -42,6 +42,7 @@ const char *lpx_compiler_identity(lpx_compiler *c);
 const char *lpx_compiler_cache_dir(lpx_compiler *c);
 int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch, const lpx_compile_opts *opts, lpx_cubin *out);
 int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads);
+int32_t lpx_content_hash(const char *data, uint64_t len, char *out33);
 int32_t lpx_cache_list(lpx_compiler *c, const char **text);
 int32_t lpx_cache_clear(lpx_compiler *c, int64_t *removed);
 int32_t lpx_cache_set_limit(lpx_compiler *c, int64_t bytes);

@@ -25,7 +25,7 @@
   X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
   X(lpx_func_name) X(lpx_emit) X(lpx_inst_text) \
   X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
-  X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_compile_many) X(lpx_cache_list) X(lpx_cache_clear) \
+  X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
   X(lpx_cache_set_limit) X(lpx_cache_stats) \
   X(lpx_tma_validate) X(lpx_tma_dtype_size) X(lpx_tma_dtype_lookup) X(lpx_tma_box_bytes)
 

@@ -16,6 +16,12 @@ M.Layout = specs.Layout
 M.toolkit = require "pyptx.toolkit"
 M.version = core.version
 
+--- Run an autotuning sweep (see pyptx.tune): returns the best config's result.
+function M.tune(spec, opts)
+  local result = require("pyptx.tune").run(spec, opts)
+  return result.best, result
+end
+
 --- Is v a kernel object (made by kernel "name" { ... })?
 function M.is_kernel(v)
   return require("pyptx.kernel").is(v)

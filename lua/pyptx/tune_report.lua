@@ -1,0 +1,111 @@
+--- Reports of a tuning sweep: the sorted table, CSV, JSON, an SVG bar
+-- chart, and merging the JSON of several shards.
+local json = require "pyptx.json"
+
+local M = {}
+
+--- The measure a result is ranked by, as text.
+local function measure(r, timed)
+  if r.status ~= "ok" then return "-" end
+  if timed then return r.ms and ("%.4f ms"):format(r.ms) or "-" end
+  return ("%s regs"):format(r.registers or "?")
+end
+
+--- The sorted table as text.
+function M.table(result)
+  local lines = { ("sweep %s on %s — %s"):format(result.name, result.device, result.ranking) }
+  lines[#lines + 1] = ("%-4s %-36s %-8s %12s %6s %8s %7s  %s"):format("#", "config", "status", "measure", "regs", "smem", "insts", "note")
+  for i, r in ipairs(result.results) do
+    lines[#lines + 1] = ("%-4d %-36s %-8s %12s %6s %8s %7s  %s"):format(i, r.key, r.status, measure(r, result.timed),
+      r.registers or "-", r.smem or "-", r.instructions or "-", (r.reason or "") .. (r.cached and " (cached)" or ""))
+  end
+  if result.best then lines[#lines + 1] = ("best: %s"):format(result.best.key)
+  else lines[#lines + 1] = "best: none (every config failed)" end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+--- Quote a CSV field.
+local function csv_field(v)
+  v = v == nil and "" or tostring(v)
+  if v:find('[,"\n]') then return '"' .. v:gsub('"', '""') .. '"' end
+  return v
+end
+
+--- CSV: one row per config, config keys as columns.
+function M.csv(result)
+  local keys, seen = {}, {}
+  for _, r in ipairs(result.results) do
+    for k in pairs(r.config) do if not seen[k] then seen[k] = true; keys[#keys + 1] = k end end
+  end
+  table.sort(keys)
+  local head = {}
+  for _, k in ipairs(keys) do head[#head + 1] = k end
+  for _, k in ipairs { "status", "ms", "registers", "smem", "spills", "instructions", "reason" } do head[#head + 1] = k end
+  local rows = { table.concat(head, ",") }
+  for _, r in ipairs(result.results) do
+    local row = {}
+    for _, k in ipairs(keys) do row[#row + 1] = csv_field(r.config[k]) end
+    for _, k in ipairs { "status", "ms", "registers", "smem", "spills", "instructions", "reason" } do row[#row + 1] = csv_field(r[k]) end
+    rows[#rows + 1] = table.concat(row, ",")
+  end
+  return table.concat(rows, "\n") .. "\n"
+end
+
+--- JSON of the whole result (what --merge reads back).
+function M.json(result)
+  return json.encode(result, "  ") .. "\n"
+end
+
+--- Escape text for SVG.
+local function xml(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;")) end
+
+--- An SVG bar chart of the measure per config (failed configs marked).
+function M.svg(result)
+  local rows = result.results
+  local bar_h, left, width = 18, 260, 420
+  local max = 0
+  local function value(r) return result.timed and r.ms or r.registers end
+  for _, r in ipairs(rows) do if r.status == "ok" and value(r) then max = math.max(max, value(r)) end end
+  local h = 50 + #rows * (bar_h + 4)
+  local out = {
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="12">'):format(left + width + 120, h),
+    ('<text x="10" y="20" font-size="14">%s — %s</text>'):format(xml(result.name),
+      xml(result.timed and "time per config (ms)" or "registers per config (emulator run: not timed)")),
+  }
+  for i, r in ipairs(rows) do
+    local y = 30 + (i - 1) * (bar_h + 4)
+    out[#out + 1] = ('<text x="10" y="%d">%s</text>'):format(y + 13, xml(r.key))
+    if r.status == "ok" and value(r) and max > 0 then
+      local w = math.max(1, width * value(r) / max)
+      out[#out + 1] = ('<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>'):format(left, y, w, bar_h, i == 1 and "#2a7" or "#48c")
+      out[#out + 1] = ('<text x="%.1f" y="%d">%s</text>'):format(left + w + 6, y + 13, xml(result.timed and ("%.4f"):format(value(r)) or value(r)))
+    else
+      out[#out + 1] = ('<text x="%d" y="%d" fill="#c33">failed: %s</text>'):format(left, y + 13, xml((r.reason or ""):sub(1, 60)))
+    end
+  end
+  out[#out + 1] = "</svg>"
+  return table.concat(out, "\n") .. "\n"
+end
+
+--- Join shard results (decoded JSON) into one sorted result.
+function M.merge(parts)
+  if #parts == 0 then error("tune --merge: no result files given", 0) end
+  local merged = { name = parts[1].name, device = parts[1].device, timed = parts[1].timed, ranking = parts[1].ranking, results = {} }
+  local seen = {}
+  for _, p in ipairs(parts) do
+    if p.name ~= merged.name then error(("tune --merge: sweeps differ (%s vs %s)"):format(merged.name, p.name), 0) end
+    for _, r in ipairs(p.results or {}) do
+      if not seen[r.key] then seen[r.key] = true; merged.results[#merged.results + 1] = r end
+    end
+  end
+  local better = require("pyptx.tune").better
+  table.sort(merged.results, function(a, b)
+    if (a.status == "ok") ~= (b.status == "ok") then return a.status == "ok" end
+    if a.status == "ok" and better(a, b, merged.timed) ~= better(b, a, merged.timed) then return better(a, b, merged.timed) end
+    return a.key < b.key
+  end)
+  merged.best = merged.results[1] and merged.results[1].status == "ok" and merged.results[1] or nil
+  return merged
+end
+
+return M
