@@ -1,0 +1,212 @@
+--- RMS norm, one CTA per row: y[b, :] = x[b, :] * rsqrt(mean(x[b, :]^2) + eps) * w.
+--
+-- Memory-bound, so the kernel is built around keeping bytes in flight:
+-- every thread issues all of its float4 loads of x and w up front and
+-- holds the row slice in registers, so x is read from DRAM exactly once.
+-- The sum of squares is reduced inside each warp with shfl.sync.bfly,
+-- then across warps through shared memory (one bar.sync); every thread
+-- reads all warp partials back with broadcast v4 loads and adds them in
+-- the same order, so no second barrier or second shuffle pass is needed.
+--
+-- Shape constraints (build() raises an error naming the violated one):
+--  * N % 128 == 0           a warp covers whole float4 chunks;
+--  * N % (4 * threads) == 0 every thread owns the same number of chunks;
+--  * N / (4 * threads) <= 8 at most 8 float4 chunks (32 floats of x, 32 of
+--                           w) per thread, so the row stays in registers
+--                           without spilling: N <= 32768 at 1024 threads.
+-- threads defaults to 256 (fewer for short rows, more for long ones).
+local pyptx = require "pyptx"
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local f32, u32 = pyptx.types.f32, pyptx.types.u32
+
+local M = {}
+
+M.MAX_CHUNKS = 8 -- float4 chunks per thread; more would spill at 255 registers
+
+--- Threads per CTA for a row of n floats: opts.threads, else 256 unless the row is
+-- too short to feed them (n/4 threads) or too long to fit 8 chunks each.
+local function threads_for(n, opts)
+  if opts and opts.threads then return opts.threads end
+  local t = 256
+  if n / 4 < t then t = math.max(32, math.floor(n / 4 / 32) * 32) end
+  while n / (4 * t) > M.MAX_CHUNKS and t < 1024 do t = t * 2 end
+  return t
+end
+
+--- Why (B, N, opts) breaks the shape rules above, or nil when it does not.
+-- build() raises it at its caller; the retargeted copies in ampere/ and
+-- blackwell/ call it themselves so their errors point at their callers.
+function M.shape_error(B, N, opts)
+  local name = (opts and opts.name) or "rms_norm"
+  local function bad(msg) return name .. ": " .. msg end
+  if type(B) ~= "number" or B < 1 or B ~= math.floor(B) then return bad("B must be a positive integer, got " .. tostring(B)) end
+  if type(N) ~= "number" or N < 1 or N ~= math.floor(N) then return bad("N must be a positive integer, got " .. tostring(N)) end
+  if B > 2147483647 then return bad("B must be at most 2^31-1 (one CTA per row on grid.x)") end
+  local threads = threads_for(N, opts)
+  if type(threads) ~= "number" or threads % 32 ~= 0 or threads < 32 or threads > 1024 then
+    return bad(("threads must be a multiple of 32 in [32, 1024], got %s"):format(tostring(threads)))
+  end
+  if N % 128 ~= 0 then return bad(("N %% 128 == 0 is required (whole float4 chunks per warp), got N = %d"):format(N)) end
+  if N % (4 * threads) ~= 0 then
+    return bad(("N %% (4 * threads) == 0 is required, got N = %d, threads = %d"):format(N, threads))
+  end
+  if N / (4 * threads) > M.MAX_CHUNKS then
+    return bad(("N / (4 * threads) <= %d is required (the row slice lives in registers), got N = %d, threads = %d")
+      :format(M.MAX_CHUNKS, N, threads))
+  end
+  return nil
+end
+
+--- What every CTA reduction needs from the thread index, computed once:
+-- the warp count, "am I lane 0" and this warp's byte offset (warp*4).
+local function cta_context(tid, warps)
+  if warps == 1 then return { warps = 1 } end
+  return { warps = warps, lane0 = tid:band(31):eq(0), warp_off = tid:shr(5):shl(2) }
+end
+
+--- Sum the per-thread partial s over the CTA; every thread gets the same
+-- total. Lane 0 of each warp stores its warp's sum, one bar.sync, then each
+-- thread reads all partials back (broadcast v4/v2 loads, no bank conflicts)
+-- and adds them in the same fixed order, so no second barrier is needed.
+local function cta_sum(s, cta)
+  ptx.warp.reduce_sum(s)
+  if cta.warps == 1 then return s end
+  local warps = cta.warps
+  local part = smem.alloc(f32, warps, { align = 16 })
+  -- The slot address is computed first so that the only instruction under
+  -- the lane-0 guard is the store itself.
+  local slot = part:base() + cta.warp_off
+  ptx.at(cta.lane0).inst.st.shared.f32(ptx.addr(slot), s)
+  ptx.bar_sync(0)
+  local p = reg.array(f32, 4)
+  local total
+  local i = 0
+  while i < warps do
+    local n = (warps - i >= 4 and 4) or (warps - i >= 2 and 2) or 1  -- ld.shared has v2/v4, no v3
+    if n == 1 then ptx.ld.shared(p[0], part[i]) else
+      local dst = {}
+      for j = 1, n do dst[j] = p[j - 1] end
+      ptx.ld.shared(dst, part[i])
+    end
+    for j = 0, n - 1 do
+      if total then ptx.inst.add.f32(total, total, p[j]) else total = reg.from(p[j]) end
+    end
+    i = i + n
+  end
+  return total
+end
+
+--- Four consecutive registers of an array as a v4 operand.
+local function v4(a, i)
+  return { a[i], a[i + 1], a[i + 2], a[i + 3] }
+end
+
+--- An RMS-norm kernel for B rows of N floats. opts: arch (default
+-- "sm_90a"), eps (1e-6), threads (see threads_for), name.
+function M.build(B, N, opts)
+  opts = opts or {}
+  local err = M.shape_error(B, N, opts)
+  if err then error(err, 2) end
+  local threads = threads_for(N, opts)
+  local name = opts.name or "rms_norm"
+  local eps = opts.eps or 1e-6
+  local chunks = N / (4 * threads)
+  local warps = threads / 32
+  local stride = threads * 16                            -- bytes between a thread's chunks
+  return kernel(name) {
+    arch = opts.arch or "sm_90a",
+    in_specs = { Tile(B, N, f32), Tile(N, f32) },
+    out_specs = { Tile(B, N, f32) },
+    grid = { B, 1, 1 }, block = { threads, 1, 1 },
+    function(X, W, Y)
+      local px, pw, py = ptx.global_ptrs(X, W, Y)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local row = reg.from(ptx.special.ctaid.x(), u32)
+      local cta = cta_context(tid, warps)
+      -- Chunk c of a thread starts at element (c*threads + tid)*4: a warp's
+      -- 32 lanes read 512 contiguous bytes per load (fully coalesced).
+      local toff = tid:mul_wide(16)
+      local roff = row:mul_wide(N * 4) + toff
+      local xa, ya, wa = px + roff, py + roff, pw + toff
+      local x, w = reg.array(f32, 4 * chunks), reg.array(f32, 4 * chunks)
+      for c = 0, chunks - 1 do ptx.ld.global(v4(x, 4 * c), ptx.addr(xa, c * stride)) end
+      -- w is shared by every row: read-only path, and issued before the
+      -- reduction so its latency hides behind the shuffles and barrier.
+      for c = 0, chunks - 1 do ptx.ld.global.nc(v4(w, 4 * c), ptx.addr(wa, c * stride)) end
+      local s = x[0] * x[0]
+      for i = 1, 4 * chunks - 1 do ptx.inst.fma.rn.f32(s, x[i], x[i], s) end
+      local total = cta_sum(s, cta)
+      local ms = total * (1 / N)
+      local rstd = reg.scalar(f32)
+      ptx.inst.rsqrt.approx.f32(rstd, ms + eps)
+      for i = 0, 4 * chunks - 1 do
+        ptx.inst.mul.f32(x[i], x[i], rstd)
+        ptx.inst.mul.f32(x[i], x[i], w[i])
+      end
+      for c = 0, chunks - 1 do ptx.st.global(ptx.addr(ya, c * stride), v4(x, 4 * c)) end
+      ptx.ret()
+    end,
+  }
+end
+
+--- CPU reference in double precision on 1-based row-major Lua arrays:
+-- inputs = { x = B*N values, w = N values, B = , N = , eps = (1e-6) };
+-- returns y as B*N values.
+function M.reference(inputs)
+  local x, w, B, N = inputs.x, inputs.w, inputs.B, inputs.N
+  local eps = inputs.eps or 1e-6
+  local y = {}
+  for b = 0, B - 1 do
+    local base, ss = b * N, 0
+    for i = 1, N do ss = ss + x[base + i] * x[base + i] end
+    local rstd = 1 / math.sqrt(ss / N + eps)
+    for i = 1, N do y[base + i] = x[base + i] * rstd * w[i] end
+  end
+  return y
+end
+
+--- Random inputs for reference checks (never zeros): x in [-2, 2), w in [0.5, 1.5).
+function M.inputs(B, N, seed)
+  math.randomseed(seed or 1)
+  local x, w = {}, {}
+  for i = 1, B * N do x[i] = math.random() * 4 - 2 end
+  for i = 1, N do w[i] = math.random() + 0.5 end
+  return { x = x, w = w, B = B, N = N }
+end
+
+-- Llama-style hidden size: 2048 tokens of 8192 features (what bench/trace.lua times too).
+M.kernels = { M.build(2048, 8192) }
+
+--- Print one line per kernel: name, arch, instructions, grid/block, shared
+-- memory and, when ptxas is installed, registers and spills. Shared by
+-- every example's main so they all print the same table.
+function M.summary(kernels)
+  local toolkit = require "pyptx.toolkit"
+  local have_ptxas = toolkit.find("ptxas") ~= nil
+  print(("%-14s %-8s %6s %-16s %-12s %6s %6s %5s %7s"):format(
+    "kernel", "arch", "insts", "grid", "block", "smem", "dyn", "regs", "spills"))
+  for _, k in ipairs(kernels) do
+    local s = k:specialize()
+    local regs, spills = "-", "-"
+    if have_ptxas then
+      local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+      if not ok then
+        io.stderr:write(log, "\n")
+        return 1
+      end
+      local r = report[k.name] or {}
+      regs, spills = tostring(r.registers or 0), tostring((r.spill_stores or 0) + (r.spill_loads or 0))
+    end
+    print(("%-14s %-8s %6d %-16s %-12s %6d %6d %5s %7s"):format(k.name, s.arch, s.instructions,
+      table.concat(s.grid, "x"), table.concat(s.block, "x"), s.static_smem, s.dynamic_smem, regs, spills))
+  end
+  if not have_ptxas then print("(" .. toolkit.missing_message("ptxas") .. "; registers not reported)") end
+  return 0
+end
+
+--- `luaptx run examples/hopper/rms_norm.lua`: the PTX summary (no launch yet).
+function M.main(_, kernels)
+  return M.summary(kernels or M.kernels)
+end
+
+return M

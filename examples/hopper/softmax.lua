@@ -1,0 +1,198 @@
+--- Row softmax, one CTA per row: y[b, i] = exp(x[b, i] - max) / sum_j exp(x[b, j] - max).
+--
+-- The row slice stays in registers (float4 loads, x read from DRAM once,
+-- y written once). Two CTA reductions — the max, then the sum of
+-- exponentials — each a warp butterfly plus one round through its own
+-- shared buffer (separate buffers, so one bar.sync each is enough).
+-- exp(x - m) is computed as ex2.approx(x*log2(e) - m*log2(e)): one fma and
+-- one MUFU.EX2 per element, the same trick as CUDA's __expf. Subtracting
+-- the max first keeps every exponent <= 0, so nothing overflows.
+--
+-- Shape constraints (build() raises an error naming the violated one):
+--  * N % 128 == 0           a warp covers whole float4 chunks;
+--  * N % (4 * threads) == 0 every thread owns the same number of chunks;
+--  * N / (4 * threads) <= 16 at most 16 float4 chunks (64 floats) per
+--                           thread live in registers;
+--  * N <= 32768             the whole row lives in one CTA's registers, and
+--                           a 1024-thread CTA gets at most 64 per thread.
+-- threads defaults to 256 (fewer for short rows, more for long ones).
+local pyptx = require "pyptx"
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local f32, u32 = pyptx.types.f32, pyptx.types.u32
+
+local M = {}
+
+M.MAX_CHUNKS = 16 -- float4 chunks per thread; only x lives in registers here
+M.MAX_N = 32768 -- 16 chunks at 512 threads; at 1024 threads ptxas caps registers at 64 and spills
+local LOG2E = 1.4426950408889634
+
+--- Threads per CTA for a row of n floats: opts.threads, else 256 unless the row is
+-- too short to feed them (n/4 threads) or too long to fit in registers.
+local function threads_for(n, opts)
+  if opts and opts.threads then return opts.threads end
+  local t = 256
+  if n / 4 < t then t = math.max(32, math.floor(n / 4 / 32) * 32) end
+  while n / (4 * t) > M.MAX_CHUNKS and t < 1024 do t = t * 2 end
+  return t
+end
+
+--- Why (B, N, opts) breaks the shape rules above, or nil when it does not.
+-- build() raises it at its caller; the retargeted copies in ampere/ and
+-- blackwell/ call it themselves so their errors point at their callers.
+function M.shape_error(B, N, opts)
+  local name = (opts and opts.name) or "softmax"
+  local function bad(msg) return name .. ": " .. msg end
+  if type(B) ~= "number" or B < 1 or B ~= math.floor(B) then return bad("B must be a positive integer, got " .. tostring(B)) end
+  if type(N) ~= "number" or N < 1 or N ~= math.floor(N) then return bad("N must be a positive integer, got " .. tostring(N)) end
+  if B > 2147483647 then return bad("B must be at most 2^31-1 (one CTA per row on grid.x)") end
+  local threads = threads_for(N, opts)
+  if type(threads) ~= "number" or threads % 32 ~= 0 or threads < 32 or threads > 1024 then
+    return bad(("threads must be a multiple of 32 in [32, 1024], got %s"):format(tostring(threads)))
+  end
+  if N % 128 ~= 0 then return bad(("N %% 128 == 0 is required (whole float4 chunks per warp), got N = %d"):format(N)) end
+  if N % (4 * threads) ~= 0 then
+    return bad(("N %% (4 * threads) == 0 is required, got N = %d, threads = %d"):format(N, threads))
+  end
+  if N / (4 * threads) > M.MAX_CHUNKS then
+    return bad(("N / (4 * threads) <= %d is required (the row slice lives in registers), got N = %d, threads = %d")
+      :format(M.MAX_CHUNKS, N, threads))
+  end
+  if N > M.MAX_N then
+    return bad(("N <= %d is required (a row must fit one CTA's registers without spilling), got N = %d"):format(M.MAX_N, N))
+  end
+  return nil
+end
+
+--- What every CTA reduction needs from the thread index, computed once:
+-- the warp count, "am I lane 0" and this warp's byte offset (warp*4).
+local function cta_context(tid, warps)
+  if warps == 1 then return { warps = 1 } end
+  return { warps = warps, lane0 = tid:band(31):eq(0), warp_off = tid:shr(5):shl(2) }
+end
+
+--- Reduce the per-thread value v over the CTA with op ("add" or "max");
+-- every thread gets the same result. Warp butterfly, lane 0 stores to a
+-- fresh shared buffer, one bar.sync, then each thread combines all warp
+-- partials (broadcast loads) in a fixed order. A fresh buffer per call is
+-- what makes one barrier per reduction enough.
+local function cta_reduce(v, cta, op)
+  if op == "max" then ptx.warp.reduce_max(v) else ptx.warp.reduce_sum(v) end
+  if cta.warps == 1 then return v end
+  local warps = cta.warps
+  local part = smem.alloc(f32, warps, { align = 16 })
+  -- The slot address is computed first so that the only instruction under
+  -- the lane-0 guard is the store itself.
+  local slot = part:base() + cta.warp_off
+  ptx.at(cta.lane0).inst.st.shared.f32(ptx.addr(slot), v)
+  ptx.bar_sync(0)
+  local combine = op == "max" and ptx.inst.max.f32 or ptx.inst.add.f32
+  local p = reg.array(f32, 4)
+  local total
+  local i = 0
+  while i < warps do
+    local n = (warps - i >= 4 and 4) or (warps - i >= 2 and 2) or 1  -- ld.shared has v2/v4, no v3
+    if n == 1 then ptx.ld.shared(p[0], part[i]) else
+      local dst = {}
+      for j = 1, n do dst[j] = p[j - 1] end
+      ptx.ld.shared(dst, part[i])
+    end
+    for j = 0, n - 1 do
+      if total then combine(total, total, p[j]) else total = reg.from(p[j]) end
+    end
+    i = i + n
+  end
+  return total
+end
+
+--- Four consecutive registers of an array as a v4 operand.
+local function v4(a, i)
+  return { a[i], a[i + 1], a[i + 2], a[i + 3] }
+end
+
+--- A row-softmax kernel for B rows of N floats. opts: arch (default
+-- "sm_90a"), threads, name.
+function M.build(B, N, opts)
+  opts = opts or {}
+  local err = M.shape_error(B, N, opts)
+  if err then error(err, 2) end
+  local threads = threads_for(N, opts)
+  local name = opts.name or "softmax"
+  local chunks = N / (4 * threads)
+  local warps = threads / 32
+  local stride = threads * 16                            -- bytes between a thread's chunks
+  local n = 4 * chunks                                   -- floats per thread
+  return kernel(name) {
+    arch = opts.arch or "sm_90a",
+    in_specs = { Tile(B, N, f32) },
+    out_specs = { Tile(B, N, f32) },
+    grid = { B, 1, 1 }, block = { threads, 1, 1 },
+    function(X, Y)
+      local px, py = ptx.global_ptrs(X, Y)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local row = reg.from(ptx.special.ctaid.x(), u32)
+      local cta = cta_context(tid, warps)
+      -- Chunk c of a thread starts at element (c*threads + tid)*4: each
+      -- warp-wide load covers 512 contiguous bytes.
+      local off = row:mul_wide(N * 4) + tid:mul_wide(16)
+      local xa, ya = px + off, py + off
+      local x = reg.array(f32, n)
+      for c = 0, chunks - 1 do ptx.ld.global(v4(x, 4 * c), ptx.addr(xa, c * stride)) end
+
+      local m = x[0]:max(x[1])
+      for i = 2, n - 1 do ptx.inst.max.f32(m, m, x[i]) end
+      m = cta_reduce(m, cta, "max")
+
+      -- x <- 2^(x*log2e - m*log2e) = e^(x - m), in place; sum as we go.
+      local neg_ml = m * -LOG2E
+      for i = 0, n - 1 do
+        ptx.inst.fma.rn.f32(x[i], x[i], LOG2E, neg_ml)
+        ptx.inst.ex2.approx.ftz.f32(x[i], x[i])
+      end
+      local s = x[0] + x[1]
+      for i = 2, n - 1 do ptx.inst.add.f32(s, s, x[i]) end
+      s = cta_reduce(s, cta, "add")
+
+      local inv = reg.scalar(f32)
+      ptx.inst.rcp.rn.f32(inv, s)                         -- once per thread: the exact one is cheap
+      for i = 0, n - 1 do ptx.inst.mul.f32(x[i], x[i], inv) end
+      for c = 0, chunks - 1 do ptx.st.global(ptx.addr(ya, c * stride), v4(x, 4 * c)) end
+      ptx.ret()
+    end,
+  }
+end
+
+--- CPU reference in double precision on 1-based row-major Lua arrays:
+-- inputs = { x = B*N values, B = , N = }; returns y as B*N values.
+function M.reference(inputs)
+  local x, B, N = inputs.x, inputs.B, inputs.N
+  local y = {}
+  for r = 0, B - 1 do
+    local base, m = r * N, -math.huge
+    for i = 1, N do m = math.max(m, x[base + i]) end
+    local s = 0
+    for i = 1, N do
+      y[base + i] = math.exp(x[base + i] - m)
+      s = s + y[base + i]
+    end
+    for i = 1, N do y[base + i] = y[base + i] / s end
+  end
+  return y
+end
+
+--- Random inputs for reference checks (never zeros): logits in [-8, 8).
+function M.inputs(B, N, seed)
+  math.randomseed(seed or 1)
+  local x = {}
+  for i = 1, B * N do x[i] = math.random() * 16 - 8 end
+  return { x = x, B = B, N = N }
+end
+
+-- Attention-score-sized default: 4096 rows of 4096 logits.
+M.kernels = { M.build(4096, 4096) }
+
+--- `luaptx run examples/hopper/softmax.lua`: the PTX summary (no launch yet).
+function M.main(_, kernels)
+  return require("examples.hopper.rms_norm").summary(kernels or M.kernels)
+end
+
+return M
