@@ -18,7 +18,7 @@ local OPTIONS = {
   arch = "string", version = "any", in_specs = "table", out_specs = "table", grid = "any",
   block = "table", cluster = "table", smem = "number", raw_params = "table", extern_smem = "any",
   reqntid = "table", raw_directives = "table", params = "table", line_info = "boolean", maxnreg = "number",
-  minnctapersm = "number",
+  minnctapersm = "number", maxntid = "boolean",
 }
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
@@ -26,15 +26,32 @@ function M.auto_arch()
   local env = os.getenv("LUAPTX_ARCH")
   if env and env ~= "" then return env end
   local ok, runtime = pcall(require, "pyptx.runtime")
-  if ok and runtime.current_arch then return runtime.current_arch() end
+  if ok and runtime.current_arch then
+    local found, arch = pcall(runtime.current_arch)   -- a build without devices falls back
+    if found then return arch end
+  end
   return "sm_90a"
 end
 
---- Default PTX ISA version (x10) for an sm: the first that covers our ISA.
-function M.default_version(sm)
+--- The oldest PTX ISA version (x10) that knows a target (family: 1 "a", 2 "f").
+function M.min_version(sm, family)
+  if sm >= 110 and sm < 120 then return 90 end
+  if family == 2 or sm == 103 or sm == 121 then return 88 end
   if sm >= 120 then return 87 end
   if sm >= 100 then return 86 end
-  return 80
+  if sm >= 90 then return family == 1 and 80 or 78 end
+  if sm >= 89 then return 78 end
+  if sm >= 87 then return 74 end
+  if sm >= 86 then return 71 end
+  if sm >= 80 then return 70 end
+  if sm >= 75 then return 63 end
+  return 60
+end
+
+--- Default PTX ISA version (x10) for an sm: the first that covers our ISA
+-- and knows the target.
+function M.default_version(sm, family)
+  return math.max(80, M.min_version(sm, family))
 end
 
 --- Parse version = {8, 3} | "8.3" | 8.3 into x10.
@@ -87,6 +104,7 @@ function M.new(name, opts, where)
     smem = opts.smem or 0, raw_params = opts.raw_params or {}, extern_smem = opts.extern_smem,
     reqntid = opts.reqntid, raw_directives = opts.raw_directives or {}, params = opts.params or {},
     line_info = opts.line_info ~= false, maxnreg = opts.maxnreg, minnctapersm = opts.minnctapersm,
+    maxntid = opts.maxntid,   -- false: no .maxntid from block (transpiled kernels without one)
     cache = {},
   }, Kernel)
   for i, s in ipairs(k.in_specs) do
@@ -103,7 +121,11 @@ function M.kernel(name)
   if type(name) ~= "string" then error("kernel: expected a name string: kernel \"name\" { ... }", 2) end
   local src, line = trace.where(2)
   local where = trace.format_where(src, line)
-  return function(opts) return M.new(name, opts, where) end
+  return function(opts)
+    local k = M.new(name, opts, where)
+    k.src, k.line = src, line
+    return k
+  end
 end
 
 -- --------------------------------------------------------- specialization
@@ -130,13 +152,13 @@ end
 function Kernel:tensor_specs(values)
   local out = {}
   local all = {}
-  for _, s in ipairs(self.in_specs) do all[#all + 1] = { s, "in" } end
-  for _, s in ipairs(self.out_specs) do all[#all + 1] = { s, "out" } end
+  for j, s in ipairs(self.in_specs) do all[#all + 1] = { s, "in", j } end
+  for j, s in ipairs(self.out_specs) do all[#all + 1] = { s, "out", j } end
   for i, pair in ipairs(all) do
     local shape, missing = pair[1]:resolve(values)
     if not shape then
       error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024}")
-        :format(self.where, self.name, missing, pair[2], i, missing), 0)
+        :format(self.where, self.name, missing, pair[2], pair[3], missing), 0)
     end
     out[i] = specs.tensor_spec(self.name, i, pair[1], shape, pair[2])
   end
@@ -157,7 +179,7 @@ local function declare(k, t, tensors)
   end
   local dirs = {}
   if k.reqntid then dirs[#dirs + 1] = ".reqntid " .. table.concat(k.reqntid, ", ")
-  else dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
+  elseif k.maxntid ~= false then dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
   if k.minnctapersm then dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm end
   if k.maxnreg then dirs[#dirs + 1] = ".maxnreg " .. k.maxnreg end
   if k.cluster[1] * k.cluster[2] * k.cluster[3] > 1 then
@@ -185,17 +207,27 @@ function Kernel:trace(values, arch)
   if core.arch_parse(arch, sm, sm + 1) < 0 then
     error(("%s: kernel \"%s\": unknown arch '%s'; use e.g. sm_80, sm_90a, sm_100a or \"auto\""):format(self.where, self.name, arch), 0)
   end
-  local version = self.version and parse_version(self.version, self.where) or M.default_version(sm[0])
+  local version = self.version and parse_version(self.version, self.where) or M.default_version(sm[0], sm[1])
+  if version < M.min_version(sm[0], sm[1]) then
+    error(("%s: kernel \"%s\": PTX ISA %d.%d does not know %s; use version %d.%d or newer"):format(self.where, self.name,
+      math.floor(version / 10), version % 10, arch, math.floor(M.min_version(sm[0], sm[1]) / 10), M.min_version(sm[0], sm[1]) % 10), 0)
+  end
   local tensors = self:tensor_specs(values)
-  local t = trace.begin { name = self.name, arch = arch, version = version }
+  local t = trace.begin { name = self.name, arch = arch, version = version, src = self.src, line = self.line }
   local ok, err = pcall(function()
     declare(self, t, tensors)
     local args = {}
     for i, s in ipairs(tensors) do args[i] = s end
     args[#tensors + 1] = values
     self.body(unpack(args, 1, #tensors + 1))
+    if t.at_where then
+      error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
+    end
     t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
-    if self.smem > 0 and t.dynamic_smem > 0 then t.dynamic_smem = math.max(t.dynamic_smem, self.smem) end
+    -- a dynamic buffer is at least the smem option, also when nothing was allocated
+    if self.extern_smem or self.smem > smem.STATIC_LIMIT or t.dynamic_smem > 0 then
+      t.dynamic_smem = math.max(t.dynamic_smem, self.smem)
+    end
   end)
   trace.finish()
   if not ok then error(err, 0) end

@@ -68,14 +68,38 @@ end
 
 M.inst = setmetatable({}, Node)
 
---- Guard the next instruction: ptx.at(p).inst.bra(l) emits `@p bra l`;
--- ptx.at(-p) emits `@!p`. Returns the ptx namespace.
+--- Make the next instruction appended carry the guard p (or !p for -p).
+local function set_guard(t, p)
+  if reg.is(p) then t.guard = { id = p.id, negated = false }
+  else t.guard = { id = p.reg.id, negated = true } end
+end
+
+--- A view of v (a function, builder node or wrapper table) whose calls
+-- guard the instruction they append. The guard is set when the call is
+-- made, after its arguments are evaluated, so operators inside the
+-- arguments (ptx.at(p).inst.st.shared.f32(ptx.addr(a + 4), x)) stay unguarded.
+local function guarded(v, t, p)
+  if type(v) == "function" then
+    return function(...) t.at_where = nil; set_guard(t, p); return v(...) end
+  end
+  if type(v) ~= "table" then return v end
+  return setmetatable({}, {
+    __index = function(_, k) return guarded(v[k], t, p) end,
+    __call = function(_, ...) t.at_where = nil; set_guard(t, p); return v(...) end,
+  })
+end
+
+--- Guard one instruction: ptx.at(p).inst.bra(l) emits `@p bra l`;
+-- ptx.at(-p).ret() emits `@!p ret`. Returns a guarded view of the ptx
+-- namespace: the instruction called through it carries the guard.
 function M.at(p)
   local t = trace.need("ptx.at")
   if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p), 2) end
-  if reg.is(p) then t.guard = { id = p.id, negated = false }
-  else t.guard = { id = p.reg.id, negated = true } end
-  return M
+  if t.at_where then
+    trace.fail("the ptx.at at " .. t.at_where .. " guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 2)
+  end
+  t.at_where = trace.format_where(trace.where(2))
+  return guarded(M, t, p)
 end
 
 -- ------------------------------------------------------- special registers
@@ -117,7 +141,11 @@ end
 
 --- Branch to a label (name or reference); with p, only where p holds.
 function M.bra(target, p)
-  if p ~= nil then M.at(p) end
+  if p ~= nil then
+    local t = trace.need("ptx.bra")
+    if not reg.is_pred(p) then trace.fail("ptx.bra: the condition must be a predicate (or -p), got " .. tostring(p), 2) end
+    set_guard(t, p)
+  end
   if type(target) == "string" then target = operands.label_ref(target) end
   return trace.emit(F("bra"), target)
 end
@@ -139,8 +167,7 @@ function M.if_(p, then_fn, else_fn)
   local t = trace.need("ptx.if_")
   if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p), 2) end
   local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
-  M.at(-p)
-  M.bra(l_else)
+  M.bra(l_else, -p)
   then_fn()
   if else_fn then M.bra_uni(l_end) end
   M.label(l_else)
@@ -169,6 +196,9 @@ end
 function M.range(lo, hi, step, body)
   if body == nil then body, step = step, 1 end
   local t = trace.need("ptx.range")
+  if type(step) == "number" and (step <= 0 or step ~= math.floor(step)) then
+    trace.fail("ptx.range counts up: the step must be a positive integer, got " .. tostring(step), 2)
+  end
   local ty = reg.source_type(lo) or reg.source_type(hi) or types.u32
   local i = reg.scalar(ty, lo)
   local top, exit = trace.fresh_label(t, "range"), trace.fresh_label(t, "range_exit")
@@ -217,7 +247,7 @@ local function memory_chain(base, data_arg)
     local form = node.forms[key]
     if not form then
       local name = ty.kind == "p" and "pred" or ty.name
-      if ty.kind == "f" and ty.bits == 16 then name = "b16" end
+      if ty.kind == "h" or (ty.kind == "f" and ty.bits ~= 32 and ty.bits ~= 64) then name = "b" .. ty.bits end
       form = F(node.opcode .. (vec > 1 and (".v" .. vec) or "") .. "." .. name)
       node.forms[key] = form
     end
@@ -234,7 +264,7 @@ M.st = memory_chain("st", 2)
 
 --- mov.<type of d> d, s
 function M.mov(d, s)
-  return trace.emit(F("mov." .. value_type(d, "ptx.mov").name), d, s)
+  return trace.emit(F("mov." .. reg.mov_name(value_type(d, "ptx.mov"))), d, s)
 end
 
 --- cvt with the types of d and s; rnd ("rn", "rzi", ...) when needed.
@@ -307,11 +337,11 @@ M.warp = {}
 
 --- Butterfly reduction of a 32-bit register across width lanes (in place):
 -- log2(width) shfl.sync.bfly + op pairs; every lane ends with the result.
-local function warp_reduce(opname)
+local function warp_reduce(opname, public)
   return function(x, width)
     width = width or 32
-    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp.reduce_" .. opname .. " needs a 32-bit register", 2) end
-    local t = trace.need("ptx.warp.reduce_" .. opname)
+    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp." .. public .. " needs a 32-bit register", 2) end
+    local t = trace.need("ptx.warp." .. public)
     local ty = x.type.kind == "b" and types.u32 or x.type
     local op = F(opname .. "." .. ty.name)
     local shfl = F("shfl.sync.bfly.b32")
@@ -325,8 +355,8 @@ local function warp_reduce(opname)
     return x
   end
 end
-M.warp.reduce_sum = warp_reduce("add")
-M.warp.reduce_max = warp_reduce("max")
-M.warp.reduce_min = warp_reduce("min")
+M.warp.reduce_sum = warp_reduce("add", "reduce_sum")
+M.warp.reduce_max = warp_reduce("max", "reduce_max")
+M.warp.reduce_min = warp_reduce("min", "reduce_min")
 
 return M

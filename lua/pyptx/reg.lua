@@ -76,10 +76,18 @@ end
 
 -- ------------------------------------------------------------ allocation
 
+--- The type suffix mov uses for a register type: PTX has no mov.f16,
+-- mov.bf16x2, ... so half and packed floats move as .b16/.b32.
+local function mov_name(ty)
+  if ty.kind == "h" or (ty.kind == "f" and ty.bits ~= 32 and ty.bits ~= 64) then return "b" .. ty.bits end
+  return ty.name
+end
+M.mov_name = mov_name
+
 --- A new register of type ty; with init, also `mov` init into it.
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then trace.emit(F("mov." .. ty.name), r, init) end
+  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, init) end
   return r
 end
 
@@ -95,7 +103,7 @@ end
 --- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
 function M.fragments(ty, n, zero)
   local a = M.array(ty, n)
-  if zero then for i = 0, n - 1 do trace.emit(F("mov." .. ty.name), a[i], 0) end end
+  if zero then for i = 0, n - 1 do trace.emit(F("mov." .. mov_name(ty)), a[i], 0) end end
   return a
 end
 
@@ -107,10 +115,13 @@ end
 --- The cvt opcode that turns a value of type from into type to.
 local function cvt_opcode(to, from)
   local fi, ti = types.is_float(from), types.is_float(to)
-  if fi and not ti then return "cvt.rzi." .. to.name .. "." .. from.name end
-  if fi and ti and to.bits < from.bits then return "cvt.rn." .. to.name .. "." .. from.name end
-  if not fi and ti then return "cvt.rn." .. to.name .. "." .. from.name end
-  return "cvt." .. to.name .. "." .. from.name
+  -- cvt has no .bN types: bit types convert as unsigned
+  local tn = to.kind == "b" and ("u" .. to.bits) or to.name
+  local fn = from.kind == "b" and ("u" .. from.bits) or from.name
+  if fi and not ti then return "cvt.rzi." .. tn .. "." .. fn end
+  if fi and ti and to.bits < from.bits then return "cvt.rn." .. tn .. "." .. fn end
+  if not fi and ti then return "cvt.rn." .. tn .. "." .. fn end
+  return "cvt." .. tn .. "." .. fn
 end
 
 --- The type a source value carries, if any (registers, specials, typed imms).
@@ -132,13 +143,13 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  trace.emit(F(same and ("mov." .. ty.name) or cvt_opcode(ty, st)), r, src)
+  trace.emit(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), r, src)
   return r
 end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  trace.emit(F("mov." .. self.type.name), self, v)
+  trace.emit(F("mov." .. mov_name(self.type)), self, v)
   return self
 end
 

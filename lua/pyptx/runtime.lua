@@ -149,7 +149,7 @@ local function bind_dims(k, args, values)
 end
 
 --- The launch configuration of a specialization with a packed buffer.
-local function make_cfg(s, buf, size)
+function M.make_cfg(s, buf, size)
   local cfg = ffi.new("lpx_launch_cfg")
   for d = 0, 2 do
     cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
@@ -181,7 +181,7 @@ function M.prepare(k, ...)
     all[#all + 1] = outs[#outs]
   end
   local buf, size = M.pack_params(s, all, s.values)
-  local cfg = make_cfg(s, buf, size)
+  local cfg = M.make_cfg(s, buf, size)
   local handle, launch = dev.handle, core.device_launch
   return setmetatable({ outputs = outs, inputs = args, buffer = buf, cfg = cfg, specialization = s }, {
     __call = function()
@@ -216,7 +216,7 @@ function M.launch(k, ...)
   for i, t in ipairs(args) do all[i] = t end
   for _, t in ipairs(outs) do all[#all + 1] = t end
   local buf, size = M.pack_params(s, all, s.values)
-  check(core.device_launch(dev.handle, fn, make_cfg(s, buf, size)), ("launching kernel \"%s\""):format(k.name))
+  check(core.device_launch(dev.handle, fn, M.make_cfg(s, buf, size)), ("launching kernel \"%s\""):format(k.name))
   return unpack(outs)
 end
 

@@ -27,15 +27,27 @@ M.is_internal = is_internal
 local core_where = core.where
 local source_names = {}
 
+local front_end = {}   -- chunk keys of the command line's own code
+
 --- Source and line of the first frame at or above level outside luaptx.
+-- When none is left inside the trace (a body ending in `return ptx.ret()`
+-- is a tail call, so its frame is gone) the search would reach the command
+-- line's code; the kernel's defining line stands in for it then.
 function M.where(level)
   local key, line = core_where((level or 1) + 1)
-  if not key then return "?", 0 end
+  if not key or front_end[key] then
+    if cur and cur.src then return cur.src, cur.line end
+    if not key then return "?", 0 end
+  end
   local src = source_names[key]
   if not src then
     local _
     _, _, src = core_where((level or 1) + 1, true)
     source_names[key] = src
+    if src:find("bin/luaptx%.lua$") then
+      front_end[key] = true
+      if cur and cur.src then return cur.src, cur.line end
+    end
   end
   return src, line
 end
@@ -46,9 +58,12 @@ function M.format_where(src, line)
   return file .. ":" .. tostring(line)
 end
 
---- Raise msg as a Lua error prefixed with the user's file:line.
-function M.fail(msg, level)
-  local src, line = M.where((level or 1) + 1)
+--- Raise msg as a Lua error prefixed with the user's file:line. The search
+-- starts at fail's caller and skips luaptx's own frames; starting higher
+-- (level) could skip the user's frame when a wrapper was tail-called, so
+-- level is accepted but no longer used.
+function M.fail(msg, level) -- luacheck: ignore level
+  local src, line = M.where(2)
   error(M.format_where(src, line) .. ": " .. msg, 0)
 end
 
@@ -75,7 +90,7 @@ function M.begin(spec)
   core.arch_parse(spec.arch, sm, sm + 1)
   cur = {
     mod = mod, fn = fn, name = spec.name, arch = spec.arch, version = spec.version,
-    sm = sm[0], family = sm[1], files = {}, syms = {}, nlabels = 0, count = 0,
+    sm = sm[0], family = sm[1], files = {}, syms = {}, nlabels = 0, count = 0, src = spec.src, line = spec.line,
     guard = nil, smem_size = 0, smem_align = 16, on_emit = nil,
   }
   return cur
@@ -183,8 +198,10 @@ function M.form(opcode, strict, level)
   local info = core.form_get(core.ctx, id)
   if info.op < 0 then
     local w = core.take_warning()
+    -- the core warns only when it first interns the opcode
+    if w == "" then w = opcode .. ": opcode not in luaptx's instruction table; emitted unchecked" end
     if strict then M.fail(w .. " (use ptx.inst(\"" .. opcode .. "\", ...) to emit it unchecked)", (level or 1) + 1) end
-    local src, line = M.where((level or 1) + 1)
+    local src, line = M.where(2)
     io.stderr:write(M.format_where(src, line), ": warning: ", w, "\n")
   end
   return id, info

@@ -1,0 +1,8 @@
+-- expect: kernel "unknown_option": unknown option 'blocks'; valid options: arch, block, cluster
+local pyptx = require "pyptx"
+
+return pyptx.kernel "unknown_option" { -- here
+  arch = "sm_80",
+  blocks = { 128 },
+  function() end,
+}

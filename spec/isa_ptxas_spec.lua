@@ -1,0 +1,570 @@
+-- The ISA table against ptxas. Part 1 traces, for each instruction family
+-- and each arch, a kernel of representative forms through the DSL: our
+-- validator must accept it and ptxas must assemble it. Part 2 takes forms
+-- PTX does not allow: our validator must refuse each, and ptxas must refuse
+-- the same text emitted unchecked, so that a rule of ours that is wrong
+-- (refusing valid PTX or accepting invalid PTX) shows up here.
+local pyptx = require "pyptx"
+local trace = require "pyptx.trace"
+local toolkit = require "pyptx.toolkit"
+local reg, ptx, smem, T, Tile = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types, pyptx.Tile
+
+local have_ptxas = toolkit.find("ptxas") ~= nil
+local ARCHS = { "sm_80", "sm_90a", "sm_100a" }
+
+local function sm_of(arch) return tonumber(arch:match("^sm_(%d+)")) end
+
+-- --------------------------------------------------------------- families
+
+local function u32(v) return reg.scalar(T.u32, v) end
+local function s32(v) return reg.scalar(T.s32, v) end
+local function f32(v) return reg.scalar(T.f32, v) end
+local function f64(v) return reg.scalar(T.f64, v) end
+local function b32(v) return reg.scalar(T.b32, v) end
+local function b64(v) return reg.scalar(T.b64, v) end
+local function r(ty) return reg.scalar(ty) end
+
+local FAMILIES = {}
+local function family(name, body, version) FAMILIES[#FAMILIES + 1] = { name = name, body = body, version = version } end
+
+family("integer ALU: add sub mul mad div rem min max abs neg", function(env)
+  local i = ptx.inst
+  local a, b, c = u32(3), u32(5), u32(7)
+  local sa, sb = s32(-3), s32(4)
+  local d, e = reg.scalar(T.u64, 1), reg.scalar(T.s64, 2)
+  local h, g = reg.scalar(T.u16, 1), reg.scalar(T.s16, 2)
+  i.add.u32(r(T.u32), a, b); i.add.s64(r(T.s64), e, 9); i.add.u16(r(T.u16), h, h)
+  i.add.sat.s32(r(T.s32), sa, sb); i.add.cc.u32(r(T.u32), a, b); i.addc.u32(r(T.u32), a, b)
+  i.sub.u32(r(T.u32), a, b); i.sub.s64(r(T.s64), e, e); i.sub.sat.s32(r(T.s32), sa, sb)
+  i.mul.lo.u32(r(T.u32), a, b); i.mul.hi.s32(r(T.s32), sa, sb); i.mul.wide.u32(r(T.u64), a, b)
+  i.mul.wide.s16(r(T.s32), g, g); i.mul.lo.u64(r(T.u64), d, d); i.mul24.lo.u32(r(T.u32), a, b)
+  i.mad.lo.u32(r(T.u32), a, b, c); i.mad.hi.sat.s32(r(T.s32), sa, sb, sa); i.mad.wide.u32(r(T.u64), a, b, d)
+  i.mad.lo.cc.u32(r(T.u32), a, b, c)
+  i.div.u32(r(T.u32), a, b); i.div.s64(r(T.s64), e, e); i.rem.u32(r(T.u32), a, b); i.rem.s64(r(T.s64), e, 3)
+  i.min.u32(r(T.u32), a, b); i.min.s32(r(T.s32), sa, sb); i.max.u64(r(T.u64), d, d); i.max.s16(r(T.s16), g, g)
+  i.abs.s32(r(T.s32), sa); i.abs.s64(r(T.s64), e); i.neg.s32(r(T.s32), sa); i.neg.s16(r(T.s16), g)
+  i.sad.u32(r(T.u32), a, b, c)
+  if sm_of(env.arch) >= 90 then i.min.relu.s32(r(T.s32), sa, sb); i.max.relu.s32(r(T.s32), sa, sb) end
+  -- the operators
+  local _ = a + b - c * 2 / b % c
+  _ = -sa; _ = sa:min(sb); _ = sa:abs(); _ = a:fma(b, c); _ = a:mul_wide(b)
+end)
+
+family("float ALU: add sub mul fma mad div min max abs neg (f32, f64)", function()
+  local i = ptx.inst
+  local x, y, z = f32(1.5), f32(2), f32(-1)
+  local dx, dy = f64(0.5), f64(3)
+  i.add.f32(r(T.f32), x, y); i.add.rn.ftz.sat.f32(r(T.f32), x, y); i.add.rz.f64(r(T.f64), dx, dy)
+  i.sub.rm.f32(r(T.f32), x, y); i.sub.f64(r(T.f64), dx, dy)
+  i.mul.f32(r(T.f32), x, 0.25); i.mul.rp.ftz.f32(r(T.f32), x, y); i.mul.rn.f64(r(T.f64), dx, dy)
+  i.fma.rn.f32(r(T.f32), x, y, z); i.fma.rz.ftz.sat.f32(r(T.f32), x, y, z); i.fma.rn.f64(r(T.f64), dx, dy, dx)
+  i.mad.rn.f32(r(T.f32), x, y, z); i.mad.rn.f64(r(T.f64), dx, dy, dx)
+  i.div.rn.f32(r(T.f32), x, y); i.div.approx.f32(r(T.f32), x, y); i.div.full.ftz.f32(r(T.f32), x, y)
+  i.div.rn.f64(r(T.f64), dx, dy)
+  i.min.f32(r(T.f32), x, y); i.min.ftz.NaN.f32(r(T.f32), x, y); i.max.f64(r(T.f64), dx, dy)
+  i.abs.f32(r(T.f32), x); i.abs.ftz.f32(r(T.f32), x); i.abs.f64(r(T.f64), dx)
+  i.neg.f32(r(T.f32), x); i.neg.f64(r(T.f64), dx)
+  i.copysign.f32(r(T.f32), x, y); i.testp.finite.f32(reg.pred(), x)
+  local _ = x + y * 3 - z / y
+  _ = -x; _ = x:abs(); _ = x:fma(y, z); _ = x:max(y); _ = dx / dy
+end)
+
+family("min/max .xorsign.abs (sm_86+)", function(env)
+  if sm_of(env.arch) < 86 then return end
+  local x, h = f32(1), r(T.f16)
+  ptx.inst.max.xorsign.abs.f32(r(T.f32), x, x)
+  ptx.inst.min.NaN.xorsign.abs.f32(r(T.f32), x, x)
+  ptx.inst.min.xorsign.abs.f16(r(T.f16), h, h)
+end)
+
+family("half ALU: f16 f16x2 bf16 bf16x2", function(env)
+  local i = ptx.inst
+  local h, h2, b, b2 = r(T.f16), r(T.f16x2), r(T.bf16), r(T.bf16x2)
+  i.add.f16(r(T.f16), h, h); i.add.rn.f16x2(r(T.f16x2), h2, h2); i.sub.f16(r(T.f16), h, h)
+  i.mul.f16x2(r(T.f16x2), h2, h2); i.fma.rn.f16(r(T.f16), h, h, h); i.fma.rn.relu.f16x2(r(T.f16x2), h2, h2, h2)
+  i.fma.rn.bf16(r(T.bf16), b, b, b); i.fma.rn.bf16x2(r(T.bf16x2), b2, b2, b2)
+  i.min.f16(r(T.f16), h, h); i.max.NaN.f16x2(r(T.f16x2), h2, h2); i.min.bf16x2(r(T.bf16x2), b2, b2)
+  i.neg.f16(r(T.f16), h); i.abs.f16x2(r(T.f16x2), h2); i.neg.bf16(r(T.bf16), b); i.abs.bf16x2(r(T.bf16x2), b2)
+  i.ex2.approx.f16(r(T.f16), h); i.ex2.approx.f16x2(r(T.f16x2), h2)
+  i.tanh.approx.f16(r(T.f16), h); i.tanh.approx.f16x2(r(T.f16x2), h2)
+  i.setp.lt.f16(reg.pred(), h, h); i.setp.eq.f16x2(ptx.pipe(reg.pred(), reg.pred()), h2, h2)
+  if sm_of(env.arch) >= 90 then
+    i.add.bf16(r(T.bf16), b, b); i.mul.rn.bf16x2(r(T.bf16x2), b2, b2); i.sub.bf16x2(r(T.bf16x2), b2, b2)
+    i.ex2.approx.ftz.bf16(r(T.bf16), b); i.tanh.approx.bf16x2(r(T.bf16x2), b2)
+    i.setp.gt.bf16(reg.pred(), b, b)
+  end
+  local _ = h + h
+  _ = h2 * h2; _ = h:fma(h, h)
+end)
+
+family("bits: and or xor not cnot lop3 shl shr shf popc clz brev bfind bfe bfi prmt", function()
+  local i = ptx.inst
+  local a, b, c, w = b32(0xf0), b32(0x0f), b32(3), b64(1)
+  local u, s, d = u32(1), s32(-8), reg.scalar(T.u64, 2)
+  i["and"].b32(r(T.b32), a, b); i["or"].b64(r(T.b64), w, w); i.xor.b16(r(T.b16), reg.scalar(T.b16, 1), 3)
+  i["not"].b32(r(T.b32), a); i.cnot.b32(r(T.b32), a); i.lop3.b32(r(T.b32), a, b, c, 0x96)
+  i["and"].pred(reg.pred(), u:eq(1), u:ne(2))
+  i.shl.b32(r(T.b32), a, 3); i.shl.b64(r(T.b64), w, u); i.shr.u32(r(T.u32), u, 2); i.shr.s32(r(T.s32), s, u)
+  i.shr.b64(r(T.b64), w, 1); i.shf.l.wrap.b32(r(T.b32), a, b, u); i.shf.r.clamp.b32(r(T.b32), a, b, 5)
+  i.popc.b32(r(T.u32), a); i.popc.b64(r(T.u32), w); i.clz.b32(r(T.u32), a); i.clz.b64(r(T.u32), w)
+  i.brev.b32(r(T.b32), a); i.brev.b64(r(T.b64), w); i.bfind.u32(r(T.u32), u); i.bfind.shiftamt.s64(r(T.u32), reg.scalar(T.s64, 5))
+  i.bfe.u32(r(T.u32), u, 8, 4); i.bfe.s64(r(T.s64), reg.scalar(T.s64, 1), 0, 8); i.bfe.u64(r(T.u64), d, u, u)
+  i.bfi.b32(r(T.b32), a, b, 4, 8); i.bfi.b64(r(T.b64), w, w, 0, 8)
+  i.prmt.b32(r(T.b32), a, b, 0x3210); i.prmt.b32.f4e(r(T.b32), a, b, c)
+  local _ = a:band(b):bor(c):bxor(a):bnot():shl(2)
+  _ = u:shr(1); _ = s:shr(1)
+end)
+
+family("compare and select: setp selp set slct", function()
+  local i = ptx.inst
+  local u, v, s = u32(1), u32(2), s32(-1)
+  local x, y, d = f32(1), f32(2), f64(1)
+  local p, q = reg.pred(), reg.pred()
+  i.setp.lt.u32(p, u, v); i.setp.hs.u32(p, u, 5); i.setp.ge.s32(p, s, 0); i.setp.ne.b32(p, b32(1), 2)
+  i.setp.eq.u64(p, reg.scalar(T.u64, 1), 1); i.setp.le.u16(p, reg.scalar(T.u16, 1), 2)
+  i.setp.lt.and_.s32(q, s, 0, p); i.setp.gt.or_.f32(q, x, y, -p); i.setp.eq.s32(ptx.pipe(p, q), s, 0)
+  i.setp.gtu.ftz.f32(p, x, y); i.setp.num.f64(p, d, d); i.setp.nan.f32(p, x, y); i.setp.neu.f64(p, d, d)
+  i.selp.b32(r(T.b32), b32(1), 2, p); i.selp.f32(r(T.f32), x, y, -p); i.selp.u64(r(T.u64), reg.scalar(T.u64, 1), 0, p)
+  i.selp.s16(r(T.s16), reg.scalar(T.s16, 1), 2, p)
+  i.set.lt.u32.s32(r(T.u32), s, s); i.set.lt.f32.f32(r(T.f32), x, y); i.set.eq.and_.u32.f32(r(T.u32), x, y, p)
+  i.slct.u32.s32(r(T.u32), u, v, s); i.slct.f32.f32(r(T.f32), x, y, x)
+  local _ = u:lt(v):band(s:ge(0))
+  _ = x:le(y):bor(-p)
+end)
+
+family("cvt: integer, float, rounding, saturation, f16 bf16 tf32", function()
+  local i = ptx.inst
+  local u, s, x, d = u32(1), s32(-1), f32(1.5), f64(2.5)
+  local h, b, w = r(T.f16), r(T.bf16), reg.scalar(T.u64, 1)
+  i.cvt.u32.u16(r(T.u32), reg.scalar(T.u16, 1)); i.cvt.u16.u32(r(T.u16), u); i.cvt.s64.s32(r(T.s64), s)
+  i.cvt.u64.u32(r(T.u64), u); i.cvt.sat.u8.s32(r(T.u16), s); i.cvt.u32.s8(r(T.u32), reg.scalar(T.s16, 1))
+  i.cvt.sat.s32.u32(r(T.s32), u); i.cvt.u32.u64(r(T.u32), w)
+  i.cvt.rn.f32.u32(r(T.f32), u); i.cvt.rz.f32.s32(r(T.f32), s); i.cvt.rn.f64.u64(r(T.f64), w); i.cvt.rn.f32.s8(r(T.f32), reg.scalar(T.s16, 1))
+  i.cvt.rzi.s32.f32(r(T.s32), x); i.cvt.rni.u32.f64(r(T.u32), d); i.cvt.rmi.ftz.sat.s32.f32(r(T.s32), x)
+  i.cvt.rpi.u64.f32(r(T.u64), x)
+  i.cvt.f64.f32(r(T.f64), x); i.cvt.rn.f32.f64(r(T.f32), d); i.cvt.rz.sat.f32.f64(r(T.f32), d)
+  i.cvt.rni.f32.f32(r(T.f32), x); i.cvt.rzi.ftz.f32.f32(r(T.f32), x); i.cvt.ftz.f64.f32(r(T.f64), x)
+  i.cvt.rn.f16.f32(h, x); i.cvt.f32.f16(r(T.f32), h); i.cvt.rn.f16.f64(r(T.f16), d); i.cvt.f64.f16(r(T.f64), h)
+  i.cvt.rn.f16.s32(r(T.f16), s); i.cvt.rzi.s32.f16(r(T.s32), h)
+  i.cvt.rn.bf16.f32(b, x); i.cvt.f32.bf16(r(T.f32), b); i.cvt.rn.relu.bf16.f32(r(T.bf16), x)
+  i.cvt.rn.f16x2.f32(r(T.f16x2), x, x); i.cvt.rz.relu.bf16x2.f32(r(T.bf16x2), x, x)
+  i.cvt.rna.tf32.f32(r(T.b32), x)
+  local _ = u:to(T.f32); _ = x:to(T.s32); _ = x:to(T.f16); _ = x:to(T.f64); _ = d:to(T.f32); _ = h:to(T.f32)
+  _ = reg.scalar(T.b16, 1):to(T.f32)
+end)
+
+family("cvt on sm_90+: bf16 to and from everything, tf32 .rn, fp8 e4m3x2/e5m2x2", function(env)
+  if sm_of(env.arch) < 90 then return end
+  local i = ptx.inst
+  local x, h, b = f32(1), r(T.f16), r(T.bf16)
+  i.cvt.rn.bf16.f16(r(T.bf16), h); i.cvt.rn.f16.bf16(r(T.f16), b); i.cvt.f64.bf16(r(T.f64), b)
+  i.cvt.rn.bf16.u32(r(T.bf16), u32(3)); i.cvt.rzi.s32.bf16(r(T.s32), b)
+  i.cvt.rn.tf32.f32(r(T.b32), x)
+  i.cvt.rn.satfinite.e4m3x2.f32(r(T.b16), x, x); i.cvt.rn.satfinite.e5m2x2.f32(r(T.e5m2x2), x, x)
+  i.cvt.rn.f16x2.e4m3x2(r(T.f16x2), r(T.b16)); i.cvt.rn.satfinite.e4m3x2.f16x2(r(T.b16), r(T.f16x2))
+  if sm_of(env.arch) >= 100 then
+    -- e2m1x2 needs a .b8 destination, which luaptx cannot declare yet
+    i.cvt.rz.satfinite.ue8m0x2.f32(r(T.b16), x, x)
+    i.cvt.rz.satfinite.tf32.f32(r(T.b32), x)
+  end
+end)
+
+family("mov: registers, immediates, specials, symbols, pack and unpack", function(env)
+  local i = ptx.inst
+  local s = smem.alloc(T.b32, 4)
+  i.mov.u32(r(T.u32), u32(1)); i.mov.u32(r(T.u32), 0xffffffff); i.mov.s32(r(T.s32), -1); i.mov.u16(r(T.u16), 65535)
+  i.mov.u64(r(T.u64), 0xffffffffffffffffULL); i.mov.f32(r(T.f32), 1.5); i.mov.f32(r(T.f32), ptx.imm(T.f32, -0.0))
+  i.mov.f64(r(T.f64), 1e300); i.mov.b32(r(T.b32), f32(1)); i.mov.f32(r(T.f32), b32(1)); i.mov.pred(reg.pred(), reg.pred())
+  i.mov.b16(r(T.b16), 0x3c00); i.mov.u32(r(T.u32), ptx.special.tid.x()); i.mov.u64(r(T.u64), ptx.special.clock64())
+  i.mov.u32(r(T.u32), s); i.mov.u64(r(T.u64), s)
+  local lo, hi, q = r(T.b32), r(T.b32), r(T.b16)
+  i.mov.b64(b64(), { lo, hi }); i.mov.b64({ lo, hi }, b64(1)); i.mov.b64({ lo, ptx.sink }, b64(1))
+  i.mov.b32(r(T.b32), { q, q }); i.mov.b32({ q, r(T.b16) }, b32(1)); i.mov.b64(r(T.b64), { q, q, q, q })
+  i.mov.b64(r(T.b64), { f32(1), u32(2) })
+  if sm_of(env.arch) >= 90 then
+    i.mov.u32(r(T.u32), ptx.special.clusterid.x()); i.mov.pred(reg.pred(), ptx.special.is_explicit_cluster())
+  end
+  reg.scalar(T.f16, 0x3c00):set(0); reg.scalar(T.bf16x2, 0)
+end)
+
+family("ld/st/ldu: every state space, vectors, cache hints", function(env)
+  local i = ptx.inst
+  local p, s, l = env.p, env.s, env.l
+  local x, u, d = r(T.f32), r(T.u32), r(T.u64)
+  local v4 = { r(T.f32), r(T.f32), r(T.f32), r(T.f32) }
+  local sa = s:base()
+  i.ld.global.f32(x, ptx.addr(p)); i.ld.global.u8(r(T.u16), ptx.addr(p, 1)); i.ld.global.s8(r(T.s32), ptx.addr(p, 2))
+  i.ld.global.b16(r(T.f16), ptx.addr(p)); i.ld.global.v2.f32({ x, x }, ptx.addr(p, 8)); i.ld.global.v4.f32(v4, ptx.addr(p, 16))
+  i.ld.global.v2.f64({ r(T.f64), r(T.f64) }, ptx.addr(p, 16)); i.ld.global.v4.u32({ u, u, u, u }, ptx.addr(p))
+  i.ld.global.v4.f32({ x, ptx.sink, x, ptx.sink }, ptx.addr(p))
+  i.ld.global.nc.f32(x, ptx.addr(p)); i.ld.global.nc.v4.f32(v4, ptx.addr(p))
+  i.ld.global.ca.f32(x, ptx.addr(p)); i.ld.global.cg.f32(x, ptx.addr(p)); i.ld.global.cs.f32(x, ptx.addr(p))
+  i.ld.global.lu.f32(x, ptx.addr(p)); i.ld.global.cv.f32(x, ptx.addr(p))
+  i.ld.volatile.global.f32(x, ptx.addr(p)); i.ld.relaxed.gpu.global.f32(x, ptx.addr(p))
+  i.ld.acquire.sys.global.u32(u, ptx.addr(p)); i.ld.relaxed.cta.shared.u32(u, s[0])
+  i.ld.global.L1_evict_last.f32(x, ptx.addr(p)); i.ld.global.L1_no_allocate.f32(x, ptx.addr(p))
+  i.ld.global.L2_128B.f32(x, ptx.addr(p)); i.ld.global.nc.L1_no_allocate.L2_256B.v4.f32(v4, ptx.addr(p))
+  i.ld.global.L2_cache_hint.f32(x, ptx.addr(p), d)
+  i.ld.shared.f32(x, s[1]); i.ld.shared.v4.b32({ u, u, u, u }, s[0]); i.ld.shared.u32(u, ptx.addr(sa, 4))
+  i.ld.shared_cta.u32(u, s[2]); i.ld["local"].u32(u, l[0]); i.ld.local_.v2.f32({ x, x }, l[0])
+  i.ld.param.u64(d, ptx.addr(env.param)); i.ld.u32(u, ptx.addr(p)); i.ld.const.f32(x, ptx.addr(p))
+  i.ldu.global.f32(x, ptx.addr(p)); i.ldu.global.v2.f32({ x, x }, ptx.addr(p)); i.ldu.global.v4.u32({ u, u, u, u }, ptx.addr(p))
+  i.st.global.f32(ptx.addr(p), x); i.st.global.f32(ptx.addr(p), 1.0); i.st.global.u32(ptx.addr(p), 7)
+  i.st.global.v4.f32(ptx.addr(p), v4); i.st.global.v2.u64(ptx.addr(p), { d, d }); i.st.global.u8(ptx.addr(p), r(T.u16))
+  i.st.global.wb.f32(ptx.addr(p), x); i.st.global.cg.f32(ptx.addr(p), x); i.st.global.cs.f32(ptx.addr(p), x)
+  i.st.global.wt.f32(ptx.addr(p), x); i.st.global.L1_no_allocate.f32(ptx.addr(p), x)
+  i.st.global.L2_cache_hint.f32(ptx.addr(p), x, d); i.st.release.gpu.global.u32(ptx.addr(p), u)
+  i.st.volatile.shared.u32(s[0], u); i.st.shared.v2.f32(s[0], { x, x }); i.st.local_.u32(l[0], u); i.st.u32(ptx.addr(p), u)
+  ptx.ld.global(x, ptx.addr(p)); ptx.ld.global.nc(v4, ptx.addr(p)); ptx.st.shared(s[3], u); ptx.ldu.global(u, ptx.addr(p))
+  ptx.ld.global(r(T.bf16x2), ptx.addr(p)); ptx.st.global(ptx.addr(p), r(T.f16))
+  if sm_of(env.arch) >= 90 then
+    i.ld.shared_cluster.u32(u, ptx.addr(sa)); i.st.shared_cluster.u32(ptx.addr(sa), u)
+    i.ld.relaxed.cluster.global.u32(u, ptx.addr(p))
+  end
+end)
+
+family("ld/st on sm_100: 256-bit vectors and L2::evict_*", function(env)
+  if sm_of(env.arch) < 100 then return end
+  local i, p = ptx.inst, env.p
+  local v8 = {}
+  for k = 1, 8 do v8[k] = r(T.f32) end
+  local w4 = { r(T.b64), r(T.b64), r(T.b64), r(T.b64) }
+  i.ld.global.v8.f32(v8, ptx.addr(p)); i.ld.global.v4.b64(w4, ptx.addr(p)); i.ld.global.L2_evict_last.v8.b32(v8, ptx.addr(p))
+  i.st.global.v8.f32(ptx.addr(p), v8); i.st.global.L2_evict_first.v4.b64(ptx.addr(p), w4)
+end, "8.8")
+
+family("cvta and prefetch", function(env)
+  local i, p = ptx.inst, env.p
+  local d = r(T.u64)
+  i.cvta.to.global.u64(d, p); i.cvta.global.u64(d, d); i.cvta.shared.u64(d, env.s); i.cvta.to.shared.u64(d, d)
+  i.cvta["local"].u64(d, d); i.cvta.to.const.u64(d, d); i.cvta.shared_cta.u64(d, d)
+  i.prefetch.global.L2(ptx.addr(p)); i.prefetch.global.L1(ptx.addr(p)); i.prefetch.global.L2_evict_last(ptx.addr(p))
+  i.prefetchu.L1(ptx.addr(p))
+  if sm_of(env.arch) >= 90 then i.cvta.param.u64(d, d); i.cvta.shared_cluster.u64(d, d) end
+end)
+
+family("special registers", function(env)
+  local u, d = r(T.u32), r(T.u64)
+  for _, name in ipairs { "tid", "ntid", "ctaid", "nctaid" } do
+    for _, c in ipairs { "x", "y", "z" } do ptx.mov(u, ptx.special[name][c]()) end
+  end
+  for _, name in ipairs { "laneid", "warpid", "nwarpid", "smid", "nsmid", "lanemask_eq", "lanemask_le", "lanemask_lt",
+    "lanemask_ge", "lanemask_gt", "clock", "clock_hi", "dynamic_smem_size", "total_smem_size" } do
+    ptx.mov(u, ptx.special[name]())
+  end
+  ptx.mov(d, ptx.special.clock64()); ptx.mov(d, ptx.special.globaltimer()); ptx.mov(d, ptx.special.gridid())
+  if sm_of(env.arch) >= 90 then
+    for _, name in ipairs { "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid" } do
+      for _, c in ipairs { "x", "y", "z" } do ptx.mov(u, ptx.special[name][c]()) end
+    end
+    ptx.mov(u, ptx.special.cluster_ctarank()); ptx.mov(u, ptx.special.cluster_nctarank())
+    ptx.mov(reg.pred(), ptx.special.is_explicit_cluster())
+  end
+end)
+
+family("control: bra ret exit call trap nanosleep, if_ loop range", function()
+  local c = u32(0)
+  local top = ptx.label("top")
+  ptx.if_(c:eq(0), function() c:set(1) end, function() c:set(2) end)
+  ptx.loop(function(l)
+    c:set(c + 1)
+    ptx.bra(l.exit, c:eq(100))
+    return c:lt(10)
+  end)
+  ptx.range(0, c, function(k) c:set(c + k) end)
+  ptx.at(c:gt(50)).bra(top)
+  ptx.at(c:eq(7)).inst.bra.uni("done")
+  ptx.inst.nanosleep.u32(100)
+  -- an indirect call through a prototype (the DSL has no .func yet)
+  local fp = ptx.param("fp", T.u64)
+  ptx.scope(function()
+    trace.raw_line(".param .b32 param0;")
+    trace.raw_line(".param .b32 retval0;")
+    ptx.inst.st.param.b32(ptx.addr("param0"), c)
+    trace.raw_line("proto: .callprototype (.param .b32 _) _ (.param .b32 _);")
+    ptx.inst.call.uni(ptx.paren("retval0"), fp, ptx.paren("param0"), "proto")
+    ptx.inst.ld.param.b32(reg.scalar(T.b32), ptx.addr("retval0"))
+  end)
+  ptx.at(c:eq(9)).inst.trap()
+  ptx.at(c:eq(8)).exit()
+  ptx.label("done")
+  ptx.ret()
+end)
+
+family("barriers and fences: bar barrier membar fence", function(env)
+  local i = ptx.inst
+  local n, p = u32(64), reg.pred()
+  i.bar.sync(0); i.bar.sync(1, 64); i.bar.sync(n); i.bar.arrive(1, 64); i.bar.red.popc.u32(r(T.u32), 0, p)
+  i.bar.red["and"].pred(reg.pred(), 0, p); i.bar.red["or"].pred(reg.pred(), 0, 64, -p); i.bar.cta.sync(0)
+  i.barrier.sync(0); i.barrier.sync.aligned(0); i.barrier.arrive(0, 64); i.barrier.cta.sync.aligned(0)
+  i.barrier.red.popc.u32(r(T.u32), 0, p); i.bar.warp.sync(0xffffffff)
+  i.membar.cta(); i.membar.gl(); i.membar.sys()
+  i.fence.sc.gpu(); i.fence.acq_rel.cta(); i.fence.acq_rel.sys(); i.fence.proxy.alias(); i.fence.acquire.gpu()
+  ptx.bar_sync(); ptx.bar_sync(2, 128)
+  if sm_of(env.arch) >= 90 then
+    i.fence.proxy.async(); i.fence.proxy.async.shared_cta(); i.fence.proxy.async.global(); i.fence.acq_rel.cluster()
+    i.fence.mbarrier_init.release.cluster()
+    i.barrier.cluster.arrive(); i.barrier.cluster.wait(); i.barrier.cluster.arrive.relaxed.aligned()
+    i.barrier.cluster.arrive.release(); i.barrier.cluster.wait.acquire()
+  end
+end)
+
+family("warp: shfl.sync vote.sync redux.sync match.sync activemask elect", function(env)
+  local i = ptx.inst
+  local b, u, x, p = b32(1), u32(2), f32(1), reg.pred()
+  i.shfl.sync.bfly.b32(r(T.b32), b, 16, 0x1f, 0xffffffff); i.shfl.sync.idx.b32(r(T.u32), u, u, 0x1f, u)
+  i.shfl.sync.up.b32(ptx.pipe(r(T.b32), reg.pred()), b, 1, 0, 0xffffffff); i.shfl.sync.down.b32(r(T.f32), x, 1, 0x1f, -1)
+  i.shfl.sync.up.b32(ptx.pipe(r(T.b32), ptx.sink), b, 1, 0, 0xffffffff)
+  i.vote.sync.all.pred(reg.pred(), p, 0xffffffff); i.vote.sync.any.pred(reg.pred(), -p, 0xffffffff)
+  i.vote.sync.uni.pred(reg.pred(), p, u); i.vote.sync.ballot.b32(r(T.b32), p, 0xffffffff)
+  i.vote.sync.ballot.b32(r(T.u32), p, 0xffffffff)
+  i.redux.sync.add.u32(r(T.u32), u, 0xffffffff); i.redux.sync.add.s32(r(T.s32), s32(1), 0xffffffff)
+  i.redux.sync.min.u32(r(T.u32), u, 0xffffffff); i.redux.sync.max.s32(r(T.s32), s32(1), 0xffffffff)
+  i.redux.sync["and"].b32(r(T.b32), b, 0xffffffff); i.redux.sync["or"].b32(r(T.b32), b, 0xffffffff)
+  i.redux.sync.xor.b32(r(T.b32), b, 0xffffffff); i.redux.sync.add.u32(r(T.u32), 5, 0xffffffff)
+  i.match.any.sync.b32(r(T.b32), b, 0xffffffff); i.match.any.sync.b64(r(T.b32), b64(1), 0xffffffff)
+  i.match.all.sync.b32(ptx.pipe(r(T.b32), reg.pred()), b, 0xffffffff); i.match.sync.any.b32(r(T.b32), b, 0xffffffff)
+  i.activemask.b32(r(T.b32))
+  ptx.shfl_sync("bfly", r(T.b32), b, 8, 0x1f); ptx.vote_sync("ballot", r(T.b32), p); ptx.redux_sync("max", r(T.u32), u)
+  ptx.warp.reduce_sum(x); ptx.warp.reduce_max(u); ptx.warp.reduce_min(s32(1), 16)
+  if sm_of(env.arch) >= 90 then
+    i.elect.sync(ptx.pipe(r(T.u32), reg.pred()), 0xffffffff); i.elect.sync(ptx.pipe(ptx.sink, reg.pred()), 0xffffffff)
+  end
+  if sm_of(env.arch) >= 100 then
+    i.redux.sync.min.f32(r(T.f32), x, 0xffffffff); i.redux.sync.max.abs.NaN.f32(r(T.f32), x, 0xffffffff)
+  end
+end)
+
+family("atomics: atom red", function(env)
+  local i, p, s = ptx.inst, env.p, env.s
+  local u, x, d, b, w = u32(1), f32(1), f64(1), b32(1), b64(1)
+  local q = reg.scalar(T.u64, 1)
+  i.atom.global.add.u32(r(T.u32), ptx.addr(p), u); i.atom.global.add.u32(r(T.u32), ptx.addr(p), 1)
+  i.atom.global.add.f32(r(T.f32), ptx.addr(p), x); i.atom.global.add.f64(r(T.f64), ptx.addr(p), d)
+  i.atom.global.add.u64(r(T.u64), ptx.addr(p), q); i.atom.global.add.noftz.f16(r(T.f16), ptx.addr(p), r(T.f16))
+  i.atom.global.add.noftz.f16x2(r(T.f16x2), ptx.addr(p), r(T.f16x2))
+  i.atom.global.min.s32(r(T.s32), ptx.addr(p), s32(1)); i.atom.global.max.u64(r(T.u64), ptx.addr(p), q)
+  i.atom.global["and"].b32(r(T.b32), ptx.addr(p), b); i.atom.global["or"].b64(r(T.b64), ptx.addr(p), w)
+  i.atom.global.inc.u32(r(T.u32), ptx.addr(p), u); i.atom.global.dec.u32(r(T.u32), ptx.addr(p), u)
+  i.atom.global.exch.b32(r(T.b32), ptx.addr(p), b); i.atom.global.exch.b64(r(T.b64), ptx.addr(p), w)
+  i.atom.global.cas.b32(r(T.b32), ptx.addr(p), b, b); i.atom.global.cas.b64(r(T.b64), ptx.addr(p), w, w)
+  i.atom.global.cas.b16(r(T.b16), ptx.addr(p), r(T.b16), r(T.b16))
+  i.atom.shared.add.u32(r(T.u32), s[0], u); i.atom.shared_cta.add.u32(r(T.u32), s[0], u); i.atom.add.u32(r(T.u32), ptx.addr(p), u)
+  i.atom.relaxed.gpu.global.add.u32(r(T.u32), ptx.addr(p), u); i.atom.acq_rel.sys.global.add.u32(r(T.u32), ptx.addr(p), u)
+  i.atom.global.L2_cache_hint.add.u32(r(T.u32), ptx.addr(p), u, q); i.atom.global.add.u32(ptx.sink, ptx.addr(p), 1)
+  i.red.global.add.u32(ptx.addr(p), u); i.red.global.add.f32(ptx.addr(p), x); i.red.global.add.f64(ptx.addr(p), d)
+  i.red.global.max.s32(ptx.addr(p), s32(1)); i.red.global["and"].b32(ptx.addr(p), b); i.red.global.inc.u32(ptx.addr(p), u)
+  i.red.global.min.u64(ptx.addr(p), q); i.red.global.add.noftz.f16x2(ptx.addr(p), r(T.f16x2)); i.red.shared.add.u32(s[0], u)
+  i.red.relaxed.gpu.global.add.u32(ptx.addr(p), u); i.red.release.sys.global.add.u32(ptx.addr(p), u)
+  ptx.atom("add", r(T.u32), ptx.addr(p), u); ptx.atom("exch", r(T.b32), ptx.addr(p), b); ptx.red("add", ptx.addr(p), x)
+  if sm_of(env.arch) >= 90 then
+    i.atom.global.add.noftz.bf16(r(T.bf16), ptx.addr(p), r(T.bf16))
+    i.atom.global.add.noftz.bf16x2(r(T.bf16x2), ptx.addr(p), r(T.bf16x2))
+    i.atom.global.max.noftz.v2.f16({ r(T.f16), r(T.f16) }, ptx.addr(p), { r(T.f16), r(T.f16) })
+    i.atom.global.add.v2.f32({ r(T.f32), r(T.f32) }, ptx.addr(p), { x, x })
+    i.atom.global.add.v4.f32({ r(T.f32), r(T.f32), r(T.f32), r(T.f32) }, ptx.addr(p), { x, x, x, x })
+    i.atom.cluster.global.add.u32(r(T.u32), ptx.addr(p), u); i.red.global.add.v2.f32(ptx.addr(p), { x, x })
+    i.red.global.add.noftz.bf16x2(ptx.addr(p), r(T.bf16x2))
+  end
+end, function(arch) return sm_of(arch) == 90 and "8.1" or nil end)
+
+family("transcendentals: rcp sqrt rsqrt ex2 lg2 sin cos tanh", function()
+  local i = ptx.inst
+  local x, d = f32(2), f64(2)
+  i.rcp.rn.f32(r(T.f32), x); i.rcp.approx.f32(r(T.f32), x); i.rcp.approx.ftz.f32(r(T.f32), x); i.rcp.rz.f64(r(T.f64), d)
+  i.rcp.approx.ftz.f64(r(T.f64), d)
+  i.sqrt.rn.f32(r(T.f32), x); i.sqrt.approx.f32(r(T.f32), x); i.sqrt.approx.ftz.f32(r(T.f32), x); i.sqrt.rn.f64(r(T.f64), d)
+  i.rsqrt.approx.f32(r(T.f32), x); i.rsqrt.approx.ftz.f32(r(T.f32), x); i.rsqrt.approx.f64(r(T.f64), d)
+  i.ex2.approx.f32(r(T.f32), x); i.ex2.approx.ftz.f32(r(T.f32), x); i.ex2.approx.f32(r(T.f32), 1.0)
+  i.lg2.approx.f32(r(T.f32), x); i.lg2.approx.ftz.f32(r(T.f32), x)
+  i.sin.approx.f32(r(T.f32), x); i.cos.approx.ftz.f32(r(T.f32), x); i.tanh.approx.f32(r(T.f32), x)
+end)
+
+--- The kernel for a family body on arch: one f32 tensor, a u64 param "fp",
+-- shared and local buffers.
+local function family_kernel(fam, arch)
+  local version = fam.version
+  if type(version) == "function" then version = version(arch) end
+  return pyptx.kernel "family" {
+    arch = arch, version = version, in_specs = { Tile(64, T.f32) }, raw_params = { { "u64", "fp" } },
+    block = { 128 },
+    function(X)
+      local env = { arch = arch, param = X.param }
+      env.p = ptx.global_ptrs(X)
+      env.s = smem.alloc(T.b32, 64, { align = 16 })
+      env.l = { [0] = ptx.addr(reg.scalar(T.u32, 0)) }
+      fam.body(env)
+      ptx.ret()
+    end,
+  }
+end
+
+-- --------------------------------------------------------- invalid forms
+
+-- { arch, opcode, operand builder }: PTX does not allow these.
+local INVALID = {
+  { "sm_80", "add.b32", function() return b32(), b32(), b32() end },
+  { "sm_80", "add.rn.u32", function() return u32(), u32(), u32() end },
+  { "sm_80", "add.sat.u32", function() return u32(), u32(), u32() end },
+  { "sm_80", "add.bf16", function() local b = r(T.bf16) return b, b, b end },
+  { "sm_80", "add.u32", function() return u32(), f32(), u32() end },
+  { "sm_80", "mul.u32", function() return u32(), u32(), u32() end },
+  { "sm_80", "mul.lo.f32", function() return f32(), f32(), f32() end },
+  { "sm_80", "mul.wide.u64", function() local d = reg.scalar(T.u64) return d, d, d end },
+  { "sm_80", "mad.f32", function() return f32(), f32(), f32(), f32() end },
+  { "sm_80", "mad.lo.sat.s32", function() return s32(), s32(), s32(), s32() end },
+  { "sm_80", "fma.f32", function() return f32(), f32(), f32(), f32() end },
+  { "sm_80", "fma.rn.relu.f32", function() return f32(), f32(), f32(), f32() end },
+  { "sm_80", "div.f32", function() return f32(), f32(), f32() end },
+  { "sm_80", "div.approx.f64", function() return f64(), f64(), f64() end },
+  { "sm_80", "rem.f32", function() return f32(), f32(), f32() end },
+  { "sm_80", "abs.u32", function() return u32(), u32() end },
+  { "sm_80", "neg.u32", function() return u32(), u32() end },
+  { "sm_80", "min.relu.s32", function() return s32(), s32(), s32() end },
+  { "sm_80", "setp.lt.b32", function() return reg.pred(), b32(), b32() end },
+  { "sm_80", "setp.lo.s32", function() return reg.pred(), s32(), s32() end },
+  { "sm_80", "setp.ltu.u32", function() return reg.pred(), u32(), u32() end },
+  { "sm_80", "selp.f16", function() local h = r(T.f16) return h, h, h, reg.pred() end },
+  { "sm_80", "mov.f16", function() local h = r(T.f16) return h, h end },
+  { "sm_80", "mov.u32", function() return u32(), f32() end },
+  { "sm_80", "mov.u32", function() return u32(), { r(T.b16), r(T.b16) } end },
+  { "sm_80", "mov.u64", function() return r(T.u64), ptx.special.tid.x() end },
+  { "sm_80", "mov.u32", function() return u32(), ptx.special.clusterid.x() end },
+  { "sm_80", "cvt.f32.u32", function() return f32(), u32() end },
+  { "sm_80", "cvt.rn.u32.f32", function() return u32(), f32() end },
+  { "sm_80", "cvt.f32.f64", function() return f32(), f64() end },
+  { "sm_80", "cvt.rn.f32.f16", function() return f32(), r(T.f16) end },
+  { "sm_80", "cvt.rn.f32.f32", function() return f32(), f32() end },
+  { "sm_80", "cvt.rn.tf32.f32", function() return b32(), f32() end },
+  { "sm_80", "cvt.rn.bf16.f16", function() return r(T.bf16), r(T.f16) end },
+  { "sm_80", "cvt.rn.f16x2.f32", function() return r(T.f16x2), f32() end },
+  { "sm_80", "cvt.f32.f16x2", function() return f32(), r(T.f16x2) end },
+  { "sm_89", "cvt.rn.satfinite.e4m3x2.f32", function() return r(T.b16), f32(), f32() end },
+  { "sm_80", "ld.global.f16", function(env) return r(T.f16), ptx.addr(env.p) end },
+  { "sm_80", "ld.global.wb.f32", function(env) return f32(), ptx.addr(env.p) end },
+  { "sm_80", "ld.relaxed.global.f32", function(env) return f32(), ptx.addr(env.p) end },
+  { "sm_80", "ld.global.L2::evict_last.f32", function(env) return f32(), ptx.addr(env.p) end },
+  { "sm_80", "ld.global.f32", function() return f32(), ptx.addr(u32()) end },
+  { "sm_80", "ld.global.L2::cache_hint.f32", function(env) return f32(), ptx.addr(env.p), u32() end },
+  { "sm_100a", "ld.global.v4.f64", function(env) return { f64(), f64(), f64(), f64() }, ptx.addr(env.p) end },
+  { "sm_80", "ldu.shared.f32", function(env) return f32(), env.s[0] end },
+  { "sm_80", "st.global.ca.f32", function(env) return ptx.addr(env.p), f32() end },
+  { "sm_80", "st.global.lu.f32", function(env) return ptx.addr(env.p), f32() end },
+  { "sm_80", "cvta.generic.u64", function() local d = r(T.u64) return d, d end },
+  { "sm_80", "prefetch.global.L1::evict_last", function(env) return ptx.addr(env.p) end },
+  { "sm_80", "bar.sync.aligned", function() return 0 end },
+  { "sm_80", "bar.arrive", function() return 1 end },
+  { "sm_80", "barrier.sync", function() end },
+  { "sm_80", "fence.sc", function() end },
+  { "sm_80", "shfl.sync.down.b32", function() return ptx.sink, f32(), 1, 0x1f, 0xffffffff end },
+  { "sm_80", "add.u32", function() return ptx.sink, u32(), 1 end },
+  { "sm_80", "vote.sync.all.b32", function() return b32(), reg.pred(), 0xffffffff end },
+  { "sm_80", "vote.sync.ballot.pred", function() return reg.pred(), reg.pred(), 0xffffffff end },
+  { "sm_80", "redux.sync.add.b32", function() return b32(), b32(), 0xffffffff end },
+  { "sm_80", "redux.sync.and.u32", function() return u32(), u32(), 0xffffffff end },
+  { "sm_80", "redux.sync.inc.u32", function() return u32(), u32(), 0xffffffff end },
+  { "sm_100a", "redux.sync.add.f32", function() return f32(), f32(), 0xffffffff end },
+  { "sm_80", "atom.global.add.s64", function(env) local s = r(T.s64) return s, ptx.addr(env.p), s end },
+  { "sm_80", "atom.global.add.f16", function(env) local h = r(T.f16) return h, ptx.addr(env.p), h end },
+  { "sm_80", "atom.global.min.f32", function(env) return f32(), ptx.addr(env.p), f32() end },
+  { "sm_80", "atom.global.and.u32", function(env) return u32(), ptx.addr(env.p), u32() end },
+  { "sm_80", "atom.global.inc.u64", function(env) local d = r(T.u64) return d, ptx.addr(env.p), d end },
+  { "sm_80", "atom.global.exch.u32", function(env) return u32(), ptx.addr(env.p), u32() end },
+  { "sm_80", "atom.global.cas.b32", function(env) return b32(), ptx.addr(env.p), b32() end },
+  { "sm_80", "atom.global.add.noftz.f32", function(env) return f32(), ptx.addr(env.p), f32() end },
+  { "sm_80", "atom.global.max.noftz.f16", function(env) local h = r(T.f16) return h, ptx.addr(env.p), h end },
+  { "sm_90a", "atom.global.max.noftz.f16", function(env) local h = r(T.f16) return h, ptx.addr(env.p), h end },
+  { "sm_80", "atom.global.add.noftz.bf16x2", function(env) local h = r(T.bf16x2) return h, ptx.addr(env.p), h end },
+  { "sm_80", "red.global.add.noftz.bf16x2", function(env) return ptx.addr(env.p), r(T.bf16x2) end },
+  { "sm_90a", "atom.global.add.v2.f32", function(env) return { f32(), f32() }, ptx.addr(env.p), { f32(), f32() } end },
+  { "sm_90a", "cvt.rz.satfinite.tf32.f32", function() return b32(), f32() end },
+  { "sm_80", "red.global.exch.b32", function(env) return ptx.addr(env.p), b32() end },
+  { "sm_80", "red.global.add.s64", function(env) return ptx.addr(env.p), r(T.s64) end },
+  { "sm_80", "rcp.f32", function() return f32(), f32() end },
+  { "sm_80", "rcp.approx.f64", function() return f64(), f64() end },
+  { "sm_80", "sqrt.f32", function() return f32(), f32() end },
+  { "sm_80", "sqrt.approx.f64", function() return f64(), f64() end },
+  { "sm_80", "sqrt.rn.ftz.f64", function() return f64(), f64() end },
+  { "sm_80", "ex2.approx.f64", function() return f64(), f64() end },
+  { "sm_80", "wgmma.fence.sync.aligned", function() end },
+  { "sm_100a", "wgmma.fence.sync.aligned", function() end },
+  { "sm_80", "elect.sync", function() return ptx.pipe(u32(), reg.pred()), 0xffffffff end },
+}
+
+--- Trace one invalid case: validated (expecting an error) or unchecked
+-- (the same text emitted through an unknown opcode, then renamed).
+local function invalid_kernel(case, unchecked)
+  return pyptx.kernel "bad" {
+    arch = case[1], in_specs = { Tile(64, T.f32) },
+    function(X)
+      local env = { p = ptx.global_ptrs(X), s = smem.alloc(T.b32, 16) }
+      local args = { case[3](env) }
+      local form = trace.form(unchecked and ("zz__." .. case[2]) or case[2], not unchecked)
+      trace.emit(form, unpack(args, 1, table.maxn(args)))
+      ptx.ret()
+    end,
+  }
+end
+
+--- Run fn with stderr discarded (the unchecked path warns).
+local function quietly(fn)
+  local saved = io.stderr
+  rawset(io, "stderr", { write = function(self) return self end })
+  local ok, res = pcall(fn)
+  rawset(io, "stderr", saved)
+  assert(ok, res)
+  return res
+end
+
+-- ------------------------------------------------------------------ specs
+
+describe("the ISA table against ptxas", function()
+  describe("families", function()
+    for _, fam in ipairs(FAMILIES) do
+      for _, arch in ipairs(ARCHS) do
+        it(fam.name .. " on " .. arch .. ": the validator and ptxas accept them", function()
+          local text = family_kernel(fam, arch):ptx()
+          if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+          local ok, _, log = toolkit.ptxas(text, arch, { keep_failed = false })
+          assert.is_true(ok, log)
+        end)
+      end
+    end
+
+    it("fp8 conversions on sm_89 with PTX 8.1: the validator and ptxas accept them", function()
+      local text = pyptx.kernel "fp8" { arch = "sm_89", version = "8.1", function()
+        local x = f32(1)
+        ptx.inst.cvt.rn.satfinite.e4m3x2.f32(r(T.b16), x, x)
+        ptx.inst.cvt.rn.satfinite.e5m2x2.f32(r(T.b16), x, x)
+        ptx.inst.cvt.rn.f16x2.e5m2x2(r(T.f16x2), r(T.b16))
+      end }:ptx()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local ok, _, log = toolkit.ptxas(text, "sm_89", { keep_failed = false })
+      assert.is_true(ok, log)
+    end)
+  end)
+
+  describe("invalid forms", function()
+    it("are checked through an unchecked emission that ptxas accepts for a valid form", function()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local valid = { "sm_80", "add.u32", function() return u32(), u32(), 1 end }
+      local text = quietly(function() return invalid_kernel(valid, true):ptx() end):gsub("zz__%.", "")
+      assert.truthy(text:find("\tadd.u32 \t", 1, true))
+      local ok, _, log = toolkit.ptxas(text, "sm_80", { keep_failed = false })
+      assert.is_true(ok, log)
+    end)
+
+    for _, case in ipairs(INVALID) do
+      it(case[2] .. " on " .. case[1] .. ": the validator and ptxas refuse it", function()
+        local ok, err = pcall(function() return invalid_kernel(case, false):ptx() end)
+        assert.is_false(ok, "the validator accepted " .. case[2])
+        assert.matches("^spec/isa_ptxas_spec.lua:%d+: ", err)
+        if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+        local text = quietly(function() return invalid_kernel(case, true):ptx() end):gsub("zz__%.", "")
+        assert.truthy(text:find("\t" .. case[2] .. " \t", 1, true) or text:find("\t" .. case[2] .. ";", 1, true), text)
+        local assembled, _, log = toolkit.ptxas(text, case[1], { keep_failed = false })
+        assert.is_false(assembled, "ptxas accepts " .. case[2] .. " (our validator said: " .. err .. ")\n" .. (log or ""))
+      end)
+    end
+  end)
+end)

@@ -1,0 +1,130 @@
+-- pyptx.smem: allocations carved from one per-kernel buffer, mbarrier
+-- slots, base addresses, swizzles, and the static/dynamic declaration.
+local pyptx = require "pyptx"
+local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
+
+--- Trace a kernel with body fn and the given options; returns its specialization.
+local function traced(fn, opts)
+  local o = { arch = "sm_90a", fn }
+  for k, v in pairs(opts or {}) do if k ~= "name" then o[k] = v end end
+  return pyptx.kernel(opts and opts.name or "t")(o):specialize()
+end
+
+--- The declaration line of the kernel's shared buffer.
+local function decl(s)
+  return s.ptx:match("\n([^\n]*%.shared[^\n]*)\n")
+end
+
+describe("pyptx.smem", function()
+  it("carves aligned allocations from one buffer", function()
+    local a, b, c, d
+    local s = traced(function()
+      a = smem.alloc(T.u8, 3)
+      b = smem.alloc(T.f32, { 2, 4 })
+      c = smem.mbarrier(2)
+      d = smem.alloc(T.f16, 1, { align = 128 })
+    end)
+    assert.same({ 0, 4, 40, 128 }, { a.offset, b.offset, c.offset, d.offset })
+    assert.same({ 32, 8, T.f32 }, { b.bytes, b.count, b.type })
+    assert.equal("smem t_smem+4 (32 bytes)", tostring(b))
+    assert.equal(".shared .align 128 .b8 t_smem[130];", decl(s))
+    assert.same({ 130, 0 }, { s.static_smem, s.dynamic_smem })
+  end)
+
+  it("addresses element i as [sym+offset+i*size]", function()
+    local s = traced(function()
+      local buf = smem.alloc(T.f32, 8)
+      local bars = smem.mbarrier(2)
+      local v = reg.scalar(T.f32)
+      ptx.ld.shared(v, buf[3])
+      ptx.st.shared(buf[0], v)
+      ptx.inst.mbarrier.init.shared.b64(bars[1], 32)
+      assert.equal("[t_smem+12]", tostring(buf[3]))
+    end)
+    assert.matches("ld.shared.f32 \t%%f1, %[t_smem%+12%];", s.ptx)
+    assert.matches("st.shared.f32 \t%[t_smem%], %%f1;", s.ptx)
+    assert.matches("mbarrier.init.shared.b64 \t%[t_smem%+40%], 32;", s.ptx)
+  end)
+
+  it("gives an allocation's base address in a u32 register with one mov", function()
+    local s = traced(function()
+      smem.alloc(T.u8, 4)
+      local r = smem.alloc(T.f32, 4):base()
+      assert.equal(T.u32, r.type)
+    end)
+    assert.matches("mov.u32 \t%%r1, t_smem%+4;", s.ptx)
+  end)
+
+  it("declares nothing when nothing is allocated", function()
+    local s = traced(function() end)
+    assert.is_nil(decl(s))
+    assert.same({ 0, 0 }, { s.static_smem, s.dynamic_smem })
+  end)
+
+  it("switches to dynamic shared memory above 48 KB", function()
+    local s = traced(function() smem.alloc(T.f32, 12288) end, { name = "at" })
+    assert.equal(".shared .align 16 .b8 at_smem[49152];", decl(s))
+    s = traced(function() smem.alloc(T.f32, 12289) end, { name = "above" })
+    assert.equal(".extern .shared .align 16 .b8 above_smem[];", decl(s))
+    assert.same({ 0, 49156 }, { s.static_smem, s.dynamic_smem })
+  end)
+
+  it("makes the buffer dynamic with extern_smem, sized by the smem option", function()
+    local s = traced(function() smem.alloc(T.f32, 4) end, { extern_smem = true })
+    assert.equal(".extern .shared .align 16 .b8 t_smem[];", decl(s))
+    assert.equal(16, s.dynamic_smem)
+    s = traced(function() smem.alloc(T.f32, 4) end, { smem = 100000 })
+    assert.equal(100000, s.dynamic_smem)
+    s = traced(function() end, { smem = 100000 })
+    assert.equal(".extern .shared .align 16 .b8 t_smem[];", decl(s))
+    assert.equal(100000, s.dynamic_smem)
+  end)
+
+  it("refuses a bad type, shape or alignment", function()
+    local function err(fn)
+      local ok, e = pcall(traced, fn)
+      assert.is_false(ok)
+      return e
+    end
+    assert.matches("smem_spec.lua:%d+: smem.alloc: the first argument must be a type", err(function() smem.alloc("f32", 4) end))
+    assert.matches("smem_spec.lua:%d+: smem.alloc: the shape must hold a positive integer count", err(function() smem.alloc(T.f32, 0) end))
+    assert.matches("smem_spec.lua:%d+: smem.alloc: align must be a power of two, got 24",
+      err(function() smem.alloc(T.f32, 4, { align = 24 }) end))
+  end)
+
+  it("refuses to allocate outside a kernel trace", function()
+    local ok, e = pcall(smem.alloc, T.f32, 4)
+    assert.is_false(ok)
+    assert.matches("smem_spec.lua:%d+: smem.alloc called outside a kernel trace", e)
+  end)
+
+  describe("swizzle", function()
+    it("XORs the 16-byte column with the 128-byte row bits", function()
+      -- B32: bit 4 ^= bit 7; B64: bits 4-5 ^= bits 7-8; B128: bits 4-6 ^= bits 7-9
+      assert.same({ 0, 16, 144, 128, 256, 1328 }, {
+        smem.swizzle(0, smem.B32), smem.swizzle(16, smem.B32), smem.swizzle(128, smem.B32),
+        smem.swizzle(144, smem.B32), smem.swizzle(256, smem.B32), smem.swizzle(1328, smem.B32) })
+      assert.same({ 288, 1296, 144 }, { smem.swizzle(256, smem.B64), smem.swizzle(1328, smem.B64), smem.swizzle(128, smem.B64) })
+      assert.same({ 288, 1296, 896 },
+        { smem.swizzle(256, smem.B128), smem.swizzle(1328, smem.B128), smem.swizzle(7 * 128 + 112, smem.B128) })
+    end)
+
+    it("is a permutation of each 1024-byte atom for B128", function()
+      local seen = {}
+      for off = 0, 1023, 16 do seen[smem.swizzle(off, smem.B128)] = true end
+      local n = 0
+      for off = 0, 1023, 16 do if seen[off] then n = n + 1 end end
+      assert.equal(64, n)
+    end)
+
+    it("keeps the byte within a 16-byte chunk", function()
+      assert.equal(128 + 16 + 5, smem.swizzle(128 + 5, smem.B32))
+    end)
+
+    it("refuses other modes", function()
+      local ok, e = pcall(traced, function() smem.swizzle(0, 16) end)
+      assert.is_false(ok)
+      assert.matches("smem_spec.lua:%d+: smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got 16", e)
+    end)
+  end)
+end)

@@ -1,0 +1,131 @@
+-- pyptx.toolkit: finding ptxas, running it, reading its resource report and
+-- mapping its line numbers back to Lua lines.
+local pyptx = require "pyptx"
+local toolkit = require "pyptx.toolkit"
+local ptx, T = pyptx.ptx, pyptx.types
+
+local have_ptxas = toolkit.find("ptxas") ~= nil
+
+local GOOD = [[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+	.reg .b32 	%r<3>;
+	mov.u32 	%r1, %tid.x;
+	add.u32 	%r2, %r1, 1;
+	ret;
+}
+]]
+
+local BAD = [[
+.version 8.0
+.target sm_80
+.address_size 64
+	.file	1 "kern.lua"
+.visible .entry k()
+{
+	.reg .f32 	%f<3>;
+	.loc	1 42 1
+	rem.f32 	%f1, %f2, %f2;
+	ret;
+}
+]]
+
+describe("pyptx.toolkit", function()
+  it("quotes for /bin/sh", function()
+    assert.equal("'a b'", toolkit.shell_quote("a b"))
+    assert.equal("'it'\\''s'", toolkit.shell_quote("it's"))
+  end)
+
+  it("searches CUDA_HOME, /usr/local/cuda and PATH", function()
+    local dirs = toolkit.search_dirs()
+    local joined = table.concat(dirs, ":")
+    assert.truthy(joined:find("/usr/local/cuda/bin", 1, true))
+    assert.is_nil(toolkit.find("no-such-tool-xyz"))
+  end)
+
+  it("says how to get the toolkit when a tool is missing", function()
+    assert.equal("ptxas not found: install the CUDA toolkit, or point CUDA_HOME at it "
+      .. "(searched $CUDA_HOME/bin, /usr/local/cuda/bin, $PATH)", toolkit.missing_message("ptxas"))
+  end)
+
+  it("writes temp files with a suffix", function()
+    local path = toolkit.temp_file("hello", ".ptx")
+    assert.matches("%.ptx$", path)
+    local f = assert(io.open(path, "rb"))
+    assert.equal("hello", f:read("*a"))
+    f:close()
+    os.remove(path)
+  end)
+
+  it("reads a ptxas -v report per kernel", function()
+    local log = [[
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'rms_norm' for 'sm_90a'
+ptxas info    : Function properties for rms_norm
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compiling entry function 'other' for 'sm_90a'
+ptxas info    : Function properties for other
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]
+]]
+    assert.same({
+      rms_norm = { registers = 40, smem = 2048, stack = 8, spill_stores = 4, spill_loads = 12, cmem = 400, barriers = 1 },
+      other = { registers = 8, smem = 0, stack = 0, spill_stores = 0, spill_loads = 0, cmem = 368, barriers = 0 },
+    }, toolkit.parse_report(log))
+  end)
+
+  it("maps ptxas line numbers to the Lua line of the closest .loc", function()
+    local log = "ptxas x.ptx, line 10; error   : Unexpected instruction types specified for 'rem'"
+    assert.equal("ptxas x.ptx, line 10; error   : Unexpected instruction types specified for 'rem' (from kern.lua:42)",
+      toolkit.map_lines(log, BAD))
+    assert.equal("line 2; x", toolkit.map_lines("line 2; x", BAD))
+  end)
+
+  describe("ptxas", function()
+    it("assembles valid PTX and returns its report", function()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local ok, report, log = toolkit.ptxas(GOOD, "sm_80")
+      assert.is_true(ok)
+      assert.is_table(report.k)
+      assert.is_true(report.k.registers > 0)
+      assert.matches("Compiling entry function 'k' for 'sm_80'", log)
+    end)
+
+    it("fails on invalid PTX with the log mapped to Lua lines and the PTX kept", function()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local ok, report, log = toolkit.ptxas(BAD, "sm_80")
+      assert.is_false(ok)
+      assert.is_nil(report)
+      assert.matches("line 9; error   : Unexpected instruction types specified for 'rem' %(from kern.lua:42%)", log)
+      local kept = log:match("%(the PTX is kept at ([^)]+)%)")
+      assert.truthy(kept)
+      local f = assert(io.open(kept, "rb"))
+      assert.equal(BAD, f:read("*a"))
+      f:close()
+      os.remove(kept)
+      assert.is_nil(log:find("__luaptx_rc", 1, true))
+    end)
+
+    it("can drop the failed PTX instead of keeping it", function()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local ok, _, log = toolkit.ptxas(BAD, "sm_80", { keep_failed = false })
+      assert.is_false(ok)
+      assert.is_nil(log:find("kept at", 1, true))
+    end)
+
+    it("accepts the PTX luaptx emits, with -lineinfo", function()
+      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      local k = pyptx.kernel "lined" { arch = "sm_90a", in_specs = { pyptx.Tile(4, T.f32) }, function(X)
+        local p = ptx.global_ptrs(X)
+        ptx.st.global(ptx.addr(p), pyptx.reg.scalar(T.f32, 1.0))
+      end }
+      local ok, report, log = toolkit.ptxas(k:ptx(), "sm_90a")
+      assert.is_true(ok, log)
+      assert.is_table(report.lined)
+    end)
+  end)
+end)

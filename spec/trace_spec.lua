@@ -1,0 +1,134 @@
+-- pyptx.trace: the active trace, user-line location, operand packing and
+-- the one emit path every instruction takes.
+local pyptx = require "pyptx"
+local trace = require "pyptx.trace"
+local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
+
+--- Run fn inside a kernel trace; returns the trace's specialization.
+local function within(fn)
+  return pyptx.kernel "t" { arch = "sm_80", fn }:specialize()
+end
+
+describe("pyptx.trace", function()
+  describe("locations", function()
+    it("formats file:line like Lua does", function()
+      assert.equal("a/b.lua:12", trace.format_where("@a/b.lua", 12))
+      assert.equal("=stdin:3", trace.format_where("=stdin", 3))
+    end)
+
+    it("finds the first frame outside luaptx's own modules", function()
+      local src, line = trace.where(1)
+      assert.equal("@spec/trace_spec.lua", src)
+      assert.equal(debug.getinfo(1, "l").currentline - 2, line)
+    end)
+
+    it("recognizes luaptx's own chunks", function()
+      assert.truthy(trace.is_internal("@lua/pyptx/reg.lua"))
+      assert.truthy(trace.is_internal("@/usr/share/luaptx/pyptx/ptx.lua"))
+      assert.falsy(trace.is_internal("@examples/hopper/pyptx_demo.lua"))
+      assert.falsy(trace.is_internal("@spec/trace_spec.lua"))
+    end)
+
+    it("prefixes failures with the user's file:line", function()
+      local ok, err = pcall(function() trace.fail("boom") end)
+      assert.is_false(ok)
+      assert.equal("spec/trace_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) .. ": boom", err)
+    end)
+  end)
+
+  describe("the active trace", function()
+    it("exists only inside a kernel body", function()
+      assert.is_nil(trace.current())
+      local seen
+      within(function() seen = trace.current() end)
+      assert.is_table(seen)
+      assert.equal("t", seen.name)
+      assert.equal("sm_80", seen.arch)
+      assert.same({ 80, 0, 80 }, { seen.sm, seen.family, seen.version })
+      assert.is_nil(trace.current())
+    end)
+
+    it("names what was called outside a trace, at the user's line", function()
+      local ok, err = pcall(function() trace.need("ptx.thing") end)
+      assert.is_false(ok)
+      assert.matches("^spec/trace_spec.lua:%d+: ptx.thing called outside a kernel trace %(use it inside a kernel body%)$", err)
+    end)
+
+    it("counts instructions and calls on_emit with each item index", function()
+      local got = {}
+      local s = within(function()
+        trace.current().on_emit = function(i) got[#got + 1] = i end
+        reg.scalar(T.u32, 1)
+        ptx.label("x")
+        ptx.ret()
+      end)
+      assert.same({ 0, 2 }, got)
+      assert.equal(2, s.instructions)
+    end)
+
+    it("makes fresh labels unique within a trace", function()
+      within(function()
+        local t = trace.current()
+        assert.equal("$L__a_1", trace.fresh_label(t, "a"))
+        assert.equal("$L__a_2", trace.fresh_label(t, "a"))
+        assert.equal("$L__L_3", trace.fresh_label(t))
+      end)
+    end)
+
+    it("interns symbols once per trace", function()
+      within(function()
+        local t = trace.current()
+        local a = trace.sym(t, "foo")
+        assert.equal(a, trace.sym(t, "foo"))
+        assert.are_not.equal(a, trace.sym(t, "bar"))
+      end)
+    end)
+
+    it("appends raw body lines verbatim", function()
+      local s = within(function() trace.raw_line("// hand-written") end)
+      assert.matches("\n\t// hand%-written\n", s.ptx)
+    end)
+  end)
+
+  describe("forms", function()
+    it("intern an opcode once and validate it", function()
+      within(function()
+        local a, info = trace.form("add.u32", true)
+        assert.equal(a, (trace.form("add.u32", true)))
+        assert.is_true(info.op >= 0)
+      end)
+    end)
+
+    it("refuse an invalid form at the user's line", function()
+      local ok, err = pcall(function() trace.form("add.u33", true) end)
+      assert.is_false(ok)
+      assert.matches("^spec/trace_spec.lua:%d+: add.u33:", err)
+    end)
+  end)
+
+  describe("emit", function()
+    it("packs numbers, strings, vectors and registers", function()
+      local s = within(function()
+        local f = reg.array(T.f32, 2)
+        trace.emit(trace.form("mov.b64", true), reg.scalar(T.b64), { f[0], f[1] })
+        trace.emit(trace.form("mov.u64", true), reg.scalar(T.u64), "t")
+      end)
+      assert.matches("mov.b64 \t%%rd1, {%%f1, %%f2};", s.ptx)
+      assert.matches("mov.u64 \t%%rd2, t;", s.ptx)
+    end)
+
+    it("reports the core's message at the user's line", function()
+      local ok, err = pcall(within, function()
+        trace.emit(trace.form("add.u32", true), reg.scalar(T.u32), 1)
+      end)
+      assert.is_false(ok)
+      assert.matches("^spec/trace_spec.lua:%d+: add.u32 takes 3 operand%(s%), got 2$", err)
+    end)
+
+    it("refuses to emit outside a trace", function()
+      local ok, err = pcall(trace.emit, 0)
+      assert.is_false(ok)
+      assert.matches("ptx instruction called outside a kernel trace", err)
+    end)
+  end)
+end)
