@@ -4,9 +4,9 @@ local pyptx = require "pyptx"
 local operands = require "pyptx.operands"
 local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
 
---- The instruction lines of a kernel whose body is fn.
-local function lines(fn, arch)
-  return pyptx.kernel "t" { arch = arch or "sm_90a", fn }:module().entry.body
+--- The instruction lines of a kernel whose body is fn (raw_params optional).
+local function lines(fn, arch, raw_params)
+  return pyptx.kernel "t" { arch = arch or "sm_90a", raw_params = raw_params, fn }:module().entry.body
 end
 
 --- The error message of tracing fn.
@@ -51,7 +51,7 @@ describe("pyptx.operands", function()
         local sb = reg.scalar(T.u32)
         ptx.ld.shared(f, ptx.addr(sb, 16))
         ptx.ld.param(sb, ptx.addr("n"))
-      end))
+      end, nil, { { "u32", "n" } }))
     end)
 
     it("print as [base+offset] in messages", function()

@@ -246,6 +246,9 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
     }
   }
   int have = (f->info.type >= 0) + (f->info.type2 >= 0);
+  int most = row->ntypes < 0 ? 1 : row->ntypes;
+  if (!(row->groups & G_ANY) && have > most)
+    return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
   if ((row->groups & G_ANY) || row->ntypes < 0 || have == row->ntypes) return 0;
   char valid[512];
   list_types(row->types, valid, sizeof valid);

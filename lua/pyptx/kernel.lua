@@ -224,6 +224,7 @@ function Kernel:trace(values, arch)
       error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
     end
     t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
+    if core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
     -- a dynamic buffer is at least the smem option, also when nothing was allocated
     if self.extern_smem or self.smem > smem.STATIC_LIMIT or t.dynamic_smem > 0 then
       t.dynamic_smem = math.max(t.dynamic_smem, self.smem)
