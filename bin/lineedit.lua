@@ -42,9 +42,10 @@ local function install_completion(self, lib, complete)
   self.completer = ffi.cast("lpx_rl_completion_fn", function(text)
     return lib.rl_completion_matches(text, self.generator)
   end)
-  local ok, ptr = pcall(function() return ffi.cast("lpx_rl_completion_fn*", lib.rl_attempted_completion_function) end)
-  if ok then ptr[0] = self.completer end
-  pcall(function() ffi.cast("const char**", lib.rl_basic_word_break_characters)[0] = " \t\n\"\\'`@$><=;|&{(,)[]" end)
+  -- extern variables are assigned through the library namespace
+  lib.rl_attempted_completion_function = self.completer
+  self.breaks = ffi.new("char[?]", 32, " \t\n\"\\'`@$><=;|&{(,)[]")
+  lib.rl_basic_word_break_characters = self.breaks
 end
 
 --- Open input: opts.history (file path), opts.complete (function).
@@ -53,7 +54,7 @@ function M.open(opts)
   if self.interactive then
     self.lib = load_lib()
     if self.lib then
-      pcall(ffi.cdef, "extern lpx_rl_completion_fn rl_attempted_completion_function; extern char *rl_basic_word_break_characters;")
+      pcall(ffi.cdef, "extern lpx_rl_completion_fn rl_attempted_completion_function; extern const char *rl_basic_word_break_characters;")
       if opts.complete then pcall(install_completion, self, self.lib, opts.complete) end
       if self.history then self.lib.read_history(self.history) end
     end

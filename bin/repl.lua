@@ -243,10 +243,11 @@ function M.opcode_words(opcode)
     elseif name:sub(1, #opcode + 1) == opcode .. "." then add((name:sub(#opcode + 2):match("^[^.]+")))
     end
   end
-  if opcode ~= "" and core.isa_modifiers then
-    local first = opcode:match("^[^.]+")
-    local mods = core.isa_modifiers(first)
-    if mods ~= nil then for w in ffi.string(mods):gmatch("%S+") do add((w:gsub("::", "_"))) end end
+  if opcode ~= "" then
+    local buf = ffi.new("char[4096]")
+    if core.isa_modifiers(opcode, buf, 4096) >= 0 then
+      for w in ffi.string(buf):gmatch("%S+") do add((w:gsub("::", "_"))) end
+    end
   end
   return words
 end

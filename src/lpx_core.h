@@ -69,6 +69,7 @@ int32_t lpx_type_bits(int32_t type);
 int32_t lpx_special_lookup(const char *name);
 int32_t lpx_special_type(int32_t id);
 int32_t lpx_isa_row_count(void);
+int32_t lpx_isa_modifiers(const char *opcode, char *out, int32_t cap);
 const char *lpx_isa_row_name(int32_t row);
 int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family);
 

@@ -278,6 +278,26 @@ static int form_parse(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, const c
   return form_complete(ctx, f, row);
 }
 
+/* The modifiers and types the row of an opcode accepts, space-separated
+ * without dots, into out (for completion). Returns the row or -1. */
+int32_t lpx_isa_modifiers(const char *opcode, char *out, int32_t cap)
+{
+  size_t used;
+  int row = find_row(opcode, &used);
+  if (cap > 0) out[0] = '\0';
+  if (row < 0 || cap < 2) return -1;
+  char types[512];
+  list_modifiers(&lpx_isa_rows[row], out, (size_t)cap);
+  list_types(lpx_isa_rows[row].types, types, sizeof types);
+  size_t n = strlen(out);
+  snprintf(out + n, (size_t)cap - n, "%s%s", n ? " " : "", types);
+  for (char *p = out, *q = out;; p++) {
+    if (*p != '.') *q++ = *p;     /* drop the leading dots */
+    if (!*p) break;
+  }
+  return row;
+}
+
 /* Intern and validate an opcode form; return its id or -1 (message in ctx).
  * An opcode the table does not know still interns (op = -1) with a warning. */
 int32_t lpx_form_intern(lpx_ctx *ctx, const char *text)
