@@ -264,7 +264,7 @@ int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32
   if (LPX_RESERVE(f->ops, f->ops_cap, f->nops + (size_t)nops)) return lpx_fail(m->ctx, "out of memory");
   lpx_item *it = item_new(m, f, LPX_ITEM_INST);
   if (!it) return -1;
-  memcpy(f->ops + f->nops, ops, sizeof(lpx_operand) * (size_t)nops);
+  if (nops) memcpy(f->ops + f->nops, ops, sizeof(lpx_operand) * (size_t)nops);   /* f->ops may be NULL */
   f->nops += (size_t)nops;
   it->form = form;
   it->guard = guard;
