@@ -18,6 +18,11 @@ commands:
   repl [--arch A] [--version V]     an interactive prompt inside a kernel trace
   tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]
   tune --merge a.json b.json ...    an autotuning sweep; merge shard results
+  transpile <in.ptx> [--name N] [-o out.lua]
+                                    PTX -> a kernel script in the DSL (traced, it re-emits the PTX)
+  fmt <in.ptx> [--canonical] [-o out.ptx]
+                                    reformat PTX: lossless by default (byte-identical),
+                                    --canonical for the tracer's normalized layout
   help                              this text
   --version                         print the version
 
@@ -210,6 +215,20 @@ local function cmd_repl(args)
   return require("luaptx.repl").main(rest)
 end
 
+--- luaptx transpile ...
+local function cmd_transpile(args)
+  local rest = {}
+  for i = 2, #args do rest[#rest + 1] = args[i] end
+  return require("luaptx.transpile").main(rest)
+end
+
+--- luaptx fmt ...
+local function cmd_fmt(args)
+  local rest = {}
+  for i = 2, #args do rest[#rest + 1] = args[i] end
+  return require("luaptx.fmt").main(rest)
+end
+
 --- luaptx tune ...
 local function cmd_tune(args)
   local rest = {}
@@ -218,7 +237,8 @@ local function cmd_tune(args)
 end
 
 local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache,
-                   repl = cmd_repl, tune = cmd_tune }
+                   repl = cmd_repl, tune = cmd_tune, fmt = cmd_fmt,
+                   transpile = cmd_transpile }
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)

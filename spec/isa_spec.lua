@@ -27,9 +27,9 @@ local function refused(text)
 end
 
 --- Trace fn in a kernel for arch (and version); returns the error or nil.
-local function trace_error(arch, fn, version)
+local function trace_error(arch, fn, version, check_refs)
   local ok, err = pcall(function()
-    return pyptx.kernel "isa" { arch = arch, version = version, fn }:ptx()
+    return pyptx.kernel "isa" { arch = arch, version = version, check_refs = check_refs, fn }:ptx()
   end)
   return not ok and err or nil
 end
@@ -315,7 +315,8 @@ describe("the ISA table", function()
               or line:match("^%s*%.local") or line:match("^%s*%.shared") or line:match("^%s*%.param") then line = "" end
             kept[#kept + 1] = line
           end
-          local err = trace_error(target, function() ptx.raw(table.concat(kept, "\n")) end, version)
+          -- the dropped declarations leave names undeclared: skip that check
+          local err = trace_error(target, function() ptx.raw(table.concat(kept, "\n")) end, version, false)
           assert.is_nil(err, path)
           bodies = bodies + 1
         end

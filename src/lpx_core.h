@@ -25,7 +25,8 @@ enum {
   LPX_OPD_PIPE,      /* d|p: the two operands follow */
   LPX_OPD_SINK,      /* _ */
   LPX_OPD_PAREN,     /* (a, b, ...): aux = count; the elements follow (call) */
-  LPX_OPD_INT        /* an untyped integer literal given exactly (ival) */
+  LPX_OPD_INT,       /* an untyped integer literal given exactly (ival) */
+  LPX_OPD_BRACKET    /* [a, {b, c}] (tex, tensor): aux = count; the elements follow */
 };
 
 typedef struct lpx_operand {
@@ -91,5 +92,15 @@ int32_t lpx_func_reg_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name);
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len);
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len);
+lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename);
+int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, const char *filename, int32_t file, int32_t line);
+int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename);
+int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len);
+int32_t lpx_fmt_canonical(lpx_module *m, const char **text, size_t *len);
+int32_t lpx_module_func_count(lpx_module *m);
+int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name);
+int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name);
+int32_t lpx_reg_name(lpx_module *m, int32_t fn, int32_t reg, const char **name, size_t *len);
+int32_t lpx_transpile(lpx_module *m, const char *source, const char **text, size_t *len);
 
 #endif

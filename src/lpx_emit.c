@@ -22,9 +22,19 @@ static const int class_order[LPX_RC__COUNT] = {
 
 /* ------------------------------------------------------------ operands */
 
-/* Write a register's name, e.g. %r12. */
-static void put_reg(lpx_buf *b, const lpx_func *f, int32_t reg)
+/* Write a register's name, e.g. %r12 (a parsed register keeps its own). */
+static void put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg)
 {
+  lpx_put_reg(b, m, f, reg);
+}
+
+/* A register's PTX name: its parsed name, else class prefix + index. */
+void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg)
+{
+  if ((size_t)reg < f->nreg_names && f->reg_name[reg] >= 0) {
+    lpx_buf_puts(b, lpx_strtab_get(&m->syms, f->reg_name[reg]));
+    return;
+  }
   lpx_buf_puts(b, class_prefix[lpx_types[f->reg_type[reg]].regclass]);
   lpx_buf_puti(b, f->reg_index[reg]);
 }
@@ -63,7 +73,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   const lpx_operand *o = &ops[(*i)++];
   char tmp[40];
   switch (o->kind) {
-  case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, f, o->id); break;
+  case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, m, f, o->id); break;
   case LPX_OPD_IMM: put_imm(b, o); break;
   case LPX_OPD_INT: lpx_buf_puti(b, o->ival); break;
   case LPX_OPD_NUM: snprintf(tmp, sizeof tmp, "%.17g", o->fval); lpx_buf_puts(b, tmp); break;
@@ -79,7 +89,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   case LPX_OPD_ADDR:
     lpx_buf_putc(b, '[');
     if (o->aux == LPX_OPD_REG) {
-      put_reg(b, f, o->id);
+      put_reg(b, m, f, o->id);
       if (o->ival) { lpx_buf_putc(b, '+'); lpx_buf_puti(b, o->ival); }
     } else if (o->aux == LPX_OPD_SYM) {
       put_sym_offset(b, m, o->id, o->ival);
@@ -91,6 +101,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   case LPX_OPD_VEC: lpx_buf_putc(b, '{'); put_list(b, m, f, ops, i, o->aux, ", "); lpx_buf_putc(b, '}'); break;
   case LPX_OPD_PAREN: lpx_buf_putc(b, '('); put_list(b, m, f, ops, i, o->aux, ", "); lpx_buf_putc(b, ')'); break;
   case LPX_OPD_PIPE: put_list(b, m, f, ops, i, 2, "|"); break;
+  case LPX_OPD_BRACKET: lpx_buf_putc(b, '['); put_list(b, m, f, ops, i, o->aux, ", "); lpx_buf_putc(b, ']'); break;
   default: lpx_buf_puts(b, "/*?*/"); break;
   }
 }
@@ -106,6 +117,11 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
     return;
   }
   lpx_buf_putc(b, '\t');
+  if (it->kind == LPX_ITEM_DIR) {
+    lpx_fmt_tokens(b, m, it->lex, it->nlex, f);
+    lpx_buf_putc(b, '\n');
+    return;
+  }
   if (it->kind == LPX_ITEM_RAW) {
     lpx_buf_puts(b, lpx_strtab_get(&m->syms, it->form));
     lpx_buf_putc(b, '\n');
@@ -113,7 +129,7 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
   }
   if (it->guard >= 0) {
     lpx_buf_puts(b, it->guard_neg ? "@!" : "@");
-    put_reg(b, f, it->guard);
+    put_reg(b, m, f, it->guard);
     lpx_buf_putc(b, ' ');
   }
   lpx_buf_puts(b, lpx_strtab_get(&m->ctx->form_names, it->form));
@@ -137,6 +153,7 @@ static void put_linkage(lpx_buf *b, int linkage)
 /* Write a variable declaration line (module or function scope). */
 static void put_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent)
 {
+  if (v->in_text) return;   /* ptx.raw text: its DIR item prints it */
   lpx_buf_puts(b, indent);
   put_linkage(b, v->linkage);
   lpx_buf_printf(b, ".%s ", lpx_strtab_get(&m->syms, v->space));
@@ -211,6 +228,23 @@ static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
   lpx_buf_puts(b, "\n}\n");
 }
 
+/* Write module-level statements added by ptx.raw_module (none when traced
+ * plainly); a parsed module's own header lines and functions are skipped. */
+static void put_top_decls(lpx_buf *b, const lpx_module *m)
+{
+  static const char *const header[] = { ".version", ".target", ".address_size", ".file", NULL };
+  for (size_t i = 0; i < m->ntop; i++) {
+    const lpx_item *it = &m->top[i];
+    if (it->kind != LPX_ITEM_DIR || !it->nlex) continue;
+    int skip = 0;
+    for (int k = 0; header[k]; k++) skip |= strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0;
+    if (skip) continue;
+    if (i == 0 || m->top[i - 1].kind != LPX_ITEM_DIR) lpx_buf_putc(b, '\n');
+    lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+    lpx_buf_putc(b, '\n');
+  }
+}
+
 /* Emit the whole module as PTX text; the text stays owned by the module. */
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len)
 {
@@ -223,8 +257,11 @@ int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, si
   if (line_info)
     for (size_t i = 0; i < m->nfiles; i++)
       lpx_buf_printf(b, "\t.file\t%d \"%s\"\n", (int)i + 1, lpx_strtab_get(&m->syms, m->files[i]));
-  if (m->nvars) lpx_buf_putc(b, '\n');
+  size_t shown = 0;
+  for (size_t i = 0; i < m->nvars; i++) shown += !m->vars[i].in_text;
+  if (shown) lpx_buf_putc(b, '\n');
   for (size_t i = 0; i < m->nvars; i++) put_var(b, m, &m->vars[i], "");
+  put_top_decls(b, m);
   for (size_t i = 0; i < m->nfuncs; i++) {
     lpx_buf_putc(b, '\n');
     put_func(b, m, &m->funcs[i], line_info);

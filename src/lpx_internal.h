@@ -106,7 +106,9 @@ void lpx_warn(lpx_ctx *ctx, const char *fmt, ...);
 
 /* ------------------------------------------------------------ IR */
 
-enum { LPX_ITEM_INST = 1, LPX_ITEM_LABEL, LPX_ITEM_RAW };
+enum { LPX_ITEM_INST = 1, LPX_ITEM_LABEL, LPX_ITEM_RAW,
+       LPX_ITEM_DIR,    /* parsed directive/declaration: a token run (lex, nlex) */
+       LPX_ITEM_FUNC }; /* module top level only: form = function index */
 
 typedef struct lpx_item {
   uint8_t kind;
@@ -116,7 +118,30 @@ typedef struct lpx_item {
   int32_t guard;     /* predicate register, -1 when unguarded */
   uint32_t ops;      /* first operand in lpx_func.ops */
   int32_t file, line;
+  uint32_t lex, nlex; /* parsed: its tokens in lpx_module.lex (nlex 0: traced) */
+  uint16_t lex_nops;  /* parsed: operand entries it had when parsed */
 } lpx_item;
+
+/* Lossless spelling of one parsed token: leading trivia and text, both
+ * symbols (-1: no trivia). role says what in the IR the text comes from,
+ * so that an edit of the IR changes what the lossless emitter prints. */
+enum { LPX_LEX_LIT = 0,  /* the spelling itself */
+       LPX_LEX_REG,      /* ref = register: its current name */
+       LPX_LEX_OPCODE,   /* the item's current form */
+       LPX_LEX_GUARD,    /* the item's current guard register */
+       LPX_LEX_LABEL };  /* the label item's current symbol */
+typedef struct lpx_lex {
+  int32_t pre, spell, ref, role;
+} lpx_lex;
+
+/* Where a parsed operand's tokens are and a digest of the operand as
+ * parsed: while the IR operand still has that digest, its tokens are
+ * printed as written (16 bytes, not a 32-byte copy: big inputs have
+ * millions of operands). */
+typedef struct lpx_opd_lex {
+  uint32_t first, count;
+  uint64_t digest;
+} lpx_opd_lex;
 
 typedef struct lpx_param {
   int32_t sym, type, align, count;
@@ -125,6 +150,7 @@ typedef struct lpx_param {
 typedef struct lpx_var {
   int32_t space, sym, type, align, linkage;
   int64_t count;     /* -1: unsized (extern) array, 0: scalar */
+  int32_t in_text;   /* declared by parsed text: its DIR item prints it, not put_var */
 } lpx_var;
 
 typedef struct lpx_func {
@@ -137,6 +163,11 @@ typedef struct lpx_func {
   lpx_item *items; size_t nitems, items_cap;
   lpx_operand *ops; size_t nops, ops_cap;
   size_t ninsts;
+  /* Parsed functions: register names (symbols), operand spellings and the
+   * header ("... name(params) {") and closing "}" token runs. */
+  int32_t *reg_name; size_t nreg_names, reg_names_cap;
+  lpx_opd_lex *ops_lex; size_t nops_lex, ops_lex_cap;
+  uint32_t head_lex, head_nlex, tail_lex;
 } lpx_func;
 
 struct lpx_module {
@@ -148,6 +179,11 @@ struct lpx_module {
   lpx_func *funcs; size_t nfuncs, funcs_cap;
   lpx_var *vars; size_t nvars, vars_cap;
   lpx_buf out;
+  /* Parsed modules: the top level in source order (DIR and FUNC items),
+   * every token's spelling, and the trivia before the end of the file. */
+  lpx_item *top; size_t ntop, top_cap;
+  lpx_lex *lex; size_t nlex, lex_cap;
+  int32_t eof_pre;
 };
 
 const char *lpx_special_name(int32_t id);
@@ -155,5 +191,11 @@ void lpx_special_gate(int32_t id, int *ptx, int *sm);
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
+/* Canonical text of a parsed directive's token run (lpx_fmt.c). */
+void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
+/* A 64-bit digest of every field of an operand (lpx_fmt.c). */
+uint64_t lpx_operand_digest(const lpx_operand *o);
+/* A register's PTX name: its parsed name, else class prefix + index. */
+void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg);
 
 #endif

@@ -4,6 +4,7 @@
 #include "luaptx.h"
 #include "lpx_bundle.h"
 #include "lpx_core.h"
+#include "lpx_device.h"
 #include "lpx_compile.h"
 #include "lpx_tma.h"
 #include "lpx_check.h"
@@ -25,6 +26,13 @@
   X(lpx_reg_new) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
   X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
   X(lpx_func_name) X(lpx_emit) X(lpx_inst_text) \
+  X(lpx_parse) X(lpx_parse_into) X(lpx_parse_module_decls) X(lpx_fmt_lossless) X(lpx_fmt_canonical) X(lpx_module_func_count) \
+  X(lpx_reg_find) X(lpx_reg_rename) X(lpx_reg_name) X(lpx_transpile) \
+  X(lpx_device_open) X(lpx_device_close) X(lpx_device_describe) X(lpx_device_kind) \
+  X(lpx_device_set_option) X(lpx_device_get_option) X(lpx_device_alloc) X(lpx_device_free) \
+  X(lpx_device_upload) X(lpx_device_download) X(lpx_device_memset) X(lpx_device_load_ir) \
+  X(lpx_device_function) X(lpx_device_launch) X(lpx_device_sync) X(lpx_device_event_record) \
+  X(lpx_device_event_elapsed) X(lpx_device_stats) \
   X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
   X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
   X(lpx_cache_set_limit) X(lpx_cache_stats) \

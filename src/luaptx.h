@@ -1,13 +1,29 @@
-/* luaptx — a Lua-scripted environment for hand-written PTX kernels.
+/* luaptx — hand-written PTX kernels scripted in Lua, embedded in C hosts.
  *
- * The public C interface. Link libluaptx (static or shared).
+ * The one public header. Link libluaptx (static or shared; pkg-config
+ * `luaptx`, CMake `find_package(luaptx)`).
  *
- *   luaptx_main     the whole command-line program (what `luaptx` runs)
- *   luaptx_install  make `require "pyptx"` and the CLI modules available
- *                   in a lua_State you own (LuaJIT 2.1)
+ *   luaptx_state *S = luaptx_open(NULL);                 // device "auto"
+ *   if (luaptx_load_file(S, "rms_norm.lua")) fail(luaptx_error(S));
+ *   luaptx_kernel *k = luaptx_kernel_get(S, "rms_norm", "B=16,N=1024");
+ *   DLTensor *args[] = { &x, &w, &y };                  // inputs, then outputs
+ *   if (luaptx_launch_dlpack(k, args, 3, NULL)) fail(luaptx_error(S));
+ *   luaptx_close(S);
+ *
+ * States: no global state; each luaptx_state owns a LuaJIT state, a device
+ * and a compiler, and several may coexist. A state (and its kernels) must
+ * be used by one thread at a time; different states may run on different
+ * threads concurrently.
+ *
+ * Errors: calls returning int give 0 on success and -1 on failure; calls
+ * returning a pointer give NULL. luaptx_error() then says what went wrong
+ * (it stays valid until the next call on the same state).
  */
 #ifndef LUAPTX_H
 #define LUAPTX_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,13 +31,99 @@ extern "C" {
 
 #define LUAPTX_VERSION "0.1.0"
 
+/* ------------------------------------------------------------------ DLPack
+ * The DLPack 1.0 ABI, declared here unless the host included dlpack.h. */
+#ifndef DLPACK_MAJOR_VERSION
+typedef struct { uint32_t major, minor; } DLPackVersion;
+typedef enum { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 } DLDeviceType;
+typedef struct { DLDeviceType device_type; int32_t device_id; } DLDevice;
+typedef enum { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLOpaqueHandle = 3, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 } DLDataTypeCode;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+  void *data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t *shape;
+  int64_t *strides;      /* NULL: compact row-major */
+  uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#endif
+
+/* ------------------------------------------------------------------ states */
+
+typedef struct luaptx_state luaptx_state;
+typedef struct luaptx_kernel luaptx_kernel;
+
+typedef struct luaptx_options {
+  const char *device;     /* "auto" (default: cuda when a GPU exists, else emu), "emu", "cuda" */
+  const char *cache_dir;  /* cubin cache; NULL: $LUAPTX_CACHE_DIR, $XDG_CACHE_HOME/luaptx, ~/.cache/luaptx */
+  const char *lua_path;   /* prepended to package.path, e.g. "/opt/kernels/?.lua;" (NULL: none) */
+  int quiet;              /* nonzero: do not print the chosen device on stderr */
+} luaptx_options;
+
+/* Open a state (opts may be NULL). NULL only when out of memory; an
+ * unusable device is reported by the first call that needs it. */
+luaptx_state *luaptx_open(const luaptx_options *opts);
+
+/* Close a state and everything it owns (kernels included). */
+void luaptx_close(luaptx_state *S);
+
+/* The last error of the state as text ("" when none). */
+const char *luaptx_error(const luaptx_state *S);
+
+/* The device in use, e.g. "emu (CPU emulator, 2 threads)". */
+const char *luaptx_device(luaptx_state *S);
+
+/* ----------------------------------------------------------------- scripts */
+
+/* Load a kernel script (a file, or a string with a chunk name for errors).
+ * Its kernels (a kernel, a list, or a table with `kernels`) become
+ * available to luaptx_kernel_get. Loading again adds to them. */
+int luaptx_load_file(luaptx_state *S, const char *path);
+int luaptx_load_string(luaptx_state *S, const char *chunk, const char *chunkname);
+
+/* ----------------------------------------------------------------- kernels */
+
+/* A kernel of the loaded scripts by name, specialized with template values
+ * "NAME=value,..." (numbers or words; NULL or "" for the defaults). The
+ * handle lives until the state closes. */
+luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *params);
+
+/* The PTX text of the specialization (owned by the kernel). */
+const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len);
+
+/* The compiled cubin (through the cache; owned by the kernel). */
+const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len);
+
+/* Launch with every tensor the kernel takes, inputs then outputs, as
+ * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
+ * CPU tensors run on the emulator (copied in and out); CUDA tensors on the
+ * cuda device. stream: a CUstream, or NULL for the default stream. */
+int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream);
+
+/* The same with DLPack 1.0 managed tensors (version 1.x required). */
+int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream);
+
+/* Launch with raw device addresses (of the state's device), one per tensor. */
+int luaptx_launch_ptrs(luaptx_kernel *K, const uint64_t *ptrs, int n, void *stream);
+
+/* ------------------------------------------------------------- the program */
+
 struct lua_State;
 
 /* Run the luaptx command line with argv; returns the process exit code. */
 int luaptx_main(int argc, char **argv);
 
-/* Install luaptx's module loader and core bindings into L (after
- * luaL_openlibs). Returns 0, or -1 with an error message pushed on L. */
+/* Install luaptx's module loader and core bindings into a lua_State you
+ * own (LuaJIT 2.1, after luaL_openlibs). 0, or -1 with a message on L. */
 int luaptx_install(struct lua_State *L);
 
 #ifdef __cplusplus

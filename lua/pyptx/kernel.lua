@@ -18,7 +18,7 @@ local OPTIONS = {
   arch = "string", version = "any", in_specs = "table", out_specs = "table", grid = "any",
   block = "table", cluster = "table", smem = "number", raw_params = "table", extern_smem = "any",
   reqntid = "table", raw_directives = "table", params = "table", line_info = "boolean", maxnreg = "number",
-  minnctapersm = "number", maxntid = "boolean",
+  minnctapersm = "number", check_refs = "boolean", maxntid = "boolean",
 }
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
@@ -104,6 +104,7 @@ function M.new(name, opts, where)
     smem = opts.smem or 0, raw_params = opts.raw_params or {}, extern_smem = opts.extern_smem,
     reqntid = opts.reqntid, raw_directives = opts.raw_directives or {}, params = opts.params or {},
     line_info = opts.line_info ~= false, maxnreg = opts.maxnreg, minnctapersm = opts.minnctapersm,
+    check_refs = opts.check_refs,
     maxntid = opts.maxntid,   -- false: no .maxntid from block (transpiled kernels without one)
     cache = {},
   }, Kernel)
@@ -224,7 +225,7 @@ function Kernel:trace(values, arch)
       error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
     end
     t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
-    if core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
+    if self.check_refs ~= false and core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
     -- a dynamic buffer is at least the smem option, also when nothing was allocated
     if self.extern_smem or self.smem > smem.STATIC_LIMIT or t.dynamic_smem > 0 then
       t.dynamic_smem = math.max(t.dynamic_smem, self.smem)

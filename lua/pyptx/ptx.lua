@@ -214,6 +214,14 @@ function M.range(lo, hi, step, body)
   return i
 end
 
+--- Parse PTX text (instructions, labels, .reg declarations, { } blocks)
+-- and append it to the trace, each instruction validated like a traced one;
+-- %{x} in the text is replaced by env.x (a register's PTX name).
+function M.raw(text, env) return require("pyptx.ptxparse").append(text, env) end
+
+--- Module-level PTX (globals with initializers, .extern declarations).
+function M.raw_module(text) return require("pyptx.ptxparse").append_module(text) end
+
 --- Wrap body's instructions in a PTX { } block.
 function M.scope(body)
   trace.raw_line("{")

@@ -22,7 +22,13 @@ function M.open(kind)
   local h = core.device_open(core.ctx, kind)
   if h == nil then error(core.error_message(), 2) end
   h = ffi.gc(h, core.device_close)
-  return setmetatable({ handle = h, kind = kind, name = ffi.string(core.device_describe(h)) }, Device)
+  local dev = setmetatable({ handle = h, kind = ffi.string(core.device_kind(h)), name = ffi.string(core.device_describe(h)) }, Device)
+  local cc = ffi.new("int64_t[1]")
+  if dev.kind == "cuda" and core.device_get_option(h, "cc", cc) == 0 then
+    local n = tonumber(cc[0])
+    dev.arch = ("sm_%d%s"):format(n, n >= 90 and "a" or "")
+  end
+  return dev
 end
 
 local current
@@ -95,10 +101,10 @@ end
 -- pointers, then raw params (values by name). Returns buffer, size.
 function M.pack_params(s, tensors, values)
   local layout, size = {}, 0
-  local function add(ty, value, name, bytes)
-    local align = math.min(bytes, 8)
+  local function add(ty, value, name, bytes, align)
+    align = align or math.min(bytes, 8)
     size = math.ceil(size / align) * align
-    layout[#layout + 1] = { offset = size, type = ty, value = value, name = name }
+    layout[#layout + 1] = { offset = size, type = ty, value = value, name = name, bytes = bytes }
     size = size + bytes
   end
   for i, t in ipairs(tensors) do add(types.u64, t.ptr, s.tensors[i].param, 8) end
@@ -106,13 +112,21 @@ function M.pack_params(s, tensors, values)
     local ty = types.get(p[1]) or p[1]
     local v = values[p[2]]
     if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 4) end
-    add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1))
+    add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
   local buf = ffi.new("uint8_t[?]", math.max(size, 1))
   for _, e in ipairs(layout) do
     local v = e.value
     if tensor.is(v) then v = v.ptr end
-    ffi.cast(tensor.storage(e.type) .. "*", buf + e.offset)[0] = tensor.encode(e.type, v)
+    if type(v) == "string" or (type(v) == "cdata" and e.bytes > 8) then
+      -- an array parameter (a TMA descriptor, a struct): copy its bytes
+      if type(v) == "string" and #v ~= e.bytes then
+        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 4)
+      end
+      ffi.copy(buf + e.offset, v, e.bytes)
+    else
+      ffi.cast(tensor.storage(e.type) .. "*", buf + e.offset)[0] = tensor.encode(e.type, v)
+    end
   end
   return buf, size
 end

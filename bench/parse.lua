@@ -1,0 +1,77 @@
+--- PTX parser throughput: parse, lossless print and canonical print in
+-- MB/s over the whole corpus (spec/fixtures/ptx) and over its largest file
+-- (an unrolled SGEMM, > 1 MB). One core, median of repeats.
+-- usage: luaptx bench/parse.lua [repeats]
+local ffi = require "ffi"
+local core = require "pyptx.core"
+local ptxparse = require "pyptx.ptxparse"
+
+local repeats = tonumber(arg and arg[1]) or 15
+local clock = os.clock
+
+--- Every .ptx file of the corpus with its text.
+local function load_corpus()
+  local p = io.popen("find spec/fixtures/ptx -name '*.ptx' | sort")
+  local files = {}
+  for path in p:lines() do files[#files + 1] = { path = path, text = ptxparse.read_file(path) } end
+  p:close()
+  return files
+end
+
+--- Median of a list of numbers.
+local function median(xs)
+  table.sort(xs)
+  return xs[math.floor(#xs / 2) + 1]
+end
+
+local out_text, out_len = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+
+--- Seconds for one pass over files: parse, lossless, canonical (each timed apart).
+local function one_pass(files)
+  local t_parse, t_lossless, t_canon = 0, 0, 0
+  for _, f in ipairs(files) do
+    local t0 = clock()
+    local m = core.parse(core.ctx, f.text, #f.text, f.path)
+    local t1 = clock()
+    assert(m ~= nil, core.error_message())
+    assert(core.fmt_lossless(m, out_text, out_len) == 0)
+    local t2 = clock()
+    assert(core.fmt_canonical(m, out_text, out_len) == 0)
+    local t3 = clock()
+    core.module_free(m)
+    t_parse, t_lossless, t_canon = t_parse + (t1 - t0), t_lossless + (t2 - t1), t_canon + (t3 - t2)
+  end
+  return t_parse, t_lossless, t_canon
+end
+
+--- Median MB/s of each phase over repeats.
+local function measure(files)
+  local bytes = 0
+  for _, f in ipairs(files) do bytes = bytes + #f.text end
+  local p, l, c, rt = {}, {}, {}, {}
+  one_pass(files)   -- warm-up
+  for i = 1, repeats do
+    p[i], l[i], c[i] = one_pass(files)
+    rt[i] = p[i] + l[i]
+  end
+  local mb = bytes / 1e6
+  return { bytes = bytes, parse = mb / median(p), lossless = mb / median(l), canonical = mb / median(c),
+           roundtrip = mb / median(rt) }
+end
+
+local corpus = load_corpus()
+local largest = corpus[1]
+for _, f in ipairs(corpus) do if #f.text > #largest.text then largest = f end end
+
+print(("PTX parser throughput (median of %d, one core, %s)"):format(repeats, jit.version))
+print(("%-34s %6s %9s %10s %10s %12s %11s"):format("input", "files", "bytes", "parse", "lossless",
+  "parse+print", "canonical"))
+local rows = {
+  { "corpus (spec/fixtures/ptx)", corpus },
+  { largest.path:match("[^/]+$"), { largest } },
+}
+for _, row in ipairs(rows) do
+  local r = measure(row[2])
+  print(("%-34s %6d %9d %7.1f MB/s %5.1f MB/s %7.1f MB/s %6.1f MB/s"):format(row[1], #row[2], r.bytes,
+    r.parse, r.lossless, r.roundtrip, r.canonical))
+end

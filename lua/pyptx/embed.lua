@@ -1,0 +1,218 @@
+--- The Lua half of the C embedding API (src/lpx_embed.c, luaptx.h): a
+-- context per luaptx_state, kernel lookup by name with template values,
+-- and launches from DLPack tensors or raw device addresses.
+local ffi = require "ffi"
+local types = require "pyptx.types"
+local script = require "pyptx.script"
+
+local M = {}
+
+ffi.cdef [[
+typedef struct { uint32_t major, minor; } lpx_DLPackVersion;
+typedef struct { int32_t device_type; int32_t device_id; } lpx_DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } lpx_DLDataType;
+typedef struct { void *data; lpx_DLDevice device; int32_t ndim; lpx_DLDataType dtype;
+                 int64_t *shape; int64_t *strides; uint64_t byte_offset; } lpx_DLTensor;
+typedef struct { lpx_DLPackVersion version; void *manager_ctx; void (*deleter)(void *);
+                 uint64_t flags; lpx_DLTensor dl_tensor; } lpx_DLManagedTensorVersioned;
+]]
+
+local KDLCPU, KDLCUDA = 1, 2
+local DL_CODES = { [0] = "s", [1] = "u", [2] = "f", [4] = "bf" }
+
+--- The pyptx type of a DLPack dtype, or nil.
+local function dl_type(dt)
+  if dt.lanes ~= 1 then return nil end
+  local prefix = DL_CODES[dt.code]
+  if not prefix then return nil end
+  return types.get(prefix .. dt.bits)
+end
+
+--- Open a context: the device, the cache dir, extra package.path.
+function M.open(device, cache_dir, lua_path, quiet)
+  if lua_path ~= "" then package.path = lua_path .. ";" .. package.path end
+  if cache_dir ~= "" then
+    ffi.cdef "int setenv(const char *, const char *, int);"
+    ffi.C.setenv("LUAPTX_CACHE_DIR", cache_dir, 1)
+  end
+  return { device_kind = device, quiet = quiet, kernels = {} }
+end
+
+--- The context's device, opened on first use.
+local function device(ctx)
+  if ctx.device then return ctx.device end
+  local runtime = require "pyptx.runtime"
+  if ctx.device_kind == "auto" then
+    local ok, dev = pcall(runtime.open, "cuda")
+    ctx.device = ok and dev or runtime.open("emu")
+    if not ctx.quiet then io.stderr:write("luaptx: device ", ctx.device.name, "\n") end
+  else
+    ctx.device = runtime.open(ctx.device_kind)
+  end
+  return ctx.device
+end
+
+--- The device's description.
+function M.device_name(ctx) return device(ctx).name end
+
+--- Add a script's kernels to the context.
+local function add(ctx, s)
+  for _, e in ipairs(script.entries(s)) do ctx.kernels[#ctx.kernels + 1] = e end
+end
+
+--- Load a script file.
+function M.load_file(ctx, path) add(ctx, script.load_file(path)) end
+
+--- Load a script from a string.
+function M.load_string(ctx, chunk, name) add(ctx, script.load_string(chunk, name)) end
+
+--- Parse "A=1,B=x" into a values table (numbers where they parse).
+local function parse_params(params)
+  local values = {}
+  for item in params:gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k then error(("kernel parameters: '%s' is not NAME=value"):format(item), 0) end
+    values[k] = tonumber(v) or v
+  end
+  return values
+end
+
+--- Find a kernel by name; returns an entry { kernel, values }.
+function M.kernel_get(ctx, name, params)
+  local names = {}
+  for _, e in ipairs(ctx.kernels) do
+    if e.kernel.name == name then
+      local values = {}
+      for k, v in pairs(e.values) do values[k] = v end
+      for k, v in pairs(parse_params(params)) do values[k] = v end
+      return { kernel = e.kernel, values = values }
+    end
+    names[#names + 1] = e.kernel.name
+  end
+  error(("no kernel named '%s' in the loaded scripts (they define: %s)"):format(name,
+    #names > 0 and table.concat(names, ", ") or "nothing; load a script first"), 0)
+end
+
+--- PTX of an entry's specialization.
+function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx end
+
+--- Cubin of an entry's specialization (through the cache).
+function M.kernel_cubin(_, entry)
+  return require("pyptx.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
+end
+
+--- Bind dims and check dtypes of DLTensors against the kernel's specs;
+-- returns the values table with dims bound.
+local function bind(entry, tensors, n)
+  local k = entry.kernel
+  local specs = {}
+  for _, s in ipairs(k.in_specs) do specs[#specs + 1] = s end
+  for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end
+  if n ~= #specs then
+    error(("kernel \"%s\" takes %d tensors (inputs then outputs), got %d"):format(k.name, #specs, n), 0)
+  end
+  local values = {}
+  for key, v in pairs(entry.values) do values[key] = v end
+  for i, spec in ipairs(specs) do
+    local t = tensors[i - 1]
+    local ty = dl_type(t.dtype)
+    if ty ~= spec.dtype then
+      error(("kernel \"%s\": tensor %d has DLPack dtype (code %d, %d bits, %d lanes) but the spec wants %s")
+        :format(k.name, i, t.dtype.code, t.dtype.bits, t.dtype.lanes, spec.dtype.name), 0)
+    end
+    if t.ndim ~= #spec.dims then
+      error(("kernel \"%s\": tensor %d has %d dims but %s has %d"):format(k.name, i, t.ndim, tostring(spec), #spec.dims), 0)
+    end
+    local expect = 1
+    for d = #spec.dims, 1, -1 do
+      local got = tonumber(t.shape[d - 1])
+      local dim = spec.dims[d]
+      if type(dim) == "number" and dim ~= got or type(dim) == "string" and values[dim] and values[dim] ~= got then
+        error(("kernel \"%s\": tensor %d dim %d is %d, expected %s"):format(k.name, i, d - 1, got,
+          type(dim) == "number" and dim or (dim .. " = " .. values[dim])), 0)
+      end
+      if type(dim) == "string" then values[dim] = got end
+      if t.strides ~= nil and tonumber(t.strides[d - 1]) ~= expect then
+        error(("kernel \"%s\": tensor %d is not compact row-major (stride of dim %d is %d, expected %d)")
+          :format(k.name, i, d - 1, tonumber(t.strides[d - 1]), expect), 0)
+      end
+      expect = expect * got
+    end
+  end
+  return values
+end
+
+--- Launch a specialization with device addresses, on the device's stream.
+local function launch_addrs(ctx, entry, values, addrs, stream)
+  local runtime = require "pyptx.runtime"
+  local core = require "pyptx.core"
+  local dev = device(ctx)
+  local s = entry.kernel:specialize(values)
+  local fn = dev:function_of(s)
+  local fake = {}
+  for i, a in ipairs(addrs) do fake[i] = { ptr = a } end
+  local buf, size = runtime.pack_params(s, fake, s.values)
+  if dev.kind == "cuda" then core.device_set_option(dev.handle, "stream", ffi.cast("intptr_t", stream)) end
+  local cfg = runtime.make_cfg(s, buf, size)
+  if core.device_launch(dev.handle, fn, cfg) < 0 then
+    error(("launching kernel \"%s\": %s"):format(entry.kernel.name, core.error_message()), 0)
+  end
+  dev:sync()
+end
+
+--- Launch with DLTensors (CPU tensors are staged through device memory).
+local function launch_tensors(ctx, entry, tensors, n, stream)
+  local values = bind(entry, tensors, n)
+  local dev = device(ctx)
+  local addrs, staged = {}, {}
+  for i = 0, n - 1 do
+    local t = tensors[i]
+    local bytes = t.dtype.bits / 8
+    for d = 0, t.ndim - 1 do bytes = bytes * tonumber(t.shape[d]) end
+    local base = ffi.cast("uint8_t *", t.data) + t.byte_offset
+    if t.device.device_type == KDLCPU and dev.kind ~= "cuda" then
+      local ptr, mem = dev:alloc(bytes)
+      dev:upload(ptr, base, bytes)
+      addrs[i + 1], staged[#staged + 1] = ptr, { ptr = ptr, mem = mem, host = base, bytes = bytes }
+    elseif t.device.device_type == KDLCUDA and dev.kind == "cuda" then
+      addrs[i + 1] = ffi.cast("uint64_t", base)
+    else
+      error(("tensor %d is in DLPack device type %d memory, which the %s device cannot use (CPU tensors need the emulator, CUDA tensors the cuda device)")
+        :format(i + 1, t.device.device_type, dev.kind), 0)
+    end
+  end
+  launch_addrs(ctx, entry, values, addrs, stream)
+  for _, st in ipairs(staged) do dev:download(st.host, st.ptr, st.bytes) end
+end
+
+--- luaptx_launch_dlpack
+function M.launch_dlpack(ctx, entry, array, n, stream)
+  launch_tensors(ctx, entry, ffi.cast("lpx_DLTensor *const *", array), n, stream)
+end
+
+--- luaptx_launch_dlpack_versioned: check each version, then launch.
+function M.launch_dlpack_versioned(ctx, entry, array, n, stream)
+  local mts = ffi.cast("lpx_DLManagedTensorVersioned *const *", array)
+  local ts = ffi.new("lpx_DLTensor *[?]", math.max(n, 1))
+  for i = 0, n - 1 do
+    if mts[i].version.major ~= 1 then
+      error(("tensor %d is DLPack version %d.%d; luaptx reads DLPack 1.x"):format(i + 1, mts[i].version.major, mts[i].version.minor), 0)
+    end
+    ts[i] = mts[i].dl_tensor
+  end
+  launch_tensors(ctx, entry, ts, n, stream)
+end
+
+--- luaptx_launch_ptrs: raw device addresses, shapes from the values.
+function M.launch_ptrs(ctx, entry, array, n, stream)
+  local ptrs = ffi.cast("const uint64_t *", array)
+  local addrs = {}
+  for i = 0, n - 1 do addrs[i + 1] = ptrs[i] end
+  local k = entry.kernel
+  if n ~= #k.in_specs + #k.out_specs then
+    error(("kernel \"%s\" takes %d tensors (inputs then outputs), got %d"):format(k.name, #k.in_specs + #k.out_specs, n), 0)
+  end
+  launch_addrs(ctx, entry, entry.values, addrs, stream)
+end
+
+return M

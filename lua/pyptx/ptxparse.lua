@@ -1,0 +1,111 @@
+--- PTX text -> the C IR, and back: a thin FFI face of the C parser
+-- (src/lpx_parse.c) and its two printers (src/lpx_fmt.c).
+--   local ptxparse = require "pyptx.ptxparse"
+--   local m = ptxparse.parse(text, "in.ptx")   -- raises "in.ptx:3:7: expected ..."
+--   m:lossless()    -- byte-identical text, rebuilt from the IR
+--   m:canonical()   -- the tracer's normalized layout
+local ffi = require "ffi"
+local core = require "pyptx.core"
+
+local M = {}
+
+local Module = {}
+Module.__index = Module
+
+local text_out, len_out = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+
+--- Raise the core's last error (already "file:line:col: ...").
+local function fail()
+  error(core.error_message(), 0)
+end
+
+--- Parse PTX text; name is used in error messages (default "<ptx>").
+function M.parse(text, name)
+  assert(type(text) == "string", "ptxparse.parse: text must be a string")
+  local m = core.parse(core.ctx, text, #text, name or "<ptx>")
+  if m == nil then fail() end
+  return setmetatable({ ptr = ffi.gc(m, core.module_free), name = name }, Module)
+end
+
+--- Call a core printer and return its text.
+local function print_with(self, fn)
+  if fn(self.ptr, text_out, len_out) ~= 0 then fail() end
+  return ffi.string(text_out[0], len_out[0])
+end
+
+--- The module's text exactly as parsed (plus any edits made to its IR).
+function Module:lossless() return print_with(self, core.fmt_lossless) end
+
+--- The module in the canonical layout the tracer emits.
+function Module:canonical() return print_with(self, core.fmt_canonical) end
+
+--- Number of functions with bodies.
+function Module:func_count() return core.module_func_count(self.ptr) end
+
+--- Rename register `old` of function fn (0-based) to `new`; every use changes.
+function Module:rename_register(fn, old, new)
+  local reg = core.reg_find(self.ptr, fn, old)
+  if reg < 0 then error(("no register %s in function %d"):format(old, fn), 2) end
+  if core.reg_rename(self.ptr, fn, reg, new) ~= 0 then fail() end
+end
+
+--- ptx.raw(text [, env]): append PTX body statements to the active kernel
+-- trace. Registers are named as the PTX shows them (%r3, or a name the text
+-- declares with .reg); %{x} is replaced by env.x (a register's PTX name, or
+-- tostring of a value). Errors read "file.lua:line: ptx.raw:l:c: ...".
+--- The PTX name of a register object in trace t ("%r3").
+local function reg_name(t, r)
+  if core.reg_name(t.mod, t.fn, r.id, text_out, len_out) ~= 0 then fail() end
+  return ffi.string(text_out[0], len_out[0])
+end
+
+--- Replace %{key} in text by env[key]: a register's PTX name, or tostring.
+local function substitute(t, text, env, trace)
+  return (text:gsub("%%{([%w_]+)}", function(key)
+    local v = env[key]
+    if v == nil then trace.fail("ptx.raw: %{" .. key .. "} is not in the table of values") end
+    if type(v) == "table" and type(v.id) == "number" and v.type then return reg_name(t, v) end
+    return tostring(v)
+  end))
+end
+
+function M.append(text, env)
+  local trace = require "pyptx.trace"
+  local t = trace.need("ptx.raw")
+  if type(text) ~= "string" then trace.fail("ptx.raw: expected a string of PTX, got " .. type(text)) end
+  if env then text = substitute(t, text, env, trace) end
+  local src, line = trace.where(2)
+  local file = src:sub(1, 1) == "@" and core.module_file(t.mod, src:sub(2)) or 0
+  local before = core.func_inst_count(t.mod, t.fn)
+  local name = trace.format_where(src, line) .. ": ptx.raw"
+  if core.parse_into(t.mod, t.fn, text, #text, name, file, line) ~= 0 then fail() end
+  t.count = t.count + (core.func_inst_count(t.mod, t.fn) - before)
+end
+
+--- ptx.raw_module(text): module-level PTX for the active trace's module
+-- (variables with initializers, .extern .func declarations, .pragma),
+-- printed before the kernel. Function definitions are refused.
+function M.append_module(text)
+  local trace = require "pyptx.trace"
+  local t = trace.need("ptx.raw_module")
+  if type(text) ~= "string" then trace.fail("ptx.raw_module: expected a string of PTX, got " .. type(text)) end
+  local src, line = trace.where(2)
+  local name = trace.format_where(src, line) .. ": ptx.raw_module"
+  if core.parse_module_decls(t.mod, text, #text, name) ~= 0 then fail() end
+end
+
+--- Read a whole file (binary).
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then error(err, 0) end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+--- Parse a file.
+function M.parse_file(path)
+  return M.parse(M.read_file(path), path)
+end
+
+return M

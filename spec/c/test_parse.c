@@ -1,0 +1,387 @@
+/* C tests for the PTX front end: every corpus file round-trips byte for
+ * byte through the IR; parse -> canonical -> parse gives the same IR and
+ * canonical output is a fixed point; IR edits show in the lossless output;
+ * malformed and truncated input gives file:line:col errors, never a crash.
+ * usage: test_parse <corpus dir>          (searched recursively for *.ptx)
+ *        test_parse --replay <dir>        (fuzzer-found inputs, any name) */
+#include "lpx_internal.h"
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int failures, checks;
+
+#define CHECK(cond) do { checks++; if (!(cond)) { failures++; \
+  fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, file) do { checks++; if (!(cond)) { failures++; \
+  fprintf(stderr, "%s:%d: check failed for %s: %s\n", __FILE__, __LINE__, file, #cond); } } while (0)
+
+/* ------------------------------------------------------------------ helpers */
+
+/* Read a whole file into an exact-size buffer (no NUL: the parser must not need it). */
+static char *read_file(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *p = malloc(n > 0 ? (size_t)n : 1);
+  *len = fread(p, 1, (size_t)n, f);
+  fclose(f);
+  return p;
+}
+
+/* Report the first differing byte of two texts. */
+static void show_diff(const char *name, const char *a, size_t na, const char *b, size_t nb)
+{
+  size_t i = 0;
+  while (i < na && i < nb && a[i] == b[i]) i++;
+  size_t from = i > 40 ? i - 40 : 0;
+  fprintf(stderr, "%s: differs at byte %zu\n  want: %.*s\n  got:  %.*s\n", name, i,
+          (int)((na - from) < 80 ? na - from : 80), a + from, (int)((nb - from) < 80 ? nb - from : 80), b + from);
+}
+
+/* Are two operands the same, comparing symbols by name? */
+static int same_operand(const lpx_module *ma, const lpx_operand *a, const lpx_module *mb, const lpx_operand *b)
+{
+  if (a->kind != b->kind || a->type != b->type || a->aux != b->aux || a->ival != b->ival) return 0;
+  int named = a->kind == LPX_OPD_SYM || a->kind == LPX_OPD_LABEL || (a->kind == LPX_OPD_ADDR && a->aux == LPX_OPD_SYM);
+  if (named) return strcmp(lpx_strtab_get(&ma->syms, a->id), lpx_strtab_get(&mb->syms, b->id)) == 0;
+  return a->id == b->id;
+}
+
+/* Do two token runs spell the same tokens (trivia aside)? */
+static int same_tokens(const lpx_module *ma, const lpx_item *a, const lpx_module *mb, const lpx_item *b)
+{
+  if (a->nlex != b->nlex) return 0;
+  for (uint32_t k = 0; k < a->nlex; k++)
+    if (strcmp(lpx_strtab_get(&ma->syms, ma->lex[a->lex + k].spell), lpx_strtab_get(&mb->syms, mb->lex[b->lex + k].spell)))
+      return 0;
+  return 1;
+}
+
+/* Are two body items the same IR? */
+static int same_item(const lpx_module *ma, const lpx_func *fa, const lpx_item *a,
+                     const lpx_module *mb, const lpx_func *fb, const lpx_item *b)
+{
+  if (a->kind != b->kind) return 0;
+  if (a->kind == LPX_ITEM_DIR) return same_tokens(ma, a, mb, b);
+  if (a->kind == LPX_ITEM_LABEL) return strcmp(lpx_strtab_get(&ma->syms, a->form), lpx_strtab_get(&mb->syms, b->form)) == 0;
+  if (a->form != b->form || a->guard != b->guard || a->guard_neg != b->guard_neg || a->nops != b->nops) return 0;
+  for (uint32_t k = 0; k < a->nops; k++)
+    if (!same_operand(ma, &fa->ops[a->ops + k], mb, &fb->ops[b->ops + k])) return 0;
+  return 1;
+}
+
+/* Are two functions the same IR (params, registers, items)? */
+static int same_func(const lpx_module *ma, const lpx_func *a, const lpx_module *mb, const lpx_func *b)
+{
+  if (strcmp(lpx_strtab_get(&ma->syms, a->sym), lpx_strtab_get(&mb->syms, b->sym)) || a->is_entry != b->is_entry ||
+      a->linkage != b->linkage || a->nparams != b->nparams || a->nregs != b->nregs || a->nitems != b->nitems ||
+      a->ndirectives != b->ndirectives || a->nvars != b->nvars)
+    return 0;
+  for (size_t i = 0; i < a->nparams; i++)
+    if (a->params[i].type != b->params[i].type || a->params[i].align != b->params[i].align || a->params[i].count != b->params[i].count)
+      return 0;
+  for (size_t r = 0; r < a->nregs; r++)
+    if (a->reg_type[r] != b->reg_type[r] ||
+        strcmp(lpx_strtab_get(&ma->syms, a->reg_name[r]), lpx_strtab_get(&mb->syms, b->reg_name[r])))
+      return 0;
+  for (size_t i = 0; i < a->nitems; i++)
+    if (!same_item(ma, a, &a->items[i], mb, b, &b->items[i])) {
+      fprintf(stderr, "  item %zu of %s differs\n", i, lpx_strtab_get(&ma->syms, a->sym));
+      return 0;
+    }
+  return 1;
+}
+
+/* Are two parsed modules the same IR? */
+static int same_module(const lpx_module *a, const lpx_module *b)
+{
+  if (a->ptx_version != b->ptx_version || strcmp(a->target, b->target) || a->address_size != b->address_size ||
+      a->ntop != b->ntop || a->nfuncs != b->nfuncs || a->nvars != b->nvars)
+    return 0;
+  for (size_t i = 0; i < a->ntop; i++) {
+    const lpx_item *x = &a->top[i], *y = &b->top[i];
+    if (x->kind != y->kind) return 0;
+    if (x->kind == LPX_ITEM_DIR && !same_tokens(a, x, b, y)) return 0;
+    if (x->kind == LPX_ITEM_FUNC && !same_func(a, &a->funcs[x->form], b, &b->funcs[y->form])) return 0;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------ corpus */
+
+static int corpus_files;
+static size_t corpus_bytes;
+
+/* A NUL-terminated copy of a source for strstr (kept until the next call). */
+static const char *canon_banner_probe(const char *src, size_t len)
+{
+  static char *copy;
+  free(copy);
+  copy = malloc(len + 1);
+  memcpy(copy, src, len);
+  copy[len] = '\0';
+  return copy;
+}
+
+/* Round-trip one corpus file: lossless, canonical re-parse, fixed point, truncations. */
+static void check_file(lpx_ctx *ctx, const char *path)
+{
+  size_t len;
+  char *src = read_file(path, &len);
+  CHECKF(src != NULL, path);
+  if (!src) return;
+  corpus_files++;
+  corpus_bytes += len;
+  lpx_module *m = lpx_parse(ctx, src, len, path);
+  CHECKF(m != NULL || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)), path);
+  if (!m) { free(src); return; }
+  const char *out;
+  size_t n;
+  CHECKF(lpx_fmt_lossless(m, &out, &n) == 0, path);
+  int same = n == len && memcmp(out, src, len) == 0;
+  CHECKF(same, path);
+  if (!same) show_diff(path, src, len, out, n);
+  CHECKF(lpx_fmt_canonical(m, &out, &n) == 0, path);
+  const char *banner = strstr(canon_banner_probe(src, len), "Generated by luaptx");
+  if (strstr(path, "/examples/") && banner && !strstr(banner + 1, "Generated by luaptx")) {
+    /* the tracer's output (one module) is already canonical */
+    CHECKF(n == len && memcmp(out, src, len) == 0, path);
+    if (n != len || memcmp(out, src, len)) show_diff(path, src, len, out, n);
+  }
+  char *canon = malloc(n + 1);
+  memcpy(canon, out, n);
+  size_t ncanon = n;
+  lpx_module *m2 = lpx_parse(ctx, canon, ncanon, "canonical");
+  CHECKF(m2 != NULL || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)), path);
+  if (m2) {
+    CHECKF(same_module(m, m2), path);
+    CHECKF(lpx_fmt_canonical(m2, &out, &n) == 0 && n == ncanon && memcmp(out, canon, n) == 0, path);
+    lpx_module_free(m2);
+  }
+  for (size_t cut = 0; cut < len; cut += 1 + len / 53) {   /* truncations fail cleanly or parse */
+    char *part = malloc(cut ? cut : 1);
+    memcpy(part, src, cut);
+    lpx_module *mt = lpx_parse(ctx, part, cut, "cut");
+    CHECKF(mt != NULL || strncmp(lpx_ctx_error(ctx), "cut:", 4) == 0, path);
+    lpx_module_free(mt);
+    free(part);
+  }
+  free(canon);
+  lpx_module_free(m);
+  free(src);
+}
+
+/* Replay a fuzzer-found input: it fails with a position or round-trips. */
+static void replay_file(lpx_ctx *ctx, const char *path)
+{
+  size_t len;
+  char *src = read_file(path, &len);
+  if (!src) return;
+  corpus_files++;
+  lpx_module *m = lpx_parse(ctx, src, len, "replay");
+  CHECKF(m != NULL || strncmp(lpx_ctx_error(ctx), "replay:", 7) == 0, path);
+  const char *out;
+  size_t n;
+  if (m) CHECKF(lpx_fmt_lossless(m, &out, &n) == 0 && n == len && memcmp(out, src, len) == 0, path);
+  if (m) CHECKF(lpx_fmt_canonical(m, &out, &n) == 0, path);
+  lpx_module_free(m);
+  lpx_module *t = lpx_module_new(ctx, 87, "sm_90a", 64);   /* and as ptx.raw text */
+  int fn = lpx_func_begin(t, "k", 1, 1);
+  lpx_reg_new(t, fn, lpx_type_lookup("pred"));
+  lpx_reg_new(t, fn, lpx_type_lookup("u32"));
+  CHECKF(lpx_parse_into(t, fn, src, len, "raw", 0, 1) == 0 || strncmp(lpx_ctx_error(ctx), "raw", 3) == 0, path);
+  CHECKF(lpx_emit(t, NULL, &out, &n) == 0, path);
+  CHECKF(lpx_parse_module_decls(t, src, len, "raw") == 0 || strncmp(lpx_ctx_error(ctx), "raw", 3) == 0, path);
+  CHECKF(lpx_emit(t, NULL, &out, &n) == 0, path);
+  lpx_module_free(t);
+  free(src);
+}
+
+/* Walk a directory tree and check every .ptx file in it (every file when replaying). */
+static void walk(lpx_ctx *ctx, const char *dir, int replay)
+{
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st)) continue;
+    size_t n = strlen(e->d_name);
+    if (S_ISDIR(st.st_mode)) walk(ctx, path, replay);
+    else if (replay) replay_file(ctx, path);
+    else if (n > 4 && strcmp(e->d_name + n - 4, ".ptx") == 0) check_file(ctx, path);
+  }
+  closedir(d);
+}
+
+/* -------------------------------------------------------------- unit tests */
+
+static const char *const edit_src =
+  ".version 8.7\n.target sm_90a\n.address_size 64\n\n"
+  ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n"
+  "\t.reg .b32 \t%r<4>;  // four\n\t.reg .pred p;\n"
+  "\tmov.u32 \t%r1, 0x10;   /* hex */\n"
+  "\t@!p add.s32 %r2, %r1, -4;\n"
+  "\tld.param.u64 %r3, [k_param_0+8];\n"
+  "}\n";
+
+/* Parse a NUL-terminated string. */
+static lpx_module *parse_str(lpx_ctx *ctx, const char *s, const char *name)
+{
+  return lpx_parse(ctx, s, strlen(s), name);
+}
+
+/* Editing the IR changes the lossless output, and only where edited. */
+static void test_edits(lpx_ctx *ctx)
+{
+  lpx_module *m = parse_str(ctx, edit_src, "edit.ptx");
+  CHECK(m != NULL);
+  if (!m) { fprintf(stderr, "%s\n", lpx_ctx_error(ctx)); return; }
+  const char *out;
+  size_t n;
+  CHECK(lpx_fmt_lossless(m, &out, &n) == 0 && n == strlen(edit_src) && memcmp(out, edit_src, n) == 0);
+  int32_t r1 = lpx_reg_find(m, 0, "%r1"), p = lpx_reg_find(m, 0, "p");
+  CHECK(r1 >= 0 && p >= 0);
+  CHECK(lpx_reg_rename(m, 0, r1, "%acc") == 0 && lpx_reg_rename(m, 0, p, "%done") == 0);
+  lpx_func *f = &m->funcs[0];
+  f->ops[f->items[3].ops + 2].ival = -8;         /* add's immediate: -4 -> -8 */
+  f->items[3].guard_neg = 0;                     /* @!p -> @p: reshaped, printed canonically */
+  lpx_fmt_lossless(m, &out, &n);
+  CHECK(strstr(out, "mov.u32 \t%acc, 0x10;   /* hex */") != NULL || !fputs(out, stderr));
+  CHECK(strstr(out, "\t@%done add.s32 \t%r2, %acc, -8;\n") != NULL || !fputs(out, stderr));
+  CHECK(strstr(out, "\t.reg .pred %done;\n") != NULL);
+  CHECK(strstr(out, "[k_param_0+8]") != NULL);
+  f->ops[f->items[4].ops + 1].ival = 16;         /* address offset edit */
+  lpx_fmt_lossless(m, &out, &n);
+  CHECK(strstr(out, "ld.param.u64 %r3, [k_param_0+16];") != NULL || !fputs(out, stderr));
+  CHECK(lpx_fmt_canonical(m, &out, &n) == 0 && strstr(out, "\tmov.u32 \t%acc, 16;\n") && !strstr(out, "hex"));
+  lpx_module_free(m);
+}
+
+/* The IR a small kernel parses into. */
+static void test_ir(lpx_ctx *ctx)
+{
+  const char *src =
+    ".version 9.0\n.target sm_100a\n.address_size 64\n"
+    ".global .align 4 .b8 tab[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n"
+    ".func (.param .b32 r) f(.param .b32 a);\n"
+    ".visible .entry k(.param .align 8 .b8 desc[128], .param .u32 n) .maxntid 128, 1, 1 .minnctapersm 1\n{\n"
+    " .reg .b32 %r<3>; .reg .pred %p<2>; .reg .b64 %rd<2>; .reg .f32 x;\n"
+    " { .reg .pred q; setp.ne.b32 q, %r1, 0; }\n"
+    " elect.sync %r2|%p1, 0xffffffff;\n"
+    " mov.f32 x, 0f3F800000; mov.f32 x, -1.5; mov.b32 %r1, 0b101; mov.b32 %r1, 017;\n"
+    " cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r1, %r2}], [%r2];\n"
+    " call.uni (%r1), f, (%r2);\n"
+    "$L1: @%p1 bra.uni $L1; st.global.v2.f32 [%rd1+-4], {x, x}; mov.u32 %r1, %tid.x; red.add.u32 [tab+4], 1;\n"
+    " mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], 8;\n"
+    " frobnicate.wide.b32 %r1, %r2;\n"
+    " ret;\n}\n";
+  lpx_module *m = parse_str(ctx, src, "ir.ptx");
+  CHECK(m != NULL || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)));
+  if (!m) return;
+  CHECK(m->ptx_version == 90 && m->sm == 100 && m->family == 1 && m->address_size == 64);
+  CHECK(m->nfuncs == 1 && m->nvars == 1 && m->vars[0].count == 8 && m->vars[0].align == 4);
+  lpx_func *f = &m->funcs[0];
+  CHECK(f->is_entry && f->linkage == 1 && f->nparams == 2 && f->params[0].count == 128 && f->params[0].align == 8);
+  CHECK(f->ndirectives == 2 && strcmp(lpx_strtab_get(&m->syms, f->directives[0]), ".maxntid 128, 1, 1") == 0);
+  int kinds[16] = { 0 };
+  for (size_t i = 0; i < f->nops; i++) if (f->ops[i].kind < 16) kinds[f->ops[i].kind]++;
+  CHECK(kinds[LPX_OPD_PIPE] == 1 && kinds[LPX_OPD_BRACKET] == 1 && kinds[LPX_OPD_VEC] == 2 && kinds[LPX_OPD_PAREN] == 2);
+  CHECK(kinds[LPX_OPD_SINK] == 1 && kinds[LPX_OPD_SPECIAL] == 1 && kinds[LPX_OPD_LABEL] == 1 && kinds[LPX_OPD_FIMM] == 2);
+  int found_neg = 0, found_bin = 0, found_oct = 0, unknown = 0;
+  for (size_t i = 0; i < f->nops; i++) {
+    found_neg |= f->ops[i].kind == LPX_OPD_ADDR && f->ops[i].ival == -4 && f->ops[i].aux == LPX_OPD_REG;
+    found_bin |= f->ops[i].kind == LPX_OPD_INT && f->ops[i].ival == 5;
+    found_oct |= f->ops[i].kind == LPX_OPD_INT && f->ops[i].ival == 15;
+  }
+  for (size_t i = 0; i < f->nitems; i++)
+    if (f->items[i].kind == LPX_ITEM_INST) unknown += lpx_form_get(ctx, f->items[i].form)->op < 0;
+  CHECK(found_neg && found_bin && found_oct && unknown >= 1);
+  const char *out;
+  size_t n;
+  CHECK(lpx_fmt_lossless(m, &out, &n) == 0 && n == strlen(src) && memcmp(out, src, n) == 0);
+  lpx_module_free(m);
+}
+
+/* Malformed input: "file:line:col: expected ..." and no module. */
+static void test_errors(lpx_ctx *ctx)
+{
+  static const struct { const char *src, *want; } cases[] = {
+    { ".version 8.0\n.entry k()\n{\n\tadd.s32 %r1, %r2\n}\n", "bad.ptx:4:18: expected ',' or ';'" },
+    { ".entry k()\n{\n\tld.global.f32 %f1, [%rd1;\n}\n", "expected ']'" },
+    { ".entry k() {\n\tmov.b32 %r1, 0f3F80;\n}\n", "malformed float literal" },
+    { ".entry k() {\n\t.reg .b32 %r<4>;\n\tmov.b32 %r1, 12abc;\n}\n", "bad.ptx:3:15: malformed integer" },
+    { ".entry k() {\n\t@%nope bra L;\n}\n", "undeclared predicate register" },
+    { ".entry k() {\n\tret;\n", "expected '}'" },
+    { ".entry k() {\n\t/* open\n}\n", "unterminated /* comment" },
+    { ".file 1 \"abc\n", "unterminated string" },
+    { "mov.b32 %r1, 1;", "bad.ptx:1:1: expected a directive" },
+    { ".entry k() {\n\tmov.b32 %r1, 1\n}\n", "expected ',' or ';'" },
+    { ".entry k() {\n\t.reg .b32 %r<4>\n}\n", "expected ';'" },
+    { ".entry k() { \x01 }", "unexpected character" },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lpx_module *m = parse_str(ctx, cases[i].src, "bad.ptx");
+    CHECK(m == NULL);
+    lpx_module_free(m);
+    int ok = strstr(lpx_ctx_error(ctx), cases[i].want) != NULL;
+    CHECK(ok);
+    if (!ok) fprintf(stderr, "  case %zu: got '%s', want '%s'\n", i, lpx_ctx_error(ctx), cases[i].want);
+  }
+  lpx_module *empty = lpx_parse(ctx, NULL, 0, NULL);   /* no text: an empty module */
+  CHECK(empty != NULL && empty->nfuncs == 0);
+  lpx_module_free(empty);
+}
+
+/* ptx.raw's C side: statements appended to a traced function, validated. */
+static void test_parse_into(lpx_ctx *ctx)
+{
+  lpx_module *m = lpx_module_new(ctx, 87, "sm_90a", 64);
+  int fn = lpx_func_begin(m, "k", 1, 1);
+  int u32 = lpx_type_lookup("u32");
+  int a = lpx_reg_new(m, fn, u32), b = lpx_reg_new(m, fn, u32);   /* %r1, %r2 */
+  CHECK(a >= 0 && b >= 0);
+  const char *snippet = "\t.reg .pred p;\n\tadd.u32 %r1, %r2, 0x10;\n\tsetp.eq.u32 p, %r1, 3;\nL1:\n\t@!p bra.uni L1;\n";
+  int rc = lpx_parse_into(m, fn, snippet, strlen(snippet), "k.lua:7: ptx.raw", 0, 7);
+  CHECK(rc == 0 || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)));
+  CHECK(lpx_func_inst_count(m, fn) == 3 && lpx_func_reg_count(m, fn) == 3);
+  const char *text;
+  size_t len;
+  lpx_emit_opts opts = { 0, 0 };
+  CHECK(lpx_emit(m, &opts, &text, &len) == 0);
+  CHECK(strstr(text, "\t.reg .pred \tp;\n\tadd.u32 \t%r1, %r2, 16;\n\tsetp.eq.u32 \tp, %r1, 3;\nL1:\n\t@!p bra.uni \tL1;\n") != NULL
+        || !fputs(text, stderr));
+  CHECK(lpx_parse_into(m, fn, "add.u32 %r1, %r2, 1.5;", 22, "k.lua:9: ptx.raw", 0, 9) < 0 &&
+        strstr(lpx_ctx_error(ctx), "k.lua:9: ptx.raw:1:1: add.u32: operand 3") != NULL);
+  CHECK(lpx_parse_into(m, fn, "add.u32 %r1, %nope;", 19, "r", 0, 1) < 0 && strstr(lpx_ctx_error(ctx), "r:1:1:"));
+  CHECK(lpx_parse_into(m, fn, "ld.glob.u32 %r1, [%r2];", 23, "r", 0, 1) < 0 && strstr(lpx_ctx_error(ctx), ".global"));
+  CHECK(lpx_parse_into(m, fn, "add.u32 %r1 %r2;", 16, "r", 0, 1) < 0 && strstr(lpx_ctx_error(ctx), "r:1:12: expected ','"));
+  lpx_module_free(m);
+}
+
+int main(int argc, char **argv)
+{
+  lpx_ctx *ctx = lpx_ctx_new();
+  test_edits(ctx);
+  test_ir(ctx);
+  test_errors(ctx);
+  test_parse_into(ctx);
+  int replay = argc > 2 && strcmp(argv[1], "--replay") == 0;
+  if (argc > 1) {
+    walk(ctx, argv[replay ? 2 : 1], replay);
+    CHECK(corpus_files > 0);
+    printf("%s: %d files, %zu bytes\n", replay ? "replayed" : "corpus", corpus_files, corpus_bytes);
+  }
+  lpx_ctx_free(ctx);
+  printf("%d checks, %d failures\n", checks, failures);
+  return failures != 0;
+}

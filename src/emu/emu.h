@@ -1,0 +1,261 @@
+/* The CPU emulator's internal structures: the executable form a function
+ * decodes into, the device's memory, and the launch / CTA / warp state the
+ * handlers work on. Registers are structure-of-arrays: one register is 32
+ * contiguous 64-bit lane slots, so a handler is a tight loop over a mask. */
+#ifndef LPX_EMU_H
+#define LPX_EMU_H
+#include "../lpx_device_impl.h"
+#include <pthread.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ constants */
+
+enum {                              /* state spaces an address resolves to */
+  EMU_SP_GENERIC = 0, EMU_SP_GLOBAL, EMU_SP_SHARED, EMU_SP_LOCAL, EMU_SP_PARAM, EMU_SP_CONST,
+  EMU_SP_FRAME                      /* per-thread .param of a call: a .func's params, call-site params */
+};
+#define EMU_FRAME_SLOT 256          /* bytes per call-site .param symbol */
+#define EMU_MAX_CALL_DEPTH 32
+
+/* Generic-address windows: shared and local memory appear here, global
+ * allocations above EMU_GLOBAL_BASE. Real addresses never meet host ones. */
+#define EMU_SHARED_WINDOW 0x00007e0000000000ull
+#define EMU_LOCAL_WINDOW  0x00007d0000000000ull
+#define EMU_WINDOW_SIZE   0x0000000100000000ull
+#define EMU_GLOBAL_BASE   0x00007f0000000000ull
+#define EMU_CONST_BASE    0x00007c0000000000ull
+
+enum {                              /* bits of the "checks" option */
+  EMU_CHECK_ALIGN = 1, EMU_CHECK_RACE = 2, EMU_CHECK_UNINIT_REG = 4,
+  EMU_CHECK_UNINIT_SHARED = 8, EMU_CHECK_ALL = 15
+};
+
+#define EMU_FULL 0xffffffffu
+#define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
+#define EMU_MSG 1536
+
+/* ------------------------------------------------------- decoded form */
+
+typedef struct emu_warp emu_warp;
+typedef struct emu_inst emu_inst;
+/* A handler executes one instruction for the lanes in m; 0 or -1 (error set). */
+typedef int (*emu_fn)(emu_warp *w, const emu_inst *in, uint32_t m);
+
+enum { EO_REG = 1, EO_ADDR, EO_LABEL, EO_VEC, EO_SYMADDR };
+
+typedef struct emu_op {
+  uint8_t kind;
+  uint8_t space;       /* ADDR with a symbol base: the symbol's space */
+  uint8_t bits;        /* REG: the register's declared width */
+  uint8_t neg;         /* REG: negated predicate source */
+  int32_t reg;         /* REG: slot; ADDR: base slot or -1; VEC: element count */
+  int64_t off;         /* ADDR: offset (a symbol's own offset folded in) */
+} emu_op;
+
+/* Flags of a decoded instruction. */
+enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16 };
+
+struct emu_inst {
+  emu_fn fn;
+  int32_t guard;       /* predicate slot or -1 */
+  uint8_t guard_neg, flags, nops, vec;
+  int16_t op, type, type2;
+  uint8_t mod[LPX_GB__COUNT];   /* modsel copied from the form */
+  uint8_t ext[8];      /* row-specific facts parsed from the opcode (ldmatrix, mma) */
+  int32_t target;      /* bra: instruction index; call: function index; EI_UNRESOLVED: the symbol */
+  uint32_t o;          /* first operand in emu_prog.ops */
+  int32_t item;        /* IR item, for file:line and the instruction text */
+  int32_t srcs[6];     /* register slots read, for the uninitialised-read check */
+  int32_t dsts[8];     /* register slots written */
+  uint8_t ndsts;
+  uint8_t nsrcs;
+};
+
+/* One decoded function of a loaded module. */
+typedef struct emu_prog emu_prog;
+struct emu_prog {
+  lpx_module *m;
+  const lpx_func *f;
+  int32_t fn_index;
+  const char *name;
+  emu_inst *insts; size_t ninsts;
+  emu_op *ops; size_t nops, ops_cap;
+  int32_t nregs;                  /* IR registers are slots 0..nregs-1 */
+  int32_t nslots;                 /* + sink, carry, constants, specials */
+  int32_t sink_slot, cc_slot;
+  uint64_t *cvals; int32_t cfirst, ncvals;       /* constant slots */
+  int32_t special_slot[LPX_SR__COUNT];
+  uint8_t *slot_bits;
+  uint32_t shared_static;         /* bytes of static .shared */
+  uint32_t extern_off;            /* where the extern .shared array starts */
+  uint32_t local_size;
+  uint32_t *param_off; uint32_t param_size;
+  uint32_t frame_size;            /* per-thread bytes of FRAME space */
+  uint32_t ret_off[4]; int nret;  /* a .func's return .params (func_retvalN) in the frame */
+  emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
+};
+
+/* ----------------------------------------------------------- memory */
+
+typedef struct emu_alloc {
+  uint64_t base, size;
+  uint8_t *host;
+} emu_alloc;
+
+typedef struct emu_mod {
+  lpx_module *m;
+  int32_t first_prog, nprogs;
+  emu_prog **by_func;      /* decoded program of each function index */
+  uint64_t *global_addr;          /* module .global/.const vars: device addresses */
+} emu_mod;
+
+/* The emulator device. */
+typedef struct emu_dev {
+  lpx_device *d;
+  emu_alloc *allocs; size_t nallocs, allocs_cap;   /* sorted by base */
+  uint64_t next_addr;
+  uint64_t gen;                   /* bumped when the table changes */
+  emu_prog **progs; size_t nprogs, progs_cap;
+  emu_mod *mods; size_t nmods, mods_cap;
+  int64_t budget, threads, checks;
+  uint64_t warp_insts, lane_insts;
+  char desc[128];
+} emu_dev;
+
+/* --------------------------------------------------------- execution */
+
+typedef struct emu_launch emu_launch;
+typedef struct emu_cta emu_cta;
+
+struct emu_warp {
+  emu_cta *cta;
+  const emu_prog *p;
+  uint64_t *r;                    /* nslots * 32 lane values */
+  uint32_t *wr;                   /* per slot: lanes written so far */
+  uint32_t exists, live, blocked; /* lanes in the block, not exited, at a barrier */
+  uint32_t cur;                   /* lanes of the running group (all at cur_pc) */
+  int32_t cur_pc;
+  int32_t other_min;              /* smallest pc of runnable lanes outside cur */
+  int32_t pc[32];
+  int32_t bar_of[32];             /* barrier a blocked lane waits at */
+  int32_t red_dst[32];            /* bar.red: the slot a blocked lane's result goes to, or -1 */
+  uint32_t cl_arr[32];            /* barrier.cluster: 1 + the phase a lane arrived in, 0: not arrived */
+  uint32_t id;
+  uint64_t steps, lane_steps;
+  uint8_t *local;                 /* 32 * local_size bytes */
+  uint8_t *frame;                 /* 32 * frame_size bytes */
+  int depth;                      /* call depth (0: the entry) */
+};
+
+struct emu_cta {
+  emu_launch *L;
+  uint32_t ctaid[3];
+  emu_warp *warps; int nwarps;
+  uint32_t nthreads;
+  uint8_t *shared; uint32_t shared_size;
+  uint32_t *race_w, *race_r;      /* per shared byte: epoch<<8 | warp+1 */
+  uint32_t *race_wi, *race_ri;    /* per shared byte: instruction of that access */
+  uint32_t epoch;
+  struct { uint32_t arrived, expected; int used; uint32_t popc, all, any, kind; } bar[16];
+  int worker;
+  emu_cta *group; int group_size, rank;   /* the CTAs of its cluster (just itself without one) */
+  uint32_t cl_arrived, cl_phase;          /* barrier.cluster, kept on group[0] */
+};
+
+struct emu_launch {
+  emu_dev *dev;
+  const emu_prog *p;
+  lpx_launch_cfg cfg;
+  const uint8_t *params;
+  uint64_t nctas, next_cta;       /* next_cta: the next cluster, taken atomically */
+  int cluster_size;               /* CTAs run together (1 without clusters) */
+  uint64_t budget, used;          /* warp instructions, used atomically */
+  int64_t checks;
+  int nworkers;
+  int failed;                     /* read and set atomically */
+  uint64_t fail_cta;              /* grid index of the CTA whose error is kept */
+  pthread_mutex_t lock;
+  char msg[EMU_MSG];
+};
+
+/* ------------------------------------------------------- register access */
+
+#define EMU_R(w, slot) ((w)->r + (size_t)(slot) * 32)
+#define EMU_OP(w, in, k) (&(w)->p->ops[(in)->o + (k)])
+
+/* Run BODY for every lane l in mask m (a plain loop when all 32 are set). */
+#define EMU_EACH(m, ...) do { uint32_t m_ = (m); \
+  if (m_ == EMU_FULL) { for (int l = 0; l < 32; l++) { __VA_ARGS__; } } \
+  else { while (m_) { int l = __builtin_ctz(m_); m_ &= m_ - 1; __VA_ARGS__; } } } while (0)
+
+static inline uint32_t emu_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float emu_u2f(uint64_t u) { uint32_t v = (uint32_t)u; float f; memcpy(&f, &v, 4); return f; }
+static inline uint64_t emu_d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+static inline double emu_u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+
+/* Have the lanes of m written every register the instruction reads? (The
+ * guard, read by every lane of the group, is the last source when present.) */
+static inline int emu_srcs_written_impl(const uint32_t *wr, const int32_t *srcs, int n, uint32_t m, uint32_t cur, int guarded)
+{
+  uint32_t bad = 0;
+  for (int k = 0; k < n; k++) bad |= (guarded && k == n - 1 ? cur : m) & ~wr[srcs[k]];
+  return bad == 0;
+}
+#define lpx_emu_srcs_written(w, in, m) \
+  emu_srcs_written_impl((w)->wr, (in)->srcs, (in)->nsrcs, (m), (w)->cur, (in)->guard >= 0)
+
+/* ------------------------------------------------------------- functions */
+
+/* decode */
+int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out);
+int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
+void lpx_emu_prog_free(emu_prog *p);
+emu_fn lpx_emu_pick(const emu_inst *in);
+int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
+
+/* memory */
+int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr);
+int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
+emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
+void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);
+uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n, int write);
+
+/* execution */
+int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
+int lpx_emu_fail(emu_warp *w, const emu_inst *in, int lane, const char *fmt, ...);
+int lpx_emu_fail_raw(emu_launch *L, const char *fmt, ...);
+void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap);
+int lpx_emu_bar_arrive(emu_warp *w, const emu_inst *in, uint32_t m, uint32_t id, uint32_t count);
+int lpx_emu_warp_run(emu_warp *w, uint64_t *steps);
+void lpx_emu_warp_regs(emu_warp *w, emu_cta *c);
+int lpx_emu_charge(emu_cta *c, emu_warp *w, uint64_t steps);
+int lpx_emu_stop_for_error(const emu_launch *L);
+int lpx_emu_is_control(emu_fn fn);
+uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m);
+
+/* checks */
+int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
+int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
+
+/* handler tables (one file each) */
+emu_fn lpx_emu_pick_alu(const emu_inst *in);
+emu_fn lpx_emu_pick_float(const emu_inst *in);
+emu_fn lpx_emu_pick_cvt(const emu_inst *in);
+emu_fn lpx_emu_pick_mem(const emu_inst *in);
+emu_fn lpx_emu_pick_warp(const emu_inst *in);
+emu_fn lpx_emu_pick_ctl(const emu_inst *in);
+emu_fn lpx_emu_pick_mma(const emu_inst *in);
+emu_fn lpx_emu_pick_mbar(const emu_inst *in);
+void lpx_emu_decode_bulk(emu_inst *in, const char *text);
+int lpx_emu_space_of_mod(int sel);
+void lpx_emu_decode_mma(emu_inst *in, const char *text);
+
+/* half precision */
+uint16_t lpx_emu_f32_to_f16(float f, int rnd);
+float lpx_emu_f16_to_f32(uint16_t h);
+uint16_t lpx_emu_f32_to_bf16(float f, int rnd);
+float lpx_emu_bf16_to_f32(uint16_t h);
+uint16_t lpx_emu_f64_to_half(double f, int bf, int rnd);
+uint64_t lpx_emu_sat_int(double v, int type);
+
+#endif

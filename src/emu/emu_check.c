@@ -1,0 +1,78 @@
+/* Checks a GPU does not make for you: shared-memory races between
+ * barriers (a shadow word per byte records the last writer and readers in
+ * the current barrier epoch), reads of shared memory never written, and
+ * reads of registers a lane never wrote. */
+#include "emu.h"
+#include <stdio.h>
+
+/* --------------------------------------------------------------- races */
+
+/* Report a race on shared byte off between warp w and another warp. */
+static int race_report(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n,
+                       const char *kind, uint32_t other, const char *other_did, uint32_t other_inst)
+{
+  char who[32], there[512];
+  if (other == 0xff) snprintf(who, sizeof who, "other warps");
+  else snprintf(who, sizeof who, "warp %u", other - 1);
+  lpx_emu_where(w->p, &w->p->insts[other_inst], there, sizeof there);
+  return lpx_emu_fail(w, in, lane, "shared-memory race (%s): %u bytes at shared offset 0x%x, which %s %s since the last barrier "
+                      "(at %s); separate the accesses with bar.sync", kind, n, off, who, other_did, there);
+}
+
+/* Check and record one access of n shared bytes at off (write: 0 read, 1 write). */
+int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write)
+{
+  emu_cta *c = w->cta;
+  uint32_t me = w->id + 1, now = c->epoch << 8;
+  int races = (c->L->checks & EMU_CHECK_RACE) != 0, uninit = (c->L->checks & EMU_CHECK_UNINIT_SHARED) != 0;
+  uint32_t at = (uint32_t)(in - w->p->insts);
+  for (uint32_t i = off; i < off + n; i++) {
+    uint32_t wv = c->race_w[i], rv = c->race_r[i];
+    if (write == 2) { if (!wv) c->race_w[i] = 0xff; continue; }
+    if (races && (wv & ~0xffu) == now && (wv & 0xff) != me)
+      return race_report(w, in, lane, i, n, write ? "write after write" : "read after write", wv & 0xff, "wrote", c->race_wi[i]);
+    if (write) {
+      if (races && (rv & ~0xffu) == now && (rv & 0xff) != me)
+        return race_report(w, in, lane, i, n, "write after read", rv & 0xff, "read", c->race_ri[i]);
+      c->race_w[i] = now | me;
+      c->race_wi[i] = at;
+    } else {
+      if (uninit && !wv)
+        return lpx_emu_fail(w, in, lane, "reads %u bytes of shared memory at offset 0x%x that no thread has written", n, i);
+      c->race_r[i] = ((rv & ~0xffu) == now && (rv & 0xff) != me) ? (now | 0xff) : (now | me);
+      c->race_ri[i] = at;
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------- uninitialised registers */
+
+/* A register's PTX name (%r3) for messages. */
+static void reg_name(const emu_prog *p, int32_t slot, char *out, size_t cap)
+{
+  static const char *const prefixes[LPX_RC__COUNT] = {
+#define X(id, decl, prefix) prefix,
+    LPX_REGCLASSES(X)
+#undef X
+  };
+  int t = p->f->reg_type[slot];
+  snprintf(out, cap, "%s%d", prefixes[lpx_types[t].regclass], p->f->reg_index[slot]);
+}
+
+/* Fail if the instruction reads a register some lane of m never wrote
+ * (the guard itself is checked for every lane of the running group). */
+int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  for (int k = 0; k < in->nsrcs; k++) {
+    int32_t s = in->srcs[k];
+    uint32_t lanes = (in->guard >= 0 && k == in->nsrcs - 1) ? w->cur : m;
+    uint32_t bad = lanes & ~w->wr[s];
+    if (!bad) continue;
+    char name[32];
+    reg_name(w->p, s, name, sizeof name);
+    return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s, which this thread never wrote (%d lane(s) of the warp read it unwritten)",
+                        name, __builtin_popcount(bad));
+  }
+  return 0;
+}

@@ -1,0 +1,436 @@
+/* Decoding a traced function once into the emulator's executable form:
+ * operands become register slots (immediates and special registers get
+ * slots of their own, filled when a warp starts), labels become
+ * instruction indices, symbols become space offsets, and every
+ * instruction gets its handler from the family table indexed by ISA row. */
+#include "emu.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct dec {
+  emu_dev *e;
+  lpx_module *m;
+  const lpx_func *f;
+  emu_prog *p;
+  emu_mod *mod;
+  int8_t *sym_space;      /* per module symbol: EMU_SP_* + 1, 0 = not a variable */
+  uint64_t *sym_addr;
+  int32_t *label_at;      /* per symbol: instruction index of a label, -1 */
+  uint8_t *sym_use;       /* per frame symbol: 1 stored by st.param, 2 named by a call */
+  int32_t *frame_syms; size_t nframe, frame_cap;   /* frame symbols in order of appearance */
+} dec;
+
+/* ------------------------------------------------------------ families */
+
+typedef emu_fn (*emu_picker)(const emu_inst *in);
+
+/* Which handler family serves each ISA row; rows left out are unsupported. */
+static const emu_picker family[LPX_OP__COUNT] = {
+  [LPX_OP_ADD] = lpx_emu_pick_alu, [LPX_OP_SUB] = lpx_emu_pick_alu, [LPX_OP_MUL] = lpx_emu_pick_alu,
+  [LPX_OP_MAD] = lpx_emu_pick_alu, [LPX_OP_ADDC] = lpx_emu_pick_alu, [LPX_OP_SUBC] = lpx_emu_pick_alu,
+  [LPX_OP_MUL24] = lpx_emu_pick_alu, [LPX_OP_MAD24] = lpx_emu_pick_alu, [LPX_OP_DIV] = lpx_emu_pick_alu,
+  [LPX_OP_REM] = lpx_emu_pick_alu, [LPX_OP_ABS] = lpx_emu_pick_alu, [LPX_OP_NEG] = lpx_emu_pick_alu,
+  [LPX_OP_MIN] = lpx_emu_pick_alu, [LPX_OP_MAX] = lpx_emu_pick_alu, [LPX_OP_AND] = lpx_emu_pick_alu,
+  [LPX_OP_OR] = lpx_emu_pick_alu, [LPX_OP_XOR] = lpx_emu_pick_alu, [LPX_OP_NOT] = lpx_emu_pick_alu,
+  [LPX_OP_CNOT] = lpx_emu_pick_alu, [LPX_OP_LOP3] = lpx_emu_pick_alu, [LPX_OP_SHL] = lpx_emu_pick_alu,
+  [LPX_OP_SHR] = lpx_emu_pick_alu, [LPX_OP_SHF] = lpx_emu_pick_alu, [LPX_OP_POPC] = lpx_emu_pick_alu,
+  [LPX_OP_CLZ] = lpx_emu_pick_alu, [LPX_OP_BREV] = lpx_emu_pick_alu, [LPX_OP_BFIND] = lpx_emu_pick_alu,
+  [LPX_OP_BFE] = lpx_emu_pick_alu, [LPX_OP_BFI] = lpx_emu_pick_alu, [LPX_OP_PRMT] = lpx_emu_pick_alu,
+  [LPX_OP_SAD] = lpx_emu_pick_alu, [LPX_OP_SETP] = lpx_emu_pick_alu, [LPX_OP_SET] = lpx_emu_pick_alu,
+  [LPX_OP_SELP] = lpx_emu_pick_alu, [LPX_OP_SLCT] = lpx_emu_pick_alu, [LPX_OP_MOV] = lpx_emu_pick_alu,
+  [LPX_OP_FMA] = lpx_emu_pick_float, [LPX_OP_RCP] = lpx_emu_pick_float, [LPX_OP_SQRT] = lpx_emu_pick_float,
+  [LPX_OP_RSQRT] = lpx_emu_pick_float, [LPX_OP_EX2] = lpx_emu_pick_float, [LPX_OP_LG2] = lpx_emu_pick_float,
+  [LPX_OP_SIN] = lpx_emu_pick_float, [LPX_OP_COS] = lpx_emu_pick_float, [LPX_OP_TANH] = lpx_emu_pick_float,
+  [LPX_OP_TESTP] = lpx_emu_pick_float, [LPX_OP_COPYSIGN] = lpx_emu_pick_float,
+  [LPX_OP_CVT] = lpx_emu_pick_cvt,
+  [LPX_OP_CVTA] = lpx_emu_pick_mem, [LPX_OP_LD] = lpx_emu_pick_mem, [LPX_OP_LDU] = lpx_emu_pick_mem,
+  [LPX_OP_ST] = lpx_emu_pick_mem, [LPX_OP_PREFETCH] = lpx_emu_pick_mem, [LPX_OP_ATOM] = lpx_emu_pick_mem,
+  [LPX_OP_RED] = lpx_emu_pick_mem, [LPX_OP_MAPA] = lpx_emu_pick_mem, [LPX_OP_CPASYNC] = lpx_emu_pick_mem, [LPX_OP_CPACOMMIT] = lpx_emu_pick_mem,
+  [LPX_OP_CPAWAIT] = lpx_emu_pick_mem, [LPX_OP_CPAWAITALL] = lpx_emu_pick_mem,
+  [LPX_OP_SHFL] = lpx_emu_pick_warp, [LPX_OP_VOTE] = lpx_emu_pick_warp, [LPX_OP_REDUX] = lpx_emu_pick_warp,
+  [LPX_OP_MATCH] = lpx_emu_pick_warp, [LPX_OP_MATCH2] = lpx_emu_pick_warp, [LPX_OP_ACTMASK] = lpx_emu_pick_warp,
+  [LPX_OP_ELECT] = lpx_emu_pick_warp,
+  [LPX_OP_BRA] = lpx_emu_pick_ctl, [LPX_OP_RET] = lpx_emu_pick_ctl, [LPX_OP_EXIT] = lpx_emu_pick_ctl,
+  [LPX_OP_TRAP] = lpx_emu_pick_ctl, [LPX_OP_BAR] = lpx_emu_pick_ctl, [LPX_OP_BARRIER] = lpx_emu_pick_ctl,
+  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = lpx_emu_pick_ctl,
+  [LPX_OP_GRIDDEP] = lpx_emu_pick_ctl, [LPX_OP_SETMAXNREG] = lpx_emu_pick_ctl, [LPX_OP_PREFETCHU] = lpx_emu_pick_ctl,
+  [LPX_OP_BRKPT] = lpx_emu_pick_ctl, [LPX_OP_NANOSLEEP] = lpx_emu_pick_ctl,
+  [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
+  [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar,
+};
+
+/* The handler of a decoded instruction (the unsupported reporter if none). */
+emu_fn lpx_emu_pick(const emu_inst *in)
+{
+  emu_fn fn = NULL;
+  if (in->op >= 0 && in->op < LPX_OP__COUNT && family[in->op]) fn = family[in->op](in);
+  return fn ? fn : lpx_emu_unsupported;
+}
+
+/* ------------------------------------------------------------- layout */
+
+/* Bytes of a variable (count 0 is a scalar, -1 an unsized extern array). */
+static uint64_t var_bytes(const lpx_var *v)
+{
+  uint64_t el = (uint64_t)(lpx_types[v->type].bits + 7) / 8;
+  return v->count > 0 ? el * (uint64_t)v->count : (v->count == 0 ? el : 0);
+}
+
+/* Round x up to a power-of-two alignment. */
+static uint64_t align_up(uint64_t x, uint64_t a) { return a > 1 ? (x + a - 1) & ~(a - 1) : x; }
+
+/* Lay out one variable: shared and local get offsets, globals their address. */
+static void place_var(dec *d, const lpx_var *v, int module_index, uint32_t *ext_align)
+{
+  const char *space = lpx_strtab_get(&d->m->syms, v->space);
+  uint64_t a = v->align ? (uint64_t)v->align : (uint64_t)(lpx_types[v->type].bits + 7) / 8;
+  if (strcmp(space, "shared") == 0) {
+    d->sym_space[v->sym] = EMU_SP_SHARED + 1;
+    if (v->count < 0) { if (a > *ext_align) *ext_align = (uint32_t)a; d->sym_addr[v->sym] = (uint64_t)-1; return; }
+    d->p->shared_static = (uint32_t)align_up(d->p->shared_static, a);
+    d->sym_addr[v->sym] = d->p->shared_static;
+    d->p->shared_static += (uint32_t)var_bytes(v);
+  } else if (strcmp(space, "local") == 0) {
+    d->sym_space[v->sym] = EMU_SP_LOCAL + 1;
+    d->p->local_size = (uint32_t)align_up(d->p->local_size, a);
+    d->sym_addr[v->sym] = d->p->local_size;
+    d->p->local_size += (uint32_t)var_bytes(v);
+  } else if (module_index >= 0) {
+    d->sym_space[v->sym] = (strcmp(space, "const") == 0 ? EMU_SP_CONST : EMU_SP_GLOBAL) + 1;
+    d->sym_addr[v->sym] = d->mod->global_addr[module_index];
+  }
+}
+
+/* Lay out params (natural alignment, declaration order) and variables. */
+static int layout(dec *d)
+{
+  const lpx_func *f = d->f;
+  emu_prog *p = d->p;
+  p->param_off = calloc(f->nparams + 1, sizeof *p->param_off);
+  if (!p->param_off) return -1;
+  uint64_t off = 0;
+  for (size_t i = 0; i < f->nparams; i++) {
+    const lpx_param *pa = &f->params[i];
+    uint64_t el = (uint64_t)(lpx_types[pa->type].bits + 7) / 8;
+    uint64_t a = pa->align ? (uint64_t)pa->align : el;
+    off = align_up(off, a);
+    p->param_off[i] = (uint32_t)off;
+    d->sym_space[pa->sym] = (f->is_entry ? EMU_SP_PARAM : EMU_SP_FRAME) + 1;
+    d->sym_addr[pa->sym] = off;
+    off += pa->count > 0 ? el * (uint64_t)pa->count : el;
+  }
+  p->param_size = (uint32_t)off;
+  if (!f->is_entry) p->frame_size = (uint32_t)align_up(off, 16);
+  uint32_t ext_align = 16;
+  for (size_t i = 0; i < d->m->nvars; i++) place_var(d, &d->m->vars[i], (int)i, &ext_align);
+  for (size_t i = 0; i < f->nvars; i++) place_var(d, &f->vars[i], -1, &ext_align);
+  p->extern_off = (uint32_t)align_up(p->shared_static, ext_align);
+  for (size_t s = 0; s < d->m->syms.n; s++)
+    if (d->sym_space[s] == EMU_SP_SHARED + 1 && d->sym_addr[s] == (uint64_t)-1) d->sym_addr[s] = p->extern_off;
+  return 0;
+}
+
+/* ------------------------------------------------------------- slots */
+
+/* A slot holding a constant for every lane (immediates, symbol addresses). */
+static int32_t const_slot(dec *d, uint64_t v)
+{
+  emu_prog *p = d->p;
+  for (int32_t i = 0; i < p->ncvals && i < 4096; i++)
+    if (p->cvals[i] == v) return p->cfirst + i;
+  size_t cap = (size_t)p->ncvals;
+  if (lpx_grow((void **)&p->cvals, &cap, (size_t)p->ncvals + 1, sizeof(uint64_t))) return -1;
+  p->cvals[p->ncvals] = v;
+  return p->cfirst + p->ncvals++;
+}
+
+/* Index of the function a symbol names in the module, or -1. */
+static int32_t func_of(const dec *d, int32_t sym)
+{
+  for (size_t i = 0; i < d->m->nfuncs; i++)
+    if (d->m->funcs[i].sym == sym) return (int32_t)i;
+  return -1;
+}
+
+/* Give a symbol no declaration places (a call site's .param, a .func's
+ * func_retvalN) a slot in the thread's frame; 0, or -1 if it names a function. */
+static int frame_symbol(dec *d, int32_t sym)
+{
+  if (d->sym_space[sym]) return 0;
+  if (func_of(d, sym) >= 0) return -1;
+  emu_prog *p = d->p;
+  d->sym_space[sym] = EMU_SP_FRAME + 1;
+  d->sym_addr[sym] = p->frame_size;
+  unsigned k;
+  if (sscanf(lpx_strtab_get(&d->m->syms, sym), "func_retval%u", &k) == 1 && k < 4) {
+    p->ret_off[k] = p->frame_size;
+    if ((int)k + 1 > p->nret) p->nret = (int)k + 1;
+  }
+  p->frame_size += EMU_FRAME_SLOT;
+  if (!LPX_RESERVE(d->frame_syms, d->frame_cap, d->nframe + 1)) d->frame_syms[d->nframe++] = sym;
+  return 0;
+}
+
+/* A .func's return .params when not named func_retvalN: the frame symbols
+ * it stores to that no call of its own names, in order of appearance. */
+static void find_returns(dec *d)
+{
+  emu_prog *p = d->p;
+  if (d->f->is_entry || p->nret) return;
+  for (size_t i = 0; i < d->nframe && p->nret < 4; i++)
+    if (d->sym_use[d->frame_syms[i]] == 1) p->ret_off[p->nret++] = (uint32_t)d->sym_addr[d->frame_syms[i]];
+}
+
+/* Append one executable operand. */
+static emu_op *op_new(dec *d)
+{
+  emu_prog *p = d->p;
+  if (LPX_RESERVE(p->ops, p->ops_cap, p->nops + 1)) return NULL;
+  emu_op *o = &p->ops[p->nops++];
+  memset(o, 0, sizeof *o);
+  return o;
+}
+
+/* A special register: a slot filled when the warp starts (clocks: when read). */
+static void special_operand(dec *d, const lpx_operand *src, emu_inst *in, emu_op *o)
+{
+  if (d->p->special_slot[src->id] < 0) d->p->special_slot[src->id] = d->p->nslots++;
+  o->kind = EO_REG; o->bits = 64; o->reg = d->p->special_slot[src->id];
+  if (src->id == LPX_SR_CLOCK || src->id == LPX_SR_CLOCK64 || src->id == LPX_SR_CLOCK_HI || src->id == LPX_SR_GLOBALTIMER)
+    in->flags |= EI_READS_CLOCK;
+}
+
+/* A label, or a symbol used as a value: its address in its space, as a constant. */
+static int symbol_operand(dec *d, const lpx_operand *src, emu_inst *in, emu_op *o)
+{
+  if (d->label_at[src->id] >= 0 || src->kind == LPX_OPD_LABEL) {
+    o->kind = EO_LABEL; o->reg = src->id;
+    return 0;
+  }
+  if (in->op == LPX_OP_CALL) { frame_symbol(d, src->id); d->sym_use[src->id] |= 2; }
+  o->kind = EO_REG; o->bits = 64; o->space = (uint8_t)(d->sym_space[src->id] ? d->sym_space[src->id] - 1 : 0);
+  o->reg = const_slot(d, d->sym_addr[src->id] + (uint64_t)src->ival);
+  return o->reg < 0 ? -1 : 0;
+}
+
+/* [reg+off], [sym+off] or [imm]: a symbol's offset in its space is folded in. */
+static void address_operand(dec *d, const lpx_operand *src, emu_inst *in, emu_op *o)
+{
+  o->kind = EO_ADDR; o->off = src->ival; o->reg = -1;
+  if (src->aux == LPX_OPD_REG) { o->reg = src->id; return; }
+  if (src->aux != LPX_OPD_SYM) return;
+  if (!d->sym_space[src->id] && frame_symbol(d, src->id)) {   /* a function's name: reported if it runs */
+    in->flags |= EI_UNRESOLVED;
+    in->target = src->id;
+    return;
+  }
+  o->space = (uint8_t)(d->sym_space[src->id] - 1);
+  o->off += (int64_t)d->sym_addr[src->id];
+  if (o->space == EMU_SP_FRAME && in->op == LPX_OP_ST) d->sym_use[src->id] |= 1;
+}
+
+/* Decode one IR operand (children follow as their own operands). */
+static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
+{
+  emu_op *o = op_new(d);
+  if (!o) return -1;
+  switch (src->kind) {
+  case LPX_OPD_REG:
+    o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0;
+    o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
+    return 0;
+  case LPX_OPD_IMM: case LPX_OPD_FIMM: case LPX_OPD_INT: case LPX_OPD_NUM: {
+    uint64_t v = src->kind == LPX_OPD_NUM ? (uint64_t)(int64_t)src->fval : (uint64_t)src->ival;
+    o->kind = EO_REG; o->bits = 64; o->reg = const_slot(d, v);
+    return o->reg < 0 ? -1 : 0;
+  }
+  case LPX_OPD_SPECIAL: special_operand(d, src, in, o); return 0;
+  case LPX_OPD_SYM: case LPX_OPD_LABEL: return symbol_operand(d, src, in, o);
+  case LPX_OPD_ADDR: address_operand(d, src, in, o); return 0;
+  case LPX_OPD_VEC: case LPX_OPD_PAREN: o->kind = EO_VEC; o->reg = src->aux; in->flags |= EI_VEC; return 0;
+  case LPX_OPD_PIPE: o->kind = EO_VEC; o->reg = 2; return 0;
+  case LPX_OPD_SINK: o->kind = EO_REG; o->reg = d->p->sink_slot; o->bits = 64; return 0;
+  default:
+    /* Lists the emulator has no use for yet ([a, {b, c}] of tex/tensor):
+     * keep their shape; such instructions report themselves unsupported. */
+    o->kind = EO_VEC; o->reg = src->aux > 0 ? src->aux : 0;
+    return 0;
+  }
+}
+
+/* Rows whose first operand is a source, not a destination. */
+static int no_dest(int op)
+{
+  return op == LPX_OP_ST || op == LPX_OP_RED || op == LPX_OP_BAR || op == LPX_OP_BARRIER ||
+         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL;
+}
+
+/* Record the register slots an instruction reads (for the uninitialised check). */
+static void collect_srcs(dec *d, emu_inst *in)
+{
+  const emu_op *ops = &d->p->ops[in->o];
+  int top = 0;
+  for (uint32_t k = 0; k < in->nops; top++) {
+    uint32_t n = ops[k].kind == EO_VEC ? 1 + (uint32_t)ops[k].reg : 1;
+    int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == 3;
+    int is_dest = top == 0 && (red || !no_dest(in->op));
+    for (uint32_t j = ops[k].kind == EO_VEC; j < n && k + j < in->nops; j++) {
+      const emu_op *c = &ops[k + j];
+      int reads = c->kind == EO_ADDR || (c->kind == EO_REG && !is_dest);
+      if (reads && c->reg >= 0 && c->reg < d->p->nregs && in->nsrcs < 5) in->srcs[in->nsrcs++] = c->reg;
+      if (is_dest && c->kind == EO_REG && c->reg >= 0 && c->reg < d->p->nregs && in->ndsts < 8) in->dsts[in->ndsts++] = c->reg;
+    }
+    k += n;
+  }
+  if (in->guard >= 0 && in->nsrcs < 6) in->srcs[in->nsrcs++] = in->guard;
+}
+
+/* Decode one instruction item. */
+static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
+{
+  const lpx_form *fo = &d->m->ctx->forms[it->form];
+  memset(in, 0, sizeof *in);
+  in->guard = it->guard; in->guard_neg = it->guard_neg;
+  in->op = (int16_t)fo->info.op; in->type = (int16_t)fo->info.type; in->type2 = (int16_t)fo->info.type2;
+  in->vec = (uint8_t)fo->info.vec; in->item = item; in->target = -1;
+  memcpy(in->mod, fo->modsel, sizeof in->mod);
+  if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_MMA)
+    lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  if (in->op == LPX_OP_CPBULK) lpx_emu_decode_bulk(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  in->o = (uint32_t)d->p->nops;
+  in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);
+  for (uint32_t k = 0; k < it->nops; k++)
+    if (decode_operand(d, &d->f->ops[it->ops + k], in)) return -1;
+  if (in->op == LPX_OP_CALL) {
+    for (uint32_t k = 0; k < it->nops && !(in->flags & EI_CALL); k++) {
+      const lpx_operand *o = &d->f->ops[it->ops + k];
+      int32_t fi = o->kind == LPX_OPD_SYM ? func_of(d, o->id) : -1;
+      if (fi >= 0) { in->flags |= EI_CALL; in->target = fi; }
+    }
+  }
+  collect_srcs(d, in);
+  return 0;
+}
+
+/* Handler of an instruction naming a symbol the emulator cannot place. */
+static int unresolved(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  return lpx_emu_fail(w, in, -1, "the emulator cannot resolve [%s]: it names no parameter or variable of this function",
+                      lpx_strtab_get(&w->p->m->syms, in->target));
+}
+
+/* Resolve each branch's label operand to an instruction index. */
+static int resolve_labels(dec *d)
+{
+  emu_prog *p = d->p;
+  for (size_t i = 0; i < p->ninsts; i++) {
+    emu_inst *in = &p->insts[i];
+    for (uint32_t k = 0; k < in->nops && !(in->flags & EI_CALL); k++) {
+      emu_op *o = &p->ops[in->o + k];
+      if (o->kind != EO_LABEL) continue;
+      if (d->label_at[o->reg] < 0)
+        return lpx_fail(d->m->ctx, "emu: %s: label '%s' is never placed", p->name, lpx_strtab_get(&d->m->syms, o->reg));
+      in->target = d->label_at[o->reg];
+    }
+    in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
+    if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
+  }
+  return 0;
+}
+
+/* Walk the items: place labels, decode instructions. */
+static int decode_body(dec *d)
+{
+  const lpx_func *f = d->f;
+  emu_prog *p = d->p;
+  p->insts = calloc(f->ninsts + 1, sizeof *p->insts);
+  if (!p->insts) return -1;
+  int32_t at = 0;
+  for (size_t i = 0; i < f->nitems; i++) {
+    if (f->items[i].kind == LPX_ITEM_LABEL) d->label_at[f->items[i].form] = at;
+    at += f->items[i].kind == LPX_ITEM_INST;
+  }
+  for (size_t i = 0; i < f->nitems; i++) {
+    if (f->items[i].kind != LPX_ITEM_INST) continue;
+    if (decode_inst(d, &f->items[i], (int32_t)i, &p->insts[p->ninsts])) return -1;
+    p->ninsts++;
+  }
+  /* Falling off the end of the body exits, as the final ret would. */
+  emu_inst *last = &p->insts[p->ninsts];
+  memset(last, 0, sizeof *last);
+  last->op = LPX_OP_EXIT; last->guard = -1; last->item = -1; last->target = -1;
+  last->o = (uint32_t)p->nops;
+  p->ninsts++;
+  return resolve_labels(d);
+}
+
+/* Reserve the fixed slots and the table of per-slot widths. */
+static int slots(dec *d)
+{
+  emu_prog *p = d->p;
+  p->nregs = (int32_t)d->f->nregs;
+  p->sink_slot = p->nregs;
+  p->cc_slot = p->nregs + 1;
+  p->nslots = p->nregs + 2;
+  for (int i = 0; i < LPX_SR__COUNT; i++) p->special_slot[i] = -1;
+  return 0;
+}
+
+/* Move the constant slots behind the specials once both are known. */
+static int finish_slots(dec *d)
+{
+  emu_prog *p = d->p;
+  /* Constants were numbered from cfirst = a large base; renumber them. */
+  int32_t base = p->nslots;
+  for (size_t i = 0; i < p->nops; i++)
+    if (p->ops[i].kind == EO_REG && p->ops[i].reg >= p->cfirst) p->ops[i].reg = p->ops[i].reg - p->cfirst + base;
+  p->cfirst = base;
+  p->nslots = base + p->ncvals;
+  p->slot_bits = calloc((size_t)p->nslots, 1);
+  if (!p->slot_bits) return -1;
+  for (int32_t r = 0; r < p->nregs; r++) p->slot_bits[r] = (uint8_t)lpx_types[d->f->reg_type[r]].bits;
+  for (int32_t s = p->nregs; s < p->nslots; s++) p->slot_bits[s] = 64;
+  return 0;
+}
+
+/* Decode function fn of module m into an executable program. */
+int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out)
+{
+  dec d = { e, m, &m->funcs[fn], NULL, mod, NULL, NULL, NULL, NULL, NULL, 0, 0 };
+  emu_prog *p = calloc(1, sizeof *p);
+  size_t nsyms = m->syms.n + 1;
+  d.sym_space = calloc(nsyms, 1);
+  d.sym_addr = calloc(nsyms, sizeof(uint64_t));
+  d.label_at = malloc(nsyms * sizeof(int32_t));
+  d.sym_use = calloc(nsyms, 1);
+  int rc = -1;
+  if (!p || !d.sym_space || !d.sym_addr || !d.label_at || !d.sym_use) { lpx_fail(m->ctx, "out of memory"); goto done; }
+  for (size_t i = 0; i < nsyms; i++) d.label_at[i] = -1;
+  d.p = p;
+  p->m = m; p->f = d.f; p->fn_index = fn; p->name = lpx_strtab_get(&m->syms, d.f->sym);
+  p->cfirst = 1 << 30;
+  if (slots(&d) || layout(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
+  if (decode_body(&d)) { if (!m->ctx->error[0]) lpx_fail(m->ctx, "out of memory"); goto done; }
+  if (finish_slots(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
+  find_returns(&d);
+  rc = 0;
+done:
+  free(d.sym_space); free(d.sym_addr); free(d.label_at); free(d.sym_use); free(d.frame_syms);
+  if (rc) { lpx_emu_prog_free(p); p = NULL; }
+  *out = p;
+  return rc;
+}
+
+/* Free a decoded program. */
+void lpx_emu_prog_free(emu_prog *p)
+{
+  if (!p) return;
+  free(p->insts); free(p->ops); free(p->cvals); free(p->slot_bits); free(p->param_off);
+  free(p);
+}
+
+/* Handler of rows the emulator does not implement: a clear error at run time. */
+int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  return lpx_emu_fail(w, in, -1, "the emulator does not implement this instruction yet");
+}

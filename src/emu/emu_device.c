@@ -1,0 +1,229 @@
+/* The "emu" device: the device interface's operations over the emulator's
+ * memory table, decoded programs and launcher, and its options. */
+#include "emu.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define EMU(d) ((emu_dev *)(d)->impl)
+#define DEFAULT_BUDGET 1000000000ll   /* warp-instructions: tens of seconds of emulation */
+
+/* ------------------------------------------------------------- options */
+
+typedef struct option { const char *name; size_t off; int64_t lo, hi; const char *help; } option;
+
+static const option options[] = {
+  { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped" },
+  { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs (0: one per core)" },
+  { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared" },
+};
+
+/* Write a description: kind, threads, budget. */
+static const char *emu_describe(lpx_device *d)
+{
+  emu_dev *e = EMU(d);
+  long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
+  snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s)", n, n == 1 ? "" : "s");
+  return e->desc;
+}
+
+/* Set one bit of the checks mask from a boolean option. */
+static int check_flag(emu_dev *e, int64_t bit, int64_t value)
+{
+  e->checks = value ? (e->checks | bit) : (e->checks & ~bit);
+  return 0;
+}
+
+/* Set an option by name; unknown names and bad values are errors that list the valid ones. */
+static int emu_set_option(lpx_device *d, const char *name, int64_t value)
+{
+  emu_dev *e = EMU(d);
+  if (strcmp(name, "race_check") == 0) return check_flag(e, EMU_CHECK_RACE, value);
+  if (strcmp(name, "uninit_check") == 0) return check_flag(e, EMU_CHECK_UNINIT_REG | EMU_CHECK_UNINIT_SHARED, value);
+  if (strcmp(name, "align_check") == 0) return check_flag(e, EMU_CHECK_ALIGN, value);
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+    if (strcmp(options[i].name, name)) continue;
+    if (value < options[i].lo || value > options[i].hi)
+      return lpx_fail(d->ctx, "emu option %s = %" PRId64 ": valid %" PRId64 "..%" PRId64 " (%s)", name, value,
+                      options[i].lo, options[i].hi, options[i].help);
+    *(int64_t *)((char *)e + options[i].off) = value;
+    return 0;
+  }
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check, uninit_check, align_check", name);
+}
+
+/* Read an option by name. */
+static int emu_get_option(lpx_device *d, const char *name, int64_t *value)
+{
+  emu_dev *e = EMU(d);
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+    if (strcmp(options[i].name, name) == 0) { *value = *(int64_t *)((char *)e + options[i].off); return 0; }
+  if (strcmp(name, "race_check") == 0) { *value = (e->checks & EMU_CHECK_RACE) != 0; return 0; }
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check", name);
+}
+
+/* ------------------------------------------------------------- memory */
+
+/* Allocate device memory. */
+static int emu_alloc_op(lpx_device *d, uint64_t bytes, uint64_t *dptr) { return lpx_emu_mem_alloc(EMU(d), bytes, dptr); }
+
+/* Free device memory. */
+static int emu_free_op(lpx_device *d, uint64_t dptr) { return lpx_emu_mem_free(EMU(d), dptr); }
+
+/* Host pointer of a whole device range, or NULL with a message naming it. */
+static uint8_t *range(lpx_device *d, const char *what, uint64_t addr, uint64_t n)
+{
+  emu_alloc *a = lpx_emu_mem_find(EMU(d), addr, n);
+  if (a) return a->host + (addr - a->base);
+  char near[256];
+  lpx_emu_mem_describe(EMU(d), addr, n, near, sizeof near);
+  lpx_fail(d->ctx, "%s of %" PRIu64 " bytes at 0x%" PRIx64 ": not inside one allocation (%s)", what, n, addr, near);
+  return NULL;
+}
+
+/* Copy host memory to the device. */
+static int emu_upload(lpx_device *d, uint64_t dst, const void *src, uint64_t n)
+{
+  uint8_t *p = range(d, "upload", dst, n);
+  if (!p) return -1;
+  memcpy(p, src, (size_t)n);
+  return 0;
+}
+
+/* Copy device memory to the host. */
+static int emu_download(lpx_device *d, void *dst, uint64_t src, uint64_t n)
+{
+  uint8_t *p = range(d, "download", src, n);
+  if (!p) return -1;
+  memcpy(dst, p, (size_t)n);
+  return 0;
+}
+
+/* Fill device memory with a byte. */
+static int emu_memset_op(lpx_device *d, uint64_t dst, int byte, uint64_t n)
+{
+  uint8_t *p = range(d, "memset", dst, n);
+  if (!p) return -1;
+  memset(p, byte, (size_t)n);
+  return 0;
+}
+
+/* ------------------------------------------------------------- modules */
+
+/* Allocate the module's .global and .const variables. */
+static int module_globals(lpx_device *d, emu_mod *mod)
+{
+  lpx_module *m = mod->m;
+  mod->global_addr = calloc(m->nvars + 1, sizeof(uint64_t));
+  if (!mod->global_addr) return lpx_fail(d->ctx, "out of memory");
+  for (size_t i = 0; i < m->nvars; i++) {
+    const lpx_var *v = &m->vars[i];
+    const char *space = lpx_strtab_get(&m->syms, v->space);
+    if (strcmp(space, "global") && strcmp(space, "const")) continue;
+    uint64_t el = (uint64_t)(lpx_types[v->type].bits + 7) / 8, n = v->count > 0 ? el * (uint64_t)v->count : el;
+    if (lpx_emu_mem_alloc(EMU(d), n, &mod->global_addr[i])) return -1;
+  }
+  return 0;
+}
+
+/* Decode every entry of a module; *module is its handle. */
+static int emu_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
+{
+  emu_dev *e = EMU(d);
+  if (LPX_RESERVE(e->mods, e->mods_cap, e->nmods + 1)) return lpx_fail(d->ctx, "out of memory");
+  emu_mod *mod = &e->mods[e->nmods];
+  memset(mod, 0, sizeof *mod);
+  mod->m = m;
+  mod->first_prog = (int32_t)e->nprogs;
+  if (module_globals(d, mod)) { free(mod->global_addr); return -1; }
+  mod->by_func = calloc(m->nfuncs + 1, sizeof *mod->by_func);
+  if (!mod->by_func) { free(mod->global_addr); return lpx_fail(d->ctx, "out of memory"); }
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    emu_prog *p;
+    if (LPX_RESERVE(e->progs, e->progs_cap, e->nprogs + 1)) return lpx_fail(d->ctx, "out of memory");
+    if (lpx_emu_decode(e, m, (int32_t)i, mod, &p)) {
+      if (m->ctx != d->ctx) lpx_fail(d->ctx, "%s", lpx_ctx_error(m->ctx));   /* decode reports in the module's context */
+      free(mod->by_func); free(mod->global_addr);
+      return -1;
+    }
+    p->funcs = mod->by_func;
+    mod->by_func[i] = p;
+    e->progs[e->nprogs++] = p;
+    mod->nprogs++;
+  }
+  *module = (int32_t)e->nmods++;
+  return 0;
+}
+
+/* Find an entry of a loaded module by name. */
+static int emu_function(lpx_device *d, int32_t module, const char *name, int32_t *fn)
+{
+  emu_dev *e = EMU(d);
+  if (module < 0 || (size_t)module >= e->nmods) return lpx_fail(d->ctx, "function: no loaded module %d", module);
+  emu_mod *mod = &e->mods[module];
+  char names[512] = "";
+  size_t n = 0;
+  for (int32_t i = 0; i < mod->nprogs; i++) {
+    const emu_prog *p = e->progs[mod->first_prog + i];
+    if (!p->f->is_entry) continue;
+    if (strcmp(p->name, name) == 0) { *fn = mod->first_prog + i; return 0; }
+    if (n < sizeof names) n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", p->name);
+  }
+  return lpx_fail(d->ctx, "function: module %d has no entry '%s'; its entries: %s", module, name, names[0] ? names : "(none)");
+}
+
+/* Launch: run the grid to completion (the emulator is synchronous). */
+static int emu_launch_op(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
+{
+  emu_dev *e = EMU(d);
+  if (fn < 0 || (size_t)fn >= e->nprogs || !e->progs[fn]->f->is_entry) return lpx_fail(d->ctx, "launch: no entry %d", fn);
+  return lpx_emu_run(e, e->progs[fn], cfg);
+}
+
+/* Nothing is ever pending. */
+static int emu_sync(lpx_device *d) { return 0; }
+
+/* Instruction counts since the device opened. */
+static int emu_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_insts)
+{
+  if (warp_insts) *warp_insts = EMU(d)->warp_insts;
+  if (lane_insts) *lane_insts = EMU(d)->lane_insts;
+  return 0;
+}
+
+/* Free everything the emulator holds. */
+static void emu_close(lpx_device *d)
+{
+  emu_dev *e = EMU(d);
+  if (!e) return;
+  for (size_t i = 0; i < e->nallocs; i++) free(e->allocs[i].host);
+  for (size_t i = 0; i < e->nprogs; i++) lpx_emu_prog_free(e->progs[i]);
+  for (size_t i = 0; i < e->nmods; i++) { free(e->mods[i].global_addr); free(e->mods[i].by_func); }
+  free(e->allocs); free(e->progs); free(e->mods);
+  free(e);
+  d->impl = NULL;
+}
+
+static const lpx_device_vt emu_vt = {
+  "emu", emu_close, emu_describe, emu_set_option, emu_get_option, emu_alloc_op, emu_free_op,
+  emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
+  NULL, NULL,   /* host-clock events: launches run to completion */
+};
+
+/* Open the emulator on a device object. */
+int lpx_emu_open(lpx_device *d)
+{
+  emu_dev *e = calloc(1, sizeof *e);
+  if (!e) return lpx_fail(d->ctx, "out of memory");
+  e->d = d;
+  e->budget = DEFAULT_BUDGET;
+  e->checks = EMU_CHECK_ALL;
+  const char *env = getenv("LUAPTX_EMU_THREADS");
+  e->threads = env && *env ? atoll(env) : 0;
+  env = getenv("LUAPTX_EMU_BUDGET");
+  if (env && *env && atoll(env) > 0) e->budget = atoll(env);
+  d->vt = &emu_vt;
+  d->impl = e;
+  return 0;
+}

@@ -1,0 +1,244 @@
+/* Floating-point handlers: f32/f64 arithmetic with the four IEEE rounding
+ * modes (the host's rounding mode is set around the lane loop; the file is
+ * built with -frounding-math so the compiler keeps the operations where
+ * they are), .ftz and .sat; f16/bf16 (scalar and x2) computed in a wider
+ * type and rounded once, which is exact for these operations; and the
+ * special functions, computed to within their documented ulp or better. */
+#include "emu.h"
+#include <fenv.h>
+#include <math.h>
+
+#define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
+#define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
+
+/* The GPU's f32 NaN: arithmetic never propagates payloads. */
+#define CANON32 0x7fffffffu
+static inline uint64_t out32(float r) { return r == r ? emu_f2u(r) : CANON32; }
+
+enum { F_ADD, F_SUB, F_MUL, F_FMA, F_DIV, F_MIN, F_MAX, F_ABS, F_NEG, F_RCP, F_SQRT, F_RSQRT,
+       F_EX2, F_LG2, F_SIN, F_COS, F_TANH, F_COPYSIGN };
+
+/* ------------------------------------------------------------- helpers */
+
+/* The host rounding mode for a RND modifier (1-based: rn rz rm rp). */
+static int host_mode(int rnd)
+{
+  static const int modes[] = { FE_TONEAREST, FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD, FE_UPWARD, FE_TONEAREST };
+  return modes[rnd >= 0 && rnd <= 5 ? rnd : 0];
+}
+
+/* Flush an f32 subnormal to a zero of the same sign. */
+static float ftz32(float x)
+{
+  return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x;
+}
+
+/* Clamp to [0, 1]; NaN becomes 0 (.sat). */
+static double sat01(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0; }
+
+/* PTX min/max: a NaN operand yields the other; -0 orders below +0. */
+static double fminmax(double x, double y, int max, int nan_prop)
+{
+  if (x != x || y != y) return nan_prop || (x != x && y != y) ? NAN : (x != x ? y : x);
+  if (x == y) return max ? (signbit(x) ? y : x) : (signbit(x) ? x : y);
+  return max ? (x > y ? x : y) : (x < y ? x : y);
+}
+
+/* One float operation on doubles (the wide type every format computes in). */
+static double fop(int op, double x, double y, double z, const emu_inst *in)
+{
+  switch (op) {
+  case F_ADD: return x + y;
+  case F_SUB: return x - y;
+  case F_MUL: return x * y;
+  case F_FMA: return fma(x, y, z);
+  case F_DIV: return x / y;
+  case F_MIN: return fminmax(x, y, 0, in->mod[LPX_GB_NAN] == 1);
+  case F_MAX: return fminmax(x, y, 1, in->mod[LPX_GB_NAN] == 1);
+  case F_ABS: return fabs(x);
+  case F_NEG: return -x;
+  case F_RCP: return 1.0 / x;
+  case F_SQRT: return sqrt(x);
+  case F_RSQRT: return 1.0 / sqrt(x);
+  case F_EX2: return exp2(x);
+  case F_LG2: return log2(x);
+  case F_SIN: return sin(x);
+  case F_COS: return cos(x);
+  case F_TANH: return tanh(x);
+  case F_COPYSIGN: return copysign(y, x);
+  default: return NAN;
+  }
+}
+
+/* The operation a row performs. */
+static int row_op(int op)
+{
+  switch (op) {
+  case LPX_OP_ADD: return F_ADD; case LPX_OP_SUB: return F_SUB; case LPX_OP_MUL: return F_MUL;
+  case LPX_OP_MAD: case LPX_OP_FMA: return F_FMA; case LPX_OP_DIV: return F_DIV;
+  case LPX_OP_MIN: return F_MIN; case LPX_OP_MAX: return F_MAX; case LPX_OP_ABS: return F_ABS;
+  case LPX_OP_NEG: return F_NEG; case LPX_OP_RCP: return F_RCP; case LPX_OP_SQRT: return F_SQRT;
+  case LPX_OP_RSQRT: return F_RSQRT; case LPX_OP_EX2: return F_EX2; case LPX_OP_LG2: return F_LG2;
+  case LPX_OP_SIN: return F_SIN; case LPX_OP_COS: return F_COS; case LPX_OP_TANH: return F_TANH;
+  case LPX_OP_COPYSIGN: return F_COPYSIGN;
+  default: return -1;
+  }
+}
+
+/* ------------------------------------------------------------ f32 / f64 */
+
+/* f32 in float arithmetic: every op of the row, with rnd / ftz / sat. */
+HANDLER(f32_general)
+{
+  int op = row_op(in->op), ftz = in->mod[LPX_GB_FTZ] != 0, sat = in->mod[LPX_GB_SAT] == 1;
+  int relu = in->mod[LPX_GB_RELU] != 0, n = in->nops - 1;
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
+  int old = fegetround(), mode = host_mode(in->mod[LPX_GB_RND]);
+  if (mode != old) fesetround(mode);
+  EMU_EACH(m, {
+    float x = emu_u2f(a[l]), y = emu_u2f(b[l]), z = emu_u2f(c[l]), r;
+    if (ftz) { x = ftz32(x); y = ftz32(y); z = ftz32(z); }
+    switch (op) {
+    case F_ADD: r = x + y; break;
+    case F_SUB: r = x - y; break;
+    case F_MUL: r = x * y; break;
+    case F_FMA: r = fmaf(x, y, z); break;
+    case F_DIV: r = x / y; break;
+    case F_SQRT: r = sqrtf(x); break;
+    case F_RCP: r = 1.0f / x; break;
+    default: r = (float)fop(op, x, y, z, in); break;
+    }
+    if (ftz) r = ftz32(r);
+    if (sat) r = (float)sat01(r);
+    if (relu && !(r > 0.0f) && r == r) r = 0.0f;
+    d[l] = out32(r);
+  });
+  if (mode != old) fesetround(old);
+  return 0;
+}
+
+/* f64 arithmetic with rnd. */
+HANDLER(f64_general)
+{
+  int op = row_op(in->op), n = in->nops - 1;
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
+  int old = fegetround(), mode = host_mode(in->mod[LPX_GB_RND]);
+  if (mode != old) fesetround(mode);
+  EMU_EACH(m, {
+    double r = fop(op, emu_u2d(a[l]), emu_u2d(b[l]), emu_u2d(c[l]), in);
+    if (in->mod[LPX_GB_SAT] == 1) r = sat01(r);
+    d[l] = emu_d2u(r);
+  });
+  if (mode != old) fesetround(old);
+  return 0;
+}
+
+/* Fast paths: add/sub/mul/fma.rn.f32 with no other modifiers. */
+HANDLER(add_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2);
+  EMU_EACH(m, d[l] = out32(emu_u2f(a[l]) + emu_u2f(b[l]))); return 0; }
+HANDLER(sub_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2);
+  EMU_EACH(m, d[l] = out32(emu_u2f(a[l]) - emu_u2f(b[l]))); return 0; }
+HANDLER(mul_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2);
+  EMU_EACH(m, d[l] = out32(emu_u2f(a[l]) * emu_u2f(b[l]))); return 0; }
+HANDLER(fma_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2), *c = D(3);
+  EMU_EACH(m, d[l] = out32(fmaf(emu_u2f(a[l]), emu_u2f(b[l]), emu_u2f(c[l])))); return 0; }
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_FMA_HW() __builtin_cpu_supports("fma")
+/* fma.rn.f32 with the host's FMA instruction inline (picked when the CPU has one). */
+__attribute__((target("fma"))) static int fma_f32_hw(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *b = D(2), *c = D(3);
+  EMU_EACH(m, d[l] = out32(__builtin_fmaf(emu_u2f(a[l]), emu_u2f(b[l]), emu_u2f(c[l]))));
+  return 0;
+}
+#else
+#define HAVE_FMA_HW() 0
+#define fma_f32_hw fma_f32
+#endif
+
+/* neg.f32 / abs.f32 without .ftz: sign-bit operations (NaN payloads kept). */
+HANDLER(neg_f32) { uint64_t *d = D(0); const uint64_t *a = D(1); EMU_EACH(m, d[l] = (uint32_t)a[l] ^ 0x80000000u); return 0; }
+HANDLER(abs_f32) { uint64_t *d = D(0); const uint64_t *a = D(1); EMU_EACH(m, d[l] = (uint32_t)a[l] & 0x7fffffffu); return 0; }
+
+/* ------------------------------------------------------- f16 / bf16 */
+
+/* Decode one 16-bit half of a lane value. */
+static double half_in(int bf, uint64_t v, int k)
+{
+  uint16_t h = (uint16_t)(v >> (16 * k));
+  return bf ? lpx_emu_bf16_to_f32(h) : lpx_emu_f16_to_f32(h);
+}
+
+/* Round a double result to a half format once. */
+static uint16_t half_out(int bf, double r, int rnd) { return lpx_emu_f64_to_half(r, bf, rnd); }
+
+/* f16, f16x2, bf16, bf16x2: each half computed in double, rounded once. */
+HANDLER(half_general)
+{
+  int op = row_op(in->op), n = in->nops - 1, rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : 1;
+  int bf = in->type == LPX_T_BF16 || in->type == LPX_T_BF16X2;
+  int lanes2 = in->type == LPX_T_F16X2 || in->type == LPX_T_BF16X2;
+  int sat = in->mod[LPX_GB_SAT] == 1, relu = in->mod[LPX_GB_RELU] != 0;
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
+  EMU_EACH(m, {
+    uint64_t out = 0;
+    for (int k = 0; k <= lanes2; k++) {
+      double r = fop(op, half_in(bf, a[l], k), half_in(bf, b[l], k), half_in(bf, c[l], k), in);
+      if (sat) r = sat01(r);
+      if (relu && !(r > 0.0) && r == r) r = 0.0;
+      uint16_t h = (op == F_NEG || op == F_ABS) ? (uint16_t)((a[l] >> (16 * k)) ^ (op == F_NEG ? 0x8000 : 0)) : half_out(bf, r, rnd);
+      if (op == F_ABS) h &= 0x7fff;
+      out |= (uint64_t)h << (16 * k);
+    }
+    d[l] = out;
+  });
+  return 0;
+}
+
+/* --------------------------------------------------------------- misc */
+
+/* testp: classify an f32/f64 into a predicate. */
+HANDLER(op_testp)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1);
+  int which = in->mod[LPX_GB_TESTP], f64 = in->type == LPX_T_F64;
+  EMU_EACH(m, {
+    double x = f64 ? emu_u2d(a[l]) : emu_u2f(a[l]);
+    int c = f64 ? fpclassify(x) : fpclassify((float)x), r = 0;
+    switch (which) {
+    case 1: r = c != FP_INFINITE && c != FP_NAN; break;
+    case 2: r = c == FP_INFINITE; break;
+    case 3: r = c != FP_NAN; break;
+    case 4: r = c == FP_NAN; break;
+    case 5: r = c == FP_NORMAL; break;
+    case 6: r = c == FP_SUBNORMAL; break;
+    }
+    d[l] = (uint64_t)r;
+  });
+  return 0;
+}
+
+/* Handler for a float row (and the float forms of the arithmetic rows). */
+emu_fn lpx_emu_pick_float(const emu_inst *in)
+{
+  if (in->op == LPX_OP_TESTP) return op_testp;
+  if (row_op(in->op) < 0) return NULL;
+  int t = in->type;
+  if (t == LPX_T_F16 || t == LPX_T_F16X2 || t == LPX_T_BF16 || t == LPX_T_BF16X2) return half_general;
+  if (t == LPX_T_F64) return f64_general;
+  if (t != LPX_T_F32) return NULL;
+  int plain = in->mod[LPX_GB_RND] <= 1 && !in->mod[LPX_GB_FTZ] && !in->mod[LPX_GB_SAT] && !in->mod[LPX_GB_RELU];
+  if (plain && in->op == LPX_OP_NEG) return neg_f32;
+  if (plain && in->op == LPX_OP_ABS) return abs_f32;
+  if (plain && in->op == LPX_OP_ADD) return add_f32;
+  if (plain && in->op == LPX_OP_SUB) return sub_f32;
+  if (plain && in->op == LPX_OP_MUL) return mul_f32;
+  if (plain && (in->op == LPX_OP_FMA || in->op == LPX_OP_MAD)) return HAVE_FMA_HW() ? fma_f32_hw : fma_f32;
+  return f32_general;
+}

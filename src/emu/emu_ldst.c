@@ -1,0 +1,274 @@
+/* Memory instructions: ld/ldu/st in every state space with vector widths,
+ * atom/red (all ops and types, lanes in order, host atomics so CTAs on
+ * other host threads see them), cvta between generic and space addresses.
+ * Every address goes through lpx_emu_addr, which checks it. */
+#include "emu.h"
+#include <math.h>
+
+#define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
+#define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
+
+/* ------------------------------------------------------------- helpers */
+
+/* EMU_SP_* of a SPACE modifier (1-based in the group's spelling list). */
+int lpx_emu_space_of_mod(int sel)
+{
+  static const int map[] = { EMU_SP_GENERIC, EMU_SP_GLOBAL, EMU_SP_SHARED, EMU_SP_LOCAL, EMU_SP_PARAM, EMU_SP_CONST,
+                             EMU_SP_GENERIC, EMU_SP_SHARED, EMU_SP_SHARED, EMU_SP_PARAM, EMU_SP_PARAM };
+  return sel >= 0 && sel <= 10 ? map[sel] : EMU_SP_GENERIC;
+}
+
+/* The space an access uses: the instruction's, else its symbol's. */
+static int access_space(const emu_inst *in, const emu_op *ao, uint64_t *bias)
+{
+  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  *bias = 0;
+  if (ao->reg < 0 && ao->space == EMU_SP_FRAME) return EMU_SP_FRAME;   /* ld/st.param of a call's .param */
+  if (sp != EMU_SP_GENERIC || ao->reg >= 0 || ao->space == EMU_SP_GENERIC) return sp;
+  /* A generic access through a symbol: its generic address is in a window. */
+  if (ao->space == EMU_SP_SHARED) *bias = EMU_SHARED_WINDOW;
+  else if (ao->space == EMU_SP_LOCAL) *bias = EMU_LOCAL_WINDOW;
+  else if (ao->space == EMU_SP_PARAM) return EMU_SP_PARAM;
+  return EMU_SP_GENERIC;
+}
+
+/* The address an ADDR operand names for lane l. */
+static inline uint64_t lane_addr(emu_warp *w, const emu_op *ao, int l, uint64_t bias)
+{
+  return (ao->reg >= 0 ? EMU_R(w, ao->reg)[l] : 0) + (uint64_t)ao->off + bias;
+}
+
+/* Read n little-endian bytes. */
+static inline uint64_t load_n(const uint8_t *p, int n)
+{
+  uint64_t v = 0;
+  memcpy(&v, p, (size_t)n);
+  return v;
+}
+
+/* A loaded element extended into a register of rbits (signed types sign-extend). */
+static inline uint64_t extend(uint64_t v, int bytes, int is_signed, int rbits)
+{
+  int bits = bytes * 8;
+  if (is_signed && bits < 64) v = (uint64_t)((int64_t)(v << (64 - bits)) >> (64 - bits));
+  return rbits >= 64 ? v : v & ((1ull << rbits) - 1);
+}
+
+/* ------------------------------------------------------------ ld / st */
+
+/* ld / ldu: scalar or {d0, d1, ...} from one checked address per lane. */
+HANDLER(op_ld)
+{
+  const emu_op *o0 = EMU_OP(w, in, 0);
+  int n = o0->kind == EO_VEC ? o0->reg : 1, first = o0->kind == EO_VEC;
+  const emu_op *ao = EMU_OP(w, in, first + n);
+  int size = (lpx_types[in->type].bits + 7) / 8, sgn = lpx_types[in->type].kind == 'S';
+  uint64_t bias, *dst[8];
+  int bits[8];
+  int space = access_space(in, ao, &bias);
+  for (int k = 0; k < n && k < 8; k++) { dst[k] = EMU_R(w, EMU_OP(w, in, first + k)->reg); bits[k] = EMU_OP(w, in, first + k)->bits; }
+  /* 32-bit unsigned/bit/float elements need no extension: the common case. */
+  int plain32 = size == 4 && !sgn;
+  EMU_EACH(m, {
+    const uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 0);
+    if (!p) return -1;
+    if (plain32) for (int k = 0; k < n; k++) { uint32_t v; memcpy(&v, p + 4 * k, 4); dst[k][l] = v; }
+    else for (int k = 0; k < n; k++) dst[k][l] = extend(load_n(p + k * size, size), size, sgn, bits[k]);
+  });
+  return 0;
+}
+
+/* st: scalar or {s0, s1, ...} to one checked address per lane. */
+HANDLER(op_st)
+{
+  const emu_op *ao = EMU_OP(w, in, 0), *o1 = EMU_OP(w, in, 1);
+  int n = o1->kind == EO_VEC ? o1->reg : 1, first = o1->kind == EO_VEC ? 2 : 1;
+  int size = (lpx_types[in->type].bits + 7) / 8;
+  uint64_t bias;
+  const uint64_t *src[8];
+  int space = access_space(in, ao, &bias);
+  for (int k = 0; k < n && k < 8; k++) src[k] = EMU_R(w, EMU_OP(w, in, first + k)->reg);
+  EMU_EACH(m, {
+    uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 1);
+    if (!p) return -1;
+    if (size == 4) for (int k = 0; k < n; k++) { uint32_t v = (uint32_t)src[k][l]; memcpy(p + 4 * k, &v, 4); }
+    else for (int k = 0; k < n; k++) { uint64_t v = src[k][l]; memcpy(p + k * size, &v, (size_t)size); }
+  });
+  return 0;
+}
+
+/* Fast ld.global.{b,u,s,f}32 into a 32-bit register. */
+HANDLER(ld_global_32)
+{
+  const emu_op *ao = EMU_OP(w, in, 1);
+  uint64_t *d = D(0);
+  const uint64_t *base = ao->reg >= 0 ? EMU_R(w, ao->reg) : NULL;
+  EMU_EACH(m, {
+    uint32_t v;
+    const uint8_t *p = lpx_emu_addr(w, in, l, EMU_SP_GLOBAL, (base ? base[l] : 0) + (uint64_t)ao->off, 4, 0);
+    if (!p) return -1;
+    memcpy(&v, p, 4);
+    d[l] = v;
+  });
+  return 0;
+}
+
+/* ------------------------------------------------------------- atomics */
+
+/* The new value an atomic op stores given the old one (1-based ATOMOP). */
+static uint64_t atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c)
+{
+  int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S', f = lpx_types[type].kind == 'F' || lpx_types[type].kind == 'H';
+  uint64_t mk = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  int64_t so = bits >= 64 ? (int64_t)old : (int64_t)(old << (64 - bits)) >> (64 - bits);
+  int64_t sb = bits >= 64 ? (int64_t)b : (int64_t)(b << (64 - bits)) >> (64 - bits);
+  old &= mk; b &= mk;
+  switch (op) {
+  case 1:
+    if (type == LPX_T_F32) return emu_f2u(emu_u2f(old) + emu_u2f(b));
+    if (type == LPX_T_F64) return emu_d2u(emu_u2d(old) + emu_u2d(b));
+    if (type == LPX_T_F16) return lpx_emu_f32_to_f16(lpx_emu_f16_to_f32((uint16_t)old) + lpx_emu_f16_to_f32((uint16_t)b), 1);
+    if (type == LPX_T_BF16) return lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32((uint16_t)old) + lpx_emu_bf16_to_f32((uint16_t)b), 1);
+    if (type == LPX_T_F16X2 || type == LPX_T_BF16X2) {
+      uint64_t r = 0;
+      for (int k = 0; k < 2; k++) {
+        uint16_t x = (uint16_t)(old >> 16 * k), y = (uint16_t)(b >> 16 * k);
+        r |= (uint64_t)(type == LPX_T_F16X2 ? lpx_emu_f32_to_f16(lpx_emu_f16_to_f32(x) + lpx_emu_f16_to_f32(y), 1)
+                                            : lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32(x) + lpx_emu_bf16_to_f32(y), 1)) << 16 * k;
+      }
+      return r;
+    }
+    return (old + b) & mk;
+  case 2:
+    if (f) return type == LPX_T_F32 ? emu_f2u(fminf(emu_u2f(old), emu_u2f(b))) : emu_d2u(fmin(emu_u2d(old), emu_u2d(b)));
+    return s ? (uint64_t)(so < sb ? so : sb) & mk : (old < b ? old : b);
+  case 3:
+    if (f) return type == LPX_T_F32 ? emu_f2u(fmaxf(emu_u2f(old), emu_u2f(b))) : emu_d2u(fmax(emu_u2d(old), emu_u2d(b)));
+    return s ? (uint64_t)(so > sb ? so : sb) & mk : (old > b ? old : b);
+  case 4: return old & b;
+  case 5: return old | b;
+  case 6: return old ^ b;
+  case 7: return old >= b ? 0 : old + 1;
+  case 8: return (old == 0 || old > b) ? b : old - 1;
+  case 9: return b;
+  case 10: return old == b ? (c & mk) : old;
+  default: return old;
+  }
+}
+
+/* Atomically apply op at p (size 2, 4 or 8 bytes); returns the old value. */
+static uint64_t atomic_rmw(uint8_t *p, int size, int op, int type, uint64_t b, uint64_t c)
+{
+  if (size == 4) {
+    uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), nv;
+    do nv = (uint32_t)atom_apply(op, type, old, b, c);
+    while (!__atomic_compare_exchange_n((uint32_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    return old;
+  }
+  if (size == 8) {
+    uint64_t old = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), nv;
+    do nv = atom_apply(op, type, old, b, c);
+    while (!__atomic_compare_exchange_n((uint64_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    return old;
+  }
+  uint16_t old = __atomic_load_n((uint16_t *)p, __ATOMIC_RELAXED), nv;
+  do nv = (uint16_t)atom_apply(op, type, old, b, c);
+  while (!__atomic_compare_exchange_n((uint16_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+  return old;
+}
+
+/* atom d, [a], b (, c) and red [a], b: lanes in order, each atomic. */
+HANDLER(op_atom)
+{
+  int red = in->op == LPX_OP_RED, k = red ? 0 : 1;
+  const emu_op *ao = EMU_OP(w, in, k);
+  uint64_t *d = red ? NULL : D(0);
+  const uint64_t *b = D(k + 1), *c = in->nops > k + 2 ? D(k + 2) : b;
+  int size = (lpx_types[in->type].bits + 7) / 8, op = in->mod[LPX_GB_ATOMOP];
+  uint64_t bias;
+  int space = access_space(in, ao, &bias);
+  EMU_EACH(m, {
+    uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)size, 2);
+    if (!p) return -1;
+    uint64_t old = atomic_rmw(p, size, op, in->type, b[l], c[l]);
+    if (d) d[l] = old;
+  });
+  return 0;
+}
+
+/* ---------------------------------------------------------------- cvta */
+
+/* cvta(.to).space: move an address between a space and the generic one. */
+HANDLER(op_cvta)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1);
+  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), to = in->mod[LPX_GB_TO] != 0;
+  uint64_t win = sp == EMU_SP_SHARED ? EMU_SHARED_WINDOW : sp == EMU_SP_LOCAL ? EMU_LOCAL_WINDOW : 0;
+  uint64_t mk = lpx_types[in->type].bits >= 64 ? ~0ull : 0xffffffffull;
+  EMU_EACH(m, d[l] = (to ? a[l] - win : a[l] + win) & mk);
+  return 0;
+}
+
+/* cp.async [dst], [src], size{, src_size}: the copy happens at once (a valid
+ * schedule of an asynchronous copy); bytes past src_size are zero-filled. */
+HANDLER(op_cp_async)
+{
+  const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
+  const uint64_t *sz = D(2), *ssz = in->nops > 3 ? D(3) : sz;
+  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), ssp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE2]);
+  if (dsp == EMU_SP_GENERIC) dsp = EMU_SP_SHARED;
+  if (ssp == EMU_SP_GENERIC) ssp = EMU_SP_GLOBAL;
+  EMU_EACH(m, {
+    uint32_t n = (uint32_t)sz[l], sn = (uint32_t)ssz[l];
+    if (n != 4 && n != 8 && n != 16) return lpx_emu_fail(w, in, l, "cp.async copies 4, 8 or 16 bytes, not %u", n);
+    if (sn > n) return lpx_emu_fail(w, in, l, "cp.async source size %u is larger than the copy size %u", sn, n);
+    uint8_t *dst = lpx_emu_addr(w, in, l, dsp, lane_addr(w, dop, l, 0), n, 1);
+    if (!dst) return -1;
+    const uint8_t *src = sn ? lpx_emu_addr(w, in, l, ssp, lane_addr(w, sop, l, 0), sn, 0) : NULL;
+    if (sn && !src) return -1;
+    if (sn) memcpy(dst, src, sn);
+    memset(dst + sn, 0, n - sn);
+  });
+  return 0;
+}
+
+/* mapa: the address of the same shared variable in CTA b of the cluster
+ * (shared::cluster: 1 + b in bits 24..31; generic: in the shared window). */
+HANDLER(op_mapa)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *r = D(2);
+  int generic = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]) == EMU_SP_GENERIC;
+  uint64_t mk = lpx_types[in->type].bits >= 64 ? ~0ull : 0xffffffffull;
+  EMU_EACH(m, {
+    uint32_t rank = (uint32_t)r[l];
+    if (rank >= (uint32_t)w->cta->group_size)
+      return lpx_emu_fail(w, in, l, "mapa: CTA rank %u, but the cluster has %d CTA(s)", rank, w->cta->group_size);
+    uint64_t off = ((generic ? a[l] - EMU_SHARED_WINDOW : a[l]) & 0xffffff) | (uint64_t)(rank + 1) << 24;
+    d[l] = (generic ? EMU_SHARED_WINDOW + off : off) & mk;
+  });
+  return 0;
+}
+
+/* prefetch and friends: no architectural effect. */
+HANDLER(op_nop) { return 0; }
+
+/* Handler for a memory row. */
+emu_fn lpx_emu_pick_mem(const emu_inst *in)
+{
+  int bits = in->type >= 0 ? lpx_types[in->type].bits : 0;
+  switch (in->op) {
+  case LPX_OP_LD: case LPX_OP_LDU:
+    if (bits > 64) return NULL;
+    if (in->vec == 1 && bits == 32 && in->type != LPX_T_S32 && in->mod[LPX_GB_SPACE] == 1) return ld_global_32;
+    return op_ld;
+  case LPX_OP_ST: return bits > 64 ? NULL : op_st;
+  case LPX_OP_ATOM: case LPX_OP_RED: return in->vec > 1 || bits > 64 ? NULL : op_atom;
+  case LPX_OP_CVTA: return op_cvta;
+  case LPX_OP_PREFETCH: case LPX_OP_CPACOMMIT: case LPX_OP_CPAWAIT: case LPX_OP_CPAWAITALL: return op_nop;
+  case LPX_OP_CPASYNC: return op_cp_async;
+  case LPX_OP_MAPA: return op_mapa;
+  default: return NULL;
+  }
+}

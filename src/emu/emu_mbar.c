@@ -1,0 +1,176 @@
+/* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
+ * memory (init, arrive, arrive_drop, expect_tx, complete_tx, test_wait /
+ * try_wait with phase tokens or parity, pending_count, inval) and the bulk
+ * copies that complete transactions on them (cp.async.bulk, non-tensor).
+ * Copies happen at once, a valid schedule of an asynchronous copy; a
+ * barrier's phase completes when its pending arrivals and its
+ * transaction count both reach zero. */
+#include "emu.h"
+
+#define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
+#define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
+
+/* ------------------------------------------------------------ the object */
+
+/* The 64-bit object: pending arrivals, expected arrivals, signed
+ * transaction count (21 bits each) and the current phase's parity. */
+typedef struct mbar { int64_t pending, expected, tx; int phase; } mbar;
+
+#define F21 0x1fffffull
+
+/* Unpack an mbarrier word. */
+static mbar unpack(uint64_t v)
+{
+  mbar b = { (int64_t)(v & F21), (int64_t)((v >> 21) & F21), (int64_t)((v >> 42) & F21), (int)(v >> 63) };
+  if (b.tx & 0x100000) b.tx -= 0x200000;
+  return b;
+}
+
+/* Pack an mbarrier word. */
+static uint64_t pack(mbar b)
+{
+  return ((uint64_t)b.pending & F21) | ((uint64_t)b.expected & F21) << 21 | ((uint64_t)b.tx & F21) << 42 | (uint64_t)b.phase << 63;
+}
+
+/* Complete the phase when nothing is pending: flip parity, re-arm. A
+ * completed phase orders memory like a barrier, so the race check starts
+ * a new epoch. */
+static void settle(emu_warp *w, mbar *b)
+{
+  if (b->pending || b->tx || !b->expected) return;
+  b->phase ^= 1;
+  b->pending = b->expected;
+  w->cta->epoch++;
+}
+
+/* ------------------------------------------------------------ addressing */
+
+/* Host pointer of the 8-byte barrier operand k for a lane (shared unless said otherwise). */
+static uint8_t *mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
+{
+  const emu_op *ao = EMU_OP(w, in, k);
+  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
+  else if (sp == EMU_SP_GENERIC && in->mod[LPX_GB_SHARED]) sp = EMU_SP_SHARED;
+  uint64_t addr = (ao->reg >= 0 ? EMU_R(w, ao->reg)[lane] : 0) + (uint64_t)ao->off;
+  return lpx_emu_addr(w, in, lane, sp, addr, 8, 2);
+}
+
+/* Index of the first ADDR operand (the barrier), or -1. */
+static int addr_index(const emu_warp *w, const emu_inst *in)
+{
+  for (int k = 0; k < in->nops; k++) if (EMU_OP(w, in, k)->kind == EO_ADDR) return k;
+  return -1;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+enum { MB_INIT = 1, MB_INVAL, MB_ARRIVE, MB_DROP, MB_EXPECT, MB_COMPLETE, MB_TEST, MB_TRY, MB_PENDING };
+
+/* Apply one lane's operation to its barrier word; *out gets the result. */
+static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
+{
+  int kind = in->mod[LPX_GB_MBAR];
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
+  if (kind == MB_INIT) {
+    if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
+    b = (mbar){ arg, arg, 0, 0 };
+  } else if (kind == MB_INVAL) {
+    b = (mbar){ 0, 0, 0, 0 };
+  } else if (kind == MB_EXPECT || kind == MB_COMPLETE) {
+    b.tx += kind == MB_EXPECT ? arg : -arg;
+    settle(w, &b);
+  } else if (kind == MB_ARRIVE || kind == MB_DROP) {
+    int64_t count = in->mod[LPX_GB_EXPECT] ? 1 : arg;
+    if (in->mod[LPX_GB_EXPECT]) b.tx += arg;
+    if (!b.expected) return lpx_emu_fail(w, in, lane, "arrive on an mbarrier that is not initialised (mbarrier.init)");
+    if (count > b.pending)
+      return lpx_emu_fail(w, in, lane, "%lld arrival(s) on an mbarrier with only %lld pending in this phase", (long long)count, (long long)b.pending);
+    *out = word;                              /* the state token: the word before this arrival */
+    b.pending -= count;
+    if (kind == MB_DROP) b.expected -= count;
+    settle(w, &b);
+  } else if (kind == MB_TEST || kind == MB_TRY) {
+    int want = in->mod[LPX_GB_PARITY] ? (int)(arg & 1) : (int)(D(k + 1)[lane] >> 63);
+    *out = b.phase != want;                   /* the phase with that parity has completed */
+  }
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 0;
+}
+
+/* mbarrier.*: lanes in order, each on its own barrier address. */
+HANDLER(op_mbarrier)
+{
+  int kind = in->mod[LPX_GB_MBAR];
+  if (kind == MB_PENDING) {                   /* pending_count d, state: no memory */
+    uint64_t *d = D(0);
+    const uint64_t *s = D(1);
+    EMU_EACH(m, d[l] = s[l] & F21);
+    return 0;
+  }
+  int k = addr_index(w, in);
+  if (k < 0) return lpx_emu_fail(w, in, -1, "mbarrier needs a [barrier] address operand");
+  uint64_t *d = k > 0 ? D(0) : NULL;
+  EMU_EACH(m, {
+    uint8_t *p = mbar_ptr(w, in, k, l);
+    uint64_t out = 0;
+    if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
+    if (d) d[l] = out;
+  });
+  return 0;
+}
+
+/* ----------------------------------------------------------- bulk copies */
+
+/* cp.async.bulk [dst], [src], size{, [mbar]}: copy at once, then complete
+ * size bytes of transactions on the barrier (.mbarrier::complete_tx::bytes). */
+HANDLER(op_cp_bulk)
+{
+  const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
+  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), ssp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE2]);
+  const uint64_t *sz = D(2);
+  int with_mbar = in->nops > 3 && EMU_OP(w, in, 3)->kind == EO_ADDR;
+  EMU_EACH(m, {
+    uint32_t n = (uint32_t)sz[l];
+    if (n % 16) return lpx_emu_fail(w, in, l, "cp.async.bulk size %u is not a multiple of 16", n);
+    uint8_t *dst = lpx_emu_addr(w, in, l, dsp, (dop->reg >= 0 ? EMU_R(w, dop->reg)[l] : 0) + (uint64_t)dop->off, n ? n : 1, 1);
+    const uint8_t *src = dst ? lpx_emu_addr(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
+    if (!dst || !src) return -1;
+    memmove(dst, src, n);
+    if (with_mbar) {
+      uint8_t *p = mbar_ptr(w, in, 3, l);
+      if (!p) return -1;
+      uint64_t word;
+      memcpy(&word, p, 8);
+      mbar b = unpack(word);
+      b.tx -= n;
+      settle(w, &b);
+      word = pack(b);
+      memcpy(p, &word, 8);
+    }
+  });
+  return 0;
+}
+
+/* Bulk-group bookkeeping and prefetches: nothing to wait for. */
+HANDLER(op_nop) { return 0; }
+
+/* Handler for mbarrier and the non-tensor cp.async.bulk forms. */
+emu_fn lpx_emu_pick_mbar(const emu_inst *in)
+{
+  if (in->op == LPX_OP_MBARRIER) return in->mod[LPX_GB_MBAR] ? op_mbarrier : NULL;
+  if (in->ext[0] == 2) return op_nop;
+  return in->ext[0] == 1 ? op_cp_bulk : NULL;
+}
+
+/* Classify a cp.async.bulk form from its text: 1 copy, 2 group/prefetch, 0 other. */
+void lpx_emu_decode_bulk(emu_inst *in, const char *text)
+{
+  if (strstr(text, ".tensor") || strstr(text, ".multicast")) in->ext[0] = 0;
+  else if (strstr(text, "commit_group") || strstr(text, "wait_group") || strstr(text, ".prefetch")) in->ext[0] = 2;
+  else in->ext[0] = 1;
+}

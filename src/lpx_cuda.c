@@ -1,0 +1,322 @@
+/* The "cuda" device: the CUDA Driver API loaded with dlopen (never linked),
+ * primary context, modules compiled through the cubin cache, launches with
+ * cuLaunchKernelEx when a cluster is set, dynamic shared memory above
+ * 48 KB, and every CUresult turned into its name, its text and the call. */
+#include "lpx_device_impl.h"
+#include "lpx_compile.h"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+
+/* Driver entry points: X(field, exported name, return, parameters). The
+ * exported names carry the _v2 suffixes cuda.h maps the plain names to. */
+#define LPX_CUDA_FUNCS(X) \
+  X(Init, "cuInit", CUresult, (unsigned)) \
+  X(DeviceGetCount, "cuDeviceGetCount", CUresult, (int *)) \
+  X(DeviceGet, "cuDeviceGet", CUresult, (int *, int)) \
+  X(DeviceGetName, "cuDeviceGetName", CUresult, (char *, int, int)) \
+  X(DeviceGetAttribute, "cuDeviceGetAttribute", CUresult, (int *, int, int)) \
+  X(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (void **, int)) \
+  X(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (int)) \
+  X(CtxSetCurrent, "cuCtxSetCurrent", CUresult, (void *)) \
+  X(CtxSynchronize, "cuCtxSynchronize", CUresult, (void)) \
+  X(MemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr *, size_t)) \
+  X(MemFree, "cuMemFree_v2", CUresult, (CUdeviceptr)) \
+  X(MemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr, const void *, size_t)) \
+  X(MemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t)) \
+  X(MemsetD8, "cuMemsetD8_v2", CUresult, (CUdeviceptr, unsigned char, size_t)) \
+  X(ModuleLoadData, "cuModuleLoadData", CUresult, (void **, const void *)) \
+  X(ModuleLoadDataEx, "cuModuleLoadDataEx", CUresult, (void **, const void *, unsigned, int *, void **)) \
+  X(ModuleUnload, "cuModuleUnload", CUresult, (void *)) \
+  X(ModuleGetFunction, "cuModuleGetFunction", CUresult, (void **, void *, const char *)) \
+  X(FuncSetAttribute, "cuFuncSetAttribute", CUresult, (void *, int, int)) \
+  X(LaunchKernel, "cuLaunchKernel", CUresult, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **)) \
+  X(LaunchKernelEx, "cuLaunchKernelEx", CUresult, (const launch_config *, void *, void **, void **)) \
+  X(StreamSynchronize, "cuStreamSynchronize", CUresult, (void *)) \
+  X(EventCreate, "cuEventCreate", CUresult, (void **, unsigned)) \
+  X(EventRecord, "cuEventRecord", CUresult, (void *, void *)) \
+  X(EventSynchronize, "cuEventSynchronize", CUresult, (void *)) \
+  X(EventElapsedTime, "cuEventElapsedTime", CUresult, (float *, void *, void *)) \
+  X(EventDestroy, "cuEventDestroy_v2", CUresult, (void *)) \
+  X(GetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **)) \
+  X(GetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **))
+
+/* CUlaunchAttribute and CUlaunchConfig, laid out as cuda.h does. */
+typedef struct launch_attr { int id; char pad[4]; union { char raw[64]; struct { unsigned x, y, z; } dim; } value; } launch_attr;
+typedef struct launch_config {
+  unsigned grid[3], block[3], smem;
+  void *stream;
+  launch_attr *attrs;
+  unsigned nattrs;
+} launch_config;
+
+enum {
+  ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, FUNC_MAX_DYN_SMEM = 8, FUNC_NON_PORTABLE_CLUSTER = 14,
+  LAUNCH_ATTR_CLUSTER_DIM = 4, JIT_ERROR_LOG = 5, JIT_ERROR_LOG_SIZE = 6,
+};
+#define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+#define LAUNCH_PARAM_END ((void *)0x00)
+
+typedef struct cuda_api {
+#define X(field, name, ret, params) ret (*field) params;
+  LPX_CUDA_FUNCS(X)
+#undef X
+} cuda_api;
+
+typedef struct cuda_fn { void *handle; char name[128]; int smem_raised; int nonportable; } cuda_fn;
+
+typedef struct cuda_dev {
+  void *lib;
+  cuda_api api;
+  int ordinal;
+  void *context, *stream;
+  char name[256], describe[320], arch[16];
+  lpx_compiler *compiler;
+  void **modules; size_t nmodules, modules_cap;
+  cuda_fn *fns; size_t nfns, fns_cap;
+  void **events; size_t nevents, events_cap;
+} cuda_dev;
+
+#define DEV(d) ((cuda_dev *)(d)->impl)
+
+/* ---------------------------------------------------------------- errors */
+
+/* Fail with the failed call, the CUresult's name and its text. */
+static int cu_fail(lpx_device *d, const char *call, CUresult rc, const char *what)
+{
+  const char *name = "CUDA_ERROR_UNKNOWN", *text = "unknown error";
+  cuda_dev *c = DEV(d);
+  if (c && c->api.GetErrorName) c->api.GetErrorName(rc, &name);
+  if (c && c->api.GetErrorString) c->api.GetErrorString(rc, &text);
+  return lpx_fail(d->ctx, "%s%s%s failed: %s (%d: %s)", what ? what : "", what ? ": " : "", call, name, rc, text);
+}
+
+#define CU(d, call, what) do { CUresult rc_ = DEV(d)->api.call; \
+  if (rc_) return cu_fail(d, "cu" #call, rc_, what); } while (0)
+
+/* ------------------------------------------------------------- loading */
+
+/* dlopen libcuda.so.1 and resolve every entry point; 0 on success. */
+static int load_driver(lpx_device *d, cuda_dev *c)
+{
+  c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!c->lib)
+    return lpx_fail(d->ctx, "no CUDA driver: libcuda.so.1 could not be loaded (%s); "
+                            "use the CPU emulator (LUAPTX_DEVICE=emu) or install the NVIDIA driver", dlerror());
+#define X(field, name, ret, params) c->api.field = (ret(*) params)dlsym(c->lib, name); \
+  if (!c->api.field) return lpx_fail(d->ctx, "the CUDA driver lacks %s (driver too old for luaptx)", name);
+  LPX_CUDA_FUNCS(X)
+#undef X
+  return 0;
+}
+
+/* Initialise the driver, pick device 0 and make its primary context current. */
+static int open_context(lpx_device *d, cuda_dev *c)
+{
+  int count = 0, major = 0, minor = 0;
+  CU(d, Init(0), "starting the CUDA driver");
+  CU(d, DeviceGetCount(&count), NULL);
+  if (count < 1) return lpx_fail(d->ctx, "the CUDA driver found no GPU; use the CPU emulator (LUAPTX_DEVICE=emu)");
+  CU(d, DeviceGet(&c->ordinal, 0), NULL);
+  CU(d, DeviceGetName(c->name, (int)sizeof c->name, c->ordinal), NULL);
+  CU(d, DeviceGetAttribute(&major, ATTR_CC_MAJOR, c->ordinal), NULL);
+  CU(d, DeviceGetAttribute(&minor, ATTR_CC_MINOR, c->ordinal), NULL);
+  snprintf(c->arch, sizeof c->arch, "sm_%d%d%s", major, minor, major >= 9 ? "a" : "");
+  CU(d, PrimaryCtxRetain(&c->context, c->ordinal), NULL);
+  CU(d, CtxSetCurrent(c->context), NULL);
+  snprintf(c->describe, sizeof c->describe, "cuda (%s, %s)", c->name, c->arch);
+  return 0;
+}
+
+/* ------------------------------------------------------------ operations */
+
+/* Release modules, the context and the library. */
+static void cuda_close(lpx_device *d)
+{
+  cuda_dev *c = DEV(d);
+  if (!c) return;
+  for (size_t i = 0; i < c->nmodules; i++) if (c->modules[i]) c->api.ModuleUnload(c->modules[i]);
+  for (size_t i = 0; i < c->nevents; i++) if (c->events[i]) c->api.EventDestroy(c->events[i]);
+  free(c->events);
+  if (c->context) c->api.PrimaryCtxRelease(c->ordinal);
+  if (c->compiler) lpx_compiler_close(c->compiler);
+  if (c->lib) dlclose(c->lib);
+  free(c->modules);
+  free(c->fns);
+  free(c);
+  d->impl = NULL;
+}
+
+/* "cuda (NVIDIA H100 80GB HBM3, sm_90a)". */
+static const char *cuda_describe(lpx_device *d) { return DEV(d)->describe; }
+
+/* Options: "stream" (a CUstream as an integer; 0 = the default stream). */
+static int cuda_set_option(lpx_device *d, const char *name, int64_t value)
+{
+  if (strcmp(name, "stream") == 0) { DEV(d)->stream = (void *)(intptr_t)value; return 0; }
+  return lpx_fail(d->ctx, "cuda device: unknown option '%s'; valid: stream", name);
+}
+
+/* Read an option ("stream", "cc" as major*10+minor). */
+static int cuda_get_option(lpx_device *d, const char *name, int64_t *value)
+{
+  if (strcmp(name, "stream") == 0) { *value = (int64_t)(intptr_t)DEV(d)->stream; return 0; }
+  if (strcmp(name, "cc") == 0) { *value = atoi(DEV(d)->arch + 3); return 0; }
+  return lpx_fail(d->ctx, "cuda device: unknown option '%s'; valid: stream, cc", name);
+}
+
+static int cuda_alloc(lpx_device *d, uint64_t n, uint64_t *p) { CU(d, MemAlloc(p, n), "alloc"); return 0; }
+static int cuda_free(lpx_device *d, uint64_t p) { CU(d, MemFree(p), "free"); return 0; }
+static int cuda_upload(lpx_device *d, uint64_t dst, const void *src, uint64_t n) { CU(d, MemcpyHtoD(dst, src, n), "upload"); return 0; }
+static int cuda_download(lpx_device *d, void *dst, uint64_t src, uint64_t n) { CU(d, MemcpyDtoH(dst, src, n), "download"); return 0; }
+static int cuda_memset(lpx_device *d, uint64_t dst, int b, uint64_t n) { CU(d, MemsetD8(dst, (unsigned char)b, n), "memset"); return 0; }
+
+/* Load PTX through the driver JIT (the last resort), keeping its log. */
+static int load_ptx_jit(lpx_device *d, const char *ptx, void **mod)
+{
+  char log[8192] = "";
+  int opts[2] = { JIT_ERROR_LOG, JIT_ERROR_LOG_SIZE };
+  void *vals[2] = { log, (void *)(uintptr_t)sizeof log };
+  CUresult rc = DEV(d)->api.ModuleLoadDataEx(mod, ptx, 2, opts, vals);
+  if (rc) return cu_fail(d, "cuModuleLoadDataEx", rc, log[0] ? log : "driver JIT of the PTX");
+  return 0;
+}
+
+/* Emit the module's PTX, compile it through the cache, load the cubin. */
+static int cuda_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
+{
+  cuda_dev *c = DEV(d);
+  lpx_emit_opts eo = { 1, 1 };
+  const char *ptx;
+  size_t len;
+  if (lpx_emit(m, &eo, &ptx, &len)) return -1;
+  if (!c->compiler) c->compiler = lpx_compiler_open(d->ctx, NULL);
+  void *mod = NULL;
+  lpx_cubin out;
+  lpx_compile_opts co = { 1, -1, 0, 0, 0 };
+  if (c->compiler && lpx_compile(c->compiler, ptx, len, m->target, &co, &out) == 0) {
+    CU(d, ModuleLoadData(&mod, out.data), "loading the compiled cubin");
+  } else if (!c->compiler) {
+    if (load_ptx_jit(d, ptx, &mod)) return -1;
+  } else {
+    return -1;
+  }
+  if (LPX_RESERVE(c->modules, c->modules_cap, c->nmodules + 1)) return lpx_fail(d->ctx, "out of memory");
+  c->modules[c->nmodules] = mod;
+  *module = (int32_t)c->nmodules++;
+  return 0;
+}
+
+/* Find a kernel by name in a loaded module. */
+static int cuda_function(lpx_device *d, int32_t module, const char *name, int32_t *fn)
+{
+  cuda_dev *c = DEV(d);
+  if (module < 0 || (size_t)module >= c->nmodules) return lpx_fail(d->ctx, "function: no module %d", module);
+  if (LPX_RESERVE(c->fns, c->fns_cap, c->nfns + 1)) return lpx_fail(d->ctx, "out of memory");
+  cuda_fn *f = &c->fns[c->nfns];
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  CU(d, ModuleGetFunction(&f->handle, c->modules[module], name), name);
+  *fn = (int32_t)c->nfns++;
+  return 0;
+}
+
+/* Raise the function's attributes a launch needs (once each). */
+static int prepare_fn(lpx_device *d, cuda_fn *f, const lpx_launch_cfg *cfg)
+{
+  if (cfg->dynamic_smem > 48 * 1024 && (int)cfg->dynamic_smem > f->smem_raised) {
+    CU(d, FuncSetAttribute(f->handle, FUNC_MAX_DYN_SMEM, (int)cfg->dynamic_smem), f->name);
+    f->smem_raised = (int)cfg->dynamic_smem;
+  }
+  unsigned cluster = cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2];
+  if (cluster > 8 && !f->nonportable) {
+    CU(d, FuncSetAttribute(f->handle, FUNC_NON_PORTABLE_CLUSTER, 1), f->name);
+    f->nonportable = 1;
+  }
+  return 0;
+}
+
+/* Launch with the packed parameter buffer; cuLaunchKernelEx for clusters. */
+static int cuda_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
+{
+  cuda_dev *c = DEV(d);
+  if (fn < 0 || (size_t)fn >= c->nfns) return lpx_fail(d->ctx, "launch: no function %d", fn);
+  cuda_fn *f = &c->fns[fn];
+  if (prepare_fn(d, f, cfg)) return -1;
+  size_t size = (size_t)cfg->params_size;
+  void *extra[] = { LAUNCH_PARAM_BUFFER_POINTER, (void *)cfg->params, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END };
+  if (cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2] <= 1) {
+    CU(d, LaunchKernel(f->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1],
+                       cfg->block[2], cfg->dynamic_smem, c->stream, NULL, extra), f->name);
+    return 0;
+  }
+  launch_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = LAUNCH_ATTR_CLUSTER_DIM;
+  attr.value.dim.x = cfg->cluster[0]; attr.value.dim.y = cfg->cluster[1]; attr.value.dim.z = cfg->cluster[2];
+  launch_config lc = { { cfg->grid[0], cfg->grid[1], cfg->grid[2] }, { cfg->block[0], cfg->block[1], cfg->block[2] },
+                       cfg->dynamic_smem, c->stream, &attr, 1 };
+  CU(d, LaunchKernelEx(&lc, f->handle, NULL, extra), f->name);
+  return 0;
+}
+
+/* Wait for the stream (or the whole context on the default stream). */
+static int cuda_sync(lpx_device *d)
+{
+  if (DEV(d)->stream) CU(d, StreamSynchronize(DEV(d)->stream), "sync");
+  else CU(d, CtxSynchronize(), "sync");
+  return 0;
+}
+
+/* Record a CUDA event on the device's stream. */
+static int cuda_event_record(lpx_device *d, int32_t *event)
+{
+  cuda_dev *c = DEV(d);
+  void *ev = NULL;
+  if (LPX_RESERVE(c->events, c->events_cap, c->nevents + 1)) return lpx_fail(d->ctx, "out of memory");
+  CU(d, EventCreate(&ev, 0), "event");
+  c->events[c->nevents] = ev;
+  *event = (int32_t)c->nevents++;
+  CU(d, EventRecord(ev, c->stream), "event");
+  return 0;
+}
+
+/* Milliseconds between two recorded events (waits for the second). */
+static int cuda_event_elapsed(lpx_device *d, int32_t start, int32_t end, double *ms)
+{
+  cuda_dev *c = DEV(d);
+  if (start < 0 || end < 0 || (size_t)start >= c->nevents || (size_t)end >= c->nevents)
+    return lpx_fail(d->ctx, "event_elapsed: unknown event %d or %d", start, end);
+  float f = 0;
+  CU(d, EventSynchronize(c->events[end]), "event");
+  CU(d, EventElapsedTime(&f, c->events[start], c->events[end]), "event");
+  *ms = f;
+  return 0;
+}
+
+static const lpx_device_vt cuda_vt = {
+  "cuda", cuda_close, cuda_describe, cuda_set_option, cuda_get_option, cuda_alloc, cuda_free,
+  cuda_upload, cuda_download, cuda_memset, cuda_load_ir, cuda_function, cuda_launch, cuda_sync, NULL,
+  cuda_event_record, cuda_event_elapsed,
+};
+
+/* Open the CUDA device on d; -1 (reason in the context) without a driver or GPU. */
+int lpx_cuda_open(lpx_device *d)
+{
+  cuda_dev *c = calloc(1, sizeof *c);
+  if (!c) return lpx_fail(d->ctx, "out of memory");
+  d->impl = c;
+  d->vt = &cuda_vt;
+  if (load_driver(d, c) || open_context(d, c)) {
+    cuda_close(d);
+    d->vt = NULL;
+    return -1;
+  }
+  return 0;
+}
+

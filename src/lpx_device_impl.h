@@ -1,0 +1,44 @@
+/* Internal side of the device interface: the table of operations each
+ * device kind implements, and the device object the dispatcher owns. */
+#ifndef LPX_DEVICE_IMPL_H
+#define LPX_DEVICE_IMPL_H
+#include "lpx_device.h"
+#include "lpx_internal.h"
+
+typedef struct lpx_device_vt {
+  const char *kind;
+  void (*close)(lpx_device *d);
+  const char *(*describe)(lpx_device *d);
+  int (*set_option)(lpx_device *d, const char *name, int64_t value);
+  int (*get_option)(lpx_device *d, const char *name, int64_t *value);
+  int (*alloc)(lpx_device *d, uint64_t bytes, uint64_t *dptr);
+  int (*free)(lpx_device *d, uint64_t dptr);
+  int (*upload)(lpx_device *d, uint64_t dst, const void *src, uint64_t n);
+  int (*download)(lpx_device *d, void *dst, uint64_t src, uint64_t n);
+  int (*memset)(lpx_device *d, uint64_t dst, int byte, uint64_t n);
+  int (*load_ir)(lpx_device *d, lpx_module *m, int32_t *module);
+  int (*function)(lpx_device *d, int32_t module, const char *name, int32_t *fn);
+  int (*launch)(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg);
+  int (*sync)(lpx_device *d);
+  int (*stats)(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_insts);
+  /* Optional: device-side events (NULL: host-clock events after a sync). */
+  int (*event_record)(lpx_device *d, int32_t *event);
+  int (*event_elapsed)(lpx_device *d, int32_t start, int32_t end, double *ms);
+} lpx_device_vt;
+
+struct lpx_device {
+  const lpx_device_vt *vt;
+  lpx_ctx *ctx;
+  void *impl;
+  double *events; size_t nevents, events_cap;   /* host ms at record time */
+  int64_t refs;      /* the opener's reference plus one per live allocation */
+  int closed;        /* lpx_device_close was called; freed when refs reach 0 */
+};
+
+/* Open the CPU emulator on d (fills d->vt and d->impl). */
+int lpx_emu_open(lpx_device *d);
+
+/* Open the CUDA driver device on d; -1 without a driver or a GPU. */
+int lpx_cuda_open(lpx_device *d);
+
+#endif

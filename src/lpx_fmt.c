@@ -1,0 +1,364 @@
+/* Printing parsed modules: the lossless emitter rebuilds the source byte
+ * for byte by walking the IR (items, operands, registers) and printing each
+ * token's trivia and spelling, re-deriving from the IR what the IR owns
+ * (register names, opcodes, guards, labels, edited operands); the canonical
+ * emitter prints the same IR in the tracer's normalized layout. */
+#include "lpx_parse.h"
+#include <string.h>
+
+/* What a token is printed against: the module, function and item. */
+typedef struct fmtx {
+  lpx_buf *b;
+  const lpx_module *m;
+  const lpx_func *f;
+  const lpx_item *it;
+} fmtx;
+
+/* ------------------------------------------------------------------ tokens */
+
+/* Text of a module symbol. */
+static const char *sym_text(const lpx_module *m, int32_t sym)
+{
+  return lpx_strtab_get(&m->syms, sym);
+}
+
+/* Write a register's current name (its spelling if it is out of range). */
+static void put_reg_or(fmtx *x, int32_t reg, int32_t spell)
+{
+  if (x->f && reg >= 0 && (size_t)reg < x->f->nregs) lpx_put_reg(x->b, x->m, x->f, reg);
+  else lpx_buf_puts(x->b, sym_text(x->m, spell));
+}
+
+/* Write a token's text: its spelling, or what the IR now says in its place. */
+static void put_text(fmtx *x, const lpx_lex *l)
+{
+  const lpx_item *it = x->it;
+  switch (l->role) {
+  case LPX_LEX_REG: put_reg_or(x, l->ref, l->spell); break;
+  case LPX_LEX_GUARD: put_reg_or(x, it ? it->guard : -1, l->spell); break;
+  case LPX_LEX_OPCODE: lpx_buf_puts(x->b, it ? lpx_strtab_get(&x->m->ctx->form_names, it->form) : sym_text(x->m, l->spell)); break;
+  case LPX_LEX_LABEL: lpx_buf_puts(x->b, sym_text(x->m, it ? it->form : l->spell)); break;
+  default: lpx_buf_puts(x->b, sym_text(x->m, l->spell)); break;
+  }
+}
+
+/* Write tokens [a, b) with their leading trivia. */
+static void put_range(fmtx *x, uint32_t a, uint32_t b)
+{
+  for (uint32_t k = a; k < b; k++) {
+    const lpx_lex *l = &x->m->lex[k];
+    if (l->pre >= 0) lpx_buf_puts(x->b, sym_text(x->m, l->pre));
+    put_text(x, l);
+  }
+}
+
+/* Write only the leading trivia of token k. */
+static void put_pre(fmtx *x, uint32_t k)
+{
+  if (x->m->lex[k].pre >= 0) lpx_buf_puts(x->b, sym_text(x->m, x->m->lex[k].pre));
+}
+
+/* --------------------------------------------------------------- operands */
+
+/* A 64-bit digest of every field of an operand (mix of 64-bit words). */
+uint64_t lpx_operand_digest(const lpx_operand *o)
+{
+  uint64_t w[4], h = 0x9E3779B97F4A7C15ull;
+  memcpy(&w[0], &o->kind, 8);     /* kind, type */
+  memcpy(&w[1], &o->id, 8);       /* id, aux */
+  memcpy(&w[2], &o->ival, 8);
+  memcpy(&w[3], &o->fval, 8);
+  h ^= w[0] * 0xFF51AFD7ED558CCDull ^ w[1] * 0xC4CEB9FE1A85EC53ull ^ w[2] * 0x9FB21C651E98DF25ull ^ w[3] * 0xD6E8FEB86659FD93ull;
+  return h ^ (h >> 29);   /* independent products: no serial multiply chain */
+}
+
+/* Does an operand kind have children? */
+static int is_compound(int kind)
+{
+  return kind == LPX_OPD_VEC || kind == LPX_OPD_PAREN || kind == LPX_OPD_PIPE || kind == LPX_OPD_BRACKET;
+}
+
+/* Write the operand at *i and the gap tokens before it; advance *i and *t.
+ * An operand that still equals its parsed self prints its own tokens; an
+ * edited one prints canonically after the original leading trivia. */
+static void lossless_operand(fmtx *x, uint32_t *i, uint32_t *t)
+{
+  const lpx_opd_lex *rec = &x->f->ops_lex[*i];
+  const lpx_operand *o = &x->f->ops[*i];
+  uint32_t end = rec->first + rec->count;
+  put_range(x, *t, rec->first);
+  int intact = lpx_operand_digest(o) == rec->digest;
+  if (is_compound(o->kind) && intact) {
+    int n = o->kind == LPX_OPD_PIPE ? 2 : o->aux;
+    *t = rec->first;
+    (*i)++;
+    for (int c = 0; c < n; c++) lossless_operand(x, i, t);
+    put_range(x, *t, end);
+  } else if (!is_compound(o->kind) && intact) {
+    put_range(x, rec->first, end);
+    (*i)++;
+  } else {
+    put_pre(x, rec->first);
+    lpx_emit_operand(x->b, x->m, x->f, x->f->ops, i);
+  }
+  *t = end;
+}
+
+/* ------------------------------------------------------------------ items */
+
+/* Is a parsed instruction's shape (operand count, guard) still as parsed? */
+static int inst_intact(const lpx_module *m, const lpx_func *f, const lpx_item *it)
+{
+  if (!it->nlex || it->nops != it->lex_nops || (size_t)it->ops + it->nops > f->nops_lex) return 0;
+  const lpx_lex *l = &m->lex[it->lex];
+  int had_guard = l[0].role == LPX_LEX_LIT && strcmp(sym_text(m, l[0].spell), "@") == 0;
+  int had_neg = had_guard && it->nlex > 1 && strcmp(sym_text(m, l[1].spell), "!") == 0;
+  return had_guard == (it->guard >= 0) && had_neg == (it->guard_neg != 0);
+}
+
+/* Write an item canonically in place of its tokens (keeping the first
+ * token's trivia), for items the IR has reshaped or that were never parsed. */
+static void item_fallback(fmtx *x, const lpx_item *it)
+{
+  if (!it->nlex) { lpx_emit_item(x->b, x->m, x->f, it); return; }
+  lpx_buf tmp = { 0 };
+  lpx_emit_item(&tmp, x->m, x->f, it);
+  put_pre(x, it->lex);
+  size_t a = tmp.n && tmp.p[0] == '\t' ? 1 : 0, n = tmp.n;
+  if (n > a && tmp.p[n - 1] == '\n') n--;
+  if (n > a) lpx_buf_put(x->b, tmp.p + a, n - a);
+  lpx_buf_free(&tmp);
+}
+
+/* Write one body item losslessly. */
+static void lossless_item(fmtx *x, const lpx_item *it)
+{
+  x->it = it;
+  if (it->kind == LPX_ITEM_INST && !inst_intact(x->m, x->f, it)) item_fallback(x, it);
+  else if (!it->nlex) item_fallback(x, it);
+  else if (it->kind != LPX_ITEM_INST) put_range(x, it->lex, it->lex + it->nlex);
+  else {
+    uint32_t t = it->lex, i = it->ops, end = it->ops + it->nops;
+    while (i < end) lossless_operand(x, &i, &t);
+    put_range(x, t, it->lex + it->nlex);
+  }
+  x->it = NULL;
+}
+
+/* Write a function: header tokens, body items, closing brace. */
+static void lossless_func(fmtx *x, const lpx_func *f)
+{
+  x->f = f;
+  put_range(x, f->head_lex, f->head_lex + f->head_nlex);
+  for (size_t i = 0; i < f->nitems; i++) lossless_item(x, &f->items[i]);
+  put_range(x, f->tail_lex, f->tail_lex + 1);
+  x->f = NULL;
+}
+
+/* Emit a parsed module exactly as written (modulo edits made to its IR). */
+int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len)
+{
+  if (!m->ntop && m->nfuncs) return lpx_emit(m, NULL, text, len);   /* traced: its text is the emitter's */
+  fmtx x = { &m->out, m, NULL, NULL };
+  m->out.n = 0;
+  lpx_buf_put(&m->out, "", 0);
+  for (size_t i = 0; i < m->ntop; i++) {
+    const lpx_item *it = &m->top[i];
+    if (it->kind == LPX_ITEM_FUNC) lossless_func(&x, &m->funcs[it->form]);
+    else put_range(&x, it->lex, it->lex + it->nlex);
+  }
+  if (m->eof_pre >= 0) lpx_buf_puts(&m->out, sym_text(m, m->eof_pre));
+  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
+  *text = m->out.p;
+  *len = m->out.n;
+  return 0;
+}
+
+/* -------------------------------------------------------------- canonical */
+
+/* Does a token's original trivia hold a line break? */
+static int had_break(const lpx_module *m, const lpx_lex *l)
+{
+  return l->pre >= 0 && strchr(sym_text(m, l->pre), '\n') != NULL;
+}
+
+/* Is a token the one-character punctuation c? */
+static int lex_is(const lpx_module *m, const lpx_lex *l, char c)
+{
+  const char *s = sym_text(m, l->spell);
+  return s[0] == c && s[1] == '\0';
+}
+
+/* Is a token any one-character punctuation of set? */
+static int lex_in(const lpx_module *m, const lpx_lex *l, const char *set)
+{
+  const char *s = sym_text(m, l->spell);
+  return s[0] && s[1] == '\0' && strchr(set, s[0]) != NULL;
+}
+
+/* The separator before token l (after prev, which followed prev2). */
+static const char *canonical_gap(const lpx_module *m, const lpx_lex *prev2, const lpx_lex *prev, const lpx_lex *l)
+{
+  if (had_break(m, l) && !lex_in(m, l, ",;)]>")) return "\n\t";
+  if (lex_in(m, l, ",;)]}>:") || lex_in(m, prev, "([<!@{")) return "";
+  if (lex_is(m, l, '[') && !lex_in(m, prev, ",=")) return "";
+  if (lex_is(m, l, '<')) return "";
+  if (lex_in(m, prev, "-+") && (!prev2 || lex_in(m, prev2, ",={(+-"))) return "";
+  return " ";
+}
+
+/* Is token k's spelling the word w? */
+static int lex_word(const lpx_module *m, uint32_t k, const char *w)
+{
+  return strcmp(sym_text(m, m->lex[k].spell), w) == 0;
+}
+
+/* Canonical text of a parsed directive's token run. The tracer's own
+ * spacing where it has one: ".reg .b32 \t%r<4>;", ".loc\t1 2 1". */
+void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f)
+{
+  fmtx x = { b, m, f, NULL };
+  int reg = n && lex_word(m, first, ".reg"), tabbed = n && (lex_word(m, first, ".loc") || lex_word(m, first, ".file"));
+  for (uint32_t k = first; k < first + n; k++) {
+    const lpx_lex *l = &m->lex[k];
+    if (k == first + 1 && tabbed) lpx_buf_putc(b, '\t');
+    else if (reg && k > first && sym_text(m, l->spell)[0] != '.' && sym_text(m, l[-1].spell)[0] == '.') lpx_buf_puts(b, " \t");
+    else if (k > first) lpx_buf_puts(b, canonical_gap(m, k > first + 1 ? l - 2 : NULL, l - 1, l));
+    put_text(&x, l);
+  }
+}
+
+/* Canonical function header: one parameter per line, as the tracer writes. */
+static void canonical_head(lpx_buf *b, const lpx_module *m, const lpx_func *f)
+{
+  fmtx x = { b, m, f, NULL };
+  int depth = 0, params = 0, after = 0;   /* after: past the parameter list */
+  uint32_t end = f->head_lex + f->head_nlex - 1;   /* the '{' is written apart */
+  for (uint32_t k = f->head_lex; k < end; k++) {
+    const lpx_lex *l = &m->lex[k], *prev = k > f->head_lex ? l - 1 : NULL;
+    int open = lex_is(m, l, '('), close = lex_is(m, l, ')');
+    if (open && depth == 0) params = prev && l[-1].spell == f->sym;
+    if (params && close && depth == 1) lpx_buf_puts(b, "\n");
+    else if (params && depth == 1 && prev && (lex_is(m, prev, ',') || lex_is(m, prev, '('))) lpx_buf_puts(b, "\n\t");
+    else if (depth == 0 && after && sym_text(m, l->spell)[0] == '.') lpx_buf_puts(b, "\n");
+    else if (prev && !(open && prev->spell == f->sym)) lpx_buf_puts(b, canonical_gap(m, k > f->head_lex + 1 ? l - 2 : NULL, prev, l));
+    depth += open - close;
+    after |= params && close && depth == 0;
+    put_text(&x, l);
+  }
+  lpx_buf_puts(b, "\n{\n");
+}
+
+/* Directives that open a declaration the tracer writes before the body. */
+static const char *const decl_words[] = { ".reg", ".shared", ".local", ".const", ".global", ".param", NULL };
+
+/* Is a body item a declaration (a DIR starting with .reg, .shared, ...)? */
+static int is_decl(const lpx_module *m, const lpx_item *it)
+{
+  if (it->kind != LPX_ITEM_DIR || !it->nlex) return 0;
+  for (int i = 0; decl_words[i]; i++)
+    if (lex_word(m, it->lex, decl_words[i])) return 1;
+  return 0;
+}
+
+/* A function the way the tracer writes it: header, declarations, a blank
+ * line, the body, a blank line, the closing brace. */
+static void canonical_func(lpx_buf *b, const lpx_module *m, const lpx_func *f)
+{
+  if (f->is_entry && f->linkage == 1) lpx_buf_printf(b, "\t// .globl\t%s\n", sym_text(m, f->sym));
+  canonical_head(b, m, f);
+  size_t i = 0;
+  for (; i < f->nitems && is_decl(m, &f->items[i]); i++) lpx_emit_item(b, m, f, &f->items[i]);
+  lpx_buf_putc(b, '\n');
+  for (; i < f->nitems; i++) lpx_emit_item(b, m, f, &f->items[i]);
+  lpx_buf_puts(b, "\n}\n");
+}
+
+/* Is a top item one of the module header lines (.version ... .file)? */
+static int is_header_line(const lpx_module *m, const lpx_item *it)
+{
+  static const char *const words[] = { ".version", ".target", ".address_size", ".file", NULL };
+  if (it->kind != LPX_ITEM_DIR || !it->nlex) return 0;
+  for (int i = 0; words[i]; i++)
+    if (lex_word(m, it->lex, words[i])) return 1;
+  return 0;
+}
+
+/* Emit a parsed module in the tracer's layout: its banner, header lines,
+ * a blank line before each group of declarations and each function; no
+ * comments. Tracer output comes back unchanged. */
+int32_t lpx_fmt_canonical(lpx_module *m, const char **text, size_t *len)
+{
+  if (!m->ntop && m->nfuncs) return lpx_emit(m, NULL, text, len);   /* traced: already canonical */
+  lpx_buf *b = &m->out;
+  b->n = 0;
+  lpx_buf_puts(b, "//\n// Generated by luaptx\n//\n\n");
+  for (size_t i = 0; i < m->ntop; i++) {
+    const lpx_item *it = &m->top[i], *prev = i ? &m->top[i - 1] : NULL;
+    if (it->kind == LPX_ITEM_FUNC) {
+      lpx_buf_putc(b, '\n');
+      canonical_func(b, m, &m->funcs[it->form]);
+      continue;
+    }
+    int header = is_header_line(m, it);
+    if (prev && !header && (prev->kind == LPX_ITEM_FUNC || is_header_line(m, prev))) lpx_buf_putc(b, '\n');
+    if (header && lex_word(m, it->lex, ".file")) lpx_buf_putc(b, '\t');
+    lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+    lpx_buf_putc(b, '\n');
+  }
+  if (!b->p) return lpx_fail(m->ctx, "out of memory");
+  *text = b->p;
+  *len = b->n;
+  return 0;
+}
+
+/* ------------------------------------------------------------- IR editing */
+
+/* Number of functions (with bodies) in a module. */
+int32_t lpx_module_func_count(lpx_module *m) { return (int32_t)m->nfuncs; }
+
+/* The register of a function named name ("%r12", "%foo"), or -1. */
+int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  const lpx_func *f = &m->funcs[fn];
+  lpx_buf tmp = { 0 };
+  int32_t found = -1;
+  for (size_t r = 0; r < f->nregs && found < 0; r++) {
+    tmp.n = 0;
+    lpx_put_reg(&tmp, m, f, (int32_t)r);
+    if (tmp.p && strcmp(tmp.p, name) == 0) found = (int32_t)r;
+  }
+  lpx_buf_free(&tmp);
+  return found;
+}
+
+/* Give a register a new name; every use and declaration prints it. */
+int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  lpx_func *f = &m->funcs[fn];
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  if (LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs)) return lpx_fail(m->ctx, "out of memory");
+  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;
+  f->nreg_names = f->nregs;
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  f->reg_name[reg] = sym;
+  return 0;
+}
+
+/* A register's PTX name ("%r3", or its parsed/declared name); the text
+ * stays owned by the module until its next emission. */
+int32_t lpx_reg_name(lpx_module *m, int32_t fn, int32_t reg, const char **name, size_t *len)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  const lpx_func *f = &m->funcs[fn];
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  m->out.n = 0;
+  lpx_put_reg(&m->out, m, f, reg);
+  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
+  *name = m->out.p;
+  *len = m->out.n;
+  return 0;
+}

@@ -1,0 +1,1148 @@
+/* The PTX parser: tokens -> the IR the tracer builds (functions, params,
+ * registers, instructions with operands, labels), plus what the lossless
+ * emitter needs: every token's spelling and leading trivia (lpx_lex), each
+ * operand's token range, and directives kept as token runs (LPX_ITEM_DIR).
+ * Opcode-agnostic: any opcode parses; the ISA table types it where it can.
+ * Errors are "file:line:col: what was expected"; a longjmp unwinds to
+ * lpx_parse, which frees the partial module. */
+#include "lpx_parse.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NESTING 64
+
+/* A declared register range (%r<100>): names prefix0 .. prefix(count-1). */
+typedef struct regrange {
+  const char *prefix;
+  uint32_t len, count;
+  int32_t type;
+} regrange;
+
+typedef struct pstate {
+  lpx_ctx *ctx;
+  lpx_module *m;
+  const char *src, *file;
+  lpx_tok *t;
+  size_t nt, pos;              /* tokens and the cursor */
+  jmp_buf fail;
+  lpx_func *f;                 /* function being parsed, NULL at top level */
+  int32_t *map_key, *map_val;  /* register name symbol -> register id */
+  size_t map_cap, map_n;
+  regrange *ranges;
+  size_t nranges, ranges_cap;
+  struct icache { uint32_t hash, len; int32_t sym; } *ic;  /* interning cache */
+  size_t ic_cap, ic_n;
+  int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
+  int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
+  int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
+  size_t form_by_sym_cap;
+  size_t line_off;             /* line counting for item locations */
+  int line, nesting;
+  uint32_t lex_base;           /* lex index of token 0 (ptx.raw appends to a module) */
+  int raw;                     /* parsing into a traced function (lpx_parse_into) */
+  int32_t fn, raw_file, raw_line;
+} pstate;
+
+/* ------------------------------------------------------------------ errors */
+
+/* Fail at byte offset off with "file:line:col: message" and unwind. */
+static void perr_off(pstate *ps, size_t off, const char *fmt, va_list ap)
+{
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  int line, col;
+  lpx_lex_position(ps->src, off, &line, &col);
+  lpx_fail(ps->ctx, "%s:%d:%d: %s", ps->file, line, col, msg);
+  longjmp(ps->fail, 1);
+}
+
+/* Fail at token k and unwind to lpx_parse. */
+static void perr(pstate *ps, size_t k, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  perr_off(ps, ps->t[k].off, fmt, ap);
+  va_end(ap);
+}
+
+/* Fail just after token k-1 (where a missing ';' or ',' belongs). */
+static void perr_after(pstate *ps, size_t k, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  perr_off(ps, k ? ps->t[k - 1].off + ps->t[k - 1].len : 0, fmt, ap);
+  va_end(ap);
+}
+
+/* Unwind with "out of memory". */
+static void poom(pstate *ps)
+{
+  lpx_fail(ps->ctx, "%s: out of memory", ps->file);
+  longjmp(ps->fail, 1);
+}
+
+/* Grow an array or unwind. */
+#define GROW(ps, arr, cap, need) do { if ((need) > (cap) && LPX_RESERVE(arr, cap, need)) poom(ps); } while (0)
+
+/* ------------------------------------------------------------------ tokens */
+
+/* The current token. */
+static const lpx_tok *cur(pstate *ps) { return &ps->t[ps->pos]; }
+
+/* The token k places ahead (clamped to EOF). */
+static const lpx_tok *peek(pstate *ps, size_t k)
+{
+  return &ps->t[ps->pos + k < ps->nt ? ps->pos + k : ps->nt - 1];
+}
+
+/* Is tok the punctuation character c? */
+static int is_punct(pstate *ps, const lpx_tok *tok, char c)
+{
+  return tok->kind == LPX_TK_PUNCT && ps->src[tok->off] == c;
+}
+
+/* Is tok the word w? */
+static int is_word(pstate *ps, const lpx_tok *tok, const char *w)
+{
+  size_t n = strlen(w);
+  return tok->kind == LPX_TK_WORD && tok->len == n && memcmp(ps->src + tok->off, w, n) == 0;
+}
+
+/* Is tok a directive word (".reg")? */
+static int is_dotword(pstate *ps, const lpx_tok *tok)
+{
+  return tok->kind == LPX_TK_WORD && ps->src[tok->off] == '.';
+}
+
+/* Is tok a plain identifier (a word that is not a directive)? */
+static int is_ident(pstate *ps, const lpx_tok *tok)
+{
+  return tok->kind == LPX_TK_WORD && ps->src[tok->off] != '.';
+}
+
+/* Double the interning cache and reinsert its entries. */
+static void icache_grow(pstate *ps)
+{
+  size_t old = ps->ic_cap, cap = old ? old * 2 : 4096;
+  struct icache *o = ps->ic, *v = calloc(cap, sizeof *v);
+  if (!v) poom(ps);
+  for (size_t i = 0; i < old; i++) {
+    if (!o[i].len) continue;
+    size_t j = o[i].hash & (cap - 1);
+    while (v[j].len) j = (j + 1) & (cap - 1);
+    v[j] = o[i];
+  }
+  free(o);
+  ps->ic = v;
+  ps->ic_cap = cap;
+}
+
+/* A fast hash of short strings, eight bytes at a time (cache only). */
+static uint32_t quick_hash(const char *s, size_t n)
+{
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (; n >= 8; s += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+  }
+  uint64_t w = 0;
+  for (size_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);   /* not memcpy: no store-forward stall */
+  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  return (uint32_t)(h >> 32);
+}
+
+/* Intern bytes as a module symbol or unwind. A parser-side cache that
+ * knows each string's length answers repeats (most tokens) without the
+ * symbol table's strlen-per-probe lookup. */
+static int32_t intern(pstate *ps, const char *s, size_t n)
+{
+  int32_t *direct = NULL;   /* 1- and 2-byte strings (most trivia and punctuation) */
+  if (n == 1) direct = &ps->short1[(uint8_t)s[0]];
+  else if (n == 2 && (ps->short2 || (ps->short2 = calloc(65536, sizeof(int32_t)))))
+    direct = &ps->short2[(uint8_t)s[0] << 8 | (uint8_t)s[1]];
+  if (direct) {
+    if (!*direct && (*direct = lpx_strtab_intern(&ps->m->syms, s, n) + 1) <= 0) poom(ps);
+    return *direct - 1;
+  }
+  if ((ps->ic_n + 1) * 2 > ps->ic_cap) icache_grow(ps);
+  uint32_t h = quick_hash(s, n);
+  size_t j = h & (ps->ic_cap - 1);
+  for (; ps->ic[j].len; j = (j + 1) & (ps->ic_cap - 1))
+    if (ps->ic[j].hash == h && ps->ic[j].len == n + 1 && memcmp(lpx_strtab_get(&ps->m->syms, ps->ic[j].sym), s, n) == 0)
+      return ps->ic[j].sym;
+  int32_t id = lpx_strtab_intern(&ps->m->syms, s, n);
+  if (id < 0) poom(ps);
+  ps->ic[j] = (struct icache){ h, (uint32_t)n + 1, id };   /* len + 1: 0 marks empty */
+  ps->ic_n++;
+  return id;
+}
+
+/* Consume the current token into the module's lex array; its lex index
+ * (always equal to its token index). */
+static uint32_t take(pstate *ps)
+{
+  const lpx_tok *tok = cur(ps);
+  lpx_module *m = ps->m;
+  if (tok->kind == LPX_TK_EOF) perr(ps, ps->pos, "unexpected end of input");
+  GROW(ps, m->lex, m->lex_cap, m->nlex + 1);
+  lpx_lex *x = &m->lex[m->nlex];
+  uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
+  x->pre = tok->off > pre ? intern(ps, ps->src + pre, tok->off - pre) : -1;
+  x->spell = intern(ps, ps->src + tok->off, tok->len);
+  x->ref = -1;
+  x->role = LPX_LEX_LIT;
+  if (ps->pos + 1 < ps->nt) ps->pos++;
+  return (uint32_t)m->nlex++;
+}
+
+/* Consume punctuation c or fail with "expected 'c' what". */
+static uint32_t expect(pstate *ps, char c, const char *what)
+{
+  if (!is_punct(ps, cur(ps), c)) perr(ps, ps->pos, "expected '%c' %s", c, what);
+  return take(ps);
+}
+
+/* Copy a token's text into buf as a C string (truncated to cap-1). */
+static const char *tok_text(pstate *ps, const lpx_tok *tok, char *buf, size_t cap)
+{
+  size_t n = tok->len < cap - 1 ? tok->len : cap - 1;
+  memcpy(buf, ps->src + tok->off, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* The source line of token k (counted incrementally; tokens come in order). */
+static int line_of(pstate *ps, size_t k)
+{
+  size_t off = ps->t[k].off;
+  for (const char *p; ps->line_off < off && (p = memchr(ps->src + ps->line_off, '\n', off - ps->line_off));) {
+    ps->line++;
+    ps->line_off = (size_t)(p - ps->src) + 1;
+  }
+  return ps->line;
+}
+
+/* ----------------------------------------------------------------- numbers */
+
+/* Value of one digit in base, or -1. */
+static int digit_value(char c, int base)
+{
+  int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : c >= 'A' && c <= 'Z' ? c - 'A' + 10 : 99;
+  return v < base ? v : -1;
+}
+
+/* Parse n digits of s in base into *out (wrapping); -1 if one is bad. */
+static int parse_digits(const char *s, size_t n, int base, uint64_t *out)
+{
+  uint64_t v = 0;
+  if (n == 0) return -1;
+  for (size_t i = 0; i < n; i++) {
+    int d = digit_value(s[i], base);
+    if (d < 0) return -1;
+    v = v * (uint64_t)base + (uint64_t)d;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Parse an integer literal (hex, octal, binary, decimal, optional U). */
+static int parse_int(const char *s, size_t n, uint64_t *out)
+{
+  if (n > 1 && s[n - 1] == 'U') n--;
+  if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) return parse_digits(s + 2, n - 2, 16, out);
+  if (n > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) return parse_digits(s + 2, n - 2, 2, out);
+  if (n > 1 && s[0] == '0') return parse_digits(s + 1, n - 1, 8, out);
+  return parse_digits(s, n, 10, out);
+}
+
+/* The integer value of token k (0 when it is not an integer literal). */
+static int64_t tok_int(pstate *ps, size_t k)
+{
+  uint64_t v = 0;
+  if (k >= ps->nt || ps->t[k].kind != LPX_TK_NUM || parse_int(ps->src + ps->t[k].off, ps->t[k].len, &v)) return 0;
+  return (int64_t)v;
+}
+
+/* Parse a number token into an operand: INT, or FIMM (0f, 0d, decimal float). */
+static void parse_number(pstate *ps, size_t k, lpx_operand *o)
+{
+  const lpx_tok *tok = &ps->t[k];
+  const char *s = ps->src + tok->off;
+  size_t n = tok->len;
+  uint64_t v = 0;
+  int hexf = n > 1 && s[0] == '0' && (s[1] == 'f' || s[1] == 'F'), hexd = n > 1 && s[0] == '0' && (s[1] == 'd' || s[1] == 'D');
+  if (hexf || hexd) {
+    if (n != (hexf ? 10u : 18u) || parse_digits(s + 2, n - 2, 16, &v))
+      perr(ps, k, "malformed float literal '%.*s'; expected 0f + 8 or 0d + 16 hex digits", (int)n, s);
+    o->kind = LPX_OPD_FIMM; o->type = hexf ? LPX_T_F32 : LPX_T_F64; o->ival = (int64_t)v;
+    return;
+  }
+  if (!memchr(s, '.', n) && !((memchr(s, 'e', n) || memchr(s, 'E', n)) && !(n > 1 && (s[1] == 'x' || s[1] == 'X')))) {
+    if (parse_int(s, n, &v)) perr(ps, k, "malformed integer literal '%.*s'", (int)n, s);
+    o->kind = LPX_OPD_INT; o->type = -1; o->ival = (int64_t)v;
+    return;
+  }
+  char buf[64], *end;
+  double d = strtod(tok_text(ps, tok, buf, sizeof buf), &end);
+  if (n >= sizeof buf || *end) perr(ps, k, "malformed number '%.*s'", (int)(n < 40 ? n : 40), s);
+  o->kind = LPX_OPD_FIMM; o->type = LPX_T_F64;
+  memcpy(&o->ival, &d, sizeof d);
+  if (ps->raw) { o->kind = LPX_OPD_NUM; o->type = -1; o->ival = 0; o->fval = d; }   /* typed by the validator */
+}
+
+/* Negate a parsed number operand (a '-' before it). */
+static void negate_number(lpx_operand *o)
+{
+  if (o->kind == LPX_OPD_NUM) o->fval = -o->fval;
+  else if (o->kind == LPX_OPD_INT) o->ival = (int64_t)(0 - (uint64_t)o->ival);
+  else o->ival ^= o->type == LPX_T_F32 ? (int64_t)0x80000000 : (int64_t)INT64_MIN;
+}
+
+/* ---------------------------------------------------------------- registers */
+
+/* Find the slot of key in the register map (open addressing). */
+static size_t map_slot(pstate *ps, int32_t key)
+{
+  size_t mask = ps->map_cap - 1, i = ((uint32_t)key * 2654435761u) & mask;
+  while (ps->map_key[i] >= 0 && ps->map_key[i] != key) i = (i + 1) & mask;
+  return i;
+}
+
+/* Map a register name symbol to a register id (the latest declaration wins). */
+static void map_put(pstate *ps, int32_t key, int32_t val)
+{
+  if ((ps->map_n + 1) * 2 > ps->map_cap) {
+    size_t oldcap = ps->map_cap;
+    int32_t *ok = ps->map_key, *ov = ps->map_val;
+    ps->map_cap = oldcap ? oldcap * 2 : 256;
+    ps->map_key = malloc(ps->map_cap * sizeof(int32_t));
+    ps->map_val = malloc(ps->map_cap * sizeof(int32_t));
+    if (!ps->map_key || !ps->map_val) { free(ok); free(ov); poom(ps); }
+    memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
+    ps->map_n = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (ok[i] >= 0) { size_t s = map_slot(ps, ok[i]); ps->map_key[s] = ok[i]; ps->map_val[s] = ov[i]; ps->map_n++; }
+    free(ok); free(ov);
+  }
+  size_t s = map_slot(ps, key);
+  if (ps->map_key[s] < 0) ps->map_n++;
+  ps->map_key[s] = key;
+  ps->map_val[s] = val;
+}
+
+/* The register a name symbol maps to, or -1. */
+static int32_t map_get(pstate *ps, int32_t key)
+{
+  if (!ps->map_cap) return -1;
+  size_t s = map_slot(ps, key);
+  return ps->map_key[s] == key ? ps->map_val[s] : -1;
+}
+
+/* Create a named register of a type in the current function. */
+static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
+{
+  lpx_func *f = ps->f;
+  size_t c1 = f->regs_cap, c2 = f->regs_cap;
+  GROW(ps, f->reg_type, c1, f->nregs + 1);
+  GROW(ps, f->reg_index, c2, f->nregs + 1);
+  f->regs_cap = c1 < c2 ? c1 : c2;
+  GROW(ps, f->reg_name, f->reg_names_cap, f->nregs + 1);
+  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;   /* traced registers */
+  f->reg_type[f->nregs] = type;
+  f->reg_index[f->nregs] = 0;
+  f->reg_name[f->nregs] = name;
+  f->nreg_names = f->nregs + 1;
+  map_put(ps, name, (int32_t)f->nregs);
+  return (int32_t)f->nregs++;
+}
+
+/* Resolve token k (already interned as sym) to a register: a declared name,
+ * or a member of a declared %r<N> range (created on first use); -1 if none. */
+static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
+{
+  int32_t id = map_get(ps, sym);
+  if (id >= 0 || !ps->f) return id;
+  const char *s = ps->src + ps->t[k].off;
+  uint32_t n = ps->t[k].len;
+  for (size_t r = ps->nranges; r-- > 0;) {
+    const regrange *g = &ps->ranges[r];
+    if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
+    uint64_t idx;
+    if ((s[g->len] == '0' && n - g->len > 1) || parse_digits(s + g->len, n - g->len, 10, &idx) || idx >= g->count) continue;
+    return reg_create(ps, sym, g->type);
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------- items */
+
+/* Append an item to the current function body, or to the top level. */
+static lpx_item *item_add(pstate *ps, int kind, uint32_t lex)
+{
+  lpx_item *it;
+  if (ps->f) {
+    GROW(ps, ps->f->items, ps->f->items_cap, ps->f->nitems + 1);
+    it = &ps->f->items[ps->f->nitems++];
+  } else {
+    GROW(ps, ps->m->top, ps->m->top_cap, ps->m->ntop + 1);
+    it = &ps->m->top[ps->m->ntop++];
+  }
+  memset(it, 0, sizeof *it);
+  it->kind = (uint8_t)kind;
+  it->guard = -1;
+  it->lex = ps->lex_base + lex;
+  it->nlex = (uint32_t)(ps->pos - lex);
+  it->ops = ps->f ? (uint32_t)ps->f->nops : 0;
+  return it;
+}
+
+/* Consume the rest of a line directive (.loc, .file, @@DWARF, .version):
+ * every token up to the next line break. */
+static void take_line(pstate *ps)
+{
+  take(ps);
+  while (cur(ps)->kind != LPX_TK_EOF && !cur(ps)->nl) take(ps);
+}
+
+/* Consume a statement through its ';' (braces of initializers nest). */
+static void take_statement(pstate *ps)
+{
+  size_t start = ps->pos;
+  int depth = 0;
+  for (;;) {
+    const lpx_tok *tok = cur(ps);
+    if (tok->kind == LPX_TK_EOF) perr(ps, ps->pos, "expected ';' to end the statement started at line %d", line_of(ps, start));
+    if (is_punct(ps, tok, '}') && depth == 0) perr_after(ps, ps->pos, "expected ';' before '}'");
+    depth += is_punct(ps, tok, '{') - is_punct(ps, tok, '}');
+    take(ps);
+    if (depth == 0 && is_punct(ps, tok, ';')) return;
+  }
+}
+
+/* ------------------------------------------------------------ declarations */
+
+/* State-space directives a variable may be declared in. */
+static const char *const var_spaces[] = { ".shared", ".global", ".const", ".local", NULL };
+/* Linkage directives, numbered as lpx_func_begin's linkage codes. */
+static const char *const linkages[] = { "", ".visible", ".extern", ".weak", ".common", NULL };
+
+/* Index of tok's text in a NULL-terminated list, or -1. */
+static int word_index(pstate *ps, const lpx_tok *tok, const char *const *list)
+{
+  for (int i = 0; list[i]; i++)
+    if (is_word(ps, tok, list[i])) return i;
+  return -1;
+}
+
+/* The type named by a directive token (".f32"), or -1. */
+static int32_t type_of(pstate *ps, const lpx_tok *tok)
+{
+  char buf[16];
+  if (!is_dotword(ps, tok) || tok->len > 10) return -1;
+  return lpx_type_lookup(tok_text(ps, tok, buf, sizeof buf) + 1);
+}
+
+/* Record the variable a declaration's tokens [a, b) describe (best effort:
+ * space, linkage, alignment, type, name, array size); nothing if partial. */
+static void decl_var(pstate *ps, size_t a, size_t b)
+{
+  lpx_var v = { -1, -1, -1, 0, 0, 0, 1 };
+  for (size_t k = a; k < b && !is_punct(ps, &ps->t[k], '='); k++) {
+    const lpx_tok *tok = &ps->t[k];
+    int i;
+    if ((i = word_index(ps, tok, var_spaces)) >= 0) v.space = intern(ps, var_spaces[i] + 1, strlen(var_spaces[i]) - 1);
+    else if ((i = word_index(ps, tok, linkages)) > 0) v.linkage = i;
+    else if (is_word(ps, tok, ".align") && k + 1 < b) v.align = (int32_t)tok_int(ps, k + 1);
+    else if (type_of(ps, tok) >= 0) v.type = type_of(ps, tok);
+    else if (is_ident(ps, tok) && v.sym < 0) v.sym = intern(ps, ps->src + tok->off, tok->len);
+    else if (is_punct(ps, tok, '[')) v.count = is_punct(ps, &ps->t[k + 1], ']') ? -1 : (int64_t)((uint64_t)(v.count ? v.count : 1) * (uint64_t)tok_int(ps, k + 1));
+  }
+  if (v.space < 0 || v.sym < 0 || v.type < 0) return;
+  lpx_var **arr = ps->f ? &ps->f->vars : &ps->m->vars;
+  size_t *n = ps->f ? &ps->f->nvars : &ps->m->nvars, *cap = ps->f ? &ps->f->vars_cap : &ps->m->vars_cap;
+  if (lpx_grow((void **)arr, cap, *n + 1, sizeof(lpx_var))) poom(ps);
+  (*arr)[(*n)++] = v;
+}
+
+/* A directive statement through ';' as a DIR item, recording a variable. */
+static void parse_decl(pstate *ps)
+{
+  size_t start = ps->pos;
+  take_statement(ps);
+  decl_var(ps, start, ps->pos);
+  item_add(ps, LPX_ITEM_DIR, (uint32_t)start);
+}
+
+/* A line directive as a DIR item. */
+static void parse_line_directive(pstate *ps)
+{
+  size_t start = ps->pos;
+  take_line(ps);
+  item_add(ps, LPX_ITEM_DIR, (uint32_t)start);
+}
+
+/* ptx.raw: a range is declared for good (later ptx.raw calls use it), so
+ * its registers are made now rather than on first use. */
+static void raw_range(pstate *ps, size_t k, uint32_t n, int32_t type)
+{
+  char name[64];
+  if (n > 65536 || ps->t[k].len > 40) perr(ps, k, "register range too large for ptx.raw (at most 65536)");
+  for (uint32_t i = 0; i < n; i++) {
+    int len = snprintf(name, sizeof name, "%.*s%u", (int)ps->t[k].len, ps->src + ps->t[k].off, i);
+    int32_t sym = intern(ps, name, (size_t)len);
+    if (map_get(ps, sym) < 0) reg_create(ps, sym, type);
+  }
+}
+
+/* One name in a .reg declaration: name, or name<N> (a range). */
+static void parse_reg_name(pstate *ps, int32_t type)
+{
+  size_t k = ps->pos;
+  if (!is_ident(ps, cur(ps))) perr(ps, k, "expected a register name in .reg");
+  if (is_punct(ps, peek(ps, 1), '<')) {
+    take(ps); take(ps);
+    if (cur(ps)->kind != LPX_TK_NUM) perr(ps, ps->pos, "expected a register count after '<'");
+    uint64_t n;
+    if (parse_int(ps->src + cur(ps)->off, cur(ps)->len, &n) || n > 0x7fffffff) perr(ps, ps->pos, "malformed register count");
+    take(ps);
+    expect(ps, '>', "to close the register range");
+    GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
+    ps->ranges[ps->nranges++] = (regrange){ ps->src + ps->t[k].off, ps->t[k].len, (uint32_t)n, type };
+    if (ps->raw) raw_range(ps, k, (uint32_t)n, type);
+    return;
+  }
+  uint32_t x = take(ps);
+  lpx_lex *lx = &ps->m->lex[x];
+  lx->role = LPX_LEX_REG;
+  lx->ref = reg_create(ps, lx->spell, type);
+}
+
+/* .reg [.v2] .type name, name<N>, ...; */
+static void parse_reg_decl(pstate *ps)
+{
+  size_t start = ps->pos;
+  int32_t type = -1;
+  take(ps);
+  while (is_dotword(ps, cur(ps))) {
+    if (type_of(ps, cur(ps)) >= 0) type = type_of(ps, cur(ps));
+    take(ps);
+  }
+  if (type < 0) perr(ps, ps->pos, "expected a register type (.b32, .f32, .pred, ...) in .reg");
+  for (;;) {
+    parse_reg_name(ps, type);
+    if (!is_punct(ps, cur(ps), ',')) break;
+    take(ps);
+  }
+  expect(ps, ';', "to end the .reg declaration");
+  item_add(ps, LPX_ITEM_DIR, (uint32_t)start);
+}
+
+/* ---------------------------------------------------------------- operands */
+
+static void parse_operand(pstate *ps, int labels);
+
+/* Append an operand slot with its token record; its index. */
+static uint32_t opd_begin(pstate *ps, int kind)
+{
+  lpx_func *f = ps->f;
+  GROW(ps, f->ops, f->ops_cap, f->nops + 1);
+  GROW(ps, f->ops_lex, f->ops_lex_cap, f->nops + 1);
+  memset(&f->ops[f->nops], 0, sizeof(lpx_operand));
+  f->ops[f->nops].kind = kind;
+  f->ops[f->nops].type = -1;
+  f->ops_lex[f->nops].first = ps->lex_base + (uint32_t)ps->pos;
+  f->nops_lex = f->nops + 1;
+  return (uint32_t)f->nops++;
+}
+
+/* Close an operand: record its token count and the operand as parsed. */
+static void opd_end(pstate *ps, uint32_t i)
+{
+  lpx_opd_lex *x = &ps->f->ops_lex[i];
+  x->count = ps->lex_base + (uint32_t)ps->pos - x->first;
+  x->digest = lpx_operand_digest(&ps->f->ops[i]);
+}
+
+/* A comma-separated list of operands up to the closing character; count. */
+static int32_t parse_list(pstate *ps, char close, int labels)
+{
+  int32_t n = 0;
+  if (is_punct(ps, cur(ps), close)) { take(ps); return 0; }
+  for (;;) {
+    parse_operand(ps, labels);
+    n++;
+    if (is_punct(ps, cur(ps), close)) { take(ps); return n; }
+    if (!is_punct(ps, cur(ps), ',')) perr(ps, ps->pos, "expected ',' or '%c' in the operand list", close);
+    take(ps);
+  }
+}
+
+/* Does the bracket at the cursor hold a list ([tex, {x, y}])? */
+static int bracket_is_list(pstate *ps)
+{
+  int depth = 0;
+  for (size_t k = ps->pos; k < ps->nt && ps->t[k].kind != LPX_TK_EOF; k++) {
+    const lpx_tok *tok = &ps->t[k];
+    if (tok->kind != LPX_TK_PUNCT) continue;
+    char c = ps->src[tok->off];
+    depth += (c == '[' || c == '{' || c == '(') - (c == ']' || c == '}' || c == ')');
+    if (depth == 0 || c == ';') return 0;
+    if (depth == 1 && c == ',') return 1;
+  }
+  return 0;
+}
+
+/* An optional "+off", "-off" or "+-off" after a base; added to *ival. */
+static void parse_offset(pstate *ps, int64_t *ival)
+{
+  int plus = is_punct(ps, cur(ps), '+'), minus = is_punct(ps, cur(ps), '-');
+  if (!plus && !minus) return;
+  int neg = minus, two = is_punct(ps, peek(ps, 1), '-');
+  if (peek(ps, two ? 2 : 1)->kind != LPX_TK_NUM) return;
+  take(ps);
+  if (two) { neg = !neg; take(ps); }
+  lpx_operand off;
+  parse_number(ps, ps->pos, &off);
+  if (off.kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer offset");
+  take(ps);
+  *ival = (int64_t)((uint64_t)*ival + (neg ? 0 - (uint64_t)off.ival : (uint64_t)off.ival));   /* wraps, no UB */
+}
+
+/* An address [base], [base+off], [base+-off], [imm]: one ADDR operand. */
+static void parse_address(pstate *ps, lpx_operand *o)
+{
+  take(ps);
+  const lpx_tok *tok = cur(ps);
+  if (tok->kind == LPX_TK_NUM) {
+    parse_number(ps, ps->pos, o);
+    if (o->kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer address");
+    take(ps);
+  } else if (tok->kind == LPX_TK_WORD) {
+    uint32_t x = take(ps);
+    int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, ps->pos - 1, sym);
+    o->aux = reg >= 0 ? LPX_OPD_REG : LPX_OPD_SYM;
+    o->id = reg >= 0 ? reg : sym;
+    if (reg >= 0) { ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg; }
+    o->ival = 0;
+  } else {
+    perr(ps, ps->pos, "expected a register, symbol or integer address after '['");
+  }
+  parse_offset(ps, &o->ival);
+  expect(ps, ']', "to close the address");
+}
+
+/* A word operand: register, special register, sink, symbol or label. */
+static void parse_word_operand(pstate *ps, uint32_t i, int labels)
+{
+  size_t k = ps->pos;
+  uint32_t x = take(ps);
+  lpx_operand *o = &ps->f->ops[i];
+  int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, k, sym);
+  o = &ps->f->ops[i];
+  if (reg >= 0) {
+    o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
+    ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg;
+    return;
+  }
+  if (ps->t[k].len == 1 && ps->src[ps->t[k].off] == '_') { o->kind = LPX_OPD_SINK; return; }
+  int32_t sr = ps->src[ps->t[k].off] == '%' ? lpx_special_lookup(lpx_strtab_get(&ps->m->syms, sym)) : -1;
+  if (sr >= 0) { o->kind = LPX_OPD_SPECIAL; o->id = sr; o->type = lpx_special_type(sr); return; }
+  o->kind = labels ? LPX_OPD_LABEL : LPX_OPD_SYM;
+  o->id = sym;
+  if (!labels) parse_offset(ps, &ps->f->ops[i].ival);
+}
+
+/* One operand without a trailing '|'. */
+static void parse_primary(pstate *ps, uint32_t i, int labels)
+{
+  const lpx_tok *tok = cur(ps);
+  lpx_operand *o = &ps->f->ops[i];
+  if (tok->kind == LPX_TK_WORD) { parse_word_operand(ps, i, labels); return; }
+  if (tok->kind == LPX_TK_NUM) { parse_number(ps, ps->pos, o); take(ps); return; }
+  if (is_punct(ps, tok, '-') && peek(ps, 1)->kind == LPX_TK_NUM) {
+    take(ps); parse_number(ps, ps->pos, o); take(ps); negate_number(o);
+    return;
+  }
+  if (is_punct(ps, tok, '!') && peek(ps, 1)->kind == LPX_TK_WORD) {
+    take(ps);
+    parse_word_operand(ps, i, labels);
+    if (ps->f->ops[i].kind != LPX_OPD_REG) perr(ps, ps->pos - 1, "expected a predicate register after '!'");
+    ps->f->ops[i].aux = 1;
+    return;
+  }
+  if (is_punct(ps, tok, '[') && !bracket_is_list(ps)) { o->kind = LPX_OPD_ADDR; parse_address(ps, o); return; }
+  char close = is_punct(ps, tok, '[') ? ']' : is_punct(ps, tok, '{') ? '}' : is_punct(ps, tok, '(') ? ')' : 0;
+  if (!close) perr(ps, ps->pos, "expected an operand (register, number, symbol, [address], {vector})");
+  int kind = close == ']' ? LPX_OPD_BRACKET : close == '}' ? LPX_OPD_VEC : LPX_OPD_PAREN;
+  take(ps);
+  int32_t n = parse_list(ps, close, labels);
+  ps->f->ops[i].kind = kind;
+  ps->f->ops[i].aux = n;
+}
+
+/* One operand, with a '|' second destination (%r2|%p1) wrapped in a PIPE. */
+static void parse_operand(pstate *ps, int labels)
+{
+  if (++ps->nesting > MAX_NESTING) perr(ps, ps->pos, "operands nested more than %d deep", MAX_NESTING);
+  uint32_t i = opd_begin(ps, 0);
+  parse_primary(ps, i, labels);
+  opd_end(ps, i);
+  if (is_punct(ps, cur(ps), '|')) {
+    lpx_func *f = ps->f;
+    uint32_t pipe = opd_begin(ps, LPX_OPD_PIPE);   /* grow, then move it in front */
+    memmove(&f->ops[i + 1], &f->ops[i], sizeof(lpx_operand) * (pipe - i));
+    memmove(&f->ops_lex[i + 1], &f->ops_lex[i], sizeof(lpx_opd_lex) * (pipe - i));
+    memset(&f->ops[i], 0, sizeof(lpx_operand));
+    f->ops[i].kind = LPX_OPD_PIPE; f->ops[i].type = -1;
+    f->ops_lex[i].first = f->ops_lex[i + 1].first;
+    take(ps);
+    parse_operand(ps, labels);
+    opd_end(ps, i);
+  }
+  ps->nesting--;
+}
+
+/* ------------------------------------------------------------ instructions */
+
+static int32_t form_intern_text(pstate *ps, size_t k);
+
+/* The form of the opcode token k (spelled by symbol sym), cached per symbol. */
+static int32_t form_of(pstate *ps, size_t k, int32_t sym)
+{
+  size_t need = (size_t)sym + 1, cap = ps->form_by_sym_cap;
+  if (need > cap) {
+    GROW(ps, ps->form_by_sym, ps->form_by_sym_cap, need);
+    memset(ps->form_by_sym + cap, 0, (ps->form_by_sym_cap - cap) * sizeof(int32_t));
+  }
+  if (!ps->form_by_sym[sym]) ps->form_by_sym[sym] = form_intern_text(ps, k) + 1;
+  return ps->form_by_sym[sym] - 1;
+}
+
+/* Intern an opcode form; one the table rejects still interns, unchecked. */
+static int32_t form_intern_text(pstate *ps, size_t k)
+{
+  char text[256];
+  const lpx_tok *tok = &ps->t[k];
+  if (tok->len >= sizeof text) perr(ps, k, "opcode longer than %d characters", (int)sizeof text - 1);
+  tok_text(ps, tok, text, sizeof text);
+  lpx_ctx *ctx = ps->ctx;
+  int32_t id = lpx_form_intern(ctx, text);
+  if (id >= 0) return id;
+  id = lpx_strtab_intern(&ctx->form_names, text, tok->len);
+  if (id < 0 || LPX_RESERVE(ctx->forms, ctx->forms_cap, (size_t)id + 1)) poom(ps);
+  memset(&ctx->forms[id], 0, sizeof(lpx_form));
+  lpx_form_info *fi = &ctx->forms[id].info;
+  fi->op = -1; fi->type = fi->type2 = -1; fi->vec = 1;
+  fi->text = lpx_strtab_get(&ctx->form_names, id);
+  return id;
+}
+
+/* Is the opcode a branch, whose identifiers are labels? */
+static int is_branch(pstate *ps, const lpx_tok *tok)
+{
+  const char *s = ps->src + tok->off;
+  return tok->len >= 3 && (memcmp(s, "bra", 3) == 0 || memcmp(s, "brx", 3) == 0) &&
+         (tok->len == 3 || s[3] == '.');
+}
+
+/* ptx.raw: hand a parsed instruction to lpx_append, which validates it
+ * (opcode, operand kinds and types, arch) exactly as for a traced one. */
+static void raw_commit(pstate *ps, size_t op, int32_t guard, int32_t neg, size_t first, size_t nops)
+{
+  char text[256];
+  tok_text(ps, &ps->t[op], text, sizeof text);
+  int32_t form = lpx_form_intern(ps->ctx, text);
+  if (form < 0) perr(ps, op, "%s", ps->ctx->error);
+  lpx_func *f = ps->f;
+  lpx_operand *copy = malloc(sizeof(lpx_operand) * (nops ? nops : 1));
+  if (!copy) poom(ps);
+  if (nops) memcpy(copy, f->ops + first, sizeof(lpx_operand) * nops);
+  f->nops = f->nops_lex = first;   /* lpx_append stores its own checked copy */
+  int32_t rc = lpx_append(ps->m, ps->fn, form, guard, neg, (int32_t)nops, copy, ps->raw_file, ps->raw_line + line_of(ps, op) - 1);
+  free(copy);
+  if (rc < 0) {
+    char msg[LPX_MSG_MAX];
+    memcpy(msg, ps->ctx->error, sizeof msg);
+    perr(ps, op, "%s", msg);
+  }
+}
+
+/* [@[!]p] opcode operand, ...; */
+static void parse_instruction(pstate *ps)
+{
+  size_t start = ps->pos;
+  int32_t guard = -1, neg = 0;
+  if (is_punct(ps, cur(ps), '@')) {
+    take(ps);
+    if (is_punct(ps, cur(ps), '!')) { take(ps); neg = 1; }
+    if (cur(ps)->kind != LPX_TK_WORD) perr(ps, ps->pos, "expected a predicate register after '@'");
+    uint32_t x = take(ps);
+    guard = reg_lookup(ps, ps->pos - 1, ps->m->lex[x].spell);
+    if (guard < 0) perr(ps, ps->pos - 1, "undeclared predicate register '%s'", lpx_strtab_get(&ps->m->syms, ps->m->lex[x].spell));
+    ps->m->lex[x].role = LPX_LEX_GUARD;
+  }
+  if (!is_ident(ps, cur(ps))) perr(ps, ps->pos, "expected an opcode");
+  size_t op = ps->pos;
+  int labels = is_branch(ps, cur(ps));
+  uint32_t x = take(ps);
+  int32_t form = ps->raw ? -1 : form_of(ps, op, ps->m->lex[x].spell);   /* raw: strict, in raw_commit */
+  ps->m->lex[x].role = LPX_LEX_OPCODE;
+  size_t first_op = ps->f->nops;
+  while (!is_punct(ps, cur(ps), ';')) {
+    parse_operand(ps, labels);
+    if (is_punct(ps, cur(ps), ';')) break;
+    if (!is_punct(ps, cur(ps), ',')) perr_after(ps, ps->pos, "expected ',' or ';' after an operand of %.*s", (int)ps->t[op].len, ps->src + ps->t[op].off);
+    take(ps);
+  }
+  take(ps);
+  size_t nops = ps->f->nops - first_op;
+  if (nops > 65535) perr(ps, op, "more than 65535 operands");
+  if (ps->raw) { raw_commit(ps, op, guard, neg, first_op, nops); return; }
+  lpx_item *it = item_add(ps, LPX_ITEM_INST, (uint32_t)start);
+  it->ops = (uint32_t)first_op; it->nops = it->lex_nops = (uint16_t)nops;
+  it->form = form; it->guard = guard; it->guard_neg = (uint8_t)neg;
+  it->line = line_of(ps, op);
+  ps->f->ninsts++;
+}
+
+/* name: */
+static void parse_label(pstate *ps)
+{
+  size_t start = ps->pos;
+  uint32_t x = take(ps);
+  ps->m->lex[x].role = LPX_LEX_LABEL;
+  take(ps);
+  if (ps->raw) {
+    if (lpx_label_place(ps->m, ps->fn, ps->m->lex[x].spell) < 0) {
+      char msg[LPX_MSG_MAX];
+      memcpy(msg, ps->ctx->error, sizeof msg);
+      perr(ps, start, "%s", msg);
+    }
+    return;
+  }
+  item_add(ps, LPX_ITEM_LABEL, (uint32_t)start)->form = ps->m->lex[x].spell;
+}
+
+/* ---------------------------------------------------------------- bodies */
+
+/* Directives that end at the line break rather than at ';'. */
+static const char *const line_directives[] = { ".loc", ".file", "@@DWARF", ".version", ".target", ".address_size", NULL };
+
+/* One statement of a function body. */
+static void parse_body_statement(pstate *ps)
+{
+  const lpx_tok *tok = cur(ps);
+  if (is_punct(ps, tok, '{') || is_punct(ps, tok, '}')) { size_t s = ps->pos; take(ps); item_add(ps, LPX_ITEM_DIR, (uint32_t)s); return; }
+  if (is_word(ps, tok, ".reg")) { parse_reg_decl(ps); return; }
+  if (word_index(ps, tok, line_directives) >= 0) { parse_line_directive(ps); return; }
+  if (is_dotword(ps, tok)) { parse_decl(ps); return; }
+  if (is_ident(ps, tok) && is_punct(ps, peek(ps, 1), ':')) { parse_label(ps); return; }
+  if (is_ident(ps, tok) || is_punct(ps, tok, '@')) { parse_instruction(ps); return; }
+  perr(ps, ps->pos, "expected an instruction, label, directive or '}'");
+}
+
+/* Reserve a body's arrays from its token count (found by brace matching),
+ * so that big kernels do not pay for repeated reallocation copies. */
+static void body_reserve(pstate *ps, lpx_func *f)
+{
+  size_t k = ps->pos;
+  for (int depth = 0; k < ps->nt && ps->t[k].kind != LPX_TK_EOF; k++) {
+    depth += is_punct(ps, &ps->t[k], '{') - is_punct(ps, &ps->t[k], '}');
+    if (depth < 0) break;
+  }
+  size_t n = k - ps->pos;
+  GROW(ps, f->ops, f->ops_cap, n / 2 + 16);
+  GROW(ps, f->ops_lex, f->ops_lex_cap, n / 2 + 16);
+  GROW(ps, f->items, f->items_cap, n / 4 + 16);
+}
+
+/* { statements } of a function; the function's closing brace is its tail. */
+static void parse_body(pstate *ps, lpx_func *f, const char *name)
+{
+  int depth = 0;
+  body_reserve(ps, f);
+  for (;;) {
+    const lpx_tok *tok = cur(ps);
+    if (tok->kind == LPX_TK_EOF) perr(ps, ps->pos, "expected '}' to close the body of %s", name);
+    if (is_punct(ps, tok, '}') && depth == 0) { f->tail_lex = take(ps); return; }
+    if (depth > 10000) perr(ps, ps->pos, "blocks nested too deeply");
+    depth += is_punct(ps, tok, '{') - is_punct(ps, tok, '}');
+    parse_body_statement(ps);
+  }
+}
+
+/* --------------------------------------------------------------- functions */
+
+/* Record a parameter from its tokens [a, b): type, alignment, name, [N]. */
+static void param_add(pstate *ps, size_t a, size_t b)
+{
+  lpx_param p = { -1, -1, 0, 0 };
+  for (size_t k = a; k < b; k++) {
+    const lpx_tok *tok = &ps->t[k];
+    if (is_word(ps, tok, ".align") && k + 1 < b) p.align = (int32_t)tok_int(ps, k + 1);
+    else if (type_of(ps, tok) >= 0) p.type = type_of(ps, tok);
+    else if (is_ident(ps, tok) && p.sym < 0) p.sym = intern(ps, ps->src + tok->off, tok->len);
+    else if (is_punct(ps, tok, '[') && k + 1 < b && ps->t[k + 1].kind == LPX_TK_NUM) p.count = (int32_t)tok_int(ps, k + 1);
+  }
+  if (p.sym < 0 || p.type < 0) return;
+  GROW(ps, ps->f->params, ps->f->params_cap, ps->f->nparams + 1);
+  ps->f->params[ps->f->nparams++] = p;
+}
+
+/* ( .param .type name, ... ): parameters (recorded unless returns). */
+static void parse_params(pstate *ps, int record)
+{
+  take(ps);
+  if (is_punct(ps, cur(ps), ')')) { take(ps); return; }
+  for (;;) {
+    size_t a = ps->pos;
+    while (!is_punct(ps, cur(ps), ',') && !is_punct(ps, cur(ps), ')')) {
+      if (cur(ps)->kind == LPX_TK_EOF || is_punct(ps, cur(ps), '{') || is_punct(ps, cur(ps), ';'))
+        perr(ps, ps->pos, "expected ',' or ')' in the parameter list");
+      take(ps);
+    }
+    if (record) param_add(ps, a, ps->pos);
+    if (is_punct(ps, cur(ps), ')')) { take(ps); return; }
+    take(ps);
+  }
+}
+
+/* Performance and attribute directives after the parameters, up to '{' or ';'. */
+static void parse_func_directives(pstate *ps, int32_t fn)
+{
+  while (!is_punct(ps, cur(ps), '{') && !is_punct(ps, cur(ps), ';')) {
+    if (!is_dotword(ps, cur(ps))) perr(ps, ps->pos, "expected a directive (.maxntid, .reqntid, ...), '{' or ';'");
+    size_t a = ps->pos;
+    if (is_word(ps, cur(ps), ".pragma")) take_statement(ps);
+    else {
+      take(ps);
+      while (cur(ps)->kind == LPX_TK_NUM || is_punct(ps, cur(ps), ',')) take(ps);
+    }
+    lpx_buf b = { 0 };
+    lpx_fmt_tokens(&b, ps->m, (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
+    int rc = b.p ? lpx_func_directive(ps->m, fn, b.p) : -1;
+    lpx_buf_free(&b);
+    if (rc) poom(ps);
+  }
+}
+
+/* Open a function record (dropped again if this is only a declaration). */
+static int32_t func_open(pstate *ps, int is_entry, int linkage)
+{
+  lpx_module *m = ps->m;
+  GROW(ps, m->funcs, m->funcs_cap, m->nfuncs + 1);
+  lpx_func *f = &m->funcs[m->nfuncs];
+  memset(f, 0, sizeof *f);
+  f->is_entry = is_entry;
+  f->linkage = linkage;
+  f->sym = -1;
+  ps->f = f;
+  ps->map_n = 0;
+  if (ps->map_cap) memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
+  ps->nranges = 0;
+  return (int32_t)m->nfuncs++;
+}
+
+/* Free every array a function record may own. */
+static void func_release(lpx_func *f)
+{
+  free(f->params); free(f->directives); free(f->vars);
+  free(f->reg_type); free(f->reg_index); free(f->reg_name);
+  free(f->items); free(f->ops); free(f->ops_lex);
+}
+
+/* Forget a function record that turned out to be a declaration. */
+static void func_drop(pstate *ps)
+{
+  func_release(ps->f);
+  ps->m->nfuncs--;
+  ps->f = NULL;
+}
+
+/* [linkage] .entry|.func [(returns)] name [(params)] [directives] { body } | ; */
+static void parse_function(pstate *ps)
+{
+  size_t start = ps->pos;
+  int linkage = 0, is_entry = 0;
+  for (; !is_word(ps, cur(ps), ".entry") && !is_word(ps, cur(ps), ".func"); take(ps))
+    if (word_index(ps, cur(ps), linkages) > 0) linkage = word_index(ps, cur(ps), linkages);
+  is_entry = is_word(ps, cur(ps), ".entry");
+  take(ps);
+  int32_t fn = func_open(ps, is_entry, linkage);
+  if (is_punct(ps, cur(ps), '(')) parse_params(ps, 0);
+  if (!is_ident(ps, cur(ps))) perr(ps, ps->pos, "expected a function name");
+  char name[128];
+  tok_text(ps, cur(ps), name, sizeof name);
+  ps->f->sym = ps->m->lex[take(ps)].spell;
+  if (is_punct(ps, cur(ps), '(')) parse_params(ps, 1);
+  parse_func_directives(ps, fn);
+  if (is_punct(ps, cur(ps), ';')) {
+    func_drop(ps);
+    take(ps);
+    item_add(ps, LPX_ITEM_DIR, (uint32_t)start);
+    return;
+  }
+  if (ps->raw) perr(ps, ps->pos, "function definitions cannot be added to a traced module (declarations only)");
+  lpx_func *f = ps->f;
+  f->head_lex = ps->lex_base + (uint32_t)start;
+  take(ps);
+  f->head_nlex = (uint32_t)(ps->pos - start);
+  parse_body(ps, f, name);
+  ps->f = NULL;
+  lpx_item *it = item_add(ps, LPX_ITEM_FUNC, (uint32_t)start);
+  it->form = fn;
+}
+
+/* ---------------------------------------------------------------- modules */
+
+/* Is the declaration at the cursor a function (.entry/.func after linkage)? */
+static int at_function(pstate *ps)
+{
+  for (size_t k = 0;; k++) {
+    const lpx_tok *tok = peek(ps, k);
+    if (is_word(ps, tok, ".entry") || is_word(ps, tok, ".func")) return 1;
+    if (word_index(ps, tok, linkages) <= 0) return 0;
+  }
+}
+
+/* Record .version/.target/.address_size in the module's fields. */
+static void module_header(pstate *ps, size_t k)
+{
+  lpx_module *m = ps->m;
+  const lpx_tok *arg = &ps->t[k + 1 < ps->nt ? k + 1 : k];
+  char buf[64];
+  tok_text(ps, arg, buf, sizeof buf);
+  if (is_word(ps, &ps->t[k], ".version")) {
+    int major = 0, minor = 0;
+    if (sscanf(buf, "%d.%d", &major, &minor) == 2) m->ptx_version = major * 10 + minor;
+  } else if (is_word(ps, &ps->t[k], ".target")) {
+    snprintf(m->target, sizeof m->target, "%s", buf);
+    if (lpx_arch_parse(buf, &m->sm, &m->family)) m->sm = m->family = 0;
+  } else if (is_word(ps, &ps->t[k], ".address_size")) {
+    m->address_size = atoi(buf);
+  }
+}
+
+/* .section name { ... } (DWARF): a DIR item up to the matching brace. */
+static void parse_section(pstate *ps)
+{
+  size_t start = ps->pos;
+  int depth = 0;
+  while (!is_punct(ps, cur(ps), '{')) {
+    if (cur(ps)->kind == LPX_TK_EOF) perr(ps, ps->pos, "expected '{' after .section");
+    take(ps);
+  }
+  do {
+    if (cur(ps)->kind == LPX_TK_EOF) perr(ps, ps->pos, "expected '}' to close the .section at line %d", line_of(ps, start));
+    depth += is_punct(ps, cur(ps), '{') - is_punct(ps, cur(ps), '}');
+    take(ps);
+  } while (depth > 0);
+  item_add(ps, LPX_ITEM_DIR, (uint32_t)start);
+}
+
+/* One top-level statement. */
+static void parse_top_statement(pstate *ps)
+{
+  const lpx_tok *tok = cur(ps);
+  if (word_index(ps, tok, line_directives) >= 0) { module_header(ps, ps->pos); parse_line_directive(ps); return; }
+  if (is_word(ps, tok, ".section")) { parse_section(ps); return; }
+  if (is_dotword(ps, tok) && at_function(ps)) { parse_function(ps); return; }
+  if (is_dotword(ps, tok)) { parse_decl(ps); return; }
+  perr(ps, ps->pos, "expected a directive (.version, .target, .entry, .func, .global, ...)");
+}
+
+/* Release the parser's scratch state. */
+static void pstate_free(pstate *ps)
+{
+  free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->ic); free(ps->form_by_sym); free(ps->short2);
+}
+
+/* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
+ * error with "file:line:col: ..." in the context. */
+lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
+{
+  pstate ps;
+  memset(&ps, 0, sizeof ps);
+  ps.ctx = ctx; ps.src = text ? text : ""; ps.file = filename ? filename : "<ptx>"; ps.line = 1;
+  lpx_toks toks = { 0 };
+  if (lpx_lex_all(ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return NULL; }
+  ps.t = toks.v; ps.nt = toks.n;
+  ps.m = calloc(1, sizeof(lpx_module));
+  if (!ps.m) { free(toks.v); lpx_fail(ctx, "out of memory"); return NULL; }
+  ps.m->ctx = ctx; ps.m->address_size = 64;
+  if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
+  GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
+  while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
+  const lpx_tok *eof = cur(&ps);
+  uint32_t pre = lpx_tok_pre(ps.t, ps.pos);
+  ps.m->eof_pre = eof->off > pre ? intern(&ps, ps.src + pre, eof->off - pre) : -1;
+  pstate_free(&ps);
+  return ps.m;
+}
+
+/* Map every register a (traced) function already has to its PTX name. */
+static void map_existing_registers(pstate *ps)
+{
+  lpx_buf name = { 0 };
+  for (size_t r = 0; r < ps->f->nregs; r++) {
+    name.n = 0;
+    lpx_put_reg(&name, ps->m, ps->f, (int32_t)r);
+    if (!name.p) poom(ps);
+    map_put(ps, intern(ps, name.p, name.n), (int32_t)r);
+  }
+  lpx_buf_free(&name);
+}
+
+/* ptx.raw: parse body statements (instructions, labels, .reg, { }) from
+ * text and append them to function fn of an existing module, each
+ * instruction validated as the tracer validates it. file/line locate the
+ * Lua call; errors read "<filename>:line:col: ...". The statements before
+ * an error stay appended (the trace is abandoned on error anyway). */
+int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, const char *filename, int32_t file, int32_t line)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d in module", fn);
+  pstate ps;
+  memset(&ps, 0, sizeof ps);
+  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw"; ps.line = 1;
+  ps.raw = 1; ps.fn = fn; ps.f = &m->funcs[fn]; ps.raw_file = file; ps.raw_line = line > 0 ? line : 1;
+  ps.lex_base = (uint32_t)m->nlex;
+  lpx_toks toks = { 0 };
+  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
+  ps.t = toks.v; ps.nt = toks.n;
+  if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
+  GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
+  map_existing_registers(&ps);
+  while (cur(&ps)->kind != LPX_TK_EOF) parse_body_statement(&ps);
+  pstate_free(&ps);
+  return 0;
+}
+
+/* ptx.raw_module: parse module-level statements (variables with
+ * initializers, .extern/.func declarations, .pragma, sections) and append
+ * them to a traced module's top level, which lpx_emit prints before the
+ * kernels. Function definitions are refused. */
+int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename)
+{
+  pstate ps;
+  memset(&ps, 0, sizeof ps);
+  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw_module"; ps.line = 1;
+  ps.raw = 1; ps.fn = -1; ps.lex_base = (uint32_t)m->nlex;
+  lpx_toks toks = { 0 };
+  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
+  ps.t = toks.v; ps.nt = toks.n;
+  size_t nfuncs = m->nfuncs;
+  if (setjmp(ps.fail)) {   /* drop a function record the error interrupted */
+    for (size_t i = nfuncs; i < m->nfuncs; i++) func_release(&m->funcs[i]);
+    m->nfuncs = nfuncs;
+    pstate_free(&ps);
+    return -1;
+  }
+  GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
+  while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
+  pstate_free(&ps);
+  return 0;
+}
