@@ -127,8 +127,8 @@ for _, fam in ipairs(FAMILIES) do
         end
       end)
 
-      it("runs main as a cheap PTX summary returning 0 or nil", function()
-        local rc, out = run_main(m, {})
+      it("prints a PTX summary from main with --summary, returning 0 or nil", function()
+        local rc, out = run_main(m, { "--summary" })
         assert.is_true(rc == nil or rc == 0)
         for _, k in ipairs(m.kernels) do
           assert.is_truthy(out:find(k.name, 1, true))
@@ -199,5 +199,57 @@ describe("example references", function()
         end
       end
     end
+  end)
+end)
+
+describe("examples on the emulator", function()
+  local runtime = require "pyptx.runtime"
+  local ok_dev, dev = pcall(runtime.open, "emu")
+  if not ok_dev then pending("no emulator in this build: " .. tostring(dev)) return end
+  runtime.use(dev)
+
+  local SIZES = {
+    rms_norm = { { 3, 512 }, { 5, 4096, { threads = 128 } } },
+    layer_norm = { { 3, 512 }, { 2, 8192 } },
+    softmax = { { 4, 256 }, { 3, 2048, { threads = 64 } } },
+    swiglu = { { 3, 512 }, { 2, 2048, { fused = true } } },
+  }
+  for _, arch in ipairs { "hopper", "ampere", "blackwell" } do
+    for _, name in ipairs { "rms_norm", "layer_norm", "softmax", "swiglu" } do
+      it(("matches the CPU reference for %s/%s at two sizes, every element, fresh inputs"):format(arch, name), function()
+        local m = require(("examples.%s.%s"):format(arch, name))
+        local base = require("examples.hopper." .. name)
+        for _, sz in ipairs(SIZES[name]) do
+          local opts = {}
+          for k, v in pairs(sz[3] or {}) do opts[k] = v end
+          if arch == "ampere" then opts.arch = "sm_80" elseif arch == "blackwell" then opts.arch = "sm_100a" end
+          local ok, report = base.check(sz[1], sz[2], opts)
+          assert.is_true(ok, ("%s %dx%d: %s"):format(name, sz[1], sz[2], report.message))
+          assert.are.equal(sz[1] * sz[2], report.count)
+        end
+        assert.is_function(m.main)
+      end)
+    end
+  end
+
+  it("catches a kernel that skips part of its output (outputs are poisoned)", function()
+    local base = require "examples.hopper.rms_norm"
+    local check = require "pyptx.check"
+    local k = base.build(4, 512)
+    local inputs = base.inputs(4, 512, 7)
+    local want = base.reference(inputs)
+    want[100] = want[100] + 1          -- a wrong reference stands in for a wrong kernel
+    local ok, report = check.run { kernel = k, args = base.args(inputs), reference = want }
+    assert.is_false(ok)
+    assert.matches("1 of 2048 elements differ; first at flat index 99", report.message, 1, true)
+  end)
+
+  it("exits non-zero from main on a mismatch and zero on a match", function()
+    local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
+    local p = io.popen(BIN .. " run examples/hopper/softmax.lua 4 512 2>&1; echo rc=$?")
+    local out = p:read("*a")
+    p:close()
+    assert.matches("softmax%(4, 512%): ok on emu", out)
+    assert.matches("rc=0", out, 1, true)
   end)
 end)

@@ -18,9 +18,9 @@ describe("on a CUDA GPU #gpu", function()
   for _, name in ipairs(examples) do
     it("runs " .. name .. " and matches its CPU reference", function()
       local mod = require(name)
-      assert.is_function(mod.check, name .. " has no check(device) entry point")
-      local passed, report = mod.check(dev)
-      assert.is_true(passed, report)
+      runtime.use(dev)
+      local passed, report = mod.check(64, 4096, { arch = "auto" })
+      assert.is_true(passed, report.message)
     end)
   end
 

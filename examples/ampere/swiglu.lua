@@ -5,7 +5,7 @@ local base = require "examples.hopper.swiglu"
 
 local M = {}
 
-M.reference, M.inputs, M.shape_error = base.reference, base.inputs, base.shape_error
+M.reference, M.inputs, M.shape_error, M.args = base.reference, base.inputs, base.shape_error, base.args
 
 --- build(B, N[, opts]) as in the Hopper file, with arch defaulting to "sm_80".
 function M.build(B, N, opts)
@@ -21,9 +21,10 @@ end
 -- Llama-3-8B MLP: 4096 tokens, intermediate size 14336; both input layouts.
 M.kernels = { M.build(4096, 14336), M.build(4096, 14336, { fused = true }) }
 
---- `luaptx run examples/ampere/swiglu.lua`: the PTX summary (no launch yet).
+--- `luaptx run examples/ampere/swiglu.lua [B N] [--summary]`: the Hopper file's
+-- run-and-check, built for sm_80.
 function M.main(args)
-  return base.main(args, M.kernels)
+  return base.main(args, { arch = "sm_80" }, M.kernels)
 end
 
 return M

@@ -5,7 +5,7 @@ local base = require "examples.hopper.rms_norm"
 
 local M = {}
 
-M.reference, M.inputs, M.shape_error = base.reference, base.inputs, base.shape_error
+M.reference, M.inputs, M.shape_error, M.args = base.reference, base.inputs, base.shape_error, base.args
 
 --- build(B, N[, opts]) as in the Hopper file, with arch defaulting to "sm_100a".
 function M.build(B, N, opts)
@@ -21,9 +21,10 @@ end
 -- Llama-style hidden size: 2048 tokens of 8192 features.
 M.kernels = { M.build(2048, 8192) }
 
---- `luaptx run examples/blackwell/rms_norm.lua`: the PTX summary (no launch yet).
+--- `luaptx run examples/blackwell/rms_norm.lua [B N] [--summary]`: the Hopper file's
+-- run-and-check, built for sm_100a.
 function M.main(args)
-  return base.main(args, M.kernels)
+  return base.main(args, { arch = "sm_100a" }, M.kernels)
 end
 
 return M

@@ -1,0 +1,111 @@
+/* Tests of the embedding API (luaptx.h): two states at once, launches from
+ * DLPack tensors on the emulator, and every error path giving a message. */
+#include "luaptx.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures, checks;
+#define CHECK(cond) do { checks++; if (!(cond)) { failures++; \
+  fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+
+enum { B = 4, N = 512 };
+
+/* A float DLTensor on the host. */
+static DLTensor tensor(float *data, int64_t *shape, int ndim)
+{
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = kDLFloat;
+  t.dtype.bits = 32;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
+/* Open a state on the emulator that finds examples/ under root. */
+static luaptx_state *open_state(const char *root)
+{
+  static char path[4096];
+  snprintf(path, sizeof path, "%s/?.lua", root);
+  luaptx_options o = { "emu", NULL, path, 1 };
+  luaptx_state *S = luaptx_open(&o);
+  CHECK(S != NULL);
+  CHECK(luaptx_load_string(S, "return require('examples.hopper.rms_norm').build(4, 512)", "=setup") == 0);
+  return S;
+}
+
+/* Largest error of y against the RMS norm of x, w (scaled by s). */
+static double rms_error(const float *x, const float *w, const float *y)
+{
+  double worst = 0;
+  for (int b = 0; b < B; b++) {
+    double ss = 0;
+    for (int i = 0; i < N; i++) ss += (double)x[b * N + i] * x[b * N + i];
+    double r = 1 / sqrt(ss / N + 1e-6);
+    for (int i = 0; i < N; i++) {
+      double e = fabs(y[b * N + i] - x[b * N + i] * r * w[i]);
+      if (!(e <= worst)) worst = e;
+    }
+  }
+  return worst;
+}
+
+int main(int argc, char **argv)
+{
+  const char *root = argc > 1 ? argv[1] : ".";
+  luaptx_state *S1 = open_state(root), *S2 = open_state(root);
+  luaptx_kernel *k1 = luaptx_kernel_get(S1, "rms_norm", NULL), *k2 = luaptx_kernel_get(S2, "rms_norm", "");
+  CHECK(k1 && k2);
+  static float x[B * N], w[N], y1[B * N], y2[B * N];
+  for (int i = 0; i < B * N; i++) x[i] = (float)sin(i * 0.37) + 0.01f;
+  for (int i = 0; i < N; i++) w[i] = 1.0f + (float)cos(i * 0.11) * 0.5f;
+  for (int i = 0; i < B * N; i++) y1[i] = y2[i] = NAN;
+  int64_t xs[2] = { B, N }, ws[1] = { N };
+  DLTensor tx = tensor(x, xs, 2), tw = tensor(w, ws, 1), t1 = tensor(y1, xs, 2), t2 = tensor(y2, xs, 2);
+  DLTensor *a1[] = { &tx, &tw, &t1 }, *a2[] = { &tx, &tw, &t2 };
+  CHECK(luaptx_launch_dlpack(k1, a1, 3, NULL) == 0);
+  CHECK(luaptx_launch_dlpack(k2, a2, 3, NULL) == 0);
+  CHECK(rms_error(x, w, y1) < 1e-5 && rms_error(x, w, y2) < 1e-5);
+  size_t len = 0;
+  const char *ptx = luaptx_kernel_ptx(k1, &len);
+  CHECK(ptx && len > 100 && strstr(ptx, ".entry rms_norm("));
+  CHECK(strstr(luaptx_device(S1), "emu") != NULL);
+
+  /* error paths: each a message, never a crash */
+  CHECK(luaptx_load_string(S1, "return 1 +", "=broken.lua") == -1 && strstr(luaptx_error(S1), "broken.lua:1"));
+  CHECK(luaptx_load_file(S1, "/no/such/script.lua") == -1 && strstr(luaptx_error(S1), "/no/such/script.lua"));
+  CHECK(luaptx_kernel_get(S1, "nope", NULL) == NULL && strstr(luaptx_error(S1), "no kernel named 'nope'")
+        && strstr(luaptx_error(S1), "rms_norm"));
+  CHECK(luaptx_kernel_get(S1, "rms_norm", "B") == NULL && strstr(luaptx_error(S1), "'B' is not NAME=value"));
+  int64_t bad_shape[2] = { B, N / 2 };
+  DLTensor ty_bad = tensor(y1, bad_shape, 2), *a3[] = { &tx, &tw, &ty_bad };
+  CHECK(luaptx_launch_dlpack(k1, a3, 3, NULL) == -1 && strstr(luaptx_error(S1), "tensor 3 dim 1 is 256"));
+  DLTensor ty_f64 = tensor(y1, xs, 2), *a4[] = { &tx, &tw, &ty_f64 };
+  ty_f64.dtype.bits = 64;
+  CHECK(luaptx_launch_dlpack(k1, a4, 3, NULL) == -1 && strstr(luaptx_error(S1), "tensor 3 has DLPack dtype"));
+  CHECK(luaptx_launch_dlpack(k1, a1, 2, NULL) == -1 && strstr(luaptx_error(S1), "takes 3 tensors"));
+  DLManagedTensorVersioned v[3];
+  memset(v, 0, sizeof v);
+  v[0].version.major = 2; v[0].dl_tensor = tx;
+  v[1].version.major = 1; v[1].dl_tensor = tw;
+  v[2].version.major = 1; v[2].dl_tensor = t1;
+  DLManagedTensorVersioned *av[] = { &v[0], &v[1], &v[2] };
+  CHECK(luaptx_launch_dlpack_versioned(k1, av, 3, NULL) == -1 && strstr(luaptx_error(S1), "DLPack version 2.0"));
+  v[0].version.major = 1;
+  for (int i = 0; i < B * N; i++) y1[i] = NAN;
+  CHECK(luaptx_launch_dlpack_versioned(k1, av, 3, NULL) == 0 && rms_error(x, w, y1) < 1e-5);
+  luaptx_options cuda = { "cuda", NULL, NULL, 1 };
+  luaptx_state *S3 = luaptx_open(&cuda);
+  CHECK(S3 != NULL);
+  const char *dev = luaptx_device(S3);   /* without a GPU: "" and a clear error */
+  CHECK(*dev ? strstr(dev, "cuda") != NULL : strstr(luaptx_error(S3), "CUDA driver") != NULL);
+  luaptx_close(S3);
+  luaptx_close(S1);
+  luaptx_close(S2);
+  printf("%d checks, %d failures\n", checks, failures);
+  return failures != 0;
+}
