@@ -17,6 +17,8 @@ local json = require "pyptx.json"
 
 local M = {}
 
+pcall(ffi.cdef, "int isatty(int fd);")
+
 -- --------------------------------------------------------------- configs
 
 --- Every combination of the space, in a deterministic order (keys sorted,
@@ -197,11 +199,15 @@ local function progress(state, total)
   io.stderr:write(("\r[%d/%d] %d failed%s ETA %.0fs   "):format(state.done, total, state.failed, best, eta))
 end
 
---- Rank: by time when timed, else by registers then instructions.
+--- Rank: by time when timed, else by registers then instructions; ties
+-- go to the smaller config key so every listing agrees.
 local function better(a, b, timed)
-  if timed then return (a.ms or math.huge) < (b.ms or math.huge) end
-  if (a.registers or 1e9) ~= (b.registers or 1e9) then return (a.registers or 1e9) < (b.registers or 1e9) end
-  return (a.instructions or 1e9) < (b.instructions or 1e9)
+  if timed and (a.ms or math.huge) ~= (b.ms or math.huge) then return (a.ms or math.huge) < (b.ms or math.huge) end
+  if not timed then
+    if (a.registers or 1e9) ~= (b.registers or 1e9) then return (a.registers or 1e9) < (b.registers or 1e9) end
+    if (a.instructions or 1e9) ~= (b.instructions or 1e9) then return (a.instructions or 1e9) < (b.instructions or 1e9) end
+  end
+  return a.key < b.key
 end
 M.better = better
 
@@ -245,7 +251,7 @@ function M.run(spec, opts)
     end
   end
   compile_all(entries)
-  local state = { done = 0, failed = 0, t0 = os.clock(), tty = not opts.quiet and os.getenv("TERM") ~= nil and io.stderr ~= nil }
+  local state = { done = 0, failed = 0, t0 = os.clock(), tty = not opts.quiet and ffi.C.isatty(2) == 1 }
   local flush = timed and l2_flusher(dev) or nil
   for _, e in ipairs(entries) do
     if e.spec and e.status == "ok" and not e.cached then
@@ -272,8 +278,7 @@ function M.run(spec, opts)
   table.sort(results, function(a, b)
     if (a.status == "ok") ~= (b.status == "ok") then return a.status == "ok" end
     if a.status ~= "ok" then return a.key < b.key end
-    if better(a, b, timed) ~= better(b, a, timed) then return better(a, b, timed) end
-    return a.key < b.key
+    return better(a, b, timed)
   end)
   local best = results[1] and results[1].status == "ok" and results[1] or nil
   return { name = name, device = dev.name, timed = timed, results = results, best = best,

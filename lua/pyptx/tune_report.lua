@@ -101,8 +101,8 @@ function M.merge(parts)
   local better = require("pyptx.tune").better
   table.sort(merged.results, function(a, b)
     if (a.status == "ok") ~= (b.status == "ok") then return a.status == "ok" end
-    if a.status == "ok" and better(a, b, merged.timed) ~= better(b, a, merged.timed) then return better(a, b, merged.timed) end
-    return a.key < b.key
+    if a.status ~= "ok" then return a.key < b.key end
+    return better(a, b, merged.timed)
   end)
   merged.best = merged.results[1] and merged.results[1].status == "ok" and merged.results[1] or nil
   return merged
