@@ -59,23 +59,26 @@ local function compile_input(src, n, env)
   return setfenv(fn, env)
 end
 
+--- Run the session's inputs (plus an optional new one) in the active trace.
+function Session:replay(extra)
+  local env = base_env()
+  self.env = env
+  local inputs = {}
+  for i, src in ipairs(self.inputs) do inputs[i] = src end
+  if extra then inputs[#inputs + 1] = extra end
+  for i, src in ipairs(inputs) do
+    local fn, err = compile_input(src, i, env)
+    if not fn then error(err, 0) end
+    fn()
+  end
+end
+
 --- A kernel whose body replays inputs (plus an optional new one).
 function Session:kernel(extra)
-  local inputs = {}
-  for i, s in ipairs(self.inputs) do inputs[i] = s end
-  if extra then inputs[#inputs + 1] = extra end
   local session = self
   return pyptx.kernel "repl" {
     arch = self.arch, version = self.version, block = { self.threads },
-    function()
-      local env = base_env()
-      session.env = env
-      for i, src in ipairs(inputs) do
-        local fn, err = compile_input(src, i, env)
-        if not fn then error(err, 0) end
-        fn()
-      end
-    end,
+    function() session:replay(extra) end,
   }
 end
 
