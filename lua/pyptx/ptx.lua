@@ -68,6 +68,24 @@ end
 
 M.inst = setmetatable({}, Node)
 
+-- Families that live in their own modules, loaded on first use:
+-- ptx.mma / ptx.ldmatrix / ptx.cp / ptx.wgmma / ptx.mbarrier / ptx.tcgen05 ...
+local FAMILIES = {
+  mma = "pyptx.ampere", ldmatrix = "pyptx.ampere", stmatrix = "pyptx.ampere", movmatrix = "pyptx.ampere",
+  cp = "pyptx.async", mbarrier = "pyptx.async", fence = "pyptx.async", cluster = "pyptx.async",
+  wgmma = "pyptx.hopper", elect = "pyptx.hopper", setmaxnreg = "pyptx.hopper",
+  tcgen05 = "pyptx.blackwell",
+}
+setmetatable(M, { __index = function(t, key)
+  local modname = FAMILIES[key]
+  if not modname then return nil end
+  local ok, mod = pcall(require, modname)
+  if not ok then error(("ptx.%s: %s"):format(key, tostring(mod)), 2) end
+  local v = mod[key]
+  rawset(t, key, v)
+  return v
+end })
+
 --- Make the next instruction appended carry the guard p (or !p for -p).
 local function set_guard(t, p)
   if reg.is(p) then t.guard = { id = p.id, negated = false }
