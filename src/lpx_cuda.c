@@ -43,7 +43,13 @@ typedef uint64_t CUdeviceptr;
   X(EventElapsedTime, "cuEventElapsedTime", CUresult, (float *, void *, void *)) \
   X(EventDestroy, "cuEventDestroy_v2", CUresult, (void *)) \
   X(GetErrorName, "cuGetErrorName", CUresult, (CUresult, const char **)) \
-  X(GetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **))
+  X(GetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **)) \
+  X(StreamCreate, "cuStreamCreate", CUresult, (void **, unsigned)) \
+  X(StreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (void *, int)) \
+  X(StreamEndCapture, "cuStreamEndCapture", CUresult, (void *, void **)) \
+  X(GraphInstantiate, "cuGraphInstantiateWithFlags", CUresult, (void **, void *, unsigned long long)) \
+  X(GraphLaunch, "cuGraphLaunch", CUresult, (void *, void *)) \
+  X(GraphDestroy, "cuGraphDestroy", CUresult, (void *))
 
 /* CUlaunchAttribute and CUlaunchConfig, laid out as cuda.h does. */
 typedef struct launch_attr { int id; char pad[4]; union { char raw[64]; struct { unsigned x, y, z; } dim; } value; } launch_attr;
@@ -80,6 +86,8 @@ typedef struct cuda_dev {
   void **modules; size_t nmodules, modules_cap;
   cuda_fn *fns; size_t nfns, fns_cap;
   void **events; size_t nevents, events_cap;
+  void **graphs; size_t ngraphs, graphs_cap;   /* instantiated CUgraphExec */
+  void *saved_stream;                          /* the stream before a capture */
 } cuda_dev;
 
 #define DEV(d) ((cuda_dev *)(d)->impl)
@@ -299,10 +307,45 @@ static int cuda_event_elapsed(lpx_device *d, int32_t start, int32_t end, double 
   return 0;
 }
 
+/* Begin capturing on a stream of our own (the legacy default stream
+ * cannot be captured); launches until graph_end go into the graph. */
+static int cuda_graph_begin(lpx_device *d)
+{
+  cuda_dev *c = DEV(d);
+  c->saved_stream = c->stream;
+  if (!c->stream) CU(d, StreamCreate(&c->stream, 1 /* non-blocking */), "graph capture");
+  CU(d, StreamBeginCapture(c->stream, 0 /* global mode */), "graph capture");
+  return 0;
+}
+
+/* End the capture and instantiate the graph. */
+static int cuda_graph_end(lpx_device *d, int32_t *graph)
+{
+  cuda_dev *c = DEV(d);
+  void *g = NULL, *exec = NULL;
+  CU(d, StreamEndCapture(c->stream, &g), "graph capture");
+  CUresult rc = c->api.GraphInstantiate(&exec, g, 0);
+  c->api.GraphDestroy(g);
+  if (rc) return cu_fail(d, "cuGraphInstantiateWithFlags", rc, "graph capture");
+  if (LPX_RESERVE(c->graphs, c->graphs_cap, c->ngraphs + 1)) return lpx_fail(d->ctx, "out of memory");
+  c->graphs[c->ngraphs] = exec;
+  *graph = (int32_t)c->ngraphs++;
+  return 0;
+}
+
+/* Replay an instantiated graph on the device's stream. */
+static int cuda_graph_launch(lpx_device *d, int32_t graph)
+{
+  cuda_dev *c = DEV(d);
+  if (graph < 0 || (size_t)graph >= c->ngraphs) return lpx_fail(d->ctx, "graph_launch: no graph %d", graph);
+  CU(d, GraphLaunch(c->graphs[graph], c->stream), "graph launch");
+  return 0;
+}
+
 static const lpx_device_vt cuda_vt = {
   "cuda", cuda_close, cuda_describe, cuda_set_option, cuda_get_option, cuda_alloc, cuda_free,
   cuda_upload, cuda_download, cuda_memset, cuda_load_ir, cuda_function, cuda_launch, cuda_sync, NULL,
-  cuda_event_record, cuda_event_elapsed,
+  cuda_event_record, cuda_event_elapsed, cuda_graph_begin, cuda_graph_end, cuda_graph_launch,
 };
 
 /* Open the CUDA device on d; -1 (reason in the context) without a driver or GPU. */

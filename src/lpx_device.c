@@ -29,11 +29,22 @@ lpx_device *lpx_device_open(lpx_ctx *ctx, const char *kind)
   return d;
 }
 
+/* Free the recorded graphs. */
+static void free_graphs(lpx_device *d)
+{
+  for (size_t g = 0; g < d->ngraphs; g++) {
+    for (size_t i = 0; i < d->graphs[g].n; i++) free(d->graphs[g].launches[i].params);
+    free(d->graphs[g].launches);
+  }
+  free(d->graphs);
+}
+
 /* Drop a reference; the last one closes the device for real. */
 static void device_unref(lpx_device *d)
 {
   if (--d->refs > 0) return;
   if (d->vt) d->vt->close(d);
+  free_graphs(d);
   free(d->events);
   free(d);
 }
@@ -136,6 +147,22 @@ static int check_cfg(lpx_device *d, const lpx_launch_cfg *c)
   return 0;
 }
 
+/* Append a launch (with a copy of its parameters) to the graph being captured. */
+static int record_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *c)
+{
+  lpx_graph *g = &d->graphs[d->ngraphs - 1];
+  if (LPX_RESERVE(g->launches, g->cap, g->n + 1)) return lpx_fail(d->ctx, "out of memory");
+  lpx_recorded_launch *r = &g->launches[g->n];
+  r->fn = fn;
+  r->cfg = *c;
+  r->params = malloc(c->params_size ? c->params_size : 1);
+  if (!r->params) return lpx_fail(d->ctx, "out of memory");
+  if (c->params_size) memcpy(r->params, c->params, c->params_size);
+  r->cfg.params = r->params;
+  g->n++;
+  return 0;
+}
+
 /* Launch a function with a configuration. */
 int32_t lpx_device_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
@@ -143,6 +170,7 @@ int32_t lpx_device_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
   lpx_launch_cfg c = *cfg;
   for (int i = 0; i < 3; i++) if (!c.cluster[i]) c.cluster[i] = 1;
   if (check_cfg(d, &c)) return -1;
+  if (d->capturing && !d->vt->graph_begin) return record_launch(d, fn, &c);
   return d->vt->launch(d, fn, &c);
 }
 
@@ -184,5 +212,39 @@ int32_t lpx_device_event_elapsed(lpx_device *d, int32_t start, int32_t end, doub
   if (start < 0 || end < 0 || (size_t)start >= d->nevents || (size_t)end >= d->nevents)
     return lpx_fail(d->ctx, "event_elapsed: unknown event %d or %d (%zu recorded)", start, end, d->nevents);
   *ms = d->events[end] - d->events[start];
+  return 0;
+}
+
+/* -------------------------------------------------------------- graphs */
+
+/* Start capturing launches into a graph (replayed by graph_launch). */
+int32_t lpx_device_graph_begin(lpx_device *d)
+{
+  if (d->capturing) return lpx_fail(d->ctx, "graph_begin: a capture is already open; end it with graph_end");
+  if (d->vt->graph_begin) { if (d->vt->graph_begin(d)) return -1; d->capturing = 1; return 0; }
+  if (LPX_RESERVE(d->graphs, d->graphs_cap, d->ngraphs + 1)) return lpx_fail(d->ctx, "out of memory");
+  memset(&d->graphs[d->ngraphs++], 0, sizeof(lpx_graph));
+  d->capturing = 1;
+  return 0;
+}
+
+/* Finish the capture; *graph names it for graph_launch. */
+int32_t lpx_device_graph_end(lpx_device *d, int32_t *graph)
+{
+  if (!d->capturing) return lpx_fail(d->ctx, "graph_end: no capture is open (call graph_begin first)");
+  d->capturing = 0;
+  if (d->vt->graph_end) return d->vt->graph_end(d, graph);
+  *graph = (int32_t)d->ngraphs - 1;
+  return 0;
+}
+
+/* Replay a captured graph: its launches in order. */
+int32_t lpx_device_graph_launch(lpx_device *d, int32_t graph)
+{
+  if (d->vt->graph_launch) return d->vt->graph_launch(d, graph);
+  if (graph < 0 || (size_t)graph >= d->ngraphs) return lpx_fail(d->ctx, "graph_launch: no graph %d", graph);
+  const lpx_graph *g = &d->graphs[graph];
+  for (size_t i = 0; i < g->n; i++)
+    if (d->vt->launch(d, g->launches[i].fn, &g->launches[i].cfg)) return -1;
   return 0;
 }

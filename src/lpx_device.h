@@ -35,5 +35,8 @@ int32_t lpx_device_sync(lpx_device *d);
 int32_t lpx_device_event_record(lpx_device *d, int32_t *event);
 int32_t lpx_device_event_elapsed(lpx_device *d, int32_t start, int32_t end, double *ms);
 int32_t lpx_device_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_insts);
+int32_t lpx_device_graph_begin(lpx_device *d);
+int32_t lpx_device_graph_end(lpx_device *d, int32_t *graph);
+int32_t lpx_device_graph_launch(lpx_device *d, int32_t graph);
 
 #endif

@@ -24,7 +24,23 @@ typedef struct lpx_device_vt {
   /* Optional: device-side events (NULL: host-clock events after a sync). */
   int (*event_record)(lpx_device *d, int32_t *event);
   int (*event_elapsed)(lpx_device *d, int32_t start, int32_t end, double *ms);
+  /* Optional: native graph capture (NULL: the dispatcher records launches). */
+  int (*graph_begin)(lpx_device *d);
+  int (*graph_end)(lpx_device *d, int32_t *graph);
+  int (*graph_launch)(lpx_device *d, int32_t graph);
 } lpx_device_vt;
+
+/* A launch recorded for replay (its parameters copied). */
+typedef struct lpx_recorded_launch {
+  int32_t fn;
+  lpx_launch_cfg cfg;
+  void *params;
+} lpx_recorded_launch;
+
+/* A recorded sequence of launches. */
+typedef struct lpx_graph {
+  lpx_recorded_launch *launches; size_t n, cap;
+} lpx_graph;
 
 struct lpx_device {
   const lpx_device_vt *vt;
@@ -32,6 +48,8 @@ struct lpx_device {
   void *impl;
   double *events; size_t nevents, events_cap;   /* host ms at record time */
   int64_t refs;      /* the opener's reference plus one per live allocation */
+  int capturing;     /* between graph_begin and graph_end (recorded graphs) */
+  lpx_graph *graphs; size_t ngraphs, graphs_cap;
   int closed;        /* lpx_device_close was called; freed when refs reach 0 */
 };
 

@@ -33,6 +33,7 @@
   X(lpx_device_upload) X(lpx_device_download) X(lpx_device_memset) X(lpx_device_load_ir) \
   X(lpx_device_function) X(lpx_device_launch) X(lpx_device_sync) X(lpx_device_event_record) \
   X(lpx_device_event_elapsed) X(lpx_device_stats) \
+  X(lpx_device_graph_begin) X(lpx_device_graph_end) X(lpx_device_graph_launch) \
   X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
   X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
   X(lpx_cache_set_limit) X(lpx_cache_stats) \

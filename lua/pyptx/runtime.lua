@@ -83,6 +83,21 @@ function Device:memset(dst, b, n) check(core.device_memset(self.handle, dst, b, 
 --- Wait for all work on the device.
 function Device:sync() check(core.device_sync(self.handle), "sync") end
 
+--- Capture the launches fn makes into a graph; returns a function that
+-- replays them (a CUDA graph on a GPU, a recorded sequence on the emulator).
+function Device:capture(fn)
+  check(core.device_graph_begin(self.handle), "graph capture")
+  local ok, err = pcall(fn)
+  local g = ffi.new("int32_t[1]")
+  local rc = core.device_graph_end(self.handle, g)
+  if not ok then error(err, 2) end
+  check(rc, "graph capture")
+  local handle, id = self.handle, g[0]
+  return function()
+    if core.device_graph_launch(handle, id) < 0 then error("graph replay: " .. core.error_message(), 2) end
+  end
+end
+
 --- The device function of a specialization (loaded once per device).
 function Device:function_of(s)
   s.loaded = s.loaded or {}

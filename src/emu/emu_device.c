@@ -208,7 +208,8 @@ static void emu_close(lpx_device *d)
 static const lpx_device_vt emu_vt = {
   "emu", emu_close, emu_describe, emu_set_option, emu_get_option, emu_alloc_op, emu_free_op,
   emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
-  NULL, NULL,   /* host-clock events: launches run to completion */
+  NULL, NULL,         /* host-clock events: launches run to completion */
+  NULL, NULL, NULL,   /* graphs: the dispatcher records and replays launches */
 };
 
 /* Open the emulator on a device object. */
