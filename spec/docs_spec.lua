@@ -77,9 +77,9 @@ describe("docs", function()
   it("tuning.md: the sweep, its table header and the shard/merge commands work as written", function()
     local doc = read("docs/tuning.md")
     local dir = tmpdir()
-    local bin = BIN:sub(1, 1) == "/" and BIN or (os.getenv("PWD") .. "/" .. BIN)
+    local bin = BIN:sub(1, 1) == "/" and BIN or (io.popen("pwd"):read("*l") .. "/" .. BIN)
     local env = ("cd %s && LUAPTX_CACHE_DIR=%s/cache "):format(dir, dir)
-    local sweep = os.getenv("PWD") .. "/examples/tune/scale_sweep.lua"
+    local sweep = io.popen("pwd"):read("*l") .. "/examples/tune/scale_sweep.lua"
     local first = doc:match("```sh\n(luaptx tune [^\n]+)\n```")
     local out = sh(env .. first:gsub("^luaptx", bin):gsub("examples/tune/scale_sweep.lua", sweep))
     local header = doc:match("\n(#%s+config%s+status[^\n]+)")

@@ -114,12 +114,12 @@ describe("pyptx.tune on the emulator", function()
 
   it("runs from the command line with --csv --json --plot and --merge", function()
     local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
-    if BIN:sub(1, 1) ~= "/" then BIN = os.getenv("PWD") .. "/" .. BIN end
+    if BIN:sub(1, 1) ~= "/" then BIN = io.popen("pwd"):read("*l") .. "/" .. BIN end
     local dir = os.tmpname()
     os.remove(dir)
     os.execute("mkdir -p " .. dir)
     local cmd = ("cd %s && LUAPTX_CACHE_DIR=%s/cache %s tune %s/examples/tune/scale_sweep.lua --shard %%s --json %%s 2>&1")
-      :format(dir, dir, BIN, os.getenv("PWD"))
+      :format(dir, dir, BIN, io.popen("pwd"):read("*l"))
     local p = io.popen(cmd:format("1/2", "a.json") .. "; " .. cmd:format("2/2", "b.json"))
     local out = p:read("*a")
     p:close()
