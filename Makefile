@@ -26,8 +26,14 @@ deps:
 	echo "make deps: installing$$missing"; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
-# The main job: an example kernel end to end.
+# The main job: an example kernel end to end: trace it to PTX, assemble it
+# with ptxas (resource report), then launch it on the current device (the
+# CPU emulator without a GPU) and compare every element with a CPU reference.
 run: deps build
+	$(LUAPTX) ptx examples/hopper/rms_norm.lua -o $(BUILD)/rms_norm.ptx
+	@echo "traced PTX: $(BUILD)/rms_norm.ptx ($$(wc -l < $(BUILD)/rms_norm.ptx) lines)"
+	@if command -v ptxas >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/ptxas ] || [ -n "$${CUDA_HOME:-}" ]; then \
+	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
 # Every test: C unit tests and the busted specs, through ctest.
