@@ -16,89 +16,31 @@
 --                           without spilling: N <= 32768 at 1024 threads.
 -- threads defaults to 256 (fewer for short rows, more for long ones).
 local pyptx = require "pyptx"
-local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32
 
 local M = {}
 
 M.MAX_CHUNKS = 8 -- float4 chunks per thread; more would spill at 255 registers
 
---- Threads per CTA for a row of n floats: opts.threads, else 256 unless the row is
--- too short to feed them (n/4 threads) or too long to fit 8 chunks each.
+local rowwise = require "examples.lib.rowwise"
+local cta_context, v4 = rowwise.cta_context, rowwise.v4
+
+--- Threads per CTA for a row of n floats (see examples/lib/rowwise.lua).
 local function threads_for(n, opts)
-  if opts and opts.threads then return opts.threads end
-  local t = 256
-  if n / 4 < t then t = math.max(32, math.floor(n / 4 / 32) * 32) end
-  while n / (4 * t) > M.MAX_CHUNKS and t < 1024 do t = t * 2 end
-  return t
+  return rowwise.threads_for(n, opts, M.MAX_CHUNKS)
 end
 
 --- Why (B, N, opts) breaks the shape rules above, or nil when it does not.
 -- build() raises it at its caller; the retargeted copies in ampere/ and
 -- blackwell/ call it themselves so their errors point at their callers.
 function M.shape_error(B, N, opts)
-  local name = (opts and opts.name) or "rms_norm"
-  local function bad(msg) return name .. ": " .. msg end
-  if type(B) ~= "number" or B < 1 or B ~= math.floor(B) then return bad("B must be a positive integer, got " .. tostring(B)) end
-  if type(N) ~= "number" or N < 1 or N ~= math.floor(N) then return bad("N must be a positive integer, got " .. tostring(N)) end
-  if B > 2147483647 then return bad("B must be at most 2^31-1 (one CTA per row on grid.x)") end
-  local threads = threads_for(N, opts)
-  if type(threads) ~= "number" or threads % 32 ~= 0 or threads < 32 or threads > 1024 then
-    return bad(("threads must be a multiple of 32 in [32, 1024], got %s"):format(tostring(threads)))
-  end
-  if N % 128 ~= 0 then return bad(("N %% 128 == 0 is required (whole float4 chunks per warp), got N = %d"):format(N)) end
-  if N % (4 * threads) ~= 0 then
-    return bad(("N %% (4 * threads) == 0 is required, got N = %d, threads = %d"):format(N, threads))
-  end
-  if N / (4 * threads) > M.MAX_CHUNKS then
-    return bad(("N / (4 * threads) <= %d is required (the row slice lives in registers), got N = %d, threads = %d")
-      :format(M.MAX_CHUNKS, N, threads))
-  end
-  return nil
+  return rowwise.shape_error("rms_norm", B, N, opts, { max_chunks = M.MAX_CHUNKS })
 end
 
---- What every CTA reduction needs from the thread index, computed once:
--- the warp count, "am I lane 0" and this warp's byte offset (warp*4).
-local function cta_context(tid, warps)
-  if warps == 1 then return { warps = 1 } end
-  return { warps = warps, lane0 = tid:band(31):eq(0), warp_off = tid:shr(5):shl(2) }
-end
-
---- Sum the per-thread partial s over the CTA; every thread gets the same
--- total. Lane 0 of each warp stores its warp's sum, one bar.sync, then each
--- thread reads all partials back (broadcast v4/v2 loads, no bank conflicts)
--- and adds them in the same fixed order, so no second barrier is needed.
+--- Sum the per-thread partial s over the CTA; every thread gets the total.
 local function cta_sum(s, cta)
-  ptx.warp.reduce_sum(s)
-  if cta.warps == 1 then return s end
-  local warps = cta.warps
-  local part = smem.alloc(f32, warps, { align = 16 })
-  -- The slot address is computed first so that the only instruction under
-  -- the lane-0 guard is the store itself.
-  local slot = part:base() + cta.warp_off
-  ptx.at(cta.lane0).inst.st.shared.f32(ptx.addr(slot), s)
-  ptx.bar_sync(0)
-  local p = reg.array(f32, 4)
-  local total
-  local i = 0
-  while i < warps do
-    local n = (warps - i >= 4 and 4) or (warps - i >= 2 and 2) or 1  -- ld.shared has v2/v4, no v3
-    if n == 1 then ptx.ld.shared(p[0], part[i]) else
-      local dst = {}
-      for j = 1, n do dst[j] = p[j - 1] end
-      ptx.ld.shared(dst, part[i])
-    end
-    for j = 0, n - 1 do
-      if total then ptx.inst.add.f32(total, total, p[j]) else total = reg.from(p[j]) end
-    end
-    i = i + n
-  end
-  return total
-end
-
---- Four consecutive registers of an array as a v4 operand.
-local function v4(a, i)
-  return { a[i], a[i + 1], a[i + 2], a[i + 3] }
+  return rowwise.cta_reduce(s, cta, "add")
 end
 
 --- An RMS-norm kernel for B rows of N floats. opts: arch (default
@@ -175,7 +117,9 @@ function M.inputs(B, N, seed)
 end
 
 -- Llama-style hidden size: 2048 tokens of 8192 features (what bench/trace.lua times too).
-M.kernels = { M.build(2048, 8192) }
+M.DEFAULT_SIZES = { { 2048, 8192 } }
+M.kernels = {}
+for i, size in ipairs(M.DEFAULT_SIZES) do M.kernels[i] = M.build(size[1], size[2], size[3]) end
 
 --- Print one line per kernel: name, arch, instructions, grid/block, shared
 -- memory and, when ptxas is installed, registers and spills. Shared by

@@ -174,7 +174,9 @@ function M.inputs(B, N, seed, fused)
 end
 
 -- Llama-3-8B MLP: 4096 tokens, intermediate size 14336; both layouts.
-M.kernels = { M.build(4096, 14336), M.build(4096, 14336, { fused = true }) }
+M.DEFAULT_SIZES = { { 4096, 14336 }, { 4096, 14336, { fused = true } } }
+M.kernels = {}
+for i, size in ipairs(M.DEFAULT_SIZES) do M.kernels[i] = M.build(size[1], size[2], size[3]) end
 
 --- The tensors a launch takes, in the kernel's order, from M.inputs.
 function M.args(inputs)
