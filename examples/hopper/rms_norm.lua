@@ -121,57 +121,14 @@ M.DEFAULT_SIZES = { { 2048, 8192 } }
 M.kernels = {}
 for i, size in ipairs(M.DEFAULT_SIZES) do M.kernels[i] = M.build(size[1], size[2], size[3]) end
 
---- Print one line per kernel: name, arch, instructions, grid/block, shared
--- memory and, when ptxas is installed, registers and spills. Shared by
--- every example's main so they all print the same table.
-function M.summary(kernels)
-  local toolkit = require "pyptx.toolkit"
-  local have_ptxas = toolkit.find("ptxas") ~= nil
-  print(("%-14s %-8s %6s %-16s %-12s %6s %6s %5s %7s"):format(
-    "kernel", "arch", "insts", "grid", "block", "smem", "dyn", "regs", "spills"))
-  for _, k in ipairs(kernels) do
-    local s = k:specialize()
-    local regs, spills = "-", "-"
-    if have_ptxas then
-      local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
-      if not ok then
-        io.stderr:write(log, "\n")
-        return 1
-      end
-      local r = report[k.name] or {}
-      regs, spills = tostring(r.registers or 0), tostring((r.spill_stores or 0) + (r.spill_loads or 0))
-    end
-    print(("%-14s %-8s %6d %-16s %-12s %6d %6d %5s %7s"):format(k.name, s.arch, s.instructions,
-      table.concat(s.grid, "x"), table.concat(s.block, "x"), s.static_smem, s.dynamic_smem, regs, spills))
-  end
-  if not have_ptxas then print("(" .. toolkit.missing_message("ptxas") .. "; registers not reported)") end
-  return 0
-end
 
 --- The tensors a launch takes, in the kernel's order, from M.inputs.
 function M.args(inputs)
   return { { inputs.x, { inputs.B, inputs.N } }, { inputs.w, { inputs.N } } }
 end
 
---- Build at (B, N), launch on the current device (the emulator without a
--- GPU) on fresh random inputs, and compare every element with M.reference.
--- Returns ok and the comparison report (max errors, time).
-function M.check(B, N, opts)
-  local check = require "pyptx.check"
-  local k = M.build(B, N, opts)
-  local inputs = M.inputs(B, N, check.fresh_seed())
-  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = { atol = 1e-5, rtol = 1e-4 } }
-end
 
---- `luaptx run examples/hopper/rms_norm.lua [B N] [--summary]`: run at a small size
--- and check against the CPU reference (exit status 1 on a mismatch);
--- --summary prints the PTX/ptxas summary of the default kernels instead.
-function M.main(args, opts, kernels)
-  args = args or {}
-  if args[1] == "--summary" then return require("examples.hopper.rms_norm").summary(kernels or M.kernels) end
-  local B, N = tonumber(args[1]) or 16, tonumber(args[2]) or 1024
-  local ok, report = M.check(B, N, opts)
-  return require("pyptx.check").report(("rms_norm(%d, %d)"):format(B, N), ok, report)
-end
+-- check(B, N, opts) and main(args) for `luaptx run examples/hopper/rms_norm.lua [B N] [--summary]`
+require("examples.lib.runner").install(M, "rms_norm", { atol = 1e-5, rtol = 1e-4 })
 
 return M

@@ -131,25 +131,8 @@ function M.args(inputs)
   return { { inputs.x, { inputs.B, inputs.N } } }
 end
 
---- Build at (B, N), launch on the current device (the emulator without a
--- GPU) on fresh random inputs, and compare every element with M.reference.
--- Returns ok and the comparison report (max errors, time).
-function M.check(B, N, opts)
-  local check = require "pyptx.check"
-  local k = M.build(B, N, opts)
-  local inputs = M.inputs(B, N, check.fresh_seed())
-  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = { atol = 1e-6, rtol = 1e-4 } }
-end
 
---- `luaptx run examples/hopper/softmax.lua [B N] [--summary]`: run at a small size
--- and check against the CPU reference (exit status 1 on a mismatch);
--- --summary prints the PTX/ptxas summary of the default kernels instead.
-function M.main(args, opts, kernels)
-  args = args or {}
-  if args[1] == "--summary" then return require("examples.hopper.rms_norm").summary(kernels or M.kernels) end
-  local B, N = tonumber(args[1]) or 16, tonumber(args[2]) or 1024
-  local ok, report = M.check(B, N, opts)
-  return require("pyptx.check").report(("softmax(%d, %d)"):format(B, N), ok, report)
-end
+-- check(B, N, opts) and main(args) for `luaptx run examples/hopper/softmax.lua [B N] [--summary]`
+require("examples.lib.runner").install(M, "softmax", { atol = 1e-6, rtol = 1e-4 })
 
 return M

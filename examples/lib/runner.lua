@@ -1,0 +1,58 @@
+--- What every example script's check and main do: launch at a small size on
+-- fresh random inputs, compare every element with the CPU reference, and
+-- print the verdict; or print a PTX/ptxas summary of the default kernels.
+local R = {}
+
+--- Print one line per kernel: name, arch, instructions, grid/block, shared
+-- memory and, when ptxas is installed, registers and spills. Shared by
+-- every example's main so they all print the same table.
+function R.summary(kernels)
+  local toolkit = require "pyptx.toolkit"
+  local have_ptxas = toolkit.find("ptxas") ~= nil
+  print(("%-14s %-8s %6s %-16s %-12s %6s %6s %5s %7s"):format(
+    "kernel", "arch", "insts", "grid", "block", "smem", "dyn", "regs", "spills"))
+  for _, k in ipairs(kernels) do
+    local s = k:specialize()
+    local regs, spills = "-", "-"
+    if have_ptxas then
+      local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+      if not ok then
+        io.stderr:write(log, "\n")
+        return 1
+      end
+      local r = report[k.name] or {}
+      regs, spills = tostring(r.registers or 0), tostring((r.spill_stores or 0) + (r.spill_loads or 0))
+    end
+    print(("%-14s %-8s %6d %-16s %-12s %6d %6d %5s %7s"):format(k.name, s.arch, s.instructions,
+      table.concat(s.grid, "x"), table.concat(s.block, "x"), s.static_smem, s.dynamic_smem, regs, spills))
+  end
+  if not have_ptxas then print("(" .. toolkit.missing_message("ptxas") .. "; registers not reported)") end
+  return 0
+end
+
+--- Give an example module M (with build, inputs, args, reference) its
+-- check(B, N, opts) and main(args, opts, kernels) for `luaptx run`.
+function R.install(M, name, tolerance)
+  --- Build at (B, N), launch on the current device (the emulator without a
+  -- GPU) on fresh random inputs, and compare every element with M.reference.
+  -- Returns ok and the comparison report (max errors, time).
+  function M.check(B, N, opts)
+    local check = require "pyptx.check"
+    local k = M.build(B, N, opts)
+    local inputs = M.inputs(B, N, check.fresh_seed(), opts and opts.fused)
+    return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = tolerance }
+  end
+
+  --- `luaptx run <script> [B N] [--summary]`: run at a small size and check
+  -- against the CPU reference (exit status 1 on a mismatch); --summary
+  -- prints the PTX/ptxas summary of the default kernels instead.
+  function M.main(args, opts, kernels)
+    args = args or {}
+    if args[1] == "--summary" then return R.summary(kernels or M.kernels) end
+    local B, N = tonumber(args[1]) or 16, tonumber(args[2]) or 1024
+    local ok, report = M.check(B, N, opts)
+    return require("pyptx.check").report(("%s(%d, %d)"):format(name, B, N), ok, report)
+  end
+end
+
+return R
