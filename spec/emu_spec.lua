@@ -1022,12 +1022,14 @@ describe("the emulator's checks", function()
 
   it("names instructions it does not implement yet", function()
     local line
-    local k = planted("unimpl", 32, function()
-      line = here(); ptx.inst.wgmma.fence.sync.aligned()
+    local k = planted("unimpl", 32, function(_, po)
+      local s, bar = smem.alloc(u32, 8, { align = 16 }), smem.mbarrier(1)
+      line = here(); ptx.inst("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+        s[0], ptx.addr(po), 16, bar[0], reg.scalar(pyptx.types.u16, 1))
     end)
     local ok, msg = run(k, { { u32, 32 } })
     assert.is_false(ok)
-    assert.truthy(msg:find("emu_spec.lua:" .. line .. ": wgmma.fence.sync.aligned", 1, true), msg)
+    assert.truthy(msg:find("emu_spec.lua:" .. line .. ": cp.async.bulk.shared::cluster", 1, true), msg)
     assert.truthy(msg:find("does not implement", 1, true), msg)
   end)
 

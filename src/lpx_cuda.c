@@ -4,6 +4,7 @@
  * 48 KB, and every CUresult turned into its name, its text and the call. */
 #include "lpx_device_impl.h"
 #include "lpx_compile.h"
+#include "lpx_tma.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,10 +343,28 @@ static int cuda_graph_launch(lpx_device *d, int32_t graph)
   return 0;
 }
 
+/* --- TMA (untested here: no GPU in CI) ---------------------------------- */
+
+typedef CUresult (*encode_tiled_fn)(void *, int, unsigned, void *, const uint64_t *, const uint64_t *,
+                                    const unsigned *, const unsigned *, int, int, int, int);
+
+/* cuTensorMapEncodeTiled of a validated description (resolved on first use,
+ * so drivers before CUDA 12 still open). Enum fields use the driver's numbering. */
+static int cuda_tma_encode(lpx_device *d, const struct lpx_tma_desc *t, void *out128)
+{
+  encode_tiled_fn enc = (encode_tiled_fn)dlsym(DEV(d)->lib, "cuTensorMapEncodeTiled");
+  if (!enc) return lpx_fail(d->ctx, "the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12 or newer is needed for TMA)");
+  unsigned es[5];
+  for (int i = 0; i < 5; i++) es[i] = t->elem_strides[i] ? t->elem_strides[i] : 1;
+  CUresult rc = enc(out128, t->dtype, (unsigned)t->rank, (void *)(uintptr_t)t->global_address, t->dims, t->strides,
+                    t->box, es, t->interleave, t->swizzle, t->l2_promotion, t->oob_fill);
+  return rc ? cu_fail(d, "cuTensorMapEncodeTiled", rc, "encoding a TMA tensor map") : 0;
+}
+
 static const lpx_device_vt cuda_vt = {
   "cuda", cuda_close, cuda_describe, cuda_set_option, cuda_get_option, cuda_alloc, cuda_free,
   cuda_upload, cuda_download, cuda_memset, cuda_load_ir, cuda_function, cuda_launch, cuda_sync, NULL,
-  cuda_event_record, cuda_event_elapsed, cuda_graph_begin, cuda_graph_end, cuda_graph_launch,
+  cuda_event_record, cuda_event_elapsed, cuda_graph_begin, cuda_graph_end, cuda_graph_launch, cuda_tma_encode,
 };
 
 /* Open the CUDA device on d; -1 (reason in the context) without a driver or GPU. */

@@ -184,6 +184,14 @@ int32_t lpx_device_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_ins
   return d->vt->stats(d, warp_insts, lane_insts);
 }
 
+/* Encode a validated TMA description into the 128 bytes a kernel takes
+ * (CUDA: cuTensorMapEncodeTiled). The emulator's encoding is built in Lua. */
+int32_t lpx_device_tma_encode(lpx_device *d, const struct lpx_tma_desc *desc, void *out128)
+{
+  if (!d->vt->tma_encode) return lpx_fail(d->ctx, "tma_encode: the %s device has no driver tensor-map encoding", d->vt->kind);
+  return d->vt->tma_encode(d, desc, out128);
+}
+
 /* ------------------------------------------------------------- events */
 
 /* Host monotonic time in milliseconds. */

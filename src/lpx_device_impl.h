@@ -28,6 +28,8 @@ typedef struct lpx_device_vt {
   int (*graph_begin)(lpx_device *d);
   int (*graph_end)(lpx_device *d, int32_t *graph);
   int (*graph_launch)(lpx_device *d, int32_t graph);
+  /* Optional: encode a validated TMA description into the 128 launch bytes. */
+  int (*tma_encode)(lpx_device *d, const struct lpx_tma_desc *desc, void *out128);
 } lpx_device_vt;
 
 /* A launch recorded for replay (its parameters copied). */

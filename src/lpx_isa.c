@@ -197,8 +197,16 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
                          const char *tok, size_t n)
 {
   char valid[1024];
+  /* A spelling in two groups (mbarrier.expect_tx) goes to a required group first. */
+  uint64_t unseen_required = row->required & ~f->groups_seen;
+  for (int g = 0; g < LPX_GB__COUNT; g++) {
+    int idx = (unseen_required >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
+    if (idx) { unseen_required = (uint64_t)1 << g; break; }
+    if (g == LPX_GB__COUNT - 1) unseen_required = 0;
+  }
   for (int g = 0; g < LPX_GB__COUNT; g++) {
     int idx = (row->groups >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
+    if (unseen_required && !(unseen_required >> g & 1)) idx = 0;
     if (!idx || (f->groups_seen >> g & 1)) continue;
     f->groups_seen |= (uint64_t)1 << g;
     f->modsel[g] = (uint8_t)idx;

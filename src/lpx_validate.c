@@ -1,7 +1,9 @@
 /* Operand validation against the instruction table's signatures: operand
  * counts, kinds and register types, and typing of untyped Lua numbers. */
 #include "lpx_internal.h"
+#include <ctype.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -540,6 +542,470 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
 }
 #undef RULE_FAIL
 
+/* ================================================ Blackwell: tcgen05 ===
+ * The tcgen05 rows take G_ANY: their modifiers (shapes, kinds, .xN counts,
+ * ::-qualified names) are checked here against per-instruction slot lists,
+ * and the variable operand lists (mma, ld/st, commit, cp, shift) likewise. */
+
+/* One modifier slot: its spellings, and whether the form must carry one. */
+typedef struct tc_slot { const char *spellings; int required; } tc_slot;
+
+/* The modifier slots of one tcgen05 row (PTX order). */
+typedef struct tc_rule { int op; tc_slot slots[6]; } tc_rule;
+
+#define TC_CTA { "cta_group::1 cta_group::2", 1 }
+#define TC_SYNC { "sync", 1 }, { "aligned", 1 }
+#define TC_SHAPES "16x64b 16x128b 16x256b 32x32b 16x32bx2"
+#define TC_NUMS "x1 x2 x4 x8 x16 x32 x64 x128"
+enum { TC_SLOTS = 6 };
+
+static const tc_rule tc_rules[] = {
+  { LPX_OP_TCALLOC, { TC_CTA, TC_SYNC, { "shared::cta", 0 }, { "b32", 1 } } },
+  { LPX_OP_TCDEALLOC, { TC_CTA, TC_SYNC, { "b32", 1 } } },
+  { LPX_OP_TCRELINQ, { TC_CTA, TC_SYNC } },
+  { LPX_OP_TCMMA, { { "sp", 0 }, TC_CTA, { "kind::f16 kind::tf32 kind::f8f6f4 kind::i8", 1 },
+                    { "collector::a::fill collector::a::use collector::a::lastuse collector::a::discard", 0 } } },
+  { LPX_OP_TCLD, { TC_SYNC, { TC_SHAPES, 1 }, { TC_NUMS, 1 }, { "pack::16b", 0 }, { "b32", 1 } } },
+  { LPX_OP_TCST, { TC_SYNC, { TC_SHAPES, 1 }, { TC_NUMS, 1 }, { "unpack::16b", 0 }, { "b32", 1 } } },
+  { LPX_OP_TCCOMMIT, { TC_CTA, { "mbarrier::arrive::one", 1 }, { "shared::cluster", 0 },
+                       { "multicast::cluster", 0 }, { "b64", 1 } } },
+  { LPX_OP_TCCP, { TC_CTA, { "128x256b 4x256b 128x128b 64x128b 32x128b", 1 },
+                   { "warpx2::02_13 warpx2::01_23 warpx4", 0 }, { "b8x16", 0 }, { "b6x16_p32 b4x16_p64", 0 } } },
+  { LPX_OP_TCSHIFT, { TC_CTA, { "down", 1 } } },
+  { LPX_OP_TCFENCEB, { { NULL, 0 } } },
+  { LPX_OP_TCFENCEA, { { NULL, 0 } } },
+  { LPX_OP_TCWAITLD, { TC_SYNC } },
+  { LPX_OP_TCWAITST, { TC_SYNC } },
+};
+
+/* 32-bit registers per .x1 of each tcgen05.ld/st shape (TC_SHAPES order). */
+static const int tc_shape_regs[] = { 0, 1, 2, 4, 1, 1 };
+
+/* 1-based index of tok (n chars) in a space-separated list, or 0. */
+static int tc_index(const char *list, const char *tok, size_t n)
+{
+  int i = 1;
+  for (const char *p = list; p && *p; i++) {
+    const char *e = strchr(p, ' ');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && memcmp(p, tok, n) == 0) return i;
+    p = e ? e + 1 : NULL;
+  }
+  return 0;
+}
+
+/* The rule of a tcgen05 row, or NULL for other rows. */
+static const tc_rule *tc_rule_of(int op)
+{
+  for (size_t i = 0; i < sizeof tc_rules / sizeof tc_rules[0]; i++)
+    if (tc_rules[i].op == op) return &tc_rules[i];
+  return NULL;
+}
+
+/* Write ".a .b ..." for every modifier a rule accepts (for messages). */
+static void tc_list(const tc_rule *r, char *out, size_t cap)
+{
+  size_t n = 0;
+  out[0] = '\0';
+  for (int s = 0; s < TC_SLOTS && r->slots[s].spellings && n + 1 < cap; s++)
+    for (const char *p = r->slots[s].spellings; p && *p && n + 1 < cap;) {
+      const char *e = strchr(p, ' ');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      n += (size_t)snprintf(out + n, cap - n, "%s.%.*s", n ? " " : "", (int)len, p);
+      p = e ? e + 1 : NULL;
+    }
+}
+
+/* Parse a tcgen05 form's modifiers into sel[slot] (1-based spelling). */
+static int tc_parse_mods(vctx *v, const tc_rule *r, int *sel)
+{
+  const char *text = v->form->info.text, *p = text + strlen(lpx_isa_rows[r->op].name);
+  char valid[512];
+  while (*p == '.') {
+    const char *tok = ++p, *e = strchr(p, '.');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    int s = 0, idx = 0;
+    for (; s < TC_SLOTS && r->slots[s].spellings; s++)
+      if ((idx = tc_index(r->slots[s].spellings, tok, n))) break;
+    if (!idx || sel[s]) {
+      tc_list(r, valid, sizeof valid);
+      return lpx_fail(v->m->ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s",
+                      text, (int)n, tok, lpx_isa_rows[r->op].name, valid[0] ? valid : "(none)");
+    }
+    sel[s] = idx;
+    p += n;
+  }
+  for (int s = 0; s < TC_SLOTS && r->slots[s].spellings; s++)
+    if (r->slots[s].required && !sel[s])
+      return lpx_fail(v->m->ctx, "%s: %s needs one of .%s", text, lpx_isa_rows[r->op].name, r->slots[s].spellings);
+  return 0;
+}
+
+/* Fail with "<form>: <message>". */
+static int tc_fail(vctx *v, const char *msg)
+{
+  return lpx_fail(v->m->ctx, "%s: %s", v->form->info.text, msg);
+}
+
+/* A tensor-memory address [taddr]: a 32-bit register, optionally + offset. */
+static int tc_tmem(vctx *v, int pos, const lpx_operand *o)
+{
+  v->pos = pos;
+  if (o->kind != LPX_OPD_ADDR || o->aux != LPX_OPD_REG || o->id < 0 || (size_t)o->id >= v->f->nregs ||
+      lpx_types[v->f->reg_type[o->id]].bits != 32)
+    return opfail(v, "must be a tensor-memory address: ptx.addr(taddr) with taddr a 32-bit register");
+  return 0;
+}
+
+/* A typed source operand at a 1-based position. */
+static int tc_src(vctx *v, int pos, lpx_operand *o, int want)
+{
+  v->pos = pos;
+  return check_src(v, o, want, 0);
+}
+
+/* An integer immediate in lo..hi at a 1-based position. */
+static int tc_imm(vctx *v, int pos, lpx_operand *o, int lo, int hi, const char *what)
+{
+  char msg[160];
+  v->pos = pos;
+  if (o->kind != LPX_OPD_NUM && o->kind != LPX_OPD_INT && o->kind != LPX_OPD_IMM) {
+    snprintf(msg, sizeof msg, "(%s) must be an integer immediate", what);
+    return opfail(v, msg);
+  }
+  int64_t x = o->kind == LPX_OPD_NUM ? (int64_t)o->fval : o->ival;
+  if ((o->kind == LPX_OPD_NUM && o->fval != floor(o->fval)) || x < lo || x > hi) {
+    snprintf(msg, sizeof msg, "(%s) must be an integer in %d..%d", what, lo, hi);
+    return opfail(v, msg);
+  }
+  return check_src(v, o, LPX_T_B32, 0);
+}
+
+/* A vector {r1, ..., rn} of 32-bit registers (dest) or sources. */
+static int tc_regvec(vctx *v, int pos, lpx_operand *ops, uint32_t i, int n, int dest, const char *what)
+{
+  char msg[200];
+  v->pos = pos;
+  if (ops[i].kind != LPX_OPD_VEC || ops[i].aux != n) {
+    snprintf(msg, sizeof msg, "(%s) must be a vector of %d 32-bit register%s {r1, ...}", what, n, n == 1 ? "" : "s");
+    return opfail(v, msg);
+  }
+  v->sink_ok = 0;   /* every element is moved: no _ */
+  for (int e = 1; e <= n; e++) {
+    lpx_operand *o = &ops[i + e];
+    int rc = dest ? check_dst(v, o, LPX_T_B32)
+                  : (o->kind == LPX_OPD_REG ? check_reg(v, o, LPX_T_B32, 0) : check_src(v, o, LPX_T_B32, 0));
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* tcgen05.mma[.sp] [d], a-desc|[a], b-desc, [meta], idesc, {mask}, enable-d[, scale]. */
+static int tc_mma(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+{
+  int sp = sel[0] != 0, cta2 = sel[1] == 2, kind = sel[2];  /* f16 tf32 f8f6f4 i8 */
+  int k = 0, lanes = cta2 ? 8 : 4;
+  char msg[300];
+  if (count < 5 + sp) goto bad_count;
+  if (tc_tmem(v, 1, &ops[starts[k++]])) return -1;
+  lpx_operand *a = &ops[starts[k]];
+  if (a->kind == LPX_OPD_ADDR ? tc_tmem(v, k + 1, a) : tc_src(v, k + 1, a, LPX_T_B64)) return -1;
+  k++;
+  if (tc_src(v, k + 1, &ops[starts[k]], LPX_T_B64)) return -1;
+  k++;
+  if (sp) {
+    if (tc_tmem(v, k + 1, &ops[starts[k]])) return -1;
+    k++;
+  }
+  if (tc_src(v, k + 1, &ops[starts[k]], LPX_T_B32)) return -1;
+  k++;
+  if (k < count && ops[starts[k]].kind == LPX_OPD_VEC) {
+    if (tc_regvec(v, k + 1, ops, starts[k], lanes, 0, cta2 ? "disable-output-lane, 8 for .cta_group::2" : "disable-output-lane, 4 for .cta_group::1")) return -1;
+    k++;
+  }
+  if (k >= count) goto bad_count;
+  v->pos = k + 1;
+  if (ops[starts[k]].kind != LPX_OPD_REG || check_reg(v, &ops[starts[k]], LPX_T_PRED, 1))
+    return opfail(v, "(enable-input-d) must be a predicate register: false overwrites D, true accumulates");
+  k++;
+  if (k < count) {
+    /* PTX ISA: .kind::f16 and .kind::tf32; ptxas 13.0 also takes .kind::i8 */
+    if (kind == 3) return tc_fail(v, "scale-input-d is not available with .kind::f8f6f4 (use .kind::f16 or .kind::tf32)");
+    if (tc_imm(v, k + 1, &ops[starts[k]], 0, 15, "scale-input-d")) return -1;
+    k++;
+  }
+  if (k == count) return 0;
+bad_count:
+  snprintf(msg, sizeof msg, "takes [d-tmem], a-desc or [a-tmem], b-desc, %sidesc, an optional {disable-output-lane} "
+           "vector, enable-input-d and an optional scale-input-d; got %d operand(s)", sp ? "[sp-meta-tmem], " : "", count);
+  return tc_fail(v, msg);
+}
+
+/* tcgen05.ld d-vector, [taddr][, split] / tcgen05.st [taddr][, split], s-vector. */
+static int tc_ldst(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count, int st)
+{
+  int shape = sel[2], num = 1 << (sel[3] - 1), split = shape == 5;
+  int n = num * tc_shape_regs[shape];
+  char msg[200];
+  if (n > 128) {
+    snprintf(msg, sizeof msg, "the shape takes at most %d 32-bit registers per thread; .x%d would need %d", 128, num, n);
+    return tc_fail(v, msg);
+  }
+  if (count != 2 + split) {
+    snprintf(msg, sizeof msg, "takes %s; got %d operand(s)", st ? (split ? "[taddr], half-split-offset, {values}" : "[taddr], {values}")
+             : (split ? "{dests}, [taddr], half-split-offset" : "{dests}, [taddr]"), count);
+    return tc_fail(v, msg);
+  }
+  int vpos = st ? count : 1, apos = st ? 1 : 2;
+  if (tc_tmem(v, apos, &ops[starts[apos - 1]])) return -1;
+  if (split && tc_imm(v, apos + 1, &ops[starts[apos]], 0, 0x7fffffff, "half-split-offset")) return -1;
+  return tc_regvec(v, vpos, ops, starts[vpos - 1], n, !st, st ? "values" : "destinations");
+}
+
+/* tcgen05.commit [mbar][, cta-mask (.multicast::cluster)]. */
+static int tc_commit(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+{
+  int mc = sel[3] != 0;
+  if (count != 1 + mc)
+    return tc_fail(v, mc ? "takes [mbar] and a 16-bit cta-mask with .multicast::cluster" : "takes [mbar] only (a cta-mask needs .multicast::cluster)");
+  v->pos = 1;
+  if (check_letter(v, 'm', ops, starts[0])) return -1;
+  return mc ? tc_src(v, 2, &ops[starts[1]], LPX_T_B16) : 0;
+}
+
+/* tcgen05.cp [taddr], s-desc: shape/multicast/format pairing. */
+static int tc_cp(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+{
+  static const int need_mc[] = { 0, 0, 0, 0, 1, 2 };  /* per shape: none, warpx2::*, warpx4 */
+  int shape = sel[1], mc = sel[2];
+  int got = mc == 0 ? 0 : mc == 3 ? 2 : 1;
+  if (got != need_mc[shape])
+    return tc_fail(v, need_mc[shape] == 1 ? ".64x128b needs .warpx2::02_13 or .warpx2::01_23"
+                    : need_mc[shape] == 2 ? ".32x128b needs .warpx4" : "only .64x128b and .32x128b take a .warpx multicast");
+  if ((sel[3] != 0) != (sel[4] != 0)) return tc_fail(v, "decompression needs both .b8x16 and a source format (.b6x16_p32 or .b4x16_p64)");
+  if (count != 2) return tc_fail(v, "takes [taddr] and a 64-bit s-desc");
+  return tc_tmem(v, 1, &ops[starts[0]]) || tc_src(v, 2, &ops[starts[1]], LPX_T_B64) ? -1 : 0;
+}
+
+/* alloc/dealloc's column count: a power of 2 from 32 to 512. */
+static int tc_ncols(vctx *v, lpx_operand *o)
+{
+  if (tc_imm(v, 2, o, 32, 512, "nCols, a power of 2 from 32 to 512")) return -1;
+  if (o->ival & (o->ival - 1)) return opfail(v, "(nCols) must be a power of 2 from 32 to 512");
+  return 0;
+}
+
+/* Target rules for tcgen05 beyond the row's sm_100a..sm_103a gate. */
+static int tc_target(vctx *v, const tc_rule *r, const int *sel)
+{
+  char msg[200];
+  if (v->m->sm == 102) return tc_fail(v, "tcgen05 needs sm_100a, sm_101a or sm_103a; this kernel targets sm_102a");
+  if (v->m->sm == 103 && v->m->ptx_version < 88) {
+    snprintf(msg, sizeof msg, "tcgen05 on sm_103a needs PTX ISA 8.8; this kernel uses %d.%d (raise the kernel's version)",
+             v->m->ptx_version / 10, v->m->ptx_version % 10);
+    return tc_fail(v, msg);
+  }
+  if (r->op == LPX_OP_TCMMA && sel[2] == 4 && v->m->sm == 103)
+    return tc_fail(v, ".kind::i8 is not available on sm_103a");
+  return 0;
+}
+
+/* Check a tcgen05 instruction: -1 error, 0 done, 1 not tcgen05 or go on
+ * with the row's signature (alloc, dealloc, relinquish, fence, wait). */
+static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
+{
+  const tc_rule *r = tc_rule_of(v->form->info.op);
+  if (!r) return 1;
+  int sel[TC_SLOTS] = { 0 };
+  if (tc_parse_mods(v, r, sel) || tc_target(v, r, sel)) return -1;
+  switch (r->op) {
+  case LPX_OP_TCMMA: return tc_mma(v, sel, ops, starts, count);
+  case LPX_OP_TCLD: case LPX_OP_TCST: return tc_ldst(v, sel, ops, starts, count, r->op == LPX_OP_TCST);
+  case LPX_OP_TCCOMMIT: return tc_commit(v, sel, ops, starts, count);
+  case LPX_OP_TCCP: return tc_cp(v, sel, ops, starts, count);
+  case LPX_OP_TCSHIFT:
+    if (count != 1) return tc_fail(v, "takes one operand, [taddr]");
+    return tc_tmem(v, 1, &ops[starts[0]]) ? -1 : 0;
+  case LPX_OP_TCALLOC: case LPX_OP_TCDEALLOC:
+    if (count == 2 && ops[starts[1]].kind != LPX_OPD_REG && tc_ncols(v, &ops[starts[1]])) return -1;
+    return 1;
+  default: return 1;
+  }
+}
+#undef TC_CTA
+#undef TC_SYNC
+#undef TC_SHAPES
+#undef TC_NUMS
+/* ======================================================== end tcgen05 === */
+
+/* ================================================================
+ * Ampere matrix instructions (mma.sync, ldmatrix, stmatrix): operand
+ * counts and register widths per shape and type, and the sm each
+ * shape/type pair needs. The opcode's modifiers are read from its text.
+ * ================================================================ */
+
+/* One mma.sync shape and input family: register counts and minimum sm. */
+typedef struct mma_row { const char *shape, *family; uint8_t na, nb, nacc, sm; } mma_row;
+
+static const mma_row mma_rows[] = {
+  { "m8n8k4", "f16", 2, 2, 0, 70 },     { "m16n8k8", "f16", 2, 1, 4, 75 },
+  { "m16n8k16", "f16", 4, 2, 4, 80 },   { "m16n8k8", "bf16", 2, 1, 4, 80 },
+  { "m16n8k16", "bf16", 4, 2, 4, 80 },  { "m16n8k4", "tf32", 2, 1, 4, 80 },
+  { "m16n8k8", "tf32", 4, 2, 4, 80 },   { "m8n8k4", "f64", 1, 1, 2, 80 },
+  { "m16n8k4", "f64", 2, 1, 4, 90 },    { "m16n8k8", "f64", 4, 2, 4, 90 },
+  { "m16n8k16", "f64", 8, 4, 4, 90 },   { "m8n8k16", "s8", 1, 1, 2, 75 },
+  { "m16n8k16", "s8", 2, 1, 4, 80 },    { "m16n8k32", "s8", 4, 2, 4, 80 },
+  { "m8n8k32", "s4", 1, 1, 2, 75 },     { "m16n8k32", "s4", 2, 1, 4, 80 },
+  { "m16n8k64", "s4", 4, 2, 4, 80 },    { "m8n8k128", "b1", 1, 1, 2, 75 },
+  { "m16n8k128", "b1", 2, 1, 4, 80 },   { "m16n8k256", "b1", 4, 2, 4, 80 },
+  { "m16n8k32", "e4m3", 4, 2, 4, 89 },
+};
+
+/* Input type spellings and the family (row of mma_rows) each belongs to. */
+static const char *const mma_families[][2] = {
+  { "f16", "f16" }, { "bf16", "bf16" }, { "tf32", "tf32" }, { "f64", "f64" }, { "s8", "s8" },
+  { "u8", "s8" }, { "s4", "s4" }, { "u4", "s4" }, { "b1", "b1" }, { "e4m3", "e4m3" }, { "e5m2", "e4m3" },
+};
+
+/* What an mma/ldmatrix opcode spells: shape, up to 4 types, xN, layouts. */
+typedef struct mx_form { char shape[16], types[4][8]; int ntypes, num, row_col, layouts; } mx_form;
+
+/* The family of an mma input type spelling, or NULL. */
+static const char *mma_family(const char *t)
+{
+  for (size_t i = 0; i < sizeof mma_families / sizeof mma_families[0]; i++)
+    if (!strcmp(mma_families[i][0], t)) return mma_families[i][1];
+  return NULL;
+}
+
+/* Split an opcode's modifiers into an mx_form. */
+static void mx_parse(const char *text, mx_form *f)
+{
+  memset(f, 0, sizeof *f);
+  for (const char *p = strchr(text, '.'); p; p = strchr(p + 1, '.')) {
+    char tok[16];
+    size_t n = strcspn(p + 1, ".");
+    if (n == 0 || n >= sizeof tok) continue;
+    memcpy(tok, p + 1, n);
+    tok[n] = '\0';
+    if (tok[0] == 'm' && isdigit((unsigned char)tok[1])) memcpy(f->shape, tok, n + 1);
+    else if (tok[0] == 'x' && isdigit((unsigned char)tok[1])) f->num = atoi(tok + 1);
+    else if (!strcmp(tok, "row") || !strcmp(tok, "col")) { f->layouts++; f->row_col = f->row_col * 2 + (tok[0] == 'c'); }
+    else if ((mma_family(tok) || !strcmp(tok, "f32") || !strcmp(tok, "s32")) && f->ntypes < 4) memcpy(f->types[f->ntypes++], tok, n + 1);
+  }
+}
+
+/* Check operand k is a vector of n registers of the given bits (float kind
+ * 'F' for f32/f64 accumulators, anything non-predicate otherwise). */
+static int mx_vector(vctx *v, lpx_operand *ops, uint32_t *starts, int k, int n, int bits, char kind, const char *what)
+{
+  char msg[256];
+  lpx_operand *o = &ops[starts[k]];
+  v->pos = k + 1;
+  if (o->kind != LPX_OPD_VEC || o->aux != n) {
+    if (o->kind == LPX_OPD_VEC) snprintf(msg, sizeof msg, "(%s) must be a vector of %d registers, got %d", what, n, o->aux);
+    else snprintf(msg, sizeof msg, "(%s) must be a vector of %d registers {r1, ...}", what, n);
+    return opfail(v, msg);
+  }
+  for (int e = 1; e <= n; e++) {
+    lpx_operand *r = &o[e];
+    if (r->kind != LPX_OPD_REG || r->id < 0 || (size_t)r->id >= v->f->nregs) {
+      snprintf(msg, sizeof msg, "(%s) element %d must be a register", what, e);
+      return opfail(v, msg);
+    }
+    const lpx_type_desc *t = &lpx_types[v->f->reg_type[r->id]];
+    int ok = t->bits == bits && t->kind != 'P' && (kind != 'F' || t->kind == 'F' || t->kind == 'B');
+    if (kind == 'I' && (t->kind == 'F' || t->kind == 'H')) ok = 0;
+    if (!ok) {
+      char name[32];
+      snprintf(msg, sizeof msg, "(%s) element %d is a %s register (%s); expected a %d-bit %s register", what, e,
+               t->name, reg_name(v->f, r->id, name, sizeof name), bits,
+               kind == 'F' ? (bits == 64 ? "f64" : "f32") : kind == 'I' ? "s32/u32/b32" : "b32");
+      return opfail(v, msg);
+    }
+  }
+  return 0;
+}
+
+/* The mma_rows entry for a shape and family, or NULL. */
+static const mma_row *mma_find(const char *shape, const char *family)
+{
+  for (size_t i = 0; i < sizeof mma_rows / sizeof mma_rows[0]; i++)
+    if (!strcmp(mma_rows[i].shape, shape) && !strcmp(mma_rows[i].family, family)) return &mma_rows[i];
+  return NULL;
+}
+
+/* Register bits and kind of an accumulator type spelling. */
+static int acc_bits(const char *t, char *kind)
+{
+  *kind = !strcmp(t, "s32") ? 'I' : !strcmp(t, "f16") ? 'B' : 'F';
+  return !strcmp(t, "f64") ? 64 : 32;
+}
+
+/* mma.sync: shape/type pair, layouts, arch, and the four fragment vectors. */
+static int check_mma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
+{
+  const char *text = v->form->info.text;
+  mx_form f;
+  mx_parse(text, &f);
+  if (f.ntypes != 4) return lpx_fail(v->m->ctx, "%s: mma.sync needs four types .dtype.atype.btype.ctype (e.g. .f32.bf16.bf16.f32)", text);
+  const char *fa = mma_family(f.types[1]), *fb = mma_family(f.types[2]);
+  if (!fa || !fb || strcmp(fa, fb)) return lpx_fail(v->m->ctx, "%s: .%s and .%s are not a valid A/B type pair", text, f.types[1], f.types[2]);
+  const mma_row *r = mma_find(f.shape, fa);
+  if (!r) return lpx_fail(v->m->ctx, "%s: mma.sync has no shape .%s for .%s inputs", text, f.shape[0] ? f.shape : "(none)", f.types[1]);
+  int quad = r->nacc == 0;
+  if (f.layouts != 2 || (!quad && f.row_col != 1)) return lpx_fail(v->m->ctx, "%s: mma.sync.%s takes the layouts .row.col", text, f.shape);
+  if (v->m->sm < r->sm) return lpx_fail(v->m->ctx, "%s: mma.sync.%s with .%s inputs needs sm_%d; this kernel targets %s", text, f.shape, f.types[1], r->sm, v->m->target);
+  if (!strcmp(fa, "e4m3") && v->m->ptx_version < 84)
+    return lpx_fail(v->m->ctx, "%s: mma.sync with .e4m3/.e5m2 inputs needs PTX ISA 8.4; this kernel uses %d.%d", text,
+                    v->m->ptx_version / 10, v->m->ptx_version % 10);
+  const char *want_acc = !strcmp(fa, "f64") ? "f64" : (!strcmp(fa, "s8") || !strcmp(fa, "s4") || !strcmp(fa, "b1")) ? "s32" : "f32";
+  int f16ok = !strcmp(fa, "f16");
+  for (int i = 0; i < 4; i += 3)
+    if (strcmp(f.types[i], want_acc) && !(f16ok && !strcmp(f.types[i], "f16")))
+      return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s, not .%s", text, f.types[1], want_acc, f16ok ? " or .f16" : "", f.types[i]);
+  if (count != 4) return lpx_fail(v->m->ctx, "%s takes 4 operands {d}, {a}, {b}, {c}, got %d", text, count);
+  char kd, kc;
+  int bd = acc_bits(f.types[0], &kd), bc = acc_bits(f.types[3], &kc);
+  int nd = quad ? (kd == 'B' ? 4 : 8) : (kd == 'B' ? r->nacc / 2 : r->nacc);
+  int nc = quad ? (kc == 'B' ? 4 : 8) : (kc == 'B' ? r->nacc / 2 : r->nacc);
+  int in_bits = !strcmp(fa, "f64") ? 64 : 32;
+  char in_kind = !strcmp(fa, "f64") ? 'F' : 'B';
+  if (mx_vector(v, ops, starts, 0, nd, bd, kd, "d")) return -1;
+  if (mx_vector(v, ops, starts, 1, r->na, in_bits, in_kind, "a")) return -1;
+  if (mx_vector(v, ops, starts, 2, r->nb, in_bits, in_kind, "b")) return -1;
+  return mx_vector(v, ops, starts, 3, nc, bc, kc, "c");
+}
+
+/* ldmatrix / stmatrix m8n8: .x1/.x2/.x4 and a vector of that many b32. */
+static int check_ldst_matrix(vctx *v, lpx_operand *ops, uint32_t *starts, int count, int store)
+{
+  const char *text = v->form->info.text;
+  mx_form f;
+  mx_parse(text, &f);
+  if (f.num != 1 && f.num != 2 && f.num != 4) return lpx_fail(v->m->ctx, "%s: needs one of .x1 .x2 .x4", text);
+  if (!f.shape[0]) return lpx_fail(v->m->ctx, "%s: needs a shape (.m8n8)", text);
+  if (count != 2) return lpx_fail(v->m->ctx, "%s takes 2 operands (%s), got %d", text, store ? "[addr], {regs}" : "{regs}, [addr]", count);
+  int ai = store ? 0 : 1;
+  v->pos = ai + 1;
+  if (ops[starts[ai]].kind != LPX_OPD_ADDR) return opfail(v, "must be a shared-memory address");
+  if (strcmp(f.shape, "m8n8")) return 0;   /* m16n16 / m8n16 (sm_100) forms: counts not checked */
+  return mx_vector(v, ops, starts, store ? 1 : 0, f.num, 32, 'B', store ? "sources" : "destinations");
+}
+
+/* Dispatch for the matrix rows; 0 for other instructions. */
+static int check_matrix(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
+{
+  switch (v->form->info.op) {
+  case LPX_OP_MMA: return check_mma(v, ops, starts, count);
+  case LPX_OP_LDMATRIX: return check_ldst_matrix(v, ops, starts, count, 0);
+  case LPX_OP_STMATRIX: return check_ldst_matrix(v, ops, starts, count, 1);
+  default: return 0;
+  }
+}
+
+/* ================================================ end of matrix instructions */
+
 /* Validate an instruction's operands; untyped numbers get their type here. */
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops)
 {
@@ -551,7 +1017,10 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
   int op = form->info.op;
   v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT;
   if (op >= 0 && check_rules(m, form, count)) return -1;
+  int tc = count <= 64 ? tcgen05_check(&v, ops, starts, count) : 1;
+  if (tc <= 0) return tc;
   v.relaxed = op == LPX_OP_LD || op == LPX_OP_ST || op == LPX_OP_LDU || op == LPX_OP_CVT;
+  if (op >= 0 && count <= 64 && check_matrix(&v, ops, starts, count)) return -1;
   if (sig[0] == '*') {
     for (int k = 0; k < count && k < 64; k++) {
       lpx_operand *o = &ops[starts[k]];

@@ -15,6 +15,7 @@ M.Tile = specs.Tile
 M.Layout = specs.Layout
 M.toolkit = require "pyptx.toolkit"
 M.version = core.version
+M.load_ptx = function(src, name) return require("pyptx.foreign").load(src, name) end
 
 --- Run an autotuning sweep (see pyptx.tune): returns the best config's result.
 function M.tune(spec, opts)

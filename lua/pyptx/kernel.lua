@@ -241,6 +241,7 @@ function Kernel:trace(values, arch)
     ptx = ffi.string(text[0], len[0]), instructions = t.count, tensors = tensors,
     grid = resolve_grid(self, values), block = self.block, cluster = self.cluster,
     dynamic_smem = t.dynamic_smem, static_smem = t.dynamic_smem == 0 and t.smem_size or 0,
+    tma = t.tma,  -- tensor maps declared by X:tma_desc (pyptx.async), packed at launch
   }
 end
 

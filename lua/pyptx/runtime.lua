@@ -129,6 +129,9 @@ function M.pack_params(s, tensors, values)
     if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 4) end
     add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
+  for _, d in ipairs(s.tma or {}) do   -- TMA tensor maps (X:tma_desc): built from the actual tensor
+    add(types.b8, require("pyptx.async").tma_bytes(d, tensors[d.index]), d.name, 128, 64)
+  end
   local buf = ffi.new("uint8_t[?]", math.max(size, 1))
   for _, e in ipairs(layout) do
     local v = e.value

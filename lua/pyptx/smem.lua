@@ -77,6 +77,12 @@ function M.mbarrier(n)
   return M.alloc(types.b64, n or 1, { align = 8 })
 end
 
+--- A tile in the canonical K-major layout wgmma reads: smem.wgmma_tile(bf16,
+-- {rows, K}[, "K"]) (pyptx.hopper: swizzle chooser, descriptor fields).
+function M.wgmma_tile(ty, shape, major)
+  return require("pyptx.hopper").wgmma_tile(ty, shape, major)
+end
+
 --- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied,
 -- computed at trace time: bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16).
 function M.swizzle(offset, mode)

@@ -74,4 +74,11 @@ function TensorSpec:numel()
   return n
 end
 
+--- X:tma_desc{box = {64, 64}, swizzle = "128B", ...}: declare a
+-- `.param .align 64 .b8 <param>_tma[128]` tensor map for this tensor (built
+-- from the actual tensor at launch) and return its operand (pyptx.async).
+function TensorSpec:tma_desc(opts)
+  return require("pyptx.async").tma_param(self, opts or {})
+end
+
 return M

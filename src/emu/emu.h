@@ -145,6 +145,8 @@ struct emu_warp {
   uint8_t *local;                 /* 32 * local_size bytes */
   uint8_t *frame;                 /* 32 * frame_size bytes */
   int depth;                      /* call depth (0: the entry) */
+  uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
+  uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
 };
 
 struct emu_cta {
@@ -160,6 +162,10 @@ struct emu_cta {
   int worker;
   emu_cta *group; int group_size, rank;   /* the CTAs of its cluster (just itself without one) */
   uint32_t cl_arrived, cl_phase;          /* barrier.cluster, kept on group[0] */
+  uint64_t mbar_gen;                      /* bumped by every change of an mbarrier of this CTA */
+  struct { uint64_t lo, hi; uint32_t span; const emu_inst *in; } tma_rgn[16];  /* shared ranges TMA loads wrote, */
+  int ntma_rgn;                           /* with their swizzle (checked against wgmma descriptors) */
+  uint8_t *pdirty;                        /* per shared byte: written by the generic proxy, no fence.proxy.async since */
 };
 
 struct emu_launch {
@@ -247,6 +253,14 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in);
 emu_fn lpx_emu_pick_mma(const emu_inst *in);
 emu_fn lpx_emu_pick_mbar(const emu_inst *in);
 void lpx_emu_decode_bulk(emu_inst *in, const char *text);
+emu_fn lpx_emu_pick_tma(const emu_inst *in);
+emu_fn lpx_emu_pick_wgmma(const emu_inst *in);
+void lpx_emu_decode_wgmma(emu_inst *in, const char *text);
+int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);
+int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
+int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
+emu_fn lpx_emu_pick_fence(const emu_inst *in);
+int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
 int lpx_emu_space_of_mod(int sel);
 void lpx_emu_decode_mma(emu_inst *in, const char *text);
 

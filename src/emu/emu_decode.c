@@ -52,11 +52,14 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_ELECT] = lpx_emu_pick_warp,
   [LPX_OP_BRA] = lpx_emu_pick_ctl, [LPX_OP_RET] = lpx_emu_pick_ctl, [LPX_OP_EXIT] = lpx_emu_pick_ctl,
   [LPX_OP_TRAP] = lpx_emu_pick_ctl, [LPX_OP_BAR] = lpx_emu_pick_ctl, [LPX_OP_BARRIER] = lpx_emu_pick_ctl,
-  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = lpx_emu_pick_ctl,
+  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = lpx_emu_pick_fence,
   [LPX_OP_GRIDDEP] = lpx_emu_pick_ctl, [LPX_OP_SETMAXNREG] = lpx_emu_pick_ctl, [LPX_OP_PREFETCHU] = lpx_emu_pick_ctl,
   [LPX_OP_BRKPT] = lpx_emu_pick_ctl, [LPX_OP_NANOSLEEP] = lpx_emu_pick_ctl,
   [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
+  [LPX_OP_STMATRIX] = lpx_emu_pick_mma, [LPX_OP_MOVMATRIX] = lpx_emu_pick_mma,
   [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar,
+  [LPX_OP_WGMMA] = lpx_emu_pick_wgmma, [LPX_OP_WGFENCE] = lpx_emu_pick_wgmma,
+  [LPX_OP_WGCOMMIT] = lpx_emu_pick_wgmma, [LPX_OP_WGWAIT] = lpx_emu_pick_wgmma,
 };
 
 /* The handler of a decoded instruction (the unsupported reporter if none). */
@@ -296,7 +299,10 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   memcpy(in->mod, fo->modsel, sizeof in->mod);
   if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_MMA)
     lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  if (in->op == LPX_OP_STMATRIX)
+    lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
   if (in->op == LPX_OP_CPBULK) lpx_emu_decode_bulk(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
   in->o = (uint32_t)d->p->nops;
   in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);
   for (uint32_t k = 0; k < it->nops; k++)

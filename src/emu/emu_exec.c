@@ -458,6 +458,7 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   uint32_t first = id * 32, n = c->nthreads - first;
   w->exists = n >= 32 ? EMU_FULL : (1u << n) - 1;
   w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX;
+  w->mbar_wait_gen = 0; w->mbar_wait_fails = 0;
   memset(w->pc, 0, sizeof w->pc);
   for (int l = 0; l < 32; l++) w->red_dst[l] = -1;
   memset(w->cl_arr, 0, sizeof w->cl_arr);
@@ -562,7 +563,8 @@ static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
     c->race_r = calloc(c->shared_size + 1, sizeof(uint32_t));
     c->race_wi = calloc(c->shared_size + 1, sizeof(uint32_t));
     c->race_ri = calloc(c->shared_size + 1, sizeof(uint32_t));
-    if (!c->race_w || !c->race_r || !c->race_wi || !c->race_ri) return -1;
+    c->pdirty = calloc(c->shared_size + 1, 1);
+    if (!c->race_w || !c->race_r || !c->race_wi || !c->race_ri || !c->pdirty) return -1;
   }
   for (int k = 0; k < c->nwarps; k++) {
     emu_warp *w = &c->warps[k];
@@ -597,7 +599,7 @@ static void worker_free(worker *wk)
     for (int k = 0; c->warps && k < c->nwarps; k++) {
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame);
     }
-    free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri);
+    free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
   }
   free(wk->ctas);
 }
@@ -612,6 +614,8 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   for (int i = 0; i < 16; i++) c->bar[i].all = 1;
   c->epoch = 1;
   c->cl_arrived = c->cl_phase = 0;
+  c->ntma_rgn = 0;
+  if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);
 }
 

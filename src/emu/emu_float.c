@@ -92,6 +92,8 @@ HANDLER(f32_general)
 {
   int op = row_op(in->op), ftz = in->mod[LPX_GB_FTZ] != 0, sat = in->mod[LPX_GB_SAT] == 1;
   int relu = in->mod[LPX_GB_RELU] != 0, n = in->nops - 1;
+  /* div.approx is a * (1/b) with 1/b flushed: 0 (NaN for an infinite a) when 2^126 < |b| < 2^128 */
+  int approx_div = op == F_DIV && in->mod[LPX_GB_APPROX] == 1;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
   int old = fegetround(), mode = host_mode(in->mod[LPX_GB_RND]);
@@ -104,7 +106,7 @@ HANDLER(f32_general)
     case F_SUB: r = x - y; break;
     case F_MUL: r = x * y; break;
     case F_FMA: r = fmaf(x, y, z); break;
-    case F_DIV: r = x / y; break;
+    case F_DIV: r = approx_div && fabsf(y) > 0x1p126f && !isinf(y) ? x * copysignf(0.0f, y) : x / y; break;
     case F_SQRT: r = sqrtf(x); break;
     case F_RCP: r = 1.0f / x; break;
     default: r = (float)fop(op, x, y, z, in); break;

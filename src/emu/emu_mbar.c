@@ -67,6 +67,13 @@ static int addr_index(const emu_warp *w, const emu_inst *in)
 
 enum { MB_INIT = 1, MB_INVAL, MB_ARRIVE, MB_DROP, MB_EXPECT, MB_COMPLETE, MB_TEST, MB_TRY, MB_PENDING };
 
+/* The phase parity a test_wait/try_wait waits for (.parity operand or state token). */
+static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
+{
+  uint64_t v = D(k + 1)[lane];
+  return in->mod[LPX_GB_PARITY] ? (int)(v & 1) : (int)(v >> 63);
+}
+
 /* Apply one lane's operation to its barrier word; *out gets the result. */
 static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
 {
@@ -94,12 +101,39 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     if (kind == MB_DROP) b.expected -= count;
     settle(w, &b);
   } else if (kind == MB_TEST || kind == MB_TRY) {
-    int want = in->mod[LPX_GB_PARITY] ? (int)(arg & 1) : (int)(D(k + 1)[lane] >> 63);
+    int want = wait_parity(w, in, k, lane);
     *out = b.phase != want;                   /* the phase with that parity has completed */
   }
+  uint64_t before = word;
   word = pack(b);
+  if (word != before) w->cta->mbar_gen++;
   memcpy(p, &word, 8);
   return 0;
+}
+
+/* A wait that failed: when every warp of the CTA is either exited, blocked
+ * at a barrier, or failed an mbarrier wait since the last change of any of
+ * the CTA's mbarriers, nothing can complete the phase: report a deadlock.
+ * (Only without a cluster: other CTAs may arrive remotely.) */
+static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want)
+{
+  emu_cta *c = w->cta;
+  if (w->mbar_wait_gen != c->mbar_gen + 1) w->mbar_wait_fails = 0;
+  w->mbar_wait_gen = c->mbar_gen + 1;
+  w->mbar_wait_fails++;
+  if (c->group_size > 1) return 0;
+  for (int k = 0; k < c->nwarps; k++) {       /* spinning: two failed waits in a row, nothing changed */
+    const emu_warp *o = &c->warps[k];
+    if (!(o->live & ~o->blocked)) continue;
+    if (o->mbar_wait_gen != c->mbar_gen + 1 || o->mbar_wait_fails < 2) return 0;
+  }
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  return lpx_emu_fail(w, in, lane, "deadlock: this wait for the mbarrier phase with parity %d can never complete: every "
+    "warp of the CTA is waiting or has exited; the barrier is in phase parity %d with %lld of %lld arrival(s) and "
+    "%lld transaction byte(s) pending (wrong parity, a missing arrive, or expect_tx bytes no copy delivers?)",
+    want, b.phase, (long long)b.pending, (long long)b.expected, (long long)b.tx);
 }
 
 /* mbarrier.*: lanes in order, each on its own barrier address. */
@@ -120,11 +154,42 @@ HANDLER(op_mbarrier)
     uint64_t out = 0;
     if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
     if (d) d[l] = out;
+    if ((kind == MB_TEST || kind == MB_TRY) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
   });
   return 0;
 }
 
 /* ----------------------------------------------------------- bulk copies */
+
+/* Complete bytes of transactions on the barrier word p, which lives in CTA c. */
+static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int64_t bytes)
+{
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  if (!b.expected) return lpx_emu_fail(w, in, lane, "the copy completes on an mbarrier that is not initialised (mbarrier.init)");
+  b.tx -= bytes;
+  if (!b.pending && !b.tx) { b.phase ^= 1; b.pending = b.expected; c->epoch++; }
+  c->mbar_gen++;
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 0;
+}
+
+/* Complete bytes of transactions on the barrier of ADDR operand k for a
+ * lane (the .mbarrier::complete_tx::bytes of bulk and tensor copies). */
+int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes)
+{
+  uint8_t *p = mbar_ptr(w, in, k, lane);
+  return p ? complete_on(w, in, lane, p, w->cta, bytes) : -1;
+}
+
+/* The same, on the barrier at CTA-relative shared offset off of cluster rank r (multicast). */
+int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes)
+{
+  uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ((uint64_t)(r + 1) << 24) | (off & 0xffffff), 8, 2);
+  return p ? complete_on(w, in, lane, p, &w->cta->group[r], bytes) : -1;
+}
 
 /* cp.async.bulk [dst], [src], size{, [mbar]}: copy at once, then complete
  * size bytes of transactions on the barrier (.mbarrier::complete_tx::bytes). */
@@ -141,17 +206,7 @@ HANDLER(op_cp_bulk)
     const uint8_t *src = dst ? lpx_emu_addr(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
     if (!dst || !src) return -1;
     memmove(dst, src, n);
-    if (with_mbar) {
-      uint8_t *p = mbar_ptr(w, in, 3, l);
-      if (!p) return -1;
-      uint64_t word;
-      memcpy(&word, p, 8);
-      mbar b = unpack(word);
-      b.tx -= n;
-      settle(w, &b);
-      word = pack(b);
-      memcpy(p, &word, 8);
-    }
+    if (with_mbar && lpx_emu_mbar_complete(w, in, 3, l, n)) return -1;
   });
   return 0;
 }
@@ -164,13 +219,19 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
 {
   if (in->op == LPX_OP_MBARRIER) return in->mod[LPX_GB_MBAR] ? op_mbarrier : NULL;
   if (in->ext[0] == 2) return op_nop;
+  if (in->ext[0] == 3 || in->ext[0] == 4) return lpx_emu_pick_tma(in);
   return in->ext[0] == 1 ? op_cp_bulk : NULL;
 }
 
-/* Classify a cp.async.bulk form from its text: 1 copy, 2 group/prefetch, 0 other. */
+/* Classify a cp.async.bulk form from its text: 1 copy, 2 group/prefetch,
+ * 3 tensor load (tile), 4 tensor store (tile), 0 other. */
 void lpx_emu_decode_bulk(emu_inst *in, const char *text)
 {
-  if (strstr(text, ".tensor") || strstr(text, ".multicast")) in->ext[0] = 0;
+  in->ext[1] = strstr(text, ".multicast::cluster") != NULL;
+  if (strstr(text, ".prefetch")) in->ext[0] = 2;
+  else if (strstr(text, ".tensor") && !strstr(text, "im2col") && !strstr(text, "cp.reduce"))
+    in->ext[0] = strstr(text, ".global.shared::cta") ? 4 : 3;
+  else if (strstr(text, ".tensor") || strstr(text, ".multicast")) in->ext[0] = 0;
   else if (strstr(text, "commit_group") || strstr(text, "wait_group") || strstr(text, ".prefetch")) in->ext[0] = 2;
   else in->ext[0] = 1;
 }

@@ -1,15 +1,31 @@
-/* Warp-wide matrix instructions of Ampere: ldmatrix (m8n8 .x1/.x2/.x4,
- * .trans) and mma.sync m16n8k16 / m16n8k8 with f16, bf16 and tf32 inputs,
- * f32 (or f16) accumulators, in the fragment layouts of the PTX ISA.
- * Products are exact and sums are formed in double, rounded once. */
+/* Warp-wide matrix instructions of Ampere: ldmatrix / stmatrix (m8n8
+ * .x1/.x2/.x4, .trans), movmatrix, and mma.sync in the fragment layouts of
+ * the PTX ISA: m16n8k16 / m16n8k8 f16 and bf16, m16n8k8 / m16n8k4 tf32
+ * (f32 or f16 accumulators), m16n8k32 / m16n8k16 / m8n8k16 s8 and u8 (s32,
+ * wrapping or .satfinite), s4/u4 m8n8k32 / m16n8k32 / m16n8k64, b1
+ * m8n8k128 / m16n8k128 / m16n8k256 (.xor.popc, .and.popc), m8n8k4 f64 and
+ * the sm_90 m16n8k{4,8,16} f64; and the sm_70 m8n8k4 f16 (four quad-pair
+ * products, any .row/.col layouts).
+ * Products are exact and sums are formed in double, rounded once (f64:
+ * each product rounded, summed in order). */
 #include "emu.h"
 #include <stdio.h>
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-enum { X_NUM, X_TRANS, X_SHAPE, X_DT, X_AT, X_BT, X_CT };      /* in->ext slots */
-enum { SHAPE_M16N8K16 = 1, SHAPE_M16N8K8 };
+enum { X_NUM, X_TRANS, X_SHAPE, X_DT, X_AT, X_BT, X_CT, X_FLAGS };  /* in->ext slots */
+enum { F_SAT = 1, F_AND = 2, F_ACOL = 4, F_BROW = 8, F_LAYOUTS = 16 };  /* X_FLAGS bits */
+/* Input types the type table does not hold, as codes past its end. */
+enum { T_S4 = 250, T_U4, T_B1 };
+
+/* The mma shapes the emulator runs: X_SHAPE is 1 + the index here. */
+static const struct { const char *name; uint16_t m, k; } shapes[] = {
+  { "m16n8k16", 16, 16 }, { "m16n8k8", 16, 8 }, { "m16n8k4", 16, 4 }, { "m16n8k32", 16, 32 },
+  { "m8n8k16", 8, 16 }, { "m8n8k4", 8, 4 }, { "m16n8k64", 16, 64 }, { "m16n8k128", 16, 128 },
+  { "m16n8k256", 16, 256 }, { "m8n8k32", 8, 32 }, { "m8n8k128", 8, 128 },
+};
+#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 /* --------------------------------------------------------------- decoding */
 
@@ -32,25 +48,44 @@ static int mma_types(const char *text, uint8_t *out)
     if (len >= sizeof tok) continue;
     memcpy(tok, p + 1, len);
     tok[len] = '\0';
-    int t = lpx_type_lookup(tok);
+    int t = !strcmp(tok, "s4") ? T_S4 : !strcmp(tok, "u4") ? T_U4 : !strcmp(tok, "b1") ? T_B1 : lpx_type_lookup(tok);
     if (t >= 0) out[n++] = (uint8_t)t;
   }
   return n;
 }
 
+/* Layout flags of an mma form: F_ACOL / F_BROW for its first and second
+ * .row/.col, F_LAYOUTS when it spells exactly two. */
+static int layouts(const char *text)
+{
+  int n = 0, f = 0;
+  for (const char *p = strchr(text, '.'); p; p = strchr(p + 1, '.')) {
+    int row = !strncmp(p, ".row", 4) && (p[4] == '.' || !p[4]), col = !strncmp(p, ".col", 4) && (p[4] == '.' || !p[4]);
+    if (!row && !col) continue;
+    if (n == 0 && col) f |= F_ACOL;
+    if (n == 1 && row) f |= F_BROW;
+    n++;
+  }
+  return n == 2 ? f | F_LAYOUTS : 0;
+}
+
 /* Record what an ldmatrix / mma form needs at run time in in->ext. */
 void lpx_emu_decode_mma(emu_inst *in, const char *text)
 {
-  if (in->op == LPX_OP_LDMATRIX) {
+  if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_STMATRIX) {
     in->ext[X_NUM] = has_mod(text, "x4") ? 4 : has_mod(text, "x2") ? 2 : has_mod(text, "x1") ? 1 : 0;
     in->ext[X_TRANS] = (uint8_t)has_mod(text, "trans");
     in->ext[X_SHAPE] = (uint8_t)has_mod(text, "m8n8");
     return;
   }
   uint8_t t[4] = { 0, 0, 0, 0 };
-  int ok = mma_types(text, t) == 4 && has_mod(text, "row") && has_mod(text, "col");
-  in->ext[X_SHAPE] = !ok ? 0 : has_mod(text, "m16n8k16") ? SHAPE_M16N8K16 : has_mod(text, "m16n8k8") ? SHAPE_M16N8K8 : 0;
+  int lay = layouts(text);
+  int ok = mma_types(text, t) == 4 && lay;
+  in->ext[X_SHAPE] = 0;
+  for (int i = 0; ok && i < NSHAPES; i++)
+    if (has_mod(text, shapes[i].name)) in->ext[X_SHAPE] = (uint8_t)(i + 1);
   memcpy(&in->ext[X_DT], t, 4);
+  in->ext[X_FLAGS] = (uint8_t)((has_mod(text, "satfinite") ? F_SAT : 0) | (has_mod(text, "and") ? F_AND : 0) | lay);
 }
 
 /* --------------------------------------------------------------- ldmatrix */
@@ -83,89 +118,293 @@ HANDLER(op_ldmatrix)
   return 0;
 }
 
+/* --------------------------------------------------------------- stmatrix */
+
+/* stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: the inverse of ldmatrix;
+ * lanes 8i..8i+7 give the row addresses of matrix i. */
+HANDLER(op_stmatrix)
+{
+  int num = in->ext[X_NUM], trans = in->ext[X_TRANS];
+  if (m != w->live || w->live != EMU_FULL)
+    return lpx_emu_fail(w, in, -1, "stmatrix needs all 32 lanes of the warp converged (active 0x%08x)", m);
+  uint16_t mat[4][8][8];
+  for (int i = 0; i < num; i++) {
+    const uint64_t *s = EMU_R(w, EMU_OP(w, in, 2 + i)->reg);
+    for (int l = 0; l < 32; l++) {
+      int row = l / 4, col = 2 * (l % 4);
+      for (int e = 0; e < 2; e++) {
+        uint16_t v = (uint16_t)(s[l] >> (16 * e));
+        if (trans) mat[i][col + e][row] = v; else mat[i][row][col + e] = v;
+      }
+    }
+  }
+  const emu_op *ao = EMU_OP(w, in, 0);
+  for (int i = 0; i < num; i++)
+    for (int r = 0; r < 8; r++) {
+      int lane = 8 * i + r;
+      uint64_t addr = (ao->reg >= 0 ? EMU_R(w, ao->reg)[lane] : 0) + (uint64_t)ao->off;
+      uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, addr, 16, 1);
+      if (!p) return -1;
+      memcpy(p, mat[i][r], 16);
+    }
+  return 0;
+}
+
+/* movmatrix.sync.aligned.m8n8.trans.b16: transpose the 8x8 b16 matrix held
+ * in the ldmatrix layout (lane l: row l/4, columns 2(l%4), +1). */
+HANDLER(op_movmatrix)
+{
+  if (m != EMU_FULL || w->live != EMU_FULL)
+    return lpx_emu_fail(w, in, -1, "movmatrix needs all 32 lanes of the warp converged (active 0x%08x)", m);
+  uint16_t mat[8][8];
+  const uint64_t *s = EMU_R(w, EMU_OP(w, in, 1)->reg);
+  for (int l = 0; l < 32; l++)
+    for (int e = 0; e < 2; e++) mat[l / 4][2 * (l % 4) + e] = (uint16_t)(s[l] >> (16 * e));
+  uint64_t *d = EMU_R(w, EMU_OP(w, in, 0)->reg);
+  for (int l = 0; l < 32; l++) {
+    int row = l / 4, col = 2 * (l % 4);
+    d[l] = (uint32_t)mat[col][row] | (uint32_t)mat[col + 1][row] << 16;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------- mma */
 
-/* Element k (0 or 1) of a packed 16-bit pair, or a tf32 register, as a double. */
-static double elem(int type, uint64_t v, int k)
+/* The geometry of one mma form: shape, elements per register, counts. */
+typedef struct mma_geo { int m, k, per, na, nb, nc, nd; } mma_geo;
+
+/* Bits of an A/B element type. */
+static int in_bits(int t)
 {
-  uint16_t h = (uint16_t)(v >> (16 * k));
-  switch (type) {
-  case LPX_T_F16: return lpx_emu_f16_to_f32(h);
-  case LPX_T_BF16: return lpx_emu_bf16_to_f32(h);
-  default: return emu_u2f((uint32_t)v & 0xffffe000u);    /* tf32: the top 19 bits */
+  if (t == T_S4 || t == T_U4) return 4;
+  if (t == T_B1) return 1;
+  return t == LPX_T_S8 || t == LPX_T_U8 ? 8 : t == LPX_T_TF32 ? 32 : t == LPX_T_F64 ? 64 : 16;
+}
+
+/* Accumulator registers per lane for an m x 8 tile of type t. */
+static int acc_regs(int m, int t) { return t == LPX_T_F16 ? m / 8 : m / 4; }
+
+/* Fill the geometry of in's form. */
+static mma_geo geometry(const emu_inst *in)
+{
+  mma_geo g;
+  int at = in->ext[X_AT];
+  g.m = shapes[in->ext[X_SHAPE] - 1].m;
+  g.k = shapes[in->ext[X_SHAPE] - 1].k;
+  g.per = (at == LPX_T_F64 ? 64 : 32) / in_bits(at);
+  g.na = g.m * g.k / 32 / g.per;
+  g.nb = g.k * 8 / 32 / g.per;
+  g.nc = acc_regs(g.m, in->ext[X_CT]);
+  g.nd = acc_regs(g.m, in->ext[X_DT]);
+  return g;
+}
+
+/* Element e of an A/B register of type t as a double. */
+static double elem(int t, uint64_t v, int e)
+{
+  double f;
+  switch (t) {
+  case LPX_T_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_T_BF16: return lpx_emu_bf16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_T_TF32: return emu_u2f((uint32_t)v & 0xffffe000u);    /* tf32: the top 19 bits */
+  case LPX_T_S8: return (int8_t)(uint8_t)(v >> (8 * e));
+  case LPX_T_U8: return (uint8_t)(v >> (8 * e));
+  case T_S4: return (double)((int)((v >> (4 * e)) & 15) ^ 8) - 8;
+  case T_U4: return (double)((v >> (4 * e)) & 15);
+  case T_B1: return (double)((v >> e) & 1);
+  default: memcpy(&f, &v, 8); return f;
   }
 }
 
-/* Gather A (16 x K), B (K x 8) and C (16 x 8) from the lanes' fragments. */
-static void gather(emu_warp *w, const emu_inst *in, int K, double A[16][16], double B[16][8], double C[16][8])
+/* Element e of a C register of type t as a double. */
+static double acc_elem(int t, uint64_t v, int e)
 {
-  int at = in->ext[X_AT], ct = in->ext[X_CT], tf = at == LPX_T_TF32;
-  int na = K == 16 || tf ? 4 : 2, nb = K == 16 || tf ? 2 : 1, nc = ct == LPX_T_F32 ? 4 : 2;
-  int nd = in->ext[X_DT] == LPX_T_F32 ? 4 : 2;
-  int a0 = 1 + nd + 1, b0 = a0 + na + 1, c0 = b0 + nb + 1;   /* {d..}, {a..}, {b..}, {c..} */
+  double f;
+  switch (t) {
+  case LPX_T_F32: return emu_u2f(v);
+  case LPX_T_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_T_S32: return (int32_t)(uint32_t)v;
+  default: memcpy(&f, &v, 8); return f;
+  }
+}
+
+/* The bits of an accumulator value x of type t (f16: element e's field). */
+static uint64_t acc_bits(int t, double x, int sat, int e)
+{
+  uint64_t u;
+  switch (t) {
+  case LPX_T_F32: return emu_f2u((float)x);
+  case LPX_T_F16: return (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << (16 * e);
+  case LPX_T_S32:
+    if (sat) return (uint32_t)(int32_t)(x > 2147483647.0 ? 2147483647.0 : x < -2147483648.0 ? -2147483648.0 : x);
+    return (uint32_t)(int64_t)x;
+  default: memcpy(&u, &x, 8); return u;
+  }
+}
+
+/* Register r of operand block base of lane l. */
+static uint64_t frag(emu_warp *w, const emu_inst *in, int base, int r, int l)
+{
+  return EMU_R(w, EMU_OP(w, in, base + r)->reg)[l];
+}
+
+/* Gather A (m x k), B (k x 8) and C (m x 8) from the lanes' fragments:
+ * A reg r elem e of lane (g, t) is (g + 8(r % mb), t*per + e + (r / mb)*4per),
+ * B reg r elem e is (t*per + e + 4per*r, g), C reg r is (g + 8(r/2), 2t + r%2)
+ * (f16 pairs: (g + 8r, 2t + e)). */
+static void gather(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[16][256], double B[256][8], double C[16][8])
+{
+  int at = in->ext[X_AT], bt = in->ext[X_BT], ct = in->ext[X_CT], mb = G->m / 8, p = G->per;
+  int a0 = 1 + G->nd + 1, b0 = a0 + G->na + 1, c0 = b0 + G->nb + 1;   /* {d..}, {a..}, {b..}, {c..} */
   for (int l = 0; l < 32; l++) {
     int g = l >> 2, t = l & 3;
-    for (int r = 0; r < na; r++) {
-      uint64_t v = EMU_R(w, EMU_OP(w, in, a0 + r)->reg)[l];
-      if (tf) A[g + 8 * (r & 1)][t + 4 * (r >> 1)] = elem(at, v, 0);
-      else for (int k = 0; k < 2; k++) A[g + 8 * (r & 1)][2 * t + k + 8 * (r >> 1)] = elem(at, v, k);
-    }
-    for (int r = 0; r < nb; r++) {
-      uint64_t v = EMU_R(w, EMU_OP(w, in, b0 + r)->reg)[l];
-      if (tf) B[t + 4 * r][g] = elem(at, v, 0);
-      else for (int k = 0; k < 2; k++) B[2 * t + k + 8 * r][g] = elem(at, v, k);
-    }
-    for (int r = 0; r < nc; r++) {
-      uint64_t v = EMU_R(w, EMU_OP(w, in, c0 + r)->reg)[l];
-      if (ct == LPX_T_F32) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = emu_u2f(v);
-      else for (int k = 0; k < 2; k++) C[g + 8 * r][2 * t + k] = lpx_emu_f16_to_f32((uint16_t)(v >> (16 * k)));
+    for (int r = 0; r < G->na; r++)
+      for (int e = 0; e < p; e++) A[g + 8 * (r % mb)][t * p + e + (r / mb) * 4 * p] = elem(at, frag(w, in, a0, r, l), e);
+    for (int r = 0; r < G->nb; r++)
+      for (int e = 0; e < p; e++) B[t * p + e + 4 * p * r][g] = elem(bt, frag(w, in, b0, r, l), e);
+    for (int r = 0; r < G->nc; r++) {
+      uint64_t v = frag(w, in, c0, r, l);
+      if (ct == LPX_T_F16) for (int e = 0; e < 2; e++) C[g + 8 * r][2 * t + e] = acc_elem(ct, v, e);
+      else C[g + 8 * (r >> 1)][2 * t + (r & 1)] = acc_elem(ct, v, 0);
     }
   }
 }
 
-/* Scatter D (16 x 8) into the lanes' destination fragments. */
-static void scatter(emu_warp *w, const emu_inst *in, double Dm[16][8])
+/* Scatter D (m x 8) into the lanes' destination fragments. */
+static void scatter(emu_warp *w, const emu_inst *in, const mma_geo *G, double Dm[16][8])
 {
-  int dt = in->ext[X_DT], nd = dt == LPX_T_F32 ? 4 : 2;
+  int dt = in->ext[X_DT], sat = in->ext[X_FLAGS] & F_SAT;
   for (int l = 0; l < 32; l++) {
     int g = l >> 2, t = l & 3;
-    for (int r = 0; r < nd; r++) {
+    for (int r = 0; r < G->nd; r++) {
       uint64_t *d = EMU_R(w, EMU_OP(w, in, 1 + r)->reg);
-      if (dt == LPX_T_F32) d[l] = emu_f2u((float)Dm[g + 8 * (r >> 1)][2 * t + (r & 1)]);
-      else d[l] = (uint64_t)lpx_emu_f64_to_half(Dm[g + 8 * r][2 * t], 0, 1) |
-                  (uint64_t)lpx_emu_f64_to_half(Dm[g + 8 * r][2 * t + 1], 0, 1) << 16;
+      if (dt == LPX_T_F16) d[l] = acc_bits(dt, Dm[g + 8 * r][2 * t], 0, 0) | acc_bits(dt, Dm[g + 8 * r][2 * t + 1], 0, 1);
+      else d[l] = acc_bits(dt, Dm[g + 8 * (r >> 1)][2 * t + (r & 1)], sat, 0);
     }
   }
 }
 
-/* mma.sync.aligned.{m16n8k16,m16n8k8}.row.col: D = A * B + C for the warp. */
+/* mma.sync.aligned.<shape>.row.col: D = A * B + C for the warp. */
 HANDLER(op_mma)
 {
   if (m != EMU_FULL || w->live != EMU_FULL)
     return lpx_emu_fail(w, in, -1, "mma.sync needs all 32 lanes of the warp converged (active 0x%08x)", m);
-  int K = in->ext[X_SHAPE] == SHAPE_M16N8K16 ? 16 : 8;
-  double A[16][16] = { { 0 } }, B[16][8] = { { 0 } }, C[16][8] = { { 0 } }, Dm[16][8];
-  gather(w, in, K, A, B, C);
-  for (int i = 0; i < 16; i++)
+  mma_geo G = geometry(in);
+  double A[16][256], B[256][8];        /* every element in range is written by gather */
+  double C[16][8] = { { 0 } }, Dm[16][8];
+  int b1 = in->ext[X_AT] == T_B1, and_op = in->ext[X_FLAGS] & F_AND;
+  gather(w, in, &G, A, B, C);
+  for (int i = 0; i < G.m; i++)
     for (int j = 0; j < 8; j++) {
       double s = C[i][j];
-      for (int k = 0; k < K; k++) s += A[i][k] * B[k][j];
+      if (b1) for (int k = 0; k < G.k; k++) s += and_op ? A[i][k] * B[k][j] : A[i][k] != B[k][j];   /* popc of and / xor */
+      else for (int k = 0; k < G.k; k++) s += A[i][k] * B[k][j];
       Dm[i][j] = s;
     }
-  scatter(w, in, Dm);
+  scatter(w, in, &G, Dm);
   return 0;
+}
+
+/* m8n8k4 .f16 (sm_70 quad pairs): quad pair q (lanes 4q..4q+3 and
+ * 4q+16..4q+19, logical thread t = lane%4 + 4(lane/16)) computes its own
+ * 8x8x4 product. A .row: t holds row t, k 0..3; A .col: k t%4, rows
+ * 4(t/4)..+3; B .col: column t, k 0..3; B .row: k t%4, columns 4(t/4)..+3.
+ * f16 C/D: row t, columns 0..7; f32 C/D value v: row t%2 + 2(v/2%2) +
+ * 4(t/4), column 2(t/2%2) + v%2 + 4(v/4). */
+static void quad_cd(int t, int v, int f32, int *row, int *col)
+{
+  if (!f32) { *row = t; *col = v; return; }
+  *row = (t & 1) + 2 * ((v >> 1) & 1) + 4 * ((t >> 2) & 1);
+  *col = 2 * ((t >> 1) & 1) + (v & 1) + 4 * ((v >> 2) & 1);
+}
+
+/* One quad pair's m8n8k4 .f16 product (q: 0..3). */
+static void quad_pair(emu_warp *w, const emu_inst *in, int q)
+{
+  int fl = in->ext[X_FLAGS], cf = in->ext[X_CT] == LPX_T_F32, df = in->ext[X_DT] == LPX_T_F32;
+  int nd = df ? 8 : 4, a0 = 1 + nd + 1, b0 = a0 + 3, c0 = b0 + 3;
+  double A[8][4], B[4][8], C[8][8];
+  for (int t = 0; t < 8; t++) {
+    int l = 4 * q + (t & 3) + 16 * (t >> 2);
+    for (int v = 0; v < 4; v++) {
+      double a = elem(LPX_T_F16, frag(w, in, a0, v / 2, l), v % 2), b = elem(LPX_T_F16, frag(w, in, b0, v / 2, l), v % 2);
+      if (fl & F_ACOL) A[4 * (t >> 2) + v][t & 3] = a; else A[t][v] = a;
+      if (fl & F_BROW) B[t & 3][4 * (t >> 2) + v] = b; else B[v][t] = b;
+    }
+    for (int v = 0; v < 8; v++) {
+      int row, col;
+      quad_cd(t, v, cf, &row, &col);
+      C[row][col] = cf ? acc_elem(LPX_T_F32, frag(w, in, c0, v, l), 0) : acc_elem(LPX_T_F16, frag(w, in, c0, v / 2, l), v % 2);
+    }
+  }
+  for (int t = 0; t < 8; t++) {
+    int l = 4 * q + (t & 3) + 16 * (t >> 2);
+    if (!df) for (int r = 0; r < 4; r++) EMU_R(w, EMU_OP(w, in, 1 + r)->reg)[l] = 0;
+    for (int v = 0; v < 8; v++) {
+      int row, col;
+      quad_cd(t, v, df, &row, &col);
+      double s = C[row][col];
+      for (int k = 0; k < 4; k++) s += A[row][k] * B[k][col];
+      if (df) EMU_R(w, EMU_OP(w, in, 1 + v)->reg)[l] = acc_bits(LPX_T_F32, s, 0, 0);
+      else EMU_R(w, EMU_OP(w, in, 1 + v / 2)->reg)[l] |= acc_bits(LPX_T_F16, s, 0, v % 2);
+    }
+  }
+}
+
+/* mma.sync.aligned.m8n8k4.<alayout>.<blayout> with .f16 inputs. */
+HANDLER(op_mma_quad)
+{
+  if (m != EMU_FULL || w->live != EMU_FULL)
+    return lpx_emu_fail(w, in, -1, "mma.sync needs all 32 lanes of the warp converged (active 0x%08x)", m);
+  for (int q = 0; q < 4; q++) quad_pair(w, in, q);
+  return 0;
+}
+
+/* Is (shape, input type) a pair the emulator runs? */
+static int shape_ok(int shape, int at)
+{
+  int m = shapes[shape - 1].m, k = shapes[shape - 1].k;
+  switch (at) {
+  case LPX_T_F16: case LPX_T_BF16: return m == 16 && (k == 16 || k == 8);
+  case LPX_T_TF32: return m == 16 && (k == 8 || k == 4);
+  case LPX_T_S8: case LPX_T_U8: return (m == 16 && (k == 32 || k == 16)) || (m == 8 && k == 16);
+  case T_S4: case T_U4: return (m == 16 && (k == 64 || k == 32)) || (m == 8 && k == 32);
+  case T_B1: return (m == 16 && (k == 256 || k == 128)) || (m == 8 && k == 128);
+  case LPX_T_F64: return (m == 8 && k == 4) || (m == 16 && k <= 16 && k != 32);
+  default: return 0;
+  }
+}
+
+/* Are (d, c) accumulator types valid for input type at? */
+static int accs_ok(int at, int dt, int ct)
+{
+  if (at == LPX_T_F64) return dt == LPX_T_F64 && ct == LPX_T_F64;
+  if (at == LPX_T_S8 || at == LPX_T_U8 || at >= T_S4) return dt == LPX_T_S32 && ct == LPX_T_S32;
+  int f16ok = at == LPX_T_F16;
+  return (dt == LPX_T_F32 || (f16ok && dt == LPX_T_F16)) && (ct == LPX_T_F32 || (f16ok && ct == LPX_T_F16));
+}
+
+/* Handler for the mma row, when the form is one the emulator knows. */
+static emu_fn pick_mma(const emu_inst *in)
+{
+  int at = in->ext[X_AT], bt = in->ext[X_BT], sh = in->ext[X_SHAPE];
+  int int8 = (at == LPX_T_S8 || at == LPX_T_U8) && (bt == LPX_T_S8 || bt == LPX_T_U8);
+  int int4 = (at == T_S4 || at == T_U4) && (bt == T_S4 || bt == T_U4);
+  if (sh && shapes[sh - 1].m == 8 && shapes[sh - 1].k == 4 && at == LPX_T_F16 && bt == at &&
+      accs_ok(at, in->ext[X_DT], in->ext[X_CT]))
+    return in->nops == 4 + 4 + (in->ext[X_DT] == LPX_T_F32 ? 8 : 4) + (in->ext[X_CT] == LPX_T_F32 ? 8 : 4) ? op_mma_quad : NULL;
+  if ((in->ext[X_FLAGS] & (F_ACOL | F_BROW)) != 0) return NULL;     /* every other shape is .row.col */
+  if (!sh || !shape_ok(sh, at) || (bt != at && !int8 && !int4) || !accs_ok(at, in->ext[X_DT], in->ext[X_CT])) return NULL;
+  mma_geo G = geometry(in);
+  return in->nops == 4 + G.na + G.nb + G.nc + G.nd ? op_mma : NULL;
 }
 
 /* Handler for the matrix rows, when the form is one the emulator knows. */
 emu_fn lpx_emu_pick_mma(const emu_inst *in)
 {
-  if (in->op == LPX_OP_LDMATRIX) return in->ext[X_SHAPE] && in->ext[X_NUM] && in->nops == in->ext[X_NUM] + 2 ? op_ldmatrix : NULL;
-  int at = in->ext[X_AT], dt = in->ext[X_DT], ct = in->ext[X_CT];
-  int ins = at == LPX_T_F16 || at == LPX_T_BF16 || at == LPX_T_TF32;
-  int accs = (dt == LPX_T_F32 || dt == LPX_T_F16) && (ct == LPX_T_F32 || ct == LPX_T_F16) && (dt == LPX_T_F32 || at == LPX_T_F16);
-  if (!in->ext[X_SHAPE] || !ins || !accs || in->ext[X_BT] != at) return NULL;
-  if (at == LPX_T_TF32 && in->ext[X_SHAPE] != SHAPE_M16N8K8) return NULL;
-  int k16 = in->ext[X_SHAPE] == SHAPE_M16N8K16, tf = at == LPX_T_TF32;
-  int want = 4 + (dt == LPX_T_F32 ? 4 : 2) + (k16 || tf ? 4 : 2) + (k16 || tf ? 2 : 1) + (ct == LPX_T_F32 ? 4 : 2);
-  return in->nops == want ? op_mma : NULL;
+  int ldst = in->ext[X_SHAPE] && in->ext[X_NUM] && in->nops == in->ext[X_NUM] + 2;
+  if (in->op == LPX_OP_LDMATRIX) return ldst ? op_ldmatrix : NULL;
+  if (in->op == LPX_OP_STMATRIX) return ldst ? op_stmatrix : NULL;
+  if (in->op == LPX_OP_MOVMATRIX) return in->nops == 2 ? op_movmatrix : NULL;
+  return pick_mma(in);
 }

@@ -1,0 +1,202 @@
+--- Hopper GEMM: C[M, N] (f32) = A[M, K] (bf16) * B[N, K]^T (bf16).
+-- Both inputs are K-major (B is stored as N rows of K, as a weight matrix
+-- usually is), which is what wgmma reads without transposition.
+--
+-- Warp-specialized: a CTA of three warpgroups computes a BM x BN tile.
+--  * warpgroup 0 is the producer: one thread walks the K loop, and for each
+--    k-block waits until ring stage s is empty, arms full[s] with the bytes
+--    to expect, and issues two TMA tile loads (A: BM x BK, B: BN x BK, 128B
+--    swizzle) that complete on full[s];
+--  * warpgroups 1 and 2 are consumers, 64 rows each: wait until full[s]
+--    has landed, issue BK/16 wgmma.mma_async m64nBNk16 reading both tiles
+--    through shared-memory descriptors, wait for them, then release the
+--    stage (lane 0 of each consumer warp arrives on empty[s], which
+--    expects 8: each warp's wgmma.wait_group covers its own reads).
+-- The ring has STAGES stages; iteration i uses stage i % STAGES with phase
+-- parity (i / STAGES) & 1 (the producer waits for the opposite parity on
+-- empty[s], which a fresh barrier reports as completed).
+-- Accumulators (BN/2 f32 per thread) go to C in wgmma's fragment layout.
+--
+-- Shape rules: M % BM == 0, N % BN == 0, K % BK == 0, BK == 64 (one
+-- 128-byte swizzled row per tile row), BM == 128, BN in {64, 128, 256}.
+local pyptx = require "pyptx"
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local T = pyptx.types
+local bf16, f32, u32 = T.bf16, T.f32, T.u32
+
+local M = {}
+
+--- Why (M, N, K, opts) breaks the shape rules, or nil.
+function M.shape_error(Md, N, K, o)
+  if o.BM ~= 128 then return "BM must be 128 (two consumer warpgroups of 64 rows)" end
+  if o.BK ~= 64 then return "BK must be 64 (one 128-byte swizzled row of bf16 per tile row)" end
+  if o.BN ~= 64 and o.BN ~= 128 and o.BN ~= 256 then return "BN must be 64, 128 or 256" end
+  if Md % o.BM ~= 0 or N % o.BN ~= 0 or K % o.BK ~= 0 then
+    return ("M %% BM, N %% BN and K %% BK must be 0; got %dx%dx%d with %dx%dx%d"):format(Md, N, K, o.BM, o.BN, o.BK)
+  end
+  if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
+  return nil
+end
+
+--- The GEMM kernel for (M, N, K); opts: BN (128), STAGES (4).
+function M.build(Md, N, K, opts)
+  opts = opts or {}
+  local o = { BM = 128, BN = opts.BN or 128, BK = 64, STAGES = opts.STAGES or 4 }
+  local err = M.shape_error(Md, N, K, o)
+  if err then error("hopper gemm: " .. err, 2) end
+  local BM, BN, BK, S = o.BM, o.BN, o.BK, o.STAGES
+  local KT = K / BK
+  local A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2
+  return kernel "hopper_gemm" {
+    arch = "sm_90a",
+    in_specs = { Tile(Md, K, bf16), Tile(N, K, bf16) },
+    out_specs = { Tile(Md, N, f32) },
+    grid = { N / BN, Md / BM, 1 },
+    block = { 384, 1, 1 }, maxnreg = 168,
+    function(A, B, C)
+      local sA = smem.wgmma_tile(bf16, { S * BM, BK })     -- stage s: rows s*BM.. (8 KB atoms)
+      local sB = smem.wgmma_tile(bf16, { S * BN, BK })
+      local full, empty = smem.mbarrier(S), smem.mbarrier(S)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local wg = tid:shr(7)
+      local m0 = reg.from(ptx.special.ctaid.y(), u32) * BM
+      local n0 = reg.from(ptx.special.ctaid.x(), u32) * BN
+
+      ptx.if_(tid:eq(0), function()
+        for s = 0, S - 1 do
+          ptx.mbarrier.init(full[s], 1)
+          ptx.mbarrier.init(empty[s], 8)      -- one arrival per consumer warp
+        end
+        ptx.fence.mbarrier_init()
+      end)
+      ptx.bar_sync(0)
+
+      --- Stage s of iteration i: its index and phase parity (registers).
+      local function stage_of(i)
+        return i % S, (i / S):band(1)
+      end
+
+      local producer = function()
+        ptx.setmaxnreg.dec(40)
+        ptx.if_(tid:eq(0), function()
+          local a_base, b_base = sA:base(), sB:base()
+          local full_base, empty_base = full:base(), empty:base()
+          ptx.range(0, KT, 1, function(i)
+            local s, ph = stage_of(i)
+            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
+            local fb = ptx.addr(full_base + s * 8)
+            ptx.mbarrier.arrive_expect_tx(fb, A_STAGE + B_STAGE)
+            local k0 = i * BK
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
+              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(b_base + s * B_STAGE), coord = { k0, n0 }, mbar = fb,
+              src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+          end)
+        end)
+      end
+
+      local consumer = function()
+        ptx.setmaxnreg.inc(232)
+        local acc = ptx.wgmma.fragments(BN, true)
+        local cw = wg - 1                                   -- consumer 0 or 1: rows 64*cw..
+        local a_base = sA:base() + cw * (64 * BK * 2)
+        local b_base = sB:base()
+        local full_base, empty_base = full:base(), empty:base()
+        local leader = (tid % 32):eq(0)
+        ptx.range(0, KT, 1, function(i)
+          local s, ph = stage_of(i)
+          ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
+          local da = ptx.wgmma.desc(a_base + s * A_STAGE, { layout = sA.layout, lbo = sA.lbo, sbo = sA.sbo })
+          local db = ptx.wgmma.desc(b_base + s * B_STAGE, { layout = sB.layout, lbo = sB.lbo, sbo = sB.sbo })
+          ptx.wgmma.fence()
+          for kk = 0, BK / 16 - 1 do
+            local step = sA:k_offset(16 * kk) / 16               -- descriptor start address units
+            ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = acc, atype = bf16,
+              a = kk == 0 and da or da + step, b = kk == 0 and db or db + step }
+          end
+          ptx.wgmma.commit_group()
+          ptx.wgmma.wait_group(0)
+          ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+        end)
+        -- epilogue: register 4*nb + 2*h + j holds row 16*warp + lane/4 + 8h, col 8*nb + 2*(lane%4) + j
+        local lane = tid % 32
+        local row = m0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
+        local col = n0 + (lane % 4) * 2
+        local pc = ptx.global_ptrs(C)
+        local p = pc + (row * N + col):mul_wide(4)
+        for nb = 0, BN / 8 - 1 do
+          for h = 0, 1 do
+            ptx.st.global(ptx.addr(p, (8 * h * N + 8 * nb) * 4), { acc[4 * nb + 2 * h], acc[4 * nb + 2 * h + 1] })
+          end
+        end
+      end
+
+      ptx.if_(wg:eq(0), producer, consumer)
+      ptx.ret()
+    end,
+  }
+end
+
+--- Round a number to bf16 (what the GPU reads).
+local function to_bf16(x)
+  local half = require "pyptx.half"
+  return half.from_bf16(half.to_bf16(x))
+end
+
+--- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
+function M.inputs(Md, N, K, seed)
+  math.randomseed(seed or 1)
+  local a, b = {}, {}
+  for i = 1, Md * K do a[i] = math.random() * 2 - 1 end
+  for i = 1, N * K do b[i] = math.random() * 2 - 1 end
+  return { a = a, b = b, M = Md, N = N, K = K }
+end
+
+--- CPU reference in double: C[m][n] = sum_k bf16(A[m][k]) * bf16(B[n][k]).
+function M.reference(inputs)
+  local Md, N, K = inputs.M, inputs.N, inputs.K
+  local a, b, c = {}, {}, {}
+  for i = 1, Md * K do a[i] = to_bf16(inputs.a[i]) end
+  for i = 1, N * K do b[i] = to_bf16(inputs.b[i]) end
+  for m = 0, Md - 1 do
+    for n = 0, N - 1 do
+      local s, ao, bo = 0, m * K, n * K
+      for k = 1, K do s = s + a[ao + k] * b[bo + k] end
+      c[m * N + n + 1] = s
+    end
+  end
+  return c
+end
+
+--- The tensors a launch takes.
+function M.args(inputs)
+  return { { inputs.a, { inputs.M, inputs.K }, dtype = bf16 }, { inputs.b, { inputs.N, inputs.K }, dtype = bf16 } }
+end
+
+--- Per-element tolerance: exact bf16 products, f32 accumulation per k16 step.
+function M.tolerance(K)
+  return { atol = 1e-5 * K, rtol = 1e-3 }
+end
+
+--- Build, launch on fresh random inputs, compare every element.
+function M.check(Md, N, K, opts)
+  local check = require "pyptx.check"
+  local k = M.build(Md, N, K, opts)
+  local inputs = M.inputs(Md, N, K, check.fresh_seed())
+  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
+end
+
+M.kernels = { M.build(4096, 4096, 4096) }
+
+--- `luaptx run examples/hopper/gemm.lua [M N K [STAGES]] [--summary]`:
+-- run at 256x256x128 by default and check against the CPU reference.
+function M.main(args)
+  args = args or {}
+  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
+  local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
+  local opts = { STAGES = tonumber(args[4]) or 4 }
+  local ok, report = M.check(Md, N, K, opts)
+  return require("pyptx.check").report(("hopper gemm(%d, %d, %d, %d stages)"):format(Md, N, K, opts.STAGES), ok, report)
+end
+
+return M

@@ -1,0 +1,507 @@
+--- Asynchronous copies and their synchronisation: Ampere `cp.async`,
+-- Hopper `cp.async.bulk` and TMA `cp.async.bulk.tensor` (1-5D, tile mode),
+-- `mbarrier`, `fence` and cluster helpers. `ptx.cp`, `ptx.mbarrier`,
+-- `ptx.fence` and `ptx.cluster` load this module on first use.
+--
+-- Every function appends exactly one instruction unless its comment says
+-- otherwise. Arguments are positional or one keyword table:
+--   ptx.cp.async.bulk.tensor_2d{ dst = sA[0], src = A:tma_desc{box = {64, 64}},
+--                                coord = {x, y}, mbar = bar[0] }
+local trace = require "pyptx.trace"
+local types = require "pyptx.types"
+local reg = require "pyptx.reg"
+local operands = require "pyptx.operands"
+
+local M = {}
+local F = reg.form
+
+-- ------------------------------------------------------------ helpers
+
+--- Append opcode with operands (forms are interned once per spelling).
+local function emit(opcode, ...)
+  return trace.emit(F(opcode), ...)
+end
+
+--- Fail at the user's line.
+local function fail(msg) trace.fail(msg, 3) end
+
+--- A fresh register of type ty in the active trace.
+local function fresh(ty, what)
+  return reg.new(trace.need(what), ty)
+end
+
+--- Is v a plain keyword table (not a register, address or allocation)?
+local function is_kw(v)
+  return type(v) == "table" and getmetatable(v) == nil and v[1] == nil and next(v) ~= nil
+end
+
+--- An address operand from an address, an allocation, a register or a symbol name.
+local function as_addr(v, what)
+  if v == nil then fail(what .. ": missing address operand") end
+  if getmetatable(v) == operands.Addr then return v end
+  return operands.addr(v)
+end
+
+--- A [a, {b, c}] operand (TMA tensor coordinates).
+local Bracket = {}
+Bracket.__index = Bracket
+function Bracket.__operand(v, o, t, k, put)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = 14, -1, 0, 2, 0, 0   -- LPX_OPD_BRACKET
+  k = k + 1
+  k = put(t, k, v.base)
+  return put(t, k, v.list)
+end
+M.Bracket = Bracket
+
+--- The tensor-map operand of a TMA copy: [desc, {c0, c1, ...}].
+local function tensor_operand(desc, coord, rank, what)
+  if type(coord) ~= "table" or #coord ~= rank then
+    fail(("%s: coord must list %d coordinate(s) (innermost first), got %s"):format(what, rank,
+      type(coord) == "table" and #coord or tostring(coord)))
+  end
+  local base = desc
+  if getmetatable(desc) == operands.Addr then base = desc.base end
+  if base == nil then fail(what .. ": missing the tensor map (X:tma_desc{...} or a 64-bit address register)") end
+  return setmetatable({ base = base, list = coord }, Bracket)
+end
+
+--- Is v a TMA descriptor operand (what X:tma_desc returns)?
+local function is_tma(v)
+  return type(v) == "table" and rawget(v, "tma") ~= nil
+end
+
+-- ------------------------------------------------------ Ampere cp.async
+
+local cp_async = {}
+
+--- cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}. size 4, 8
+-- or 16 (.cg only takes 16); src_size < size zero-fills the rest.
+local function cp_async_copy(cache, dst, src, size, src_size)
+  if is_kw(dst) then
+    local a = dst
+    return cp_async_copy(a.cache or cache, a.dst, a.src, a.size, a.src_size)
+  end
+  size = size or 16
+  if size ~= 4 and size ~= 8 and size ~= 16 then fail("cp.async: size must be 4, 8 or 16 bytes, got " .. tostring(size)) end
+  cache = cache or (size == 16 and "cg" or "ca")
+  if cache ~= "ca" and cache ~= "cg" then fail("cp.async: cache must be \"ca\" or \"cg\", got " .. tostring(cache)) end
+  if cache == "cg" and size ~= 16 then fail("cp.async.cg copies 16 bytes; got size " .. size .. " (use .ca)") end
+  local op = "cp.async." .. cache .. ".shared.global"
+  if src_size ~= nil then
+    return emit(op, as_addr(dst, "cp.async dst"), as_addr(src, "cp.async src"), size, src_size)
+  end
+  return emit(op, as_addr(dst, "cp.async dst"), as_addr(src, "cp.async src"), size)
+end
+
+--- ptx.cp.async.ca(dst, src, size[, src_size]) / .cg(...).
+function cp_async.ca(...) return cp_async_copy("ca", ...) end
+function cp_async.cg(...) return cp_async_copy("cg", ...) end
+
+--- cp.async.commit_group.
+function cp_async.commit_group() return emit("cp.async.commit_group") end
+
+--- cp.async.wait_group n.
+function cp_async.wait_group(n) return emit("cp.async.wait_group", n or 0) end
+
+--- cp.async.wait_all.
+function cp_async.wait_all() return emit("cp.async.wait_all") end
+
+-- ------------------------------------------------ cp.async.bulk (Hopper)
+
+local bulk = {}
+
+--- cp.async.bulk: with mbar, global -> shared::cluster completing `size`
+-- bytes on the barrier; without, shared::cta -> global in a bulk group.
+local function bulk_copy(dst, src, size, mbar)
+  if is_kw(dst) then
+    local a = dst
+    return bulk_copy(a.dst, a.src, a.size, a.mbar)
+  end
+  if type(size) == "number" and (size <= 0 or size % 16 ~= 0) then
+    fail("cp.async.bulk: size must be a positive multiple of 16 bytes, got " .. tostring(size))
+  end
+  if size == nil then fail("cp.async.bulk: missing size") end
+  if mbar ~= nil then
+    return emit("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+      as_addr(dst, "cp.async.bulk dst"), as_addr(src, "cp.async.bulk src"), size, as_addr(mbar, "cp.async.bulk mbar"))
+  end
+  return emit("cp.async.bulk.global.shared::cta.bulk_group", as_addr(dst, "cp.async.bulk dst"),
+    as_addr(src, "cp.async.bulk src"), size)
+end
+
+--- cp.async.bulk.commit_group.
+function bulk.commit_group() return emit("cp.async.bulk.commit_group") end
+
+--- cp.async.bulk.wait_group n (read = true: .read, wait until the sources may be reused).
+function bulk.wait_group(n, read)
+  if type(n) == "table" then n, read = n.n or n[1], n.read end
+  return emit(read and "cp.async.bulk.wait_group.read" or "cp.async.bulk.wait_group", n or 0)
+end
+
+--- cp.async.bulk.wait_group.read n.
+function bulk.wait_group_read(n) return emit("cp.async.bulk.wait_group.read", n or 0) end
+
+--- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
+-- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
+-- given, a store (shared::cta -> global, bulk group) otherwise.
+local function tensor_copy(rank, a)
+  local what = ("cp.async.bulk.tensor.%dd"):format(rank)
+  if a.mbar ~= nil then
+    local op = what .. ".shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    local tmap = tensor_operand(a.src, a.coord, rank, what)
+    if a.multicast ~= nil then
+      op = op .. ".multicast::cluster"
+      if a.cache_hint ~= nil then
+        return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"),
+          a.multicast, a.cache_hint)
+      end
+      return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.multicast)
+    end
+    if a.cache_hint ~= nil then
+      return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.cache_hint)
+    end
+    return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"))
+  end
+  if is_tma(a.src) and not is_tma(a.dst) then
+    fail(what .. ": a load (src is a tensor map) needs mbar = <barrier>; a store takes dst = X:tma_desc{...}")
+  end
+  local tmap = tensor_operand(a.dst, a.coord, rank, what)
+  local op = what .. ".global.shared::cta.tile.bulk_group"
+  if a.cache_hint ~= nil then
+    return emit(op .. ".L2::cache_hint", tmap, as_addr(a.src, what .. " src"), a.cache_hint)
+  end
+  return emit(op, tmap, as_addr(a.src, what .. " src"))
+end
+
+--- cp.async.bulk.prefetch.tensor.<r>d.L2.global.tile [tmap, {coords}].
+local function tensor_prefetch(rank, a)
+  local what = ("cp.async.bulk.prefetch.tensor.%dd"):format(rank)
+  return emit(what .. ".L2.global.tile", tensor_operand(a.src or a.desc, a.coord, rank, what))
+end
+
+local tensor = {}
+local prefetch = {}
+for r = 1, 5 do
+  local key = "tensor_" .. r .. "d"
+  --- tensor_Nd{dst=, src=, coord=, mbar=[, multicast=][, cache_hint=]} or (dst, src, coord[, mbar]).
+  tensor[key] = function(dst, src, coord, mbar)
+    if is_kw(dst) then return tensor_copy(r, dst) end
+    return tensor_copy(r, { dst = dst, src = src, coord = coord, mbar = mbar })
+  end
+  bulk[key] = tensor[key]
+  --- prefetch.tensor_Nd{src = desc, coord = {...}}.
+  prefetch[key] = function(src, coord)
+    if is_kw(src) then return tensor_prefetch(r, src) end
+    return tensor_prefetch(r, { src = src, coord = coord })
+  end
+end
+bulk.tensor = setmetatable(tensor, { __index = function(_, k)
+  local r = tostring(k):match("^_?(%d)d$")
+  return r and tensor["tensor_" .. r .. "d"] or nil
+end })
+bulk.prefetch = prefetch
+
+cp_async.bulk = setmetatable(bulk, { __call = function(_, ...) return bulk_copy(...) end })
+M.cp = { async = setmetatable(cp_async, { __call = function(_, ...) return cp_async_copy(nil, ...) end }) }
+
+-- ------------------------------------------- cp.reduce.async.bulk (Hopper)
+
+local REDOPS = { add = true, min = true, max = true, inc = true, dec = true, ["and"] = true, ["or"] = true, xor = true }
+
+--- The reduction operation of a keyword table, checked.
+local function redop(a, what)
+  local op = a.op or "add"
+  if not REDOPS[op] then fail(what .. ": op must be add, min, max, inc, dec, and, or or xor; got " .. tostring(op)) end
+  return op
+end
+
+--- cp.reduce.async.bulk.global.shared::cta.bulk_group.<op>.<type> [dst], [src], size:
+-- reduce size bytes of shared memory into global memory ({dst, src, size, op, type}).
+local function reduce_bulk(a)
+  local what = "cp.reduce.async.bulk"
+  if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, size =, op =, type =}") end
+  local ty = a.type or types.f32
+  return emit(("%s.global.shared::cta.bulk_group.%s.%s"):format(what, redop(a, what), ty.name),
+    as_addr(a.dst, what .. " dst"), as_addr(a.src, what .. " src"), a.size)
+end
+
+local reduce_bulk_t = {}
+for r = 1, 5 do
+  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"}: reduce a box into the tensor.
+  reduce_bulk_t["tensor_" .. r .. "d"] = function(a)
+    local what = ("cp.reduce.async.bulk.tensor.%dd"):format(r)
+    if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, coord =, op =}") end
+    return emit(("%s.global.shared::cta.%s.tile.bulk_group"):format(what, redop(a, what)),
+      tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src"))
+  end
+end
+M.cp.reduce = { async = { bulk = setmetatable(reduce_bulk_t, { __call = function(_, a) return reduce_bulk(a) end }) } }
+
+-- ------------------------------------------------------------- mbarrier
+
+local mbarrier = {}
+local B64 = ".shared::cta.b64"
+
+--- mbarrier.init.shared::cta.b64 [bar], count.
+function mbarrier.init(bar, count)
+  if type(count) == "number" and (count < 1 or count > 0xfffff) then
+    fail("mbarrier.init: count must be 1..1048575, got " .. count)
+  end
+  return emit("mbarrier.init" .. B64, as_addr(bar, "mbarrier.init"), count or 1)
+end
+
+--- mbarrier.inval.shared::cta.b64 [bar].
+function mbarrier.inval(bar) return emit("mbarrier.inval" .. B64, as_addr(bar, "mbarrier.inval")) end
+
+--- mbarrier.arrive.shared::cta.b64 state, [bar]{, count}; returns the b64 state.
+function mbarrier.arrive(bar, count)
+  local st = fresh(types.b64, "ptx.mbarrier.arrive")
+  if count ~= nil then emit("mbarrier.arrive" .. B64, st, as_addr(bar, "mbarrier.arrive"), count)
+  else emit("mbarrier.arrive" .. B64, st, as_addr(bar, "mbarrier.arrive")) end
+  return st
+end
+
+--- mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar]{, count}: an
+-- arrival on a barrier of another CTA of the cluster (bar: a mapa address).
+function mbarrier.arrive_remote(bar, count)
+  local op = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+  if count ~= nil then return emit(op, operands.sink, as_addr(bar, "mbarrier.arrive_remote"), count) end
+  return emit(op, operands.sink, as_addr(bar, "mbarrier.arrive_remote"))
+end
+
+--- mbarrier.arrive_drop.shared::cta.b64 state, [bar]; returns the state.
+function mbarrier.arrive_drop(bar)
+  local st = fresh(types.b64, "ptx.mbarrier.arrive_drop")
+  emit("mbarrier.arrive_drop" .. B64, st, as_addr(bar, "mbarrier.arrive_drop"))
+  return st
+end
+
+--- mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], bytes; returns the state.
+function mbarrier.arrive_expect_tx(bar, bytes)
+  if bytes == nil then fail("mbarrier.arrive_expect_tx: missing the transaction byte count") end
+  local st = fresh(types.b64, "ptx.mbarrier.arrive_expect_tx")
+  emit("mbarrier.arrive.expect_tx" .. B64, st, as_addr(bar, "mbarrier.arrive_expect_tx"), bytes)
+  return st
+end
+
+--- mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], bytes.
+function mbarrier.expect_tx(bar, bytes)
+  return emit("mbarrier.expect_tx.relaxed.cta" .. B64, as_addr(bar, "mbarrier.expect_tx"), bytes)
+end
+
+--- mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [bar], bytes.
+function mbarrier.complete_tx(bar, bytes)
+  return emit("mbarrier.complete_tx.relaxed.cta" .. B64, as_addr(bar, "mbarrier.complete_tx"), bytes)
+end
+
+--- try_wait / test_wait: with a b64 state register the state form,
+-- otherwise the .parity form (parity: 0, 1 or a u32 register). Returns a predicate.
+local function waiter(kind)
+  return function(bar, phase)
+    local p = fresh(types.pred, "ptx.mbarrier." .. kind)
+    if reg.is(phase) and phase.type.bits == 64 then
+      emit("mbarrier." .. kind .. B64, p, as_addr(bar, "mbarrier." .. kind), phase)
+    else
+      if phase == nil then fail("mbarrier." .. kind .. ": missing the phase parity (0, 1 or a register)") end
+      emit("mbarrier." .. kind .. ".parity" .. B64, p, as_addr(bar, "mbarrier." .. kind), phase)
+    end
+    return p
+  end
+end
+mbarrier.try_wait = waiter("try_wait")
+mbarrier.test_wait = waiter("test_wait")
+
+--- Spin until the phase with the given parity completes: a label, a
+-- try_wait.parity and a guarded branch back (three items, two instructions).
+function mbarrier.wait(bar, parity)
+  local t = trace.need("ptx.mbarrier.wait")
+  local ptx = require "pyptx.ptx"
+  local top = ptx.label(trace.fresh_label(t, "mbar_wait"))
+  local p = mbarrier.try_wait(bar, parity)
+  ptx.at(-p).bra(top)
+end
+
+--- mbarrier.pending_count.b64 count, state; returns the u32 count.
+function mbarrier.pending_count(state)
+  local n = fresh(types.u32, "ptx.mbarrier.pending_count")
+  emit("mbarrier.pending_count.b64", n, state)
+  return n
+end
+
+M.mbarrier = mbarrier
+
+-- ---------------------------------------------------------------- fences
+
+local fence = {}
+
+--- fence.proxy.async{.shared::cta|.shared::cluster|.global}: orders generic-proxy
+-- accesses before async-proxy ones (st.shared before TMA store / wgmma).
+function fence.proxy_async(space)
+  if space == nil then return emit("fence.proxy.async") end
+  return emit("fence.proxy.async." .. space)
+end
+fence.proxy = { async = fence.proxy_async }
+
+--- fence.mbarrier_init.release.cluster: make mbarrier.init visible to the cluster.
+function fence.mbarrier_init() return emit("fence.mbarrier_init.release.cluster") end
+
+--- fence.acq_rel.<scope> (cta, cluster, gpu, sys).
+function fence.acq_rel(scope) return emit("fence.acq_rel." .. (scope or "cta")) end
+
+--- fence.sc.<scope>.
+function fence.sc(scope) return emit("fence.sc." .. (scope or "cta")) end
+
+M.fence = setmetatable(fence, { __call = function(_, scope) return fence.acq_rel(scope) end })
+
+-- --------------------------------------------------------------- clusters
+
+local cluster = {}
+
+--- barrier.cluster.arrive{.release|.relaxed}.aligned (opts.relaxed, opts.aligned = false).
+function cluster.arrive(opts)
+  opts = opts or {}
+  return emit("barrier.cluster.arrive" .. (opts.relaxed and ".relaxed" or ".release")
+    .. (opts.aligned == false and "" or ".aligned"))
+end
+
+--- barrier.cluster.wait.acquire.aligned (opts.aligned = false drops .aligned).
+function cluster.wait(opts)
+  opts = opts or {}
+  return emit("barrier.cluster.wait.acquire" .. (opts.aligned == false and "" or ".aligned"))
+end
+
+--- arrive then wait (two instructions): a full cluster barrier.
+function cluster.sync(opts)
+  cluster.arrive(opts)
+  return cluster.wait(opts)
+end
+
+--- mapa.shared::cluster.u32 d, a, rank: the address of the same shared
+-- variable in CTA `rank` of the cluster. a: a u32 register or allocation.
+function cluster.mapa(a, rank)
+  local ty = reg.is(a) and a.type.bits == 64 and types.u64 or types.u32
+  local d = fresh(ty, "ptx.cluster.mapa")
+  if reg.is(a) then emit("mapa.shared::cluster." .. ty.name, d, a, rank)
+  else emit("mapa.shared::cluster.u32", d, a, rank) end
+  return d
+end
+
+--- %cluster_ctarank into a fresh u32 (one mov).
+function cluster.ctarank()
+  local d = fresh(types.u32, "ptx.cluster.ctarank")
+  emit("mov.u32", d, operands.special("%cluster_ctarank"))
+  return d
+end
+
+M.cluster = cluster
+
+-- ------------------------------------------------------------ TMA params
+
+local ffi = require "ffi"
+local core = require "pyptx.core"
+
+-- The emulator's 128-byte tensor-map encoding (src/emu/emu_tma.c reads it).
+ffi.cdef [[
+typedef struct lpx_tma_emu {
+  uint32_t magic;
+  uint8_t rank, dtype, swizzle, interleave;
+  uint8_t oob, esize, elem_strides[5], pad0;
+  uint64_t address;
+  uint32_t dims[5];
+  uint16_t box[5], pad1;
+  uint64_t strides[4];
+  uint8_t pad2[40];
+} lpx_tma_emu;
+]]
+M.TMA_EMU_MAGIC = 0x414d5458   -- "XTMA"
+
+local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides" }
+
+--- A stable key of X:tma_desc options (the same options share one param).
+local function tma_key(opts)
+  local parts = {}
+  for _, k in ipairs(TMA_OPTS) do
+    local v = opts[k]
+    parts[#parts + 1] = k .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v))
+  end
+  return table.concat(parts, ";")
+end
+
+--- The description table tma.describe takes, for shape/dtype/address/strides.
+local function tma_fields(d, address, shape, dtype, strides)
+  local o = d.opts
+  return { address = address, shape = shape, dtype = dtype, strides = strides, box = o.box,
+    elem_strides = o.elem_strides, swizzle = o.swizzle, interleave = o.interleave, l2 = o.l2, oob = o.oob }
+end
+
+--- Build and validate a description; errors name the tensor.
+local function tma_build(d, address, shape, dtype, strides)
+  local tma = require "pyptx.tma"
+  local desc = tma.describe(tma_fields(d, address, shape, dtype, strides))
+  tma.validate(desc, d.tensor)
+  return desc
+end
+
+--- Declare the param of a new tensor map, validated against the spec's
+-- shape at trace time (a placeholder address; the real one comes at launch).
+local function declare_tma(t, spec, opts, key)
+  local n = 0
+  for _, e in ipairs(t.tma) do if e.index == spec.index then n = n + 1 end end
+  local d = { key = key, index = spec.index, opts = opts, tensor = spec.param,
+    name = spec.param .. "_tma" .. (n > 0 and ("_" .. n) or "") }
+  local ok, desc = pcall(tma_build, d, 1024, spec.shape, spec.dtype, nil)
+  if not ok then fail((tostring(desc):gsub("^[^:]*:%d+: ", ""))) end
+  d.bytes = require("pyptx.tma").box_bytes(desc)
+  if core.func_param(t.mod, t.fn, d.name, types.b8.id, 64, 128) < 0 then fail(core.error_message()) end
+  t.tma[#t.tma + 1] = d
+  return d
+end
+
+--- X:tma_desc{...} (see specs.lua): declare the 128-byte tensor-map param
+-- once per tensor and options, validate the box against the spec's shape at
+-- trace time, and return its operand (`.bytes` = bytes one box moves).
+function M.tma_param(spec, opts)
+  local t = trace.need("X:tma_desc")
+  if type(opts) ~= "table" then fail("X:tma_desc takes an options table {box = {...}, swizzle = ...}") end
+  t.tma = t.tma or {}
+  local key = spec.param .. "|" .. tma_key(opts)
+  local d
+  for _, e in ipairs(t.tma) do if e.key == key then d = e end end
+  if not d then d = declare_tma(t, spec, opts, key) end
+  -- the param's address in a register: what the tensor-map operand takes
+  local r = reg.new(t, types.u64)
+  emit("mov.u64", r, d.name)
+  return setmetatable({ base = r, offset = 0, tma = d, bytes = d.bytes }, operands.Addr)
+end
+
+--- Pack a validated description into the emulator's 128-byte encoding.
+function M.tma_encode_emu(desc)
+  local e = ffi.new("lpx_tma_emu")
+  e.magic, e.rank, e.dtype = M.TMA_EMU_MAGIC, desc.rank, desc.dtype
+  e.swizzle, e.interleave, e.oob = desc.swizzle, desc.interleave, desc.oob_fill
+  e.esize, e.address = core.tma_dtype_size(desc.dtype), desc.global_address
+  for i = 0, 4 do
+    e.dims[i], e.box[i] = desc.dims[i], desc.box[i]
+    e.elem_strides[i] = desc.elem_strides[i] > 0 and desc.elem_strides[i] or 1
+    if i < 4 then e.strides[i] = desc.strides[i] end
+  end
+  return ffi.string(e, 128)
+end
+
+--- The 128 launch bytes of tensor map d for the runtime tensor x: the
+-- driver's encoding on CUDA (lpx_device_tma_encode), the emulator's otherwise.
+function M.tma_bytes(d, x)
+  local strides = {}
+  for i, st in ipairs(x.strides) do strides[i] = st * x.elem_size end
+  local desc = tma_build(d, x.ptr, x.shape, x.dtype, strides)
+  local dev = x.device
+  if dev and dev.kind == "cuda" then
+    if not core.device_tma_encode then error("TMA on CUDA: this build has no lpx_device_tma_encode", 0) end
+    local out = ffi.new("uint8_t[128]")
+    if core.device_tma_encode(dev.handle, desc, out) < 0 then error(core.error_message(), 0) end
+    return ffi.string(out, 128)
+  end
+  return M.tma_encode_emu(desc)
+end
+
+return M

@@ -1,0 +1,223 @@
+--- Hopper warpgroup instructions: wgmma.mma_async with shared-memory
+-- matrix descriptors, wgmma.fence / commit_group / wait_group, the
+-- accumulator fragment layout, `smem.wgmma_tile` (canonical K-major
+-- layouts: interleave, 32B, 64B, 128B swizzle), elect.sync and setmaxnreg.
+-- `ptx.wgmma`, `ptx.elect` and `ptx.setmaxnreg` load this module on first use.
+--
+--   local sA = smem.wgmma_tile(bf16, {64, 64})          -- 128B swizzle, K-major
+--   local da = ptx.wgmma.desc(sA)                        -- u64 descriptor (4 instructions)
+--   ptx.wgmma.mma_async{ shape = {64, 128, 16}, d = acc, a = da, b = db, atype = bf16, scale_d = 1 }
+local bit = require "bit"
+local trace = require "pyptx.trace"
+local types = require "pyptx.types"
+local reg = require "pyptx.reg"
+
+local M = {}
+
+--- Append opcode with operands (forms interned once per spelling).
+local function emit(opcode, ...)
+  return trace.emit(reg.form(opcode), ...)
+end
+
+--- Fail at the user's line.
+local function fail(msg) trace.fail(msg, 3) end
+
+-- ------------------------------------------------ canonical SMEM layouts
+
+-- Descriptor layout-type codes (bits 62-63) and the swizzle span in bytes.
+M.LAYOUT = { interleave = 0, none = 0, ["128B"] = 1, ["64B"] = 2, ["32B"] = 3 }
+M.SPAN = { [0] = 0, [1] = 128, [2] = 64, [3] = 32 }
+local BY_SPAN = { [128] = "128B", [64] = "64B", [32] = "32B" }
+
+--- The layout a K-major tile of kbytes bytes per row gets: the widest
+-- swizzle whose span divides the row (interleave when none does).
+function M.choose_layout(kbytes)
+  for _, span in ipairs { 128, 64, 32 } do
+    if kbytes % span == 0 then return BY_SPAN[span], span end
+  end
+  return "interleave", 0
+end
+
+--- Byte offset of element (r, k) of a K-major tile of `rows` rows and
+-- `cols` elements per row (esize bytes each) in the canonical layout,
+-- before the address swizzle: column blocks of span bytes, 8-row atoms.
+-- interleave: 8x16-byte core matrices, LBO between K neighbours, SBO between row groups.
+function M.tile_offset(tile, r, k)
+  local esize, span = tile.type.bytes, tile.span
+  if span == 0 then
+    local kb = k * esize
+    return math.floor(r / 8) * tile.sbo + math.floor(kb / 16) * tile.lbo + (r % 8) * 16 + kb % 16
+  end
+  local kb = k * esize
+  local block = math.floor(kb / span)
+  return block * tile.rows * span + math.floor(r / 8) * tile.sbo + (r % 8) * span + kb % span
+end
+
+--- The hardware swizzle of an absolute shared byte address (span 0: none).
+function M.swizzle_address(a, span)
+  if span == 0 then return a end
+  local mask = span / 16 - 1
+  return bit.bxor(a, bit.lshift(bit.band(bit.rshift(a, 7), mask), 4))
+end
+
+--- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in the
+-- canonical K-major layout wgmma reads (rows = M or N, cols = K). Aligned
+-- to 1024 bytes; carries .layout, .span, .lbo, .sbo and :k_offset(k).
+function M.wgmma_tile(dtype, shape, major)
+  local smem = require "pyptx.smem"
+  if major ~= nil and major ~= "K" and major ~= "k" then
+    fail("smem.wgmma_tile: only K-major tiles are supported (major = \"K\"), got " .. tostring(major))
+  end
+  if type(shape) ~= "table" or #shape ~= 2 then fail("smem.wgmma_tile: shape must be {rows, cols}") end
+  local rows, cols = shape[1], shape[2]
+  if rows % 8 ~= 0 or (cols * dtype.bytes) % 16 ~= 0 then
+    fail(("smem.wgmma_tile: rows must be a multiple of 8 and a row a multiple of 16 bytes, got %dx%d %s")
+      :format(rows, cols, dtype.name))
+  end
+  local layout, span = M.choose_layout(cols * dtype.bytes)
+  local a = smem.alloc(dtype, rows * cols, { align = 1024 })
+  a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, "K"
+  if span == 0 then
+    a.lbo, a.sbo = 128, (cols * dtype.bytes / 16) * 128   -- core matrices: K neighbours 128 B apart
+  else
+    a.lbo, a.sbo = 16, 8 * span                           -- LBO unused for swizzled K-major
+  end
+  --- Byte offset from the tile start of the k16 slice starting at element k.
+  a.k_offset = function(self, k) return M.tile_offset(self, 0, k) end
+  return a
+end
+
+--- The 64-bit constant part of a descriptor (everything but the start address).
+function M.desc_bits(layout, lbo, sbo)
+  local code = M.LAYOUT[layout]
+  if not code then fail("wgmma descriptor: unknown layout " .. tostring(layout)) end
+  return bit.lshift(0ULL + bit.band(lbo / 16, 0x3fff), 16) + bit.lshift(0ULL + bit.band(sbo / 16, 0x3fff), 32)
+    + bit.lshift(0ULL + code, 62)
+end
+
+--- A u64 register holding the descriptor of a wgmma tile (or of a u32
+-- shared address register with opts.layout/lbo/sbo): cvt, shr, and, or
+-- (four instructions; one more mov for an allocation's address).
+function M.desc(tile, opts)
+  opts = opts or {}
+  local addr = tile
+  local layout, lbo, sbo = opts.layout or tile.layout, opts.lbo or tile.lbo, opts.sbo or tile.sbo
+  if not reg.is(tile) then
+    if not (type(tile) == "table" and tile.base) then fail("ptx.wgmma.desc needs a wgmma tile or a u32 address register") end
+    addr = tile:base()
+    if opts.offset and opts.offset ~= 0 then addr = addr + opts.offset end
+  end
+  if not (layout and lbo and sbo) then fail("ptx.wgmma.desc: a register address needs layout, lbo and sbo") end
+  local t = trace.need("ptx.wgmma.desc")
+  local d = reg.new(t, types.u64)
+  emit("cvt.u64.u32", d, addr)
+  emit("shr.u64", d, d, 4)
+  emit("and.b64", d, d, 0x3fff)
+  emit("or.b64", d, d, M.desc_bits(layout, lbo, sbo))
+  return d
+end
+
+-- ---------------------------------------------------------------- wgmma
+
+local wgmma = {}
+
+--- wgmma.fence.sync.aligned.
+function wgmma.fence() return emit("wgmma.fence.sync.aligned") end
+
+--- wgmma.commit_group.sync.aligned.
+function wgmma.commit_group() return emit("wgmma.commit_group.sync.aligned") end
+
+--- wgmma.wait_group.sync.aligned n.
+function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0) end
+
+local ATYPES = { f16 = true, bf16 = true }
+
+--- wgmma.mma_async.sync.aligned.m64nNk16.f32.<a>.<b> d, a-desc, b-desc,
+-- scale-d, scale-a, scale-b, trans-a, trans-b. opts: shape {64, N, 16} or
+-- "m64nNk16", d (N/2 f32 registers), a, b (u64 descriptors), atype (f16 /
+-- bf16), scale_d (0/1 or a predicate; default 1), scale_a/scale_b (1/-1),
+-- trans_a/trans_b (0/1). a may instead list four .b32 registers (A from
+-- registers in the wgmma.a_coord layout; the form then has no trans-a).
+function wgmma.mma_async(opts)
+  local shape = opts.shape or "m64n64k16"
+  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3]) end
+  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
+  m, n, k = tonumber(m), tonumber(n), tonumber(k)
+  if m ~= 64 or k ~= 16 or not n or n < 8 or n > 256 or n % 8 ~= 0 then
+    fail("wgmma.mma_async: shape must be m64nNk16 with N = 8..256, a multiple of 8; got " .. tostring(shape))
+  end
+  local at = opts.atype or types.bf16
+  local bt = opts.btype or at
+  if not ATYPES[at.name] or bt ~= at then fail("wgmma.mma_async: atype/btype must both be f16 or bf16") end
+  local d = opts.d
+  if type(d) ~= "table" then fail("wgmma.mma_async: d must list the accumulator registers") end
+  local list = {}
+  for i = 1, n / 2 do list[i] = d[i - 1 + (d[0] ~= nil and 0 or 1)] end
+  if #list ~= n / 2 then fail(("wgmma.mma_async: %s needs %d f32 accumulator registers, got %d"):format(shape, n / 2, #list)) end
+  if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b descriptors are required") end
+  local sd = opts.scale_d == nil and 1 or opts.scale_d
+  if sd == true then sd = 1 elseif sd == false then sd = 0 end
+  local op = ("wgmma.mma_async.sync.aligned.%s.f32.%s.%s"):format(shape, at.name, bt.name)
+  if type(opts.a) == "table" and not reg.is(opts.a) then        -- A from four .b32 registers: no trans-a
+    local a = opts.a
+    local regs = a[0] ~= nil and { a[0], a[1], a[2], a[3] } or a
+    if #regs ~= 4 then fail("wgmma.mma_async: A from registers takes 4 .b32 registers, got " .. #regs) end
+    return emit(op, list, regs, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_b or 0)
+  end
+  return emit(op, list, opts.a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_a or 0, opts.trans_b or 0)
+end
+
+--- The accumulator fragment layout of m64nNk16 (f32): register i of thread
+-- t (0..127 of the warpgroup) holds D[row][col]. Returns row, col (0-based).
+function wgmma.coord(t, i)
+  local w, lane = math.floor(t / 32), t % 32
+  local nb, rest = math.floor(i / 4), i % 4
+  local row = 16 * w + math.floor(lane / 4) + 8 * math.floor(rest / 2)
+  local col = 8 * nb + 2 * (lane % 4) + rest % 2
+  return row, col
+end
+
+--- The A register fragment (f16/bf16, k16): half e (0 low, 1 high) of
+-- register r (0..3) of lane l of warp w holds A[16w + row][k]. Returns row, k.
+function wgmma.a_coord(t, r, e)
+  local w, lane = math.floor(t / 32), t % 32
+  return 16 * w + math.floor(lane / 4) + 8 * (r % 2), 2 * (lane % 4) + e + 8 * math.floor(r / 2)
+end
+
+--- n/2 fresh f32 accumulator registers for an m64nNk16 (zeroed when zero).
+function wgmma.fragments(n, zero)
+  return reg.fragments(types.f32, n / 2, zero)
+end
+
+wgmma.desc = M.desc
+wgmma.tile_offset = M.tile_offset
+M.wgmma = wgmma
+
+-- ------------------------------------------------------ elect, setmaxnreg
+
+local elect = {}
+
+--- elect.sync _|p, membermask: a predicate true in one lane of the mask.
+function elect.sync(mask)
+  local p = reg.new(trace.need("ptx.elect.sync"), types.pred)
+  local operands = require "pyptx.operands"
+  emit("elect.sync", operands.pipe(operands.sink, p), mask or 0xffffffff)
+  return p
+end
+M.elect = setmetatable(elect, { __call = function(_, mask) return elect.sync(mask) end })
+
+local setmaxnreg = {}
+
+--- setmaxnreg.inc.sync.aligned.u32 n (n: 24..256, a multiple of 8).
+local function maxnreg(dir)
+  return function(n)
+    if type(n) ~= "number" or n < 24 or n > 256 or n % 8 ~= 0 then
+      fail("setmaxnreg: the count must be 24..256 and a multiple of 8, got " .. tostring(n))
+    end
+    return emit("setmaxnreg." .. dir .. ".sync.aligned.u32", n)
+  end
+end
+setmaxnreg.inc, setmaxnreg.dec = maxnreg("inc"), maxnreg("dec")
+M.setmaxnreg = setmaxnreg
+
+return M

@@ -1,0 +1,474 @@
+-- Blackwell tcgen05: the DSL wrappers (one instruction each), the ISA rows
+-- and tcgen05_check in the validator (modifiers, operand kinds and counts,
+-- arch gates), the descriptor builders, and the examples under
+-- examples/blackwell (tcgen05_suite, gemm), which must assemble with
+-- ptxas for sm_100a. Forms the validator refuses are also checked against
+-- ptxas, emitted as text, so a rule of ours that is wrong shows up here.
+local pyptx = require "pyptx"
+local bw = require "pyptx.blackwell"
+local toolkit = require "pyptx.toolkit"
+local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
+
+local have_ptxas = toolkit.find("ptxas") ~= nil
+
+--- Trace body in a kernel for arch; returns ok, the PTX or the error.
+local function trace(body, arch, version)
+  local k = pyptx.kernel "k" { arch = arch or "sm_100a", version = version, block = { 128, 1, 1 },
+    function() body() ptx.ret() end }
+  local ok, s = pcall(function() return k:specialize() end)
+  if ok then return true, s.ptx end
+  return false, tostring(s)
+end
+
+--- The body lines of some PTX (no .loc/.file, no declarations).
+local function body_lines(text)
+  local out = {}
+  for line in text:gmatch("[^\n]+") do
+    local l = line:gsub("^%s+", "")
+    if l:find("^tcgen05") then out[#out + 1] = (l:gsub("%s+", " ")) end
+  end
+  return out
+end
+
+--- Assert that text assembles for arch (pending-free when ptxas is absent).
+local function assembles(text, arch)
+  if not have_ptxas then return end
+  local ok, _, log = toolkit.ptxas(text, arch or "sm_100a")
+  assert(ok, "ptxas refused:\n" .. tostring(log) .. "\n" .. text)
+end
+
+local function b32() return reg.scalar(T.b32) end
+local function b64() return reg.scalar(T.b64) end
+
+describe("pyptx.blackwell.idesc", function()
+  it("packs bf16 x bf16 -> f32, M = 128, N = 256 per the PTX ISA table", function()
+    -- D f32 = 1 << 4, A bf16 = 1 << 7, B bf16 = 1 << 10, N >> 3 = 32 << 17, M >> 4 = 8 << 24
+    assert.are.equal(0x08400490, bw.idesc { kind = "f16", a = "bf16", b = "bf16", d = "f32", M = 128, N = 256 })
+  end)
+
+  it("packs every kind's type codes, majors, negation and sparsity", function()
+    assert.are.equal(0 * 16 + 0x08000000 + 8 * 131072, bw.idesc { a = "f16", d = "f16", M = 128, N = 64 })
+    assert.are.equal(16 + 2 * 128 + 2 * 1024 + 16 * 131072 + 0x08000000,
+      bw.idesc { kind = "tf32", a = "tf32", M = 128, N = 128 })
+    assert.are.equal(16 + 1 * 128 + 5 * 1024 + 16 * 131072 + 0x08000000,
+      bw.idesc { kind = "f8f6f4", a = "e5m2", b = "e2m1", M = 128, N = 128 })
+    assert.are.equal(8 + 32 + 128 + 1024 + 16 * 131072 + 0x08000000,
+      bw.idesc { kind = "i8", a = "s8", saturate = true, M = 128, N = 128 })
+    local base = bw.idesc { a = "bf16", M = 64, N = 8 }
+    assert.are.equal(base + 32768 + 65536, bw.idesc { a = "bf16", M = 64, N = 8, a_major = "MN", b_major = "MN" })
+    assert.are.equal(base + 8192 + 16384, bw.idesc { a = "bf16", M = 64, N = 8, negate_a = true, negate_b = true })
+    assert.are.equal(base + 4 + 3, bw.idesc { a = "bf16", M = 64, N = 8, sparse = true, sparse_id = 3 })
+    assert.are.equal(0x10000000 + 16 + 128 + 1024 + 32 * 131072,
+      bw.idesc { a = "bf16", M = 256, N = 256, cta_group = 2 })
+    assert.are.equal(base, bw.idesc { a = T.bf16, M = 64, N = 8 })
+  end)
+
+  it("rejects types, shapes and options the kind does not allow", function()
+    assert.has_error(function() bw.idesc { kind = "f16", a = "e4m3" } end)
+    assert.has_error(function() bw.idesc { kind = "tf32", a = "tf32", d = "f16" } end)
+    assert.has_error(function() bw.idesc { kind = "f64" } end)
+    assert.has_error(function() bw.idesc { a = "bf16", M = 96 } end)
+    assert.has_error(function() bw.idesc { a = "bf16", M = 128, N = 136 } end)
+    assert.has_error(function() bw.idesc { a = "bf16", M = 64, N = 264 } end)
+    assert.has_error(function() bw.idesc { a = "bf16", M = 64, N = 8, cta_group = 2 } end)
+    assert.has_error(function() bw.idesc { kind = "i8", a = "s8", negate_a = true } end)
+    assert.has_error(function() bw.idesc { kind = "f8f6f4", a = "e2m1", a_major = "MN" } end)
+    assert.has_error(function() bw.idesc { a = "bf16", a_major = "row" } end)
+  end)
+end)
+
+describe("pyptx.blackwell.smem_desc", function()
+  it("packs address, LBO, SBO, version, base offset, LBO mode and swizzle", function()
+    -- start 1024 >> 4, LBO 16 >> 4 at bit 16, SBO 1024 >> 4 at 32, version 1 at 46, 128B swizzle (2) at 61
+    assert.are.equal(0x4000404000010040ULL, bw.smem_desc { addr = 1024, lbo = 16, sbo = 1024, swizzle = "128B" })
+    assert.are.equal(0x0000400000010000ULL, bw.smem_desc {})
+    local d = bw.smem_desc { addr = 0x3fff0, lbo = 0x3fff0, sbo = 0x3fff0, base_offset = 7, lbo_mode = 1, swizzle = "32B" }
+    assert.are.equal(0xC01E7FFF3FFF3FFFULL, d)
+    for name, code in pairs(bw.SWIZZLES) do
+      assert.are.equal(0ULL + code, bit.rshift(bw.smem_desc { swizzle = name }, 61))
+    end
+  end)
+
+  it("rejects unaligned or out-of-range fields", function()
+    assert.has_error(function() bw.smem_desc { addr = 8 } end)
+    assert.has_error(function() bw.smem_desc { addr = 2 ^ 18 } end)
+    assert.has_error(function() bw.smem_desc { sbo = 24 } end)
+    assert.has_error(function() bw.smem_desc { swizzle = "16B" } end)
+    assert.has_error(function() bw.smem_desc { base_offset = 8 } end)
+  end)
+
+  it("builds a descriptor from a runtime shared address in four instructions", function()
+    local ok, text = trace(function()
+      local t = smem.alloc(T.b8, 1024, { align = 1024 })
+      local base = t:base()
+      bw.smem_desc_reg(base, { sbo = 1024, swizzle = "128B" })
+    end)
+    assert(ok, text)
+    assert.is_truthy(text:find("shr.u32%s+%%r2, %%r1, 4;"))
+    assert.is_truthy(text:find("and.b32%s+%%r2, %%r2, 16383;"))
+    assert.is_truthy(text:find("cvt.u64.u32%s+%%rd1, %%r2;"))
+    assert.is_truthy(text:find("or.b64%s+%%rd1, %%rd1, 4611756662049538048;"))
+  end)
+
+  it("gives TMEM lane/column offsets", function()
+    assert.are.equal(32 * 65536 + 64, bw.tmem_offset(32, 64))
+  end)
+end)
+
+-- Each wrapper call and the one line it must emit.
+local FORMS = {
+  { "alloc (shared slot)", function(e) ptx.tcgen05.alloc { dst = e.slot, ncols = 64 } end,
+    "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [k_smem], 64;" },
+  { "dealloc", function(e) ptx.tcgen05.dealloc { taddr = e.t, ncols = 64 } end,
+    "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 64;" },
+  { "relinquish_alloc_permit", function() ptx.tcgen05.relinquish_alloc_permit() end,
+    "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" },
+  { "mma ss", function(e) ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p } end,
+    "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "mma ts + scale", function(e) ptx.tcgen05.mma { d = e.t, a = e.t, b = e.db, idesc = e.i, enable_d = e.p, scale_d = 1 } end,
+    "tcgen05.mma.cta_group::1.kind::f16 [%r1], [%r1], %rd2, %r2, %p1, 1;" },
+  { "mma tf32", function(e) ptx.tcgen05.mma { kind = "tf32", d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p } end,
+    "tcgen05.mma.cta_group::1.kind::tf32 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "mma f8f6f4", function(e) ptx.tcgen05.mma { kind = "f8f6f4", d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p } end,
+    "tcgen05.mma.cta_group::1.kind::f8f6f4 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "mma i8", function(e) ptx.tcgen05.mma { kind = "i8", d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p } end,
+    "tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "mma sp", function(e) ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, sp_meta = e.t, idesc = e.i, enable_d = e.p } end,
+    "tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, [%r1], %r2, %p1;" },
+  { "mma lane mask + collector", function(e)
+      ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p, collector = "fill",
+                        disable_output_lane = { e.i, e.i, e.i, e.i } }
+    end, "tcgen05.mma.cta_group::1.kind::f16.collector::a::fill [%r1], %rd1, %rd2, %r2, {%r2, %r2, %r2, %r2}, %p1;" },
+  { "ld 32x32b", function(e) ptx.tcgen05.ld { dst = { e.i, e.i }, taddr = e.t } end,
+    "tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r2, %r2}, [%r1];" },
+  { "ld 16x256b", function(e) ptx.tcgen05.ld { dst = { e.i, e.i, e.i, e.i }, taddr = e.t, shape = "16x256b", pack = true } end,
+    "tcgen05.ld.sync.aligned.16x256b.x1.pack::16b.b32 {%r2, %r2, %r2, %r2}, [%r1];" },
+  { "ld 16x32bx2", function(e) ptx.tcgen05.ld { dst = { e.i }, taddr = e.t, shape = "16x32bx2", split = 4 } end,
+    "tcgen05.ld.sync.aligned.16x32bx2.x1.b32 {%r2}, [%r1], 4;" },
+  { "st 16x128b", function(e) ptx.tcgen05.st { src = { e.i, e.i }, taddr = e.t, shape = "16x128b", unpack = true } end,
+    "tcgen05.st.sync.aligned.16x128b.x1.unpack::16b.b32 [%r1], {%r2, %r2};" },
+  { "st 16x64b", function(e) ptx.tcgen05.st { src = { e.i }, taddr = e.t, shape = "16x64b" } end,
+    "tcgen05.st.sync.aligned.16x64b.x1.b32 [%r1], {%r2};" },
+  { "commit", function(e) ptx.tcgen05.commit { mbar = e.bar } end,
+    "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [k_smem+8];" },
+  { "commit generic", function(e) ptx.tcgen05.commit { mbar = e.da } end,
+    "tcgen05.commit.cta_group::1.mbarrier::arrive::one.b64 [%rd1];" },
+  { "cp", function(e) ptx.tcgen05.cp { taddr = e.t, desc = e.da, shape = "128x128b" } end,
+    "tcgen05.cp.cta_group::1.128x128b [%r1], %rd1;" },
+  { "cp decompress", function(e) ptx.tcgen05.cp { taddr = e.t, desc = e.da, src_fmt = "b4x16_p64" } end,
+    "tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r1], %rd1;" },
+  { "cp warpx4", function(e) ptx.tcgen05.cp { taddr = e.t, desc = e.da, shape = "32x128b", multicast = "warpx4" } end,
+    "tcgen05.cp.cta_group::1.32x128b.warpx4 [%r1], %rd1;" },
+  { "shift", function(e) ptx.tcgen05.shift { taddr = e.t } end, "tcgen05.shift.cta_group::1.down [%r1];" },
+  { "fence before", function() ptx.tcgen05.fence("before") end, "tcgen05.fence::before_thread_sync;" },
+  { "fence after", function() ptx.tcgen05.fence_after_thread_sync() end, "tcgen05.fence::after_thread_sync;" },
+  { "wait ld", function() ptx.tcgen05.wait("ld") end, "tcgen05.wait::ld.sync.aligned;" },
+  { "wait st", function() ptx.tcgen05.wait_st() end, "tcgen05.wait::st.sync.aligned;" },
+}
+
+--- The operands every FORMS body gets: %r1 taddr, %r2 idesc, %rd1/%rd2 descs, %p1.
+local function env()
+  local e = { slot = smem.alloc(T.u32, 1), bar = smem.mbarrier(1) }
+  e.t, e.i, e.da, e.db, e.p = b32(), b32(), b64(), b64(), reg.pred()
+  return e
+end
+
+describe("ptx.tcgen05 wrappers", function()
+  for _, f in ipairs(FORMS) do
+    it(f[1] .. " emits one instruction that assembles for sm_100a", function()
+      local ok, text = trace(function() f[2](env()) end)
+      assert(ok, text)
+      local lines = body_lines(text)
+      assert.are.same({ f[3] }, lines)
+      assembles(text)
+    end)
+  end
+
+  it("emits cta_group::2 forms (alloc, mma with an 8-word lane mask, multicast commit) that assemble", function()
+    local ok, text = trace(function()
+      local e = env()
+      local mask = reg.scalar(T.b16, 3)
+      ptx.tcgen05.alloc { dst = e.slot, ncols = 256, cta_group = 2 }
+      ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p, cta_group = 2,
+                        disable_output_lane = { e.i, e.i, e.i, e.i, e.i, e.i, e.i, e.i } }
+      ptx.tcgen05.commit { mbar = e.bar, cta_group = 2, multicast = mask }
+      ptx.tcgen05.dealloc { taddr = e.t, ncols = 256, cta_group = 2 }
+    end)
+    assert(ok, text)
+    assert.is_truthy(text:find("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64", 1, true))
+    assembles(text)
+  end)
+
+  it("guards the one instruction through ptx.at", function()
+    local ok, text = trace(function()
+      local e = env()
+      ptx.at(e.p).tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p }
+      ptx.at(-e.p).tcgen05.commit { mbar = e.bar }
+    end)
+    assert(ok, text)
+    assert.is_truthy(text:find("@%p1 tcgen05.mma.cta_group::1.kind::f16", 1, true))
+    assert.is_truthy(text:find("@!%p1 tcgen05.commit", 1, true))
+    assembles(text)
+  end)
+
+  it("validates tcgen05 written as PTX text through ptx.raw", function()
+    local ok, text = trace(function()
+      local e = env()
+      ptx.raw("tcgen05.ld.sync.aligned.16x64b.x2.b32 {%{a}, %{a}}, [%{t}];", { a = e.i, t = e.t })
+    end)
+    assert(ok, text)
+    local bad, err = trace(function()
+      local e = env()
+      ptx.raw("tcgen05.ld.sync.aligned.16x64b.x2.b32 {%{a}}, [%{t}];", { a = e.i, t = e.t })
+    end)
+    assert.is_false(bad)
+    assert.is_truthy(err:find("must be a vector of 2 32-bit registers", 1, true), err)
+  end)
+
+  it("assembles every ld/st shape at its largest .num", function()
+    local ok, text = trace(function()
+      local t = b32()
+      for shape, per in pairs(bw.SHAPE_REGS) do
+        local v = {}
+        for i = 1, 128 do v[i] = reg.scalar(T.b32) end
+        assert.are.equal(128, #v)
+        local n = 128 / per
+        ptx.tcgen05.ld { dst = v, taddr = t, shape = shape, num = n, split = shape == "16x32bx2" and 2 or nil }
+        ptx.tcgen05.st { src = v, taddr = t, shape = shape, num = n, split = shape == "16x32bx2" and 2 or nil }
+      end
+    end)
+    assert(ok, text)
+    assert.are.equal(10, #body_lines(text))
+    assembles(text)
+  end)
+end)
+
+-- Forms the validator must refuse: the call, and text the message must name.
+local BAD = {
+  { "tcgen05 on sm_90a", function() ptx.tcgen05.fence("before") end,
+    "needs an arch-specific target sm_100a..sm_103a; this kernel targets sm_90a", "sm_90a" },
+  { "mma on sm_90a", function(e) ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p } end,
+    "this kernel targets sm_90a", "sm_90a" },
+  { "tcgen05 on sm_100 (not arch-specific)", function() ptx.tcgen05.wait("ld") end, "this kernel targets sm_100", "sm_100" },
+  { "kind::i8 on sm_103a", function(e)
+      ptx.tcgen05.mma { kind = "i8", d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = e.p }
+    end, ".kind::i8 is not available on sm_103a", "sm_103a" },
+  { "a register count that is no .xN", function(e) ptx.tcgen05.ld { dst = { e.i, e.i, e.i }, taddr = e.t } end,
+    "3 registers do not make a .32x32b.xN" },
+  { "raw ld with the wrong vector", function(e)
+      ptx.inst("tcgen05.ld.sync.aligned.16x128b.x2.b32", { e.i, e.i }, ptx.addr(e.t))
+    end, "must be a vector of 4 32-bit registers",
+    "tcgen05.ld.sync.aligned.16x128b.x2.b32 {%r2, %r2}, [%r1];" },
+  { "raw ld past 128 registers", function(e)
+      ptx.inst("tcgen05.ld.sync.aligned.16x256b.x64.b32", { e.i }, ptx.addr(e.t))
+    end, "at most 128 32-bit registers" },
+  { "an unknown modifier", function(e)
+      ptx.inst("tcgen05.ld.sync.aligned.32x32b.x1.frob.b32", { e.i }, ptx.addr(e.t))
+    end, "unknown or repeated modifier .frob for tcgen05.ld",
+    "tcgen05.ld.sync.aligned.32x32b.x1.frob.b32 {%r2}, [%r1];" },
+  -- the PTX ISA's grammar requires .sync.aligned; ptxas 13.0 lets .aligned go
+  { "a missing .aligned", function(e)
+      ptx.inst("tcgen05.st.sync.32x32b.x1.b32", ptx.addr(e.t), { e.i })
+    end, "tcgen05.st needs one of .aligned" },
+  { "a missing kind", function(e)
+      ptx.inst("tcgen05.mma.cta_group::1", ptx.addr(e.t), e.da, e.db, e.i, e.p)
+    end, "needs one of .kind::f16", "tcgen05.mma.cta_group::1 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "a 32-bit B descriptor", function(e)
+      ptx.inst("tcgen05.mma.cta_group::1.kind::f16", ptx.addr(e.t), e.da, e.i, e.i, e.p)
+    end, "operand 3 is a b32 register", "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %r2, %r2, %p1;" },
+  { "a 4-word lane mask with cta_group::2", function(e)
+      ptx.inst("tcgen05.mma.cta_group::2.kind::f16", ptx.addr(e.t), e.da, e.db, e.i, { e.i, e.i, e.i, e.i }, e.p)
+    end, "must be a vector of 8 32-bit registers",
+    "tcgen05.mma.cta_group::2.kind::f16 [%r1], %rd1, %rd2, %r2, {%r2, %r2, %r2, %r2}, %p1;" },
+  { "scale-input-d with kind::f8f6f4", function(e)
+      ptx.inst("tcgen05.mma.cta_group::1.kind::f8f6f4", ptx.addr(e.t), e.da, e.db, e.i, e.p, 1)
+    end, "scale-input-d is not available with .kind::f8f6f4",
+    "tcgen05.mma.cta_group::1.kind::f8f6f4 [%r1], %rd1, %rd2, %r2, %p1, 1;" },
+  { "scale-input-d above 15", function(e)
+      ptx.inst("tcgen05.mma.cta_group::1.kind::f16", ptx.addr(e.t), e.da, e.db, e.i, e.p, 16)
+    end, "(scale-input-d) must be an integer in 0..15",
+    "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1, 16;" },
+  { "a scale-input-d register", function(e)
+      ptx.inst("tcgen05.mma.cta_group::1.kind::f16", ptx.addr(e.t), e.da, e.db, e.i, e.p, e.i)
+    end, "must be an integer immediate", "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1, %r2;" },
+  { "a boolean enable_d", function(e)
+      ptx.tcgen05.mma { d = e.t, a = e.da, b = e.db, idesc = e.i, enable_d = true }
+    end, "enable_d must be a predicate register" },
+  { "sp without the metadata operand", function(e)
+      ptx.inst("tcgen05.mma.sp.cta_group::1.kind::f16", ptx.addr(e.t), e.da, e.db, e.i, e.p)
+    end, "[sp-meta-tmem], idesc", "tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;" },
+  { "cp 64x128b without warpx2", function(e) ptx.tcgen05.cp { taddr = e.t, desc = e.da, shape = "64x128b" } end,
+    ".64x128b needs .warpx2::02_13 or .warpx2::01_23", "tcgen05.cp.cta_group::1.64x128b [%r1], %rd1;" },
+  { "cp 128x256b with warpx4", function(e)
+      ptx.tcgen05.cp { taddr = e.t, desc = e.da, shape = "128x256b", multicast = "warpx4" }
+    end, "only .64x128b and .32x128b take a .warpx multicast", "tcgen05.cp.cta_group::1.128x256b.warpx4 [%r1], %rd1;" },
+  { "alloc of 48 columns", function(e) ptx.tcgen05.alloc { dst = e.slot, ncols = 48 } end,
+    "(nCols) must be a power of 2 from 32 to 512",
+    "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [k_smem], 48;" },
+  { "alloc of 1024 columns", function(e) ptx.tcgen05.alloc { dst = e.slot, ncols = 1024 } end,
+    "(nCols, a power of 2 from 32 to 512) must be an integer in 32..512",
+    "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [k_smem], 1024;" },
+  { "a cta-mask without multicast", function(e)
+      ptx.inst("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64", ptx.addr(e.slot), 3)
+    end, "a cta-mask needs .multicast::cluster",
+    "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [k_smem], 3;" },
+  { "a TMEM address in a 64-bit register", function(e) ptx.tcgen05.shift { taddr = e.da } end,
+    "must be a tensor-memory address" },
+  { "mixed cta_group sizes in one kernel", function(e)
+      ptx.tcgen05.alloc { dst = e.slot, ncols = 32 }
+      ptx.tcgen05.dealloc { taddr = e.t, ncols = 32, cta_group = 2 }
+    end, "a kernel uses one CTA-group size" },
+}
+
+--- A minimal kernel around one instruction line (the env() registers).
+local function unchecked(line, arch)
+  return ([[
+.version %s
+.target %s
+.address_size 64
+.shared .align 16 .b8 k_smem[16];
+.visible .entry k() {
+  .reg .pred %%p<2>;
+  .reg .b32 %%r<3>;
+  .reg .b64 %%rd<3>;
+  %s
+  ret;
+}
+]]):format(arch == "sm_103a" and "8.8" or "8.6", arch or "sm_100a", line)
+end
+
+--- A BAD entry as { name, fn, msg, arch, line }: the fourth field is a
+-- target when it names one, else the instruction text ptxas must refuse.
+local function case(b)
+  if b[4] and b[4]:find("^tcgen05") then return { b[1], b[2], b[3], nil, b[4] } end
+  return b
+end
+
+describe("tcgen05 validation", function()
+  for _, raw in ipairs(BAD) do
+    local b = case(raw)
+    it("refuses " .. b[1] .. " at the caller's line", function()
+      local ok, err = trace(function() b[2](env()) end, b[4])
+      assert.is_false(ok)
+      assert.is_truthy(err:find(b[3], 1, true), ("expected %q in: %s"):format(b[3], err))
+      assert.is_truthy(err:find("blackwell_spec%.lua:%d+: "), "expected the spec's line in: " .. err)
+    end)
+  end
+
+  it("is matched by ptxas refusing the same text", function()
+    if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+    for _, raw in ipairs(BAD) do
+      local line = case(raw)[5]
+      if line then
+        local ok = toolkit.ptxas(unchecked(line), "sm_100a")
+        assert(not ok, "ptxas accepted what the validator refuses: " .. line)
+      end
+    end
+    for _, arch in ipairs { "sm_90a", "sm_100" } do
+      assert.is_false((toolkit.ptxas(unchecked("tcgen05.fence::before_thread_sync;", arch), arch)))
+    end
+    local i8 = "tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r2, %p1;"
+    assert.is_false((toolkit.ptxas(unchecked(i8, "sm_103a"), "sm_103a")))
+    assert.is_true((toolkit.ptxas(unchecked(i8, "sm_100a"), "sm_100a")))
+  end)
+
+  it("accepts tcgen05 on sm_103a (PTX 8.8) and parses nvcc's tcgen05 PTX", function()
+    local ok, text = trace(function() ptx.tcgen05.fence("before") end, "sm_103a")
+    assert(ok, text)
+    assembles(text, "sm_103a")
+    local f = assert(io.open("spec/fixtures/ptx/nvcc/blackwell_sm100a.ptx"))
+    local src = f:read("*a")
+    f:close()
+    local m = pyptx.load_ptx(src, "blackwell_sm100a.ptx")
+    assert.is_truthy(m)
+  end)
+end)
+
+describe("examples/blackwell", function()
+  local suite = dofile("examples/blackwell/tcgen05_suite.lua")
+  local gemm = dofile("examples/blackwell/gemm.lua")
+
+  it("has one kernel per tcgen05 primitive, each assembling for sm_100a", function()
+    assert.is_true(#suite.kernels >= 14)
+    local seen = {}
+    for _, k in ipairs(suite.kernels) do
+      local s = k:specialize()
+      assert.are.equal("sm_100a", s.arch)
+      for _, l in ipairs(body_lines(s.ptx)) do
+        seen[l:match("^(tcgen05%.[%w_:]+)")] = true
+        if l:find("^tcgen05%.mma%.sp%.") then seen["tcgen05.mma.sp"] = true end
+      end
+      if have_ptxas then
+        local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+        assert(ok, k.name .. ":\n" .. tostring(log))
+        assert.are.equal(0, report[k.name].spill_stores + report[k.name].spill_loads)
+      end
+    end
+    for _, op in ipairs { "tcgen05.alloc", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit", "tcgen05.mma",
+                          "tcgen05.ld", "tcgen05.st", "tcgen05.commit", "tcgen05.cp", "tcgen05.shift",
+                          "tcgen05.fence::before_thread_sync", "tcgen05.fence::after_thread_sync",
+                          "tcgen05.wait::ld", "tcgen05.wait::st", "tcgen05.mma.sp" } do
+      assert(seen[op], "the suite never emits " .. op)
+    end
+  end)
+
+  it("builds 1-SM and 2-SM (cta_group::2) GEMMs that assemble for sm_100a without spills", function()
+    assert.are.equal(2, #gemm.kernels)
+    local one, two = gemm.kernels[1]:specialize(), gemm.kernels[2]:specialize()
+    assert.is_truthy(one.ptx:find("tcgen05.mma.cta_group::1.kind::f16", 1, true))
+    assert.is_truthy(two.ptx:find("tcgen05.mma.cta_group::2.kind::f16", 1, true))
+    assert.is_truthy(two.ptx:find(".reqnctapercluster 2, 1, 1", 1, true))
+    assert.is_truthy(one.ptx:find("cp.async.bulk.tensor.2d", 1, true))
+    for _, k in ipairs(gemm.kernels) do
+      local s = k:specialize()
+      if have_ptxas then
+        local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+        assert(ok, k.name .. ":\n" .. tostring(log))
+        assert.are.equal(0, report[k.name].spill_stores + report[k.name].spill_loads)
+      end
+    end
+    -- other shapes and pipeline depths
+    for _, o in ipairs { { BN = 128, stages = 2 }, { BN = 64, stages = 8, cta_group = 2 } } do
+      local s = gemm.build(512, 512, 256, o):specialize()
+      if have_ptxas then assert((toolkit.ptxas(s.ptx, s.arch))) end
+    end
+  end)
+
+  it("rejects GEMM shapes that break its constraints, at the caller's line", function()
+    for _, c in ipairs {
+      { { 100, 256, 64 }, "M % 128 == 0" },
+      { { 128, 256, 64, { cta_group = 2 } }, "M % 256 == 0" },
+      { { 128, 100, 64 }, "N % BN == 0" },
+      { { 128, 256, 48 }, "K % 64 == 0" },
+      { { 128, 256, 64, { stages = 3 } }, "stages must be 2, 4 or 8" },
+      { { 128, 256, 64, { BN = 100 } }, "BN must be a multiple of 32" },
+    } do
+      local ok, err = pcall(function()
+        local k = gemm.build(unpack(c[1], 1, 4))
+        return k
+      end)
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(c[2], 1, true), tostring(err))
+      assert.is_truthy(tostring(err):find("blackwell_spec%.lua:%d+: "), tostring(err))
+    end
+  end)
+
+  it("computes D = A * B^T in its reference", function()
+    local d = gemm.reference { M = 2, N = 2, K = 2, a = { 1, 2, 3, 4 }, b = { 5, 6, 7, 8 } }
+    assert.are.same({ 17, 23, 39, 53 }, d)
+  end)
+
+  it("prints the PTX/ptxas summary and says the emulator does not run tcgen05", function()
+    for _, m in ipairs { suite, gemm } do
+      local lines, saved = {}, _G.print
+      _G.print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end
+      local ok, rc = pcall(m.main, {})
+      _G.print = saved
+      assert(ok, rc)
+      assert.are.equal(0, rc)
+      local out = table.concat(lines, "\n")
+      assert.is_truthy(out:find("emulator does not execute tcgen05", 1, true))
+      assert.is_truthy(out:find("sm_100a", 1, true))
+    end
+  end)
+end)

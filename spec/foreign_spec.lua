@@ -1,0 +1,215 @@
+-- pyptx.load_ptx: foreign PTX (nvcc, Triton, hand-written) parsed into
+-- kernel objects launched with explicit grid, block, shared memory and raw
+-- arguments packed by each entry's .param list.
+local ffi = require "ffi"
+local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local tensor = require "pyptx.tensor"
+local foreign = require "pyptx.foreign"
+local half = require "pyptx.half"
+
+local types = pyptx.types
+local dev
+
+--- The emulator device (opened once).
+local function emu()
+  dev = dev or runtime.open("emu")
+  return dev
+end
+
+-- Every scalar param kind, an aligned .b8 array and a .f16; the kernel
+-- copies the param space bytes it reads into out so packing can be checked.
+local PARAMS_PTX = [[
+.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry params(
+  .param .u64 .ptr .global .align 8 params_out,
+  .param .u8 p_u8,
+  .param .s16 p_s16,
+  .param .f64 p_f64,
+  .param .align 16 .b8 p_arr[12],
+  .param .f16 p_h,
+  .param .s32 p_s32,
+  .param .f32 p_f32,
+  .param .b32 p_b32,
+  .param .u64 p_u64
+)
+{
+  .reg .b16 %rs<3>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  .reg .f32 %f<2>;
+  .reg .f64 %fd<2>;
+  ld.param.u64 %rd1, [params_out];
+  cvta.to.global.u64 %rd1, %rd1;
+  ld.param.u8 %rs1, [p_u8];
+  cvt.u32.u16 %r1, %rs1;
+  st.global.u32 [%rd1], %r1;
+  ld.param.s16 %rs2, [p_s16];
+  cvt.s32.s16 %r2, %rs2;
+  st.global.u32 [%rd1+4], %r2;
+  ld.param.f64 %fd1, [p_f64];
+  st.global.f64 [%rd1+8], %fd1;
+  ld.param.u32 %r3, [p_arr];
+  ld.param.u32 %r4, [p_arr+4];
+  ld.param.u32 %r5, [p_arr+8];
+  st.global.u32 [%rd1+16], %r3;
+  st.global.u32 [%rd1+20], %r4;
+  st.global.u32 [%rd1+24], %r5;
+  ld.param.b16 %rs1, [p_h];
+  cvt.u32.u16 %r6, %rs1;
+  st.global.u32 [%rd1+28], %r6;
+  ld.param.s32 %r7, [p_s32];
+  st.global.u32 [%rd1+32], %r7;
+  ld.param.f32 %f1, [p_f32];
+  st.global.f32 [%rd1+36], %f1;
+  ld.param.b32 %r8, [p_b32];
+  st.global.u32 [%rd1+40], %r8;
+  ld.param.u64 %rd2, [p_u64];
+  st.global.u64 [%rd1+48], %rd2;
+  ret;
+}
+
+// Triton's spelling: .ptr .global .align 1 params, a trailing scratch pointer
+.visible .entry _Z4fillPfji(
+  .param .u64 .ptr .global .align 1 fill_param_0,
+  .param .u32 fill_param_1,
+  .param .u32 fill_param_2,
+  .param .u64 .ptr .global .align 1 fill_param_3
+)
+.reqntid 64, 1, 1
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [fill_param_0];
+  ld.param.u32 %r1, [fill_param_1];
+  ld.param.u32 %r2, [fill_param_2];
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r5, %tid.x;
+  mad.lo.s32 %r6, %r3, %r4, %r5;
+  setp.ge.s32 %p1, %r6, %r2;
+  @%p1 bra $L__done;
+  mul.wide.s32 %rd2, %r6, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  add.s32 %r7, %r6, %r1;
+  st.global.u32 [%rd3], %r7;
+$L__done:
+  ret;
+}
+]]
+
+--- A poisoned device buffer of n u32 words.
+local function words(n)
+  local t = tensor.empty({ n }, types.u32, emu())
+  t:fill_bytes(0xff)
+  return t
+end
+
+describe("pyptx.load_ptx", function()
+  it("loads nvcc output from a file and launches by name (mod.name and mod:get)", function()
+    local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/basic_sm80.ptx")
+    assert.same({ "saxpy", "reduce", "warp_ops", "dyn_smem" }, mod:names())
+    local n = 3000
+    local x = tensor.rand({ n }, types.f32, { seed = 5, lo = -1, hi = 1, device = emu() })
+    local out = tensor.from_table({ 0 }, types.f32, { 1 }, emu())
+    mod.reduce { grid = { 3 }, block = { 256 }, smem = 0, args = { x, out, n }, device = emu() }
+    local sum = 0
+    for _, v in ipairs(x:totable()) do sum = sum + v end
+    assert.is_true(math.abs(out:totable()[1] - sum) < 1e-3, out:totable()[1] .. " vs " .. sum)
+    assert.equal(mod.reduce, mod:get("reduce"))
+    -- dynamic shared memory through smem
+    local N = 64
+    local o = tensor.empty({ 4 * N }, types.f32, emu())
+    mod:get("dyn_smem") { grid = 1, block = N, smem = 16 * N, args = { o }, device = emu() }
+    local v = o:totable()
+    assert.same({ 1, 1.5, -2 }, { v[1], v[2], v[3] })
+  end)
+
+  it("loads PTX text, finds a C++ entry by its unmangled name, honours 2D grids", function()
+    local mod = pyptx.load_ptx(PARAMS_PTX, "inline.ptx")
+    assert.same({ "params", "_Z4fillPfji" }, mod:names())
+    local n = 200
+    local o = words(256)
+    mod.fill { grid = { 4, 2 }, block = { 64 }, args = { o, 7, n, 0ULL }, device = emu() }
+    local h = o:to_host()
+    for i = 0, 255 do assert.equal(i < n and i + 7 or 0xffffffff, tonumber(h[i])) end
+    assert.equal(mod.fill, mod:get("_Z4fillPfji"))
+  end)
+
+  it("packs params by the entry's declaration: types, .align, arrays, f16, typed .b32", function()
+    local mod = pyptx.load_ptx(PARAMS_PTX)
+    local e = mod.params.entry
+    local offsets = {}
+    for i, p in ipairs(e.params) do offsets[i] = p.offset end
+    assert.same({ 0, 8, 10, 16, 32, 44, 48, 52, 56, 64 }, offsets)
+    assert.equal(72, e.size)
+    local o = words(16)
+    mod.params { grid = 1, block = 1, device = emu(),
+                 args = { o, 200, -1234, 0.1, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, 1.5, -7, 2.5, foreign.f32(0.75),
+                          0x123456789abcULL } }
+    local h = o:to_host()
+    local as = ffi.cast("double *", h + 2)
+    assert.same({ 200, 0xffffffff - 1233 }, { tonumber(h[0]), tonumber(h[1]) })
+    assert.equal(0.1, as[0])
+    assert.same({ 0x04030201, 0x08070605, 0x0c0b0a09 }, { tonumber(h[4]), tonumber(h[5]), tonumber(h[6]) })
+    assert.equal(half.to_f16(1.5), tonumber(h[7]))
+    assert.equal(2 ^ 32 - 7, tonumber(h[8]))
+    assert.equal(2.5, ffi.cast("float *", h + 9)[0])
+    assert.equal(0.75, ffi.cast("float *", h + 10)[0])
+    assert.equal(0x123456789abcULL, ffi.cast("uint64_t *", h + 12)[0])
+    -- an array param from a string of the right size, an integer to the untyped .b32
+    mod.params { grid = 1, block = 1, device = emu(),
+                 args = { o, 1, 2, 3, ("\1\0\0\0\2\0\0\0\3\0\0\0"), 0, 0, 0, 77, 0ULL } }
+    h = o:to_host()
+    assert.same({ 1, 2, 3, 77 }, { tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[10]) })
+  end)
+
+  it("reports a malformed file with the parser's file:line:col", function()
+    local bad = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(\n.param .u32 a\n{\n  ret;\n}\n"
+    local ok, err = pcall(pyptx.load_ptx, bad, "bad.ptx")
+    assert.is_false(ok)
+    assert.matches("^bad%.ptx:%d+:%d+: ", err)
+    ok, err = pcall(pyptx.load_ptx, "spec/fixtures/ptx/nvcc/no_such_file.ptx")
+    assert.is_false(ok)
+    assert.matches("no_such_file", err)
+  end)
+
+  it("names the available entries for an unknown name", function()
+    local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/basic_sm80.ptx")
+    local ok, err = pcall(function() return mod.sxapy end)
+    assert.is_false(ok)
+    assert.matches("no entry named 'sxapy'; entries: saxpy, reduce, warp_ops, dyn_smem", err, 1, true)
+  end)
+
+  it("names the parameter on a wrong argument count or type", function()
+    local mod = pyptx.load_ptx(PARAMS_PTX)
+    local o = words(16)
+    --- Launch with args; it must fail with a message containing msg.
+    local function fails(args, msg, grid)
+      local ok, err = pcall(mod.params, { grid = grid or 1, block = 1, args = args, device = emu() })
+      assert.is_false(ok)
+      assert.matches(msg, err, 1, true)
+    end
+    fails({ o, 1 }, "entry params takes 10 argument(s) (params_out: u64, p_u8: u8, p_s16: s16")
+    fails({ o, 1, 2, 3, {}, 0, 0, 0, 0, 0ULL }, "argument 5 (param p_arr) takes 12 b8 elements")
+    fails({ o, 300, 2, 3, "123456789012", 0, 0, 0, 0, 0ULL }, "argument 2 (param p_u8) takes u8, got 300 (out of range)")
+    fails({ o, 1, 2, o, "123456789012", 0, 0, 0, 0, 0ULL }, "argument 4 (param p_f64) takes f64, got a tensor")
+    fails({ 1.5, 1, 2, 3, "123456789012", 0, 0, 0, 0, 0ULL }, "argument 1 (param params_out) takes u64, got number 1.5")
+    fails({ o, 1, 2, 3, "123456789012", 0, 2.5, 0, 0, 0ULL }, "argument 7 (param p_s32) takes s32, got number 2.5")
+    fails({ o, 1, 2, 3, "123456789012", 0, 0, 0, foreign.f64(1), 0ULL }, "argument 9 (param p_b32) takes b32, got a f64 value")
+    fails({ o, 1, 2, 3, "1234", 0, 0, 0, 0, 0ULL }, "argument 5 (param p_arr) takes 12 bytes, got a string of 4")
+    fails({}, "grid[1] must be a positive integer", 0)
+  end)
+
+  it("reports launch failures from the device with the entry's name", function()
+    local mod = pyptx.load_ptx(PARAMS_PTX)
+    local ok, err = pcall(mod.params, { grid = 1, block = 1, device = emu(),
+                                        args = { 0ULL, 1, 2, 3, "123456789012", 0, 0, 0, 0, 0ULL } })
+    assert.is_false(ok)
+    assert.matches("launching entry params", err, 1, true)
+  end)
+end)
