@@ -326,6 +326,45 @@ describe("the emulator's TMA copies", function()
     end
   end)
 
+  it("multicasts a box to every CTA of a cluster, completing on each CTA's barrier", function()
+    local k = kernel "mcast" { arch = "sm_90a", in_specs = { Tile(32, 32, f32) }, out_specs = { Tile(2, 32 * 32, f32) },
+      block = { 128 }, grid = { 2, 1, 1 }, cluster = { 2, 1, 1 },
+      function(A, Out)
+        local s = smem.alloc(f32, 1024, { align = 1024 })
+        local bar = smem.mbarrier(1)
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local rank = ptx.cluster.ctarank()
+        ptx.if_(tid:eq(0), function()
+          ptx.mbarrier.init(bar[0], 1)
+          ptx.fence.mbarrier_init()
+        end)
+        ptx.cluster.sync()
+        ptx.if_(tid:eq(0), function()
+          local d = A:tma_desc { box = { 16, 32 } }
+          ptx.mbarrier.arrive_expect_tx(bar[0], 2 * d.bytes)      -- both halves land here
+          local mask = reg.scalar(T.u16, 3)
+          ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(s:base() + rank * d.bytes), src = d,
+            coord = { reg.scalar(u32, 0), rank * 16 }, mbar = bar[0], multicast = mask }
+        end)
+        ptx.mbarrier.wait(bar[0], 0)
+        local po = ptx.global_ptrs(Out) + (rank * 1024):mul_wide(4)
+        for i = 0, 7 do
+          local e = tid + i * 128
+          local v = reg.scalar(f32)
+          ptx.inst.ld.shared.f32(v, ptx.addr(s:base() + e * 4))
+          ptx.inst.st.global.f32(ptx.addr(po + e:mul_wide(4)), v)
+        end
+        ptx.cluster.sync()
+        ptx.ret()
+      end }
+    assert_ptxas(k)
+    local a = tensor.rand({ 32, 32 }, f32)
+    local av, out = a:values(), k(a):values()
+    for r = 0, 1 do
+      for i = 1, 1024 do assert.are.equal(av[i], out[r * 1024 + i]) end
+    end
+  end)
+
   it("reports a wait on the wrong mbarrier parity as a deadlock at its Lua line", function()
     local line
     local k = kernel "parity" { arch = "sm_90a", in_specs = { Tile(32, 32, f32) }, out_specs = {}, block = { 64 },

@@ -95,6 +95,83 @@ describe("pyptx.hopper wrappers", function()
     assert.are.same({ 16, 0 }, { ptx.wgmma.coord(32, 0) })
   end)
 
+  it("cover every input family: f16 (f16 accumulators), tf32 k8, fp8 k32, s8/u8 k32", function()
+    local k2 = kernel "fams" { arch = "sm_90a", block = { 128 },
+      function()
+        local d = reg.scalar(T.u64, 0)
+        local f32acc, f16acc, s32acc = reg.array(f32, 32), reg.array(T.b32, 16), reg.array(T.s32, 32)
+        local ar = reg.array(T.b32, 4)
+        for i = 0, 3 do ptx.mov(ar[i], 0) end
+        for i = 0, 31 do ptx.mov(f32acc[i], ptx.imm(f32, 0)); ptx.mov(s32acc[i], 0) end
+        for i = 0, 15 do ptx.mov(f16acc[i], 0) end
+        ptx.wgmma.fence()
+        ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = f16acc, a = d, b = d, atype = f16, dtype = f16 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = f32acc, a = d, b = d, atype = T.tf32 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = f32acc, a = ar, b = d, atype = T.tf32 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = f32acc, a = d, b = d, atype = T.e4m3, btype = T.e5m2 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = f16acc, a = d, b = d, atype = T.e5m2, dtype = f16 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = s32acc, a = d, b = d, atype = T.s8 }
+        ptx.wgmma.mma_async { shape = { 64, 64 }, d = s32acc, a = ar, b = d, atype = T.u8, satfinite = true }
+        ptx.wgmma.commit_group()
+        ptx.wgmma.wait_group(0)
+        ptx.ret()
+      end }
+    local text = k2:ptx()
+    for _, want in ipairs {
+      "m64n64k16.f16.f16.f16", "m64n64k8.f32.tf32.tf32", "m64n64k32.f32.e4m3.e5m2", "m64n64k32.f16.e5m2.e5m2",
+      "m64n64k32.s32.s8.s8", "m64n64k32.satfinite.s32.u8.u8",
+    } do assert.truthy(text:find("wgmma.mma_async.sync.aligned." .. want, 1, true), want) end
+    assert_ptxas(k2)
+    local ok, err = pcall(function()
+      kernel "bad_acc" { arch = "sm_90a", block = { 128 }, function()
+        ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.b32, 2), a = 0, b = 0, atype = bf16, dtype = f16 }
+      end }:ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches("bf16 inputs cannot accumulate in f16", err, 1, true)
+    ok, err = pcall(function()
+      kernel "mixed" { arch = "sm_90a", block = { 128 }, function()
+        ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = T.s8, btype = T.u8 }
+      end }:ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches("mixed integer inputs (.s8.u8) need PTX ISA 8.4", err, 1, true)
+    local k3 = kernel "mixed84" { arch = "sm_90a", version = "8.4", block = { 128 }, function()
+      local acc = reg.array(T.s32, 4)
+      for i = 0, 3 do ptx.mov(acc[i], 0) end
+      ptx.wgmma.mma_async { shape = { 64, 8 }, d = acc, a = reg.scalar(T.u64, 0), b = reg.scalar(T.u64, 0), atype = T.s8, btype = T.u8 }
+      ptx.ret()
+    end }
+    assert_ptxas(k3)
+  end)
+
+  it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
+    local function err_of(body)
+      local ok, err = pcall(function() kernel "raw" { arch = "sm_90a", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local e = err_of(function()
+      local acc, d = reg.array(f32, 8), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3],
+        acc[4], acc[5], acc[6], acc[7] }, d, d, 1, 1, 1, 0, 0)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16: operand 1 (d) "
+      .. "must be a vector of 16 registers, got 8", e, 1, true)
+    e = err_of(function()
+      local acc, d = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      ptx.inst("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3] }, d, d, 1, 2, 1, 0, 0)
+    end)
+    assert.matches("operand 5 (imm-scale) must be the immediate 1 or -1", e, 1, true)
+    e = err_of(function()
+      local s, bar, c, d = smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(u32, 0), reg.scalar(T.u64, 0)
+      ptx.inst("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", s[0],
+        setmetatable({ base = d, list = { c, c } }, require("pyptx.async").Bracket), bar[0])
+    end)
+    assert.matches("the tensor coordinates list 2 value(s); .3d takes 3", e, 1, true)
+  end)
+
   it("report bad shapes at the caller's line", function()
     local line
     local ok, err = pcall(function()
@@ -331,6 +408,18 @@ describe("examples/hopper/gemm.lua", function()
     local ok, report = gemm.check(128, 128, 512, { STAGES = 2 })
     assert(ok, report.message)
     ok, report = gemm.check(256, 128, 192, { STAGES = 3, BN = 64 })
+    assert(ok, report.message)
+  end)
+
+  it("matches with a persistent grid walking the tiles (ring position carried across tiles)", function()
+    assert_ptxas(gemm.build(4096, 4096, 4096, { PERSISTENT = 132 }))
+    local ok, report = gemm.check(384, 256, 192, { STAGES = 2, PERSISTENT = 4 })
+    assert(ok, report.message)
+  end)
+
+  it("matches with clusters of 2 CTAs sharing A through TMA multicast and remote releases", function()
+    assert_ptxas(gemm.build(4096, 4096, 4096, { CLUSTER = 2 }))
+    local ok, report = gemm.check(256, 512, 384, { STAGES = 2, CLUSTER = 2 })
     assert(ok, report.message)
   end)
 end)

@@ -1006,6 +1006,87 @@ static int check_matrix(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 
 /* ================================================ end of matrix instructions */
 
+/* ============================================ Hopper: TMA copies and wgmma */
+
+/* The integer value of an immediate operand, or 0 with *ok cleared. */
+static int64_t hp_imm(const lpx_operand *o, int *ok)
+{
+  if (o->kind == LPX_OPD_NUM && o->fval == floor(o->fval)) return (int64_t)o->fval;
+  if (o->kind == LPX_OPD_IMM || o->kind == LPX_OPD_INT) return o->ival;
+  *ok = 0;
+  return 0;
+}
+
+/* cp.async.bulk.tensor.<N>d / prefetch / reduce: the coordinate list inside
+ * [tensorMap, {c...}] has exactly N entries. */
+static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
+{
+  const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
+  if (!t || !isdigit((unsigned char)t[8]) || t[9] != 'd') return 0;
+  int rank = t[8] - '0';
+  if (rank < 1 || rank > 5) return lpx_fail(v->m->ctx, "%s: TMA tensors have 1 to 5 dimensions", text);
+  for (uint32_t i = 0; i + 2 < nops; i++) {
+    if (ops[i].kind != LPX_OPD_BRACKET) continue;
+    const lpx_operand *list = &ops[i + 2];
+    if (list->kind != LPX_OPD_VEC || ops[i].aux != 2)
+      return lpx_fail(v->m->ctx, "%s: the tensor operand must be [tensorMap, {coordinates}]", text);
+    if (list->aux != rank)
+      return lpx_fail(v->m->ctx, "%s: the tensor coordinates list %d value(s); .%dd takes %d", text, list->aux, rank, rank);
+    return 0;
+  }
+  return lpx_fail(v->m->ctx, "%s: needs a [tensorMap, {coordinates}] operand", text);
+}
+
+/* wgmma.mma_async with f16/bf16 inputs: m64nNk16, the accumulator vector,
+ * A (a 64-bit descriptor or 4 .b32 registers), the B descriptor and the
+ * immediates (scale-a/-b: 1 or -1; trans: 0 or 1). Other input types pass. */
+static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
+{
+  const char *text = v->form->info.text;
+  unsigned mm = 0, nn = 0, kk = 0;
+  const char *sh = strstr(text, ".m64n");
+  if (!sh || sscanf(sh, ".m%un%uk%u", &mm, &nn, &kk) != 3 || nn < 8 || nn > 256 || nn % 8)
+    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8", text);
+  int f16in = strstr(text, ".f16.f16") || strstr(text, ".bf16.bf16");
+  if (!f16in) return 0;
+  if (kk != 16) return lpx_fail(v->m->ctx, "%s: f16/bf16 wgmma is k16, not k%u", text, kk);
+  int f16acc = strstr(sh, "k16.f16.") != NULL;
+  int areg = count > 1 && ops[starts[1]].kind == LPX_OPD_VEC;
+  int want = areg ? 7 : 8;
+  if (count != want)
+    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc, scale-d, imm-scale-a, imm-scale-b, %s; got %d", text,
+                    want, areg ? "{a}" : "a-desc", areg ? "imm-trans-b" : "imm-trans-a, imm-trans-b", count);
+  if (mx_vector(v, ops, starts, 0, f16acc ? (int)nn / 4 : (int)nn / 2, 32, f16acc ? 'B' : 'F', "d")) return -1;
+  if (areg && mx_vector(v, ops, starts, 1, 4, 32, 'B', "a")) return -1;
+  for (int k = areg ? 2 : 1; k <= 2; k++) {
+    const lpx_operand *o = &ops[starts[k]];
+    v->pos = k + 1;
+    if (o->kind == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && lpx_types[v->f->reg_type[o->id]].bits != 64)
+      return opfail(v, "(a matrix descriptor) must be a 64-bit register");
+  }
+  for (int k = 4; k < count; k++) {
+    int ok = 1;
+    int64_t x = hp_imm(&ops[starts[k]], &ok);
+    int scale = k < 6;
+    v->pos = k + 1;
+    if (!ok || (scale ? (x != 1 && x != -1) : (x != 0 && x != 1)))
+      return opfail(v, scale ? "(imm-scale) must be the immediate 1 or -1" : "(imm-trans) must be the immediate 0 or 1");
+  }
+  return 0;
+}
+
+/* Dispatch for the Hopper rows; 0 for other instructions. */
+static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *starts, int count)
+{
+  switch (v->form->info.op) {
+  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: return hp_tensor(v, ops, nops);
+  case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
+  default: return 0;
+  }
+}
+
+/* ======================================= end of Hopper: TMA copies and wgmma */
+
 /* Validate an instruction's operands; untyped numbers get their type here. */
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops)
 {
@@ -1021,6 +1102,7 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
   if (tc <= 0) return tc;
   v.relaxed = op == LPX_OP_LD || op == LPX_OP_ST || op == LPX_OP_LDU || op == LPX_OP_CVT;
   if (op >= 0 && count <= 64 && check_matrix(&v, ops, starts, count)) return -1;
+  if (op >= 0 && count <= 64 && check_hopper(&v, ops, (uint32_t)nops, starts, count)) return -1;
   if (sig[0] == '*') {
     for (int k = 0; k < count && k < 64; k++) {
       lpx_operand *o = &ops[starts[k]];

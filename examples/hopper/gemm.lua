@@ -17,6 +17,20 @@
 -- empty[s], which a fresh barrier reports as completed).
 -- Accumulators (BN/2 f32 per thread) go to C in wgmma's fragment layout.
 --
+-- With CLUSTER = 2 (opts.CLUSTER), pairs of CTAs along N form a cluster that
+-- shares the A tile: each CTA's producer loads half of A's rows and
+-- multicasts them to both CTAs (TMA .multicast::cluster), so full[s] in
+-- each CTA still expects the whole A + B stage. A stage can be refilled
+-- only when the consumers of both CTAs have released it: every consumer
+-- warp arrives on empty[s] of both CTAs (mapa + a remote arrive), which
+-- expects 16. The CTAs meet at a cluster barrier after init and before exit.
+--
+-- With PERSISTENT = P (opts.PERSISTENT), the grid is P CTAs that walk the
+-- output tiles t = ctaid.x, ctaid.x + P, ... (row-major over the tile
+-- grid); the ring's iteration counter runs on across tiles, so the
+-- producer prefetches the next tile's k-blocks while the consumers store
+-- the previous tile's accumulators.
+--
 -- Shape rules: M % BM == 0, N % BN == 0, K % BK == 0, BK == 64 (one
 -- 128-byte swizzled row per tile row), BM == 128, BN in {64, 128, 256}.
 local pyptx = require "pyptx"
@@ -35,23 +49,30 @@ function M.shape_error(Md, N, K, o)
     return ("M %% BM, N %% BN and K %% BK must be 0; got %dx%dx%d with %dx%dx%d"):format(Md, N, K, o.BM, o.BN, o.BK)
   end
   if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
+  if o.CLUSTER ~= 1 and o.CLUSTER ~= 2 then return "CLUSTER must be 1 or 2" end
+  if (N / o.BN) % o.CLUSTER ~= 0 then return "N / BN must be a multiple of CLUSTER" end
+  if o.PERSISTENT and (o.PERSISTENT < 1 or o.CLUSTER > 1) then return "PERSISTENT must be >= 1 (and CLUSTER 1)" end
   return nil
 end
 
---- The GEMM kernel for (M, N, K); opts: BN (128), STAGES (4).
+--- The GEMM kernel for (M, N, K); opts: BN (128), STAGES (4), CLUSTER (1),
+-- PERSISTENT (nil: one CTA per tile; P: P CTAs looping over the tiles).
 function M.build(Md, N, K, opts)
   opts = opts or {}
-  local o = { BM = 128, BN = opts.BN or 128, BK = 64, STAGES = opts.STAGES or 4 }
+  local o = { BM = 128, BN = opts.BN or 128, BK = 64, STAGES = opts.STAGES or 4, CLUSTER = opts.CLUSTER or 1,
+    PERSISTENT = opts.PERSISTENT }
   local err = M.shape_error(Md, N, K, o)
   if err then error("hopper gemm: " .. err, 2) end
-  local BM, BN, BK, S = o.BM, o.BN, o.BK, o.STAGES
+  local BM, BN, BK, S, CL = o.BM, o.BN, o.BK, o.STAGES, o.CLUSTER
+  local AROWS = BM / CL                                    -- rows of A each CTA loads (and multicasts)
   local KT = K / BK
   local A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2
+  local P, TN, TILES = o.PERSISTENT, N / BN, (Md / BM) * (N / BN)
   return kernel "hopper_gemm" {
     arch = "sm_90a",
     in_specs = { Tile(Md, K, bf16), Tile(N, K, bf16) },
     out_specs = { Tile(Md, N, f32) },
-    grid = { N / BN, Md / BM, 1 },
+    grid = P and { P, 1, 1 } or { N / BN, Md / BM, 1 }, cluster = { CL, 1, 1 },
     block = { 384, 1, 1 }, maxnreg = 168,
     function(A, B, C)
       local sA = smem.wgmma_tile(bf16, { S * BM, BK })     -- stage s: rows s*BM.. (8 KB atoms)
@@ -59,21 +80,30 @@ function M.build(Md, N, K, opts)
       local full, empty = smem.mbarrier(S), smem.mbarrier(S)
       local tid = reg.from(ptx.special.tid.x(), u32)
       local wg = tid:shr(7)
-      local m0 = reg.from(ptx.special.ctaid.y(), u32) * BM
-      local n0 = reg.from(ptx.special.ctaid.x(), u32) * BN
+      local rank = CL > 1 and ptx.cluster.ctarank() or nil
 
       ptx.if_(tid:eq(0), function()
         for s = 0, S - 1 do
           ptx.mbarrier.init(full[s], 1)
-          ptx.mbarrier.init(empty[s], 8)      -- one arrival per consumer warp
+          ptx.mbarrier.init(empty[s], 8 * CL)  -- one arrival per consumer warp (of every CTA of the cluster)
         end
         ptx.fence.mbarrier_init()
       end)
-      ptx.bar_sync(0)
+      if CL > 1 then ptx.cluster.sync() else ptx.bar_sync(0) end
 
       --- Stage s of iteration i: its index and phase parity (registers).
       local function stage_of(i)
         return i % S, (i / S):band(1)
+      end
+
+      --- body(m0, n0) for this CTA's tile, or for each tile it owns when persistent.
+      local function over_tiles(body)
+        if not P then
+          return body(reg.from(ptx.special.ctaid.y(), u32) * BM, reg.from(ptx.special.ctaid.x(), u32) * BN)
+        end
+        ptx.range(reg.from(ptx.special.ctaid.x(), u32), TILES, P, function(t)
+          body((t / TN) * BM, (t % TN) * BN)
+        end)
       end
 
       local producer = function()
@@ -81,30 +111,44 @@ function M.build(Md, N, K, opts)
         ptx.if_(tid:eq(0), function()
           local a_base, b_base = sA:base(), sB:base()
           local full_base, empty_base = full:base(), empty:base()
-          ptx.range(0, KT, 1, function(i)
-            local s, ph = stage_of(i)
+          local it = reg.scalar(u32, 0)             -- k-blocks issued so far (the ring position)
+          over_tiles(function(m0, n0) ptx.range(0, KT, 1, function(i)
+            local s, ph = stage_of(it)
+            ptx.inst.add.u32(it, it, 1)
             ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
             local fb = ptx.addr(full_base + s * 8)
             ptx.mbarrier.arrive_expect_tx(fb, A_STAGE + B_STAGE)
             local k0 = i * BK
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
-              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+            if CL > 1 then                        -- my half of A's rows, to every CTA of the cluster
+              ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE + rank * (AROWS * BK * 2)),
+                coord = { k0, m0 + rank * AROWS }, mbar = fb, multicast = reg.scalar(T.u16, 2 ^ CL - 1),
+                src = A:tma_desc{ box = { AROWS, BK }, swizzle = "128B" } }
+            else
+              ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
+                src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+            end
             ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(b_base + s * B_STAGE), coord = { k0, n0 }, mbar = fb,
               src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
-          end)
+          end) end)
         end)
       end
 
       local consumer = function()
         ptx.setmaxnreg.inc(232)
-        local acc = ptx.wgmma.fragments(BN, true)
+        local acc = ptx.wgmma.fragments(BN, not P)
         local cw = wg - 1                                   -- consumer 0 or 1: rows 64*cw..
         local a_base = sA:base() + cw * (64 * BK * 2)
         local b_base = sB:base()
         local full_base, empty_base = full:base(), empty:base()
         local leader = (tid % 32):eq(0)
-        ptx.range(0, KT, 1, function(i)
-          local s, ph = stage_of(i)
+        local peer_empty = {}                     -- empty[0] in each CTA of the cluster (shared::cluster)
+        for r = 0, CL - 1 do peer_empty[r] = CL > 1 and ptx.cluster.mapa(empty_base, r) or nil end
+        local it = reg.scalar(u32, 0)               -- k-blocks consumed so far
+        over_tiles(function(m0, n0)
+        if P then for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end end
+        ptx.range(0, KT, 1, function()
+          local s, ph = stage_of(it)
+          ptx.inst.add.u32(it, it, 1)
           ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
           local da = ptx.wgmma.desc(a_base + s * A_STAGE, { layout = sA.layout, lbo = sA.lbo, sbo = sA.sbo })
           local db = ptx.wgmma.desc(b_base + s * B_STAGE, { layout = sB.layout, lbo = sB.lbo, sbo = sB.sbo })
@@ -116,7 +160,11 @@ function M.build(Md, N, K, opts)
           end
           ptx.wgmma.commit_group()
           ptx.wgmma.wait_group(0)
-          ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+          if CL > 1 then
+            for r = 0, CL - 1 do ptx.at(leader).mbarrier.arrive_remote(ptx.addr(peer_empty[r] + s * 8)) end
+          else
+            ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+          end
         end)
         -- epilogue: register 4*nb + 2*h + j holds row 16*warp + lane/4 + 8h, col 8*nb + 2*(lane%4) + j
         local lane = tid % 32
@@ -129,9 +177,11 @@ function M.build(Md, N, K, opts)
             ptx.st.global(ptx.addr(p, (8 * h * N + 8 * nb) * 4), { acc[4 * nb + 2 * h], acc[4 * nb + 2 * h + 1] })
           end
         end
+        end)
       end
 
       ptx.if_(wg:eq(0), producer, consumer)
+      if CL > 1 then ptx.cluster.sync() end       -- no CTA leaves while a peer may still write into it
       ptx.ret()
     end,
   }
@@ -188,15 +238,16 @@ end
 
 M.kernels = { M.build(4096, 4096, 4096) }
 
---- `luaptx run examples/hopper/gemm.lua [M N K [STAGES]] [--summary]`:
+--- `luaptx run examples/hopper/gemm.lua [M N K [STAGES [CLUSTER [PERSISTENT]]]] [--summary]`:
 -- run at 256x256x128 by default and check against the CPU reference.
 function M.main(args)
   args = args or {}
   if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
   local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
-  local opts = { STAGES = tonumber(args[4]) or 4 }
+  local opts = { STAGES = tonumber(args[4]) or 4, CLUSTER = tonumber(args[5]) or 1, PERSISTENT = tonumber(args[6]) }
   local ok, report = M.check(Md, N, K, opts)
-  return require("pyptx.check").report(("hopper gemm(%d, %d, %d, %d stages)"):format(Md, N, K, opts.STAGES), ok, report)
+  return require("pyptx.check").report(("hopper gemm(%d, %d, %d, %d stages, cluster %d%s)"):format(Md, N, K, opts.STAGES,
+    opts.CLUSTER, opts.PERSISTENT and (", persistent " .. opts.PERSISTENT) or ""), ok, report)
 end
 
 return M

@@ -130,41 +130,82 @@ function wgmma.commit_group() return emit("wgmma.commit_group.sync.aligned") end
 --- wgmma.wait_group.sync.aligned n.
 function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0) end
 
-local ATYPES = { f16 = true, bf16 = true }
+-- Input families: K per instruction, the accumulator types allowed, and
+-- which immediates follow scale-d (scale-a/b, trans-a/b).
+local FAMILY = {
+  f16 = { k = 16, acc = { f32 = true, f16 = true }, scale = true, trans = true },
+  bf16 = { k = 16, acc = { f32 = true }, scale = true, trans = true },
+  tf32 = { k = 8, acc = { f32 = true }, scale = true },
+  e4m3 = { k = 32, acc = { f32 = true, f16 = true }, scale = true, fp8 = true },
+  e5m2 = { k = 32, acc = { f32 = true, f16 = true }, scale = true, fp8 = true },
+  s8 = { k = 32, acc = { s32 = true }, int = true }, u8 = { k = 32, acc = { s32 = true }, int = true },
+}
+M.FAMILY = FAMILY
 
---- wgmma.mma_async.sync.aligned.m64nNk16.f32.<a>.<b> d, a-desc, b-desc,
--- scale-d, scale-a, scale-b, trans-a, trans-b. opts: shape {64, N, 16} or
--- "m64nNk16", d (N/2 f32 registers), a, b (u64 descriptors), atype (f16 /
--- bf16), scale_d (0/1 or a predicate; default 1), scale_a/scale_b (1/-1),
--- trans_a/trans_b (0/1). a may instead list four .b32 registers (A from
--- registers in the wgmma.a_coord layout; the form then has no trans-a).
-function wgmma.mma_async(opts)
-  local shape = opts.shape or "m64n64k16"
-  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3]) end
-  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
-  m, n, k = tonumber(m), tonumber(n), tonumber(k)
-  if m ~= 64 or k ~= 16 or not n or n < 8 or n > 256 or n % 8 ~= 0 then
-    fail("wgmma.mma_async: shape must be m64nNk16 with N = 8..256, a multiple of 8; got " .. tostring(shape))
+--- The accumulator registers of opts.d as a list of `count`.
+local function acc_list(d, count, shape)
+  if type(d) ~= "table" then fail("wgmma.mma_async: d must list the accumulator registers") end
+  local list, base = {}, d[0] ~= nil and 0 or 1
+  for i = 1, count do list[i] = d[i - 1 + base] end
+  if #list ~= count then fail(("wgmma.mma_async: %s needs %d accumulator registers, got %d"):format(shape, count, #list)) end
+  return list
+end
+
+--- The A operand: a descriptor, or the register list (A from registers).
+local function a_operand(a, nregs)
+  if type(a) == "table" and not reg.is(a) then
+    local regs = a[0] ~= nil and {} or a
+    if a[0] ~= nil then for i = 0, nregs - 1 do regs[i + 1] = a[i] end end
+    if #regs ~= nregs then fail(("wgmma.mma_async: A from registers takes %d .b32 registers, got %d"):format(nregs, #regs)) end
+    return regs, true
   end
+  return a, false
+end
+
+--- wgmma.mma_async.sync.aligned.m64nNk<K>.<d>.<a>.<b> d, a, b-desc, scale-d
+-- {, imm-scale-a, imm-scale-b {, imm-trans-a, imm-trans-b}}. opts: shape
+-- ({64, N, K} or "m64nNkK"; K defaults from the type), d (accumulators: N/2
+-- f32/s32 or N/4 packed f16x2 registers), a (u64 descriptor, or the A
+-- registers), b (u64 descriptor), atype/btype (f16, bf16, tf32, e4m3, e5m2,
+-- s8, u8), dtype (f32 default; f16; s32 for integers), scale_d (0/1 or a
+-- predicate; default 1), scale_a/scale_b (1/-1), trans_a/trans_b (0/1, f16
+-- and bf16 only), satfinite (integers).
+function wgmma.mma_async(opts)
   local at = opts.atype or types.bf16
   local bt = opts.btype or at
-  if not ATYPES[at.name] or bt ~= at then fail("wgmma.mma_async: atype/btype must both be f16 or bf16") end
-  local d = opts.d
-  if type(d) ~= "table" then fail("wgmma.mma_async: d must list the accumulator registers") end
-  local list = {}
-  for i = 1, n / 2 do list[i] = d[i - 1 + (d[0] ~= nil and 0 or 1)] end
-  if #list ~= n / 2 then fail(("wgmma.mma_async: %s needs %d f32 accumulator registers, got %d"):format(shape, n / 2, #list)) end
-  if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b descriptors are required") end
+  local fam = FAMILY[at.name]
+  if not fam or not FAMILY[bt.name] or (FAMILY[bt.name].k ~= fam.k) or (not fam.fp8 and not fam.int and bt ~= at) then
+    fail("wgmma.mma_async: atype/btype must be f16, bf16, tf32, e4m3/e5m2 or s8/u8 pairs; got "
+      .. tostring(at.name) .. "/" .. tostring(bt.name))
+  end
+  local shape = opts.shape or ("m64n64k" .. fam.k)
+  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fam.k) end
+  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
+  m, n, k = tonumber(m), tonumber(n), tonumber(k)
+  if m ~= 64 or k ~= fam.k or not n or n < 8 or n > 256 or n % 8 ~= 0 then
+    fail(("wgmma.mma_async: shape must be m64nNk%d for %s with N = 8..256, a multiple of 8; got %s")
+      :format(fam.k, at.name, tostring(shape)))
+  end
+  local dt = opts.dtype or (fam.int and types.s32 or types.f32)
+  if not fam.acc[dt.name] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(at.name, dt.name)) end
+  local list = acc_list(opts.d, dt == types.f16 and n / 4 or n / 2, shape)
+  if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
+  local a, areg = a_operand(opts.a, 4)
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
-  local op = ("wgmma.mma_async.sync.aligned.%s.f32.%s.%s"):format(shape, at.name, bt.name)
-  if type(opts.a) == "table" and not reg.is(opts.a) then        -- A from four .b32 registers: no trans-a
-    local a = opts.a
-    local regs = a[0] ~= nil and { a[0], a[1], a[2], a[3] } or a
-    if #regs ~= 4 then fail("wgmma.mma_async: A from registers takes 4 .b32 registers, got " .. #regs) end
-    return emit(op, list, regs, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_b or 0)
+  local op = ("wgmma.mma_async.sync.aligned.%s%s.%s.%s.%s"):format(shape, (fam.int and opts.satfinite) and ".satfinite" or "",
+    dt.name, at.name, bt.name)
+  if fam.int then
+    local t = trace.need("ptx.wgmma.mma_async")
+    if at ~= bt and t.version < 84 then
+      fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d (version = \"8.4\")")
+        :format(at.name, bt.name, math.floor(t.version / 10), t.version % 10))
+    end
+    return emit(op, list, a, opts.b, sd)
   end
-  return emit(op, list, opts.a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_a or 0, opts.trans_b or 0)
+  if not fam.trans then return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1) end
+  if areg then return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_b or 0) end
+  return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_a or 0, opts.trans_b or 0)
 end
 
 --- The accumulator fragment layout of m64nNk16 (f32): register i of thread

@@ -35,12 +35,23 @@ static uint64_t pack(mbar b)
 /* Complete the phase when nothing is pending: flip parity, re-arm. A
  * completed phase orders memory like a barrier, so the race check starts
  * a new epoch. */
-static void settle(emu_warp *w, mbar *b)
+static void settle(emu_cta *c, mbar *b)
 {
   if (b->pending || b->tx || !b->expected) return;
   b->phase ^= 1;
   b->pending = b->expected;
-  w->cta->epoch++;
+  c->epoch++;
+}
+
+/* The CTA of the cluster whose shared memory holds the barrier word p. */
+static emu_cta *owner(emu_warp *w, const uint8_t *p)
+{
+  emu_cta *me = w->cta;
+  for (int i = 0; i < me->group_size; i++) {
+    emu_cta *c = &me->group[i];
+    if (p >= c->shared && p < c->shared + c->shared_size) return c;
+  }
+  return me;
 }
 
 /* ------------------------------------------------------------ addressing */
@@ -81,6 +92,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
   uint64_t word;
   memcpy(&word, p, 8);
   mbar b = unpack(word);
+  emu_cta *c = owner(w, p);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
   if (kind == MB_INIT) {
     if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
@@ -89,7 +101,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     b = (mbar){ 0, 0, 0, 0 };
   } else if (kind == MB_EXPECT || kind == MB_COMPLETE) {
     b.tx += kind == MB_EXPECT ? arg : -arg;
-    settle(w, &b);
+    settle(c, &b);
   } else if (kind == MB_ARRIVE || kind == MB_DROP) {
     int64_t count = in->mod[LPX_GB_EXPECT] ? 1 : arg;
     if (in->mod[LPX_GB_EXPECT]) b.tx += arg;
@@ -99,14 +111,14 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
     if (kind == MB_DROP) b.expected -= count;
-    settle(w, &b);
+    settle(c, &b);
   } else if (kind == MB_TEST || kind == MB_TRY) {
     int want = wait_parity(w, in, k, lane);
     *out = b.phase != want;                   /* the phase with that parity has completed */
   }
   uint64_t before = word;
   word = pack(b);
-  if (word != before) w->cta->mbar_gen++;
+  if (word != before) c->mbar_gen++;
   memcpy(p, &word, 8);
   return 0;
 }
