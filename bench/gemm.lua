@@ -1,0 +1,58 @@
+--- GEMM speed. On a GPU: TFLOP/s of the Hopper GEMM (examples/hopper/gemm.lua)
+-- at 4096^3 and 8192^3, median of timed launches with device events. Without
+-- one: the emulator's time for the small GEMMs (256x256x128) of the Ampere
+-- and Hopper examples, checked against their CPU references.
+-- usage: luaptx bench/gemm.lua [reps]
+local runtime = require "pyptx.runtime"
+local tensor = require "pyptx.tensor"
+local core = require "pyptx.core"
+local ffi = require "ffi"
+
+local reps = tonumber(arg and arg[1]) or 20
+local dev = runtime.device()
+
+--- Median of a list.
+local function median(xs)
+  table.sort(xs)
+  return xs[math.floor(#xs / 2) + 1]
+end
+
+if dev.kind ~= "cuda" then
+  print(("no GPU: emulator times on %s (each checked against its CPU reference)"):format(dev.name))
+  print(("%-28s %-16s %10s %12s"):format("kernel", "size", "ms", "max abs err"))
+  for _, e in ipairs { { "examples.ampere.gemm", "ampere gemm" }, { "examples.ampere.gemm_pipelined", "ampere pipelined" },
+                       { "examples.hopper.gemm", "hopper gemm (TMA+wgmma)" } } do
+    local m = require(e[1])
+    local times, err, ok = {}, 0, true
+    for r = 1, 3 do
+      local good, report = m.check(256, 256, 128)
+      ok = ok and good
+      times[r], err = report.ms, math.max(err, report.max_abs or 0)
+    end
+    print(("%-28s %-16s %10.1f %12.3g%s"):format(e[2], "256x256x128", median(times), err, ok and "" or "  MISMATCH"))
+  end
+  return
+end
+
+local gemm = require "examples.hopper.gemm"
+print(("device: %s"):format(dev.name))
+print(("%-10s %12s %12s"):format("size", "ms", "TFLOP/s"))
+for _, n in ipairs { 4096, 8192 } do
+  local k = gemm.build(n, n, n, { arch = "auto" })
+  local inputs = gemm.inputs(n, n, n, 1)
+  local args = {}
+  for i, a in ipairs(gemm.args(inputs)) do args[i] = tensor.from_table(a[1], a.dtype, a[2]) end
+  local launch = runtime.prepare(k, unpack(args))
+  for _ = 1, 3 do launch() end
+  local e0, e1, ms = ffi.new("int32_t[1]"), ffi.new("int32_t[1]"), ffi.new("double[1]")
+  local times = {}
+  for r = 1, reps do
+    core.device_event_record(dev.handle, e0)
+    launch()
+    core.device_event_record(dev.handle, e1)
+    core.device_event_elapsed(dev.handle, e0[0], e1[0], ms)
+    times[r] = ms[0]
+  end
+  local t = median(times)
+  print(("%-10s %12.3f %12.1f"):format(n .. "^3", t, 2 * n * n * n / (t * 1e-3) / 1e12))
+end
