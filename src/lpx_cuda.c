@@ -361,10 +361,22 @@ static int cuda_tma_encode(lpx_device *d, const struct lpx_tma_desc *t, void *ou
   return rc ? cu_fail(d, "cuTensorMapEncodeTiled", rc, "encoding a TMA tensor map") : 0;
 }
 
+typedef int (*replace_address_fn)(void *, void *);
+
+/* Patch the global address of an encoded tensor map in place. */
+static int cuda_tma_replace_address(lpx_device *d, void *map128, uint64_t address)
+{
+  replace_address_fn fn = (replace_address_fn)dlsym(DEV(d)->lib, "cuTensorMapReplaceAddress");
+  if (!fn) return lpx_fail(d->ctx, "the CUDA driver lacks cuTensorMapReplaceAddress (CUDA 12 or newer is needed for TMA)");
+  CUresult rc = fn(map128, (void *)(uintptr_t)address);
+  return rc ? cu_fail(d, "cuTensorMapReplaceAddress", rc, "patching a TMA tensor map") : 0;
+}
+
 static const lpx_device_vt cuda_vt = {
   "cuda", cuda_close, cuda_describe, cuda_set_option, cuda_get_option, cuda_alloc, cuda_free,
   cuda_upload, cuda_download, cuda_memset, cuda_load_ir, cuda_function, cuda_launch, cuda_sync, NULL,
   cuda_event_record, cuda_event_elapsed, cuda_graph_begin, cuda_graph_end, cuda_graph_launch, cuda_tma_encode,
+  cuda_tma_replace_address,
 };
 
 /* Open the CUDA device on d; -1 (reason in the context) without a driver or GPU. */

@@ -192,6 +192,16 @@ int32_t lpx_device_tma_encode(lpx_device *d, const struct lpx_tma_desc *desc, vo
   return d->vt->tma_encode(d, desc, out128);
 }
 
+/* Point an encoded tensor map at a new global address without encoding it
+ * again (the driver's cuTensorMapReplaceAddress). */
+int32_t lpx_device_tma_replace_address(lpx_device *d, void *map128, uint64_t address)
+{
+  if (!d->vt->tma_replace_address)
+    return lpx_fail(d->ctx, "tma_replace_address: the %s device has no driver tensor maps", d->vt->kind);
+  if (address % 16) return lpx_fail(d->ctx, "tma_replace_address: 0x%llx is not 16-byte aligned", (unsigned long long)address);
+  return d->vt->tma_replace_address(d, map128, address);
+}
+
 /* ------------------------------------------------------------- events */
 
 /* Host monotonic time in milliseconds. */

@@ -30,6 +30,7 @@ typedef struct lpx_device_vt {
   int (*graph_launch)(lpx_device *d, int32_t graph);
   /* Optional: encode a validated TMA description into the 128 launch bytes. */
   int (*tma_encode)(lpx_device *d, const struct lpx_tma_desc *desc, void *out128);
+  int (*tma_replace_address)(lpx_device *d, void *map128, uint64_t address);
 } lpx_device_vt;
 
 /* A launch recorded for replay (its parameters copied). */

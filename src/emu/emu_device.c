@@ -210,7 +210,7 @@ static const lpx_device_vt emu_vt = {
   emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
   NULL, NULL,         /* host-clock events: launches run to completion */
   NULL, NULL, NULL,   /* graphs: the dispatcher records and replays launches */
-  NULL,               /* TMA: pyptx.async packs the emulator's own encoding */
+  NULL, NULL,         /* TMA: pyptx.async packs the emulator's own encoding */
 };
 
 /* Open the emulator on a device object. */
