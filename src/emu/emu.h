@@ -68,6 +68,8 @@ struct emu_inst {
   int32_t srcs[6];     /* register slots read, for the uninitialised-read check */
   int32_t dsts[8];     /* register slots written */
   uint8_t ndsts;
+  uint16_t ndst_vec;   /* a destination vector longer than dsts (wgmma accumulators): */
+  uint32_t dst_vec;    /* its element count and its first element in emu_prog.ops */
   uint8_t nsrcs;
 };
 

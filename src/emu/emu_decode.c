@@ -277,6 +277,12 @@ static void collect_srcs(dec *d, emu_inst *in)
     uint32_t n = ops[k].kind == EO_VEC ? 1 + (uint32_t)ops[k].reg : 1;
     int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == 3;
     int is_dest = top == 0 && (red || !no_dest(in->op));
+    if (is_dest && ops[k].kind == EO_VEC && n - 1 > 8) {   /* too long for dsts: keep the span */
+      in->dst_vec = in->o + k + 1;
+      in->ndst_vec = (uint16_t)(n - 1);
+      k += n;
+      continue;
+    }
     for (uint32_t j = ops[k].kind == EO_VEC; j < n && k + j < in->nops; j++) {
       const emu_op *c = &ops[k + j];
       int reads = c->kind == EO_ADDR || (c->kind == EO_REG && !is_dest);

@@ -18,6 +18,14 @@
 
 /* ------------------------------------------------------------- messages */
 
+/* Mark every register of a long destination vector written for lanes m. */
+static void mark_vec_written(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  const emu_op *v = &w->p->ops[in->dst_vec];
+  for (uint32_t k = 0; k < in->ndst_vec; k++)
+    if (v[k].kind == EO_REG && v[k].reg >= 0 && v[k].reg < w->p->nregs) w->wr[v[k].reg] |= m;
+}
+
 /* "file:line: `instruction`" for a decoded instruction. */
 void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap)
 {
@@ -374,6 +382,7 @@ int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
     if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; continue; }
     if (m && (rc = in->fn(w, in, m))) break;
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
+    if (in->ndst_vec) mark_vec_written(w, in, m);
     if (++w->cur_pc >= w->other_min) flush(w);
   }
   w->steps += n;

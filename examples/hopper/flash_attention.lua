@@ -1,0 +1,323 @@
+--- Hopper FlashAttention-2 forward (full or causal):
+--   O[h, i, :] (f32) = sum_j softmax_j(Q[h, i, :] . K[h, j, :] / sqrt(D)) V[h, j, :]
+-- for H heads of L tokens, head dim D = 64, Q/K/V in bf16.
+--
+-- Layouts (row-major, heads stacked): Q and K are (H*L) x D, O is (H*L) x D
+-- (f32). V is passed transposed, Vt = (H*D) x L (head h's D rows of L
+-- tokens): O += P.V is a wgmma with B = V, and wgmma reads B K-major, K
+-- being the token dimension here. With V stored token-major a GPU kernel
+-- would set imm-trans-b = 1 instead; the CPU emulator runs K-major operands
+-- only (no imm-trans-b), so the example keeps V's transpose on the host.
+--
+-- A CTA of three warpgroups owns BM = 128 query rows of one head
+-- (grid L/128 x H), warp-specialized like examples/hopper/gemm.lua:
+--  * warpgroup 0, one thread: the TMA producer. It loads the CTA's Q tile
+--    (128 x 64, 128B swizzle) once on qbar, then walks the key/value
+--    blocks j (BN = 64 tokens): waits until ring stage s is empty, arms
+--    full[s] and issues the K block (64 tokens x D) and the Vt block
+--    (D x 64 tokens) as two TMA loads;
+--  * warpgroups 1 and 2 are consumers, 64 query rows each. Per block:
+--    S = Q.K^T with four wgmma m64n64k16 (A = Q, B = K through 128B-swizzled
+--    descriptors); the online softmax on S's fragments (each thread holds
+--    two rows, 16 values each: row max over the thread, then across the
+--    four lanes of the row with shfl.bfly; m_new = max(m, rowmax * c),
+--    p = 2^(s*c - m_new), alpha = 2^(m - m_new), l = l*alpha + rowsum(p),
+--    O *= alpha, with c = log2(e)/sqrt(D)); P converted to bf16x2 in
+--    registers, which the accumulator layout of m64n64 hands over as the
+--    A-from-registers fragments of four k16 steps unchanged; O += P.V with
+--    four wgmma m64n64k16 (A = P from registers, B = Vt's stage through a
+--    descriptor); then each consumer warp releases the stage.
+--  * at the end each row's l is summed over its four lanes and O / l goes
+--    to global memory from the accumulator fragments.
+--
+-- With opts.causal, query i sees keys j <= i: a CTA visits only the blocks
+-- left of its last query, and blocks that reach past a consumer's first
+-- query set S to -1e30 where the key is after the query (guarded movs).
+--
+-- Shape rules: D == 64, L % 128 == 0, H >= 1.
+local pyptx = require "pyptx"
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local T = pyptx.types
+local bf16, f32, u32, b32 = T.bf16, T.f32, T.u32, T.b32
+
+local M = {}
+
+local BM, BN = 128, 64                     -- query rows per CTA, key/value tokens per block
+
+--- Why (H, L, D, opts) breaks the shape rules, or nil.
+function M.shape_error(H, L, D, o)
+  if type(H) ~= "number" or H < 1 or H ~= math.floor(H) then return "H must be a positive integer" end
+  if D ~= 64 then return "D must be 64 (one 128-byte swizzled row of bf16 per tile row)" end
+  if type(L) ~= "number" or L < BM or L % BM ~= 0 then return "L % 128 == 0 (and L >= 128) is required" end
+  if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
+  return nil
+end
+
+--- The attention kernel for H heads of L tokens, head dim D; opts: STAGES (2),
+-- causal (false; true: query i attends to keys j <= i only).
+function M.build(H, L, D, opts)
+  opts = opts or {}
+  local o = { STAGES = opts.STAGES or 2, causal = opts.causal or false }
+  local err = M.shape_error(H, L, D, o)
+  if err then error("hopper flash attention: " .. err, 2) end
+  local S, NB = o.STAGES, L / BN
+  local Q_BYTES, KV_STAGE = BM * D * 2, BN * D * 2
+  local C = 1.4426950408889634 / math.sqrt(D)           -- log2(e) / sqrt(D): softmax in base 2
+  return kernel(o.causal and "hopper_flash_attention_causal" or "hopper_flash_attention") {
+    arch = "sm_90a",
+    in_specs = { Tile(H * L, D, bf16), Tile(H * L, D, bf16), Tile(H * D, L, bf16) },
+    out_specs = { Tile(H * L, D, f32) },
+    grid = { L / BM, H, 1 }, block = { 384, 1, 1 }, maxnreg = 168,
+    function(Q, K, Vt, O)
+      local sQ = smem.wgmma_tile(bf16, { BM, D })
+      local sK = smem.wgmma_tile(bf16, { S * BN, D })       -- stage s: tokens s*BN..
+      local sV = smem.wgmma_tile(bf16, { S * D, BN })       -- stage s: Vt rows (d) s*D..
+      local full, empty, qbar = smem.mbarrier(S), smem.mbarrier(S), smem.mbarrier(1)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local wg = tid:shr(7)
+      local head = reg.from(ptx.special.ctaid.y(), u32)
+      local qt = reg.from(ptx.special.ctaid.x(), u32) * BM            -- first query token of the CTA
+      local q0 = head * L + qt                                           -- its row in the stacked Q/O
+      -- key/value blocks to visit: all, or (causal) those left of the CTA's last query
+      local nblocks = o.causal and (qt + BM) / BN or NB
+
+      ptx.if_(tid:eq(0), function()
+        for s = 0, S - 1 do
+          ptx.mbarrier.init(full[s], 1)
+          ptx.mbarrier.init(empty[s], 8)       -- one arrival per consumer warp
+        end
+        ptx.mbarrier.init(qbar[0], 1)
+        ptx.fence.mbarrier_init()
+      end)
+      ptx.bar_sync(0)
+
+      --- Stage s of iteration i: its index and phase parity (registers).
+      local function stage_of(i)
+        return i % S, (i / S):band(1)
+      end
+
+      local producer = function()
+        ptx.setmaxnreg.dec(40)
+        ptx.if_(tid:eq(0), function()
+          local k_base, v_base = sK:base(), sV:base()
+          local full_base, empty_base = full:base(), empty:base()
+          ptx.mbarrier.arrive_expect_tx(qbar[0], Q_BYTES)
+          ptx.cp.async.bulk.tensor_2d{ dst = sQ[0], coord = { 0, q0 }, mbar = qbar[0],
+            src = Q:tma_desc{ box = { BM, D }, swizzle = "128B" } }
+          local kv0 = head * L
+          ptx.range(0, nblocks, 1, function(j)
+            local s, ph = stage_of(j)
+            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
+            local fb = ptx.addr(full_base + s * 8)
+            ptx.mbarrier.arrive_expect_tx(fb, 2 * KV_STAGE)
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(k_base + s * KV_STAGE), coord = { 0, kv0 + j * BN }, mbar = fb,
+              src = K:tma_desc{ box = { BN, D }, swizzle = "128B" } }
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(v_base + s * KV_STAGE), coord = { j * BN, head * D },
+              mbar = fb, src = Vt:tma_desc{ box = { D, BN }, swizzle = "128B" } }
+          end)
+        end)
+      end
+
+      local consumer = function()
+        ptx.setmaxnreg.inc(232)
+        local cw = wg - 1                                   -- consumer 0 or 1: query rows 64*cw..
+        -- S block: 64 x 64; every block's first wgmma has scale-d = 0, so it needs no zeroing.
+        local sacc = ptx.wgmma.fragments(BN)
+        local oacc = ptx.wgmma.fragments(D, true)            -- O: 64 x D
+        local pa = reg.array(b32, BN / 4)                    -- P in bf16x2: 4 registers per k16 step
+        local m, l = {}, {}                                  -- per thread row h (0: +0, 1: +8)
+        for h = 0, 1 do m[h], l[h] = reg.scalar(f32, -1e30), reg.scalar(f32, 0) end
+        local full_base, empty_base = full:base(), empty:base()
+        local dq = ptx.wgmma.desc(sQ:base() + cw * (64 * D * 2), { layout = sQ.layout, lbo = sQ.lbo, sbo = sQ.sbo })
+        local k_base, v_base = sK:base(), sV:base()
+        local leader = (tid % 32):eq(0)
+        ptx.mbarrier.wait(qbar[0], 0)
+        local lane = tid % 32
+        local rtok = qt + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)   -- this thread's first query token
+        ptx.range(0, nblocks, 1, function(j)
+          local s, ph = stage_of(j)
+          ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
+          -- S = Q . K^T
+          local dk = ptx.wgmma.desc(k_base + s * KV_STAGE, { layout = sK.layout, lbo = sK.lbo, sbo = sK.sbo })
+          ptx.wgmma.fence()
+          for kk = 0, D / 16 - 1 do
+            local step = sQ:k_offset(16 * kk) / 16
+            ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = sacc, atype = bf16, scale_d = kk == 0 and 0 or 1,
+              a = kk == 0 and dq or dq + step, b = kk == 0 and dk or dk + step }
+          end
+          ptx.wgmma.commit_group()
+          ptx.wgmma.wait_group(0)
+          if o.causal then                   -- blocks reaching past the warpgroup's first query: mask j > i
+            ptx.if_((j * BN + BN):gt(qt + cw * 64 + 1), function()
+              local ctok = j * BN + (lane % 4) * 2            -- key token of register 0
+              for h = 0, 1 do
+                local qtok = rtok + 8 * h
+                for nb = 0, BN / 8 - 1 do
+                  for jj = 0, 1 do
+                    local x = sacc[4 * nb + 2 * h + jj]
+                    ptx.at((ctok + (8 * nb + jj)):gt(qtok)).inst.mov.f32(x, -1e30)
+                  end
+                end
+              end
+            end)
+          end
+          -- online softmax: register 4*nb + 2*h + jj holds row +8h, column 8*nb + 2*(lane%4) + jj
+          for h = 0, 1 do
+            local mx = sacc[2 * h]:max(sacc[2 * h + 1])
+            for nb = 1, BN / 8 - 1 do mx = mx:max(sacc[4 * nb + 2 * h]):max(sacc[4 * nb + 2 * h + 1]) end
+            ptx.warp.reduce_max(mx, 4)                         -- the four lanes holding the row
+            local mnew = (mx * C):max(m[h])
+            local alpha = m[h] - mnew
+            ptx.inst.ex2.approx.ftz.f32(alpha, alpha)
+            ptx.mov(m[h], mnew)
+            local negm = -mnew
+            local sum = nil
+            for nb = 0, BN / 8 - 1 do
+              for jj = 0, 1 do
+                local x = sacc[4 * nb + 2 * h + jj]
+                ptx.inst.fma.rn.f32(x, x, C, negm)
+                ptx.inst.ex2.approx.ftz.f32(x, x)
+                sum = sum and sum + x or x + 0
+              end
+            end
+            ptx.inst.fma.rn.f32(l[h], l[h], alpha, sum)        -- this thread's part of the row sum
+            for nb = 0, D / 8 - 1 do
+              for jj = 0, 1 do
+                local y = oacc[4 * nb + 2 * h + jj]
+                ptx.inst.mul.f32(y, y, alpha)
+              end
+            end
+          end
+          -- P (f32 fragments) -> bf16x2 A registers: k16 step kk, register r = columns 16kk + 8(r/2), row +8(r%2)
+          for i = 0, BN / 4 - 1 do                              -- i = 4kk + r: nb = 2kk + r/2, h = r%2
+            local kk, r = math.floor(i / 4), i % 4
+            local base = 4 * (2 * kk + math.floor(r / 2)) + 2 * (r % 2)
+            ptx.inst.cvt.rn.bf16x2.f32(pa[i], sacc[base + 1], sacc[base])   -- high half: the odd column
+          end
+          -- O += P . V
+          local dv = ptx.wgmma.desc(v_base + s * KV_STAGE, { layout = sV.layout, lbo = sV.lbo, sbo = sV.sbo })
+          ptx.wgmma.fence()
+          for kk = 0, BN / 16 - 1 do
+            local step = sV:k_offset(16 * kk) / 16
+            ptx.wgmma.mma_async{ shape = { 64, D, 16 }, d = oacc, atype = bf16,
+              a = { pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3] }, b = kk == 0 and dv or dv + step }
+          end
+          ptx.wgmma.commit_group()
+          ptx.wgmma.wait_group(0)
+          ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+        end)
+        -- epilogue: O / l, f32, from the accumulator fragments
+        local row = q0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
+        local col = (lane % 4) * 2
+        local po = ptx.global_ptrs(O)
+        local p = po + (row * D + col):mul_wide(4)
+        for h = 0, 1 do
+          ptx.warp.reduce_sum(l[h], 4)
+          local inv = reg.scalar(f32)
+          ptx.inst.rcp.rn.f32(inv, l[h])
+          for nb = 0, D / 8 - 1 do
+            local a, b = oacc[4 * nb + 2 * h] * inv, oacc[4 * nb + 2 * h + 1] * inv
+            ptx.st.global(ptx.addr(p, (8 * h * D + 8 * nb) * 4), { a, b })
+          end
+        end
+      end
+
+      ptx.if_(wg:eq(0), producer, consumer)
+      ptx.ret()
+    end,
+  }
+end
+
+--- Round a number to bf16 (what the GPU reads).
+local function to_bf16(x)
+  local half = require "pyptx.half"
+  return half.from_bf16(half.to_bf16(x))
+end
+
+--- Random inputs: q, k in [-2, 2), v in [-1, 1), all (H*L) x D row-major.
+function M.inputs(H, L, D, seed)
+  math.randomseed(seed or 1)
+  local q, k, v = {}, {}, {}
+  for i = 1, H * L * D do q[i] = math.random() * 4 - 2 end
+  for i = 1, H * L * D do k[i] = math.random() * 4 - 2 end
+  for i = 1, H * L * D do v[i] = math.random() * 2 - 1 end
+  return { q = q, k = k, v = v, H = H, L = L, D = D }
+end
+
+--- CPU reference in double on the bf16-rounded inputs: softmax(Q K^T / sqrt(D)) V per head
+-- (inputs.causal: row i over keys 0..i).
+function M.reference(inputs)
+  local H, L, D, causal = inputs.H, inputs.L, inputs.D, inputs.causal
+  local q, k, v, out = {}, {}, {}, {}
+  for i = 1, H * L * D do q[i], k[i], v[i] = to_bf16(inputs.q[i]), to_bf16(inputs.k[i]), to_bf16(inputs.v[i]) end
+  local scale = 1 / math.sqrt(D)
+  local s = {}
+  for h = 0, H - 1 do
+    for i = 0, L - 1 do
+      local qo, mx, last = (h * L + i) * D, -math.huge, causal and i or L - 1
+      for j = 0, last do
+        local ko, acc = (h * L + j) * D, 0
+        for d = 1, D do acc = acc + q[qo + d] * k[ko + d] end
+        s[j] = acc * scale
+        if s[j] > mx then mx = s[j] end
+      end
+      local sum = 0
+      for j = 0, last do s[j] = math.exp(s[j] - mx); sum = sum + s[j] end
+      for d = 1, D do
+        local acc = 0
+        for j = 0, last do acc = acc + s[j] * v[(h * L + j) * D + d] end
+        out[qo + d] = acc / sum
+      end
+    end
+  end
+  return out
+end
+
+--- V transposed per head: Vt[h*D + d][j] = V[h*L + j][d].
+function M.transpose_v(v, H, L, D)
+  local vt = {}
+  for h = 0, H - 1 do
+    for j = 0, L - 1 do
+      for d = 0, D - 1 do vt[(h * D + d) * L + j + 1] = v[(h * L + j) * D + d + 1] end
+    end
+  end
+  return vt
+end
+
+--- The tensors a launch takes: Q, K ((H*L) x D) and Vt ((H*D) x L).
+function M.args(inputs)
+  local H, L, D = inputs.H, inputs.L, inputs.D
+  return { { inputs.q, { H * L, D }, dtype = bf16 }, { inputs.k, { H * L, D }, dtype = bf16 },
+    { M.transpose_v(inputs.v, H, L, D), { H * D, L }, dtype = bf16 } }
+end
+
+--- Per-element tolerance, bf16-sized: P is rounded to bf16 before P.V (relative
+-- 2^-9 per weight, so at most 2^-9 * max |v| on O / l) and exponentials use
+-- ex2.approx; the emulator's error is about 5e-4 (1.3e-3 causal, short rows).
+M.TOLERANCE = { atol = 2 ^ -8, rtol = 2 ^ -7 }
+
+--- Build, launch on fresh random inputs, compare every element.
+function M.check(H, L, D, opts)
+  local check = require "pyptx.check"
+  local k = M.build(H, L, D, opts)
+  local inputs = M.inputs(H, L, D, check.fresh_seed())
+  inputs.causal = opts and opts.causal
+  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.TOLERANCE }
+end
+
+-- The default (realistic) size: 16 heads of 4096 tokens, head dim 64.
+M.kernels = { M.build(16, 4096, 64), M.build(16, 4096, 64, { causal = true }) }
+
+--- `luaptx run examples/hopper/flash_attention.lua [H L [STAGES [causal]]] [--summary]`:
+-- run 2 heads of 256 tokens (D = 64) by default and check against the CPU reference.
+function M.main(args)
+  args = args or {}
+  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
+  local H, L, S = tonumber(args[1]) or 2, tonumber(args[2]) or 256, tonumber(args[3]) or 2
+  local causal = args[4] == "causal"
+  local ok, report = M.check(H, L, 64, { STAGES = S, causal = causal })
+  return require("pyptx.check").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
+    causal and ", causal" or ""), ok, report)
+end
+
+return M

@@ -1,0 +1,273 @@
+--- Hopper grouped GEMM for mixture-of-experts shapes: G groups, group g
+-- multiplies its own M_g rows of A by its own weight B_g:
+--   C[r, N] (f32) = A[r, K] (bf16) * B_g[N, K]^T (bf16)   for r in group g.
+-- A and C stack the groups' rows (group g starts at row off_g = M_0 + ... +
+-- M_{g-1}, as a token-sorted MoE batch does); B stacks the G weights (G*N
+-- rows of K, each K-major as a weight matrix usually is).
+--
+-- The structure of examples/hopper/gemm.lua: a CTA of three warpgroups,
+-- warpgroup 0 a TMA producer (one thread), warpgroups 1 and 2 wgmma
+-- consumers of 64 rows each, around a STAGES-deep full/empty mbarrier ring
+-- whose position runs on across tiles. The grid is persistent: P CTAs
+-- walk the (group, tile) pairs t = ctaid.x, ctaid.x + P, ... in order
+-- (group 0's tiles first, each group's tiles row-major over its
+-- ceil(M_g / BM) x N/BN grid). The scheduler finds a tile's group by
+-- comparing t with the groups' first tile indices (G - 1 setp + guarded
+-- movs, the group sizes being trace-time constants), then its rows and
+-- columns inside the group.
+--
+-- A group's row count need not be a multiple of BM: the last m-tile of a
+-- group loads a full BM-row box of A from row off_g + m0 (the rows past the
+-- group are the next group's or, past the end of A, TMA's zero fill), and
+-- the epilogue stores only the rows inside the group.
+--
+-- Shape rules: every M_g >= 1, N % BN == 0, K % 64 == 0, BN in {64, 128, 256}.
+local pyptx = require "pyptx"
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local T = pyptx.types
+local bf16, f32, u32 = T.bf16, T.f32, T.u32
+
+local M = {}
+
+--- Why (groups, N, K, opts) breaks the shape rules, or nil.
+function M.shape_error(groups, N, K, o)
+  if type(groups) ~= "table" or #groups < 1 then return "groups must list at least one group size" end
+  for g, m in ipairs(groups) do
+    if type(m) ~= "number" or m < 1 or m ~= math.floor(m) then
+      return ("group %d: M_g must be a positive integer, got %s"):format(g, tostring(m))
+    end
+  end
+  if o.BN ~= 64 and o.BN ~= 128 and o.BN ~= 256 then return "BN must be 64, 128 or 256" end
+  if N % o.BN ~= 0 or K % o.BK ~= 0 then
+    return ("N %% BN and K %% BK must be 0; got N = %d, K = %d with BN = %d, BK = %d"):format(N, K, o.BN, o.BK)
+  end
+  if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
+  if o.PERSISTENT ~= nil and o.PERSISTENT < 1 then return "PERSISTENT must be >= 1" end
+  return nil
+end
+
+--- The tile plan of a grouped GEMM: per group its first row, first tile and
+-- m-tile count; the total rows and tiles.
+function M.plan(groups, N, BM, BN)
+  local p, row, tile = { groups = {} }, 0, 0
+  for g, m in ipairs(groups) do
+    local mt = math.ceil(m / BM)
+    p.groups[g] = { rows = m, row0 = row, tile0 = tile, mtiles = mt }
+    row, tile = row + m, tile + mt * (N / BN)
+  end
+  p.rows, p.tiles = row, tile
+  return p
+end
+
+--- The grouped GEMM kernel for group sizes `groups` (a list of M_g), N, K;
+-- opts: BN (128), STAGES (4), PERSISTENT (CTAs; default min(tiles, 132)).
+function M.build(groups, N, K, opts)
+  opts = opts or {}
+  local o = { BM = 128, BN = opts.BN or 128, BK = 64, STAGES = opts.STAGES or 4, PERSISTENT = opts.PERSISTENT }
+  local err = M.shape_error(groups, N, K, o)
+  if err then error("hopper grouped gemm: " .. err, 2) end
+  local BM, BN, BK, S = o.BM, o.BN, o.BK, o.STAGES
+  local G, KT, TN = #groups, K / BK, N / BN
+  local plan = M.plan(groups, N, BM, BN)
+  local P = math.min(o.PERSISTENT or 132, plan.tiles)
+  local A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2
+  return kernel "hopper_grouped_gemm" {
+    arch = "sm_90a",
+    in_specs = { Tile(plan.rows, K, bf16), Tile(G * N, K, bf16) },
+    out_specs = { Tile(plan.rows, N, f32) },
+    grid = { P, 1, 1 }, block = { 384, 1, 1 }, maxnreg = 168,
+    function(A, B, C)
+      local sA = smem.wgmma_tile(bf16, { S * BM, BK })
+      local sB = smem.wgmma_tile(bf16, { S * BN, BK })
+      local full, empty = smem.mbarrier(S), smem.mbarrier(S)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local wg = tid:shr(7)
+
+      ptx.if_(tid:eq(0), function()
+        for s = 0, S - 1 do
+          ptx.mbarrier.init(full[s], 1)
+          ptx.mbarrier.init(empty[s], 8)       -- one arrival per consumer warp
+        end
+        ptx.fence.mbarrier_init()
+      end)
+      ptx.bar_sync(0)
+
+      --- Stage s of iteration i: its index and phase parity (registers).
+      local function stage_of(i)
+        return i % S, (i / S):band(1)
+      end
+
+      --- The tile scheduler: tile t -> first row of A/C (m0, in the stacked
+      -- rows), the row where its group ends, first row of B_g's tile (b0)
+      -- and the column n0.
+      local function decode(t)
+        local g0 = plan.groups[1]
+        local tile0, row0 = reg.scalar(u32, g0.tile0), reg.scalar(u32, g0.row0)
+        local rend, brow = reg.scalar(u32, g0.row0 + g0.rows), reg.scalar(u32, 0)
+        for g = 2, G do
+          local pg = plan.groups[g]
+          local here = t:ge(pg.tile0)
+          ptx.at(here).inst.mov.u32(tile0, pg.tile0)
+          ptx.at(here).inst.mov.u32(row0, pg.row0)
+          ptx.at(here).inst.mov.u32(rend, pg.row0 + pg.rows)
+          ptx.at(here).inst.mov.u32(brow, (g - 1) * N)
+        end
+        local lt = t - tile0
+        local n0 = (lt % TN) * BN
+        return row0 + (lt / TN) * BM, rend, brow + n0, n0
+      end
+
+      --- body(m0, rend, b0, n0) for each (group, tile) this CTA owns.
+      local function over_tiles(body)
+        ptx.range(reg.from(ptx.special.ctaid.x(), u32), plan.tiles, P, function(t)
+          body(decode(t))
+        end)
+      end
+
+      local producer = function()
+        ptx.setmaxnreg.dec(40)
+        ptx.if_(tid:eq(0), function()
+          local a_base, b_base = sA:base(), sB:base()
+          local full_base, empty_base = full:base(), empty:base()
+          local it = reg.scalar(u32, 0)             -- k-blocks issued so far (the ring position)
+          over_tiles(function(m0, _, b0) ptx.range(0, KT, 1, function(i)
+            local s, ph = stage_of(it)
+            ptx.inst.add.u32(it, it, 1)
+            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
+            local fb = ptx.addr(full_base + s * 8)
+            ptx.mbarrier.arrive_expect_tx(fb, A_STAGE + B_STAGE)
+            local k0 = i * BK
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
+              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(b_base + s * B_STAGE), coord = { k0, b0 }, mbar = fb,
+              src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+          end) end)
+        end)
+      end
+
+      local consumer = function()
+        ptx.setmaxnreg.inc(232)
+        local acc = ptx.wgmma.fragments(BN, false)
+        local cw = wg - 1                                   -- consumer 0 or 1: rows 64*cw..
+        local a_base = sA:base() + cw * (64 * BK * 2)
+        local b_base = sB:base()
+        local full_base, empty_base = full:base(), empty:base()
+        local leader = (tid % 32):eq(0)
+        local lane = tid % 32
+        local pc = ptx.global_ptrs(C)
+        local it = reg.scalar(u32, 0)               -- k-blocks consumed so far
+        over_tiles(function(m0, rend, _, n0)
+          for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end
+          ptx.range(0, KT, 1, function()
+            local s, ph = stage_of(it)
+            ptx.inst.add.u32(it, it, 1)
+            ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
+            local da = ptx.wgmma.desc(a_base + s * A_STAGE, { layout = sA.layout, lbo = sA.lbo, sbo = sA.sbo })
+            local db = ptx.wgmma.desc(b_base + s * B_STAGE, { layout = sB.layout, lbo = sB.lbo, sbo = sB.sbo })
+            ptx.wgmma.fence()
+            for kk = 0, BK / 16 - 1 do
+              local step = sA:k_offset(16 * kk) / 16
+              ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = acc, atype = bf16,
+                a = kk == 0 and da or da + step, b = kk == 0 and db or db + step }
+            end
+            ptx.wgmma.commit_group()
+            ptx.wgmma.wait_group(0)
+            ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+          end)
+          -- epilogue: rows inside the group only (register 4*nb + 2*h + j: row +8h, col 8nb + j)
+          local row = m0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
+          local col = n0 + (lane % 4) * 2
+          local p = pc + (row * N + col):mul_wide(4)
+          local ok = { [0] = row:lt(rend), [1] = (row + 8):lt(rend) }
+          for nb = 0, BN / 8 - 1 do
+            for h = 0, 1 do
+              ptx.at(ok[h]).st.global(ptx.addr(p, (8 * h * N + 8 * nb) * 4),
+                { acc[4 * nb + 2 * h], acc[4 * nb + 2 * h + 1] })
+            end
+          end
+        end)
+      end
+
+      ptx.if_(wg:eq(0), producer, consumer)
+      ptx.ret()
+    end,
+  }
+end
+
+--- Round a number to bf16 (what the GPU reads).
+local function to_bf16(x)
+  local half = require "pyptx.half"
+  return half.from_bf16(half.to_bf16(x))
+end
+
+--- Random inputs in [-1, 1): { a (rows x K), b (G*N x K), groups, N, K }.
+function M.inputs(groups, N, K, seed)
+  math.randomseed(seed or 1)
+  local rows = 0
+  for _, m in ipairs(groups) do rows = rows + m end
+  local a, b = {}, {}
+  for i = 1, rows * K do a[i] = math.random() * 2 - 1 end
+  for i = 1, #groups * N * K do b[i] = math.random() * 2 - 1 end
+  return { a = a, b = b, groups = groups, rows = rows, N = N, K = K }
+end
+
+--- CPU reference in double: C[r][n] = sum_k bf16(A[r][k]) * bf16(B_g[n][k]), g = r's group.
+function M.reference(inputs)
+  local N, K = inputs.N, inputs.K
+  local a, b, c = {}, {}, {}
+  for i = 1, #inputs.a do a[i] = to_bf16(inputs.a[i]) end
+  for i = 1, #inputs.b do b[i] = to_bf16(inputs.b[i]) end
+  local r = 0
+  for g, m in ipairs(inputs.groups) do
+    local boff = (g - 1) * N * K
+    for _ = 1, m do
+      for n = 0, N - 1 do
+        local s, ao, bo = 0, r * K, boff + n * K
+        for k = 1, K do s = s + a[ao + k] * b[bo + k] end
+        c[r * N + n + 1] = s
+      end
+      r = r + 1
+    end
+  end
+  return c
+end
+
+--- The tensors a launch takes.
+function M.args(inputs)
+  return { { inputs.a, { inputs.rows, inputs.K }, dtype = bf16 },
+    { inputs.b, { #inputs.groups * inputs.N, inputs.K }, dtype = bf16 } }
+end
+
+--- Per-element tolerance: exact bf16 products, f32 accumulation per k16 step.
+function M.tolerance(K)
+  return { atol = 1e-5 * K, rtol = 1e-3 }
+end
+
+--- Build, launch on fresh random inputs, compare every element.
+function M.check(groups, N, K, opts)
+  local check = require "pyptx.check"
+  local k = M.build(groups, N, K, opts)
+  local inputs = M.inputs(groups, N, K, check.fresh_seed())
+  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
+end
+
+-- The default (realistic) size: 8 experts of uneven token counts, N = 4096, K = 2048, persistent on 132 SMs.
+M.DEFAULT_GROUPS = { 512, 1024, 320, 768, 1536, 256, 704, 1000 }
+M.kernels = { M.build(M.DEFAULT_GROUPS, 4096, 2048) }
+
+--- `luaptx run examples/hopper/grouped_gemm.lua [N K [P [M_1 M_2 ...]]] [--summary]`:
+-- run 4 groups of {64, 128, 192, 128} rows, N = 256, K = 128 on 4 persistent
+-- CTAs by default and check against the CPU reference.
+function M.main(args)
+  args = args or {}
+  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
+  local N, K, P = tonumber(args[1]) or 256, tonumber(args[2]) or 128, tonumber(args[3]) or 4
+  local groups = {}
+  for i = 4, #args do groups[#groups + 1] = tonumber(args[i]) end
+  if #groups == 0 then groups = { 64, 128, 192, 128 } end
+  local ok, report = M.check(groups, N, K, { PERSISTENT = P })
+  return require("pyptx.check").report(("hopper grouped gemm({%s}, %d, %d, persistent %d)"):format(
+    table.concat(groups, ", "), N, K, P), ok, report)
+end
+
+return M
