@@ -774,8 +774,13 @@ describe("the emulator on nvcc output", function()
     assert.equal(0, launch(mod, "saxpy", 2, 128, 0, "struct { int32_t n; float a; uint64_t x, y; }", { n, 1.5, dx, dy }),
       core.error_message())
     assert.equal(0, core.device_download(emu(), hy, dy, 4 * n))
-    -- the PTX has no initializer for __constant__ coeffs in the IR yet: they read as 0, so scale(v, 0) = 1
-    for i = 0, n - 1 do assert.equal(1, hy[i]) end
+    -- y = scale(a*x + y, coeffs[i & 15]) with __constant__ coeffs = {1, 2, 3.5, -4.25, 0...}
+    local coeffs = { [0] = 1, 2, 3.5, -4.25 }
+    for i = 0, n - 1 do
+      local c = coeffs[i % 16] or 0
+      local v = (1.5 * f32r(x[i + 1]) + f32r(y[i + 1])) * c + 1
+      assert.is_true(math.abs(hy[i] - v) <= 1e-5 * math.max(1, math.abs(v)), ("y[%d] = %.9g, expected %.9g"):format(i, hy[i], v))
+    end
   end)
 
   it("runs mma_tile (cp.async, ldmatrix .x4 and .x2.trans, mma.sync m16n8k16 f16 -> f32)", function()

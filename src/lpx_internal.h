@@ -151,6 +151,11 @@ typedef struct lpx_var {
   int32_t space, sym, type, align, linkage;
   int64_t count;     /* -1: unsized (extern) array, 0: scalar */
   int32_t in_text;   /* declared by parsed text: its DIR item prints it, not put_var */
+  uint8_t *init;     /* parsed "= {...}": the initial bytes (malloc'd), or NULL */
+  uint32_t init_len;
+  int32_t init_symbolic;   /* an initializer form the decoder does not take */
+  int32_t *relocs;   /* address-of initializers: (byte offset, symbol) pairs (malloc'd) */
+  uint32_t nrelocs;
 } lpx_var;
 
 typedef struct lpx_func {

@@ -34,6 +34,7 @@ lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target
 /* Free one function's arrays. */
 static void func_free(lpx_func *f)
 {
+  for (size_t i = 0; i < f->nvars; i++) { free(f->vars[i].init); free(f->vars[i].relocs); }
   free(f->params); free(f->directives); free(f->vars);
   free(f->reg_type); free(f->reg_index);
   free(f->items); free(f->ops);
@@ -45,6 +46,7 @@ void lpx_module_free(lpx_module *m)
 {
   if (!m) return;
   for (size_t i = 0; i < m->nfuncs; i++) func_free(&m->funcs[i]);
+  for (size_t i = 0; i < m->nvars; i++) { free(m->vars[i].init); free(m->vars[i].relocs); }
   free(m->funcs); free(m->vars); free(m->files);
   free(m->top); free(m->lex);
   lpx_strtab_free(&m->syms);
@@ -143,7 +145,7 @@ int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *n
     return lpx_fail(m->ctx, "variable '%s': invalid type", name);
   if (align && (align & (align - 1)))
     return lpx_fail(m->ctx, "variable '%s': alignment %d is not a power of two", name, align);
-  lpx_var v = { lpx_sym(m, space), lpx_sym(m, name), type, align, linkage, count, 0 };
+  lpx_var v = { lpx_sym(m, space), lpx_sym(m, name), type, align, linkage, count, 0, NULL, 0, 0, NULL, 0 };
   if (v.space < 0 || v.sym < 0) return -1;
   lpx_var **arr = fn < 0 ? &m->vars : NULL;
   size_t *n = fn < 0 ? &m->nvars : NULL, *cap = fn < 0 ? &m->vars_cap : NULL;

@@ -446,12 +446,74 @@ static int32_t type_of(pstate *ps, const lpx_tok *tok)
   return lpx_type_lookup(tok_text(ps, tok, buf, sizeof buf) + 1);
 }
 
+/* Append one initializer literal (text) of type ty to v's bytes; 0, or -1
+ * when it is not a number (an address-of initializer). */
+static int init_literal(lpx_var *v, int ty, const char *text, int negative)
+{
+  const lpx_type_desc *t = &lpx_types[ty];
+  int bytes = t->bits / 8 ? t->bits / 8 : 1;
+  uint8_t out[8] = { 0 };
+  if ((text[0] == '0') && (text[1] == 'f' || text[1] == 'F' || text[1] == 'd' || text[1] == 'D')) {
+    uint64_t bits = strtoull(text + 2, NULL, 16);
+    memcpy(out, &bits, 8);
+  } else if (t->kind == 'F' && bytes >= 4) {
+    double x = strtod(text, NULL) * (negative ? -1 : 1);
+    float f = (float)x;
+    if (bytes == 4) memcpy(out, &f, 4); else memcpy(out, &x, 8);
+  } else if ((text[0] >= '0' && text[0] <= '9')) {
+    int base = text[0] == '0' && (text[1] == 'x' || text[1] == 'X') ? 16 : text[0] == '0' && (text[1] == 'b' || text[1] == 'B') ? 2 : text[0] == '0' && text[1] ? 8 : 10;
+    uint64_t u = strtoull(text + (base == 16 || base == 2 ? 2 : 0), NULL, base);
+    if (negative) u = (uint64_t)0 - u;
+    memcpy(out, &u, 8);
+  } else {
+    return -1;
+  }
+  uint8_t *grown = realloc(v->init, v->init_len + (uint32_t)bytes);
+  if (!grown) return -1;
+  v->init = grown;
+  memcpy(v->init + v->init_len, out, (size_t)bytes);   /* little-endian, as the GPU */
+  v->init_len += (uint32_t)bytes;
+  return 0;
+}
+
+/* An address-of initializer element: 8 zero bytes now, and a relocation
+ * (offset, symbol) the loader patches with the symbol's address. */
+static int init_reloc(pstate *ps, lpx_var *v, const lpx_tok *tok)
+{
+  if (lpx_types[v->type].bits != 64) return -1;
+  int32_t *r = realloc(v->relocs, (v->nrelocs + 1) * 2 * sizeof(int32_t));
+  if (!r) return -1;
+  v->relocs = r;
+  r[2 * v->nrelocs] = (int32_t)v->init_len;
+  r[2 * v->nrelocs + 1] = intern(ps, ps->src + tok->off, tok->len);
+  v->nrelocs++;
+  return init_literal(v, v->type, "0", 0);
+}
+
+/* Decode the initializer tokens [k, b) of v (nested braces flattened;
+ * generic(sym) and sym become relocations). */
+static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
+{
+  char buf[128];
+  int negative = 0;
+  for (; k < b && !v->init_symbolic; k++) {
+    const lpx_tok *tok = &ps->t[k];
+    if (is_punct(ps, tok, '{') || is_punct(ps, tok, '}') || is_punct(ps, tok, ',') || is_punct(ps, tok, ';')) continue;
+    if (is_punct(ps, tok, '(') || is_punct(ps, tok, ')') || is_word(ps, tok, "generic")) continue;
+    if (is_punct(ps, tok, '-')) { negative = 1; continue; }
+    if (is_ident(ps, tok)) { if (init_reloc(ps, v, tok)) v->init_symbolic = 1; continue; }
+    if (tok->len >= sizeof buf || init_literal(v, v->type, tok_text(ps, tok, buf, sizeof buf), negative)) v->init_symbolic = 1;
+    negative = 0;
+  }
+}
+
 /* Record the variable a declaration's tokens [a, b) describe (best effort:
  * space, linkage, alignment, type, name, array size); nothing if partial. */
 static void decl_var(pstate *ps, size_t a, size_t b)
 {
-  lpx_var v = { -1, -1, -1, 0, 0, 0, 1 };
-  for (size_t k = a; k < b && !is_punct(ps, &ps->t[k], '='); k++) {
+  lpx_var v = { -1, -1, -1, 0, 0, 0, 1, NULL, 0, 0, NULL, 0 };
+  size_t k = a;
+  for (; k < b && !is_punct(ps, &ps->t[k], '='); k++) {
     const lpx_tok *tok = &ps->t[k];
     int i;
     if ((i = word_index(ps, tok, var_spaces)) >= 0) v.space = intern(ps, var_spaces[i] + 1, strlen(var_spaces[i]) - 1);
@@ -462,6 +524,7 @@ static void decl_var(pstate *ps, size_t a, size_t b)
     else if (is_punct(ps, tok, '[')) v.count = is_punct(ps, &ps->t[k + 1], ']') ? -1 : (int64_t)((uint64_t)(v.count ? v.count : 1) * (uint64_t)tok_int(ps, k + 1));
   }
   if (v.space < 0 || v.sym < 0 || v.type < 0) return;
+  if (k < b) decl_init(ps, &v, k + 1, b);
   lpx_var **arr = ps->f ? &ps->f->vars : &ps->m->vars;
   size_t *n = ps->f ? &ps->f->nvars : &ps->m->nvars, *cap = ps->f ? &ps->f->vars_cap : &ps->m->vars_cap;
   if (lpx_grow((void **)arr, cap, *n + 1, sizeof(lpx_var))) poom(ps);

@@ -111,6 +111,20 @@ static int emu_memset_op(lpx_device *d, uint64_t dst, int byte, uint64_t n)
 
 /* ------------------------------------------------------------- modules */
 
+/* Patch a variable's address-of initializers with the addresses of the
+ * module variables they name (other symbols stay 0). */
+static int apply_relocs(lpx_device *d, emu_mod *mod, const lpx_var *v, uint64_t base)
+{
+  const lpx_module *m = mod->m;
+  for (uint32_t r = 0; r < v->nrelocs; r++) {
+    for (size_t j = 0; j < m->nvars; j++) {
+      if (m->vars[j].sym != v->relocs[2 * r + 1] || !mod->global_addr[j]) continue;
+      if (emu_upload(d, base + (uint64_t)v->relocs[2 * r], &mod->global_addr[j], 8)) return -1;
+    }
+  }
+  return 0;
+}
+
 /* Allocate the module's .global and .const variables. */
 static int module_globals(lpx_device *d, emu_mod *mod)
 {
@@ -122,8 +136,14 @@ static int module_globals(lpx_device *d, emu_mod *mod)
     const char *space = lpx_strtab_get(&m->syms, v->space);
     if (strcmp(space, "global") && strcmp(space, "const")) continue;
     uint64_t el = (uint64_t)(lpx_types[v->type].bits + 7) / 8, n = v->count > 0 ? el * (uint64_t)v->count : el;
+    if (v->init_symbolic)
+      return lpx_fail(d->ctx, "module variable '%s': this initializer form is not supported by the emulator yet",
+                      lpx_strtab_get(&m->syms, v->sym));
     if (lpx_emu_mem_alloc(EMU(d), n, &mod->global_addr[i])) return -1;
+    if (v->init && emu_upload(d, mod->global_addr[i], v->init, v->init_len < n ? v->init_len : n)) return -1;
   }
+  for (size_t i = 0; i < m->nvars; i++)
+    if (m->vars[i].nrelocs && mod->global_addr[i] && apply_relocs(d, mod, &m->vars[i], mod->global_addr[i])) return -1;
   return 0;
 }
 
