@@ -111,8 +111,7 @@ end
 --- The value a half-precision input holds after rounding (what the GPU sees).
 local function rounder(dt)
   local half = require "pyptx.half"
-  if dt == T.f16 then return function(x) return half.from_f16(half.to_f16(x)) end end
-  return function(x) return half.from_bf16(half.to_bf16(x)) end
+  return dt == T.f16 and half.round_f16 or half.round_bf16
 end
 M.rounder = rounder
 
@@ -158,25 +157,9 @@ function M.tolerance(K)
   return { atol = 1e-5 * K, rtol = 1e-3 }
 end
 
---- Build at (M, N, K), launch on fresh random inputs, compare with M.reference.
-function M.check(Md, N, K, opts)
-  local check = require "pyptx.check"
-  local k = M.build(Md, N, K, opts)
-  local inputs = M.inputs(Md, N, K, check.fresh_seed(), opts and opts.dtype)
-  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
-end
-
 M.kernels = { M.build(4096, 4096, 4096) }
 
---- `luaptx run examples/ampere/gemm.lua [M N K] [f16] [--summary]`: run at a
--- small size (256x256x128) and check against the CPU reference.
-function M.main(args)
-  args = args or {}
-  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
-  local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
-  local opts = { dtype = (args[4] == "f16") and T.f16 or T.bf16 }
-  local ok, report = M.check(Md, N, K, opts)
-  return require("pyptx.check").report(("gemm(%d, %d, %d, %s)"):format(Md, N, K, opts.dtype.name), ok, report)
-end
+-- check(M, N, K, opts) and main for `luaptx run examples/ampere/gemm.lua [M N K] [f16] [--summary]`
+require("examples.lib.runner").install_gemm(M, "gemm")
 
 return M

@@ -203,25 +203,9 @@ end
 
 M.reference, M.inputs, M.args, M.tolerance = simple.reference, simple.inputs, simple.args, simple.tolerance
 
---- Build at (M, N, K), launch on fresh random inputs, compare with M.reference.
-function M.check(Md, N, K, opts)
-  local check = require "pyptx.check"
-  local k = M.build(Md, N, K, opts)
-  local inputs = M.inputs(Md, N, K, check.fresh_seed(), opts and opts.dtype)
-  return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
-end
-
 M.kernels = { M.build(4096, 4096, 4096) }
 
---- `luaptx run examples/ampere/gemm_pipelined.lua [M N K] [f16] [--summary]`:
--- run at a small size (256x256x128) and check against the CPU reference.
-function M.main(args)
-  args = args or {}
-  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
-  local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
-  local opts = { dtype = (args[4] == "f16") and T.f16 or T.bf16 }
-  local ok, report = M.check(Md, N, K, opts)
-  return require("pyptx.check").report(("gemm_pipelined(%d, %d, %d, %s)"):format(Md, N, K, opts.dtype.name), ok, report)
-end
+-- check(M, N, K, opts) and main for `luaptx run examples/ampere/gemm_pipelined.lua [M N K] [f16] [--summary]`
+require("examples.lib.runner").install_gemm(M, "gemm_pipelined")
 
 return M

@@ -228,11 +228,7 @@ function M.build(H, L, D, opts)
   }
 end
 
---- Round a number to bf16 (what the GPU reads).
-local function to_bf16(x)
-  local half = require "pyptx.half"
-  return half.from_bf16(half.to_bf16(x))
-end
+local to_bf16 = require("pyptx.half").round_bf16
 
 --- Random inputs: q, k in [-2, 2), v in [-1, 1), all (H*L) x D row-major.
 function M.inputs(H, L, D, seed)

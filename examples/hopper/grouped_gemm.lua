@@ -194,11 +194,7 @@ function M.build(groups, N, K, opts)
   }
 end
 
---- Round a number to bf16 (what the GPU reads).
-local function to_bf16(x)
-  local half = require "pyptx.half"
-  return half.from_bf16(half.to_bf16(x))
-end
+local to_bf16 = require("pyptx.half").round_bf16
 
 --- Random inputs in [-1, 1): { a (rows x K), b (G*N x K), groups, N, K }.
 function M.inputs(groups, N, K, seed)

@@ -55,4 +55,28 @@ function R.install(M, name, tolerance)
   end
 end
 
+--- The same for a GEMM example (build, inputs, args, reference,
+-- tolerance(K)): `luaptx run <script> [M N K] [f16] [--summary]` runs at
+-- 256x256x128 by default, bf16 inputs unless f16 is given.
+function R.install_gemm(M, name)
+  --- Build at (M, N, K), launch on fresh random inputs, compare with M.reference.
+  function M.check(Md, N, K, opts)
+    local check = require "pyptx.check"
+    local k = M.build(Md, N, K, opts)
+    local inputs = M.inputs(Md, N, K, check.fresh_seed(), opts and opts.dtype)
+    return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
+  end
+
+  --- Run at a small size and check; --summary prints the PTX/ptxas table.
+  function M.main(args)
+    args = args or {}
+    if args[1] == "--summary" then return R.summary(M.kernels) end
+    local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
+    local types = require("pyptx").types
+    local opts = { dtype = (args[4] == "f16") and types.f16 or types.bf16 }
+    local ok, report = M.check(Md, N, K, opts)
+    return require("pyptx.check").report(("%s(%d, %d, %d, %s)"):format(name, Md, N, K, opts.dtype.name), ok, report)
+  end
+end
+
 return R

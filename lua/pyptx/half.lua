@@ -36,6 +36,11 @@ function M.from_bf16(h)
   return from_f32_bits(lshift(h, 16))
 end
 
+--- x rounded to the nearest bf16 value (what a GPU reads from bf16 memory).
+function M.round_bf16(x)
+  return M.from_bf16(M.to_bf16(x))
+end
+
 --- f16 bits of x with round-to-nearest-even, overflow to inf, subnormals.
 function M.to_f16(x)
   local u = f32_bits(x)
@@ -69,6 +74,11 @@ function M.from_f16(h)
   if exp == 0 then return sign * man * 2 ^ -24 end
   if exp == 31 then return man == 0 and sign * math.huge or 0 / 0 end
   return sign * (1 + man / 1024) * 2 ^ (exp - 15)
+end
+
+--- x rounded to the nearest f16 value.
+function M.round_f16(x)
+  return M.from_f16(M.to_f16(x))
 end
 
 return M
