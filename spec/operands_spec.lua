@@ -70,8 +70,10 @@ describe("pyptx.operands", function()
     end)
 
     it("need a register or symbol base of 32 or 64 bits", function()
-      assert.matches("operands_spec.lua:%d+: ptx.addr: the base must be a register or a symbol name, got 5",
-        trace_error(function() ptx.addr(5) end))
+      assert.matches("operands_spec.lua:%d+: ptx.addr: the base must be a register or a symbol name, got true",
+        trace_error(function() ptx.addr(true) end))
+      assert.matches("operands_spec.lua:%d+: ptx.addr: an absolute address must be an integer, got 4.5",
+        trace_error(function() ptx.addr(4.5) end))
       assert.matches("operands_spec.lua:%d+: ptx.addr: the base register must be 32 or 64 bits, got u16",
         trace_error(function() ptx.addr(reg.scalar(T.u16)) end))
     end)
@@ -126,6 +128,12 @@ describe("pyptx.operands", function()
     it("must match the width the instruction wants", function()
       assert.matches("add.u32: operand 3 is a .f64 immediate; expected a u32/s32/b32 register or an integer",
         trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), reg.scalar(T.u32), ptx.imm(T.f64, 1)) end))
+    end)
+
+    it("are absolute with an integer base", function()
+      assert.same({ "ld.global.u32 %r1, [4104];" }, lines(function()
+        ptx.inst.ld.global.u32(reg.scalar(T.u32), ptx.addr(4096, 8))
+      end))
     end)
 
     it("take exact 64-bit integers from LuaJIT cdata", function()

@@ -41,6 +41,9 @@ static uint8_t *declared(const lpx_module *m, const lpx_func *f, uint8_t **label
   for (size_t i = 0; i < f->nvars; i++) mark(set, f->vars[i].sym);
   for (size_t i = 0; i < m->nvars; i++) mark(set, m->vars[i].sym);
   for (size_t i = 0; i < m->nfuncs; i++) mark(set, m->funcs[i].sym);
+  for (size_t i = 0; i < m->ntop; i++)   /* module-level text: .extern .func, .texref, ... */
+    if (m->top[i].kind == LPX_ITEM_DIR)
+      for (uint32_t k = m->top[i].lex; k < m->top[i].lex + m->top[i].nlex; k++) mark(set, m->lex[k].spell);
   *labels = lab;
   return set;
 }

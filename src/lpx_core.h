@@ -20,12 +20,12 @@ enum {
   LPX_OPD_SPECIAL,   /* id = special register */
   LPX_OPD_SYM,       /* id = symbol (param, variable, function), ival = offset */
   LPX_OPD_LABEL,     /* id = symbol naming the label */
-  LPX_OPD_ADDR,      /* [base+ival]: aux = LPX_OPD_REG or LPX_OPD_SYM, id = base */
+  LPX_OPD_ADDR,      /* [base+ival]: aux = LPX_OPD_REG or LPX_OPD_SYM, id = base; aux 0: [ival] */
   LPX_OPD_VEC,       /* aux = element count; the elements follow */
   LPX_OPD_PIPE,      /* d|p: the two operands follow */
   LPX_OPD_SINK,      /* _ */
   LPX_OPD_PAREN,     /* (a, b, ...): aux = count; the elements follow (call) */
-  LPX_OPD_INT,       /* an untyped integer literal given exactly (ival) */
+  LPX_OPD_INT,       /* an integer literal given exactly (ival; aux 1: print it unsigned) */
   LPX_OPD_BRACKET    /* [a, {b, c}] (tex, tensor): aux = count; the elements follow */
 };
 
@@ -83,6 +83,11 @@ int32_t lpx_func_param(lpx_module *m, int32_t fn, const char *name, int32_t type
 int32_t lpx_func_directive(lpx_module *m, int32_t fn, const char *text);
 int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *name, int32_t type, int32_t align, int64_t count, int32_t linkage);
 int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type);
+int32_t lpx_module_top_count(lpx_module *m);
+int32_t lpx_module_hoist(lpx_module *m, int32_t from);
+int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name);
+int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count);
+int32_t lpx_param_attr(lpx_module *m, int32_t fn, int32_t is_ret, int32_t idx, int32_t is_reg, const char *ptr_space, int32_t ptr_align);
 int32_t lpx_reg_type(lpx_module *m, int32_t fn, int32_t reg);
 int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym);
 int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32_t guard_neg, int32_t nops, lpx_operand *ops, int32_t file, int32_t line);

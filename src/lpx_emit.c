@@ -75,7 +75,9 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   switch (o->kind) {
   case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, m, f, o->id); break;
   case LPX_OPD_IMM: put_imm(b, o); break;
-  case LPX_OPD_INT: lpx_buf_puti(b, o->ival); break;
+  case LPX_OPD_INT:
+    if (o->aux) lpx_buf_printf(b, "%" PRIu64, (uint64_t)o->ival); else lpx_buf_puti(b, o->ival);
+    break;
   case LPX_OPD_NUM: snprintf(tmp, sizeof tmp, "%.17g", o->fval); lpx_buf_puts(b, tmp); break;
   case LPX_OPD_FIMM:
     if (o->type == LPX_T_F64) snprintf(tmp, sizeof tmp, "0d%016" PRIX64, (uint64_t)o->ival);
@@ -164,21 +166,30 @@ static void put_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const cha
   lpx_buf_puts(b, ";\n");
 }
 
-/* Write the parameter list of a function. */
-static void put_params(lpx_buf *b, const lpx_module *m, const lpx_func *f)
+/* Write one parameter: .param [.align n] .type [.ptr [.space] [.align n]] name[[N]]. */
+static void put_param(lpx_buf *b, const lpx_module *m, const lpx_param *p)
+{
+  lpx_buf_puts(b, p->is_reg ? ".reg " : ".param ");
+  if (p->align) lpx_buf_printf(b, ".align %d ", p->align);
+  lpx_buf_printf(b, ".%s ", lpx_types[p->type].name);
+  if (p->ptr_space >= 0 || p->ptr_align) {
+    lpx_buf_puts(b, ".ptr ");
+    if (p->ptr_space >= 0) lpx_buf_printf(b, ".%s ", lpx_strtab_get(&m->syms, p->ptr_space));
+    if (p->ptr_align > 0) lpx_buf_printf(b, ".align %d ", p->ptr_align);   /* -1: a bare .ptr */
+  }
+  lpx_buf_puts(b, lpx_strtab_get(&m->syms, p->sym));
+  if (p->count > 0) lpx_buf_printf(b, "[%d]", p->count);
+}
+
+/* Write a parenthesized parameter list, one per line. */
+static void put_params(lpx_buf *b, const lpx_module *m, const lpx_param *ps, size_t n)
 {
   lpx_buf_putc(b, '(');
-  for (size_t i = 0; i < f->nparams; i++) {
-    const lpx_param *p = &f->params[i];
-    lpx_buf_puts(b, i ? ",\n\t.param " : "\n\t.param ");
-    if (p->count > 0) {
-      if (p->align) lpx_buf_printf(b, ".align %d ", p->align);
-      lpx_buf_printf(b, ".%s %s[%d]", lpx_types[p->type].name, lpx_strtab_get(&m->syms, p->sym), p->count);
-    } else {
-      lpx_buf_printf(b, ".%s %s", lpx_types[p->type].name, lpx_strtab_get(&m->syms, p->sym));
-    }
+  for (size_t i = 0; i < n; i++) {
+    lpx_buf_puts(b, i ? ",\n\t" : "\n\t");
+    put_param(b, m, &ps[i]);
   }
-  lpx_buf_puts(b, f->nparams ? "\n)\n" : ")\n");
+  lpx_buf_puts(b, n ? "\n)" : ")");
 }
 
 /* Write the .reg lines the way nvcc does: one per class, %r<N+1>. */
@@ -217,8 +228,11 @@ static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
   const char *name = lpx_strtab_get(&m->syms, f->sym);
   if (f->linkage == 1 && f->is_entry) lpx_buf_printf(b, "\t// .globl\t%s\n", name);
   put_linkage(b, f->linkage);
-  lpx_buf_printf(b, "%s %s", f->is_entry ? ".entry" : ".func", name);
-  put_params(b, m, f);
+  lpx_buf_puts(b, f->is_entry ? ".entry " : ".func ");
+  if (f->nrets) { put_params(b, m, f->rets, f->nrets); lpx_buf_putc(b, ' '); }
+  lpx_buf_puts(b, name);
+  put_params(b, m, f->params, f->nparams);
+  lpx_buf_putc(b, '\n');
   for (size_t i = 0; i < f->ndirectives; i++) lpx_buf_printf(b, "%s\n", lpx_strtab_get(&m->syms, f->directives[i]));
   lpx_buf_puts(b, "{\n");
   put_regs(b, f);
@@ -228,20 +242,31 @@ static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
   lpx_buf_puts(b, "\n}\n");
 }
 
-/* Write module-level statements added by ptx.raw_module (none when traced
- * plainly); a parsed module's own header lines and functions are skipped. */
-static void put_top_decls(lpx_buf *b, const lpx_module *m)
+/* Write one top-level statement added by ptx.raw_module; a parsed
+ * module's own header lines are skipped. */
+static void put_top_decl(lpx_buf *b, const lpx_module *m, size_t i)
 {
   static const char *const header[] = { ".version", ".target", ".address_size", ".file", NULL };
+  const lpx_item *it = &m->top[i];
+  if (!it->nlex) return;
+  for (int k = 0; header[k]; k++)
+    if (strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0) return;
+  if (i == 0 || m->top[i - 1].kind != LPX_ITEM_DIR) lpx_buf_putc(b, '\n');
+  lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+  lpx_buf_putc(b, '\n');
+}
+
+/* Write the top level in the order it was built: raw_module statements
+ * and functions interleaved (a .func must precede the kernels calling it). */
+static void put_top(lpx_buf *b, const lpx_module *m, int line_info)
+{
   for (size_t i = 0; i < m->ntop; i++) {
     const lpx_item *it = &m->top[i];
-    if (it->kind != LPX_ITEM_DIR || !it->nlex) continue;
-    int skip = 0;
-    for (int k = 0; header[k]; k++) skip |= strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0;
-    if (skip) continue;
-    if (i == 0 || m->top[i - 1].kind != LPX_ITEM_DIR) lpx_buf_putc(b, '\n');
-    lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
-    lpx_buf_putc(b, '\n');
+    if (it->kind == LPX_ITEM_DIR) put_top_decl(b, m, i);
+    else if (it->kind == LPX_ITEM_FUNC && (size_t)it->form < m->nfuncs) {
+      lpx_buf_putc(b, '\n');
+      put_func(b, m, &m->funcs[it->form], line_info);
+    }
   }
 }
 
@@ -261,11 +286,7 @@ int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, si
   for (size_t i = 0; i < m->nvars; i++) shown += !m->vars[i].in_text;
   if (shown) lpx_buf_putc(b, '\n');
   for (size_t i = 0; i < m->nvars; i++) put_var(b, m, &m->vars[i], "");
-  put_top_decls(b, m);
-  for (size_t i = 0; i < m->nfuncs; i++) {
-    lpx_buf_putc(b, '\n');
-    put_func(b, m, &m->funcs[i], line_info);
-  }
+  put_top(b, m, line_info);
   if (!b->p) return lpx_fail(m->ctx, "out of memory");
   *text = b->p;
   *len = b->n;

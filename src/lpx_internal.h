@@ -145,6 +145,8 @@ typedef struct lpx_opd_lex {
 
 typedef struct lpx_param {
   int32_t sym, type, align, count;
+  int32_t is_reg;               /* a .reg parameter (.func only): a named register */
+  int32_t ptr_space, ptr_align; /* .ptr .global .align 16: space symbol (-1 none), 0 */
 } lpx_param;
 
 typedef struct lpx_var {
@@ -161,6 +163,7 @@ typedef struct lpx_var {
 typedef struct lpx_func {
   int32_t sym, is_entry, linkage;
   lpx_param *params; size_t nparams, params_cap;
+  lpx_param *rets; size_t nrets, rets_cap;   /* .func return values */
   int32_t *directives; size_t ndirectives, directives_cap;
   lpx_var *vars; size_t nvars, vars_cap;
   int32_t *reg_type; int32_t *reg_index; size_t nregs, regs_cap;

@@ -35,7 +35,7 @@ lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target
 static void func_free(lpx_func *f)
 {
   for (size_t i = 0; i < f->nvars; i++) { free(f->vars[i].init); free(f->vars[i].relocs); }
-  free(f->params); free(f->directives); free(f->vars);
+  free(f->params); free(f->rets); free(f->directives); free(f->vars);
   free(f->reg_type); free(f->reg_index);
   free(f->items); free(f->ops);
   free(f->reg_name); free(f->ops_lex);
@@ -94,7 +94,33 @@ int32_t lpx_func_begin(lpx_module *m, const char *name, int32_t is_entry, int32_
   f->sym = sym;
   f->is_entry = is_entry;
   f->linkage = linkage;
+  if (LPX_RESERVE(m->top, m->top_cap, m->ntop + 1)) return lpx_fail(m->ctx, "out of memory");
+  memset(&m->top[m->ntop], 0, sizeof m->top[0]);   /* its place among raw_module text */
+  m->top[m->ntop].kind = LPX_ITEM_FUNC;
+  m->top[m->ntop++].form = (int32_t)m->nfuncs;
   return (int32_t)m->nfuncs++;
+}
+
+/* Number of top-level items (functions and raw_module statements). */
+int32_t lpx_module_top_count(lpx_module *m) { return (int32_t)m->ntop; }
+
+/* Move the top-level items from index `from` on to just before the last
+ * function above them: a raw_module statement written inside a body
+ * declares what that function uses, so it prints before it. */
+int32_t lpx_module_hoist(lpx_module *m, int32_t from)
+{
+  if (from < 0 || (size_t)from > m->ntop) return lpx_fail(m->ctx, "no top-level item %d", from);
+  size_t at = (size_t)from, n = m->ntop - (size_t)from;
+  while (at > 0 && m->top[at - 1].kind != LPX_ITEM_FUNC) at--;
+  if (at == 0 || n == 0) return 0;
+  at--;
+  lpx_item *moved = malloc(n * sizeof *moved);
+  if (!moved) return lpx_fail(m->ctx, "out of memory");
+  memcpy(moved, m->top + from, n * sizeof *moved);
+  memmove(m->top + at + n, m->top + at, ((size_t)from - at) * sizeof *moved);
+  memcpy(m->top + at, moved, n * sizeof *moved);
+  free(moved);
+  return 0;
 }
 
 /* Name of a function. */
@@ -106,18 +132,51 @@ int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
   return 0;
 }
 
+/* Append a parameter record to a list (params or return values). */
+static int32_t param_push(lpx_module *m, lpx_param **list, size_t *n, size_t *cap, const char *name,
+                          int32_t type, int32_t align, int32_t count)
+{
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_PRED)
+    return lpx_fail(m->ctx, "parameter '%s': invalid type", name);
+  if (align && (align & (align - 1))) return lpx_fail(m->ctx, "parameter '%s': alignment %d is not a power of two", name, align);
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  if (lpx_grow((void **)list, cap, *n + 1, sizeof(lpx_param))) return lpx_fail(m->ctx, "out of memory");
+  (*list)[(*n)++] = (lpx_param){ sym, type, align, count, 0, -1, 0 };
+  return (int32_t)*n - 1;
+}
+
 /* Add a parameter (count > 0 makes it a .b8 array, e.g. a TMA descriptor). */
 int32_t lpx_func_param(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count)
 {
   lpx_func *f = func_at(m, fn);
+  return f ? param_push(m, &f->params, &f->nparams, &f->params_cap, name, type, align, count) : -1;
+}
+
+/* Add a return value of a .func: (.param .b32 name) before its name. */
+int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count)
+{
+  lpx_func *f = func_at(m, fn);
+  if (f && f->is_entry) return lpx_fail(m->ctx, "return value '%s': a kernel (.entry) returns nothing", name);
+  return f ? param_push(m, &f->rets, &f->nrets, &f->rets_cap, name, type, align, count) : -1;
+}
+
+/* Give parameter idx (rets when is_ret) its attributes: a .reg parameter,
+ * or a pointer's .ptr [.space] [.align n] (space NULL or "" for none). */
+int32_t lpx_param_attr(lpx_module *m, int32_t fn, int32_t is_ret, int32_t idx, int32_t is_reg,
+                       const char *ptr_space, int32_t ptr_align)
+{
+  lpx_func *f = func_at(m, fn);
   if (!f) return -1;
-  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_PRED)
-    return lpx_fail(m->ctx, "parameter '%s': invalid type", name);
-  int32_t sym = lpx_sym(m, name);
-  if (sym < 0) return -1;
-  if (LPX_RESERVE(f->params, f->params_cap, f->nparams + 1)) return lpx_fail(m->ctx, "out of memory");
-  f->params[f->nparams++] = (lpx_param){ sym, type, align, count };
-  return (int32_t)f->nparams - 1;
+  size_t n = is_ret ? f->nrets : f->nparams;
+  if (idx < 0 || (size_t)idx >= n) return lpx_fail(m->ctx, "no parameter %d", idx);
+  lpx_param *p = is_ret ? &f->rets[idx] : &f->params[idx];
+  if (is_reg && f->is_entry) return lpx_fail(m->ctx, "parameter '%s': .reg parameters are for .func only", lpx_strtab_get(&m->syms, p->sym));
+  if (ptr_align && (ptr_align & (ptr_align - 1))) return lpx_fail(m->ctx, ".ptr alignment %d is not a power of two", ptr_align);
+  p->is_reg = is_reg;
+  p->ptr_space = ptr_space ? lpx_sym(m, ptr_space) : -1;
+  p->ptr_align = ptr_align;
+  return 0;
 }
 
 /* Add a performance or raw directive line (".maxntid 128, 1, 1"). */
@@ -175,6 +234,29 @@ int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type)
   int cls = lpx_types[type].regclass;
   f->reg_type[f->nregs] = type;
   f->reg_index[f->nregs] = ++f->class_count[cls];   /* nvcc numbers from 1 */
+  return (int32_t)f->nregs++;
+}
+
+/* Create a register that prints as name (%f3, acc): declared by the
+ * caller's own .reg line or .reg parameter, not by the class ranges. */
+int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_B8)
+    return lpx_fail(m->ctx, "cannot declare a register of type %s", lpx_type_name(type));
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  size_t cap_t = f->regs_cap, cap_i = f->regs_cap;
+  int oom = LPX_RESERVE(f->reg_type, cap_t, f->nregs + 1) || LPX_RESERVE(f->reg_index, cap_i, f->nregs + 1) ||
+            LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs + 1);
+  f->regs_cap = cap_t < cap_i ? cap_t : cap_i;
+  if (oom) return lpx_fail(m->ctx, "out of memory");
+  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;   /* class-numbered ones */
+  f->reg_type[f->nregs] = type;
+  f->reg_index[f->nregs] = 0;
+  f->reg_name[f->nregs] = sym;
+  f->nreg_names = f->nregs + 1;
   return (int32_t)f->nregs++;
 }
 

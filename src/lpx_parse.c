@@ -683,6 +683,9 @@ static void parse_address(pstate *ps, lpx_operand *o)
   if (tok->kind == LPX_TK_NUM) {
     parse_number(ps, ps->pos, o);
     if (o->kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer address");
+    o->kind = LPX_OPD_ADDR;   /* an absolute address stays an address */
+    o->aux = 0;
+    o->id = -1;
     take(ps);
   } else if (tok->kind == LPX_TK_WORD) {
     uint32_t x = take(ps);
@@ -940,23 +943,33 @@ static void parse_body(pstate *ps, lpx_func *f, const char *name)
 
 /* --------------------------------------------------------------- functions */
 
-/* Record a parameter from its tokens [a, b): type, alignment, name, [N]. */
-static void param_add(pstate *ps, size_t a, size_t b)
+/* State spaces a .ptr parameter attribute may name. */
+static const char *const ptr_spaces[] = { ".global", ".shared", ".const", ".local", NULL };
+
+/* Record a parameter from its tokens [a, b): space, type, alignment,
+ * .ptr attributes (.ptr [.space] [.align n]), name, [N]. */
+static void param_add(pstate *ps, size_t a, size_t b, int is_ret)
 {
-  lpx_param p = { -1, -1, 0, 0 };
+  lpx_param p = { -1, -1, 0, 0, 0, -1, 0 };
+  int ptr = 0;
   for (size_t k = a; k < b; k++) {
     const lpx_tok *tok = &ps->t[k];
-    if (is_word(ps, tok, ".align") && k + 1 < b) p.align = (int32_t)tok_int(ps, k + 1);
+    if (is_word(ps, tok, ".align") && k + 1 < b) *(ptr ? &p.ptr_align : &p.align) = (int32_t)tok_int(ps, k + 1);
+    else if (is_word(ps, tok, ".reg")) p.is_reg = 1;
+    else if (is_word(ps, tok, ".ptr")) ptr = 1;
+    else if (ptr && word_index(ps, tok, ptr_spaces) >= 0) p.ptr_space = intern(ps, ps->src + tok->off + 1, tok->len - 1);
     else if (type_of(ps, tok) >= 0) p.type = type_of(ps, tok);
     else if (is_ident(ps, tok) && p.sym < 0) p.sym = intern(ps, ps->src + tok->off, tok->len);
     else if (is_punct(ps, tok, '[') && k + 1 < b && ps->t[k + 1].kind == LPX_TK_NUM) p.count = (int32_t)tok_int(ps, k + 1);
   }
+  if (ptr && !p.ptr_align && p.ptr_space < 0) p.ptr_align = -1;   /* a bare .ptr */
   if (p.sym < 0 || p.type < 0) return;
-  GROW(ps, ps->f->params, ps->f->params_cap, ps->f->nparams + 1);
-  ps->f->params[ps->f->nparams++] = p;
+  lpx_func *f = ps->f;
+  if (is_ret) { GROW(ps, f->rets, f->rets_cap, f->nrets + 1); f->rets[f->nrets++] = p; }
+  else { GROW(ps, f->params, f->params_cap, f->nparams + 1); f->params[f->nparams++] = p; }
 }
 
-/* ( .param .type name, ... ): parameters (recorded unless returns). */
+/* ( .param .type name, ... ): parameters (record 1) or return values (2). */
 static void parse_params(pstate *ps, int record)
 {
   take(ps);
@@ -968,7 +981,7 @@ static void parse_params(pstate *ps, int record)
         perr(ps, ps->pos, "expected ',' or ')' in the parameter list");
       take(ps);
     }
-    if (record) param_add(ps, a, ps->pos);
+    if (record) param_add(ps, a, ps->pos, record == 2);
     if (is_punct(ps, cur(ps), ')')) { take(ps); return; }
     take(ps);
   }
@@ -1013,7 +1026,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
 /* Free every array a function record may own. */
 static void func_release(lpx_func *f)
 {
-  free(f->params); free(f->directives); free(f->vars);
+  free(f->params); free(f->rets); free(f->directives); free(f->vars);
   free(f->reg_type); free(f->reg_index); free(f->reg_name);
   free(f->items); free(f->ops); free(f->ops_lex);
 }
@@ -1036,7 +1049,7 @@ static void parse_function(pstate *ps)
   is_entry = is_word(ps, cur(ps), ".entry");
   take(ps);
   int32_t fn = func_open(ps, is_entry, linkage);
-  if (is_punct(ps, cur(ps), '(')) parse_params(ps, 0);
+  if (is_punct(ps, cur(ps), '(')) parse_params(ps, 2);
   if (!is_ident(ps, cur(ps))) perr(ps, ps->pos, "expected a function name");
   char name[128];
   tok_text(ps, cur(ps), name, sizeof name);

@@ -29,7 +29,10 @@ typedef struct tx {
   int32_t *number;        /* per register: its nvcc number, or 0 when named */
   int32_t count[LPX_RC__COUNT];   /* highest number per register class */
   int32_t type[LPX_RC__COUNT];    /* declared type per class */
+  int32_t order[LPX_RC__COUNT], norder;   /* classes in .reg declaration order */
 } tx;
+
+static int tok_is(const lpx_module *m, uint32_t k, const char *w);
 
 /* ------------------------------------------------------------- registers */
 
@@ -63,6 +66,35 @@ static void number_registers(tx *x)
     if (x->number[r] && x->type[lpx_types[f->reg_type[r]].regclass] == -2) x->number[r] = 0;
 }
 
+/* Note a declared range %p<N> of class c: its size and first place. */
+static void note_range(tx *x, int c, int32_t n)
+{
+  int seen = 0;
+  for (int k = 0; k < x->norder; k++) seen |= x->order[k] == c;
+  if (!seen) x->order[x->norder++] = c;
+  if (n - 1 > x->count[c]) x->count[c] = n - 1;
+}
+
+/* Take array sizes and their order from the .reg ranges (nvcc declares
+ * %p<3> when it uses %p1 and %p2 only; tracing must declare the same). */
+static void scan_ranges(tx *x)
+{
+  const lpx_module *m = x->m;
+  for (size_t i = 0; i < x->f->nitems; i++) {
+    const lpx_item *it = &x->f->items[i];
+    if (it->kind != LPX_ITEM_DIR || it->nlex < 5 || !tok_is(m, it->lex, ".reg")) continue;
+    int32_t type = -1;
+    for (uint32_t k = it->lex + 1; k + 2 < it->lex + it->nlex; k++) {
+      const char *s = lpx_strtab_get(&m->syms, m->lex[k].spell);
+      if (s[0] == '.' && lpx_type_lookup(s + 1) >= 0) type = lpx_type_lookup(s + 1);
+      if (type < 0 || !tok_is(m, k + 1, "<")) continue;
+      int c = lpx_types[type].regclass;
+      if (x->type[c] == type && !strcmp(s, class_prefix[c]))
+        note_range(x, c, (int32_t)strtol(lpx_strtab_get(&m->syms, m->lex[k + 2].spell), NULL, 10));
+    }
+  }
+}
+
 /* The Lua array name of a register class ("%rd" -> "rd"). */
 static const char *class_var(int c) { return class_prefix[c] + 1; }
 
@@ -76,7 +108,7 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   switch (o->kind) {
   case LPX_OPD_REG: return x->number[o->id] != 0;
   case LPX_OPD_SYM: return o->ival == 0;
-  case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || (o->aux == LPX_OPD_REG && x->number[o->id]);
+  case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->number[o->id]);
   case LPX_OPD_BRACKET: case LPX_OPD_NUM: return 0;
   case LPX_OPD_VEC: case LPX_OPD_PAREN:
     for (int k = 0; k < o->aux; k++) ok &= operand_ok(x, ops, i);
@@ -136,7 +168,8 @@ static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
   switch (o->kind) {
   case LPX_OPD_REG: put_reg(x, o->id, o->aux); break;
   case LPX_OPD_INT: case LPX_OPD_IMM:   /* int64 cdata: an exact integer literal, as parsed */
-    if (o->ival > -9007199254740992LL && o->ival < 9007199254740992LL) { lpx_buf_puti(x->b, o->ival); lpx_buf_puts(x->b, "LL"); }
+    if (o->kind == LPX_OPD_INT && o->aux) lpx_buf_printf(x->b, "0x%016" PRIx64 "ULL", (uint64_t)o->ival);
+    else if (o->ival > -9007199254740992LL && o->ival < 9007199254740992LL) { lpx_buf_puti(x->b, o->ival); lpx_buf_puts(x->b, "LL"); }
     else lpx_buf_printf(x->b, "0x%016" PRIx64 "ULL", (uint64_t)o->ival);
     break;
   case LPX_OPD_FIMM: put_float(x, o); break;
@@ -146,6 +179,7 @@ static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
   case LPX_OPD_SINK: lpx_buf_puts(x->b, "ptx.sink"); break;
   case LPX_OPD_ADDR:
     lpx_buf_puts(x->b, "ptx.addr(");
+    if (o->aux == 0) { lpx_buf_puti(x->b, o->ival); lpx_buf_putc(x->b, ')'); break; }
     if (name) put_string(x->b, name); else put_reg(x, o->id, 0);
     if (o->ival) { lpx_buf_puts(x->b, ", "); lpx_buf_puti(x->b, o->ival); }
     lpx_buf_putc(x->b, ')');
@@ -302,16 +336,19 @@ static void put_params(tx *x)
 /* Write one kernel "name" { options, function() body end }. */
 static void put_kernel(lpx_buf *b, lpx_module *m, const lpx_func *f, const lpx_item *decls, size_t ndecls)
 {
-  tx x = { b, m, f, calloc(f->nregs + 1, sizeof(int32_t)), { 0 }, { 0 } };
+  tx x = { b, m, f, calloc(f->nregs + 1, sizeof(int32_t)), { 0 }, { 0 }, { 0 }, 0 };
   number_registers(&x);
+  scan_ranges(&x);
   lpx_buf_puts(b, "M.kernels[#M.kernels + 1] = kernel ");
   put_string(b, lpx_strtab_get(&m->syms, f->sym));
   lpx_buf_printf(b, " {\n  arch = \"%s\", version = \"%d.%d\",\n", m->target, m->ptx_version / 10, m->ptx_version % 10);
   put_directives(&x);
   put_params(&x);
   lpx_buf_puts(b, "  function()\n");
-  for (int k = 0; k < LPX_RC__COUNT; k++) {
-    int c = (int[]){ LPX_RC_PRED, LPX_RC_B16, LPX_RC_B32, LPX_RC_F32, LPX_RC_B64, LPX_RC_F64, LPX_RC_B128 }[k];
+  for (int c = 0; c < LPX_RC__COUNT; c++)   /* used, never declared by a range: last */
+    if (x.count[c] && x.type[c] >= 0) note_range(&x, c, 0);
+  for (int k = 0; k < x.norder; k++) {
+    int c = x.order[k];
     if (x.count[c] && x.type[c] >= 0)
       lpx_buf_printf(b, "    local %s = numbered(T.%s, %d)\n", class_var(c), lpx_type_name(x.type[c]), x.count[c]);
   }

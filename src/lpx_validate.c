@@ -145,7 +145,7 @@ static int check_src(vctx *v, lpx_operand *o, int want, int allow_special)
   case LPX_OPD_NUM: return type_number(v, o, want);
   case LPX_OPD_INT:
     if (lpx_types[want].kind == 'F' || lpx_types[want].kind == 'H') return opfail(v, "is an integer literal where a float is expected");
-    o->kind = LPX_OPD_IMM; o->type = want; return 0;
+    o->type = want; return 0;   /* stays INT: printed as the literal was written */
   case LPX_OPD_IMM: case LPX_OPD_FIMM:
     if (lpx_types[o->type].bits == lpx_types[want].bits) return 0;
     snprintf(msg, sizeof msg, "is a .%s immediate; expected %s", lpx_types[o->type].name, want_words(want, words, sizeof words));

@@ -32,13 +32,18 @@ end
 
 local Addr = {}
 Addr.__index = Addr
-Addr.__tostring = function(a) return "[" .. tostring(a.base) .. "+" .. a.offset .. "]" end
+Addr.__tostring = function(a)
+  if a.base == false then return "[" .. a.offset .. "]" end
+  return "[" .. tostring(a.base) .. "+" .. a.offset .. "]"
+end
 
 --- Pack [base+offset]: base is a register or a symbol name.
 function Addr.__operand(a, o, t, k)
   local base = a.base
   if type(base) == "string" then
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, trace.sym(t, base), OPD.SYM, a.offset, 0
+  elseif base == false then   -- an absolute address [offset]
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, -1, 0, a.offset, 0
   else
     if base.trace ~= t then trace.fail("address register belongs to another kernel trace", 4) end
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, base.id, OPD.REG, a.offset, 0
@@ -54,11 +59,17 @@ Addr.__add = function(a, n)
 end
 
 --- An address operand [base+offset]; base is a register, a symbol name,
--- or anything with an :address() method (smem allocations, tensor params).
+-- anything with an :address() method (smem allocations, tensor params), or
+-- an integer: the absolute address [base+offset].
 function M.addr(base, offset)
   offset = offset or 0
   if type(offset) ~= "number" or offset ~= math.floor(offset) then
     trace.fail("ptx.addr: the offset must be an integer number of bytes, got " .. tostring(offset), 2)
+  end
+  if type(base) == "number" or type(base) == "cdata" then
+    local n = tonumber(base)
+    if n ~= math.floor(n) then trace.fail("ptx.addr: an absolute address must be an integer, got " .. tostring(base), 2) end
+    return setmetatable({ base = false, offset = n + offset }, Addr)
   end
   if type(base) == "table" and base.address then
     local a = base:address()

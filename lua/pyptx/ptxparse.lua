@@ -84,14 +84,17 @@ end
 
 --- ptx.raw_module(text): module-level PTX for the active trace's module
 -- (variables with initializers, .extern .func declarations, .pragma),
--- printed before the kernel. Function definitions are refused.
-function M.append_module(text)
+-- printed before the function being traced (in place between the items of
+-- a pyptx.module). Function definitions are refused.
+function M.append_module(text, level)
   local trace = require "pyptx.trace"
   local t = trace.need("ptx.raw_module")
   if type(text) ~= "string" then trace.fail("ptx.raw_module: expected a string of PTX, got " .. type(text)) end
-  local src, line = trace.where(2)
+  local src, line = trace.where(level or 2)
   local name = trace.format_where(src, line) .. ": ptx.raw_module"
+  local from = core.module_top_count(t.mod)
   if core.parse_module_decls(t.mod, text, #text, name) ~= 0 then fail() end
+  if t.fn >= 0 and core.module_hoist(t.mod, from) ~= 0 then fail() end
 end
 
 --- Read a whole file (binary).

@@ -146,7 +146,8 @@ put = function(t, k, v)
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.SYM, -1, M.sym(t, v), 0, 0, 0
     return k + 1
   elseif tv == "cdata" and ffi.istype("int64_t", v) or ffi.istype("uint64_t", v) then
-    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.INT, -1, 0, 0, v, 0
+    -- aux 1: written unsigned (ULL), so it prints as an unsigned literal
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.INT, -1, 0, ffi.istype("uint64_t", v) and 1 or 0, v, 0
     return k + 1
   end
   M.fail(("cannot use a %s (%s) as an operand; expected a register, number, vector table, address or label")
