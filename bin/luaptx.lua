@@ -27,7 +27,8 @@ commands:
   --version                         print the version
 
 Kernel scripts return a kernel, a list of kernels, or a table with
-`kernels` (what ptx/check take) and `main` (what run calls).
+`kernels` (what ptx/check take), `main` (what run calls) and optionally
+`module` (a pyptx.module: what ptx prints instead of each kernel).
 Environment: LUAPTX_LUA_DIR=lua loads luaptx's Lua modules from disk,
 LUAPTX_ARCH sets what arch = "auto" means, CUDA_HOME locates the toolkit.]]
 
@@ -113,7 +114,13 @@ local function cmd_ptx(args)
   if not pos[1] then error("usage: luaptx ptx <script.lua> [--arch A] [-o out.ptx]", 0) end
   local script = M.load_kernel_script(pos[1])
   local chunks = {}
-  for _, e in ipairs(each_kernel(script, opts.arch)) do
+  local whole = script.module and require("pyptx.module").is(script.module.module) and script.module.module
+  if whole then   -- a pyptx.module (transpiled scripts): its kernels and functions as one PTX module
+    if opts.arch then whole.arch, whole.traced = opts.arch, nil end
+    if opts["--no-line-info"] then whole.line_info, whole.traced = false, nil end
+    chunks[1] = whole:ptx()
+  end
+  for _, e in ipairs(whole and {} or each_kernel(script, opts.arch)) do
     if opts["--no-line-info"] then e.kernel.line_info = false end
     chunks[#chunks + 1] = e.kernel:ptx(e.values)
   end

@@ -213,3 +213,32 @@ describe("pyptx.load_ptx", function()
     assert.matches("launching entry params", err, 1, true)
   end)
 end)
+
+describe("double literals in f32 instructions", function()
+  it("are rounded to f32 as ptxas does (0d and decimal forms)", function()
+    local runtime, tensor = require "pyptx.runtime", require "pyptx.tensor"
+    local ok, dev = pcall(runtime.open, "emu")
+    if not ok then pending("no emulator: " .. tostring(dev)) return end
+    runtime.use(dev)
+    local mod = require("pyptx").load_ptx([[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 o)
+{
+	.reg .f32 	%f<4>;
+	.reg .b64 	%rd<2>;
+	ld.param.u64 	%rd1, [o];
+	mov.f32 	%f1, 0d3FF8000000000000;
+	add.f32 	%f2, %f1, 0d4000000000000000;
+	mul.f32 	%f3, %f2, 0d3FB999999999999A;
+	st.global.f32 	[%rd1], %f3;
+	ret;
+}]])
+    local out = tensor.empty({ 1 }, require("pyptx").types.f32, dev)
+    mod.k { grid = { 1 }, block = { 1 }, args = { out } }
+    local f = require("ffi").new("float[3]", 1.5, 3.5, 0.1)
+    f[0] = f[1] * f[2]
+    assert.equal(f[0], out:values()[1])
+  end)
+end)

@@ -23,7 +23,8 @@ describe("pyptx.kernel", function()
         local k = pyptx.kernel "k" { arch = "sm_80", blocks = { 1 }, function() end }
         return k
       end)
-      assert.matches("^spec/kernel_spec.lua:%d+: kernel \"k\": unknown option 'blocks'; valid options: arch, block, check_refs, cluster, extern_smem", err)
+      assert.matches("^spec/kernel_spec.lua:%d+: kernel \"k\": unknown option 'blocks'; "
+        .. "valid options: address_size, arch, block, check_refs, cluster, extern_smem", err)
     end)
 
     it("refuses an option of the wrong type", function()

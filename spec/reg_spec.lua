@@ -16,6 +16,30 @@ local function trace_error(fn, arch)
 end
 
 describe("pyptx.reg", function()
+  describe("named registers and ranges", function()
+    it("declare their own .reg lines where they are made and print their names", function()
+      local text = pyptx.kernel "t" { arch = "sm_80", line_info = false, function()
+        local f = reg.range(T.b32, "%f", 3)
+        local acc = reg.named(T.b32, "acc")
+        local two = reg.named(T.u32, { "%x", "$y" })
+        ptx.inst("mov.b32", f[2], acc)
+        ptx.inst("add.u32", two[1], two[2], reg.scalar(T.u32))
+        ptx.raw("mov.b32 %f0, %f2;")
+      end }:ptx()
+      assert.matches("\t.reg .b32 \t%f<3>;\n\t.reg .b32 \tacc;\n\t.reg .u32 \t%x, $y;\n\tmov.b32 \t%f2, acc;\n" ..
+        "\tadd.u32 \t%x, $y, %r1;\n\tmov.b32 \t%f0, %f2;", text, 1, true)
+    end)
+
+    it("refuse names the automatic registers use, either way round", function()
+      assert.matches("reg_spec.lua:%d+: reg.range: register %%r1 is already one of the automatic registers of this function",
+        trace_error(function() reg.scalar(T.u32); reg.range(T.b32, "%r", 3) end))
+      assert.matches("reg_spec.lua:%d+: register %%r1 of the u32 class is already declared by reg.range/reg.named",
+        trace_error(function() reg.range(T.b32, "%r", 3); reg.scalar(T.u32) end))
+      assert.matches("reg.named: '1x' is not a PTX register name", trace_error(function() reg.named(T.b32, "1x") end), 1, true)
+      assert.matches("reg.range: count must be a positive integer, got 0", trace_error(function() reg.range(T.b32, "%q", 0) end), 1, true)
+    end)
+  end)
+
   describe("allocation", function()
     it("allocates without emitting and initializes with one mov", function()
       assert.same({ "mov.u32 %r2, 7;" }, lines(function()

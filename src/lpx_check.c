@@ -36,8 +36,11 @@ static uint8_t *declared(const lpx_module *m, const lpx_func *f, uint8_t **label
   for (size_t i = 0; i < f->nitems; i++) {
     if (f->items[i].kind == LPX_ITEM_LABEL) { mark(lab, f->items[i].form); mark(set, f->items[i].form); }
     if (f->items[i].kind == LPX_ITEM_RAW) mark_raw(m, lpx_strtab_get(&m->syms, f->items[i].form), set);
+    if (f->items[i].kind == LPX_ITEM_DIR)   /* parsed declarations: .param in a call block, .local, ... */
+      for (uint32_t k = f->items[i].lex; k < f->items[i].lex + f->items[i].nlex; k++) mark(set, m->lex[k].spell);
   }
   for (size_t i = 0; i < f->nparams; i++) mark(set, f->params[i].sym);
+  for (size_t i = 0; i < f->nrets; i++) mark(set, f->rets[i].sym);
   for (size_t i = 0; i < f->nvars; i++) mark(set, f->vars[i].sym);
   for (size_t i = 0; i < m->nvars; i++) mark(set, m->vars[i].sym);
   for (size_t i = 0; i < m->nfuncs; i++) mark(set, m->funcs[i].sym);

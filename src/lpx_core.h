@@ -16,7 +16,7 @@ enum {
   LPX_OPD_REG = 1,   /* id = register, aux = 1 if negated predicate */
   LPX_OPD_NUM,       /* a Lua number, typed by the validator (fval) */
   LPX_OPD_IMM,       /* typed integer bits (ival); type = its type */
-  LPX_OPD_FIMM,      /* typed float bits (ival); type = F32 or F64 */
+  LPX_OPD_FIMM,      /* typed float bits (ival); type = F32 or F64; aux 1: an f64 literal read as f32 */
   LPX_OPD_SPECIAL,   /* id = special register */
   LPX_OPD_SYM,       /* id = symbol (param, variable, function), ival = offset */
   LPX_OPD_LABEL,     /* id = symbol naming the label */
@@ -84,6 +84,7 @@ int32_t lpx_func_directive(lpx_module *m, int32_t fn, const char *text);
 int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *name, int32_t type, int32_t align, int64_t count, int32_t linkage);
 int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type);
 int32_t lpx_module_top_count(lpx_module *m);
+int32_t lpx_module_target_modifiers(lpx_module *m, const char *mods);
 int32_t lpx_module_hoist(lpx_module *m, int32_t from);
 int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name);
 int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count);

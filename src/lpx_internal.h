@@ -182,6 +182,7 @@ struct lpx_module {
   lpx_ctx *ctx;
   int32_t ptx_version, address_size, sm, family;
   char target[64];
+  char target_mods[96];   /* ", debug, texmode_independent": what follows the first target */
   lpx_strtab syms;
   int32_t *files; size_t nfiles, files_cap;
   lpx_func *funcs; size_t nfuncs, funcs_cap;

@@ -101,6 +101,15 @@ int32_t lpx_func_begin(lpx_module *m, const char *name, int32_t is_entry, int32_
   return (int32_t)m->nfuncs++;
 }
 
+/* Set what .target names after the arch (e.g. "debug", "texmode_independent";
+ * comma-separated). */
+int32_t lpx_module_target_modifiers(lpx_module *m, const char *mods)
+{
+  if (strlen(mods) + 2 >= sizeof m->target_mods) return lpx_fail(m->ctx, "target modifiers '%s' are too long", mods);
+  snprintf(m->target_mods, sizeof m->target_mods, "%s%s", *mods ? ", " : "", mods);
+  return 0;
+}
+
 /* Number of top-level items (functions and raw_module statements). */
 int32_t lpx_module_top_count(lpx_module *m) { return (int32_t)m->ntop; }
 

@@ -1064,6 +1064,9 @@ static void parse_function(pstate *ps)
   }
   if (ps->raw) perr(ps, ps->pos, "function definitions cannot be added to a traced module (declarations only)");
   lpx_func *f = ps->f;
+  for (size_t i = 0; i < f->nparams; i++)   /* .reg parameters are registers of the body */
+    if (f->params[i].is_reg) reg_create(ps, f->params[i].sym, f->params[i].type);
+  f = ps->f;
   f->head_lex = ps->lex_base + (uint32_t)start;
   take(ps);
   f->head_nlex = (uint32_t)(ps->pos - start);
@@ -1098,6 +1101,12 @@ static void module_header(pstate *ps, size_t k)
   } else if (is_word(ps, &ps->t[k], ".target")) {
     snprintf(m->target, sizeof m->target, "%s", buf);
     if (lpx_arch_parse(buf, &m->sm, &m->family)) m->sm = m->family = 0;
+    m->target_mods[0] = '\0';
+    for (size_t j = k + 2; j + 1 < ps->nt && is_punct(ps, &ps->t[j], ','); j += 2) {
+      size_t n = strlen(m->target_mods);
+      tok_text(ps, &ps->t[j + 1], buf, sizeof buf);
+      snprintf(m->target_mods + n, sizeof m->target_mods - n, ", %s", buf);
+    }
   } else if (is_word(ps, &ps->t[k], ".address_size")) {
     m->address_size = atoi(buf);
   }

@@ -1,13 +1,14 @@
-/* The PTX -> Lua transpiler: prints a kernel script (pyptx DSL) from a
- * parsed module. Each .entry becomes `kernel "name" { ... }` with its
- * params as raw_params, its directives as options, nvcc-numbered registers
- * as reg arrays (r[12] is %r12) and one ptx.inst call per instruction.
- * What the DSL cannot say operand by operand (named registers, [addr]
- * lists, symbol offsets) is kept as ptx.raw text of that one statement;
- * debug lines (.loc, .file) are dropped; module-level constructs the DSL
- * has no face for (.func, initialized globals, DWARF sections) are refused
- * with a message naming them; other module-level declarations (globals
- * with initializers, .extern declarations) go through ptx.raw_module. */
+/* The PTX -> Lua transpiler: prints a script in the pyptx DSL from a
+ * parsed module. The module becomes pyptx.module { ... } with its items in
+ * order: module-level declarations as PTX text, each .func as
+ * `func "name" { params, returns, function(P) ... end }`, each .entry as
+ * `kernel "name" { raw_params, directives as options, function() ... end }`.
+ * Every .reg line becomes reg.range / reg.named at its place, so registers
+ * are Lua values (r[12] is %r12) and instructions are ptx.inst calls. What
+ * the DSL cannot say operand by operand ([addr, {x, y}] lists, symbol
+ * offsets, vector registers) is kept as ptx.raw text of that one statement;
+ * debug information (.loc, .file, DWARF sections) is dropped: it points at
+ * the source the PTX came from, not at the script. */
 #include "lpx_parse.h"
 #include <inttypes.h>
 #include <math.h>
@@ -15,88 +16,169 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const class_prefix[LPX_RC__COUNT] = {
-#define X(id, decl, prefix) prefix,
-  LPX_REGCLASSES(X)
-#undef X
-};
+enum { RX_NONE, RX_RANGE, RX_NAMED, RX_PARAM };
 
-/* What the printer needs while writing one kernel. */
+/* A .reg line the script declares: a range %f<6> or a list of names. */
+typedef struct rdecl {
+  int32_t kind, type, prefix, count;   /* prefix: symbol of "%f" (ranges) */
+  char var[48];                        /* the Lua expression of a range ("f", R["%x"]) */
+} rdecl;
+
+/* How one register is written in Lua. */
+typedef struct rexpr {
+  int32_t kind, decl, index;
+} rexpr;
+
+/* What the printer needs while writing one function. */
 typedef struct tx {
   lpx_buf *b;
   lpx_module *m;
   const lpx_func *f;
-  int32_t *number;        /* per register: its nvcc number, or 0 when named */
-  int32_t count[LPX_RC__COUNT];   /* highest number per register class */
-  int32_t type[LPX_RC__COUNT];    /* declared type per class */
-  int32_t order[LPX_RC__COUNT], norder;   /* classes in .reg declaration order */
+  rexpr *reg;                /* per register */
+  rdecl *decl; size_t ndecl; /* the .reg lines carried, in order */
+  int32_t *item_decl;        /* per body item: its rdecl index, or -1 */
+  int use_r, use_n;          /* the R / N tables are needed */
 } tx;
 
 static int tok_is(const lpx_module *m, uint32_t k, const char *w);
 
 /* ------------------------------------------------------------- registers */
 
-/* The nvcc number of register r ("%rd12" of class B64 -> 12), or 0. */
-static int32_t reg_number(const lpx_module *m, const lpx_func *f, int32_t r)
+/* Lua words a range's variable must not shadow or be. */
+static int reserved(const char *s)
 {
-  if ((size_t)r >= f->nreg_names || f->reg_name[r] < 0) return 0;
-  const char *name = lpx_strtab_get(&m->syms, f->reg_name[r]);
-  const char *prefix = class_prefix[lpx_types[f->reg_type[r]].regclass];
-  size_t n = strlen(prefix);
-  if (strncmp(name, prefix, n) || !name[n] || name[n] == '0' || strlen(name + n) > 7) return 0;
-  for (const char *p = name + n; *p; p++) if (*p < '0' || *p > '9') return 0;
-  return (int32_t)strtol(name + n, NULL, 10);
+  static const char *const words[] = {
+    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in", "local",
+    "nil", "not", "or", "repeat", "return", "then", "true", "until", "while", "pyptx", "kernel", "func", "reg",
+    "ptx", "T", "S", "L", "M", "N", "P", "R", "items", "prelude", "operands", "math", "string", "table", NULL };
+  for (int i = 0; words[i]; i++) if (!strcmp(words[i], s)) return 1;
+  return 0;
 }
 
-/* Number every register and find each class's array size and type. A
- * class whose registers mix types stays named (raw) as a whole. */
-static void number_registers(tx *x)
+/* Name the Lua variable of range d: the prefix without '%' when it is a
+ * free identifier, else an entry of the table R. */
+static void name_range(tx *x, rdecl *d)
 {
-  const lpx_func *f = x->f;
-  for (int c = 0; c < LPX_RC__COUNT; c++) x->type[c] = -1;
-  for (size_t r = 0; r < f->nregs; r++) {
-    int32_t k = reg_number(x->m, f, (int32_t)r), c = lpx_types[f->reg_type[r]].regclass;
-    x->number[r] = k;
-    if (!k) continue;
-    if (x->type[c] >= 0 && x->type[c] != f->reg_type[r]) x->type[c] = -2;
-    else if (x->type[c] == -1) x->type[c] = f->reg_type[r];
-    if (k > x->count[c]) x->count[c] = k;
-  }
-  for (size_t r = 0; r < f->nregs; r++)
-    if (x->number[r] && x->type[lpx_types[f->reg_type[r]].regclass] == -2) x->number[r] = 0;
+  const char *p = lpx_strtab_get(&x->m->syms, d->prefix), *s = p + (p[0] == '%');
+  int ok = (s[0] == '_' || ((s[0] | 32) >= 'a' && (s[0] | 32) <= 'z')) && !reserved(s) && strlen(s) < 32 && x->ndecl < 100;
+  for (const char *c = s; *c && ok; c++) ok = *c == '_' || ((*c | 32) >= 'a' && (*c | 32) <= 'z') || (*c >= '0' && *c <= '9');
+  for (size_t i = 0; i < x->ndecl && ok; i++) ok = x->decl[i].kind != RX_RANGE || strcmp(x->decl[i].var, s);
+  if (ok) { snprintf(d->var, sizeof d->var, "%s", s); return; }
+  snprintf(d->var, sizeof d->var, "R[\"%.40s\"]", p);
+  x->use_r = 1;
 }
 
-/* Note a declared range %p<N> of class c: its size and first place. */
-static void note_range(tx *x, int c, int32_t n)
-{
-  int seen = 0;
-  for (int k = 0; k < x->norder; k++) seen |= x->order[k] == c;
-  if (!seen) x->order[x->norder++] = c;
-  if (n - 1 > x->count[c]) x->count[c] = n - 1;
-}
-
-/* Take array sizes and their order from the .reg ranges (nvcc declares
- * %p<3> when it uses %p1 and %p2 only; tracing must declare the same). */
-static void scan_ranges(tx *x)
+/* Parse a .reg item's tokens: .reg .type entry, entry, ... ; with entries
+ * all ranges (one) or all names. 0 when the script cannot declare it. */
+static int parse_reg_item(tx *x, const lpx_item *it, rdecl *d)
 {
   const lpx_module *m = x->m;
-  for (size_t i = 0; i < x->f->nitems; i++) {
-    const lpx_item *it = &x->f->items[i];
-    if (it->kind != LPX_ITEM_DIR || it->nlex < 5 || !tok_is(m, it->lex, ".reg")) continue;
-    int32_t type = -1;
-    for (uint32_t k = it->lex + 1; k + 2 < it->lex + it->nlex; k++) {
-      const char *s = lpx_strtab_get(&m->syms, m->lex[k].spell);
-      if (s[0] == '.' && lpx_type_lookup(s + 1) >= 0) type = lpx_type_lookup(s + 1);
-      if (type < 0 || !tok_is(m, k + 1, "<")) continue;
-      int c = lpx_types[type].regclass;
-      if (x->type[c] == type && !strcmp(s, class_prefix[c]))
-        note_range(x, c, (int32_t)strtol(lpx_strtab_get(&m->syms, m->lex[k + 2].spell), NULL, 10));
-    }
+  uint32_t k = it->lex + 1, end = it->lex + it->nlex;
+  const char *ty = k < end ? lpx_strtab_get(&m->syms, m->lex[k].spell) : "";
+  if (ty[0] != '.' || lpx_type_lookup(ty + 1) < 0) return 0;   /* .v2 .b32, unknown types */
+  memset(d, 0, sizeof *d);
+  d->type = lpx_type_lookup(ty + 1);
+  int names = 0, ranges = 0;
+  for (k++; k < end && !tok_is(m, k, ";"); k++) {
+    if (tok_is(m, k, ",")) continue;
+    if (m->lex[k].role != LPX_LEX_REG && !(k + 1 < end && tok_is(m, k + 1, "<"))) return 0;
+    if (k + 3 < end && tok_is(m, k + 1, "<")) {
+      ranges++;
+      d->prefix = m->lex[k].spell;
+      d->count = (int32_t)strtol(lpx_strtab_get(&m->syms, m->lex[k + 2].spell), NULL, 10);
+      k += 3;
+    } else names++;
+  }
+  if (ranges == 1 && names == 0 && d->count > 0) { d->kind = RX_RANGE; return 1; }
+  if (ranges == 0 && names > 0) { d->kind = RX_NAMED; d->prefix = (int32_t)it->lex; return 1; }
+  return 0;
+}
+
+/* Decimal index of name after a range prefix, or -1. */
+static int32_t range_index(const char *name, const char *prefix, int32_t count)
+{
+  size_t n = strlen(prefix);
+  if (strncmp(name, prefix, n) || !name[n] || (name[n] == '0' && name[n + 1]) || strlen(name + n) > 9) return -1;
+  for (const char *c = name + n; *c; c++) if (*c < '0' || *c > '9') return -1;
+  long v = strtol(name + n, NULL, 10);
+  return v < count ? (int32_t)v : -1;
+}
+
+/* Find how register r is written: a range member or a .reg param (named
+ * ones were marked by their declarations). */
+static void map_register(tx *x, int32_t r)
+{
+  const lpx_func *f = x->f;
+  rexpr *e = &x->reg[r];
+  if ((size_t)r >= f->nreg_names || f->reg_name[r] < 0 || e->kind != RX_NONE) return;
+  int32_t sym = f->reg_name[r];
+  const char *name = lpx_strtab_get(&x->m->syms, sym);
+  for (size_t i = 0; i < f->nparams; i++)
+    if (f->params[i].is_reg && f->params[i].sym == sym) { e->kind = RX_PARAM; return; }
+  for (size_t i = 0; i < x->ndecl; i++) {
+    const rdecl *d = &x->decl[i];
+    if (d->kind != RX_RANGE || d->type != f->reg_type[r]) continue;
+    int32_t idx = range_index(name, lpx_strtab_get(&x->m->syms, d->prefix), d->count);
+    if (idx >= 0) { e->kind = RX_RANGE; e->decl = (int32_t)i; e->index = idx; return; }
   }
 }
 
-/* The Lua array name of a register class ("%rd" -> "rd"). */
-static const char *class_var(int c) { return class_prefix[c] + 1; }
+/* Collect the .reg lines and map every register of the function. */
+static int scan_registers(tx *x)
+{
+  const lpx_func *f = x->f;
+  x->reg = calloc(f->nregs + 1, sizeof *x->reg);
+  x->decl = calloc(f->nitems + 1, sizeof *x->decl);
+  x->item_decl = malloc((f->nitems + 1) * sizeof *x->item_decl);
+  if (!x->reg || !x->decl || !x->item_decl) return -1;
+  for (size_t i = 0; i < f->nitems; i++) {
+    const lpx_item *it = &f->items[i];
+    rdecl *d = &x->decl[x->ndecl];
+    x->item_decl[i] = -1;
+    if (it->kind != LPX_ITEM_DIR || !it->nlex || !tok_is(x->m, it->lex, ".reg") || !parse_reg_item(x, it, d)) continue;
+    if (d->kind == RX_RANGE) name_range(x, d);
+    for (uint32_t k = it->lex; d->kind == RX_NAMED && k < it->lex + it->nlex; k++)
+      if (x->m->lex[k].role == LPX_LEX_REG && x->m->lex[k].ref >= 0 && (size_t)x->m->lex[k].ref < f->nregs) {
+        x->reg[x->m->lex[k].ref].kind = RX_NAMED;   /* this declaration's own register (scopes may reuse names) */
+        x->use_n = 1;
+      }
+    x->item_decl[i] = (int32_t)x->ndecl++;
+  }
+  for (size_t r = 0; r < f->nregs; r++) map_register(x, (int32_t)r);
+  return 0;
+}
+
+/* Write a register as a Lua expression (r[12], N["acc"], -p[1]). */
+static void put_reg(tx *x, int32_t r, int neg)
+{
+  const rexpr *e = &x->reg[r];
+  const char *name = lpx_strtab_get(&x->m->syms, x->f->reg_name[r]);
+  if (neg) lpx_buf_putc(x->b, '-');
+  if (e->kind == RX_RANGE) lpx_buf_printf(x->b, "%s[%d]", x->decl[e->decl].var, e->index);
+  else lpx_buf_printf(x->b, "%s[\"%s\"]", e->kind == RX_PARAM ? "P" : "N", name);
+}
+
+/* Write the Lua declaration of carried .reg line d (item it). */
+static void put_reg_decl(tx *x, const lpx_item *it, const rdecl *d)
+{
+  const lpx_module *m = x->m;
+  if (d->kind == RX_RANGE) {
+    lpx_buf_printf(x->b, "    %s%s = reg.range(T.%s, \"%s\", %d)\n", d->var[0] == 'R' ? "" : "local ", d->var,
+                   lpx_type_name(d->type), lpx_strtab_get(&m->syms, d->prefix), d->count);
+    return;
+  }
+  lpx_buf_puts(x->b, "    do\n      local v = reg.named(T.");
+  lpx_buf_puts(x->b, lpx_type_name(d->type));
+  lpx_buf_puts(x->b, ", {");
+  int n = 0;
+  for (uint32_t k = it->lex; k < it->lex + it->nlex; k++)
+    if (m->lex[k].role == LPX_LEX_REG) lpx_buf_printf(x->b, "%s\"%s\"", n++ ? ", " : " ", lpx_strtab_get(&m->syms, m->lex[k].spell));
+  lpx_buf_puts(x->b, " })\n");
+  n = 0;
+  for (uint32_t k = it->lex; k < it->lex + it->nlex; k++)
+    if (m->lex[k].role == LPX_LEX_REG) lpx_buf_printf(x->b, "      N[\"%s\"] = v[%d]\n", lpx_strtab_get(&m->syms, m->lex[k].spell), ++n);
+  lpx_buf_puts(x->b, "    end\n");
+}
 
 /* ------------------------------------------------------------- operands */
 
@@ -106,9 +188,9 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   const lpx_operand *o = &ops[(*i)++];
   int ok = 1;
   switch (o->kind) {
-  case LPX_OPD_REG: return x->number[o->id] != 0;
+  case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE;
   case LPX_OPD_SYM: return o->ival == 0;
-  case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->number[o->id]);
+  case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->reg[o->id].kind != RX_NONE);
   case LPX_OPD_BRACKET: case LPX_OPD_NUM: return 0;
   case LPX_OPD_VEC: case LPX_OPD_PAREN:
     for (int k = 0; k < o->aux; k++) ok &= operand_ok(x, ops, i);
@@ -116,12 +198,6 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   case LPX_OPD_PIPE: ok &= operand_ok(x, ops, i); ok &= operand_ok(x, ops, i); return ok;
   default: return 1;
   }
-}
-
-/* Write a register as a Lua expression (r[12], -p[1] when negated). */
-static void put_reg(tx *x, int32_t r, int neg)
-{
-  lpx_buf_printf(x->b, "%s%s[%d]", neg ? "-" : "", class_var(lpx_types[x->f->reg_type[r]].regclass), x->number[r]);
 }
 
 /* Write a float immediate's value so ptx.imm gives back the same bits. */
@@ -133,8 +209,7 @@ static void put_float(tx *x, const lpx_operand *o)
   const char *ty = o->type == LPX_T_F32 ? "f32" : "f64";
   if (isnan(v)) lpx_buf_printf(x->b, "ptx.imm(T.%s, 0/0)", ty);
   else if (isinf(v)) lpx_buf_printf(x->b, "ptx.imm(T.%s, %smath.huge)", ty, v < 0 ? "-" : "");
-  else if (o->type == LPX_T_F64) lpx_buf_printf(x->b, "%.17g", v);   /* a number: typed by the instruction */
-  else lpx_buf_printf(x->b, "ptx.imm(T.%s, %.17g)", ty, v);
+  else lpx_buf_printf(x->b, "ptx.imm(T.%s, %.17g)", ty, v);   /* T.f64 in an f32 instruction stays 0d */
 }
 
 /* Write a Lua string literal. */
@@ -216,11 +291,10 @@ static void put_item_raw(tx *x, const lpx_item *it)
 static void put_inst(tx *x, const lpx_item *it)
 {
   const lpx_operand *ops = x->f->ops;
-  int ok = it->guard < 0 || x->number[it->guard];
+  int ok = it->guard < 0 || x->reg[it->guard].kind != RX_NONE;
   for (uint32_t i = it->ops; i < it->ops + it->nops && ok;) ok = operand_ok(x, ops, &i);
   if (!ok) { put_item_raw(x, it); return; }
-  lpx_buf_puts(x->b, "    ");
-  lpx_buf_puts(x->b, "ptx.");
+  lpx_buf_puts(x->b, "    ptx.");
   if (it->guard >= 0) { lpx_buf_puts(x->b, "at("); put_reg(x, it->guard, it->guard_neg); lpx_buf_puts(x->b, ")."); }
   lpx_buf_puts(x->b, "inst(");
   put_string(x->b, lpx_strtab_get(&x->m->ctx->form_names, it->form));
@@ -237,28 +311,10 @@ static int tok_is(const lpx_module *m, uint32_t k, const char *w)
   return strcmp(lpx_strtab_get(&m->syms, m->lex[k].spell), w) == 0;
 }
 
-/* Does a .reg item declare only ranges the reg arrays cover (%r<N> of a
- * type whose class prefix is %r and whose class has one type)? */
-static int reg_decl_covered(const tx *x, const lpx_item *it)
+/* Write body item i. */
+static void put_item(tx *x, size_t i)
 {
-  int32_t type = -1;
-  for (uint32_t k = it->lex; k < it->lex + it->nlex; k++) {
-    const lpx_lex *l = &x->m->lex[k];
-    const char *s = lpx_strtab_get(&x->m->syms, l->spell);
-    if (l->role == LPX_LEX_REG) return 0;   /* a named register */
-    if (s[0] == '.' && lpx_type_lookup(s + 1) >= 0) type = lpx_type_lookup(s + 1);
-    if (k + 1 < it->lex + it->nlex && strcmp(lpx_strtab_get(&x->m->syms, x->m->lex[k + 1].spell), "<") == 0) {
-      if (type < 0) return 0;
-      int c = lpx_types[type].regclass;
-      if (strcmp(s, class_prefix[c]) || (x->type[c] >= 0 && x->type[c] != type) || x->type[c] == -2) return 0;
-    }
-  }
-  return 1;
-}
-
-/* Write one body item. */
-static void put_item(tx *x, const lpx_item *it)
-{
+  const lpx_item *it = &x->f->items[i];
   if (it->kind == LPX_ITEM_LABEL) {
     lpx_buf_puts(x->b, "    ptx.label(");
     put_string(x->b, lpx_strtab_get(&x->m->syms, it->form));
@@ -266,153 +322,214 @@ static void put_item(tx *x, const lpx_item *it)
   } else if (it->kind == LPX_ITEM_INST) {
     put_inst(x, it);
   } else if (it->kind == LPX_ITEM_DIR && it->nlex) {
-    if (tok_is(x->m, it->lex, ".loc") || tok_is(x->m, it->lex, ".file")) return;   /* debug lines point at PTX */
-    if (tok_is(x->m, it->lex, ".reg") && reg_decl_covered(x, it)) return;
-    put_item_raw(x, it);
+    if (tok_is(x->m, it->lex, ".loc") || tok_is(x->m, it->lex, ".file")) return;   /* debug lines point at the source */
+    if (x->item_decl[i] >= 0) put_reg_decl(x, it, &x->decl[x->item_decl[i]]);
+    else put_item_raw(x, it);
   } else {
     put_item_raw(x, it);
   }
 }
 
-/* Write a module-level declaration as ptx.raw_module[[...]]. */
-static void put_module_decl(tx *x, const lpx_item *it)
+/* Write the body of a function: the N/R tables, then every item. */
+static void put_body(tx *x)
 {
-  lpx_buf tmp = { 0 };
-  lpx_fmt_tokens(&tmp, x->m, it->lex, it->nlex, NULL);
-  lpx_buf_puts(x->b, "    ptx.raw_module[==[");
-  if (tmp.p) lpx_buf_put(x->b, tmp.p, tmp.n);
-  lpx_buf_puts(x->b, "]==]\n");
-  lpx_buf_free(&tmp);
+  if (x->use_n && x->use_r) lpx_buf_puts(x->b, "    local N, R = {}, {}   -- named registers, ranges by PTX prefix\n");
+  else if (x->use_n) lpx_buf_puts(x->b, "    local N = {}   -- named registers by PTX name\n");
+  else if (x->use_r) lpx_buf_puts(x->b, "    local R = {}   -- register ranges by PTX prefix\n");
+  for (size_t i = 0; i < x->f->nitems; i++) put_item(x, i);
 }
 
-/* ---------------------------------------------------------------- kernels */
+/* ------------------------------------------------------------- functions */
 
-/* Write the options taken from the entry's directives (block, cluster, ...). */
+/* Write the entry's directives as raw_directives in their order (so the
+ * PTX keeps them as written), with block taken from .maxntid/.reqntid for
+ * launching. */
 static void put_directives(tx *x)
 {
-  int have_maxntid = 0;
-  lpx_buf raw = { 0 };
+  int a = 1, b = 1, c = 1;
   for (size_t i = 0; i < x->f->ndirectives; i++) {
     const char *d = lpx_strtab_get(&x->m->syms, x->f->directives[i]);
-    int a = 1, b = 1, c = 1;
-    if (sscanf(d, ".maxntid %d , %d , %d", &a, &b, &c) >= 1) {
-      lpx_buf_printf(x->b, "  block = { %d, %d, %d },\n", a, b, c);
-      have_maxntid = 1;
-    } else if (sscanf(d, ".reqntid %d , %d , %d", &a, &b, &c) >= 1) {
-      lpx_buf_printf(x->b, "  block = { %d, %d, %d }, reqntid = { %d, %d, %d },\n", a, b, c, a, b, c);
-      have_maxntid = 1;
-    } else {
-      char word[64];
-      const char *sp = strchr(d, ' ');
-      snprintf(word, sizeof word, "%.*s", (int)(sp ? sp - d : (long)strlen(d)), d);
-      lpx_buf_puts(&raw, "    { ");
-      put_string(&raw, word);
-      lpx_buf_puts(&raw, ", ");
-      put_string(&raw, sp ? sp + 1 : "");
-      lpx_buf_puts(&raw, " },\n");
-    }
+    if (sscanf(d, ".maxntid %d , %d , %d", &a, &b, &c) >= 1 || sscanf(d, ".reqntid %d , %d , %d", &a, &b, &c) >= 1) break;
   }
-  if (!have_maxntid) lpx_buf_puts(x->b, "  maxntid = false,   -- the PTX names no .maxntid\n");
-  if (raw.n) { lpx_buf_puts(x->b, "  raw_directives = {\n"); lpx_buf_put(x->b, raw.p, raw.n); lpx_buf_puts(x->b, "  },\n"); }
-  lpx_buf_free(&raw);
-}
-
-/* Write raw_params = { { "u64", "name" }, { "b8", "desc", align = 64, count = 128 } }. */
-static void put_params(tx *x)
-{
-  if (!x->f->nparams) return;
-  lpx_buf_puts(x->b, "  raw_params = {\n");
-  for (size_t i = 0; i < x->f->nparams; i++) {
-    const lpx_param *p = &x->f->params[i];
-    lpx_buf_printf(x->b, "    { \"%s\", ", lpx_type_name(p->type));
-    put_string(x->b, lpx_strtab_get(&x->m->syms, p->sym));
-    if (p->align) lpx_buf_printf(x->b, ", align = %d", p->align);
-    if (p->count) lpx_buf_printf(x->b, ", count = %d", p->count);
+  lpx_buf_printf(x->b, "  block = { %d, %d, %d }, maxntid = false,   -- the directives below say it\n", a, b, c);
+  if (!x->f->ndirectives) return;
+  lpx_buf_puts(x->b, "  raw_directives = {\n");
+  for (size_t i = 0; i < x->f->ndirectives; i++) {
+    const char *d = lpx_strtab_get(&x->m->syms, x->f->directives[i]), *sp = strchr(d, ' ');
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)(sp ? sp - d : (long)strlen(d)), d);
+    lpx_buf_puts(x->b, "    { ");
+    put_string(x->b, word);
+    lpx_buf_puts(x->b, ", ");
+    put_string(x->b, sp ? sp + 1 : "");
     lpx_buf_puts(x->b, " },\n");
   }
   lpx_buf_puts(x->b, "  },\n");
 }
 
-/* Write one kernel "name" { options, function() body end }. */
-static void put_kernel(lpx_buf *b, lpx_module *m, const lpx_func *f, const lpx_item *decls, size_t ndecls)
+/* Write one parameter entry { "u64", "name", align = 8, ptr = "global", ... }. */
+static void put_param(lpx_buf *b, const lpx_module *m, const lpx_param *p)
 {
-  tx x = { b, m, f, calloc(f->nregs + 1, sizeof(int32_t)), { 0 }, { 0 }, { 0 }, 0 };
-  number_registers(&x);
-  scan_ranges(&x);
+  lpx_buf_printf(b, "    { \"%s\", ", lpx_type_name(p->type));
+  put_string(b, lpx_strtab_get(&m->syms, p->sym));
+  if (p->align) lpx_buf_printf(b, ", align = %d", p->align);
+  if (p->count) lpx_buf_printf(b, ", count = %d", p->count);
+  if (p->is_reg) lpx_buf_puts(b, ", reg = true");
+  if (p->ptr_space >= 0) lpx_buf_printf(b, ", ptr = \"%s\"", lpx_strtab_get(&m->syms, p->ptr_space));
+  else if (p->ptr_align) lpx_buf_puts(b, ", ptr = true");
+  if (p->ptr_align > 0) lpx_buf_printf(b, ", ptr_align = %d", p->ptr_align);
+  lpx_buf_puts(b, " },\n");
+}
+
+/* Write `key = { entries },` for a parameter list (nothing when empty). */
+static void put_param_list(lpx_buf *b, const lpx_module *m, const char *key, const lpx_param *ps, size_t n)
+{
+  if (!n) return;
+  lpx_buf_printf(b, "  %s = {\n", key);
+  for (size_t i = 0; i < n; i++) put_param(b, m, &ps[i]);
+  lpx_buf_puts(b, "  },\n");
+}
+
+/* Write a function's body as `function(args) ... end,`; -1 on OOM. */
+static int put_function_body(lpx_buf *b, lpx_module *m, const lpx_func *f, const char *args)
+{
+  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0 };
+  int rc = scan_registers(&x);
+  if (!rc) {
+    lpx_buf_printf(b, "  function(%s)\n", args);
+    put_body(&x);
+    lpx_buf_puts(b, "  end,\n}\n");
+  }
+  free(x.reg); free(x.decl); free(x.item_decl);
+  return rc;
+}
+
+/* Linkage words as pyptx.func options, by lpx_func linkage code. */
+static const char *const linkage_name[] = { "", "visible", "extern", "weak", "common" };
+
+/* Write `local fN = func "name" { ... }` for a .func definition. */
+static int put_device_func(lpx_buf *b, lpx_module *m, const lpx_func *f, int index)
+{
+  lpx_buf_printf(b, "local f%d = func ", index);
+  put_string(b, lpx_strtab_get(&m->syms, f->sym));
+  lpx_buf_puts(b, " {\n");
+  if (f->linkage > 0 && f->linkage < 5) lpx_buf_printf(b, "  linkage = \"%s\",\n", linkage_name[f->linkage]);
+  put_param_list(b, m, "returns", f->rets, f->nrets);
+  put_param_list(b, m, "params", f->params, f->nparams);
+  if (f->ndirectives) {
+    lpx_buf_puts(b, "  directives = {");
+    for (size_t i = 0; i < f->ndirectives; i++) { lpx_buf_puts(b, i ? ", " : " "); put_string(b, lpx_strtab_get(&m->syms, f->directives[i])); }
+    lpx_buf_puts(b, " },\n");
+  }
+  return put_function_body(b, m, f, "P");
+}
+
+/* Write target_modifiers = { "texmode_independent", ... } when .target
+ * names any. "debug" goes with the debug information the script drops
+ * (ptxas refuses a debug target without it). */
+static void put_target_modifiers(lpx_buf *b, const lpx_module *m)
+{
+  lpx_buf words = { 0 };
+  char word[96];
+  for (const char *p = m->target_mods; *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    size_t n = strcspn(p, ", ");
+    snprintf(word, sizeof word, "%.*s", (int)n, p);
+    if (n && strcmp(word, "debug")) lpx_buf_printf(&words, " \"%s\",", word);
+    p += n;
+  }
+  if (words.n) { lpx_buf_puts(b, "  target_modifiers = {"); lpx_buf_put(b, words.p, words.n); lpx_buf_puts(b, " },\n"); }
+  lpx_buf_free(&words);
+}
+
+/* Write `kernel "name" { options, function() body end }` for an .entry. */
+static int put_kernel(lpx_buf *b, lpx_module *m, const lpx_func *f)
+{
+  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0 };
   lpx_buf_puts(b, "M.kernels[#M.kernels + 1] = kernel ");
   put_string(b, lpx_strtab_get(&m->syms, f->sym));
-  lpx_buf_printf(b, " {\n  arch = \"%s\", version = \"%d.%d\",\n", m->target, m->ptx_version / 10, m->ptx_version % 10);
+  lpx_buf_printf(b, " {\n  arch = \"%s\", version = \"%d.%d\", line_info = false,\n", m->target, m->ptx_version / 10, m->ptx_version % 10);
+  if (m->address_size != 64) lpx_buf_printf(b, "  address_size = %d,\n", m->address_size);
+  put_target_modifiers(b, m);
+  lpx_buf_puts(b, "  funcs = { unpack(prelude) },\n");
   put_directives(&x);
-  put_params(&x);
-  lpx_buf_puts(b, "  function()\n");
-  for (int c = 0; c < LPX_RC__COUNT; c++)   /* used, never declared by a range: last */
-    if (x.count[c] && x.type[c] >= 0) note_range(&x, c, 0);
-  for (int k = 0; k < x.norder; k++) {
-    int c = x.order[k];
-    if (x.count[c] && x.type[c] >= 0)
-      lpx_buf_printf(b, "    local %s = numbered(T.%s, %d)\n", class_var(c), lpx_type_name(x.type[c]), x.count[c]);
-  }
-  for (size_t i = 0; i < ndecls; i++) put_module_decl(&x, &decls[i]);
-  for (size_t i = 0; i < f->nitems; i++) put_item(&x, &f->items[i]);
-  lpx_buf_puts(b, "  end,\n}\n\n");
-  free(x.number);
+  put_param_list(b, m, "raw_params", f->params, f->nparams);
+  return put_function_body(b, m, f, "");
 }
 
 /* ---------------------------------------------------------------- modules */
 
 /* How the transpiler carries a top-level item: 0 drop (header, debug),
- * 1 the kernel itself, 2 ptx.raw_module; -1 (with why) it cannot. */
-static int top_kind(lpx_module *m, const lpx_item *it, char *why, size_t cap)
+ * 1 a function, 2 module-level PTX text. */
+static int top_kind(lpx_module *m, const lpx_item *it)
 {
   static const char *const dropped[] = { ".version", ".target", ".address_size", ".file", ".section", "@@DWARF", NULL };
-  if (it->kind == LPX_ITEM_FUNC) {
-    if (m->funcs[it->form].is_entry) return 1;
-    snprintf(why, cap, ".func %s (device function definitions have no DSL form yet)", lpx_strtab_get(&m->syms, m->funcs[it->form].sym));
-    return -1;
-  }
+  if (it->kind == LPX_ITEM_FUNC) return 1;
+  if (!it->nlex) return 0;
   for (int i = 0; dropped[i]; i++) if (tok_is(m, it->lex, dropped[i])) return 0;
   return 2;
 }
 
-/* Write the script's preamble: requires and the numbered-register helper. */
+/* Write a module-level declaration as an item of the module. */
+static void put_module_decl(lpx_buf *b, lpx_module *m, const lpx_item *it)
+{
+  lpx_buf tmp = { 0 };
+  lpx_fmt_tokens(&tmp, m, it->lex, it->nlex, NULL);
+  lpx_buf_puts(b, "prelude[#prelude + 1] = [==[");
+  if (tmp.p) lpx_buf_put(b, tmp.p, tmp.n);
+  lpx_buf_puts(b, "]==]\nitems[#items + 1] = prelude[#prelude]\n\n");
+  lpx_buf_free(&tmp);
+}
+
+/* Write the script's preamble. */
 static void put_preamble(lpx_buf *b, const char *source)
 {
   lpx_buf_printf(b, "-- Transpiled from %s by `luaptx transpile`. Tracing it re-emits the\n"
-                    "-- module's kernels (luaptx ptx this.lua); registers r[i] are %%ri.\n", source);
+                    "-- module (luaptx ptx this.lua); r[12] is the register %%r12.\n", source);
   lpx_buf_puts(b, "local pyptx = require \"pyptx\"\n"
-                  "local kernel, reg, ptx, T = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.types\n"
+                  "local kernel, func, reg, ptx, T = pyptx.kernel, pyptx.func, pyptx.reg, pyptx.ptx, pyptx.types\n"
                   "local operands = require \"pyptx.operands\"\n"
                   "local S, L = operands.special, operands.label_ref\n\n"
-                  "--- n registers of a type numbered like nvcc's: v[i] is the i-th (1-based).\n"
-                  "local function numbered(ty, n)\n"
-                  "  local a, v = reg.array(ty, n), {}\n"
-                  "  for i = 1, n do v[i] = a[i - 1] end\n"
-                  "  return v\n"
-                  "end\n\n"
-                  "local M = { kernels = {} }\n\n");
+                  "local M = { kernels = {} }\n"
+                  "local items, prelude = {}, {}   -- the module in order; what precedes the next kernel\n\n");
 }
 
-/* Transpile a parsed module into a Lua kernel script (the text stays owned
- * by the module). Fails naming the first construct it cannot carry. */
+/* Write the closing module object. */
+static void put_postamble(lpx_buf *b, lpx_module *m)
+{
+  lpx_buf_printf(b, "M.module = pyptx.module {\n  arch = \"%s\", version = \"%d.%d\", address_size = %d, line_info = false,\n",
+                 m->target, m->ptx_version / 10, m->ptx_version % 10, m->address_size);
+  put_target_modifiers(b, m);
+  lpx_buf_puts(b, "  unpack(items),\n}\n\nreturn M\n");
+}
+
+/* Write one function item; -1 on OOM. */
+static int put_function(lpx_buf *b, lpx_module *m, const lpx_func *f, int *nfuncs)
+{
+  if (f->is_entry) {
+    if (put_kernel(b, m, f)) return -1;
+    lpx_buf_puts(b, "items[#items + 1] = M.kernels[#M.kernels]\n\n");
+    return 0;
+  }
+  if (put_device_func(b, m, f, ++*nfuncs)) return -1;
+  lpx_buf_printf(b, "prelude[#prelude + 1] = f%d\nitems[#items + 1] = f%d\n\n", *nfuncs, *nfuncs);
+  return 0;
+}
+
+/* Transpile a parsed module into a Lua script (the text stays owned by
+ * the module). */
 int32_t lpx_transpile(lpx_module *m, const char *source, const char **text, size_t *len)
 {
-  char why[256];
-  size_t ndecls = 0;
-  lpx_item *decls = calloc(m->ntop + 1, sizeof(lpx_item));
-  if (!decls) return lpx_fail(m->ctx, "out of memory");
-  for (size_t i = 0; i < m->ntop; i++) {
-    int kind = top_kind(m, &m->top[i], why, sizeof why);
-    if (kind < 0) { free(decls); return lpx_fail(m->ctx, "transpile: cannot carry %s", why); }
-    if (kind == 2) decls[ndecls++] = m->top[i];
-  }
-  if (m->address_size != 64) { free(decls); return lpx_fail(m->ctx, "transpile: .address_size %d (the DSL emits 64)", m->address_size); }
   lpx_buf *b = &m->out;
+  int nfuncs = 0;
   b->n = 0;
   put_preamble(b, source ? source : "PTX");
-  for (size_t i = 0; i < m->ntop; i++)
-    if (m->top[i].kind == LPX_ITEM_FUNC) put_kernel(b, m, &m->funcs[m->top[i].form], decls, ndecls);
-  lpx_buf_puts(b, "return M\n");
-  free(decls);
+  for (size_t i = 0; i < m->ntop; i++) {
+    int kind = top_kind(m, &m->top[i]);
+    if (kind == 2) put_module_decl(b, m, &m->top[i]);
+    else if (kind == 1 && put_function(b, m, &m->funcs[m->top[i].form], &nfuncs)) return lpx_fail(m->ctx, "out of memory");
+  }
+  put_postamble(b, m);
   if (!b->p) return lpx_fail(m->ctx, "out of memory");
   *text = b->p;
   *len = b->n;

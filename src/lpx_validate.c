@@ -148,6 +148,10 @@ static int check_src(vctx *v, lpx_operand *o, int want, int allow_special)
     o->type = want; return 0;   /* stays INT: printed as the literal was written */
   case LPX_OPD_IMM: case LPX_OPD_FIMM:
     if (lpx_types[o->type].bits == lpx_types[want].bits) return 0;
+    if (o->kind == LPX_OPD_FIMM && o->type == LPX_T_F64 && want == LPX_T_F32) {
+      o->aux = 1;   /* PTX rounds a double literal to the f32 operand; printed as written */
+      return 0;
+    }
     snprintf(msg, sizeof msg, "is a .%s immediate; expected %s", lpx_types[o->type].name, want_words(want, words, sizeof words));
     return opfail(v, msg);
   case LPX_OPD_SPECIAL:

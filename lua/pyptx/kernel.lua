@@ -7,6 +7,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local specs = require "pyptx.specs"
 local smem = require "pyptx.smem"
+local func = require "pyptx.func"
 
 local M = {}
 
@@ -18,7 +19,8 @@ local OPTIONS = {
   arch = "string", version = "any", in_specs = "table", out_specs = "table", grid = "any",
   block = "table", cluster = "table", smem = "number", raw_params = "table", extern_smem = "any",
   reqntid = "table", raw_directives = "table", params = "table", line_info = "boolean", maxnreg = "number",
-  minnctapersm = "number", check_refs = "boolean", maxntid = "boolean",
+  minnctapersm = "number", check_refs = "boolean", maxntid = "boolean", funcs = "table", address_size = "number",
+  target_modifiers = "table",
 }
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
@@ -104,10 +106,19 @@ function M.new(name, opts, where)
     smem = opts.smem or 0, raw_params = opts.raw_params or {}, extern_smem = opts.extern_smem,
     reqntid = opts.reqntid, raw_directives = opts.raw_directives or {}, params = opts.params or {},
     line_info = opts.line_info ~= false, maxnreg = opts.maxnreg, minnctapersm = opts.minnctapersm,
-    check_refs = opts.check_refs,
+    check_refs = opts.check_refs, funcs = opts.funcs or {}, address_size = opts.address_size or 64,
+    target_modifiers = opts.target_modifiers,
     maxntid = opts.maxntid,   -- false: no .maxntid from block (transpiled kernels without one)
     cache = {},
   }, Kernel)
+  if k.address_size ~= 32 and k.address_size ~= 64 then
+    error(("%s: kernel \"%s\": address_size must be 32 or 64, got %s"):format(where, name, tostring(k.address_size)), 0)
+  end
+  for i, f in ipairs(k.funcs) do
+    if not func.is(f) and type(f) ~= "string" then
+      error(("%s: kernel \"%s\": funcs[%d] must be a pyptx.func or module-level PTX text, got %s"):format(where, name, i, tostring(f)), 0)
+    end
+  end
   for i, s in ipairs(k.in_specs) do
     if not specs.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
   end
@@ -171,13 +182,7 @@ local function declare(k, t, tensors)
   for _, s in ipairs(tensors) do
     if core.func_param(t.mod, t.fn, s.param, types.u64.id, 0, 0) < 0 then error(core.error_message(), 0) end
   end
-  for i, p in ipairs(k.raw_params) do
-    local ty, pname = types.get(p[1]) or p[1], p[2]
-    if not types.is(ty) then error(("%s: raw_params[%d]: unknown type %s"):format(k.where, i, tostring(p[1])), 0) end
-    if core.func_param(t.mod, t.fn, pname, ty.id, p.align or 0, p.count or 0) < 0 then
-      error(k.where .. ": raw_params[" .. i .. "]: " .. core.error_message(), 0)
-    end
-  end
+  func.declare_params(t, k.raw_params, k.where, "raw_params")
   local dirs = {}
   if k.reqntid then dirs[#dirs + 1] = ".reqntid " .. table.concat(k.reqntid, ", ")
   elseif k.maxntid ~= false then dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
@@ -202,6 +207,26 @@ local function resolve_grid(k, values)
   return triple(g, "grid", k.where)
 end
 
+--- Trace this kernel's entry into trace t (after the module's functions).
+function Kernel:trace_into(t, values, tensors)
+  trace.open(t, self.name, true, 1)
+  declare(self, t, tensors)
+  local args = {}
+  for i, s in ipairs(tensors) do args[i] = s end
+  args[#tensors + 1] = values
+  self.body(unpack(args, 1, #tensors + 1))
+  if t.at_where then
+    error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
+  end
+  t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
+  if self.check_refs ~= false and core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
+  -- a dynamic buffer is at least the smem option, also when nothing was allocated
+  if self.extern_smem or self.smem > smem.STATIC_LIMIT or t.dynamic_smem > 0 then
+    t.dynamic_smem = math.max(t.dynamic_smem, self.smem)
+  end
+  return t.fn
+end
+
 --- Trace one specialization into a module and its PTX text.
 function Kernel:trace(values, arch)
   local sm = ffi.new("int32_t[2]")
@@ -214,22 +239,13 @@ function Kernel:trace(values, arch)
       math.floor(version / 10), version % 10, arch, math.floor(M.min_version(sm[0], sm[1]) / 10), M.min_version(sm[0], sm[1]) % 10), 0)
   end
   local tensors = self:tensor_specs(values)
-  local t = trace.begin { name = self.name, arch = arch, version = version, src = self.src, line = self.line }
+  local t = trace.begin { arch = arch, version = version, src = self.src, line = self.line, address_size = self.address_size,
+    target_modifiers = self.target_modifiers }
   local ok, err = pcall(function()
-    declare(self, t, tensors)
-    local args = {}
-    for i, s in ipairs(tensors) do args[i] = s end
-    args[#tensors + 1] = values
-    self.body(unpack(args, 1, #tensors + 1))
-    if t.at_where then
-      error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
+    for _, f in ipairs(self.funcs) do
+      if type(f) == "string" then require("pyptx.ptxparse").append_module(f) else f:trace_into(t) end
     end
-    t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
-    if self.check_refs ~= false and core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
-    -- a dynamic buffer is at least the smem option, also when nothing was allocated
-    if self.extern_smem or self.smem > smem.STATIC_LIMIT or t.dynamic_smem > 0 then
-      t.dynamic_smem = math.max(t.dynamic_smem, self.smem)
-    end
+    self:trace_into(t, values, tensors)
   end)
   trace.finish()
   if not ok then error(err, 0) end
@@ -281,7 +297,7 @@ function Kernel:module(given)
   for _, p in ipairs(self.raw_params) do params[#params + 1] = { name = p[2], type = tostring(p[1]) } end
   return {
     version = ("%d.%d"):format(math.floor(s.version / 10), s.version % 10), target = s.arch,
-    address_size = 64, entry = { name = self.name, params = params, body = insts },
+    address_size = self.address_size, entry = { name = self.name, params = params, body = insts },
     grid = s.grid, block = s.block, cluster = s.cluster, dynamic_smem = s.dynamic_smem,
   }
 end

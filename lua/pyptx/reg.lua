@@ -57,11 +57,28 @@ NegPred.__tostring = function(n) return "!" .. tostring(n.reg) end
 --- A register's PTX-ish description for messages ("u32 register #3").
 Reg.__tostring = function(r) return ("%s register #%d"):format(r.type.name, r.id) end
 
+local ffi = require "ffi"
+
+--- The printed PTX name of register id in trace t ("%r3", "acc").
+local function reg_name(t, id)
+  local p, n = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+  if core.reg_name(t.mod, t.fn, id, p, n) ~= 0 then return "?" end
+  return ffi.string(p[0], n[0])
+end
+
 --- Allocate a register of type t in the active trace.
 local function new(t, ty)
   if not types.is(ty) then trace.fail("expected a type (pyptx.types.u32, ...), got " .. tostring(ty), 3) end
   local id = core.reg_new(t.mod, t.fn, ty.id)
   if id < 0 then trace.fail(core.error_message(), 3) end
+  if t.reg_names then   -- named registers may have taken this class's name
+    local name = reg_name(t, id)
+    if t.reg_names[name] then
+      trace.fail(("register %s of the %s class is already declared by reg.range/reg.named; use another prefix there")
+        :format(name, ty.name), 3)
+    end
+    t.auto_names[name] = true
+  end
   return setmetatable({ id = id, type = ty, trace = t }, Reg)
 end
 M.new = new
@@ -97,6 +114,71 @@ function M.array(ty, n)
   if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.array: count must be a positive integer, got " .. tostring(n), 2) end
   local a = { n = n }
   for i = 0, n - 1 do a[i] = new(t, ty) end
+  return a
+end
+
+--- Check a register type and claim PTX register names for trace t.
+local function claim(t, ty, names, what)
+  if not types.is(ty) or ty == types.b8 then trace.fail(what .. ": expected a register type (pyptx.types.u32, ...), got " .. tostring(ty), 3) end
+  t.reg_names = t.reg_names or {}
+  if not t.auto_names then
+    t.auto_names = {}
+    for id = 0, core.func_reg_count(t.mod, t.fn) - 1 do t.auto_names[reg_name(t, id)] = true end
+  end
+  for _, name in ipairs(names) do
+    if not name:match("^[%%%a_$][%w_$]*$") then trace.fail(what .. ": '" .. name .. "' is not a PTX register name", 3) end
+    -- the same name again is PTX scoping ({ .reg .b32 %tmp; } blocks): ptxas judges it
+    if t.auto_names[name] then trace.fail(what .. ": register " .. name .. " is already one of the automatic registers of this function", 3) end
+    t.reg_names[name] = true
+  end
+end
+
+--- The register a .func's `.reg` parameter names (declared by the header).
+function M.param(t, ty, name)
+  claim(t, ty, { name }, "a .reg parameter")
+  local id = core.reg_named(t.mod, t.fn, ty.id, name)
+  if id < 0 then trace.fail(core.error_message(), 2) end
+  return setmetatable({ id = id, type = ty, trace = t }, Reg)
+end
+
+--- Registers of one type with their own names, declared on one `.reg`
+-- line at this point of the body: reg.named(T.b32, "acc") is a register,
+-- reg.named(T.b32, {"acc", "%tmp"}) a table of them in order.
+function M.named(ty, names)
+  local t = trace.need("reg.named")
+  local list = type(names) == "table" and names or { names }
+  if type(list[1]) ~= "string" then trace.fail("reg.named: expected a name or a list of names", 2) end
+  claim(t, ty, list, "reg.named")
+  local out = {}
+  for i, name in ipairs(list) do
+    local id = core.reg_named(t.mod, t.fn, ty.id, name)
+    if id < 0 then trace.fail(core.error_message(), 2) end
+    out[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
+  end
+  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. table.concat(list, ", ") .. ";") ~= 0 then trace.fail(core.error_message(), 2) end
+  return type(names) == "table" and out or out[1]
+end
+
+--- A PTX register range declared at this point of the body:
+-- reg.range(T.b32, "%f", 6) is `.reg .b32 %f<6>;`; r[0] .. r[5] are
+-- %f0 .. %f5 (r.n is the count). The names must not collide with the
+-- automatic ones (%r1, %rd1, ... of reg.scalar/array).
+function M.range(ty, prefix, n)
+  local t = trace.need("reg.range")
+  if type(prefix) ~= "string" or not prefix:match("^%%?[%a_$][%w_$]*$") then
+    trace.fail("reg.range: the prefix must be a PTX name such as \"%f\", got " .. tostring(prefix), 2)
+  end
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.range: count must be a positive integer, got " .. tostring(n), 2) end
+  local names = {}
+  for i = 0, n - 1 do names[i + 1] = prefix .. i end
+  claim(t, ty, names, "reg.range")
+  local a = { n = n }
+  for i = 0, n - 1 do
+    local id = core.reg_named(t.mod, t.fn, ty.id, names[i + 1])
+    if id < 0 then trace.fail(core.error_message(), 2) end
+    a[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
+  end
+  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message(), 2) end
   return a
 end
 

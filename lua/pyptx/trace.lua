@@ -78,22 +78,34 @@ end
 --- The active trace or nil.
 function M.current() return cur end
 
---- Start a trace for one kernel specialization.
+--- Start a trace of a module; with spec.name, open its kernel (.entry)
+-- right away (M.open opens further functions).
 function M.begin(spec)
   if cur then error("a kernel trace is already active (kernels cannot be traced inside kernels)", 0) end
-  local mod = core.module_new(core.ctx, spec.version, spec.arch, 64)
+  local mod = core.module_new(core.ctx, spec.version, spec.arch, spec.address_size or 64)
   if mod == nil then error(core.error_message(), 0) end
   mod = ffi.gc(mod, core.module_free)
-  local fn = core.func_begin(mod, spec.name, 1, 1)
-  if fn < 0 then error(core.error_message(), 0) end
+  if spec.target_modifiers and core.module_target_modifiers(mod, table.concat(spec.target_modifiers, ", ")) ~= 0 then
+    error(core.error_message(), 0)
+  end
   local sm = ffi.new("int32_t[2]")
   core.arch_parse(spec.arch, sm, sm + 1)
   cur = {
-    mod = mod, fn = fn, name = spec.name, arch = spec.arch, version = spec.version,
+    mod = mod, fn = -1, name = spec.name, arch = spec.arch, version = spec.version,
     sm = sm[0], family = sm[1], files = {}, syms = {}, nlabels = 0, count = 0, src = spec.src, line = spec.line,
-    guard = nil, smem_size = 0, smem_align = 16, on_emit = nil,
+    guard = nil, smem_size = 0, smem_align = 16, on_emit = nil, address_size = spec.address_size or 64,
   }
+  if spec.name then M.open(cur, spec.name, true, 1) end
   return cur
+end
+
+--- Open function `name` in trace t (an .entry when is_entry; linkage 0
+-- none, 1 .visible, 2 .extern, 3 .weak, 4 .common); later calls append to it.
+function M.open(t, name, is_entry, linkage)
+  local fn = core.func_begin(t.mod, name, is_entry and 1 or 0, linkage or 0)
+  if fn < 0 then error(core.error_message(), 0) end
+  t.fn, t.name, t.guard, t.at_where, t.reg_names, t.auto_names = fn, name, nil, nil, nil, nil
+  return fn
 end
 
 --- End the active trace (always called, also when the body failed).

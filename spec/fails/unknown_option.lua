@@ -1,4 +1,4 @@
--- expect: kernel "unknown_option": unknown option 'blocks'; valid options: arch, block, check_refs, cluster
+-- expect: kernel "unknown_option": unknown option 'blocks'; valid options: address_size, arch, block, check_refs, cluster
 local pyptx = require "pyptx"
 
 return pyptx.kernel "unknown_option" { -- here

@@ -244,6 +244,15 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
     return 0;
   case LPX_OPD_IMM: case LPX_OPD_FIMM: case LPX_OPD_INT: case LPX_OPD_NUM: {
     uint64_t v = src->kind == LPX_OPD_NUM ? (uint64_t)(int64_t)src->fval : (uint64_t)src->ival;
+    int f32_inst = in->type == LPX_T_F32 && (in->type2 < 0 || in->type2 == LPX_T_F32);
+    if (src->kind == LPX_OPD_FIMM && src->type == LPX_T_F64 && (src->aux || f32_inst)) {   /* 0d/1.5 in an f32 instruction */
+      double dv;
+      memcpy(&dv, &src->ival, 8);
+      float fv = (float)dv;
+      uint32_t u;
+      memcpy(&u, &fv, 4);
+      v = u;
+    }
     o->kind = EO_REG; o->bits = 64; o->reg = const_slot(d, v);
     return o->reg < 0 ? -1 : 0;
   }
