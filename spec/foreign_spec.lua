@@ -216,10 +216,9 @@ end)
 
 describe("double literals in f32 instructions", function()
   it("are rounded to f32 as ptxas does (0d and decimal forms)", function()
-    local runtime, tensor = require "pyptx.runtime", require "pyptx.tensor"
-    local ok, dev = pcall(runtime.open, "emu")
-    if not ok then pending("no emulator: " .. tostring(dev)) return end
-    runtime.use(dev)
+    local ok, emu = pcall(runtime.open, "emu")
+    if not ok then pending("no emulator: " .. tostring(emu)) return end
+    runtime.use(emu)
     local mod = require("pyptx").load_ptx([[
 .version 8.0
 .target sm_80
@@ -235,7 +234,7 @@ describe("double literals in f32 instructions", function()
 	st.global.f32 	[%rd1], %f3;
 	ret;
 }]])
-    local out = tensor.empty({ 1 }, require("pyptx").types.f32, dev)
+    local out = tensor.empty({ 1 }, require("pyptx").types.f32, emu)
     mod.k { grid = { 1 }, block = { 1 }, args = { out } }
     local f = require("ffi").new("float[3]", 1.5, 3.5, 0.1)
     f[0] = f[1] * f[2]
