@@ -216,9 +216,9 @@ end)
 
 describe("double literals in f32 instructions", function()
   it("are rounded to f32 as ptxas does (0d and decimal forms)", function()
-    local ok, emu = pcall(runtime.open, "emu")
-    if not ok then pending("no emulator: " .. tostring(emu)) return end
-    runtime.use(emu)
+    local ok, emu_dev = pcall(runtime.open, "emu_dev")
+    if not ok then pending("no emulator: " .. tostring(emu_dev)) return end
+    runtime.use(emu_dev)
     local mod = require("pyptx").load_ptx([[
 .version 8.0
 .target sm_80
