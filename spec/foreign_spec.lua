@@ -216,7 +216,7 @@ end)
 
 describe("double literals in f32 instructions", function()
   it("are rounded to f32 as ptxas does (0d and decimal forms)", function()
-    local ok, emu_dev = pcall(runtime.open, "emu_dev")
+    local ok, emu_dev = pcall(runtime.open, "emu")
     if not ok then pending("no emulator: " .. tostring(emu_dev)) return end
     runtime.use(emu_dev)
     local mod = require("pyptx").load_ptx([[
