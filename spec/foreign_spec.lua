@@ -234,7 +234,7 @@ describe("double literals in f32 instructions", function()
 	st.global.f32 	[%rd1], %f3;
 	ret;
 }]])
-    local out = tensor.empty({ 1 }, require("pyptx").types.f32, emu)
+    local out = tensor.empty({ 1 }, require("pyptx").types.f32, emu_dev)
     mod.k { grid = { 1 }, block = { 1 }, args = { out } }
     local f = require("ffi").new("float[3]", 1.5, 3.5, 0.1)
     f[0] = f[1] * f[2]
