@@ -64,6 +64,35 @@ describe("initialized module variables", function()
     assert.equal(16, tonumber(out:to_host()[6]))   -- tbl[1], read through the pointer
   end)
 
+  it("fold constant expressions in initializers and operands", function()
+    local mod = pyptx.load_ptx([[
+.version 8.0
+.target sm_80
+.address_size 64
+.global .u32 arr[6] = {1<<4, (3*4)>>1, -2, 0x10|1, 7 % 3, 2 > 1 ? 5 : 6};
+.visible .entry k(.param .u64 o)
+{
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<2>;
+	ld.param.u64 	%rd1, [o];
+	mov.u32 	%r1, (1+2)*4;
+	add.u32 	%r2, %r1, 1<<4;
+	st.global.u32 	[%rd1], %r2;
+	ld.global.u32 	%r3, [arr+4];
+	st.global.u32 	[%rd1+4], %r3;
+	ld.global.u32 	%r3, [arr+16];
+	st.global.u32 	[%rd1+8], %r3;
+	ld.global.u32 	%r3, [arr+20];
+	st.global.u32 	[%rd1+12], %r3;
+	ld.global.u32 	%r3, [arr+8];
+	st.global.u32 	[%rd1+16], %r3;
+	ret;
+}]])
+    local out = tensor.empty({ 5 }, pyptx.types.u32, dev):fill_bytes(0xff)
+    mod.k { grid = { 1 }, block = { 1 }, args = { out } }
+    assert.same({ 28, 6, 1, 5, 4294967294 }, out:totable())
+  end)
+
   it("report an initializer form it cannot decode instead of reading zeros", function()
     local text = PTX:gsub("%.global %.align 4 %.u32 tbl%[4%] = {7,", ".global .align 4 .u32 tbl[4] = {tbl,")
     local mod = pyptx.load_ptx(text)

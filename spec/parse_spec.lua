@@ -78,6 +78,20 @@ describe("ptx parser", function()
     end
   end)
 
+  it("folds constant expressions in operands and keeps their spelling", function()
+    local text = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 \t%r<3>;\n" ..
+      "\tmov.u32 \t%r1, (1+2)*4;\n\tadd.u32 \t%r2, %r1, 1 << 4;\n\tand.b32 \t%r2, %r2, 2 > 1 ? 0xF0|1 : 0;\n\tret;\n}\n"
+    local m = ptxparse.parse(text, "k.ptx")
+    assert.are.equal(text, m:lossless())
+    local canon = m:canonical()
+    assert.matches("mov.u32 \t%r1, 12;", canon, 1, true)
+    assert.matches("add.u32 \t%r2, %r1, 16;", canon, 1, true)
+    assert.matches("and.b32 \t%r2, %r2, 241;", canon, 1, true)
+    local ok, err = pcall(ptxparse.parse, text:gsub("%(1%+2%)%*4", "(1+2)/0"), "k.ptx")
+    assert.is_false(ok)
+    assert.matches("k.ptx:7:%d+: malformed constant expression %(or a division by zero%)", err)
+  end)
+
   it("never crashes on truncated or spliced input", function()
     local text = ptxparse.read_file(CORPUS .. "/nvcc/hopper_sm90a.ptx")
     for cut = 1, #text, 37 do

@@ -6,6 +6,7 @@
  * Errors are "file:line:col: what was expected"; a longjmp unwinds to
  * lpx_parse, which frees the partial module. */
 #include "lpx_parse.h"
+#include "lpx_cexpr.h"
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -490,14 +491,47 @@ static int init_reloc(pstate *ps, lpx_var *v, const lpx_tok *tok)
   return init_literal(v, v->type, "0", 0);
 }
 
+/* Append a folded constant expression of v's type to its bytes; -1 if it
+ * does not fit the type's kind (a float for an integer variable). */
+static int init_folded(lpx_var *v, const lpx_cval *c)
+{
+  char buf[64];
+  if (c->is_float) snprintf(buf, sizeof buf, "%.17g", c->d);
+  else if (lpx_types[v->type].kind == 'F') snprintf(buf, sizeof buf, "%.17g", c->is_unsigned ? (double)(uint64_t)c->i : (double)c->i);
+  else snprintf(buf, sizeof buf, "%llu", (unsigned long long)(uint64_t)c->i);
+  if (c->is_float && lpx_types[v->type].kind != 'F') return -1;
+  int neg = buf[0] == '-';
+  return init_literal(v, v->type, buf + neg, neg);
+}
+
+/* The end of the initializer element starting at k: the next ',' or
+ * closing brace outside parentheses. */
+static size_t init_element_end(pstate *ps, size_t k, size_t b)
+{
+  int depth = 0;
+  for (; k < b; k++) {
+    if (is_punct(ps, &ps->t[k], '(')) depth++;
+    else if (is_punct(ps, &ps->t[k], ')')) depth--;
+    else if (depth <= 0 && (is_punct(ps, &ps->t[k], ',') || is_punct(ps, &ps->t[k], '}') || is_punct(ps, &ps->t[k], ';'))) break;
+  }
+  return k;
+}
+
 /* Decode the initializer tokens [k, b) of v (nested braces flattened;
- * generic(sym) and sym become relocations). */
+ * generic(sym) and sym become relocations; constant expressions fold). */
 static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
 {
   char buf[128];
   int negative = 0;
   for (; k < b && !v->init_symbolic; k++) {
     const lpx_tok *tok = &ps->t[k];
+    size_t e = init_element_end(ps, k, b);
+    if (e - k > 1 && !(e - k == 2 && is_punct(ps, tok, '-')) && lpx_cexpr_tokens(ps->src, ps->t, k, e)) {
+      lpx_cval c;
+      if (lpx_cexpr_eval(ps->src, ps->t, k, e, &c) || init_folded(v, &c)) v->init_symbolic = 1;
+      k = e - 1;
+      continue;
+    }
     if (is_punct(ps, tok, '{') || is_punct(ps, tok, '}') || is_punct(ps, tok, ',') || is_punct(ps, tok, ';')) continue;
     if (is_punct(ps, tok, '(') || is_punct(ps, tok, ')') || is_word(ps, tok, "generic")) continue;
     if (is_punct(ps, tok, '-')) { negative = 1; continue; }
@@ -722,11 +756,53 @@ static void parse_word_operand(pstate *ps, uint32_t i, int labels)
   if (!labels) parse_offset(ps, &ps->f->ops[i].ival);
 }
 
+/* Where an operand starting at token k ends: the first ',' ';' or
+ * unmatched closer at its own nesting depth. */
+static size_t operand_end(pstate *ps, size_t k)
+{
+  int depth = 0;
+  for (; k < ps->nt && ps->t[k].kind != LPX_TK_EOF; k++) {
+    const lpx_tok *t = &ps->t[k];
+    if (t->kind != LPX_TK_PUNCT) continue;
+    char c = ps->src[t->off];
+    if (c == '(' || c == '[' || c == '{') depth++;
+    else if (c == ')' || c == ']' || c == '}') { if (depth-- == 0) break; }
+    else if ((c == ',' || c == ';') && depth == 0) break;
+  }
+  return k;
+}
+
+/* Store a folded constant as an operand: an exact integer, or a double. */
+static void const_operand(lpx_operand *o, const lpx_cval *v)
+{
+  if (v->is_float) { o->kind = LPX_OPD_FIMM; o->type = LPX_T_F64; memcpy(&o->ival, &v->d, 8); }
+  else { o->kind = LPX_OPD_INT; o->type = -1; o->ival = v->i; o->aux = v->is_unsigned; }
+}
+
+/* A constant expression operand ((1+2)*4, 1<<4): folded, its tokens kept
+ * for the lossless printer. 0 when the operand is not one. */
+static int parse_const_expr(pstate *ps, lpx_operand *o)
+{
+  size_t a = ps->pos, b;
+  const lpx_tok *t = cur(ps), *next = peek(ps, 1);
+  int simple = t->kind == LPX_TK_NUM && next->kind == LPX_TK_PUNCT && strchr(",;)]}", ps->src[next->off]);
+  if (simple || !(t->kind == LPX_TK_NUM || (t->kind == LPX_TK_PUNCT && strchr("(-+~!", ps->src[t->off])))) return 0;
+  b = operand_end(ps, a);
+  if (b - a < 2 || !lpx_cexpr_tokens(ps->src, ps->t, a, b)) return 0;
+  if (b - a == 2 && is_punct(ps, t, '-')) return 0;   /* -5: the literal path keeps its notation */
+  lpx_cval v;
+  if (lpx_cexpr_eval(ps->src, ps->t, a, b, &v)) perr(ps, a, "malformed constant expression (or a division by zero)");
+  const_operand(o, &v);
+  while (ps->pos < b) take(ps);
+  return 1;
+}
+
 /* One operand without a trailing '|'. */
 static void parse_primary(pstate *ps, uint32_t i, int labels)
 {
   const lpx_tok *tok = cur(ps);
   lpx_operand *o = &ps->f->ops[i];
+  if (parse_const_expr(ps, o)) return;
   if (tok->kind == LPX_TK_WORD) { parse_word_operand(ps, i, labels); return; }
   if (tok->kind == LPX_TK_NUM) { parse_number(ps, ps->pos, o); take(ps); return; }
   if (is_punct(ps, tok, '-') && peek(ps, 1)->kind == LPX_TK_NUM) {
