@@ -7,7 +7,7 @@ local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
-local USAGE = "usage: luaptx transpile <in.ptx> [--name N] [-o out.lua]"
+local USAGE = "usage: luaptx transpile <in.ptx> [--name N] [--sugar] [-o out.lua]"
 
 --- Parse the arguments after "transpile".
 local function parse_args(args)
@@ -19,7 +19,7 @@ local function parse_args(args)
       o[a == "-o" and "output" or "name"] = args[i + 1] or error("transpile: " .. a .. " needs a value", 0)
       i = i + 1
     elseif a == "--sugar" then
-      error("transpile: --sugar (demangled names, ptx.loop, for-loops, typed wrappers) is not implemented yet", 0)
+      o.sugar = true
     elseif a:sub(1, 1) == "-" then error("transpile: unknown option " .. a .. "\n" .. USAGE, 0)
     elseif o.input then error("transpile: one input file at a time\n" .. USAGE, 0)
     else o.input = a end
@@ -41,6 +41,7 @@ function M.main(args)
   local o = parse_args(args)
   if not o.input then error(USAGE, 0) end
   local script = M.transpile(ptxparse.read_file(o.input), o.input)
+  if o.sugar then script = require("pyptx.sugar").sugar(script) end
   if o.name then
     script = script:gsub('kernel "([%w_$]+)"', function() return ('kernel "%s"'):format(o.name) end, 1)
   end

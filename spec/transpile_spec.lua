@@ -5,13 +5,16 @@
 local transpile = require "luaptx.transpile"
 local ptxparse = require "pyptx.ptxparse"
 local toolkit = require "pyptx.toolkit"
+local sugar = require "pyptx.sugar"
 
 local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
 local CORPUS = "spec/fixtures/ptx"
 
---- Transpile a PTX file and trace the script's module: its PTX and the script.
-local function round_trip(path)
+--- Transpile a PTX file (sugared when asked) and trace the script's
+-- module: its PTX, the script and what the script returns.
+local function round_trip(path, sweet)
   local script = transpile.transpile(ptxparse.read_file(path), path)
+  if sweet then script = sugar.sugar(script) end
   local chunk = assert(loadstring(script, "=" .. path .. ".lua"))
   local m = chunk()
   return m.module:ptx(), script, m
@@ -24,6 +27,20 @@ local function structure(text)
   canon = canon:gsub("\t%.loc[^\n]*\n", ""):gsub("\t%.file[^\n]*\n", ""):gsub(", debug\n", "\n")
   canon = canon:gsub("\n%.section[^\n{]*%s*%b{}", "\n"):gsub("\n@@DWARF[^\n]*", "")
   return (canon:gsub("\n%s*\n", "\n"))
+end
+
+--- Label names renumbered per function in order of appearance (--sugar
+-- shortens them).
+local function labels(text)
+  local out, map, n = {}, {}, 0
+  for line in (text .. "\n"):gmatch("(.-)\n") do
+    if line:match("^[^\t]*%.entry ") or line:match("^[^\t]*%.func ") then map, n = {}, 0 end
+    out[#out + 1] = line:gsub("%$L[%w_$]*", function(l)
+      if not map[l] then n = n + 1; map[l] = "$LBL" .. n end
+      return map[l]
+    end)
+  end
+  return table.concat(out, "\n")
 end
 
 --- Assemble PTX text for arch; the cubin bytes, or nil and ptxas's log.
@@ -57,7 +74,9 @@ describe("luaptx transpile", function()
     end
   end)
 
-  it("assembles every corpus file ptxas takes, to the same cubin when the input has no debug information", function()
+  --- Every corpus file ptxas takes assembles transpiled (sugared or not),
+  -- to the same cubin when the input has no debug information.
+  local function assembles_all(sweet)
     local ptxas = toolkit.find("ptxas")
     if not ptxas then pending("ptxas not found: " .. toolkit.missing_message("ptxas")) return end
     local same = 0
@@ -66,7 +85,7 @@ describe("luaptx transpile", function()
       local arch = text:match("%.target%s+([%w_]+)")
       local want = assemble(ptxas, text, arch)
       if want then   -- edge/ files exercise grammar ptxas refuses
-        local got, log = assemble(ptxas, (round_trip(path)), arch)
+        local got, log = assemble(ptxas, (round_trip(path, sweet)), arch)
         assert(got, path .. ": " .. tostring(log))
         if not (text:find("\t%.loc") or text:find("%.section")) then
           assert.are.equal(want, got, path)
@@ -75,6 +94,47 @@ describe("luaptx transpile", function()
       end
     end
     assert.is_true(same >= 30)
+  end
+
+  it("assembles every corpus file ptxas takes, to the same cubin when the input has no debug information", function()
+    assembles_all(false)
+  end)
+
+  it("sugars every corpus file into a script that traces to the same PTX, labels aside", function()
+    local loops, fors = 0, 0
+    for _, path in ipairs(corpus()) do
+      local ptx, script = round_trip(path, true)
+      assert.are.equal(labels(structure(ptxparse.read_file(path))), labels(structure(ptx)), path)
+      loops = loops + select(2, script:gsub("ptx%.loop%(function%(%)", ""))
+      fors = fors + select(2, script:gsub("\n%s*for i = 0, %d+ do\n", ""))
+    end
+    assert.is_true(loops >= 10 and fors >= 100, ("ptx.loop %d, for %d"):format(loops, fors))
+  end)
+
+  it("sugared, assembles to the same cubins too", function()
+    assembles_all(true)
+  end)
+
+  it("sugars names, labels, loops, repeats and opcodes", function()
+    local _, script = round_trip(CORPUS .. "/nvcc/basic_sm80.ptx", true)
+    assert.matches("-- scale(float, float)\nlocal scale = func \"_Z5scaleff\" {", script, 1, true)
+    assert.matches("prelude[#prelude + 1] = scale", script, 1, true)
+    assert.matches("ptx.inst.fma.rn.f32(f[3], f[1], f[2], ptx.imm(T.f32, 1))", script, 1, true)
+    assert.matches('ptx.inst["and"].b64(', script, 1, true)
+    assert.matches('ptx.at(p[1]).inst.bra(L"$L1")', script, 1, true)
+    local _, control = round_trip(CORPUS .. "/nvcc/diff_control_sm80.ptx", true)
+    assert.matches('ptx.loop(function()\n', control, 1, true)
+    assert.matches('end, { top = "$L', control, 1, true)
+    local _, gemm = round_trip(CORPUS .. "/large/big_gemm_sm80.ptx", true)
+    assert.matches("      for i = 0, 9 do\n        ptx.inst.cvt.s64.s32(rd[2577 + 3 * i], r[18 + i])", gemm, 1, true)
+  end)
+
+  it("demangles C++ function names", function()
+    assert.same({ "scale", "scale(float, float)" }, { sugar.demangle("_Z5scaleff") })
+    assert.same({ "__cvta_generic_to_shared", "_INTERNAL_f9_9_hopper::__cvta_generic_to_shared(const void*)" },
+      { sugar.demangle("_ZN21_INTERNAL_f9_9_hopper24__cvta_generic_to_sharedEPKv") })
+    assert.same({ "k", "k(int*, unsigned int, ...)" }, { sugar.demangle("_Z1kPijSt") })
+    assert.is_nil(sugar.demangle("saxpy"))
   end)
 
   it("writes register ranges, ptx.inst calls and kernel options", function()
@@ -114,7 +174,7 @@ describe("luaptx transpile", function()
     assert.matches(".address_size 32", ptx, 1, true)
   end)
 
-  it("runs from the command line", function()
+  it("runs from the command line, with --sugar too", function()
     local out = os.tmpname()
     local p = io.popen(BIN .. " transpile " .. CORPUS .. "/edge/crlf.ptx --name renamed -o " .. out .. " 2>&1; echo rc=$?")
     local log = p:read("*a")
@@ -123,5 +183,18 @@ describe("luaptx transpile", function()
     local script = ptxparse.read_file(out)
     os.remove(out)
     assert.matches('kernel "renamed"', script, 1, true)
+    p = io.popen(BIN .. " transpile --sugar " .. CORPUS .. "/nvcc/basic_sm80.ptx -o " .. out .. " 2>&1; echo rc=$?")
+    log = p:read("*a")
+    p:close()
+    assert.matches("rc=0", log, 1, true)
+    script = ptxparse.read_file(out)
+    assert.matches("local scale = func", script, 1, true)
+    p = io.popen(BIN .. " ptx " .. out .. " 2>&1; echo rc=$?")
+    log = p:read("*a")
+    p:close()
+    os.remove(out)
+    assert.matches("rc=0", log, 1, true)
+    assert.matches(".func (.param .b32 func_retval0) _Z5scaleff(", log, 1, true)
+    assert.matches(".visible .entry saxpy(", log, 1, true)
   end)
 end)

@@ -196,17 +196,21 @@ function M.if_(p, then_fn, else_fn)
 end
 
 --- A do-while loop: body(loop) runs, and its returned predicate says
--- whether to go round again; loop.exit is a label to break to.
-function M.loop(body)
+-- whether to go round again; loop.exit is a label to break to. opts.top
+-- names the top label; opts.exit = false places no exit label (a string
+-- names it).
+function M.loop(body, opts)
   local t = trace.need("ptx.loop")
-  local top, exit = trace.fresh_label(t, "loop"), trace.fresh_label(t, "loop_exit")
-  local loop = { top = operands.label_ref(top), exit = operands.label_ref(exit) }
+  opts = opts or {}
+  local top = opts.top or trace.fresh_label(t, "loop")
+  local exit = opts.exit ~= false and (opts.exit or trace.fresh_label(t, "loop_exit")) or nil
+  local loop = { top = operands.label_ref(top), exit = exit and operands.label_ref(exit) }
   M.label(top)
   local again = body(loop)
   if again == nil then M.bra_uni(top)
   elseif reg.is_pred(again) then M.bra(top, again)
   else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing", 2) end
-  M.label(exit)
+  if exit then M.label(exit) end
 end
 
 --- for i = lo, hi - 1, step: an emitted counted loop with a u32 (or the
