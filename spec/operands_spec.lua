@@ -130,6 +130,17 @@ describe("pyptx.operands", function()
         trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), reg.scalar(T.u32), ptx.imm(T.f64, 1)) end))
     end)
 
+    it("take bracket lists and symbol offsets", function()
+      assert.same({ "mov.u64 %rd1, tbl+8;", "tex.2d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [tex0, {%r1, %r2}];" }, lines(function()
+        ptx.raw_module(".global .align 4 .u32 tbl[4];\n.global .texref tex0;")
+        ptx.inst("mov.u64", reg.scalar(T.u64), ptx.sym("tbl", 8))
+        local f = reg.array(T.f32, 4)
+        ptx.inst("tex.2d.v4.f32.s32", { f[0], f[1], f[2], f[3] }, ptx.bracket("tex0", { reg.scalar(T.s32), reg.scalar(T.s32) }))
+      end, "sm_80"))
+      assert.matches("ptx.sym: the offset must be an integer number of bytes, got 1.5",
+        trace_error(function() ptx.sym("tbl", 1.5) end), 1, true)
+    end)
+
     it("are absolute with an integer base", function()
       assert.same({ "ld.global.u32 %r1, [4104];" }, lines(function()
         ptx.inst.ld.global.u32(reg.scalar(T.u32), ptx.addr(4096, 8))

@@ -144,7 +144,8 @@ describe("luaptx transpile", function()
     assert.matches('ptx.inst("mov.u32", r[2], S"%tid.x")', script, 1, true)
     assert.matches('ptx.at(p[1]).inst("bra", L"$L__BB0_2")', script, 1, true)
     assert.matches('{ ".reqnctapercluster", "2, 1, 1" }', script, 1, true)
-    assert.matches("ptx.raw[==[cp.async.bulk.tensor.2d", script, 1, true)   -- [addr, {x, y}] has no DSL operand
+    assert.matches("ptx.bracket(rd[3], {r[8], r[9]})", script, 1, true)   -- [tmap, {x, y}]
+    assert.matches("ptx.raw[==[.shared .align 8 .u64 _ZZ13hopper_kernelE3bar;]==]", script, 1, true)
   end)
 
   it("writes device functions, .reg parameters, pointer attributes and named registers", function()

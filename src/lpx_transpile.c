@@ -189,10 +189,10 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   int ok = 1;
   switch (o->kind) {
   case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE;
-  case LPX_OPD_SYM: return o->ival == 0;
+  case LPX_OPD_SYM: return 1;
   case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->reg[o->id].kind != RX_NONE);
-  case LPX_OPD_BRACKET: case LPX_OPD_NUM: return 0;
-  case LPX_OPD_VEC: case LPX_OPD_PAREN:
+  case LPX_OPD_NUM: return 0;
+  case LPX_OPD_VEC: case LPX_OPD_PAREN: case LPX_OPD_BRACKET:
     for (int k = 0; k < o->aux; k++) ok &= operand_ok(x, ops, i);
     return ok;
   case LPX_OPD_PIPE: ok &= operand_ok(x, ops, i); ok &= operand_ok(x, ops, i); return ok;
@@ -249,7 +249,10 @@ static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
     break;
   case LPX_OPD_FIMM: put_float(x, o); break;
   case LPX_OPD_SPECIAL: lpx_buf_printf(x->b, "S\"%s\"", lpx_special_name(o->id)); break;
-  case LPX_OPD_SYM: put_string(x->b, name); break;
+  case LPX_OPD_SYM:
+    if (o->ival) { lpx_buf_puts(x->b, "ptx.sym("); put_string(x->b, name); lpx_buf_printf(x->b, ", %" PRId64 ")", o->ival); }
+    else put_string(x->b, name);
+    break;
   case LPX_OPD_LABEL: lpx_buf_puts(x->b, "L"); put_string(x->b, name); break;
   case LPX_OPD_SINK: lpx_buf_puts(x->b, "ptx.sink"); break;
   case LPX_OPD_ADDR:
@@ -261,6 +264,7 @@ static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
     break;
   case LPX_OPD_VEC: lpx_buf_putc(x->b, '{'); put_children(x, ops, i, o->aux); lpx_buf_putc(x->b, '}'); break;
   case LPX_OPD_PAREN: lpx_buf_puts(x->b, "ptx.paren("); put_children(x, ops, i, o->aux); lpx_buf_putc(x->b, ')'); break;
+  case LPX_OPD_BRACKET: lpx_buf_puts(x->b, "ptx.bracket("); put_children(x, ops, i, o->aux); lpx_buf_putc(x->b, ')'); break;
   case LPX_OPD_PIPE: lpx_buf_puts(x->b, "ptx.pipe("); put_children(x, ops, i, 2); lpx_buf_putc(x->b, ')'); break;
   default: lpx_buf_puts(x->b, "nil"); break;
   }

@@ -46,7 +46,7 @@ end
 local Bracket = {}
 Bracket.__index = Bracket
 function Bracket.__operand(v, o, t, k, put)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = 14, -1, 0, 2, 0, 0   -- LPX_OPD_BRACKET
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = trace.OPD.BRACKET, -1, 0, 2, 0, 0
   k = k + 1
   k = put(t, k, v.base)
   return put(t, k, v.list)

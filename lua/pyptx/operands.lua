@@ -157,4 +157,29 @@ end
 --- A parenthesised operand list `(a, b)` as call takes.
 function M.paren(...) return setmetatable({ n = select("#", ...), ... }, Paren) end
 
+local Bracket = {}
+function Bracket.__operand(v, o, t, k, put)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.BRACKET, -1, 0, v.n, 0, 0
+  k = k + 1
+  for i = 1, v.n do k = put(t, k, v[i]) end
+  return k
+end
+--- A bracketed operand list `[a, {b, c}]` (tex, surface and tensor operands).
+function M.bracket(...) return setmetatable({ n = select("#", ...), ... }, Bracket) end
+
+local SymOff = {}
+function SymOff.__operand(v, o, t, k)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.SYM, -1, trace.sym(t, v.name), 0, v.offset, 0
+  return k + 1
+end
+SymOff.__tostring = function(v) return v.name .. "+" .. v.offset end
+--- A symbol's address plus a byte offset as a value (`mov.u64 %rd1, tbl+8;`).
+function M.sym(name, offset)
+  if type(name) ~= "string" then trace.fail("ptx.sym: expected a symbol name, got " .. tostring(name), 2) end
+  if type(offset) ~= "number" or offset ~= math.floor(offset) then
+    trace.fail("ptx.sym: the offset must be an integer number of bytes, got " .. tostring(offset), 2)
+  end
+  return setmetatable({ name = name, offset = offset }, SymOff)
+end
+
 return M

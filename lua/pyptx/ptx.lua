@@ -11,6 +11,7 @@ local M = {}
 local F = reg.form
 
 M.addr, M.imm, M.sink, M.pipe, M.paren = operands.addr, operands.imm, operands.sink, operands.pipe, operands.paren
+M.bracket, M.sym = operands.bracket, operands.sym
 M["_"] = operands.sink
 
 -- ----------------------------------------------------------- the builder

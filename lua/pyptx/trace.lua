@@ -7,7 +7,7 @@ local M = {}
 
 local OPD = {
   REG = 1, NUM = 2, IMM = 3, FIMM = 4, SPECIAL = 5, SYM = 6, LABEL = 7,
-  ADDR = 8, VEC = 9, PIPE = 10, SINK = 11, PAREN = 12, INT = 13,
+  ADDR = 8, VEC = 9, PIPE = 10, SINK = 11, PAREN = 12, INT = 13, BRACKET = 14,
 }
 M.OPD = OPD
 
