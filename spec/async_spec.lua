@@ -449,3 +449,446 @@ describe("the emulator's TMA copies", function()
     assert.matches("transaction byte%(s%) pending", err)
   end)
 end)
+
+-- ------------------------------------------- TMA layouts: strides, interleave, im2col
+
+local B = bit
+
+--- The TMA swizzle of a shared byte address: X(span, atom bytes, flip), as
+-- the ISA tabulates (atom index inside each 128-byte line XOR the line,
+-- odd lines of the flip mode also swap 8-byte halves).
+local SWZ = { none = { 0 }, ["32B"] = { 32, 16 }, ["64B"] = { 64, 16 }, ["128B"] = { 128, 16 },
+  ["128B_atom_32B"] = { 128, 32 }, ["128B_atom_32B_flip_8B"] = { 128, 32, true }, ["128B_atom_64B"] = { 128, 64 } }
+local function swz_addr(a, mode)
+  local s = SWZ[mode or "none"]
+  if s[1] == 0 then return a end
+  local line = B.rshift(a, 7)
+  local r = B.bxor(a, B.lshift(B.band(line, s[1] / s[2] - 1), ({ [16] = 4, [32] = 5, [64] = 6 })[s[2]]))
+  if s[3] then r = B.bxor(r, B.lshift(B.band(line, 1), 3)) end
+  return r
+end
+
+--- Index (1-based) of tensor coordinates g (innermost first) in a row-major
+-- Lua array of a tensor with dims (innermost first), or nil outside it.
+local function at(dims, g)
+  local lin, mul = 0, 1
+  for d = 1, #dims do
+    if g[d] < 0 or g[d] >= dims[d] then return nil end
+    lin = lin + g[d] * mul
+    mul = mul * dims[d]
+  end
+  return lin + 1
+end
+
+--- The positions one TMA request touches, in shared order: a list of {row,
+-- j, g} (g: tensor coordinates, innermost first). r: dims, coord (innermost
+-- first); tile: box, es (innermost first; es[1] counts only with
+-- interleave); im2col: lower, upper (W first), channels, pixels, offsets.
+local function request_elems(r)
+  local rank, out = #r.dims, {}
+  local n0, rows, s0 = r.channels, r.pixels, 1
+  local n = {}
+  if not r.im2col then
+    for d = 1, rank do
+      local es = (d == 1 and not r.interleave) and 1 or (r.es and r.es[d] or 1)
+      n[d] = math.ceil(r.box[d] / es)
+    end
+    n0, s0, rows = n[1], (r.interleave and r.es and r.es[1] or 1), 1
+    for d = 2, rank do rows = rows * n[d] end
+  end
+  local k = {}
+  for d = 2, rank do k[d] = r.im2col and r.coord[d] or 0 end
+  for row = 0, rows - 1 do
+    local g = {}
+    for d = 2, rank do
+      if r.im2col then g[d] = k[d] + (d < rank and r.offsets[d - 1] or 0)
+      else g[d] = r.coord[d] + k[d] * ((r.es and r.es[d]) or 1) end
+    end
+    for j = 0, n0 - 1 do
+      local gg = { r.coord[1] + j * s0 }
+      for d = 2, rank do gg[d] = g[d] end
+      out[#out + 1] = { row, j, gg }
+    end
+    for d = 2, rank do      -- the next row: odometer, or the filter base walking the pixel box
+      if not r.im2col then
+        k[d] = k[d] + 1
+        if k[d] < n[d] then break end
+        k[d] = 0
+      elseif d == rank then k[d] = k[d] + 1 break
+      else
+        k[d] = k[d] + ((r.es and r.es[d]) or 1)
+        if k[d] < r.dims[d] + r.upper[d - 1] then break end
+        k[d] = r.lower[d - 1]
+      end
+    end
+  end
+  return out, n0
+end
+
+--- CPU reference of a TMA load of 4-byte elements into nw words prefilled
+-- with sent, the box at byte offset off of a 1024-aligned buffer: a
+-- swizzled row takes the whole span (as measured on hardware), an
+-- unswizzled one its own bytes; outside the tensor: oob.
+local function ref_load(vals, r, nw, sent, oob, off)
+  local words = {}
+  for i = 1, nw do words[i] = sent end
+  local elems, n0 = request_elems(r)
+  local span = SWZ[r.swizzle or "none"][1]
+  local pitch = (span > 0 and not r.interleave) and span or n0 * 4
+  for _, e in ipairs(elems) do
+    local a = swz_addr((off or 0) + e[1] * pitch + e[2] * 4, r.swizzle)
+    local i = at(r.dims, e[3])
+    words[a / 4 + 1] = i and vals[i] or oob
+  end
+  return words
+end
+
+local SENT = 0xcdcdcdcd
+
+--- A kernel that fills nw words of 1024-aligned shared memory with SENT,
+-- has thread 0 issue one TMA load with issue(A, dst, bar) (dst: the buffer
+-- at byte offset off), and dumps the nw words as u32.
+local function dump_kernel(in_tile, nw, off, issue)
+  return kernel "tma_dump" { arch = "sm_90a", in_specs = { in_tile }, out_specs = { Tile(nw, u32) }, block = { 128 },
+    function(A, Out)
+      local s = smem.alloc(u32, nw, { align = 1024 })
+      local bar = smem.mbarrier(1)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local base, po = s:base(), ptx.global_ptrs(Out)
+      for i = 0, nw / 128 - 1 do ptx.inst.st.shared.b32(ptx.addr(base + (tid + i * 128) * 4), reg.scalar(T.b32, SENT)) end
+      ptx.fence.proxy_async("shared::cta")
+      ptx.if_(tid:eq(0), function() ptx.mbarrier.init(bar[0], 1) end)
+      ptx.bar_sync(0)
+      ptx.if_(tid:eq(0), function() issue(A, s[off / 4], bar) end)
+      ptx.mbarrier.wait(bar[0], 0)
+      for i = 0, nw / 128 - 1 do
+        local e, v = tid + i * 128, reg.scalar(T.b32)
+        ptx.inst.ld.shared.b32(v, ptx.addr(base + e * 4))
+        ptx.inst.st.global.b32(ptx.addr(po + e:mul_wide(4)), v)
+      end
+      ptx.ret()
+    end }
+end
+
+--- s32 registers holding the numbers of a list.
+local function s32s(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = reg.scalar(T.s32, v) end
+  return out
+end
+
+--- A Tile of a shape (a list) and dtype.
+local function tile_of(shape, dtype)
+  local args = { unpack(shape) }
+  args[#args + 1] = dtype
+  return Tile(unpack(args))
+end
+
+--- Reverse a list (shapes are outermost first, TMA arrays innermost first).
+local function rev(list)
+  local out = {}
+  for i = #list, 1, -1 do out[#out + 1] = list[i] end
+  return out
+end
+
+--- The u32 bit patterns of a 4-byte tensor's elements (1-based).
+local function f32_bits(t)
+  local out, buf = {}, t:to_host()
+  local u = require("ffi").cast("uint32_t *", buf)
+  for i = 1, t.numel do out[i] = u[i - 1] end
+  return out
+end
+
+--- Compare dumped words with the reference, naming the first difference.
+local function same_words(got, want, what)
+  for i = 1, #want do
+    if got[i] ~= want[i] then
+      error(("%s: shared word %d (byte 0x%x): got 0x%08x, want 0x%08x"):format(what, i - 1, 4 * (i - 1), got[i], want[i]), 2)
+    end
+  end
+end
+
+--- Load one tiled box with the given options at coordinates coord
+-- (innermost first) on the emulator and compare all nw shared words with
+-- the reference; returns the map's byte count.
+local function check_tile(shape, opts, coord, nw, what)
+  local bytes
+  local k = dump_kernel(tile_of(shape, f32), nw, 0, function(A, dst, bar)
+    local d = A:tma_desc(opts)
+    bytes = d.bytes
+    ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
+    ptx.cp.async.bulk.tensor["tensor_" .. #shape .. "d"] { dst = dst, src = d, coord = s32s(coord), mbar = bar[0] }
+  end)
+  local a = tensor.rand(shape, f32, { lo = 1, hi = 2 })
+  local got = k(a):values()
+  local r = { dims = rev(shape), box = rev(opts.box), es = opts.elem_strides and rev(opts.elem_strides), coord = coord,
+    swizzle = opts.swizzle, interleave = opts.interleave }
+  same_words(got, ref_load(f32_bits(a), r, nw, SENT, 0), what)
+  return bytes
+end
+
+--- Load one im2col request (opts: the tma_desc options; coord innermost
+-- first: C, W, H, D, N; offsets W first) into nw words at byte offset off
+-- and compare every word with the reference.
+local function check_im2col(shape, opts, coord, offsets, nw, off, what)
+  opts.mode = "im2col"
+  local k = dump_kernel(tile_of(shape, f32), nw, off, function(A, dst, bar)
+    local d = A:tma_desc(opts)
+    ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
+    local offs = {}
+    for i, o in ipairs(offsets) do offs[i] = i % 2 == 1 and reg.scalar(T.u16, o) or o end   -- registers and immediates
+    ptx.cp.async.bulk.tensor["tensor_" .. #shape .. "d"] { dst = dst, src = d, coord = s32s(coord), mbar = bar[0], offsets = offs }
+  end)
+  local a = tensor.rand(shape, f32, { lo = 1, hi = 2 })
+  local got = k(a):values()
+  local zeros = {}
+  for i = 1, #shape - 2 do zeros[i] = 0 end
+  local r = { im2col = true, dims = rev(shape), coord = coord, offsets = offsets, channels = opts.channels_per_pixel,
+    pixels = opts.pixels_per_column, lower = rev(opts.lower_corner or zeros), upper = rev(opts.upper_corner or zeros),
+    es = opts.elem_strides and rev(opts.elem_strides), swizzle = opts.swizzle }
+  same_words(got, ref_load(f32_bits(a), r, nw, SENT, 0, off), what)
+end
+
+describe("the emulator's TMA layouts", function()
+  it("strides a tiled box: ceil(box / stride) elements per dimension, every element against the reference", function()
+    -- innermost stride 2 is ignored without interleave (the driver's rule); outer strides 2 and 3
+    local bytes = check_tile({ 7, 9, 32 }, { box = { 5, 7, 8 }, elem_strides = { 2, 3, 2 } }, { 4, 1, 0 }, 512, "strided 3-D")
+    assert.are.equal(3 * 3 * 8 * 4, bytes)
+    for _, c in ipairs { { -4, -2, -1 }, { 28, 7, 5 }, { 0, 8, 6 } } do     -- partly outside: zero fill
+      check_tile({ 7, 9, 32 }, { box = { 5, 7, 8 }, elem_strides = { 2, 3, 1 } }, c, 512, "strided 3-D OOB")
+    end
+    check_tile({ 5, 3, 4, 6, 8 }, { box = { 3, 2, 3, 4, 8 }, elem_strides = { 2, 1, 2, 3, 1 } }, { 0, 1, 0, 2, 1 }, 1024, "5-D")
+  end)
+
+  it("pads swizzled rows to the swizzle span, and applies the 128B atom swizzles", function()
+    check_tile({ 16, 32 }, { box = { 5, 8 }, elem_strides = { 2, 1 }, swizzle = "128B" }, { 0, 1 }, 1024, "128B, 32-byte rows")
+    check_tile({ 16, 32 }, { box = { 8, 8 }, swizzle = "64B" }, { 3, 2 }, 1024, "64B, 32-byte rows")
+    for _, m in ipairs { "128B_atom_32B", "128B_atom_32B_flip_8B", "128B_atom_64B" } do
+      check_tile({ 16, 32 }, { box = { 8, 32 }, swizzle = m }, { 0, 2 }, 1024, m)
+    end
+  end)
+
+  it("lays interleaved boxes out in whole 16B / 32B slices, dimension-0 stride included", function()
+    check_tile({ 6, 10, 4 }, { box = { 3, 8, 4 }, interleave = "16B", elem_strides = { 1, 2, 1 } }, { 0, 1, 2 }, 512, "16B")
+    check_tile({ 6, 10, 8 }, { box = { 3, 8, 8 }, interleave = "16B", elem_strides = { 2, 1, 2 } }, { 0, -1, 1 }, 512,
+      "16B, dim-0 stride 2")
+    check_tile({ 4, 5, 16 }, { box = { 4, 4, 8 }, interleave = "32B", swizzle = "32B" }, { 8, 1, 0 }, 512, "32B")
+  end)
+
+  it("walks im2col pixel boxes: filter base + offsets, traversal strides, wrap to the next image, OOB fill", function()
+    -- NHWC 2x5x6x8, 3x3 filter with padding 1: the base walks [-1, 5) x [-1, 4), H with stride 2
+    check_im2col({ 2, 5, 6, 8 }, { channels_per_pixel = 8, pixels_per_column = 40, lower_corner = { -1, -1 },
+      upper_corner = { -1, -1 }, elem_strides = { 1, 2, 1, 1 } }, { 0, -1, -1, 0 }, { 1, 2 }, 2048, 0, "4-D, 40 pixels")
+    -- channels starting at 4 of 8: half of each pixel outside the tensor
+    check_im2col({ 2, 5, 6, 8 }, { channels_per_pixel = 8, pixels_per_column = 12 }, { 4, 3, 1, 1 }, { 0, 1 }, 512, 0,
+      "4-D, channels past C")
+    -- NWC with a 128B swizzle: 64-byte pixels padded to the span; W stride 3 in [-2, 8)
+    check_im2col({ 3, 7, 16 }, { channels_per_pixel = 16, pixels_per_column = 20, lower_corner = { -2 }, upper_corner = { 1 },
+      elem_strides = { 1, 3, 1 }, swizzle = "128B" }, { 0, 1, 0 }, { 4 }, 1024, 0, "3-D swizzled")
+    -- NDHWC, the box in a buffer at a 128-byte (not 1024) offset
+    check_im2col({ 2, 3, 4, 5, 4 }, { channels_per_pixel = 4, pixels_per_column = 64, lower_corner = { -1, 0, -1 },
+      upper_corner = { 0, -1, -1 } }, { 0, -1, 0, 1, 0 }, { 1, 1, 0 }, 512, 128, "5-D")
+  end)
+
+  -- Shared-memory words measured on an RTX 5080 (sm_120a; the TMA modes it
+  -- shares with sm_90) for a u32 tensor holding i + 1 at element i, published
+  -- with the roundandr/Allegro RTL's verification suite: {byte, value}.
+  local MEASURED = {
+    { "32B swizzle at +128", { 8, 32 }, { box = { 8, 8 }, swizzle = "32B" }, { 0, 0 }, 128,
+      { { 128, 5 }, { 144, 1 }, { 160, 37 }, { 176, 33 }, { 256, 129 }, { 272, 133 } } },
+    { "element stride 2, 128B swizzle", { 8, 32 }, { box = { 5, 8 }, elem_strides = { 2, 1 }, swizzle = "128B" }, { 0, 0 }, 0,
+      { { 0, 1 }, { 28, 8 }, { 32, SENT }, { 128, 69 }, { 144, 65 }, { 288, 129 }, { 304, 133 } } },   -- SENT: padding left alone
+    { "128B_atom_32B", { 8, 32 }, { box = { 8, 32 }, swizzle = "128B_atom_32B" }, { 0, 0 }, 0,
+      { { 128, 41 }, { 160, 33 }, { 256, 81 }, { 320, 65 }, { 384, 121 }, { 480, 97 } } },
+    { "128B_atom_32B_flip_8B", { 8, 32 }, { box = { 8, 32 }, swizzle = "128B_atom_32B_flip_8B" }, { 0, 0 }, 0,
+      { { 128, 43 }, { 132, 44 }, { 136, 41 }, { 160, 35 }, { 256, 81 }, { 384, 123 }, { 392, 121 } } },
+    { "im2col 3-D", { 8, 5, 16 }, { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 13, lower_corner = { -1 },
+      upper_corner = { -1 }, elem_strides = { 1, 2, 1 }, swizzle = "128B" }, { 0, 1, 0 }, 128,
+      { { 128, 37 }, { 144, 33 }, { 160, SENT }, { 288, 65 }, { 416, 85 }, { 432, 81 }, { 1728, 357 }, { 1744, 353 } }, { 1 } },
+    { "im2col 4-D", { 8, 8, 5, 16 }, { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 13,
+      lower_corner = { 0, -1 }, upper_corner = { 0, -1 }, elem_strides = { 1, 1, 2, 1 }, swizzle = "128B" }, { 0, 1, 0, 0 }, 128,
+      { { 128, 117 }, { 144, 113 }, { 288, 145 }, { 416, 165 }, { 432, 161 }, { 1728, 437 } }, { 1, 1 } },
+    { "im2col 5-D", { 8, 8, 8, 5, 16 }, { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 13,
+      lower_corner = { 0, 0, -1 }, upper_corner = { 0, 0, -1 }, elem_strides = { 1, 1, 1, 2, 1 }, swizzle = "128B" },
+      { 0, 1, 0, 0, 0 }, 128, { { 128, 757 }, { 144, 753 }, { 288, 785 }, { 416, 805 }, { 1744, 1073 } }, { 1, 1, 1 } },
+  }
+  for _, case in ipairs(MEASURED) do
+    local what, shape, opts, coord, off, words, offsets = unpack(case)
+    it("reproduces the layout measured on hardware: " .. what, function()
+      local k = dump_kernel(tile_of(shape, u32), 512, off, function(A, dst, bar)
+        local d = A:tma_desc(opts)
+        ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
+        ptx.cp.async.bulk.tensor["tensor_" .. #shape .. "d"] { dst = dst, src = d, coord = s32s(coord), mbar = bar[0],
+          offsets = offsets }
+      end)
+      local n, vals = 1, {}
+      for _, d in ipairs(shape) do n = n * d end
+      for i = 1, n do vals[i] = i end
+      local got = k(tensor.from_table(vals, u32, shape)):values()
+      for _, wv in ipairs(words) do
+        assert.are.equal(wv[2], got[wv[1] / 4 + 1], ("byte %d"):format(wv[1]))
+      end
+    end)
+  end
+
+  --- Load a box from A and store it back into a fresh C through maps with
+  -- the same options; C keeps its 0xffffffff poison where the box did not reach.
+  local function roundtrip_store(shape, opts, coord, offsets)
+    local rank = #shape
+    local k = kernel "tma_back" { arch = "sm_90a", in_specs = { tile_of(shape, f32) }, out_specs = { tile_of(shape, f32) },
+      block = { 32 },
+      function(A, Cout)
+        local s = smem.alloc(f32, 2048, { align = 1024 })
+        local bar = smem.mbarrier(1)
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        ptx.if_(tid:eq(0), function()
+          ptx.mbarrier.init(bar[0], 1)
+          local d = A:tma_desc(opts)
+          ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
+          ptx.cp.async.bulk.tensor["tensor_" .. rank .. "d"] { dst = s[0], src = d, coord = s32s(coord), mbar = bar[0],
+            offsets = offsets }
+          ptx.mbarrier.wait(bar[0], 0)
+          ptx.cp.async.bulk.tensor["tensor_" .. rank .. "d"] { dst = Cout:tma_desc(opts), src = s[0], coord = s32s(coord) }
+          ptx.cp.async.bulk.commit_group()
+          ptx.cp.async.bulk.wait_group(0)
+        end)
+        ptx.ret()
+      end }
+    local a = tensor.rand(shape, f32, { lo = 1, hi = 2 })
+    local c = k(a)
+    local zeros = {}
+    for i = 1, rank - 2 do zeros[i] = 0 end
+    local r = { dims = rev(shape), coord = coord, swizzle = opts.swizzle, interleave = opts.interleave,
+      es = opts.elem_strides and rev(opts.elem_strides) }
+    if opts.mode == "im2col" then
+      r.im2col, r.channels, r.pixels, r.offsets = true, opts.channels_per_pixel, opts.pixels_per_column, zeros
+      r.lower, r.upper = rev(opts.lower_corner or zeros), rev(opts.upper_corner or zeros)
+    else
+      r.box = rev(opts.box)
+    end
+    local av, want = f32_bits(a), {}
+    for i = 1, #av do want[i] = 0xffffffff end
+    for _, e in ipairs((request_elems(r))) do
+      local i = at(r.dims, e[3])
+      if i then want[i] = av[i] end
+    end
+    same_words(f32_bits(c), want, "stored tensor")
+  end
+
+  it("stores strided tiled boxes and im2col boxes (.im2col_no_offs) back, only inside the tensor", function()
+    roundtrip_store({ 9, 7, 32 }, { box = { 5, 4, 8 }, elem_strides = { 2, 3, 1 } }, { 24, -2, 1 })
+    roundtrip_store({ 2, 5, 6, 8 }, { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 50, lower_corner = { -1, -1 },
+      upper_corner = { 0, -2 }, elem_strides = { 1, 1, 2, 1 } }, { 0, 1, -1, 0 }, { 0, 0 })
+  end)
+
+  --- The error a tma_dump kernel fails with when issue is its copy.
+  local function dump_error(shape, issue, dtype)
+    local ok, err = pcall(dump_kernel(tile_of(shape, dtype or f32), 512, 0, issue), tensor.rand(shape, dtype or f32, { lo = 1, hi = 2 }))
+    assert.is_false(ok)
+    return err
+  end
+
+  it("reports an im2col filter base outside the pixel box, and offsets out of range, at the copy's line", function()
+    local line
+    local err = dump_error({ 2, 5, 6, 8 }, function(A, dst, bar)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4, lower_corner = { -1, -1 } }
+      line = here(); ptx.cp.async.bulk.tensor_4d { dst = dst, src = d, coord = s32s { 0, -2, 0, 0 }, mbar = bar[0], offsets = { 0, 0 } }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.tensor.4d", err, 1, true)
+    assert.matches("im2col filter base W = -2 lies outside the pixel box [-1, 6) of that dimension", err, 1, true)
+    err = dump_error({ 2, 5, 6, 8 }, function(A, dst, bar)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4 }
+      line = here(); ptx.cp.async.bulk.tensor_4d { dst = dst, src = d, coord = s32s { 0, 0, 0, 0 }, mbar = bar[0],
+        offsets = { reg.scalar(T.u16, 256), 0 } }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("im2col offset 0 = 256 is outside 0..255 for a 4D tensor", err, 1, true)
+  end)
+
+  it("reports a tile-mode copy of an im2col map, and layouts the ISA leaves open, instead of guessing", function()
+    local line
+    local err = dump_error({ 2, 5, 6, 8 }, function(A, dst, bar)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4 }
+      local z = reg.scalar(T.s32, 0)
+      line = here(); ptx.inst.cp.async.bulk.tensor._4d.shared_cluster.global.tile["mbarrier::complete_tx::bytes"](dst,
+        setmetatable({ base = d.base, list = { z, z, z, z } }, require("pyptx.async").Bracket), bar[0])
+    end)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("a tile-mode TMA instruction with a tensor map built for im2col", err, 1, true)
+    err = dump_error({ 4, 8, 8 }, function(A, dst, bar)
+      local d = A:tma_desc { box = { 2, 4, 2 }, interleave = "16B" }          -- 8-byte rows: half a 16-byte slice
+      line = here(); ptx.cp.async.bulk.tensor_3d { dst = dst, src = d, coord = s32s { 0, 0, 0 }, mbar = bar[0] }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("an interleaved box row of 8 bytes is not a whole number of 16-byte slices", err, 1, true)
+  end)
+
+  it("checks im2col copies in the DSL: offsets present, 16-bit, and the map's mode", function()
+    local function trace_err(body)
+      local ok, err = pcall(function() snippet(body, { Tile(2, 5, 6, 8, f32) }):ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local err = trace_err(function(A)
+      local s, bar = smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4 }
+      line = here(); ptx.cp.async.bulk.tensor_4d { dst = s[0], src = d, coord = s32s { 0, 0, 0, 0 }, mbar = bar[0] }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.tensor.4d: im2col needs offsets = {...} with 2 value(s)", err, 1, true)
+    err = trace_err(function(A)
+      local s, bar = smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4 }
+      line = here(); ptx.cp.async.bulk.tensor_4d { dst = s[0], src = d, coord = s32s { 0, 0, 0, 0 }, mbar = bar[0],
+        offsets = { reg.scalar(u32, 1), 0 } }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.tensor.4d: im2col offset 1 must be a 16-bit register", err, 1, true)
+    err = trace_err(function(A)
+      local s, bar = smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)
+      local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 4 }
+      line = here(); ptx.cp.async.bulk.tensor_4d { dst = s[0], src = d, coord = s32s { 0, 0, 0, 0 }, mbar = bar[0], mode = "tile" }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.tensor.4d: the tensor map was built for im2col mode", err, 1, true)
+    err = trace_err(function(A)
+      line = here(); A:tma_desc { mode = "im2col", box = { 1, 1, 4, 8 } }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": X:tma_desc: an im2col map has no box", err, 1, true)
+    err = trace_err(function(A)
+      line = here(); A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 2000 }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": TMA descriptor for snip_param_0: pixels_per_column = 2000 must be in 1..1024",
+      err, 1, true)
+    err = trace_err(function(A)
+      line = here(); A:tma_desc { boxx = { 1, 1, 4, 8 } }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": X:tma_desc: unknown option boxx", err, 1, true)
+  end)
+
+  it("prefetches tensors (tile and im2col) as a hint: a box outside the tensor is no error, a bad map is", function()
+    local k = kernel "pf" { arch = "sm_90a", in_specs = { Tile(2, 5, 6, 8, f32), Tile(64, 64, f32) }, out_specs = {}, block = { 32 },
+      function(A, B2)
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        ptx.if_(tid:eq(0), function()
+          local d = A:tma_desc { mode = "im2col", channels_per_pixel = 8, pixels_per_column = 64, lower_corner = { -1, -1 } }
+          ptx.cp.async.bulk.prefetch.tensor_4d { src = d, coord = s32s { 4, 3, -1, 7 }, offsets = { 5, 2 } }
+          ptx.cp.async.bulk.prefetch.tensor_2d { src = B2:tma_desc { box = { 16, 16 } }, coord = s32s { 1000, -50 } }
+          ptx.cp.async.bulk.prefetch { src = ptx.global_ptrs(B2), size = 256 }
+        end)
+        ptx.ret()
+      end }
+    assert_ptxas(k)
+    k(tensor.rand({ 2, 5, 6, 8 }, f32), tensor.rand({ 64, 64 }, f32))
+    local line
+    local bad = kernel "pf_bad" { arch = "sm_90a", in_specs = { Tile(64, 64, f32) }, out_specs = {}, block = { 32 },
+      function(B2)
+        local p = ptx.global_ptrs(B2)
+        line = here(); ptx.cp.async.bulk.prefetch { src = ptx.addr(p, 8), size = 256 }
+        ptx.ret()
+      end }
+    local ok, err = pcall(bad, tensor.rand({ 64, 64 }, f32))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.prefetch.L2.global", err, 1, true)
+    assert.matches("the size must be a multiple of 16 and the address 16-byte aligned", err, 1, true)
+  end)
+end)
+

@@ -1037,6 +1037,28 @@ static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
   return lpx_fail(v->m->ctx, "%s: needs a [tensorMap, {coordinates}] operand", text);
 }
 
+/* im2col loads and prefetches: after the bracket (and the barrier) comes
+ * {offsets}, rank - 2 values, each a 16-bit register or an immediate. */
+static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count, int rank)
+{
+  const char *text = v->form->info.text;
+  int k = 0;
+  while (k < count && ops[starts[k]].kind != LPX_OPD_BRACKET) k++;
+  uint32_t list = k < count ? starts[k] + 2 : 0;      /* the bracket's coordinate list */
+  while (++k < count && (ops[starts[k]].kind != LPX_OPD_VEC || starts[k] == list)) {}
+  if (k >= count || ops[starts[k]].aux != rank - 2)
+    return lpx_fail(v->m->ctx, "%s: .im2col takes {im2col offsets} with %d value(s) (W first) after the %s", text, rank - 2,
+                    strstr(text, ".prefetch") ? "tensor operand" : "mbarrier");
+  for (int e = 1; e <= rank - 2; e++) {
+    const lpx_operand *o = &ops[starts[k] + (uint32_t)e];
+    int reg16 = o->kind == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && lpx_types[v->f->reg_type[o->id]].bits == 16;
+    v->pos = k + 1;
+    if (!reg16 && o->kind != LPX_OPD_NUM && o->kind != LPX_OPD_IMM && o->kind != LPX_OPD_INT)
+      return opfail(v, "(the im2col offsets) must hold 16-bit registers or immediates");
+  }
+  return 0;
+}
+
 /* wgmma.mma_async with f16/bf16 inputs: m64nNk16, the accumulator vector,
  * A (a 64-bit descriptor or 4 .b32 registers), the B descriptor and the
  * immediates (scale-a/-b: 1 or -1; trans: 0 or 1). Other input types pass. */
@@ -1079,7 +1101,13 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *starts, int count)
 {
   switch (v->form->info.op) {
-  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: return hp_tensor(v, ops, nops);
+  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: {
+    const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
+    if (hp_tensor(v, ops, nops)) return -1;
+    if (t && strstr(text, ".im2col") && !strstr(text, ".im2col_no_offs") && !strstr(text, ".im2col::w") &&
+        !strstr(text, ".global.shared::cta")) return hp_im2col(v, ops, starts, count, t[8] - '0');
+    return 0;
+  }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
   default: return 0;
   }

@@ -1,5 +1,6 @@
 --- Asynchronous copies and their synchronisation: Ampere `cp.async`,
--- Hopper `cp.async.bulk` and TMA `cp.async.bulk.tensor` (1-5D, tile mode),
+-- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
+-- im2col mode) and bulk prefetches,
 -- `mbarrier`, `fence` and cluster helpers. `ptx.cp`, `ptx.mbarrier`,
 -- `ptx.fence` and `ptx.cluster` load this module on first use.
 --
@@ -141,42 +142,87 @@ end
 --- cp.async.bulk.wait_group.read n.
 function bulk.wait_group_read(n) return emit("cp.async.bulk.wait_group.read", n or 0) end
 
+--- The load mode of a tensor copy: "im2col" when the map (an X:tma_desc)
+-- was built for it or the arguments say so (mode = "im2col" or offsets
+-- given), else "tile"; a mismatch fails.
+local function load_mode(desc, a, what)
+  local built = type(desc) == "table" and rawget(desc, "tma") and desc.tma.opts.mode
+  local mode = a.mode or built or (a.offsets ~= nil and "im2col") or "tile"
+  if mode == "tiled" then mode = "tile" end
+  if built and (built == "tiled" and "tile" or built) ~= mode then
+    fail(("%s: the tensor map was built for %s mode, but the copy asks for %s"):format(what, built, mode))
+  end
+  if mode ~= "tile" and mode ~= "im2col" then fail(what .. ": mode must be \"tile\" or \"im2col\", got " .. tostring(mode)) end
+  return mode
+end
+
+--- The im2col offsets operand: rank - 2 values (W first), each a number or a
+-- 16-bit register.
+local function im2col_offsets(offsets, rank, what)
+  if type(offsets) ~= "table" or #offsets ~= rank - 2 or getmetatable(offsets) ~= nil then
+    fail(("%s: im2col needs offsets = {...} with %d value(s) (W first), got %s"):format(what, rank - 2,
+      type(offsets) == "table" and getmetatable(offsets) == nil and #offsets or tostring(offsets)))
+  end
+  for i, o in ipairs(offsets) do
+    if reg.is(o) and o.type.bits ~= 16 then
+      fail(("%s: im2col offset %d must be a 16-bit register (u16) or a number, got a .%s register"):format(what, i, o.type.name))
+    end
+  end
+  return offsets
+end
+
 --- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
 -- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
--- given, a store (shared::cta -> global, bulk group) otherwise.
+-- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
+-- (tma_desc{mode = "im2col"}) load with `offsets` and store .im2col_no_offs.
 local function tensor_copy(rank, a)
   local what = ("cp.async.bulk.tensor.%dd"):format(rank)
   if a.mbar ~= nil then
-    local op = what .. ".shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-    local tmap = tensor_operand(a.src, a.coord, rank, what)
+    local mode = load_mode(a.src, a, what)
+    local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
+    local args = { as_addr(a.dst, what .. " dst"), tensor_operand(a.src, a.coord, rank, what), as_addr(a.mbar, what .. " mbar") }
+    if mode == "im2col" then args[#args + 1] = im2col_offsets(a.offsets, rank, what) end
     if a.multicast ~= nil then
       op = op .. ".multicast::cluster"
-      if a.cache_hint ~= nil then
-        return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"),
-          a.multicast, a.cache_hint)
-      end
-      return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.multicast)
+      args[#args + 1] = a.multicast
     end
     if a.cache_hint ~= nil then
-      return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.cache_hint)
+      op = op .. ".L2::cache_hint"
+      args[#args + 1] = a.cache_hint
     end
-    return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"))
+    return emit(op, unpack(args))
   end
   if is_tma(a.src) and not is_tma(a.dst) then
     fail(what .. ": a load (src is a tensor map) needs mbar = <barrier>; a store takes dst = X:tma_desc{...}")
   end
+  local mode = load_mode(a.dst, a, what)
+  if a.offsets ~= nil then fail(what .. ": a store takes no im2col offsets (it is .im2col_no_offs)") end
   local tmap = tensor_operand(a.dst, a.coord, rank, what)
-  local op = what .. ".global.shared::cta.tile.bulk_group"
+  local op = what .. ".global.shared::cta." .. (mode == "im2col" and "im2col_no_offs" or "tile") .. ".bulk_group"
   if a.cache_hint ~= nil then
     return emit(op .. ".L2::cache_hint", tmap, as_addr(a.src, what .. " src"), a.cache_hint)
   end
   return emit(op, tmap, as_addr(a.src, what .. " src"))
 end
 
---- cp.async.bulk.prefetch.tensor.<r>d.L2.global.tile [tmap, {coords}].
+--- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}.
 local function tensor_prefetch(rank, a)
   local what = ("cp.async.bulk.prefetch.tensor.%dd"):format(rank)
-  return emit(what .. ".L2.global.tile", tensor_operand(a.src or a.desc, a.coord, rank, what))
+  local src = a.src or a.desc
+  local mode = load_mode(src, a, what)
+  local tmap = tensor_operand(src, a.coord, rank, what)
+  if mode == "im2col" then return emit(what .. ".L2.global.im2col", tmap, im2col_offsets(a.offsets, rank, what)) end
+  return emit(what .. ".L2.global.tile", tmap)
+end
+
+--- cp.async.bulk.prefetch.L2.global [src], size: a hint to pull size bytes into L2.
+local function bulk_prefetch(src, size)
+  if is_kw(src) then return bulk_prefetch(src.src, src.size) end
+  if size == nil then fail("cp.async.bulk.prefetch: missing size") end
+  if type(size) == "number" and (size <= 0 or size % 16 ~= 0) then
+    fail("cp.async.bulk.prefetch: size must be a positive multiple of 16 bytes, got " .. tostring(size))
+  end
+  return emit("cp.async.bulk.prefetch.L2.global", as_addr(src, "cp.async.bulk.prefetch src"), size)
 end
 
 local tensor = {}
@@ -189,17 +235,17 @@ for r = 1, 5 do
     return tensor_copy(r, { dst = dst, src = src, coord = coord, mbar = mbar })
   end
   bulk[key] = tensor[key]
-  --- prefetch.tensor_Nd{src = desc, coord = {...}}.
-  prefetch[key] = function(src, coord)
+  --- prefetch.tensor_Nd{src = desc, coord = {...}[, offsets = {...}]}.
+  prefetch[key] = function(src, coord, offsets)
     if is_kw(src) then return tensor_prefetch(r, src) end
-    return tensor_prefetch(r, { src = src, coord = coord })
+    return tensor_prefetch(r, { src = src, coord = coord, offsets = offsets })
   end
 end
 bulk.tensor = setmetatable(tensor, { __index = function(_, k)
   local r = tostring(k):match("^_?(%d)d$")
   return r and tensor["tensor_" .. r .. "d"] or nil
 end })
-bulk.prefetch = prefetch
+bulk.prefetch = setmetatable(prefetch, { __call = function(_, ...) return bulk_prefetch(...) end })
 
 cp_async.bulk = setmetatable(bulk, { __call = function(_, ...) return bulk_copy(...) end })
 M.cp = { async = setmetatable(cp_async, { __call = function(_, ...) return cp_async_copy(nil, ...) end }) }
@@ -400,22 +446,27 @@ M.cluster = cluster
 local ffi = require "ffi"
 local core = require "pyptx.core"
 
--- The emulator's 128-byte tensor-map encoding (src/emu/emu_tma.c reads it).
+-- The emulator's 128-byte tensor-map encoding (emu_tmap in src/emu/emu.h).
 ffi.cdef [[
 typedef struct lpx_tma_emu {
   uint32_t magic;
   uint8_t rank, dtype, swizzle, interleave;
-  uint8_t oob, esize, elem_strides[5], pad0;
+  uint8_t oob, esize, elem_strides[5], mode;
   uint64_t address;
   uint32_t dims[5];
-  uint16_t box[5], pad1;
+  uint16_t box[5], channels;
   uint64_t strides[4];
-  uint8_t pad2[40];
+  uint16_t pixels;
+  int16_t lower[3], upper[3];
+  uint8_t pad[26];
 } lpx_tma_emu;
 ]]
 M.TMA_EMU_MAGIC = 0x414d5458   -- "XTMA"
 
-local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides" }
+local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides", "mode", "lower_corner", "upper_corner",
+  "channels_per_pixel", "pixels_per_column" }
+local TMA_KNOWN = {}
+for _, k in ipairs(TMA_OPTS) do TMA_KNOWN[k] = true end
 
 --- A stable key of X:tma_desc options (the same options share one param).
 local function tma_key(opts)
@@ -431,7 +482,9 @@ end
 local function tma_fields(d, address, shape, dtype, strides)
   local o = d.opts
   return { address = address, shape = shape, dtype = dtype, strides = strides, box = o.box,
-    elem_strides = o.elem_strides, swizzle = o.swizzle, interleave = o.interleave, l2 = o.l2, oob = o.oob }
+    elem_strides = o.elem_strides, swizzle = o.swizzle, interleave = o.interleave, l2 = o.l2, oob = o.oob,
+    mode = o.mode, lower_corner = o.lower_corner, upper_corner = o.upper_corner,
+    channels_per_pixel = o.channels_per_pixel, pixels_per_column = o.pixels_per_column }
 end
 
 --- Build and validate a description; errors name the tensor.
@@ -463,6 +516,12 @@ end
 function M.tma_param(spec, opts)
   local t = trace.need("X:tma_desc")
   if type(opts) ~= "table" then fail("X:tma_desc takes an options table {box = {...}, swizzle = ...}") end
+  for k in pairs(opts) do
+    if not TMA_KNOWN[k] then fail(("X:tma_desc: unknown option %s (valid: %s)"):format(tostring(k), table.concat(TMA_OPTS, ", "))) end
+  end
+  if opts.mode == "im2col" and opts.box ~= nil then
+    fail("X:tma_desc: an im2col map has no box; it takes channels_per_pixel, pixels_per_column and the pixel-box corners")
+  end
   t.tma = t.tma or {}
   local key = spec.param .. "|" .. tma_key(opts)
   local d
@@ -480,10 +539,12 @@ function M.tma_encode_emu(desc)
   e.magic, e.rank, e.dtype = M.TMA_EMU_MAGIC, desc.rank, desc.dtype
   e.swizzle, e.interleave, e.oob = desc.swizzle, desc.interleave, desc.oob_fill
   e.esize, e.address = core.tma_dtype_size(desc.dtype), desc.global_address
+  e.mode, e.channels, e.pixels = desc.mode, desc.channels, desc.pixels
   for i = 0, 4 do
     e.dims[i], e.box[i] = desc.dims[i], desc.box[i]
     e.elem_strides[i] = desc.elem_strides[i] > 0 and desc.elem_strides[i] or 1
     if i < 4 then e.strides[i] = desc.strides[i] end
+    if i < 3 then e.lower[i], e.upper[i] = desc.lower[i], desc.upper[i] end
   end
   return ffi.string(e, 128)
 end
