@@ -1,8 +1,10 @@
 -- pyptx.async: cp.async, cp.async.bulk(.tensor), mbarrier, fences and
 -- cluster helpers: the PTX each wrapper appends, ptxas acceptance for
 -- sm_90a, TMA tensor maps through X:tma_desc (trace-time validation,
--- launch-time packing), and the emulator's TMA copies (boxes, OOB fill,
--- every swizzle) and mbarrier deadlock report, named at the Lua line.
+-- launch-time packing), the emulator's TMA copies (boxes, OOB fill, every
+-- swizzle, element strides, interleave, im2col; against CPU references and
+-- hardware-measured layouts), bulk prefetches, bulk and tensor reductions,
+-- and the mbarrier deadlock report, named at the Lua line.
 local bit = require "bit"
 local pyptx = require "pyptx"
 local toolkit = require "pyptx.toolkit"
@@ -889,6 +891,331 @@ describe("the emulator's TMA layouts", function()
     assert.is_false(ok)
     assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.prefetch.L2.global", err, 1, true)
     assert.matches("the size must be a multiple of 16 and the address 16-byte aligned", err, 1, true)
+  end)
+end)
+
+
+-- ------------------------------------------------------------ bulk reductions
+
+local ffi = require "ffi"
+
+--- A fresh random non-zero value of a reduction type (as a Lua number, or
+-- a uint64_t cdata for the 64-bit bit types).
+local function red_value(tname, rnd)
+  if tname == "b64" then return ffi.new("uint64_t", rnd(1, 0x7fffffff)) * 0x100000000ULL + rnd(1, 0x7fffffff) end
+  if tname == "b32" or tname == "u32" then return rnd(1, 0x7fffffff) * 2 + rnd(0, 1) end
+  if tname == "s32" or tname == "s64" then return rnd(1, 1000000) * (rnd(0, 1) == 0 and -1 or 1) end
+  if tname == "u64" then return rnd(1, 2 ^ 40) end
+  return (rnd(1, 1000000) / 1000000 + 0.5) * (rnd(0, 1) == 0 and -1 or 1)   -- floats: magnitudes in (0.5, 1.5]
+end
+
+local F32_TINY = 2 ^ -126
+
+--- An f32 with a subnormal flushed to zero of its sign.
+local function flush32(x)
+  if x ~= 0 and math.abs(x) < F32_TINY then return x < 0 and -0.0 or 0.0 end
+  return x
+end
+
+--- The value rounded to the reduction type (floats: nearest even).
+local function round_to(tname, x)
+  if tname == "f32" then return tonumber(ffi.new("float", x)) end
+  if tname == "f16" then return tensor.decode(T.f16, tensor.encode(T.f16, x)) end
+  if tname == "bf16" then return tensor.decode(bf16, tensor.encode(bf16, x)) end
+  return x
+end
+
+local BITOPS = { ["and"] = bit.band, ["or"] = bit.bor, xor = bit.bxor }
+
+--- CPU reference of one element of cp.reduce.async.bulk: old reduced with
+-- src as the ISA defines (inc/dec as atom.inc/dec with src the bound;
+-- .add.f32 flushes subnormal inputs and results).
+local function red_ref(op, tname, old, src)
+  if BITOPS[op] then
+    local r = BITOPS[op](old, src)
+    return tname == "b32" and r % 2 ^ 32 or r
+  end
+  if op == "inc" then return old >= src and 0 or old + 1 end
+  if op == "dec" then return (old == 0 or old > src) and src or old - 1 end
+  if op == "min" then return math.min(old, src) end
+  if op == "max" then return math.max(old, src) end
+  if tname == "f32" then return flush32(round_to("f32", flush32(old) + flush32(src))) end
+  if tname == "u32" then return (old + src) % 2 ^ 32 end
+  return round_to(tname, old + src)
+end
+
+-- Every (type, operations) the ISA allows into .global, with the tensor dtype holding it.
+local RED_TYPES = {
+  { "u32", T.u32, { "add", "min", "max", "inc", "dec" } }, { "s32", T.s32, { "add", "min", "max" } },
+  { "u64", T.u64, { "add", "min", "max" } }, { "s64", T.s64, { "min", "max" } },
+  { "f32", f32, { "add" } }, { "f64", T.f64, { "add" } }, { "f16", T.f16, { "add", "min", "max" } },
+  { "bf16", bf16, { "add", "min", "max" } }, { "b32", T.u32, { "and", "or", "xor" } }, { "b64", T.u64, { "and", "or", "xor" } },
+}
+
+--- A tensor (1-D, or of shape) of the values of a reduction type.
+local function red_tensor(dtype, vals, shape)
+  local buf = ffi.new(tensor.storage(dtype) .. "[?]", #vals)
+  for i, v in ipairs(vals) do buf[i - 1] = tensor.encode(dtype, v) end
+  return tensor.from_ffi(buf, shape or { #vals }, dtype)
+end
+
+--- The value at i (0-based) of a host buffer of a reduction type.
+local function red_read(tname, dtype, buf, i)
+  if tname == "b64" then return buf[i] end
+  return tensor.decode(dtype, buf[i])
+end
+
+describe("the emulator's bulk reductions", function()
+  local seed = os.time()
+  math.randomseed(seed)
+
+  for _, case in ipairs(RED_TYPES) do
+    local tname, dtype, ops = case[1], case[2], case[3]
+    it(("cp.reduce.async.bulk into global memory: .%s with %s, every element against the reference"):format(tname,
+      table.concat(ops, ", ")), function()
+      local N, esz = 64, dtype.bytes
+      local ty = T[tname]
+      local k = kernel "bred" { arch = "sm_90a", in_specs = { Tile(N, dtype), Tile(#ops * N, dtype) }, out_specs = {},
+        block = { 64 },
+        function(S, D)
+          local s = smem.alloc(ty, N, { align = 128 })
+          local tid = reg.from(ptx.special.tid.x(), u32)
+          local v, bty = reg.scalar(T["b" .. esz * 8]), "b" .. esz * 8
+          ptx.inst.ld.global[bty](v, ptx.addr(ptx.global_ptrs(S) + tid:mul_wide(esz)))
+          ptx.inst.st.shared[bty](ptx.addr(s:base() + tid * esz), v)
+          ptx.fence.proxy_async("shared::cta")
+          ptx.bar_sync(0)
+          ptx.if_(tid:eq(0), function()
+            local pd = ptx.global_ptrs(D)
+            for j, op in ipairs(ops) do
+              ptx.cp.reduce.async.bulk { dst = ptx.addr(pd, (j - 1) * N * esz), src = s[0], size = N * esz, op = op, type = ty }
+            end
+            ptx.cp.async.bulk.commit_group()
+            ptx.cp.async.bulk.wait_group(0)
+          end)
+          ptx.ret()
+        end }
+      assert_ptxas(k)
+      local src, dst = {}, {}
+      for i = 1, N do src[i] = red_value(tname, math.random) end
+      for i = 1, #ops * N do dst[i] = red_value(tname, math.random) end
+      if tname == "f32" then src[1], dst[1], src[2], dst[2] = 3e-39, 4e-39, 1.5, -2e-39 end   -- subnormals flush
+      if tname == "u32" then src[1], dst[1 + 3 * N], dst[1 + 4 * N] = 5, 5, 0 end             -- inc wraps, dec from 0
+      for i = 1, N do src[i] = round_to(tname, src[i]) end                                   -- what memory holds
+      for i = 1, #ops * N do dst[i] = round_to(tname, dst[i]) end
+      local D = red_tensor(dtype, dst)
+      k(red_tensor(dtype, src), D)
+      local out = D:to_host()
+      for j, op in ipairs(ops) do
+        for i = 1, N do
+          local at_i = (j - 1) * N + i
+          local want = red_ref(op, tname, dst[at_i], src[i])
+          local got = red_read(tname, dtype, out, at_i - 1)
+          if got ~= want then
+            error(("seed %d: .%s.%s element %d: %s reduced with %s gave %s, want %s"):format(seed, op, tname, i - 1,
+              tostring(dst[at_i]), tostring(src[i]), tostring(got), tostring(want)))
+          end
+        end
+      end
+    end)
+  end
+
+  it("cp.reduce.async.bulk into another CTA's shared memory completes its bytes on that CTA's mbarrier", function()
+    local N = 64
+    local k = kernel "cred" { arch = "sm_90a", in_specs = { Tile(2, 2 * N, u32), Tile(2, 2 * N, u32) },
+      out_specs = { Tile(2, 2 * N, u32) }, block = { 64 }, grid = { 2, 1, 1 }, cluster = { 2, 1, 1 },
+      function(S, D, Out)
+        local buf, src = smem.alloc(u32, 2 * N, { align = 128 }), smem.alloc(u32, 2 * N, { align = 128 })
+        local bar = smem.mbarrier(1)
+        local tid, rank = reg.from(ptx.special.tid.x(), u32), ptx.cluster.ctarank()
+        local ps, pd, po = ptx.global_ptrs(S), ptx.global_ptrs(D), ptx.global_ptrs(Out)
+        for j = 0, 1 do
+          local e = rank * (2 * N) + j * N + tid
+          local v, w = reg.scalar(u32), reg.scalar(u32)
+          ptx.inst.ld.global.u32(v, ptx.addr(pd + e:mul_wide(4)))
+          ptx.inst.st.shared.u32(ptx.addr(buf:base() + (tid + j * N) * 4), v)
+          ptx.inst.ld.global.u32(w, ptx.addr(ps + e:mul_wide(4)))
+          ptx.inst.st.shared.u32(ptx.addr(src:base() + (tid + j * N) * 4), w)
+        end
+        ptx.fence.proxy_async("shared::cta")
+        ptx.if_(tid:eq(0), function() ptx.mbarrier.init(bar[0], 1); ptx.fence.mbarrier_init() end)
+        ptx.cluster.sync()
+        ptx.if_(tid:eq(0), function()
+          ptx.mbarrier.arrive_expect_tx(bar[0], 2 * N * 4)            -- the peer's two reductions land here
+          local peer = reg.scalar(u32, 1) - rank
+          ptx.cp.reduce.async.bulk { dst = ptx.cluster.mapa(buf:base(), peer), src = src[0], size = N * 4, op = "add",
+            type = u32, mbar = ptx.cluster.mapa(bar:base(), peer) }
+          ptx.cp.reduce.async.bulk { dst = ptx.cluster.mapa(buf:base() + N * 4, peer), src = src[N], size = N * 4,
+            op = "xor", type = T.b32, mbar = ptx.cluster.mapa(bar:base(), peer) }
+        end)
+        ptx.mbarrier.wait(bar[0], 0)
+        for j = 0, 1 do
+          local v = reg.scalar(u32)
+          ptx.inst.ld.shared.u32(v, ptx.addr(buf:base() + (tid + j * N) * 4))
+          ptx.inst.st.global.u32(ptx.addr(po + (rank * (2 * N) + j * N + tid):mul_wide(4)), v)
+        end
+        ptx.cluster.sync()
+        ptx.ret()
+      end }
+    assert_ptxas(k)
+    local sv, dv = {}, {}
+    for i = 1, 4 * N do sv[i], dv[i] = red_value("u32", math.random), red_value("u32", math.random) end
+    local out = k(tensor.from_table(sv, u32, { 2, 2 * N }), tensor.from_table(dv, u32, { 2, 2 * N })):values()
+    for r = 0, 1 do
+      for j = 0, 1 do
+        for i = 1, N do
+          local mine, peers = r * 2 * N + j * N + i, (1 - r) * 2 * N + j * N + i
+          local want = red_ref(j == 0 and "add" or "xor", j == 0 and "u32" or "b32", dv[mine], sv[peers])
+          assert.are.equal(want, out[mine], ("CTA %d, %s element %d"):format(r, j == 0 and "add" or "xor", i - 1))
+        end
+      end
+    end
+  end)
+
+  -- The element types the tensor form reduces (from the map's dtype) and their operations.
+  local TENSOR_RED = {
+    { "u32", T.u32, { "add", "min", "max", "inc", "dec", "and", "or", "xor" } }, { "s32", T.s32, { "add", "min", "max", "xor" } },
+    { "u64", T.u64, { "add", "min", "max", "or" } }, { "s64", T.s64, { "min", "max", "and" } }, { "f32", f32, { "add" } },
+    { "f16", T.f16, { "add", "min", "max" } }, { "bf16", bf16, { "add", "min", "max" } },
+  }
+
+  --- CPU reference of a tensor reduction element (bit operations on the
+  -- element's 32- or 64-bit pattern).
+  local function tensor_red_ref(op, tname, old, src)
+    if BITOPS[op] and (tname == "u64" or tname == "s64") then
+      return tonumber(BITOPS[op](ffi.new("int64_t", old), ffi.new("int64_t", src)))
+    end
+    if BITOPS[op] and tname == "u32" then return BITOPS[op](old, src) % 2 ^ 32 end
+    return red_ref(op, BITOPS[op] and "s32" or tname, old, src)
+  end
+
+  for _, case in ipairs(TENSOR_RED) do
+    local tname, dtype, ops = case[1], case[2], case[3]
+    it(("cp.reduce.async.bulk.tensor of %s maps: %s, only the box's elements inside the tensor"):format(tname,
+      table.concat(ops, ", ")), function()
+      local R, C, esz = 12, 24, dtype.bytes
+      local k = kernel "tred" { arch = "sm_90a", in_specs = { Tile(64, dtype), Tile(#ops, R, C, dtype) }, out_specs = {},
+        block = { 64 },
+        function(S, D)
+          local s = smem.alloc(dtype, 64, { align = 128 })
+          local tid = reg.from(ptx.special.tid.x(), u32)
+          local v, bty = reg.scalar(T["b" .. esz * 8]), "b" .. esz * 8
+          ptx.inst.ld.global[bty](v, ptx.addr(ptx.global_ptrs(S) + tid:mul_wide(esz)))
+          ptx.inst.st.shared[bty](ptx.addr(s:base() + tid * esz), v)
+          ptx.fence.proxy_async("shared::cta")
+          ptx.bar_sync(0)
+          ptx.if_(tid:eq(0), function()
+            local d = D:tma_desc { box = { 1, 8, 8 } }
+            for j, op in ipairs(ops) do
+              ptx.cp.reduce.async.bulk.tensor_3d { dst = d, src = s[0], coord = s32s { 20, 8, j - 1 }, op = op }
+            end
+            ptx.cp.async.bulk.commit_group()
+            ptx.cp.async.bulk.wait_group(0)
+          end)
+          ptx.ret()
+        end }
+      assert_ptxas(k)
+      local sv, dv = {}, {}
+      for i = 1, 64 do sv[i] = round_to(tname, red_value(tname, math.random)) end
+      for i = 1, #ops * R * C do dv[i] = round_to(tname, red_value(tname, math.random)) end
+      local D = red_tensor(dtype, dv, { #ops, R, C })
+      k(red_tensor(dtype, sv), D)
+      local out = D:to_host()
+      for j, op in ipairs(ops) do
+        for i = 0, R * C - 1 do
+          local r, c = math.floor(i / C), i % C
+          local at_i = (j - 1) * R * C + i + 1
+          local inside = r >= 8 and c >= 20                     -- the box at (8, 20) reaches past both ends
+          local want = inside and tensor_red_ref(op, tname, dv[at_i], sv[(r - 8) * 8 + (c - 20) + 1]) or dv[at_i]
+          local got = red_read(tname, dtype, out, at_i - 1)
+          if got ~= want then
+            error(("seed %d: .%s on %s at (%d, %d): got %s, want %s"):format(seed, op, tname, r, c, tostring(got), tostring(want)))
+          end
+        end
+      end
+    end)
+  end
+
+  it("reduces tensors atomically: CTAs on every host thread add into the same box", function()
+    local G = 16
+    local k = kernel "tsum" { arch = "sm_90a", in_specs = { Tile(G, 64, u32), Tile(16, 16, u32) }, out_specs = {}, block = { 64 },
+      grid = { G, 1, 1 },
+      function(S, D)
+        local s = smem.alloc(u32, 64, { align = 128 })
+        local tid, cta = reg.from(ptx.special.tid.x(), u32), reg.from(ptx.special.ctaid.x(), u32)
+        local v = reg.scalar(u32)
+        ptx.inst.ld.global.u32(v, ptx.addr(ptx.global_ptrs(S) + (cta * 64 + tid):mul_wide(4)))
+        ptx.inst.st.shared.u32(ptx.addr(s:base() + tid * 4), v)
+        ptx.fence.proxy_async("shared::cta")
+        ptx.bar_sync(0)
+        ptx.if_(tid:eq(0), function()
+          ptx.cp.reduce.async.bulk.tensor_2d { dst = D:tma_desc { box = { 8, 8 } }, src = s[0], coord = s32s { 4, 4 }, op = "add" }
+          ptx.cp.async.bulk.commit_group()
+          ptx.cp.async.bulk.wait_group(0)
+        end)
+        ptx.ret()
+      end }
+    local sv, dv = {}, {}
+    for i = 1, G * 64 do sv[i] = math.random(1, 100000) end
+    for i = 1, 256 do dv[i] = math.random(1, 100000) end
+    local D = tensor.from_table(dv, u32, { 16, 16 })
+    k(tensor.from_table(sv, u32, { G, 64 }), D)
+    local out = D:values()
+    for i = 0, 255 do
+      local r, c = math.floor(i / 16), i % 16
+      local want = dv[i + 1]
+      if r >= 4 and r < 12 and c >= 4 and c < 12 then
+        for g = 0, G - 1 do want = want + sv[g * 64 + (r - 4) * 8 + (c - 4) + 1] end
+      end
+      assert.are.equal(want % 2 ^ 32, out[i + 1], ("(%d, %d)"):format(r, c))
+    end
+  end)
+
+  it("reports a reduction the ISA does not define at its Lua line", function()
+    local line
+    local k = kernel "tbad" { arch = "sm_90a", in_specs = { Tile(16, 16, T.u8) }, out_specs = {}, block = { 32 },
+      function(D)
+        local s = smem.alloc(T.u8, 256, { align = 128 })
+        line = here(); ptx.cp.reduce.async.bulk.tensor_2d { dst = D:tma_desc { box = { 4, 16 } }, src = s[0], coord = s32s { 0, 0 } }
+        ptx.ret()
+      end }
+    local ok, err = pcall(k, tensor.rand({ 16, 16 }, T.u8, { lo = 1, hi = 9 }))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group", err, 1, true)
+    assert.matches("does not reduce tensors of dtype 0 (1-byte elements)", err, 1, true)
+    local bad = kernel "rbad" { arch = "sm_90a", in_specs = { Tile(64, u32) }, out_specs = {}, block = { 32 },
+      function(D)
+        local s = smem.alloc(u32, 64, { align = 128 })
+        line = here(); ptx.cp.reduce.async.bulk { dst = ptx.addr(ptx.global_ptrs(D), 4), src = s[0], size = 64, op = "add", type = u32 }
+        ptx.ret()
+      end }
+    ok, err = pcall(bad, tensor.rand({ 64 }, u32, { lo = 1, hi = 9 }))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("cp.reduce.async.bulk addresses must be 16-byte aligned", err, 1, true)
+    local function trace_err(body)
+      local ok2, err2 = pcall(function() snippet(body, { Tile(64, f32) }):ptx() end)
+      assert.is_false(ok2)
+      return err2
+    end
+    err = trace_err(function(A)
+      local s = smem.alloc(f32, 64, { align = 128 })
+      line = here(); ptx.cp.reduce.async.bulk { dst = ptx.param(A), src = s[0], size = 256, op = "min", type = f32 }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f32: .min into .global "
+      .. "takes .u32 .u64 .s32 .s64 .f16 .bf16; got .f32", err, 1, true)
+    err = trace_err(function()
+      local s, bar = smem.alloc(f32, 64, { align = 128 }), smem.mbarrier(1)
+      line = here(); ptx.cp.reduce.async.bulk { dst = s[0], src = s[0], size = 256, op = "add", type = f32, mbar = bar[0] }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches(".add into .shared::cluster takes .u32 .u64 .s32; got .f32", err, 1, true)
+    err = trace_err(function(A)
+      local s = smem.alloc(T.f16, 64, { align = 128 })
+      line = here(); ptx.inst.cp.reduce.async.bulk.global.shared_cta.bulk_group.add.f16(ptx.param(A), s[0], 128)
+    end)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches(".add on .f16 needs .noftz (.add.noftz.f16)", err, 1, true)
   end)
 end)
 

@@ -380,6 +380,34 @@ family("transcendentals: rcp sqrt rsqrt ex2 lg2 sin cos tanh", function()
   i.sin.approx.f32(r(T.f32), x); i.cos.approx.ftz.f32(r(T.f32), x); i.tanh.approx.f32(r(T.f32), x)
 end)
 
+family("TMA and bulk: tensor tile/im2col copies, prefetches, cp.reduce.async.bulk (sm_90+)", function(env)
+  if sm_of(env.arch) < 90 then return end
+  local p, s, bar = env.p, env.s, smem.mbarrier(1)
+  local c, h = s32(0), reg.scalar(T.u16, 1)
+  ptx.cp.async.bulk.tensor_2d { dst = s[0], src = p, coord = { c, c }, mbar = bar[0] }
+  ptx.cp.async.bulk.tensor_4d { dst = s[0], src = p, coord = { c, c, c, c }, mbar = bar[0], offsets = { h, 2 } }
+  ptx.cp.async.bulk.tensor_3d { dst = s[0], src = p, coord = { c, c, c }, mbar = bar[0], offsets = { h },
+    multicast = reg.scalar(T.u16, 3) }
+  ptx.cp.async.bulk.tensor_5d { dst = p, src = s[0], coord = { c, c, c, c, c }, mode = "im2col" }
+  ptx.cp.async.bulk.prefetch.tensor_5d { src = p, coord = { c, c, c, c, c }, offsets = { h, h, 1 } }
+  ptx.cp.async.bulk.prefetch.tensor_1d { src = p, coord = { c } }
+  ptx.cp.async.bulk.prefetch { src = p, size = 256 }
+  local global = { add = { "u32", "s32", "u64", "f32", "f64", "f16", "bf16" }, min = { "u32", "s32", "u64", "s64", "f16", "bf16" },
+    max = { "u64", "s64", "bf16" }, inc = { "u32" }, dec = { "u32" }, ["and"] = { "b32", "b64" }, ["or"] = { "b64" },
+    xor = { "b32" } }
+  for op, tys in pairs(global) do
+    for _, ty in ipairs(tys) do ptx.cp.reduce.async.bulk { dst = p, src = s[0], size = 256, op = op, type = T[ty] } end
+  end
+  ptx.cp.reduce.async.bulk { dst = p, src = s[0], size = 256, op = "add", type = T.u64, cache_hint = reg.scalar(T.u64, 0) }
+  for op, ty in pairs { add = "s32", min = "u32", max = "s32", inc = "u32", dec = "u32", ["and"] = "b32", xor = "b32" } do
+    ptx.cp.reduce.async.bulk { dst = s[0], src = s[0], size = 256, op = op, type = T[ty], mbar = bar[0] }
+  end
+  for _, op in ipairs { "add", "min", "max", "inc", "dec", "and", "or", "xor" } do
+    ptx.cp.reduce.async.bulk.tensor_2d { dst = p, src = s[0], coord = { c, c }, op = op }
+  end
+  ptx.cp.reduce.async.bulk.tensor_3d { dst = p, src = s[0], coord = { c, c, c }, op = "max", mode = "im2col" }
+end)
+
 --- The kernel for a family body on arch: one f32 tensor, a u64 param "fp",
 -- shared and local buffers.
 local function family_kernel(fam, arch)
@@ -489,6 +517,28 @@ local INVALID = {
   { "sm_80", "wgmma.fence.sync.aligned", function() end },
   { "sm_100a", "wgmma.fence.sync.aligned", function() end },
   { "sm_80", "elect.sync", function() return ptx.pipe(u32(), reg.pred()), 0xffffffff end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f16", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.s64", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.inc.s32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.and.u32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.max.f64", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.add.f32",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.min.u64",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.xor.b64",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes", function(env)
+    local c = s32(0)
+    return env.s[0], setmetatable({ base = env.p, list = { c, c, c, c } }, require("pyptx.async").Bracket), env.s[8],
+      { reg.scalar(T.u16, 1) }
+  end },
+  { "sm_90a", "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes", function(env)
+    local c = s32(0)
+    return env.s[0], setmetatable({ base = env.p, list = { c, c, c } }, require("pyptx.async").Bracket), env.s[8], { u32(1) }
+  end },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked

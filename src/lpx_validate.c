@@ -1059,6 +1059,59 @@ static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, in
   return 0;
 }
 
+/* The types cp.reduce.async.bulk takes per operation into each space. */
+static const uint64_t red_global[] = { 0,
+#define X(op, name, global, cluster) global,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+static const uint64_t red_cluster[] = { 0,
+#define X(op, name, global, cluster) cluster,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+static const char *const red_names[] = { "?",
+#define X(op, name, global, cluster) name,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+
+/* Write ".u32 .s32 ..." for a type set (for messages). */
+static void type_list(uint64_t set, char *out, size_t cap)
+{
+  size_t n = 0;
+  out[0] = '\0';
+  for (int t = 0; t < LPX_T__COUNT && n + 1 < cap; t++)
+    if (set >> t & 1) n += (size_t)snprintf(out + n, cap - n, "%s.%s", n ? " " : "", lpx_types[t].name);
+}
+
+/* cp.reduce.async.bulk: an operation; the array form takes an element type
+ * the ISA's table allows for its destination (f16/bf16 .add with .noftz);
+ * the tensor form takes its type from the tensor map. */
+static int hp_reduce(vctx *v)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int op = fo->modsel[LPX_GB_ATOMOP], t = fo->info.type;
+  if (op < 1 || op > 8) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
+  if (strstr(text, ".tensor.")) {
+    if (t >= 0) return lpx_fail(v->m->ctx, "%s: the tensor form takes no type; the element type comes from the tensor map", text);
+    return 0;
+  }
+  int cluster = strstr(text, ".shared::cluster") != NULL;
+  uint64_t ok = cluster ? red_cluster[op] : red_global[op];
+  if (t < 0 || !(ok >> t & 1)) {
+    char want[256];
+    type_list(ok, want, sizeof want);
+    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, red_names[op], cluster ? ".shared::cluster" : ".global",
+                    want, t >= 0 ? lpx_types[t].name : "(no type)");
+  }
+  int half = t == LPX_T_F16 || t == LPX_T_BF16, noftz = has_group(fo, LPX_GB_NOFTZ);
+  if (half && op == 1 && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
+  if (noftz && !(half && op == 1)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
+  return 0;
+}
+
 /* wgmma.mma_async with f16/bf16 inputs: m64nNk16, the accumulator vector,
  * A (a 64-bit descriptor or 4 .b32 registers), the B descriptor and the
  * immediates (scale-a/-b: 1 or -1; trans: 0 or 1). Other input types pass. */
@@ -1103,7 +1156,7 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
   switch (v->form->info.op) {
   case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: {
     const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
-    if (hp_tensor(v, ops, nops)) return -1;
+    if (hp_tensor(v, ops, nops) || (v->form->info.op == LPX_OP_CPREDBULK && hp_reduce(v))) return -1;
     if (t && strstr(text, ".im2col") && !strstr(text, ".im2col_no_offs") && !strstr(text, ".im2col::w") &&
         !strstr(text, ".global.shared::cta")) return hp_im2col(v, ops, starts, count, t[8] - '0');
     return 0;

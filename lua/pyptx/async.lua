@@ -1,6 +1,6 @@
 --- Asynchronous copies and their synchronisation: Ampere `cp.async`,
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
--- im2col mode) and bulk prefetches,
+-- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
 -- `mbarrier`, `fence` and cluster helpers. `ptx.cp`, `ptx.mbarrier`,
 -- `ptx.fence` and `ptx.cluster` load this module on first use.
 --
@@ -261,24 +261,42 @@ local function redop(a, what)
   return op
 end
 
---- cp.reduce.async.bulk.global.shared::cta.bulk_group.<op>.<type> [dst], [src], size:
--- reduce size bytes of shared memory into global memory ({dst, src, size, op, type}).
+--- cp.reduce.async.bulk: reduce size bytes of shared::cta memory element by
+-- element into global memory (bulk group), or with mbar into the shared
+-- memory of a CTA of the cluster, completing size bytes on the barrier
+-- ({dst, src, size, op, type[, mbar][, cache_hint]}). f16/bf16 .add gets
+-- the .noftz the ISA requires.
 local function reduce_bulk(a)
   local what = "cp.reduce.async.bulk"
   if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, size =, op =, type =}") end
-  local ty = a.type or types.f32
-  return emit(("%s.global.shared::cta.bulk_group.%s.%s"):format(what, redop(a, what), ty.name),
-    as_addr(a.dst, what .. " dst"), as_addr(a.src, what .. " src"), a.size)
+  local ty, op = a.type or types.f32, redop(a, what)
+  local tname = type(ty) == "table" and ty.name or tostring(ty)
+  local noftz = op == "add" and (tname == "f16" or tname == "bf16") and ".noftz" or ""
+  if a.size == nil then fail(what .. ": missing size") end
+  local dst, src = as_addr(a.dst, what .. " dst"), as_addr(a.src, what .. " src")
+  if a.mbar ~= nil then
+    return emit(("%s.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.%s.%s"):format(what, op, tname),
+      dst, src, a.size, as_addr(a.mbar, what .. " mbar"))
+  end
+  if a.cache_hint ~= nil then
+    return emit(("%s.global.shared::cta.bulk_group.L2::cache_hint.%s%s.%s"):format(what, op, noftz, tname),
+      dst, src, a.size, a.cache_hint)
+  end
+  return emit(("%s.global.shared::cta.bulk_group.%s%s.%s"):format(what, op, noftz, tname), dst, src, a.size)
 end
 
 local reduce_bulk_t = {}
 for r = 1, 5 do
-  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"}: reduce a box into the tensor.
+  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, cache_hint]}: reduce a
+  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map).
   reduce_bulk_t["tensor_" .. r .. "d"] = function(a)
     local what = ("cp.reduce.async.bulk.tensor.%dd"):format(r)
     if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, coord =, op =}") end
-    return emit(("%s.global.shared::cta.%s.tile.bulk_group"):format(what, redop(a, what)),
-      tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src"))
+    local mode = load_mode(a.dst, a, what) == "im2col" and "im2col_no_offs" or "tile"
+    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode)
+    local tmap, src = tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src")
+    if a.cache_hint ~= nil then return emit(op .. ".L2::cache_hint", tmap, src, a.cache_hint) end
+    return emit(op, tmap, src)
   end
 end
 M.cp.reduce = { async = { bulk = setmetatable(reduce_bulk_t, { __call = function(_, a) return reduce_bulk(a) end }) } }

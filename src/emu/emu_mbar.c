@@ -247,7 +247,7 @@ HANDLER(op_nop) { return 0; }
 /* Handlers of the non-tensor bulk kinds (the tensor kinds are emu_tma.c's). */
 static const emu_fn bulk_handlers[] = {
   [EMU_BULK_COPY] = op_cp_bulk, [EMU_BULK_NOP] = op_nop, [EMU_BULK_PREFETCH] = op_prefetch,
-  [EMU_BULK_TREDUCE] = NULL,
+  [EMU_BULK_REDUCE] = lpx_emu_op_reduce, [EMU_BULK_TREDUCE] = NULL,
 };
 
 /* Handler for mbarrier and the cp.async.bulk / cp.reduce.async.bulk forms. */

@@ -1,7 +1,8 @@
 /* TMA tensor copies on the emulator: cp.async.bulk.tensor.{1..5}d in tile
  * and im2col mode, global -> shared::cluster (multicast too) completing
- * bytes on an mbarrier and shared::cta -> global in a bulk group, and
- * tensor prefetches. The tensor map is the 128-byte emu_tmap luaptx's runtime
+ * bytes on an mbarrier and shared::cta -> global in a bulk group; tensor
+ * reductions into global memory (cp.reduce.async.bulk.tensor) and tensor
+ * prefetches. The tensor map is the 128-byte emu_tmap luaptx's runtime
  * packs for the emulator. Elements outside the tensor read as zero (NaN
  * with oob_fill 1) and are not written back. Shared memory holds the box
  * row by row (a row: the elements along dimension 0, or one im2col pixel)
@@ -277,7 +278,7 @@ static void cur_next(const tma_req *q, tma_cur *u)
   cur_place(q, u);
 }
 
-/* What an element visit works with: the box's shared bytes, the extent seen so far. */
+/* What an element visit works with. */
 typedef struct tma_io { uint8_t *sh; int op, type; uint64_t hi; } tma_io;
 typedef int (*tma_fn)(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
 
@@ -342,6 +343,17 @@ static int el_store(emu_warp *w, const emu_inst *in, int lane, const tma_req *q,
   uint8_t *g = lpx_emu_addr(w, in, lane, EMU_SP_GLOBAL, ga, q->t.esize, 1);
   if (!g) return -1;
   memcpy(g, io->sh + so, q->t.esize);
+  return 0;
+}
+
+/* shared -> global reduction of one element inside the tensor (atomically:
+ * CTAs on other host threads may reduce into the same element). */
+static int el_reduce(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io)
+{
+  if (!inside) return 0;
+  uint8_t *g = lpx_emu_addr(w, in, lane, EMU_SP_GLOBAL, ga, q->t.esize, 2);
+  if (!g) return -1;
+  lpx_emu_reduce_elem(io->op, io->type, g, io->sh + so, 1);
   return 0;
 }
 
@@ -426,16 +438,39 @@ static int tensor_load(emu_warp *w, const emu_inst *in, int lane, const tma_ops 
   return lpx_emu_mbar_complete(w, in, o->mbar, lane, (int64_t)req_bytes(&q));
 }
 
-/* One lane's tensor store (shared -> global, bulk group). */
+/* Reduction types of tensor elements by CUtensorMapDataType: the PTX type
+ * the ISA's table names for them, or -1 (f64, tf32 and the ftz variants
+ * have no tensor reduction). */
+static const int16_t reduce_type[13] = {
+  LPX_T_U8, LPX_T_U16, LPX_T_U32, LPX_T_S32, LPX_T_U64, LPX_T_S64, LPX_T_F16, LPX_T_F32, -1, LPX_T_BF16, -1, -1, -1
+};
+
+/* The PTX type a tensor reduction of op works on, or -1 with the error set. */
+static int tensor_reduce_type(emu_warp *w, const emu_inst *in, int lane, const emu_tmap *t, int op)
+{
+  static const char *const ops[] = { "?", "add", "min", "max", "and", "or", "xor", "inc", "dec" };
+  int type = reduce_type[t->dtype];
+  if (op >= 4 && op <= 6 && (type == LPX_T_U32 || type == LPX_T_S32)) type = LPX_T_B32;
+  if (op >= 4 && op <= 6 && (type == LPX_T_U64 || type == LPX_T_S64)) type = LPX_T_B64;
+  if (type >= 0 && op >= 1 && op <= 8 && lpx_emu_reduce_type_ok(op, type)) return type;
+  return lpx_emu_fail(w, in, lane, "cp.reduce.async.bulk.tensor .%s does not reduce tensors of dtype %d (%d-byte elements); "
+                      "the ISA allows .add on u32 s32 u64 f32 f16 bf16, .min/.max on u32 s32 u64 s64 f16 bf16, "
+                      ".inc/.dec on u32, .and/.or/.xor on 32/64-bit integers", op >= 1 && op <= 8 ? ops[op] : "?",
+                      t->dtype, t->esize);
+}
+
+/* One lane's tensor store or reduction (shared -> global, bulk group). */
 static int tensor_store(emu_warp *w, const emu_inst *in, int lane, const tma_ops *o)
 {
   tma_req q;
   if (req_make(w, in, lane, o, &q)) return -1;
-  tma_io io = { NULL, 0, 0, 0 };
+  int reduce = in->ext[0] == EMU_BULK_TREDUCE, op = in->mod[LPX_GB_ATOMOP];
+  tma_io io = { NULL, op, 0, 0 };
+  if (reduce && (io.type = tensor_reduce_type(w, in, lane, &q.t, op)) < 0) return -1;
   uint64_t extent = req_extent(w, in, lane, &q);
-  if (lpx_emu_proxy_check(w, in, lane, q.base, (uint32_t)extent, "this TMA store")) return -1;
+  if (lpx_emu_proxy_check(w, in, lane, q.base, (uint32_t)extent, reduce ? "this TMA reduction" : "this TMA store")) return -1;
   io.sh = lpx_emu_addr_span(w, in, lane, EMU_SP_SHARED, q.base, extent, 0);
-  return io.sh ? walk(w, in, lane, &q, el_store, &io) : -1;
+  return io.sh ? walk(w, in, lane, &q, reduce ? el_reduce : el_store, &io) : -1;
 }
 
 /* One lane's tensor prefetch: a hint with no effect here. The map and the
@@ -490,7 +525,8 @@ typedef int (*tma_lane_fn)(emu_warp *w, const emu_inst *in, int lane, const tma_
 
 /* Per-lane work of each tensor form, by EMU_BULK_* kind. */
 static const tma_lane_fn lane_work[] = {
-  [EMU_BULK_TLOAD] = tensor_load, [EMU_BULK_TSTORE] = tensor_store, [EMU_BULK_TPREFETCH] = tensor_prefetch,
+  [EMU_BULK_TLOAD] = tensor_load, [EMU_BULK_TSTORE] = tensor_store,
+  [EMU_BULK_TREDUCE] = tensor_store, [EMU_BULK_TPREFETCH] = tensor_prefetch,
 };
 
 /* A tensor instruction: each active lane issues its own request. */
