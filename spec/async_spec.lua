@@ -454,8 +454,6 @@ end)
 
 -- ------------------------------------------- TMA layouts: strides, interleave, im2col
 
-local B = bit
-
 --- The TMA swizzle of a shared byte address: X(span, atom bytes, flip), as
 -- the ISA tabulates (atom index inside each 128-byte line XOR the line,
 -- odd lines of the flip mode also swap 8-byte halves).
@@ -464,9 +462,9 @@ local SWZ = { none = { 0 }, ["32B"] = { 32, 16 }, ["64B"] = { 64, 16 }, ["128B"]
 local function swz_addr(a, mode)
   local s = SWZ[mode or "none"]
   if s[1] == 0 then return a end
-  local line = B.rshift(a, 7)
-  local r = B.bxor(a, B.lshift(B.band(line, s[1] / s[2] - 1), ({ [16] = 4, [32] = 5, [64] = 6 })[s[2]]))
-  if s[3] then r = B.bxor(r, B.lshift(B.band(line, 1), 3)) end
+  local line = bit.rshift(a, 7)
+  local r = bit.bxor(a, bit.lshift(bit.band(line, s[1] / s[2] - 1), ({ [16] = 4, [32] = 5, [64] = 6 })[s[2]]))
+  if s[3] then r = bit.bxor(r, bit.lshift(bit.band(line, 1), 3)) end
   return r
 end
 
@@ -1219,3 +1217,186 @@ describe("the emulator's bulk reductions", function()
   end)
 end)
 
+
+-- ------------------------------------------------- tensormap.replace, griddepcontrol
+
+--- A kernel (PTX 8.3) whose thread 0 copies A's tensor map into global
+-- memory (W[0..127]) and into shared memory, edits both with edit(map,
+-- space) (the shared one then copied to W[128..255]), fences, and loads a
+-- box through each into shared memory; dumps nw words of each box.
+local function replaced_kernel(edit, nw, coord)
+  return kernel "tmr" { arch = "sm_90a", version = "8.3",
+    in_specs = { Tile(64, 64, f32), Tile(32, 48, f32), Tile(64, u32) }, out_specs = { Tile(2, nw, f32) }, block = { 32 },
+    function(A, B, W, Out)
+      local sm = smem.alloc(T.b64, 16, { align = 128 })
+      local box = smem.alloc(f32, 2 * 64, { align = 128 })
+      local bar = smem.mbarrier(1)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local pw, po = ptx.global_ptrs(W), ptx.global_ptrs(Out)
+      ptx.if_(tid:eq(0), function()
+        local d = A:tma_desc { box = { 8, 16 } }
+        for i = 0, 15 do
+          local v = reg.scalar(T.b64)
+          ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+          ptx.inst.st.global.b64(ptx.addr(pw, 8 * i), v)
+          ptx.inst.st.shared.b64(sm[i], v)
+        end
+        edit(ptx.addr(pw), "global", ptx.global_ptrs(B))
+        edit(sm[0], nil, ptx.global_ptrs(B))
+        for i = 0, 15 do
+          local v = reg.scalar(T.b64)
+          ptx.inst.ld.shared.b64(v, sm[i])
+          ptx.inst.st.global.b64(ptx.addr(pw, 128 + 8 * i), v)
+        end
+        ptx.fence.tensormap_release("gpu")
+        local pw2 = pw + 128
+        ptx.fence.tensormap_acquire(ptx.addr(pw), "gpu")
+        ptx.fence.proxy.tensormap.acquire(ptx.addr(pw2), "gpu")
+        ptx.mbarrier.init(bar[0], 1)
+        ptx.mbarrier.arrive_expect_tx(bar[0], 2 * 4 * nw)
+        ptx.cp.async.bulk.tensor_2d { dst = box[0], src = pw, coord = s32s(coord), mbar = bar[0] }
+        ptx.cp.async.bulk.tensor_2d { dst = box[64], src = pw2, coord = s32s(coord), mbar = bar[0] }
+        ptx.mbarrier.wait(bar[0], 0)
+        for i = 0, nw - 1 do
+          for j = 0, 1 do
+            local v = reg.scalar(f32)
+            ptx.inst.ld.shared.f32(v, box[64 * j + i])
+            ptx.inst.st.global.f32(ptx.addr(po, 4 * (j * nw + i)), v)
+          end
+        end
+      end)
+      ptx.ret()
+    end }
+end
+
+describe("tensormap.replace and griddepcontrol", function()
+  it("edit a tensor map in global and in shared memory; TMA copies then follow the new fields (emulator)", function()
+    local k = replaced_kernel(function(map, space, pB)
+      local r = ptx.tensormap.replace
+      r.global_address(map, pB, space)
+      r.global_dim(map, 0, 48, space); r.global_dim(map, 1, reg.scalar(u32, 32), space)
+      r.global_stride(map, 0, 48 * 4, space)
+      r.box_dim(map, 0, 12, space); r.box_dim(map, 1, 4, space)
+      r.element_stride(map, 1, 2, space)
+      r { map = map, field = "fill_mode", value = "nan", space = space }
+      r.elemtype(map, f32, space); r.swizzle_mode(map, "none", space); r.interleave_layout(map, "none", space)
+    end, 24, { 40, 30 })
+    assert_ptxas(k)
+    local text = k:ptx()
+    for _, want in ipairs { "tensormap.replace.tile.global_address.global.b1024.b64", "tensormap.replace.tile.box_dim.shared::cta.b1024.b32",
+      "fence.proxy.tensormap::generic.release.gpu;" } do
+      assert.truthy(text:find(want, 1, true), want)
+    end
+    assert.truthy(text:find("tensormap%.replace%.tile%.elemtype%.global%.b1024%.b32 \t%[%%rd%d+%], 7;"))
+    assert.truthy(text:find("fence%.proxy%.tensormap::generic%.acquire%.gpu \t%[%%rd%d+%], 128;"))
+    local b = tensor.rand({ 32, 48 }, f32, { lo = 1, hi = 2 })
+    local out = k(tensor.rand({ 64, 64 }, f32), b, tensor.rand({ 64 }, u32, { lo = 1, hi = 9 }))
+    local want = ref_load(f32_bits(b), { dims = { 48, 32 }, box = { 12, 4 }, es = { 1, 2 }, coord = { 40, 30 } }, 24, SENT, 0x7fc00000)
+    local got = f32_bits(out)
+    for j = 0, 1 do
+      local part = {}
+      for i = 1, 24 do part[i] = got[j * 24 + i] end
+      same_words(part, want, j == 0 and "map edited in global memory" or "map edited in shared memory")
+    end
+  end)
+
+  it("report a map that is no tensor map, a field value out of range, and a TMA through a shared map", function()
+    local line
+    local k = replaced_kernel(function(map, space, pB)
+      if space then line = here(); ptx.tensormap.replace.box_dim(map, 0, 0, space) end
+      ptx.tensormap.replace.global_address(map, pB, space)
+    end, 24, { 0, 0 })
+    local ok, err = pcall(k, tensor.rand({ 64, 64 }, f32), tensor.rand({ 32, 48 }, f32), tensor.rand({ 64 }, u32))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace.tile.box_dim.global.b1024.b32", err, 1, true)
+    assert.matches("tensormap.replace: box_dim 0 must be in 1..256", err, 1, true)
+    local bad = kernel "tmr_bad" { arch = "sm_90a", version = "8.3", in_specs = { Tile(64, u32) }, out_specs = {}, block = { 32 },
+      function(W)
+        line = here(); ptx.tensormap.replace.fill_mode(ptx.addr(ptx.global_ptrs(W)), 1, "global")
+        ptx.ret()
+      end }
+    ok, err = pcall(bad, tensor.rand({ 64 }, u32, { lo = 1, hi = 9 }))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("holds no tensor map luaptx built", err, 1, true)
+    local shared_map = kernel "tmr_sh" { arch = "sm_90a", in_specs = { Tile(64, 64, f32) }, out_specs = {}, block = { 32 },
+      function(A)
+        local sm, box, bar = smem.alloc(T.b64, 16, { align = 128 }), smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)
+        local d = A:tma_desc { box = { 8, 16 } }
+        for i = 0, 15 do
+          local v = reg.scalar(T.b64)
+          ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+          ptx.inst.st.shared.b64(sm[i], v)
+        end
+        local g = reg.scalar(T.u64)
+        ptx.inst.cvta.shared.u64(g, reg.from(sm:base(), T.u64))
+        ptx.mbarrier.init(bar[0], 1)
+        line = here(); ptx.cp.async.bulk.tensor_2d { dst = box[0], src = g, coord = s32s { 0, 0 }, mbar = bar[0] }
+        ptx.ret()
+      end }
+    ok, err = pcall(shared_map, tensor.rand({ 64, 64 }, f32))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
+    assert.matches("is in shared memory; TMA reads maps from .param, .const or .global memory", err, 1, true)
+  end)
+
+  it("check tensormap.replace in the DSL: fields, ordinals, values, PTX 8.3 and sm_90a", function()
+    local function trace_err(arch, version, body)
+      local ok, err = pcall(function()
+        kernel "tm_dsl" { arch = arch, version = version, in_specs = { Tile(64, u32) }, block = { 32 }, body }:ptx()
+      end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local err = trace_err("sm_90a", "8.3", function(W)
+      line = here(); ptx.tensormap.replace { map = ptx.addr(ptx.global_ptrs(W)), field = "boxdim", value = 1 }
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace: field must be one of box_dim, element_stride", err, 1, true)
+    err = trace_err("sm_90a", "8.3", function(W)
+      line = here(); ptx.tensormap.replace.box_dim(ptx.addr(ptx.global_ptrs(W)), 16)
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace.box_dim: missing value", err, 1, true)
+    err = trace_err("sm_90a", "8.3", function(W)
+      line = here(); ptx.tensormap.replace.elemtype(ptx.addr(ptx.global_ptrs(W)), "e4m3")
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace.elemtype: e4m3 is not a value of this field", err, 1, true)
+    err = trace_err("sm_90a", nil, function(W)
+      line = here(); ptx.tensormap.replace.global_address(ptx.addr(ptx.global_ptrs(W)), 0)
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace.tile.global_address.b1024.b64", err, 1, true)
+    assert.matches("8.3", err, 1, true)
+    err = trace_err("sm_90", "8.3", function(W)
+      line = here(); ptx.tensormap.replace.global_address(ptx.addr(ptx.global_ptrs(W)), 0)
+    end)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.replace.tile.global_address.b1024.b64 needs an arch-specific target sm_90a..sm_121a", err, 1, true)
+  end)
+
+  it("griddepcontrol: launch_dependents and wait (sm_90+), no-ops on the emulator's single-grid launch", function()
+    local k = kernel "pdl" { arch = "sm_90a", in_specs = { Tile(64, f32) }, out_specs = { Tile(64, f32) }, block = { 64 },
+      function(X, Y)
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        ptx.griddepcontrol.wait()
+        local v = reg.scalar(f32)
+        ptx.inst.ld.global.f32(v, ptx.addr(ptx.global_ptrs(X) + tid:mul_wide(4)))
+        ptx.griddepcontrol.launch_dependents()
+        ptx.inst.st.global.f32(ptx.addr(ptx.global_ptrs(Y) + tid:mul_wide(4)), v * 2)
+        ptx.ret()
+      end }
+    local text = body_lines(k)
+    assert.truthy(text:find("griddepcontrol.wait;", 1, true))
+    assert.truthy(text:find("griddepcontrol.launch_dependents;", 1, true))
+    assert_ptxas(k)
+    local x = tensor.rand({ 64 }, f32, { lo = 1, hi = 2 })
+    local xv, yv = x:values(), k(x):values()
+    for i = 1, 64 do assert.are.equal(xv[i] * 2, yv[i]) end
+    local line
+    local ok, err = pcall(function()
+      kernel "pdl80" { arch = "sm_80", block = { 32 }, function()
+        line = here(); ptx.griddepcontrol.wait()
+      end }:ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": griddepcontrol.wait needs sm_90 or newer", err, 1, true)
+  end)
+end)

@@ -1150,6 +1150,66 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   return 0;
 }
 
+/* tensormap.replace fields, in TMFIELD order: X(name, class, 64-bit value,
+ * largest immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
+ * 3: [addr], immediate new_val (the ISA's numbering; largest: what this
+ * PTX/sm pair takes without the sub-byte types and the 96B swizzle). */
+#define TM_FIELDS(X) \
+  X("global_address", 1, 1, 0) X("rank", 1, 0, 0) X("box_dim", 2, 0, 0) X("global_dim", 2, 0, 0) \
+  X("global_stride", 2, 1, 0) X("element_stride", 2, 0, 0) X("elemtype", 3, 0, 12) X("interleave_layout", 3, 0, 2) \
+  X("swizzle_mode", 3, 0, 3) X("swizzle_atomicity", 3, 0, 3) X("fill_mode", 3, 0, 1)
+
+static const struct tm_field { const char *name; int cls, wide, most; } tm_fields[] = {
+#define X(name, cls, wide, most) { name, cls, wide, most },
+  TM_FIELDS(X)
+#undef X
+};
+
+/* tensormap.replace: the field's value type (.b64 for global_address and
+ * global_stride), operand count, an immediate ordinal 0..4, an immediate
+ * in range for the enumerated fields, and .global / .shared::cta only. */
+static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int fi = fo->modsel[LPX_GB_TMFIELD];
+  if (fi < 1) return 0;
+  const struct tm_field *f = &tm_fields[fi - 1];
+  if (has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global") && !has_mod(fo, LPX_GB_SPACE, "shared::cta"))
+    return lpx_fail(v->m->ctx, "%s: a tensor map is edited in .global or .shared::cta memory (or through a generic address)", text);
+  if ((fo->info.type == LPX_T_B64) != f->wide)
+    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, f->name, f->wide ? ".b64" : ".b32");
+  if (count != (f->cls == 2 ? 3 : 2))
+    return lpx_fail(v->m->ctx, "%s takes %s, got %d operand(s)", text, f->cls == 2 ? "[map], ordinal, new_val" : "[map], new_val", count);
+  int ok = 1;
+  int64_t x = count > 1 ? hp_imm(&ops[starts[1]], &ok) : 0;
+  v->pos = 2;
+  if (f->cls == 2 && (!ok || x < 0 || x > 4)) return opfail(v, "(the ordinal) must be an immediate 0..4");
+  if (f->cls == 3 && (!ok || x < 0 || x > f->most))
+    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, f->name, f->most);
+  return 0;
+}
+
+/* fence.proxy.tensormap::generic: .release (no operands) or .acquire
+ * [map], 128, with a scope; other fences take no operands. */
+static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic")) {
+    if (count) return lpx_fail(v->m->ctx, "%s takes no operands (only fence.proxy.tensormap::generic.acquire does)", text);
+    return 0;
+  }
+  int acquire = has_mod(fo, LPX_GB_SEM, "acquire"), release = has_mod(fo, LPX_GB_SEM, "release");
+  if ((!acquire && !release) || !has_group(fo, LPX_GB_SCOPE))
+    return lpx_fail(v->m->ctx, "%s needs .release or .acquire and a scope (.cta .cluster .gpu .sys)", text);
+  int ok = 1;
+  if (release && count) return lpx_fail(v->m->ctx, "%s takes no operands (the .acquire form takes [map], 128)", text);
+  if (acquire && (count != 2 || hp_imm(&ops[starts[1]], &ok) != 128 || !ok))
+    return lpx_fail(v->m->ctx, "%s takes [map], 128 (the tensor map's address and its size)", text);
+  return 0;
+}
+
 /* Dispatch for the Hopper rows; 0 for other instructions. */
 static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *starts, int count)
 {
@@ -1162,6 +1222,8 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
     return 0;
   }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
+  case LPX_OP_TMREPLACE: return hp_tmreplace(v, ops, starts, count);
+  case LPX_OP_FENCE: return hp_fence(v, ops, starts, count);
   default: return 0;
   }
 }

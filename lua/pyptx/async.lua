@@ -1,8 +1,9 @@
 --- Asynchronous copies and their synchronisation: Ampere `cp.async`,
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
 -- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
--- `mbarrier`, `fence` and cluster helpers. `ptx.cp`, `ptx.mbarrier`,
--- `ptx.fence` and `ptx.cluster` load this module on first use.
+-- tensor-map edits (`tensormap.replace`), `mbarrier`, `fence` and cluster
+-- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
+-- `ptx.tensormap` load this module on first use.
 --
 -- Every function appends exactly one instruction unless its comment says
 -- otherwise. Arguments are positional or one keyword table:
@@ -415,6 +416,30 @@ function fence.acq_rel(scope) return emit("fence.acq_rel." .. (scope or "cta")) 
 --- fence.sc.<scope>.
 function fence.sc(scope) return emit("fence.sc." .. (scope or "cta")) end
 
+local SCOPES = { cta = true, cluster = true, gpu = true, sys = true }
+
+--- A fence scope (default gpu), checked.
+local function scope_of(scope, what)
+  scope = scope or "gpu"
+  if not SCOPES[scope] then fail(what .. ": scope must be cta, cluster, gpu or sys, got " .. tostring(scope)) end
+  return scope
+end
+
+--- fence.proxy.tensormap::generic.release.<scope>: make this thread's
+-- generic-proxy writes of a tensor map (tensormap.replace, st) visible to
+-- the tensormap proxy TMA reads maps through.
+function fence.tensormap_release(scope)
+  return emit("fence.proxy.tensormap::generic.release." .. scope_of(scope, "fence.tensormap_release"))
+end
+
+--- fence.proxy.tensormap::generic.acquire.<scope> [map], 128: before a TMA
+-- instruction reads the (edited) 128-byte map at map.
+function fence.tensormap_acquire(map, scope)
+  return emit("fence.proxy.tensormap::generic.acquire." .. scope_of(scope, "fence.tensormap_acquire"),
+    as_addr(map, "fence.tensormap_acquire"), 128)
+end
+fence.proxy.tensormap = { release = fence.tensormap_release, acquire = fence.tensormap_acquire }
+
 M.fence = setmetatable(fence, { __call = function(_, scope) return fence.acq_rel(scope) end })
 
 -- --------------------------------------------------------------- clusters
@@ -458,6 +483,91 @@ function cluster.ctarank()
 end
 
 M.cluster = cluster
+
+-- ------------------------------------------------------- tensormap.replace
+
+-- Fields: class (1: new_val; 2: ordinal and new_val; 3: an immediate in
+-- the ISA's numbering) and the new value's type.
+local TM_FIELDS = {
+  global_address = { 1, "b64" }, rank = { 1, "b32" }, box_dim = { 2, "b32" }, global_dim = { 2, "b32" },
+  global_stride = { 2, "b64" }, element_stride = { 2, "b32" }, elemtype = { 3, "b32" }, interleave_layout = { 3, "b32" },
+  swizzle_mode = { 3, "b32" }, swizzle_atomicity = { 3, "b32" }, fill_mode = { 3, "b32" },
+}
+-- Names for the immediate fields' values (the ISA's numbers, not the driver's).
+local TM_CODES = {
+  elemtype = { u8 = 0, u16 = 1, u32 = 2, s32 = 3, u64 = 4, s64 = 5, f16 = 6, f32 = 7, f32_ftz = 8, f64 = 9, bf16 = 10,
+    tf32 = 11, tf32_ftz = 12 },
+  interleave_layout = { none = 0, ["16B"] = 1, ["32B"] = 2 },
+  swizzle_mode = { none = 0, ["32B"] = 1, ["64B"] = 2, ["128B"] = 3 },
+  swizzle_atomicity = { ["16B"] = 0, ["32B"] = 1, ["32B_flip_8B"] = 2, ["64B"] = 3 },
+  fill_mode = { zero = 0, nan = 1 },
+}
+
+--- The sorted keys of a table, joined (for messages).
+local function keys_of(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
+--- The immediate of an enumerated field: a name (a pyptx type for
+-- elemtype) or the ISA's number.
+local function tm_code(field, v)
+  if type(v) == "number" then return v end
+  local key = type(v) == "table" and v.name or v
+  local code = TM_CODES[field][key]
+  if code == nil then
+    fail(("tensormap.replace.%s: %s is not a value of this field; use one of %s, or the ISA's number"):format(field,
+      tostring(key), keys_of(TM_CODES[field])))
+  end
+  return code
+end
+
+--- The state-space part of the opcode: .shared::cta for a shared
+-- allocation (a symbol address), the given space, else none (generic).
+local function tm_space(map, space)
+  if space == nil then return type(map.base) == "string" and ".shared::cta" or "" end
+  if space == "generic" then return "" end
+  if space ~= "global" and space ~= "shared::cta" then
+    fail("tensormap.replace: space must be \"global\", \"shared::cta\" or \"generic\", got " .. tostring(space))
+  end
+  return "." .. space
+end
+
+--- tensormap.replace.tile.<field>{.space}.b1024.<b32|b64> [map], {ord,} new_val
+-- ({map, field, ord, value, space}): edit one field of the 128-byte tensor
+-- map at map (in global or shared::cta memory; rank's value is the rank
+-- minus one, as the ISA has it).
+local function tm_replace(a)
+  local f = TM_FIELDS[a.field]
+  if not f then fail(("tensormap.replace: field must be one of %s; got %s"):format(keys_of(TM_FIELDS), tostring(a.field))) end
+  local what = "tensormap.replace." .. a.field
+  if a.map == nil then fail(what .. ": missing the map (its address)") end
+  if a.value == nil then fail(what .. ": missing value") end
+  local map = as_addr(a.map, what)
+  local op = ("tensormap.replace.tile.%s%s.b1024.%s"):format(a.field, tm_space(map, a.space), f[2])
+  if f[1] == 2 then
+    if type(a.ord) ~= "number" or a.ord < 0 or a.ord > 4 or a.ord % 1 ~= 0 then
+      fail(what .. ": ord (the dimension, innermost first) must be a number 0..4, got " .. tostring(a.ord))
+    end
+    return emit(op, map, a.ord, a.value)
+  end
+  return emit(op, map, f[1] == 3 and tm_code(a.field, a.value) or a.value)
+end
+
+local replace = {}
+for field, f in pairs(TM_FIELDS) do
+  --- replace.<field>(map, [ord,] value[, space]).
+  replace[field] = function(map, x, y, z)
+    if f[1] == 2 then return tm_replace { map = map, field = field, ord = x, value = y, space = z } end
+    return tm_replace { map = map, field = field, value = x, space = y }
+  end
+end
+M.tensormap = { replace = setmetatable(replace, { __call = function(_, a)
+  if not is_kw(a) then fail("tensormap.replace takes a keyword table {map =, field =, ord =, value =, space =}") end
+  return tm_replace(a)
+end }) }
 
 -- ------------------------------------------------------------ TMA params
 

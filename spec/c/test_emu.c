@@ -812,6 +812,44 @@ static void test_bulk_reduce(void)
   lpx_module_free(M);
 }
 
+/* tensormap.replace edits the emulator's map record in global memory
+ * (address at byte 16, box_dim[1] at 46, element size with elemtype);
+ * griddepcontrol runs as a no-op; memory that holds no map is reported. */
+static void test_tensormap_replace(void)
+{
+  M = lpx_module_new(ctx, 83, "sm_90a", 64);
+  lpx_module_file(M, "kernels.lua");
+  F = lpx_func_begin(M, "tmr", 1, 1);
+  LINE = 100;
+  lpx_func_param(M, F, "p0", T("u64"), 0, 0);
+  int pm = ptr(0), a = reg("u64");
+  E0("griddepcontrol.wait");
+  E("mov.u64", R(a), N(0x7f0000001230));
+  E("tensormap.replace.tile.global_address.global.b1024.b64", A(pm, 0), R(a));
+  E("tensormap.replace.tile.box_dim.global.b1024.b32", A(pm, 0), N(1), N(96));
+  E("tensormap.replace.tile.elemtype.global.b1024.b32", A(pm, 0), N(10));   /* .bf16 in the ISA's numbering */
+  E0("griddepcontrol.launch_dependents");
+  E0("ret");
+  uint8_t map[128], got[128];
+  memset(map, 0, sizeof map);
+  uint32_t magic = 0x414d5458u;
+  memcpy(map, &magic, 4);
+  map[4] = 2; map[5] = 7; map[9] = 4;          /* rank 2, f32, 4-byte elements */
+  uint64_t dm = upload(map, sizeof map);
+  CHECK(launch("tmr", 1, 1, 0, 1, dm) == 0);
+  CHECK(lpx_device_download(dev, got, dm, sizeof got) == 0);
+  uint64_t addr;
+  uint16_t box1;
+  memcpy(&addr, got + 16, 8);
+  memcpy(&box1, got + 46, 2);
+  CHECK(addr == 0x7f0000001230 && box1 == 96 && got[5] == 9 && got[9] == 2);
+  memset(map, 0x5a, sizeof map);
+  CHECK(lpx_device_upload(dev, dm, map, sizeof map) == 0);
+  CHECK(launch("tmr", 1, 1, 0, 1, dm) < 0 && strstr(lpx_ctx_error(ctx), "holds no tensor map luaptx built") &&
+        strstr(lpx_ctx_error(ctx), "kernels.lua:104: tensormap.replace.tile.global_address"));
+  lpx_module_free(M);
+}
+
 /* A misaligned load is reported. */
 static void test_misaligned(void)
 {
@@ -929,6 +967,7 @@ int main(void)
   test_oob();
   test_misaligned();
   test_bulk_reduce();
+  test_tensormap_replace();
   test_race();
   test_uninit();
   test_deadlock();

@@ -282,6 +282,7 @@ emu_fn lpx_emu_pick_mma(const emu_inst *in);
 emu_fn lpx_emu_pick_mbar(const emu_inst *in);
 void lpx_emu_decode_bulk(emu_inst *in, const char *text);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
+emu_fn lpx_emu_pick_tmap(const emu_inst *in);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
 int lpx_emu_op_reduce(emu_warp *w, const emu_inst *in, uint32_t m);
 int lpx_emu_reduce_type_ok(int op, int type);

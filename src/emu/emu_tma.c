@@ -79,10 +79,14 @@ int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, c
   return 0;
 }
 
-/* Read and check the tensor map whose address a lane holds (param or generic). */
+/* Read and check the tensor map whose address a lane holds (param or
+ * generic; the ISA has TMA read maps from .param, .const or .global). */
 static int load_map(emu_warp *w, const emu_inst *in, int lane, uint64_t a, emu_tmap *out)
 {
   int sp = a < w->cta->L->cfg.params_size ? EMU_SP_PARAM : EMU_SP_GENERIC;
+  if (sp == EMU_SP_GENERIC && a - EMU_SHARED_WINDOW < EMU_WINDOW_SIZE)
+    return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is in shared memory; TMA reads maps from .param, .const or "
+                        ".global memory (copy it to global memory after tensormap.replace)", (unsigned long long)a);
   const uint8_t *p = lpx_emu_addr(w, in, lane, sp, a, 128, 0);
   if (!p) return -1;
   memcpy(out, p, sizeof *out);
