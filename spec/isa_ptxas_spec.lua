@@ -380,6 +380,50 @@ family("transcendentals: rcp sqrt rsqrt ex2 lg2 sin cos tanh", function()
   i.sin.approx.f32(r(T.f32), x); i.cos.approx.ftz.f32(r(T.f32), x); i.tanh.approx.f32(r(T.f32), x)
 end)
 
+family("TMA and bulk: tensor tile/im2col copies, prefetches, cp.reduce.async.bulk (sm_90+)", function(env)
+  if sm_of(env.arch) < 90 then return end
+  local p, s, bar = env.p, env.s, smem.mbarrier(1)
+  local c, h = s32(0), reg.scalar(T.u16, 1)
+  ptx.cp.async.bulk.tensor_2d { dst = s[0], src = p, coord = { c, c }, mbar = bar[0] }
+  ptx.cp.async.bulk.tensor_4d { dst = s[0], src = p, coord = { c, c, c, c }, mbar = bar[0], offsets = { h, 2 } }
+  ptx.cp.async.bulk.tensor_3d { dst = s[0], src = p, coord = { c, c, c }, mbar = bar[0], offsets = { h },
+    multicast = reg.scalar(T.u16, 3) }
+  ptx.cp.async.bulk.tensor_5d { dst = p, src = s[0], coord = { c, c, c, c, c }, mode = "im2col" }
+  ptx.cp.async.bulk.prefetch.tensor_5d { src = p, coord = { c, c, c, c, c }, offsets = { h, h, 1 } }
+  ptx.cp.async.bulk.prefetch.tensor_1d { src = p, coord = { c } }
+  ptx.cp.async.bulk.prefetch { src = p, size = 256 }
+  local global = { add = { "u32", "s32", "u64", "f32", "f64", "f16", "bf16" }, min = { "u32", "s32", "u64", "s64", "f16", "bf16" },
+    max = { "u64", "s64", "bf16" }, inc = { "u32" }, dec = { "u32" }, ["and"] = { "b32", "b64" }, ["or"] = { "b64" },
+    xor = { "b32" } }
+  for op, tys in pairs(global) do
+    for _, ty in ipairs(tys) do ptx.cp.reduce.async.bulk { dst = p, src = s[0], size = 256, op = op, type = T[ty] } end
+  end
+  ptx.cp.reduce.async.bulk { dst = p, src = s[0], size = 256, op = "add", type = T.u64, cache_hint = reg.scalar(T.u64, 0) }
+  for op, ty in pairs { add = "s32", min = "u32", max = "s32", inc = "u32", dec = "u32", ["and"] = "b32", xor = "b32" } do
+    ptx.cp.reduce.async.bulk { dst = s[0], src = s[0], size = 256, op = op, type = T[ty], mbar = bar[0] }
+  end
+  for _, op in ipairs { "add", "min", "max", "inc", "dec", "and", "or", "xor" } do
+    ptx.cp.reduce.async.bulk.tensor_2d { dst = p, src = s[0], coord = { c, c }, op = op }
+  end
+  ptx.cp.reduce.async.bulk.tensor_3d { dst = p, src = s[0], coord = { c, c, c }, op = "max", mode = "im2col" }
+end)
+
+family("griddepcontrol, tensormap.replace, fence.proxy.tensormap (sm_90+, PTX 8.3)", function(env)
+  if sm_of(env.arch) < 90 then return end
+  local p, s = env.p, env.s
+  ptx.griddepcontrol.launch_dependents(); ptx.griddepcontrol.wait()
+  local tr = ptx.tensormap.replace
+  tr.global_address(ptx.addr(p), p); tr.global_address(s[0], p); tr.global_address(ptx.addr(p), 0, "global")
+  tr.rank(ptx.addr(p), 2); tr.rank(s[0], u32(1))
+  tr.box_dim(ptx.addr(p), 0, u32(64), "global"); tr.global_dim(s[0], 4, 7); tr.element_stride(ptx.addr(p), 2, 2)
+  tr.global_stride(ptx.addr(p), 3, b64(256), "global"); tr.global_stride(s[0], 0, 4096)
+  tr.elemtype(ptx.addr(p), T.bf16); tr.elemtype(s[0], 12); tr.interleave_layout(ptx.addr(p), "32B")
+  tr.swizzle_mode(ptx.addr(p), "128B"); tr.fill_mode(s[0], "nan")
+  if sm_of(env.arch) >= 100 then tr.swizzle_atomicity(ptx.addr(p), "32B_flip_8B") end
+  ptx.fence.tensormap_release(); ptx.fence.tensormap_release("cta"); ptx.fence.proxy.tensormap.release("sys")
+  ptx.fence.tensormap_acquire(ptx.addr(p)); ptx.fence.tensormap_acquire(s[0], "cluster")
+end, function(arch) return sm_of(arch) == 90 and "8.3" or nil end)
+
 --- The kernel for a family body on arch: one f32 tensor, a u64 param "fp",
 -- shared and local buffers.
 local function family_kernel(fam, arch)
@@ -401,7 +445,7 @@ end
 
 -- --------------------------------------------------------- invalid forms
 
--- { arch, opcode, operand builder }: PTX does not allow these.
+-- { arch, opcode, operand builder[, PTX version] }: PTX does not allow these.
 local INVALID = {
   { "sm_80", "add.b32", function() return b32(), b32(), b32() end },
   { "sm_80", "add.rn.u32", function() return u32(), u32(), u32() end },
@@ -489,13 +533,52 @@ local INVALID = {
   { "sm_80", "wgmma.fence.sync.aligned", function() end },
   { "sm_100a", "wgmma.fence.sync.aligned", function() end },
   { "sm_80", "elect.sync", function() return ptx.pipe(u32(), reg.pred()), 0xffffffff end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f16", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.s64", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.inc.s32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.and.u32", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.global.shared::cta.bulk_group.max.f64", function(env) return ptx.addr(env.p), env.s[0], 256 end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.add.f32",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.min.u64",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.xor.b64",
+    function(env) return env.s[0], env.s[0], 256, env.s[8] end },
+  { "sm_90a", "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes", function(env)
+    local c = s32(0)
+    return env.s[0], setmetatable({ base = env.p, list = { c, c, c, c } }, require("pyptx.async").Bracket), env.s[8],
+      { reg.scalar(T.u16, 1) }
+  end },
+  { "sm_90a", "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes", function(env)
+    local c = s32(0)
+    return env.s[0], setmetatable({ base = env.p, list = { c, c, c } }, require("pyptx.async").Bracket), env.s[8], { u32(1) }
+  end },
+  { "sm_80", "griddepcontrol.wait", function() end },
+  { "sm_90", "tensormap.replace.tile.global_address.global.b1024.b64", function(env) return ptx.addr(env.p), env.p end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.global_address.global.b1024.b64", function(env) return ptx.addr(env.p), env.p end, "8.2" },
+  { "sm_90a", "tensormap.replace.tile.global_address.global.b1024.b32", function(env) return ptx.addr(env.p), u32() end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.box_dim.global.b1024.b64", function(env) return ptx.addr(env.p), 0, env.p end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.box_dim.global.b1024.b32", function(env) return ptx.addr(env.p), u32(), u32() end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.box_dim.global.b1024.b32", function(env) return ptx.addr(env.p), u32() end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.elemtype.global.b1024.b32", function(env) return ptx.addr(env.p), u32() end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.interleave_layout.global.b1024.b32", function(env) return ptx.addr(env.p), 3 end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.fill_mode.global.b1024.b32", function(env) return ptx.addr(env.p), 2 end, "8.3" },
+  { "sm_90a", "tensormap.replace.tile.swizzle_atomicity.global.b1024.b32", function(env) return ptx.addr(env.p), 1 end, "8.6" },
+  { "sm_90a", "tensormap.replace.tile.global_address.shared.b1024.b64", function(env) return env.s[0], env.p end, "8.3" },
+  { "sm_90a", "fence.proxy.tensormap::generic.release", function() end, "8.3" },
+  { "sm_90a", "fence.proxy.tensormap::generic.release.gpu", function(env) return ptx.addr(env.p), 128 end, "8.3" },
+  { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), u32() end, "8.3" },
+  { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), 64 end, "8.3" },
+  { "sm_90a", "fence.proxy.tensormap::generic.release.gpu", function() end, "8.0" },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked
 -- (the same text emitted through an unknown opcode, then renamed).
 local function invalid_kernel(case, unchecked)
   return pyptx.kernel "bad" {
-    arch = case[1], in_specs = { Tile(64, T.f32) },
+    arch = case[1], version = case[4], in_specs = { Tile(64, T.f32) },
     function(X)
       local env = { p = ptx.global_ptrs(X), s = smem.alloc(T.b32, 16) }
       local args = { case[3](env) }
@@ -555,7 +638,7 @@ describe("the ISA table against ptxas", function()
     end)
 
     for _, case in ipairs(INVALID) do
-      it(case[2] .. " on " .. case[1] .. ": the validator and ptxas refuse it", function()
+      it(case[2] .. " on " .. case[1] .. (case[4] and " (PTX " .. case[4] .. ")" or "") .. ": the validator and ptxas refuse it", function()
         local ok, err = pcall(function() return invalid_kernel(case, false):ptx() end)
         assert.is_false(ok, "the validator accepted " .. case[2])
         assert.matches("^spec/isa_ptxas_spec.lua:%d+: ", err)

@@ -90,4 +90,74 @@ describe("pyptx.tma", function()
   it("rejects a dtype TMA cannot copy", function()
     assert.matches("dtype = -1 is not a type TMA copies", err_of(base { dtype = "e4m3" }), 1, true)
   end)
+
+  it("counts ceil(box / element stride) elements per dimension, ignoring dimension 0's stride unless interleaved", function()
+    local d = tma.validate(tma.describe(base { box = { 64, 64 }, elem_strides = { 3, 2 } }), "A")
+    assert.are.equal(22 * 64 * 2, tma.box_bytes(d))
+    d = tma.validate(tma.describe { address = 0x10000, shape = { 4, 8, 8 }, dtype = "f32", box = { 4, 8, 8 },
+      elem_strides = { 1, 1, 2 }, interleave = "16B" }, "A")
+    assert.are.equal(4 * 8 * 4 * 4, tma.box_bytes(d))
+  end)
 end)
+
+--- A valid 4-D (NHWC) f16 im2col description to start each case from.
+local function im2col(over)
+  local t = { address = 0x10000, shape = { 2, 9, 14, 64 }, dtype = "f16", mode = "im2col", channels_per_pixel = 64,
+    pixels_per_column = 128, lower_corner = { -1, -1 }, upper_corner = { -1, -1 }, swizzle = "128B" }
+  for k, v in pairs(over or {}) do t[k] = v end
+  return t
+end
+
+describe("pyptx.tma im2col maps (cuTensorMapEncodeIm2col)", function()
+  it("accepts a valid map: corners innermost (W) first inside, pixels x channels bytes", function()
+    local d = tma.validate(tma.describe(im2col()), "X")
+    assert.are.equal(1, d.mode)
+    assert.are.equal(-1, d.lower[0])
+    assert.are.equal(64 * 128 * 2, tma.box_bytes(d))
+    d = tma.describe(im2col { shape = { 2, 3, 4, 5, 8 }, lower_corner = { -3, -2, -1 }, upper_corner = { 1, 2, 3 },
+      channels_per_pixel = 8, swizzle = "none" })
+    assert.are.same({ -1, -2, -3 }, { d.lower[0], d.lower[1], d.lower[2] })
+    assert.are.same({ 3, 2, 1 }, { d.upper[0], d.upper[1], d.upper[2] })
+    assert.is_nil(err_of(im2col { shape = { 2, 14, 64 }, lower_corner = { -32768 }, upper_corner = { 32767 } }))
+  end)
+
+  it("needs rank 3 to 5", function()
+    assert.matches("TMA descriptor for A: rank = 2; an im2col map has rank 3, 4 or 5", err_of(im2col { shape = { 14, 64 },
+      lower_corner = {}, upper_corner = {} }), 1, true)
+  end)
+
+  it("bounds the pixel-box corners by rank: 3D 16-bit, 4D 8-bit, 5D 5-bit signed", function()
+    assert.matches("lower_corner [W] = -129 must be in -128..127 for a rank-4 im2col map",
+      err_of(im2col { lower_corner = { 0, -129 } }), 1, true)
+    assert.matches("upper_corner [H] = 128 must be in -128..127 for a rank-4 im2col map",
+      err_of(im2col { upper_corner = { 128, 0 } }), 1, true)
+    assert.matches("lower_corner [D] = 16 must be in -16..15 for a rank-5 im2col map",
+      err_of(im2col { shape = { 2, 3, 9, 14, 64 }, lower_corner = { 16, 0, 0 }, upper_corner = { 0, 0, 0 } }), 1, true)
+    assert.matches("upper_corner [W] = 32768 must be in -32768..32767 for a rank-3 im2col map",
+      err_of(im2col { shape = { 2, 14, 64 }, lower_corner = { 0 }, upper_corner = { 32768 } }), 1, true)
+  end)
+
+  it("needs a pixel box of non-zero area", function()
+    local e = err_of(im2col { lower_corner = { 0, 5 }, upper_corner = { 0, -9 } })
+    assert.matches("lower_corner/upper_corner [W] = 5/-9 leave a pixel box of 0 positions along W (dimension 14); it must have non-zero area",
+      e, 1, true)
+  end)
+
+  it("bounds channels per pixel (1..256, within the swizzle span) and pixels per column (1..1024)", function()
+    assert.matches("channels_per_pixel = 0 must be in 1..256", err_of(im2col { channels_per_pixel = 0 }), 1, true)
+    assert.matches("channels_per_pixel = 257 must be in 1..256", err_of(im2col { channels_per_pixel = 257, swizzle = "none" }), 1, true)
+    assert.matches("pixels_per_column = 1025 must be in 1..1024", err_of(im2col { pixels_per_column = 1025 }), 1, true)
+    assert.matches("channels_per_pixel = 128 elements is 256 bytes, wider than the 128B swizzle span (128 bytes)",
+      err_of(im2col { channels_per_pixel = 128 }), 1, true)
+  end)
+
+  it("names the corner count a rank takes", function()
+    local ok, e = pcall(tma.describe, im2col { lower_corner = { -1 } })
+    assert.is_false(ok)
+    assert.matches("TMA lower_corner: a rank-4 im2col map takes 2 corner offset(s) (outermost first: H, W), got 1", e, 1, true)
+    ok, e = pcall(tma.describe, im2col { mode = "col2im" })
+    assert.is_false(ok)
+    assert.matches("TMA mode: col2im is not valid; use one of im2col, tile, tiled", e, 1, true)
+  end)
+end)
+

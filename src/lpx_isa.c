@@ -21,6 +21,8 @@ const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT] = {
 #undef X
 };
 
+_Static_assert(LPX_GB__COUNT <= 64, "modifier groups are bits of a uint64_t");
+
 static const char *const group_spellings[LPX_GB__COUNT] = {
 #define X(id, spell) spell,
   LPX_MODGROUPS(X)

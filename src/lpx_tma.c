@@ -1,6 +1,6 @@
 /* Validation of TMA tensor maps against every constraint the driver
- * documents for cuTensorMapEncodeTiled, each failure naming the tensor,
- * the field, the value and the rule. */
+ * documents for cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col, each
+ * failure naming the tensor, the field, the value and the rule. */
 #include "lpx_tma.h"
 #include "lpx_internal.h"
 #include <stdio.h>
@@ -38,12 +38,15 @@ int32_t lpx_tma_dtype_lookup(const char *name)
   return -1;
 }
 
-/* Bytes one request copies (the box, with element strides applied). */
+/* Bytes one request copies: ceil(box / element stride) elements per
+ * dimension (dimension 0's stride counts only in an interleaved layout;
+ * the driver ignores it otherwise), or an im2col map's pixels x channels. */
 int32_t lpx_tma_box_bytes(const lpx_tma_desc *d)
 {
   int64_t n = lpx_tma_dtype_size(d->dtype);
+  if (d->mode == 1) return (int32_t)(n * d->channels * d->pixels);
   for (int i = 0; i < d->rank && i < 5; i++) {
-    uint32_t es = d->elem_strides[i] ? d->elem_strides[i] : 1;
+    uint32_t es = d->elem_strides[i] && (i || d->interleave) ? d->elem_strides[i] : 1;
     n *= (d->box[i] + es - 1) / es;
   }
   return (int32_t)n;
@@ -69,7 +72,9 @@ static int check_kinds(const rule_ctx *r)
 {
   const lpx_tma_desc *d = r->d;
   if (d->dtype < 0 || d->dtype >= NDTYPES) return bad(r, "dtype", "= %d is not a type TMA copies (u8 u16 u32 s32 u64 s64 f16 f32 f64 bf16 tf32)", d->dtype);
+  if (d->mode < 0 || d->mode > 1) return bad(r, "mode", "= %d; valid: 0 tiled, 1 im2col", d->mode);
   if (d->rank < 1 || d->rank > 5) return bad(r, "rank", "= %d; TMA supports ranks 1 to 5", d->rank);
+  if (d->mode == 1 && d->rank < 3) return bad(r, "rank", "= %d; an im2col map has rank 3, 4 or 5 (NWC, NHWC, NDHWC)", d->rank);
   if (d->interleave < 0 || d->interleave > 2) return bad(r, "interleave", "= %d; valid: 0 none, 1 16B, 2 32B", d->interleave);
   if (d->interleave && d->rank < 3) return bad(r, "rank", "= %d; an interleaved layout needs rank 3 or more", d->rank);
   if (d->swizzle < 0 || d->swizzle > 6) return bad(r, "swizzle", "= %d; valid: 0 none, 1 32B, 2 64B, 3 128B, 4-6 128B atoms", d->swizzle);
@@ -106,23 +111,61 @@ static int check_dims(const rule_ctx *r)
   return 0;
 }
 
-/* Box sizes, element strides, and the swizzle span. */
+/* Element strides (both modes) and the 32B interleave's swizzle. */
+static int check_strides(const rule_ctx *r)
+{
+  const lpx_tma_desc *d = r->d;
+  for (int i = 0; i < d->rank; i++)
+    if (d->elem_strides[i] > 8) return bad(r, "elem_strides", "[%d, innermost first] = %u must be in 1..8", i, d->elem_strides[i]);
+  if (d->interleave == 2 && d->swizzle != 1)
+    return bad(r, "swizzle", "= %s; a 32B interleave needs swizzle 32B", swizzle_names[d->swizzle]);
+  return 0;
+}
+
+/* The inner box (what=field name, n elements) within the swizzle span. */
+static int check_span(const rule_ctx *r, const char *what, uint32_t n)
+{
+  uint32_t inner = n * (uint32_t)r->esize;
+  if (!r->d->interleave && r->d->swizzle && inner > (uint32_t)swizzle_span[r->d->swizzle])
+    return bad(r, what, "= %u elements is %u bytes, wider than the %s swizzle span (%d bytes)", n, inner,
+               swizzle_names[r->d->swizzle], swizzle_span[r->d->swizzle]);
+  return 0;
+}
+
+/* Box sizes and the swizzle span (tiled maps). */
 static int check_box(const rule_ctx *r)
 {
   const lpx_tma_desc *d = r->d;
-  for (int i = 0; i < d->rank; i++) {
+  for (int i = 0; i < d->rank; i++)
     if (d->box[i] == 0 || d->box[i] > 256) return bad(r, "box", "[%d, innermost first] = %u must be in 1..256", i, d->box[i]);
-    if (d->elem_strides[i] > 8) return bad(r, "elem_strides", "[%d, innermost first] = %u must be in 1..8", i, d->elem_strides[i]);
-  }
   uint32_t inner = d->box[0] * (uint32_t)r->esize;
   if (!d->interleave && inner % 16)
     return bad(r, "box", "[0] = %u elements is %u bytes; the inner box must be a multiple of 16 bytes", d->box[0], inner);
-  if (d->interleave == 2 && d->swizzle != 1)
-    return bad(r, "swizzle", "= %s; a 32B interleave needs swizzle 32B", swizzle_names[d->swizzle]);
-  if (!d->interleave && d->swizzle && inner > (uint32_t)swizzle_span[d->swizzle])
-    return bad(r, "box", "[0] = %u elements is %u bytes, wider than the %s swizzle span (%d bytes)", d->box[0], inner,
-               swizzle_names[d->swizzle], swizzle_span[d->swizzle]);
-  return 0;
+  return check_span(r, "box [0]", d->box[0]);
+}
+
+/* The pixel box, channels and pixels (im2col maps): corners within the
+ * signed range the rank allows, a box of non-zero size in each of W, H, D. */
+static int check_im2col(const rule_ctx *r)
+{
+  const lpx_tma_desc *d = r->d;
+  static const int most[6] = { 0, 0, 0, 32767, 127, 15 };
+  static const char *const dhw[3] = { "W", "H", "D" };
+  int lim = most[d->rank];
+  for (int s = 0; s + 2 < d->rank; s++) {
+    if (d->lower[s] < -lim - 1 || d->lower[s] > lim)
+      return bad(r, "lower_corner", "[%s] = %d must be in %d..%d for a rank-%d im2col map", dhw[s], d->lower[s], -lim - 1, lim, d->rank);
+    if (d->upper[s] < -lim - 1 || d->upper[s] > lim)
+      return bad(r, "upper_corner", "[%s] = %d must be in %d..%d for a rank-%d im2col map", dhw[s], d->upper[s], -lim - 1, lim, d->rank);
+    int64_t size = (int64_t)d->dims[s + 1] + d->upper[s] - d->lower[s];
+    if (size < 1)
+      return bad(r, "lower_corner/upper_corner", "[%s] = %d/%d leave a pixel box of %lld positions along %s (dimension %llu); "
+                 "it must have non-zero area", dhw[s], d->lower[s], d->upper[s], (long long)size, dhw[s],
+                 (unsigned long long)d->dims[s + 1]);
+  }
+  if (d->channels == 0 || d->channels > 256) return bad(r, "channels_per_pixel", "= %u must be in 1..256", d->channels);
+  if (d->pixels == 0 || d->pixels > 1024) return bad(r, "pixels_per_column", "= %u must be in 1..1024", d->pixels);
+  return check_span(r, "channels_per_pixel", d->channels);
 }
 
 /* Validate a tensor map; the message names tensor, field, value and rule. */
@@ -131,6 +174,6 @@ int32_t lpx_tma_validate(lpx_ctx *ctx, const char *tensor, const lpx_tma_desc *d
   rule_ctx r = { ctx, tensor && *tensor ? tensor : "tensor", d, 0 };
   if (check_kinds(&r)) return -1;
   r.esize = dtypes[d->dtype].bytes;
-  if (check_address(&r) || check_dims(&r) || check_box(&r)) return -1;
-  return 0;
+  if (check_address(&r) || check_dims(&r) || check_strides(&r)) return -1;
+  return d->mode == 1 ? check_im2col(&r) : check_box(&r);
 }

@@ -1041,6 +1041,81 @@ static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
   return lpx_fail(v->m->ctx, "%s: needs a [tensorMap, {coordinates}] operand", text);
 }
 
+/* im2col loads and prefetches: after the bracket (and the barrier) comes
+ * {offsets}, rank - 2 values, each a 16-bit register or an immediate. */
+static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count, int rank)
+{
+  const char *text = v->form->info.text;
+  int k = 0;
+  while (k < count && ops[starts[k]].kind != LPX_OPD_BRACKET) k++;
+  uint32_t list = k < count ? starts[k] + 2 : 0;      /* the bracket's coordinate list */
+  while (++k < count && (ops[starts[k]].kind != LPX_OPD_VEC || starts[k] == list)) {}
+  if (k >= count || ops[starts[k]].aux != rank - 2)
+    return lpx_fail(v->m->ctx, "%s: .im2col takes {im2col offsets} with %d value(s) (W first) after the %s", text, rank - 2,
+                    strstr(text, ".prefetch") ? "tensor operand" : "mbarrier");
+  for (int e = 1; e <= rank - 2; e++) {
+    const lpx_operand *o = &ops[starts[k] + (uint32_t)e];
+    int reg16 = o->kind == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && lpx_types[v->f->reg_type[o->id]].bits == 16;
+    v->pos = k + 1;
+    if (!reg16 && o->kind != LPX_OPD_NUM && o->kind != LPX_OPD_IMM && o->kind != LPX_OPD_INT)
+      return opfail(v, "(the im2col offsets) must hold 16-bit registers or immediates");
+  }
+  return 0;
+}
+
+/* The types cp.reduce.async.bulk takes per operation into each space. */
+static const uint64_t red_global[] = { 0,
+#define X(op, name, global, cluster) global,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+static const uint64_t red_cluster[] = { 0,
+#define X(op, name, global, cluster) cluster,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+static const char *const red_names[] = { "?",
+#define X(op, name, global, cluster) name,
+  LPX_BULK_REDOPS(X)
+#undef X
+};
+
+/* Write ".u32 .s32 ..." for a type set (for messages). */
+static void type_list(uint64_t set, char *out, size_t cap)
+{
+  size_t n = 0;
+  out[0] = '\0';
+  for (int t = 0; t < LPX_T__COUNT && n + 1 < cap; t++)
+    if (set >> t & 1) n += (size_t)snprintf(out + n, cap - n, "%s.%s", n ? " " : "", lpx_types[t].name);
+}
+
+/* cp.reduce.async.bulk: an operation; the array form takes an element type
+ * the ISA's table allows for its destination (f16/bf16 .add with .noftz);
+ * the tensor form takes its type from the tensor map. */
+static int hp_reduce(vctx *v)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int op = fo->modsel[LPX_GB_ATOMOP], t = fo->info.type;
+  if (op < 1 || op > 8) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
+  if (strstr(text, ".tensor.")) {
+    if (t >= 0) return lpx_fail(v->m->ctx, "%s: the tensor form takes no type; the element type comes from the tensor map", text);
+    return 0;
+  }
+  int cluster = strstr(text, ".shared::cluster") != NULL;
+  uint64_t ok = cluster ? red_cluster[op] : red_global[op];
+  if (t < 0 || !(ok >> t & 1)) {
+    char want[256];
+    type_list(ok, want, sizeof want);
+    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, red_names[op], cluster ? ".shared::cluster" : ".global",
+                    want, t >= 0 ? lpx_types[t].name : "(no type)");
+  }
+  int half = t == LPX_T_F16 || t == LPX_T_BF16, noftz = has_group(fo, LPX_GB_NOFTZ);
+  if (half && op == 1 && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
+  if (noftz && !(half && op == 1)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
+  return 0;
+}
+
 /* wgmma.mma_async with f16/bf16 inputs: m64nNk16, the accumulator vector,
  * A (a 64-bit descriptor or 4 .b32 registers), the B descriptor and the
  * immediates (scale-a/-b: 1 or -1; trans: 0 or 1). Other input types pass. */
@@ -1079,12 +1154,80 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   return 0;
 }
 
+/* tensormap.replace fields, in TMFIELD order: X(name, class, 64-bit value,
+ * largest immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
+ * 3: [addr], immediate new_val (the ISA's numbering; largest: what this
+ * PTX/sm pair takes without the sub-byte types and the 96B swizzle). */
+#define TM_FIELDS(X) \
+  X("global_address", 1, 1, 0) X("rank", 1, 0, 0) X("box_dim", 2, 0, 0) X("global_dim", 2, 0, 0) \
+  X("global_stride", 2, 1, 0) X("element_stride", 2, 0, 0) X("elemtype", 3, 0, 12) X("interleave_layout", 3, 0, 2) \
+  X("swizzle_mode", 3, 0, 3) X("swizzle_atomicity", 3, 0, 3) X("fill_mode", 3, 0, 1)
+
+static const struct tm_field { const char *name; int cls, wide, most; } tm_fields[] = {
+#define X(name, cls, wide, most) { name, cls, wide, most },
+  TM_FIELDS(X)
+#undef X
+};
+
+/* tensormap.replace: the field's value type (.b64 for global_address and
+ * global_stride), operand count, an immediate ordinal 0..4, an immediate
+ * in range for the enumerated fields, and .global / .shared::cta only. */
+static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int fi = fo->modsel[LPX_GB_TMFIELD];
+  if (fi < 1) return 0;
+  const struct tm_field *f = &tm_fields[fi - 1];
+  if (has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global") && !has_mod(fo, LPX_GB_SPACE, "shared::cta"))
+    return lpx_fail(v->m->ctx, "%s: a tensor map is edited in .global or .shared::cta memory (or through a generic address)", text);
+  if ((fo->info.type == LPX_T_B64) != f->wide)
+    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, f->name, f->wide ? ".b64" : ".b32");
+  if (count != (f->cls == 2 ? 3 : 2))
+    return lpx_fail(v->m->ctx, "%s takes %s, got %d operand(s)", text, f->cls == 2 ? "[map], ordinal, new_val" : "[map], new_val", count);
+  int ok = 1;
+  int64_t x = count > 1 ? hp_imm(&ops[starts[1]], &ok) : 0;
+  v->pos = 2;
+  if (f->cls == 2 && (!ok || x < 0 || x > 4)) return opfail(v, "(the ordinal) must be an immediate 0..4");
+  if (f->cls == 3 && (!ok || x < 0 || x > f->most))
+    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, f->name, f->most);
+  return 0;
+}
+
+/* fence.proxy.tensormap::generic: .release (no operands) or .acquire
+ * [map], 128, with a scope; other fences take no operands. */
+static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic")) {
+    if (count) return lpx_fail(v->m->ctx, "%s takes no operands (only fence.proxy.tensormap::generic.acquire does)", text);
+    return 0;
+  }
+  int acquire = has_mod(fo, LPX_GB_SEM, "acquire"), release = has_mod(fo, LPX_GB_SEM, "release");
+  if ((!acquire && !release) || !has_group(fo, LPX_GB_SCOPE))
+    return lpx_fail(v->m->ctx, "%s needs .release or .acquire and a scope (.cta .cluster .gpu .sys)", text);
+  int ok = 1;
+  if (release && count) return lpx_fail(v->m->ctx, "%s takes no operands (the .acquire form takes [map], 128)", text);
+  if (acquire && (count != 2 || hp_imm(&ops[starts[1]], &ok) != 128 || !ok))
+    return lpx_fail(v->m->ctx, "%s takes [map], 128 (the tensor map's address and its size)", text);
+  return 0;
+}
+
 /* Dispatch for the Hopper rows; 0 for other instructions. */
 static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *starts, int count)
 {
   switch (v->form->info.op) {
-  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: return hp_tensor(v, ops, nops);
+  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: {
+    const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
+    if (hp_tensor(v, ops, nops) || (v->form->info.op == LPX_OP_CPREDBULK && hp_reduce(v))) return -1;
+    if (t && strstr(text, ".im2col") && !strstr(text, ".im2col_no_offs") && !strstr(text, ".im2col::w") &&
+        !strstr(text, ".global.shared::cta")) return hp_im2col(v, ops, starts, count, t[8] - '0');
+    return 0;
+  }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
+  case LPX_OP_TMREPLACE: return hp_tmreplace(v, ops, starts, count);
+  case LPX_OP_FENCE: return hp_fence(v, ops, starts, count);
   default: return 0;
   }
 }

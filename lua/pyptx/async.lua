@@ -1,7 +1,9 @@
 --- Asynchronous copies and their synchronisation: Ampere `cp.async`,
--- Hopper `cp.async.bulk` and TMA `cp.async.bulk.tensor` (1-5D, tile mode),
--- `mbarrier`, `fence` and cluster helpers. `ptx.cp`, `ptx.mbarrier`,
--- `ptx.fence` and `ptx.cluster` load this module on first use.
+-- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
+-- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
+-- tensor-map edits (`tensormap.replace`), `mbarrier`, `fence` and cluster
+-- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
+-- `ptx.tensormap` load this module on first use.
 --
 -- Every function appends exactly one instruction unless its comment says
 -- otherwise. Arguments are positional or one keyword table:
@@ -141,42 +143,87 @@ end
 --- cp.async.bulk.wait_group.read n.
 function bulk.wait_group_read(n) return emit("cp.async.bulk.wait_group.read", n or 0) end
 
+--- The load mode of a tensor copy: "im2col" when the map (an X:tma_desc)
+-- was built for it or the arguments say so (mode = "im2col" or offsets
+-- given), else "tile"; a mismatch fails.
+local function load_mode(desc, a, what)
+  local built = type(desc) == "table" and rawget(desc, "tma") and desc.tma.opts.mode
+  local mode = a.mode or built or (a.offsets ~= nil and "im2col") or "tile"
+  if mode == "tiled" then mode = "tile" end
+  if built and (built == "tiled" and "tile" or built) ~= mode then
+    fail(("%s: the tensor map was built for %s mode, but the copy asks for %s"):format(what, built, mode))
+  end
+  if mode ~= "tile" and mode ~= "im2col" then fail(what .. ": mode must be \"tile\" or \"im2col\", got " .. tostring(mode)) end
+  return mode
+end
+
+--- The im2col offsets operand: rank - 2 values (W first), each a number or a
+-- 16-bit register.
+local function im2col_offsets(offsets, rank, what)
+  if type(offsets) ~= "table" or #offsets ~= rank - 2 or getmetatable(offsets) ~= nil then
+    fail(("%s: im2col needs offsets = {...} with %d value(s) (W first), got %s"):format(what, rank - 2,
+      type(offsets) == "table" and getmetatable(offsets) == nil and #offsets or tostring(offsets)))
+  end
+  for i, o in ipairs(offsets) do
+    if reg.is(o) and o.type.bits ~= 16 then
+      fail(("%s: im2col offset %d must be a 16-bit register (u16) or a number, got a .%s register"):format(what, i, o.type.name))
+    end
+  end
+  return offsets
+end
+
 --- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
 -- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
--- given, a store (shared::cta -> global, bulk group) otherwise.
+-- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
+-- (tma_desc{mode = "im2col"}) load with `offsets` and store .im2col_no_offs.
 local function tensor_copy(rank, a)
   local what = ("cp.async.bulk.tensor.%dd"):format(rank)
   if a.mbar ~= nil then
-    local op = what .. ".shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-    local tmap = tensor_operand(a.src, a.coord, rank, what)
+    local mode = load_mode(a.src, a, what)
+    local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
+    local args = { as_addr(a.dst, what .. " dst"), tensor_operand(a.src, a.coord, rank, what), as_addr(a.mbar, what .. " mbar") }
+    if mode == "im2col" then args[#args + 1] = im2col_offsets(a.offsets, rank, what) end
     if a.multicast ~= nil then
       op = op .. ".multicast::cluster"
-      if a.cache_hint ~= nil then
-        return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"),
-          a.multicast, a.cache_hint)
-      end
-      return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.multicast)
+      args[#args + 1] = a.multicast
     end
     if a.cache_hint ~= nil then
-      return emit(op .. ".L2::cache_hint", as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"), a.cache_hint)
+      op = op .. ".L2::cache_hint"
+      args[#args + 1] = a.cache_hint
     end
-    return emit(op, as_addr(a.dst, what .. " dst"), tmap, as_addr(a.mbar, what .. " mbar"))
+    return emit(op, unpack(args))
   end
   if is_tma(a.src) and not is_tma(a.dst) then
     fail(what .. ": a load (src is a tensor map) needs mbar = <barrier>; a store takes dst = X:tma_desc{...}")
   end
+  local mode = load_mode(a.dst, a, what)
+  if a.offsets ~= nil then fail(what .. ": a store takes no im2col offsets (it is .im2col_no_offs)") end
   local tmap = tensor_operand(a.dst, a.coord, rank, what)
-  local op = what .. ".global.shared::cta.tile.bulk_group"
+  local op = what .. ".global.shared::cta." .. (mode == "im2col" and "im2col_no_offs" or "tile") .. ".bulk_group"
   if a.cache_hint ~= nil then
     return emit(op .. ".L2::cache_hint", tmap, as_addr(a.src, what .. " src"), a.cache_hint)
   end
   return emit(op, tmap, as_addr(a.src, what .. " src"))
 end
 
---- cp.async.bulk.prefetch.tensor.<r>d.L2.global.tile [tmap, {coords}].
+--- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}.
 local function tensor_prefetch(rank, a)
   local what = ("cp.async.bulk.prefetch.tensor.%dd"):format(rank)
-  return emit(what .. ".L2.global.tile", tensor_operand(a.src or a.desc, a.coord, rank, what))
+  local src = a.src or a.desc
+  local mode = load_mode(src, a, what)
+  local tmap = tensor_operand(src, a.coord, rank, what)
+  if mode == "im2col" then return emit(what .. ".L2.global.im2col", tmap, im2col_offsets(a.offsets, rank, what)) end
+  return emit(what .. ".L2.global.tile", tmap)
+end
+
+--- cp.async.bulk.prefetch.L2.global [src], size: a hint to pull size bytes into L2.
+local function bulk_prefetch(src, size)
+  if is_kw(src) then return bulk_prefetch(src.src, src.size) end
+  if size == nil then fail("cp.async.bulk.prefetch: missing size") end
+  if type(size) == "number" and (size <= 0 or size % 16 ~= 0) then
+    fail("cp.async.bulk.prefetch: size must be a positive multiple of 16 bytes, got " .. tostring(size))
+  end
+  return emit("cp.async.bulk.prefetch.L2.global", as_addr(src, "cp.async.bulk.prefetch src"), size)
 end
 
 local tensor = {}
@@ -189,17 +236,17 @@ for r = 1, 5 do
     return tensor_copy(r, { dst = dst, src = src, coord = coord, mbar = mbar })
   end
   bulk[key] = tensor[key]
-  --- prefetch.tensor_Nd{src = desc, coord = {...}}.
-  prefetch[key] = function(src, coord)
+  --- prefetch.tensor_Nd{src = desc, coord = {...}[, offsets = {...}]}.
+  prefetch[key] = function(src, coord, offsets)
     if is_kw(src) then return tensor_prefetch(r, src) end
-    return tensor_prefetch(r, { src = src, coord = coord })
+    return tensor_prefetch(r, { src = src, coord = coord, offsets = offsets })
   end
 end
 bulk.tensor = setmetatable(tensor, { __index = function(_, k)
   local r = tostring(k):match("^_?(%d)d$")
   return r and tensor["tensor_" .. r .. "d"] or nil
 end })
-bulk.prefetch = prefetch
+bulk.prefetch = setmetatable(prefetch, { __call = function(_, ...) return bulk_prefetch(...) end })
 
 cp_async.bulk = setmetatable(bulk, { __call = function(_, ...) return bulk_copy(...) end })
 M.cp = { async = setmetatable(cp_async, { __call = function(_, ...) return cp_async_copy(nil, ...) end }) }
@@ -215,24 +262,42 @@ local function redop(a, what)
   return op
 end
 
---- cp.reduce.async.bulk.global.shared::cta.bulk_group.<op>.<type> [dst], [src], size:
--- reduce size bytes of shared memory into global memory ({dst, src, size, op, type}).
+--- cp.reduce.async.bulk: reduce size bytes of shared::cta memory element by
+-- element into global memory (bulk group), or with mbar into the shared
+-- memory of a CTA of the cluster, completing size bytes on the barrier
+-- ({dst, src, size, op, type[, mbar][, cache_hint]}). f16/bf16 .add gets
+-- the .noftz the ISA requires.
 local function reduce_bulk(a)
   local what = "cp.reduce.async.bulk"
   if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, size =, op =, type =}") end
-  local ty = a.type or types.f32
-  return emit(("%s.global.shared::cta.bulk_group.%s.%s"):format(what, redop(a, what), ty.name),
-    as_addr(a.dst, what .. " dst"), as_addr(a.src, what .. " src"), a.size)
+  local ty, op = a.type or types.f32, redop(a, what)
+  local tname = type(ty) == "table" and ty.name or tostring(ty)
+  local noftz = op == "add" and (tname == "f16" or tname == "bf16") and ".noftz" or ""
+  if a.size == nil then fail(what .. ": missing size") end
+  local dst, src = as_addr(a.dst, what .. " dst"), as_addr(a.src, what .. " src")
+  if a.mbar ~= nil then
+    return emit(("%s.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.%s.%s"):format(what, op, tname),
+      dst, src, a.size, as_addr(a.mbar, what .. " mbar"))
+  end
+  if a.cache_hint ~= nil then
+    return emit(("%s.global.shared::cta.bulk_group.L2::cache_hint.%s%s.%s"):format(what, op, noftz, tname),
+      dst, src, a.size, a.cache_hint)
+  end
+  return emit(("%s.global.shared::cta.bulk_group.%s%s.%s"):format(what, op, noftz, tname), dst, src, a.size)
 end
 
 local reduce_bulk_t = {}
 for r = 1, 5 do
-  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"}: reduce a box into the tensor.
+  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, cache_hint]}: reduce a
+  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map).
   reduce_bulk_t["tensor_" .. r .. "d"] = function(a)
     local what = ("cp.reduce.async.bulk.tensor.%dd"):format(r)
     if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, coord =, op =}") end
-    return emit(("%s.global.shared::cta.%s.tile.bulk_group"):format(what, redop(a, what)),
-      tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src"))
+    local mode = load_mode(a.dst, a, what) == "im2col" and "im2col_no_offs" or "tile"
+    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode)
+    local tmap, src = tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src")
+    if a.cache_hint ~= nil then return emit(op .. ".L2::cache_hint", tmap, src, a.cache_hint) end
+    return emit(op, tmap, src)
   end
 end
 M.cp.reduce = { async = { bulk = setmetatable(reduce_bulk_t, { __call = function(_, a) return reduce_bulk(a) end }) } }
@@ -351,6 +416,30 @@ function fence.acq_rel(scope) return emit("fence.acq_rel." .. (scope or "cta")) 
 --- fence.sc.<scope>.
 function fence.sc(scope) return emit("fence.sc." .. (scope or "cta")) end
 
+local SCOPES = { cta = true, cluster = true, gpu = true, sys = true }
+
+--- A fence scope (default gpu), checked.
+local function scope_of(scope, what)
+  scope = scope or "gpu"
+  if not SCOPES[scope] then fail(what .. ": scope must be cta, cluster, gpu or sys, got " .. tostring(scope)) end
+  return scope
+end
+
+--- fence.proxy.tensormap::generic.release.<scope>: make this thread's
+-- generic-proxy writes of a tensor map (tensormap.replace, st) visible to
+-- the tensormap proxy TMA reads maps through.
+function fence.tensormap_release(scope)
+  return emit("fence.proxy.tensormap::generic.release." .. scope_of(scope, "fence.tensormap_release"))
+end
+
+--- fence.proxy.tensormap::generic.acquire.<scope> [map], 128: before a TMA
+-- instruction reads the (edited) 128-byte map at map.
+function fence.tensormap_acquire(map, scope)
+  return emit("fence.proxy.tensormap::generic.acquire." .. scope_of(scope, "fence.tensormap_acquire"),
+    as_addr(map, "fence.tensormap_acquire"), 128)
+end
+fence.proxy.tensormap = { release = fence.tensormap_release, acquire = fence.tensormap_acquire }
+
 M.fence = setmetatable(fence, { __call = function(_, scope) return fence.acq_rel(scope) end })
 
 -- --------------------------------------------------------------- clusters
@@ -395,27 +484,117 @@ end
 
 M.cluster = cluster
 
+-- ------------------------------------------------------- tensormap.replace
+
+-- Fields: class (1: new_val; 2: ordinal and new_val; 3: an immediate in
+-- the ISA's numbering) and the new value's type.
+local TM_FIELDS = {
+  global_address = { 1, "b64" }, rank = { 1, "b32" }, box_dim = { 2, "b32" }, global_dim = { 2, "b32" },
+  global_stride = { 2, "b64" }, element_stride = { 2, "b32" }, elemtype = { 3, "b32" }, interleave_layout = { 3, "b32" },
+  swizzle_mode = { 3, "b32" }, swizzle_atomicity = { 3, "b32" }, fill_mode = { 3, "b32" },
+}
+-- Names for the immediate fields' values (the ISA's numbers, not the driver's).
+local TM_CODES = {
+  elemtype = { u8 = 0, u16 = 1, u32 = 2, s32 = 3, u64 = 4, s64 = 5, f16 = 6, f32 = 7, f32_ftz = 8, f64 = 9, bf16 = 10,
+    tf32 = 11, tf32_ftz = 12 },
+  interleave_layout = { none = 0, ["16B"] = 1, ["32B"] = 2 },
+  swizzle_mode = { none = 0, ["32B"] = 1, ["64B"] = 2, ["128B"] = 3 },
+  swizzle_atomicity = { ["16B"] = 0, ["32B"] = 1, ["32B_flip_8B"] = 2, ["64B"] = 3 },
+  fill_mode = { zero = 0, nan = 1 },
+}
+
+--- The sorted keys of a table, joined (for messages).
+local function keys_of(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
+--- The immediate of an enumerated field: a name (a pyptx type for
+-- elemtype) or the ISA's number.
+local function tm_code(field, v)
+  if type(v) == "number" then return v end
+  local key = type(v) == "table" and v.name or v
+  local code = TM_CODES[field][key]
+  if code == nil then
+    fail(("tensormap.replace.%s: %s is not a value of this field; use one of %s, or the ISA's number"):format(field,
+      tostring(key), keys_of(TM_CODES[field])))
+  end
+  return code
+end
+
+--- The state-space part of the opcode: .shared::cta for a shared
+-- allocation (a symbol address), the given space, else none (generic).
+local function tm_space(map, space)
+  if space == nil then return type(map.base) == "string" and ".shared::cta" or "" end
+  if space == "generic" then return "" end
+  if space ~= "global" and space ~= "shared::cta" then
+    fail("tensormap.replace: space must be \"global\", \"shared::cta\" or \"generic\", got " .. tostring(space))
+  end
+  return "." .. space
+end
+
+--- tensormap.replace.tile.<field>{.space}.b1024.<b32|b64> [map], {ord,} new_val
+-- ({map, field, ord, value, space}): edit one field of the 128-byte tensor
+-- map at map (in global or shared::cta memory; rank's value is the rank
+-- minus one, as the ISA has it).
+local function tm_replace(a)
+  local f = TM_FIELDS[a.field]
+  if not f then fail(("tensormap.replace: field must be one of %s; got %s"):format(keys_of(TM_FIELDS), tostring(a.field))) end
+  local what = "tensormap.replace." .. a.field
+  if a.map == nil then fail(what .. ": missing the map (its address)") end
+  if a.value == nil then fail(what .. ": missing value") end
+  local map = as_addr(a.map, what)
+  local op = ("tensormap.replace.tile.%s%s.b1024.%s"):format(a.field, tm_space(map, a.space), f[2])
+  if f[1] == 2 then
+    if type(a.ord) ~= "number" or a.ord < 0 or a.ord > 4 or a.ord % 1 ~= 0 then
+      fail(what .. ": ord (the dimension, innermost first) must be a number 0..4, got " .. tostring(a.ord))
+    end
+    return emit(op, map, a.ord, a.value)
+  end
+  return emit(op, map, f[1] == 3 and tm_code(a.field, a.value) or a.value)
+end
+
+local replace = {}
+for field, f in pairs(TM_FIELDS) do
+  --- replace.<field>(map, [ord,] value[, space]).
+  replace[field] = function(map, x, y, z)
+    if f[1] == 2 then return tm_replace { map = map, field = field, ord = x, value = y, space = z } end
+    return tm_replace { map = map, field = field, value = x, space = y }
+  end
+end
+M.tensormap = { replace = setmetatable(replace, { __call = function(_, a)
+  if not is_kw(a) then fail("tensormap.replace takes a keyword table {map =, field =, ord =, value =, space =}") end
+  return tm_replace(a)
+end }) }
+
 -- ------------------------------------------------------------ TMA params
 
 local ffi = require "ffi"
 local core = require "pyptx.core"
 
--- The emulator's 128-byte tensor-map encoding (src/emu/emu_tma.c reads it).
+-- The emulator's 128-byte tensor-map encoding (emu_tmap in src/emu/emu.h).
 ffi.cdef [[
 typedef struct lpx_tma_emu {
   uint32_t magic;
   uint8_t rank, dtype, swizzle, interleave;
-  uint8_t oob, esize, elem_strides[5], pad0;
+  uint8_t oob, esize, elem_strides[5], mode;
   uint64_t address;
   uint32_t dims[5];
-  uint16_t box[5], pad1;
+  uint16_t box[5], channels;
   uint64_t strides[4];
-  uint8_t pad2[40];
+  uint16_t pixels;
+  int16_t lower[3], upper[3];
+  uint8_t pad[26];
 } lpx_tma_emu;
 ]]
 M.TMA_EMU_MAGIC = 0x414d5458   -- "XTMA"
 
-local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides" }
+local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides", "mode", "lower_corner", "upper_corner",
+  "channels_per_pixel", "pixels_per_column" }
+local TMA_KNOWN = {}
+for _, k in ipairs(TMA_OPTS) do TMA_KNOWN[k] = true end
 
 --- A stable key of X:tma_desc options (the same options share one param).
 local function tma_key(opts)
@@ -431,7 +610,9 @@ end
 local function tma_fields(d, address, shape, dtype, strides)
   local o = d.opts
   return { address = address, shape = shape, dtype = dtype, strides = strides, box = o.box,
-    elem_strides = o.elem_strides, swizzle = o.swizzle, interleave = o.interleave, l2 = o.l2, oob = o.oob }
+    elem_strides = o.elem_strides, swizzle = o.swizzle, interleave = o.interleave, l2 = o.l2, oob = o.oob,
+    mode = o.mode, lower_corner = o.lower_corner, upper_corner = o.upper_corner,
+    channels_per_pixel = o.channels_per_pixel, pixels_per_column = o.pixels_per_column }
 end
 
 --- Build and validate a description; errors name the tensor.
@@ -463,6 +644,12 @@ end
 function M.tma_param(spec, opts)
   local t = trace.need("X:tma_desc")
   if type(opts) ~= "table" then fail("X:tma_desc takes an options table {box = {...}, swizzle = ...}") end
+  for k in pairs(opts) do
+    if not TMA_KNOWN[k] then fail(("X:tma_desc: unknown option %s (valid: %s)"):format(tostring(k), table.concat(TMA_OPTS, ", "))) end
+  end
+  if opts.mode == "im2col" and opts.box ~= nil then
+    fail("X:tma_desc: an im2col map has no box; it takes channels_per_pixel, pixels_per_column and the pixel-box corners")
+  end
   t.tma = t.tma or {}
   local key = spec.param .. "|" .. tma_key(opts)
   local d
@@ -480,10 +667,12 @@ function M.tma_encode_emu(desc)
   e.magic, e.rank, e.dtype = M.TMA_EMU_MAGIC, desc.rank, desc.dtype
   e.swizzle, e.interleave, e.oob = desc.swizzle, desc.interleave, desc.oob_fill
   e.esize, e.address = core.tma_dtype_size(desc.dtype), desc.global_address
+  e.mode, e.channels, e.pixels = desc.mode, desc.channels, desc.pixels
   for i = 0, 4 do
     e.dims[i], e.box[i] = desc.dims[i], desc.box[i]
     e.elem_strides[i] = desc.elem_strides[i] > 0 and desc.elem_strides[i] or 1
     if i < 4 then e.strides[i] = desc.strides[i] end
+    if i < 3 then e.lower[i], e.upper[i] = desc.lower[i], desc.upper[i] end
   end
   return ffi.string(e, 128)
 end

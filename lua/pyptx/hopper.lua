@@ -1,8 +1,9 @@
 --- Hopper warpgroup instructions: wgmma.mma_async with shared-memory
 -- matrix descriptors, wgmma.fence / commit_group / wait_group, the
 -- accumulator fragment layout, `smem.wgmma_tile` (canonical K-major
--- layouts: interleave, 32B, 64B, 128B swizzle), elect.sync and setmaxnreg.
--- `ptx.wgmma`, `ptx.elect` and `ptx.setmaxnreg` load this module on first use.
+-- layouts: interleave, 32B, 64B, 128B swizzle), elect.sync, setmaxnreg and
+-- griddepcontrol. `ptx.wgmma`, `ptx.elect`, `ptx.setmaxnreg` and
+-- `ptx.griddepcontrol` load this module on first use.
 --
 --   local sA = smem.wgmma_tile(bf16, {64, 64})          -- 128B swizzle, K-major
 --   local da = ptx.wgmma.desc(sA)                        -- u64 descriptor (4 instructions)
@@ -260,5 +261,19 @@ local function maxnreg(dir)
 end
 setmaxnreg.inc, setmaxnreg.dec = maxnreg("inc"), maxnreg("dec")
 M.setmaxnreg = setmaxnreg
+
+-- --------------------------------------------------------- griddepcontrol
+
+local griddepcontrol = {}
+
+--- griddepcontrol.launch_dependents: the grids launched after this one as
+-- its dependents (programmatic dependent launch) may start now (sm_90+).
+function griddepcontrol.launch_dependents() return emit("griddepcontrol.launch_dependents") end
+
+--- griddepcontrol.wait: wait until the grids this one depends on have
+-- completed and their memory operations are visible (sm_90+).
+function griddepcontrol.wait() return emit("griddepcontrol.wait") end
+
+M.griddepcontrol = griddepcontrol
 
 return M

@@ -74,7 +74,8 @@ M.inst = setmetatable({}, Node)
 local FAMILIES = {
   mma = "pyptx.ampere", ldmatrix = "pyptx.ampere", stmatrix = "pyptx.ampere", movmatrix = "pyptx.ampere",
   cp = "pyptx.async", mbarrier = "pyptx.async", fence = "pyptx.async", cluster = "pyptx.async",
-  wgmma = "pyptx.hopper", elect = "pyptx.hopper", setmaxnreg = "pyptx.hopper",
+  tensormap = "pyptx.async",
+  wgmma = "pyptx.hopper", elect = "pyptx.hopper", setmaxnreg = "pyptx.hopper", griddepcontrol = "pyptx.hopper",
   tcgen05 = "pyptx.blackwell",
 }
 setmetatable(M, { __index = function(t, key)

@@ -1,6 +1,7 @@
---- TMA tensor maps: descriptions built from a tensor (or shape) and a box,
--- validated in C against every documented constraint before any driver
--- call, and the kernel-side hook `X:tma_desc{box = ...}`.
+--- TMA tensor maps: descriptions built from a tensor (or shape) and a box
+-- (tiled) or a pixel box (im2col), validated in C against every documented
+-- constraint before any driver call, and the kernel-side hook
+-- `X:tma_desc{box = ...}` / `X:tma_desc{mode = "im2col", ...}`.
 local ffi = require "ffi"
 local core = require "pyptx.core"
 
@@ -11,7 +12,8 @@ local SWIZZLE = { none = 0, [0] = 0, ["32B"] = 1, [32] = 1, ["64B"] = 2, [64] = 
 local INTERLEAVE = { none = 0, [0] = 0, ["16B"] = 1, [16] = 1, ["32B"] = 2, [32] = 2 }
 local L2 = { none = 0, [0] = 0, ["64B"] = 1, [64] = 1, ["128B"] = 2, [128] = 2, ["256B"] = 3, [256] = 3 }
 local OOB = { zero = 0, zeros = 0, [0] = 0, nan = 1 }
-M.SWIZZLE, M.INTERLEAVE, M.L2, M.OOB = SWIZZLE, INTERLEAVE, L2, OOB
+local MODE = { tile = 0, tiled = 0, im2col = 1 }
+M.SWIZZLE, M.INTERLEAVE, M.L2, M.OOB, M.MODE = SWIZZLE, INTERLEAVE, L2, OOB, MODE
 
 --- Look an option value up in its table, or fail naming the valid ones.
 local function pick(tbl, v, field, default)
@@ -24,10 +26,24 @@ local function pick(tbl, v, field, default)
   error(("TMA %s: %s is not valid; use one of %s"):format(field, tostring(v), table.concat(names, ", ")), 3)
 end
 
+--- The im2col pixel-box corner `field` (outermost first: D, H, W) into the
+-- C array arr (W first); rank - 2 entries, zeros by default.
+local function corners(arr, list, rank, field)
+  if list == nil or rank < 3 then return end   -- the C check names a rank below 3
+  if type(list) ~= "table" or #list ~= rank - 2 then
+    error(("TMA %s: a rank-%d im2col map takes %d corner offset(s) (outermost first: %s), got %s"):format(field, rank,
+      rank - 2, ({ "W", "H, W", "D, H, W" })[rank - 2] or "?", type(list) == "table" and #list or tostring(list)), 3)
+  end
+  for i = 1, rank - 2 do arr[rank - 2 - i] = list[i] end
+end
+
 --- Build a description. t: { address, shape (outermost first, as tensors
 -- are), dtype (a pyptx type or name), strides (bytes, outermost first,
 -- optional: row-major), box (outermost first), elem_strides, swizzle,
--- interleave, l2, oob }. Returns the C struct (innermost first inside).
+-- interleave, l2, oob } for a tiled map; with mode = "im2col", instead of
+-- box: lower_corner and upper_corner (D, H, W offsets, outermost first),
+-- channels_per_pixel and pixels_per_column. Returns the C struct
+-- (innermost first inside).
 function M.describe(t)
   local d = ffi.new("lpx_tma_desc")
   local dtype = type(t.dtype) == "table" and t.dtype.name or t.dtype
@@ -35,13 +51,19 @@ function M.describe(t)
   local rank = #t.shape
   d.rank = rank
   d.global_address = t.address or 0
+  d.mode = pick(MODE, t.mode, "mode", 0)
   local esize = math.max(core.tma_dtype_size(d.dtype), 1)
   local stride = esize
   for i = 1, rank do
     local inner = rank - i          -- the driver wants innermost first
     d.dims[inner] = t.shape[i]
-    d.box[inner] = (t.box or t.shape)[i] or 1
+    if d.mode == 0 then d.box[inner] = (t.box or t.shape)[i] or 1 end
     d.elem_strides[inner] = t.elem_strides and t.elem_strides[i] or 1
+  end
+  if d.mode == 1 then
+    corners(d.lower, t.lower_corner, rank, "lower_corner")
+    corners(d.upper, t.upper_corner, rank, "upper_corner")
+    d.channels, d.pixels = t.channels_per_pixel or 0, t.pixels_per_column or 0
   end
   for j = 0, rank - 2 do
     stride = stride * tonumber(d.dims[j])
@@ -60,7 +82,8 @@ function M.validate(d, name)
   return d
 end
 
---- Bytes one copy of the box moves (what mbarrier expect_tx counts).
+--- Bytes one copy of the box moves (what mbarrier expect_tx counts):
+-- ceil(box / element stride) elements per dimension, or pixels x channels.
 function M.box_bytes(d)
   return core.tma_box_bytes(d)
 end

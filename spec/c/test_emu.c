@@ -763,6 +763,93 @@ static void test_oob(void)
   lpx_module_free(M);
 }
 
+/* An f32 with subnormals flushed to a zero of its sign. */
+static float flush32(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+
+/* cp.reduce.async.bulk from shared memory into global rows: .add.u32,
+ * .min.s32 and .add.f32 (subnormal inputs flush) of the same 256 bytes;
+ * then a destination that is not 16-byte aligned is reported. */
+static void test_bulk_reduce(void)
+{
+  begin("bred", 2);
+  lpx_var_decl(M, F, "shared", "sb", T("b32"), 128, 64, 0);
+  int ps = ptr(0), pd = ptr(1), t = reg("u32"), v = reg("u32"), a = reg("u32"), base = reg("u32"), p = reg("pred");
+  lpx_operand sym = { LPX_OPD_SYM, -1, lpx_sym(M, "sb"), 0, 0, 0 };
+  E("mov.u32", R(t), SP("%tid.x"));
+  E("ld.global.u32", R(v), A(elem(ps, t, 4), 0));
+  E("mov.u32", R(base), sym);
+  E("shl.b32", R(a), R(t), N(2));
+  E("add.u32", R(a), R(a), R(base));
+  E("st.shared.u32", A(a, 0), R(v));
+  E0("fence.proxy.async.shared::cta");
+  E("bar.sync", N(0));
+  E("setp.ne.u32", R(p), R(t), N(0));
+  G(p, "bra", L("out"));
+  E("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32", A(pd, 0), AS("sb", 0), N(256));
+  E("cp.reduce.async.bulk.global.shared::cta.bulk_group.min.s32", A(pd, 256), AS("sb", 0), N(256));
+  E("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32", A(pd, 512), AS("sb", 0), N(256));
+  E0("cp.async.bulk.commit_group");
+  E("cp.async.bulk.wait_group", N(0));
+  lpx_label_place(M, F, lpx_sym(M, "out"));
+  E0("ret");
+  uint32_t src[64], dst[192], want[192], got[192];
+  for (int i = 0; i < 64; i++) {
+    float f = 1.0f + (float)(rnd() % 1000) / 1000.0f, g = -2.0f + (float)(rnd() % 1000) / 500.0f;
+    if (i == 0) { f = 3e-39f; g = 4e-39f; }        /* both subnormal: flushed, the sum is 0 */
+    memcpy(&src[i], &f, 4);
+    dst[i] = rnd(); dst[64 + i] = rnd(); memcpy(&dst[128 + i], &g, 4);
+    want[i] = dst[i] + src[i];
+    want[64 + i] = (int32_t)dst[64 + i] < (int32_t)src[i] ? dst[64 + i] : src[i];
+    float r = flush32(flush32(g) + flush32(f));
+    memcpy(&want[128 + i], &r, 4);
+  }
+  uint64_t ds = upload(src, sizeof src), dd = upload(dst, sizeof dst);
+  CHECK(launch("bred", 1, 64, 0, 2, ds, dd) == 0);
+  CHECK(lpx_device_download(dev, got, dd, sizeof got) == 0);
+  CHECK(memcmp(got, want, sizeof got) == 0);
+  CHECK(launch("bred", 1, 64, 0, 2, ds, dd + 8) < 0 && strstr(lpx_ctx_error(ctx), "16-byte aligned") &&
+        strstr(lpx_ctx_error(ctx), "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32"));
+  lpx_module_free(M);
+}
+
+/* tensormap.replace edits the emulator's map record in global memory
+ * (address at byte 16, box_dim[1] at 46, element size with elemtype);
+ * griddepcontrol runs as a no-op; memory that holds no map is reported. */
+static void test_tensormap_replace(void)
+{
+  M = lpx_module_new(ctx, 83, "sm_90a", 64);
+  lpx_module_file(M, "kernels.lua");
+  F = lpx_func_begin(M, "tmr", 1, 1);
+  LINE = 100;
+  lpx_func_param(M, F, "p0", T("u64"), 0, 0);
+  int pm = ptr(0), a = reg("u64");
+  E0("griddepcontrol.wait");
+  E("mov.u64", R(a), N(0x7f0000001230));
+  E("tensormap.replace.tile.global_address.global.b1024.b64", A(pm, 0), R(a));
+  E("tensormap.replace.tile.box_dim.global.b1024.b32", A(pm, 0), N(1), N(96));
+  E("tensormap.replace.tile.elemtype.global.b1024.b32", A(pm, 0), N(10));   /* .bf16 in the ISA's numbering */
+  E0("griddepcontrol.launch_dependents");
+  E0("ret");
+  uint8_t map[128], got[128];
+  memset(map, 0, sizeof map);
+  uint32_t magic = 0x414d5458u;
+  memcpy(map, &magic, 4);
+  map[4] = 2; map[5] = 7; map[9] = 4;          /* rank 2, f32, 4-byte elements */
+  uint64_t dm = upload(map, sizeof map);
+  CHECK(launch("tmr", 1, 1, 0, 1, dm) == 0);
+  CHECK(lpx_device_download(dev, got, dm, sizeof got) == 0);
+  uint64_t addr;
+  uint16_t box1;
+  memcpy(&addr, got + 16, 8);
+  memcpy(&box1, got + 46, 2);
+  CHECK(addr == 0x7f0000001230 && box1 == 96 && got[5] == 9 && got[9] == 2);
+  memset(map, 0x5a, sizeof map);
+  CHECK(lpx_device_upload(dev, dm, map, sizeof map) == 0);
+  CHECK(launch("tmr", 1, 1, 0, 1, dm) < 0 && strstr(lpx_ctx_error(ctx), "holds no tensor map luaptx built") &&
+        strstr(lpx_ctx_error(ctx), "kernels.lua:104: tensormap.replace.tile.global_address"));
+  lpx_module_free(M);
+}
+
 /* A misaligned load is reported. */
 static void test_misaligned(void)
 {
@@ -879,6 +966,8 @@ int main(void)
   test_local();
   test_oob();
   test_misaligned();
+  test_bulk_reduce();
+  test_tensormap_replace();
   test_race();
   test_uninit();
   test_deadlock();

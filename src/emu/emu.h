@@ -212,6 +212,31 @@ static inline int emu_srcs_written_impl(const uint32_t *wr, const int32_t *srcs,
 #define lpx_emu_srcs_written(w, in, m) \
   emu_srcs_written_impl((w)->wr, (in)->srcs, (in)->nsrcs, (m), (w)->cur, (in)->guard >= 0)
 
+/* ------------------------------------------------------- tensor maps */
+
+/* The emulator's 128-byte tensor-map encoding: what pyptx.async packs for a
+ * validated description (its cdef must match), and what tensormap.replace
+ * edits in place. Arrays are innermost dimension first, as the driver's. */
+typedef struct emu_tmap {
+  uint32_t magic;                 /* EMU_TMAP_MAGIC */
+  uint8_t rank, dtype, swizzle, interleave;   /* CUtensorMap* enum numbering */
+  uint8_t oob, esize, elem_strides[5], mode;  /* mode: 0 tiled, 1 im2col */
+  uint64_t address;
+  uint32_t dims[5];
+  uint16_t box[5], channels;      /* channels: im2col channels per pixel */
+  uint64_t strides[4];
+  uint16_t pixels;                /* im2col pixels per column */
+  int16_t lower[3], upper[3];     /* im2col pixel-box corners, W first */
+  uint8_t pad[26];
+} emu_tmap;
+#define EMU_TMAP_MAGIC 0x414d5458u   /* "XTMA" */
+
+/* How lpx_emu_decode_bulk classifies a cp.async.bulk / cp.reduce.async.bulk form (ext[0]). */
+enum {
+  EMU_BULK_OTHER, EMU_BULK_COPY, EMU_BULK_NOP, EMU_BULK_TLOAD, EMU_BULK_TSTORE,
+  EMU_BULK_PREFETCH, EMU_BULK_TPREFETCH, EMU_BULK_REDUCE, EMU_BULK_TREDUCE
+};
+
 /* ------------------------------------------------------------- functions */
 
 /* decode */
@@ -227,6 +252,7 @@ int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
 void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);
 uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n, int write);
+uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write);
 
 /* execution */
 int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
@@ -256,6 +282,12 @@ emu_fn lpx_emu_pick_mma(const emu_inst *in);
 emu_fn lpx_emu_pick_mbar(const emu_inst *in);
 void lpx_emu_decode_bulk(emu_inst *in, const char *text);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
+emu_fn lpx_emu_pick_tmap(const emu_inst *in);
+int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
+int lpx_emu_op_reduce(emu_warp *w, const emu_inst *in, uint32_t m);
+int lpx_emu_reduce_type_ok(int op, int type);
+int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);
+uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c);
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in);
 void lpx_emu_decode_wgmma(emu_inst *in, const char *text);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);

@@ -36,7 +36,7 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
         return race_report(w, in, lane, i, n, "write after read", rv & 0xff, "read", c->race_ri[i]);
       c->race_w[i] = now | me;
       c->race_wi[i] = at;
-      if (c->pdirty) c->pdirty[i] = in->op != LPX_OP_CPBULK;   /* generic-proxy write (async proxy: TMA) */
+      if (c->pdirty) c->pdirty[i] = in->op != LPX_OP_CPBULK && in->op != LPX_OP_CPREDBULK;   /* generic-proxy write (async proxy: bulk copies) */
     } else {
       if (uninit && !wv)
         return lpx_emu_fail(w, in, lane, "reads %u bytes of shared memory at offset 0x%x that no thread has written", n, i);

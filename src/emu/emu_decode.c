@@ -57,7 +57,8 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_BRKPT] = lpx_emu_pick_ctl, [LPX_OP_NANOSLEEP] = lpx_emu_pick_ctl,
   [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
   [LPX_OP_STMATRIX] = lpx_emu_pick_mma, [LPX_OP_MOVMATRIX] = lpx_emu_pick_mma,
-  [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar,
+  [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar, [LPX_OP_CPREDBULK] = lpx_emu_pick_mbar,
+  [LPX_OP_TMREPLACE] = lpx_emu_pick_tmap,
   [LPX_OP_WGMMA] = lpx_emu_pick_wgmma, [LPX_OP_WGFENCE] = lpx_emu_pick_wgmma,
   [LPX_OP_WGCOMMIT] = lpx_emu_pick_wgmma, [LPX_OP_WGWAIT] = lpx_emu_pick_wgmma,
 };
@@ -316,7 +317,7 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
     lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
   if (in->op == LPX_OP_STMATRIX)
     lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
-  if (in->op == LPX_OP_CPBULK) lpx_emu_decode_bulk(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  if (in->op == LPX_OP_CPBULK || in->op == LPX_OP_CPREDBULK) lpx_emu_decode_bulk(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
   if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
   in->o = (uint32_t)d->p->nops;
   in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);

@@ -116,7 +116,7 @@ HANDLER(ld_global_32)
 /* ------------------------------------------------------------- atomics */
 
 /* The new value an atomic op stores given the old one (1-based ATOMOP). */
-static uint64_t atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c)
+uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c)
 {
   int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S', f = lpx_types[type].kind == 'F' || lpx_types[type].kind == 'H';
   uint64_t mk = bits >= 64 ? ~0ull : (1ull << bits) - 1;
@@ -161,18 +161,18 @@ static uint64_t atomic_rmw(uint8_t *p, int size, int op, int type, uint64_t b, u
 {
   if (size == 4) {
     uint32_t old = __atomic_load_n((uint32_t *)p, __ATOMIC_RELAXED), nv;
-    do nv = (uint32_t)atom_apply(op, type, old, b, c);
+    do nv = (uint32_t)lpx_emu_atom_apply(op, type, old, b, c);
     while (!__atomic_compare_exchange_n((uint32_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     return old;
   }
   if (size == 8) {
     uint64_t old = __atomic_load_n((uint64_t *)p, __ATOMIC_RELAXED), nv;
-    do nv = atom_apply(op, type, old, b, c);
+    do nv = lpx_emu_atom_apply(op, type, old, b, c);
     while (!__atomic_compare_exchange_n((uint64_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     return old;
   }
   uint16_t old = __atomic_load_n((uint16_t *)p, __ATOMIC_RELAXED), nv;
-  do nv = (uint16_t)atom_apply(op, type, old, b, c);
+  do nv = (uint16_t)lpx_emu_atom_apply(op, type, old, b, c);
   while (!__atomic_compare_exchange_n((uint16_t *)p, &old, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
   return old;
 }

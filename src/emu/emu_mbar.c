@@ -1,8 +1,9 @@
 /* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
  * memory (init, arrive, arrive_drop, expect_tx, complete_tx, test_wait /
  * try_wait with phase tokens or parity, pending_count, inval) and the bulk
- * copies that complete transactions on them (cp.async.bulk, non-tensor).
- * Copies happen at once, a valid schedule of an asynchronous copy; a
+ * copies that complete transactions on them (cp.async.bulk, non-tensor),
+ * with the classification of every cp.async.bulk / cp.reduce.async.bulk
+ * form. Copies happen at once, a valid schedule of an asynchronous copy; a
  * barrier's phase completes when its pending arrivals and its
  * transaction count both reach zero. */
 #include "emu.h"
@@ -189,11 +190,12 @@ static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, em
 }
 
 /* Complete bytes of transactions on the barrier of ADDR operand k for a
- * lane (the .mbarrier::complete_tx::bytes of bulk and tensor copies). */
+ * lane (the .mbarrier::complete_tx::bytes of bulk and tensor copies); the
+ * barrier may live in another CTA of the cluster. */
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes)
 {
   uint8_t *p = mbar_ptr(w, in, k, lane);
-  return p ? complete_on(w, in, lane, p, w->cta, bytes) : -1;
+  return p ? complete_on(w, in, lane, p, owner(w, p), bytes) : -1;
 }
 
 /* The same, on the barrier at CTA-relative shared offset off of cluster rank r (multicast). */
@@ -214,8 +216,8 @@ HANDLER(op_cp_bulk)
   EMU_EACH(m, {
     uint32_t n = (uint32_t)sz[l];
     if (n % 16) return lpx_emu_fail(w, in, l, "cp.async.bulk size %u is not a multiple of 16", n);
-    uint8_t *dst = lpx_emu_addr(w, in, l, dsp, (dop->reg >= 0 ? EMU_R(w, dop->reg)[l] : 0) + (uint64_t)dop->off, n ? n : 1, 1);
-    const uint8_t *src = dst ? lpx_emu_addr(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
+    uint8_t *dst = lpx_emu_addr_span(w, in, l, dsp, (dop->reg >= 0 ? EMU_R(w, dop->reg)[l] : 0) + (uint64_t)dop->off, n ? n : 1, 1);
+    const uint8_t *src = dst ? lpx_emu_addr_span(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
     if (!dst || !src) return -1;
     memmove(dst, src, n);
     if (with_mbar && lpx_emu_mbar_complete(w, in, 3, l, n)) return -1;
@@ -223,27 +225,59 @@ HANDLER(op_cp_bulk)
   return 0;
 }
 
-/* Bulk-group bookkeeping and prefetches: nothing to wait for. */
+/* cp.async.bulk.prefetch.L2 [src], size: a hint with no effect here. What
+ * the ISA leaves undefined is reported (size not a multiple of 16, src not
+ * 16-byte aligned); an address outside every allocation is not an error. */
+HANDLER(op_prefetch)
+{
+  const emu_op *sop = EMU_OP(w, in, 0);
+  const uint64_t *sz = D(1);
+  EMU_EACH(m, {
+    uint64_t a = (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off;
+    if (sz[l] % 16 || a % 16)
+      return lpx_emu_fail(w, in, l, "cp.async.bulk.prefetch of %llu bytes at 0x%llx: the size must be a multiple of 16 and "
+                          "the address 16-byte aligned", (unsigned long long)sz[l], (unsigned long long)a);
+  });
+  return 0;
+}
+
+/* Bulk-group bookkeeping: nothing to wait for. */
 HANDLER(op_nop) { return 0; }
 
-/* Handler for mbarrier and the non-tensor cp.async.bulk forms. */
+/* Handlers of the non-tensor bulk kinds (the tensor kinds are emu_tma.c's). */
+static const emu_fn bulk_handlers[] = {
+  [EMU_BULK_COPY] = op_cp_bulk, [EMU_BULK_NOP] = op_nop, [EMU_BULK_PREFETCH] = op_prefetch,
+  [EMU_BULK_REDUCE] = lpx_emu_op_reduce, [EMU_BULK_TREDUCE] = NULL,
+};
+
+/* Handler for mbarrier and the cp.async.bulk / cp.reduce.async.bulk forms. */
 emu_fn lpx_emu_pick_mbar(const emu_inst *in)
 {
   if (in->op == LPX_OP_MBARRIER) return in->mod[LPX_GB_MBAR] ? op_mbarrier : NULL;
-  if (in->ext[0] == 2) return op_nop;
-  if (in->ext[0] == 3 || in->ext[0] == 4) return lpx_emu_pick_tma(in);
-  return in->ext[0] == 1 ? op_cp_bulk : NULL;
+  emu_fn fn = in->ext[0] < sizeof bulk_handlers / sizeof bulk_handlers[0] ? bulk_handlers[in->ext[0]] : NULL;
+  return fn ? fn : lpx_emu_pick_tma(in);
 }
 
-/* Classify a cp.async.bulk form from its text: 1 copy, 2 group/prefetch,
- * 3 tensor load (tile), 4 tensor store (tile), 0 other. */
+/* How a form's text classifies it: the first rule whose substrings (the
+ * second may be NULL) both occur gives the EMU_BULK_* kind. */
+static const struct bulk_rule { const char *a, *b; uint8_t kind; } bulk_rules[] = {
+  { ".im2col::w", NULL, EMU_BULK_OTHER }, { ".tile::", NULL, EMU_BULK_OTHER }, { ".cta_group", NULL, EMU_BULK_OTHER },
+  { "cp.reduce.async.bulk.tensor", NULL, EMU_BULK_TREDUCE }, { "cp.reduce.async.bulk", NULL, EMU_BULK_REDUCE },
+  { ".prefetch.tensor", NULL, EMU_BULK_TPREFETCH }, { ".prefetch", NULL, EMU_BULK_PREFETCH },
+  { "commit_group", NULL, EMU_BULK_NOP }, { "wait_group", NULL, EMU_BULK_NOP },
+  { ".tensor", ".global.shared::cta", EMU_BULK_TSTORE }, { ".tensor", NULL, EMU_BULK_TLOAD },
+  { ".multicast", NULL, EMU_BULK_OTHER }, { "cp.", NULL, EMU_BULK_COPY },
+};
+
+/* Classify a bulk form from its text: ext[0] its EMU_BULK_* kind, ext[1]
+ * multicast, ext[2] im2col (loads, prefetches) or im2col_no_offs. */
 void lpx_emu_decode_bulk(emu_inst *in, const char *text)
 {
   in->ext[1] = strstr(text, ".multicast::cluster") != NULL;
-  if (strstr(text, ".prefetch")) in->ext[0] = 2;
-  else if (strstr(text, ".tensor") && !strstr(text, "im2col") && !strstr(text, "cp.reduce"))
-    in->ext[0] = strstr(text, ".global.shared::cta") ? 4 : 3;
-  else if (strstr(text, ".tensor") || strstr(text, ".multicast")) in->ext[0] = 0;
-  else if (strstr(text, "commit_group") || strstr(text, "wait_group") || strstr(text, ".prefetch")) in->ext[0] = 2;
-  else in->ext[0] = 1;
+  in->ext[2] = strstr(text, ".im2col") != NULL;
+  in->ext[0] = EMU_BULK_OTHER;
+  for (size_t i = 0; i < sizeof bulk_rules / sizeof bulk_rules[0]; i++) {
+    const struct bulk_rule *r = &bulk_rules[i];
+    if (strstr(text, r->a) && (!r->b || strstr(text, r->b))) { in->ext[0] = r->kind; return; }
+  }
 }

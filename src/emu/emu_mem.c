@@ -195,3 +195,20 @@ uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint
   default: return global_ptr(w, in, lane, space, addr, n);
   }
 }
+
+/* Host pointer for n bytes at addr that need not be a power of two: checked
+ * (bounds, races) in aligned power-of-two pieces, so that a bulk copy's
+ * size is not taken for a misaligned access. The pieces are contiguous. */
+uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write)
+{
+  uint8_t *first = NULL;
+  for (uint64_t done = 0; done < n;) {
+    uint64_t a = addr + done, piece = (a & 0xffffff) ? (a & (~a + 1)) : ((uint64_t)1 << 24);
+    while (piece > n - done) piece >>= 1;
+    uint8_t *p = lpx_emu_addr(w, in, lane, space, a, (uint32_t)piece, write);
+    if (!p) return NULL;
+    if (!first) first = p;
+    done += piece;
+  }
+  return first;
+}

@@ -1,0 +1,165 @@
+/* Editing tensor maps on the emulator: tensormap.replace on a map in
+ * global or shared::cta memory. The emulator's maps are emu_tmap records
+ * (what pyptx.async packs for X:tma_desc), so a map a kernel copied out
+ * of its parameter can be edited field by field and then used by TMA
+ * instructions; each new value is checked against the range the driver
+ * allows for that field, and the map as a whole when a copy uses it. */
+#include "emu.h"
+#include "../lpx_tma.h"
+#include <stdio.h>
+
+#define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
+
+typedef int (*tmap_set)(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap);
+
+/* CUtensorMapDataType of each .elemtype value (the ISA's numbering differs). */
+static const int8_t elemtypes[13] = { 0, 1, 2, 3, 4, 5, 6, 7, 10, 8, 9, 11, 12 };
+
+/* Fail one setter with its reason; -1. */
+static int nope(char *why, size_t cap, const char *fmt, uint64_t v)
+{
+  snprintf(why, cap, fmt, (unsigned long long)v);
+  return -1;
+}
+
+/* .global_address: 16-byte aligned (32 with a 32B interleave, checked at use). */
+static int set_address(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v % 16) return nope(why, cap, "global_address 0x%llx is not 16-byte aligned", v);
+  t->address = v;
+  return 0;
+}
+
+/* .rank: the new value is the rank minus one. */
+static int set_rank(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v > 4) return nope(why, cap, "rank new_val %llu (the rank minus one) must be 0..4", v);
+  t->rank = (uint8_t)(v + 1);
+  return 0;
+}
+
+/* .box_dim[ord]: 1..256. */
+static int set_box(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  if (v < 1 || v > 256) return nope(why, cap, "box_dim %llu must be in 1..256", v);
+  t->box[ord] = (uint16_t)v;
+  return 0;
+}
+
+/* .global_dim[ord]: non-zero. */
+static int set_dim(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  if (v < 1) return nope(why, cap, "global_dim %llu must be non-zero", v);
+  t->dims[ord] = (uint32_t)v;
+  return 0;
+}
+
+/* .global_stride[ord] (bytes, steps dimension ord + 1): a multiple of 16 below 2^40. */
+static int set_stride(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  if (ord > 3) return nope(why, cap, "global_stride ordinal %llu: a map has strides 0..3 (dimension 1..4)", ord);
+  if (v % 16 || v >= (uint64_t)1 << 40) return nope(why, cap, "global_stride %llu must be a multiple of 16 below 2^40", v);
+  t->strides[ord] = v;
+  return 0;
+}
+
+/* .element_stride[ord]: 1..8. */
+static int set_estride(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  if (v < 1 || v > 8) return nope(why, cap, "element_stride %llu must be in 1..8", v);
+  t->elem_strides[ord] = (uint8_t)v;
+  return 0;
+}
+
+/* .elemtype: the ISA's code, stored as the driver's, with its size. */
+static int set_elemtype(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v > 12) return nope(why, cap, "elemtype %llu: the emulator takes 0..12 (not the sub-byte types)", v);
+  t->dtype = (uint8_t)elemtypes[v];
+  t->esize = (uint8_t)lpx_tma_dtype_size(t->dtype);
+  return 0;
+}
+
+/* .interleave_layout: 0 none, 1 16B, 2 32B. */
+static int set_interleave(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v > 2) return nope(why, cap, "interleave_layout %llu must be 0..2", v);
+  t->interleave = (uint8_t)v;
+  return 0;
+}
+
+/* .swizzle_mode: 0 none, 1 32B, 2 64B, 3 128B (16-byte atoms). */
+static int set_swizzle(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v > 3) return nope(why, cap, "swizzle_mode %llu: the emulator takes 0..3 (not the sm_103a 96B swizzle)", v);
+  t->swizzle = (uint8_t)v;
+  return 0;
+}
+
+/* .swizzle_atomicity (sm_100a): not modelled apart from the swizzle mode. */
+static int set_atomicity(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)t; (void)ord;
+  return nope(why, cap, "swizzle_atomicity %llu: the emulator does not implement this field yet", v);
+}
+
+/* .fill_mode: 0 zeros, 1 OOB-NaN. */
+static int set_fill(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap)
+{
+  (void)ord;
+  if (v > 1) return nope(why, cap, "fill_mode %llu must be 0 or 1", v);
+  t->oob = (uint8_t)v;
+  return 0;
+}
+
+/* Setters in TMFIELD order (1-based modsel), and whether the field takes an ordinal. */
+static const struct { tmap_set set; int ordinal; } fields[] = {
+  { set_address, 0 }, { set_rank, 0 }, { set_box, 1 }, { set_dim, 1 }, { set_stride, 1 }, { set_estride, 1 },
+  { set_elemtype, 0 }, { set_interleave, 0 }, { set_swizzle, 0 }, { set_atomicity, 0 }, { set_fill, 0 },
+};
+
+/* One lane's edit of the map at addr. */
+static int replace_lane(emu_warp *w, const emu_inst *in, int lane, int sp, uint64_t addr, uint32_t ord, uint64_t v)
+{
+  int f = in->mod[LPX_GB_TMFIELD] - 1;
+  if (addr % 64) return lpx_emu_fail(w, in, lane, "tensormap.replace: the tensor map at 0x%llx is not 64-byte aligned",
+                                     (unsigned long long)addr);
+  uint8_t *p = lpx_emu_addr_span(w, in, lane, sp, addr, 128, 1);
+  if (!p) return -1;
+  emu_tmap t;
+  memcpy(&t, p, sizeof t);
+  if (t.magic != EMU_TMAP_MAGIC)
+    return lpx_emu_fail(w, in, lane, "tensormap.replace: 0x%llx holds no tensor map luaptx built (copy one from an "
+                        "X:tma_desc parameter there first)", (unsigned long long)addr);
+  char why[160];
+  if (fields[f].set(&t, ord, v, why, sizeof why)) return lpx_emu_fail(w, in, lane, "tensormap.replace: %s", why);
+  memcpy(p, &t, sizeof t);
+  return 0;
+}
+
+/* tensormap.replace.tile.<field>{.space}.b1024.<type> [map], {ord,} new_val. */
+static int op_replace(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  const emu_op *ao = EMU_OP(w, in, 0);
+  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), f = in->mod[LPX_GB_TMFIELD] - 1;
+  if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
+  const uint64_t *ord = fields[f].ordinal ? D(1) : NULL, *v = D(fields[f].ordinal ? 2 : 1);
+  EMU_EACH(m, {
+    uint64_t a = (ao->reg >= 0 ? EMU_R(w, ao->reg)[l] : 0) + (uint64_t)ao->off;
+    uint64_t nv = in->type == LPX_T_B32 ? (uint32_t)v[l] : v[l];
+    if (replace_lane(w, in, l, sp, a, ord ? (uint32_t)ord[l] : 0, nv)) return -1;
+  });
+  return 0;
+}
+
+/* Handler for tensormap.replace (tile mode, a known field). */
+emu_fn lpx_emu_pick_tmap(const emu_inst *in)
+{
+  int f = in->mod[LPX_GB_TMFIELD];
+  return in->mod[LPX_GB_TMMODE] && f >= 1 && f <= (int)(sizeof fields / sizeof fields[0]) ? op_replace : NULL;
+}
