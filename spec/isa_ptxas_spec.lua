@@ -489,6 +489,10 @@ local INVALID = {
   { "sm_80", "wgmma.fence.sync.aligned", function() end },
   { "sm_100a", "wgmma.fence.sync.aligned", function() end },
   { "sm_80", "elect.sync", function() return ptx.pipe(u32(), reg.pred()), 0xffffffff end },
+  { "sm_90a", "cvt.rn.e4m3x2.f32", function() return r(T.b16), f32(), f32() end },
+  { "sm_90a", "cvt.rz.satfinite.e5m2x2.f32", function() return r(T.b16), f32(), f32() end },
+  { "sm_90a", "cvt.f16x2.e4m3x2", function() return b32(), r(T.b16) end },
+  { "sm_90a", "cvt.rn.satfinite.f16x2.e5m2x2", function() return b32(), r(T.b16) end },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked

@@ -337,6 +337,25 @@ static int is_int_kind(char k) { return k == 'U' || k == 'S' || k == 'B'; }
 #define RULE_FAIL(...) do { char rule_msg_[400]; snprintf(rule_msg_, sizeof rule_msg_, __VA_ARGS__); \
   return lpx_fail(m->ctx, "%s: %s", text, rule_msg_); } while (0)
 
+/* Is t one of the fp8 pair types (.e4m3x2, .e5m2x2)? */
+static int is_fp8x2(int t) { return t == LPX_T_E4M3X2 || t == LPX_T_E5M2X2; }
+
+/* cvt to or from an fp8 pair: the ISA's forms are .rn.satfinite{.relu}
+ * .f8x2.f32 d, a, b / .f8x2.f16x2 d, a and .rn{.relu}.f16x2.f8x2 d, a. */
+static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int t, int t2, int count)
+{
+  if (!has_mod(fo, LPX_GB_RND, "rn")) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
+  if (is_fp8x2(t)) {
+    if (!has_mod(fo, LPX_GB_SAT, "satfinite")) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
+    if (t2 != LPX_T_F32 && t2 != LPX_T_F16X2) RULE_FAIL(".%s converts from two .f32 or one .f16x2, not .%s", lpx_types[t].name, lpx_types[t2].name);
+    if (t2 == LPX_T_F16X2 && count != 2) RULE_FAIL("cvt to .%s from .f16x2 takes one source; got %d operand(s)", lpx_types[t].name, count);
+    return 0;
+  }
+  if (t != LPX_T_F16X2) RULE_FAIL(".%s converts to .f16x2 only, not .%s", lpx_types[t2].name, lpx_types[t].name);
+  if (has_group(fo, LPX_GB_SAT)) RULE_FAIL("cvt from .%s to .f16x2 is exact and takes no .satfinite", lpx_types[t2].name);
+  return 0;
+}
+
 /* Modifier and type combinations the table's rows cannot express: rounding
  * on integers, .lo/.hi on floats, cvt's rounding rules, comparison kinds,
  * atomic operation/type pairs, and PTX/sm needs of some combinations. */
@@ -412,6 +431,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       if (fp8 && m->sm == 89 && m->ptx_version < 81)
         RULE_FAIL(".e4m3x2/.e5m2x2 on sm_89 needs PTX ISA 8.1; this kernel uses %d.%d (raise the kernel's version)",
                   m->ptx_version / 10, m->ptx_version % 10);
+      if ((is_fp8x2(t) || is_fp8x2(t2)) && cvt_fp8_rule(m, fo, text, t, t2, count)) return -1;
       if (t == LPX_T_TF32) {
         if (t2 != LPX_T_F32) RULE_FAIL(".tf32 converts from .f32 only");
         if (!has_mod(fo, LPX_GB_RND, "rna") && !has_mod(fo, LPX_GB_RND, "rn") && !has_mod(fo, LPX_GB_RND, "rz"))
