@@ -145,6 +145,73 @@ describe("pyptx.hopper wrappers", function()
     assert_ptxas(k3)
   end)
 
+  it("give the ISA's A register fragment for every input width (a_coord)", function()
+    -- { type, thread, register, element, row, k }: entries of the ISA's figures
+    for _, c in ipairs {
+      { "f16", 0, 0, 1, 0, 1 }, { "bf16", 0, 1, 0, 8, 0 }, { "f16", 1, 2, 0, 0, 10 }, { "f16", 37, 3, 1, 25, 11 },
+      { "tf32", 0, 1, 0, 8, 0 }, { "tf32", 2, 2, 0, 0, 6 }, { "tf32", 70, 3, 0, 41, 6 },
+      { "e4m3", 0, 0, 3, 0, 3 }, { "s8", 1, 1, 2, 8, 6 }, { "u8", 3, 2, 0, 0, 28 }, { "e5m2", 127, 3, 3, 63, 31 },
+      { "b1", 0, 0, 31, 0, 31 }, { "b1", 1, 1, 0, 8, 32 }, { "b1", 2, 2, 5, 0, 197 }, { "b1", 7, 3, 31, 9, 255 },
+    } do
+      local row, kk = ptx.wgmma.a_coord(c[2], c[3], c[4], c[1])
+      assert.are.same({ c[5], c[6] }, { row, kk }, c[1] .. " thread " .. c[2] .. " reg " .. c[3] .. " elem " .. c[4])
+    end
+  end)
+
+  it("emit b1 .and.popc, f16 accumulators with the f16 fragments, and transposes for f16/bf16", function()
+    local km = kernel "more" { arch = "sm_90a", block = { 128 }, function()
+      local d = reg.scalar(T.u64, 0)
+      local s32acc, f16acc = ptx.wgmma.fragments(256, true, T.s32), ptx.wgmma.fragments(64, true, f16)
+      ptx.wgmma.fence()
+      ptx.wgmma.mma_async { shape = { 64, 256 }, d = s32acc, a = d, b = d, atype = "b1" }
+      ptx.wgmma.mma_async { shape = { 64, 64 }, d = f16acc, a = d, b = d, atype = f16, dtype = f16, trans_a = 1, trans_b = 1 }
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      ptx.ret()
+    end }
+    local text = km:ptx()
+    assert.truthy(text:find("wgmma.mma_async.sync.aligned.m64n256k256.s32.b1.b1.and.popc \t{%r", 1, true), text)
+    local regs = text:match("m64n64k16%.f16%.f16%.f16 \t{(.-)}, %%rd1, %%rd1, 1, 1, 1, 1, 1;")
+    assert.equal(16, select(2, regs:gsub("%%r%d+", "")))
+    assert_ptxas(km)
+  end)
+
+  it("refuse at the caller's line what PTX does not define: transposed non-16-bit types, N steps, .satfinite", function()
+    local function err_of(body)
+      local ok, err = pcall(function() kernel "bad" { arch = "sm_90a", version = "8.4", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, trans_b = 1 }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, "
+      .. "not e4m3", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 40 }, d = reg.array(T.s32, 20), a = 0, b = 0, atype = T.s8 }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for s8 with N = 8..256, "
+      .. "a multiple of 8 up to 32 and of 16 above", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", satfinite = true }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: satfinite is for s8/u8 inputs only, not b1", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1, 0, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 takes 6 operands", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc: "
+      .. "wgmma.mma_async takes .dtype.atype.btype", e, 1, true)
+    e = err_of(function() line = here(); smem.wgmma_tile(T.e4m3, { 64, 64 }, "MN") end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: MN-major tiles are f16/bf16 only", e, 1, true)
+  end)
+
   it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
     local function err_of(body)
       local ok, err = pcall(function() kernel "raw" { arch = "sm_90a", block = { 128 }, body }:ptx() end)
