@@ -384,6 +384,86 @@ describe("the emulator's numerics", function()
     end
   end)
 
+  it("converts to and from fp8 pairs (cvt.rn.satfinite{.relu}.e4m3x2/.e5m2x2 from f32 and f16x2, cvt.rn{.relu}.f16x2 back)", function()
+    local N = 256
+    local k = kernel "fp8s" { arch = "sm_90a",
+      in_specs = { Tile(2 * N, f32), Tile(N, u32), Tile(N, u32) }, out_specs = { Tile(7 * N, u32) }, block = { N, 1, 1 },
+      function(X, H, P, O)
+        local px, ph, pp, po = ptx.global_ptrs(X, H, P, O)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        local a, b, h2, pat = reg.scalar(f32), reg.scalar(f32), reg.scalar(b32), reg.scalar(b32)
+        ptx.ld.global(a, ptx.addr(px + t:mul_wide(8)))
+        ptx.ld.global(b, ptx.addr(px + t:mul_wide(8), 4))
+        ptx.ld.global(h2, ptx.addr(ph + t:mul_wide(4)))
+        ptx.ld.global(pat, ptx.addr(pp + t:mul_wide(4)))
+        local q = {}
+        for i = 1, 6 do q[i] = reg.scalar(T.b16) end
+        ptx.inst.cvt.rn.satfinite.e4m3x2.f32(q[1], a, b)
+        ptx.inst.cvt.rn.satfinite.e5m2x2.f32(q[2], a, b)
+        ptx.inst.cvt.rn.satfinite.relu.e4m3x2.f32(q[3], a, b)
+        ptx.inst.cvt.rn.satfinite.relu.e5m2x2.f32(q[4], a, b)
+        ptx.inst.cvt.rn.satfinite.e4m3x2.f16x2(q[5], h2)
+        ptx.inst.cvt.rn.satfinite.e5m2x2.f16x2(q[6], h2)
+        local lo, hi = reg.scalar(T.b16), reg.scalar(T.b16)
+        ptx.inst.mov.b32({ lo, hi }, pat)
+        local w = {}
+        for i = 1, 7 do w[i] = reg.scalar(b32) end
+        ptx.inst.mov.b32(w[1], { q[1], q[2] })
+        ptx.inst.mov.b32(w[2], { q[3], q[4] })
+        ptx.inst.mov.b32(w[3], { q[5], q[6] })
+        ptx.inst.cvt.rn.f16x2.e4m3x2(w[4], lo)
+        ptx.inst.cvt.rn.f16x2.e5m2x2(w[5], lo)
+        ptx.inst.cvt.rn.relu.f16x2.e4m3x2(w[6], hi)
+        ptx.inst.cvt.rn.relu.f16x2.e5m2x2(w[7], hi)
+        for i = 1, 7 do ptx.st.global(ptx.addr(po + t:mul_wide(28), 4 * (i - 1)), w[i]) end
+        ptx.ret()
+      end,
+    }
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local specials = { 0 / 0, math.huge, -math.huge, 0, -0.0, 448, 464, 480, -470, 57344, 61440, -61439, 1e9,
+                       2 ^ -9, 2 ^ -10, 3 * 2 ^ -11, 2 ^ -16, 2 ^ -17, 1.0625, 1.1875, -1.125 * 2 ^ -6, 2 ^ -7 * 1.5 }
+    local x = {}
+    for i = 1, 2 * N do
+      local r = math.random()
+      x[i] = f32r(specials[i] or (r < 0.4 and (math.random() * 2 - 1) * 600 or r < 0.7 and (math.random() * 2 - 1) * 70000
+        or (math.random() * 2 - 1) * 2 ^ -math.random(1, 20)))
+    end
+    local h, p = {}, {}
+    for i = 1, N do
+      h[i] = half.to_f16(x[2 * i - 1] * 1.5) * 65536 + half.to_f16(x[2 * i] / 3)
+      p[i] = { i - 1, ((i - 1) * 37 + 11) % 256, ((i - 1) * 101 + 5) % 256, ((i - 1) * 53 + 200) % 256 }
+    end
+    local words = {}
+    for i = 1, N do words[i] = p[i][1] + 256 * p[i][2] + 65536 * p[i][3] + 16777216 * p[i][4] end
+    local ok, out = run(k, { { f32, 2 * N, x }, { u32, N, h }, { u32, N, words }, { u32, 7 * N } })
+    assert.is_true(ok, out)
+    local function relu(v) return (v > 0 or v ~= v) and v or 0 end
+    local function pair(enc, hi, lo) return enc(hi) * 256 + enc(lo) end
+    local function f16(v) return v ~= v and 0x7fff or half.to_f16(v) end
+    local function back(dec, code, r) local v = dec(code); return f16(r and relu(v) or v) end
+    for i = 1, N do
+      local a, b = x[2 * i - 1], x[2 * i]
+      local ha, hb = half.from_f16(math.floor(h[i] / 65536)), half.from_f16(h[i] % 65536)
+      local c = p[i]
+      local want = {
+        pair(half.to_e4m3, a, b) + 65536 * pair(half.to_e5m2, a, b),
+        pair(half.to_e4m3, relu(a), relu(b)) + 65536 * pair(half.to_e5m2, relu(a), relu(b)),
+        pair(half.to_e4m3, ha, hb) + 65536 * pair(half.to_e5m2, ha, hb),
+        back(half.from_e4m3, c[1], false) + 65536 * back(half.from_e4m3, c[2], false),
+        back(half.from_e5m2, c[1], false) + 65536 * back(half.from_e5m2, c[2], false),
+        back(half.from_e4m3, c[3], true) + 65536 * back(half.from_e4m3, c[4], true),
+        back(half.from_e5m2, c[3], true) + 65536 * back(half.from_e5m2, c[4], true),
+      }
+      for j = 1, 7 do
+        local got = tonumber(out[4][7 * (i - 1) + j - 1])
+        if got ~= want[j] then
+          error(("thread %d word %d (a %.9g, b %.9g, f16x2 %.9g/%.9g, codes 0x%08x): got 0x%08x, want 0x%08x")
+            :format(i - 1, j, a, b, ha, hb, words[i], got, want[j]))
+        end
+      end
+    end
+  end)
+
   it("rounds f32 arithmetic in every IEEE mode (add/mul/div/sqrt .rn .rz .rm .rp)", function()
     local N, modes = 256, { "rn", "rz", "rm", "rp" }
     local k = kernel "rnd" {

@@ -1,9 +1,11 @@
 -- pyptx.hopper: wgmma.mma_async and its fence/commit/wait, shared-memory
 -- matrix descriptors and smem.wgmma_tile's canonical layouts, the
--- accumulator fragment layout, elect.sync and setmaxnreg: the PTX, ptxas
--- acceptance for sm_90a, emulator numerics built from the documented
--- layouts, the swizzle/descriptor mismatch report, and the Hopper GEMM
--- example against its CPU reference.
+-- accumulator and A register fragment layouts, elect.sync and setmaxnreg:
+-- the PTX, ptxas acceptance for sm_90a, the forms PTX does not define
+-- refused at the caller's line, emulator numerics for every sm_90a wgmma
+-- form built from the documented layouts (and on nvcc output whose
+-- layouts are written in CUDA), the swizzle/descriptor mismatch and base
+-- offset reports, and the Hopper GEMM example against its CPU reference.
 local bit = require "bit"
 local ffi = require "ffi"
 local pyptx = require "pyptx"
@@ -143,6 +145,73 @@ describe("pyptx.hopper wrappers", function()
       ptx.ret()
     end }
     assert_ptxas(k3)
+  end)
+
+  it("give the ISA's A register fragment for every input width (a_coord)", function()
+    -- { type, thread, register, element, row, k }: entries of the ISA's figures
+    for _, c in ipairs {
+      { "f16", 0, 0, 1, 0, 1 }, { "bf16", 0, 1, 0, 8, 0 }, { "f16", 1, 2, 0, 0, 10 }, { "f16", 37, 3, 1, 25, 11 },
+      { "tf32", 0, 1, 0, 8, 0 }, { "tf32", 2, 2, 0, 0, 6 }, { "tf32", 70, 3, 0, 41, 6 },
+      { "e4m3", 0, 0, 3, 0, 3 }, { "s8", 1, 1, 2, 8, 6 }, { "u8", 3, 2, 0, 0, 28 }, { "e5m2", 127, 3, 3, 63, 31 },
+      { "b1", 0, 0, 31, 0, 31 }, { "b1", 1, 1, 0, 8, 32 }, { "b1", 2, 2, 5, 0, 197 }, { "b1", 7, 3, 31, 9, 255 },
+    } do
+      local row, kk = ptx.wgmma.a_coord(c[2], c[3], c[4], c[1])
+      assert.are.same({ c[5], c[6] }, { row, kk }, c[1] .. " thread " .. c[2] .. " reg " .. c[3] .. " elem " .. c[4])
+    end
+  end)
+
+  it("emit b1 .and.popc, f16 accumulators with the f16 fragments, and transposes for f16/bf16", function()
+    local km = kernel "more" { arch = "sm_90a", block = { 128 }, function()
+      local d = reg.scalar(T.u64, 0)
+      local s32acc, f16acc = ptx.wgmma.fragments(256, true, T.s32), ptx.wgmma.fragments(64, true, f16)
+      ptx.wgmma.fence()
+      ptx.wgmma.mma_async { shape = { 64, 256 }, d = s32acc, a = d, b = d, atype = "b1" }
+      ptx.wgmma.mma_async { shape = { 64, 64 }, d = f16acc, a = d, b = d, atype = f16, dtype = f16, trans_a = 1, trans_b = 1 }
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      ptx.ret()
+    end }
+    local text = km:ptx()
+    assert.truthy(text:find("wgmma.mma_async.sync.aligned.m64n256k256.s32.b1.b1.and.popc \t{%r", 1, true), text)
+    local regs = text:match("m64n64k16%.f16%.f16%.f16 \t{(.-)}, %%rd1, %%rd1, 1, 1, 1, 1, 1;")
+    assert.equal(16, select(2, regs:gsub("%%r%d+", "")))
+    assert_ptxas(km)
+  end)
+
+  it("refuse at the caller's line what PTX does not define: transposed non-16-bit types, N steps, .satfinite", function()
+    local function err_of(body)
+      local ok, err = pcall(function() kernel "bad" { arch = "sm_90a", version = "8.4", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, trans_b = 1 }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, "
+      .. "not e4m3", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 40 }, d = reg.array(T.s32, 20), a = 0, b = 0, atype = T.s8 }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for s8 with N = 8..256, "
+      .. "a multiple of 8 up to 32 and of 16 above", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", satfinite = true }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: satfinite is for s8/u8 inputs only, not b1", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1, 0, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 takes 6 operands", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc: "
+      .. "wgmma.mma_async takes .dtype.atype.btype", e, 1, true)
+    e = err_of(function() line = here(); smem.wgmma_tile(T.e4m3, { 64, 64 }, "MN") end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: MN-major tiles are f16/bf16 only", e, 1, true)
   end)
 
   it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
@@ -388,6 +457,420 @@ describe("the emulator's wgmma", function()
     assert.matches("the A descriptor reads shared memory at 0x0 with 64B swizzle, but the TMA load at ", err, 1, true)
     assert.matches("hopper_spec.lua:" .. tma_line .. ": cp.async.bulk.tensor.2d", err, 1, true)
     assert.matches("wrote it with 128B swizzle", err, 1, true)
+  end)
+end)
+
+-- ------------------------------------------- every sm_90a form, emulated
+
+-- Input types as the host generates them: element bits, K of the shape and
+-- a random non-zero element (its bits and its value).
+local band, bor, lshift, rshift = bit.band, bit.bor, bit.lshift, bit.rshift
+local function nonzero() local x = math.random() * 1.9 - 0.95 return math.abs(x) < 0.05 and 0.5 or x end
+local function f32r(x) return half.from_f32_bits(half.f32_bits(x)) end
+local INPUT = {
+  f16 = { bits = 16, k = 16, gen = function() local h = half.to_f16(nonzero()) return h, half.from_f16(h) end },
+  bf16 = { bits = 16, k = 16, gen = function() local h = half.to_bf16(nonzero()) return h, half.from_bf16(h) end },
+  tf32 = { bits = 32, k = 8, gen = function()     -- tf32 values: f32 bits with the low 13 bits clear
+    local u = band(half.f32_bits(nonzero()), 0xffffe000) % 4294967296
+    return u, half.from_f32_bits(u)
+  end },
+  e4m3 = { bits = 8, k = 32, gen = function()   -- every finite non-zero code up to 16 (sums stay in f16 range)
+    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(half.from_e4m3(c)) <= 16
+    return c, half.from_e4m3(c)
+  end },
+  e5m2 = { bits = 8, k = 32, gen = function()
+    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(half.from_e5m2(c)) <= 16
+    return c, half.from_e5m2(c)
+  end },
+  s8 = { bits = 8, k = 32, gen = function() local v = math.random(-128, 127) return v % 256, v end },
+  u8 = { bits = 8, k = 32, gen = function() local v = math.random(0, 255) return v, v end },
+  b1 = { bits = 1, k = 256, gen = function() local v = math.random(0, 1) return v, v end },
+}
+
+--- Element (mn, k) of an operand in the PTX ISA's canonical layouts, as its
+-- table writes them (units of elements, T elements per 16 bytes, W = span/16):
+--   K-major  interleave ((8,m),(T,2k)):((1T,SBO),(1,LBO))   swizzled ((8,m),(T,2k)):((WT,SBO),(1,T))
+--   MN-major interleave ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)) swizzled ((T,W,m),(8,k)):((1,T,LBO),(WT,SBO))
+-- then Swizzle<log2 W,4,3> on the byte address (bits 4.. ^= bits 7..).
+-- Returns the byte address and the bit within the byte (b1).
+local function isa_addr(L, bits, mn_major, mn, k)
+  local t, W, e = 128 / bits, L.span / 16, 8 / bits          -- t: the table's T; e: elements per byte
+  local lbo, sbo = L.lbo * e, L.sbo * e                      -- strides in elements
+  local off
+  if not mn_major and L.span == 0 then
+    off = (mn % 8) * t + math.floor(mn / 8) * sbo + (k % t) + math.floor(k / t) * lbo
+  elseif not mn_major then
+    off = (mn % 8) * W * t + math.floor(mn / 8) * sbo + (k % t) + math.floor(k / t) * t
+  elseif L.span == 0 then
+    off = (mn % t) + math.floor(mn / t) * sbo + (k % 8) * t + math.floor(k / 8) * lbo
+  else
+    off = (mn % t) + math.floor(mn / t) % W * t + math.floor(mn / (t * W)) * lbo + (k % 8) * W * t + math.floor(k / 8) * sbo
+  end
+  local a = L.base + math.floor(off * bits / 8)
+  if L.span > 0 then a = bit.bxor(a, lshift(band(rshift(a, 7), W - 1), 4)) end
+  return a, (off * bits) % 8
+end
+
+--- Write element bits v (of `bits` bits) at byte a (bit b) of the image.
+local function put_bits(img, a, b, bits, v)
+  if bits == 1 then
+    img[a] = bor(band(img[a], bit.bnot(lshift(1, b))), lshift(v, b))
+    return
+  end
+  for i = 0, bits / 8 - 1 do img[a + i] = band(rshift(v, 8 * i), 0xff) end
+end
+
+--- Random matrices A (64 x K) and B (N x K): values [r][k] and element bits.
+local function operands(at, bt, n)
+  local A, B = { v = {}, bits = {} }, { v = {}, bits = {} }
+  local K = INPUT[at].k
+  for r = 0, 63 do for k = 0, K - 1 do A.bits[r * K + k], A.v[r * K + k] = INPUT[at].gen() end end
+  for c = 0, n - 1 do for k = 0, K - 1 do B.bits[c * K + k], B.v[c * K + k] = INPUT[bt].gen() end end
+  return A, B
+end
+
+--- The shared image (48 KB: A at 0, B at 16 KB) with every unused byte random.
+local function image(c, A, B)
+  local img = ffi.new("uint8_t[?]", 49152)
+  for i = 0, 49151 do img[i] = math.random(0, 255) end
+  local K = INPUT[c.at].k
+  for r = 0, 63 do
+    for k = 0, K - 1 do
+      if not c.areg then
+        local a, b = isa_addr(c.A, INPUT[c.at].bits, c.ta, r, k)
+        put_bits(img, a, b, INPUT[c.at].bits, A.bits[r * K + k])
+      end
+    end
+  end
+  for col = 0, c.n - 1 do
+    for k = 0, K - 1 do
+      local a, b = isa_addr(c.B, INPUT[c.bt].bits, c.tb, col, k)
+      put_bits(img, a, b, INPUT[c.bt].bits, B.bits[col * K + k])
+    end
+  end
+  local words, w32 = {}, ffi.cast("uint32_t*", img)
+  for i = 0, 12287 do words[i + 1] = w32[i] end
+  return words
+end
+
+--- The four A fragment registers of each thread (the ISA's A register layout).
+local function a_regs(c, A)
+  local words, K, bits = {}, INPUT[c.at].k, INPUT[c.at].bits
+  for t = 0, 127 do
+    for r = 0, 3 do
+      local wd = 0
+      for e = 0, 32 / bits - 1 do
+        local row, k = ptx.wgmma.a_coord(t, r, e, c.at)
+        wd = wd + A.bits[row * K + k] * 2 ^ (e * bits)
+      end
+      words[t * 4 + r + 1] = wd
+    end
+  end
+  return words
+end
+
+--- Random starting accumulators (f32, f16 pairs, s32 near the limits so
+-- that some sums overflow) as register words, and their element values.
+local function d_init(c)
+  local nd = c.dt == "f16" and c.n / 4 or c.n / 2
+  local words, vals = {}, {}
+  for t = 0, 127 do
+    for i = 0, c.n / 2 - 1 do
+      if c.dt == "f32" then vals[t * 256 + i] = f32r(nonzero() * 4)
+      elseif c.dt == "f16" then vals[t * 256 + i] = half.round_f16(nonzero() * 4)
+      else vals[t * 256 + i] = math.random() < 0.3 and (math.random(0, 1) * 2 - 1) * (2 ^ 31 - math.random(1, 40000))
+        or math.random(-100000, 100000) end
+    end
+    for r = 0, nd - 1 do
+      local v
+      if c.dt == "f16" then v = half.to_f16(vals[t * 256 + 2 * r]) + 65536 * half.to_f16(vals[t * 256 + 2 * r + 1])
+      elseif c.dt == "f32" then v = half.f32_bits(vals[t * 256 + r]) % 4294967296
+      else v = vals[t * 256 + r] % 4294967296 end
+      words[t * nd + r + 1] = v
+    end
+  end
+  return words, vals
+end
+
+--- One warpgroup: the image to shared memory, fence.proxy.async, A from
+-- descriptors or registers, D from Dinit, one wgmma (scale-d from the
+-- Flag input as a predicate, negated when c.neg_d), D stored in order.
+local function form_kernel(c)
+  local nd = c.dt == "f16" and c.n / 4 or c.n / 2
+  local dreg = ({ f32 = f32, f16 = T.b32, s32 = T.s32 })[c.dt]
+  return kernel "wgmma_form" { arch = "sm_90a", version = c.version, block = { 128 },
+    in_specs = { Tile(12288, u32), Tile(512, u32), Tile(128 * nd, u32), Tile(1, u32) }, out_specs = { Tile(128 * nd, u32) },
+    function(Img, Areg, Dinit, Flag, Out)
+      local s = smem.alloc(u32, 12288, { align = 1024 })
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local src, pa, pd, pf = ptx.global_ptrs(Img, Areg, Dinit, Flag)
+      local base = s:base()
+      for i = 0, 12288 / 128 - 1 do
+        local e = tid + i * 128
+        local v = reg.scalar(u32)
+        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+      end
+      ptx.fence.proxy_async("shared::cta")
+      ptx.bar_sync(0)
+      local acc = reg.array(dreg, nd)
+      local dsrc = pd + tid:mul_wide(nd * 4)
+      for i = 0, nd - 1 do ptx.ld.global(acc[i], ptx.addr(dsrc, 4 * i)) end
+      local a
+      if c.areg then
+        a = reg.array(T.b32, 4)
+        ptx.inst.ld.global.v4.b32({ a[0], a[1], a[2], a[3] }, ptx.addr(pa + tid:mul_wide(16)))
+      else
+        a = ptx.wgmma.desc(base + c.A.base, { layout = c.A.layout, lbo = c.A.lbo, sbo = c.A.sbo })
+      end
+      local b = ptx.wgmma.desc(base + c.B.base, { layout = c.B.layout, lbo = c.B.lbo, sbo = c.B.sbo })
+      local flag = reg.scalar(u32)
+      ptx.ld.global(flag, ptx.addr(pf))
+      local sd = flag:ne(0)
+      ptx.wgmma.fence()
+      ptx.wgmma.mma_async { shape = { 64, c.n, INPUT[c.at].k }, d = acc, a = a, b = b, atype = c.at, btype = c.bt, dtype = c.dt,
+        scale_d = c.neg_d and -sd or sd, scale_a = c.sa, scale_b = c.sb, trans_a = c.ta and 1 or nil,
+        trans_b = c.tb and 1 or nil, satfinite = c.sat }
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      local out = ptx.global_ptrs(Out) + tid:mul_wide(nd * 4)
+      for i = 0, nd - 1 do ptx.st.global(ptx.addr(out, 4 * i), acc[i]) end
+      ptx.ret()
+    end }
+end
+
+--- The f16 value of the 16-bit half h (0 low) of an output word.
+local function f16_half(word, h) return half.from_f16(h == 0 and word % 65536 or math.floor(word / 65536)) end
+
+--- One ulp of f16 at x (normal range; 2^-24 below).
+local function ulp16(x) local _, e = math.frexp(math.abs(x)) return math.max(2 ^ (e - 11), 2 ^ -24) end
+
+--- Check every D element against the reference built from A, B and Dinit.
+local function check_form(c, A, B, dvals, out, use_d)
+  local K, nd = INPUT[c.at].k, c.dt == "f16" and c.n / 4 or c.n / 2
+  local scale = (c.sa or 1) * (c.sb or 1)
+  for t = 0, 127 do
+    for i = 0, c.n / 2 - 1 do
+      local row, col = ptx.wgmma.coord(t, i)
+      local s, mag = 0, 0
+      for k = 0, K - 1 do
+        local p = A.v[row * K + k] * B.v[col * K + k]
+        s, mag = s + p, mag + math.abs(p)
+      end
+      local old = use_d and dvals[t * 256 + i] or 0
+      local want = old + scale * s
+      local got
+      if c.dt == "f16" then got = f16_half(tonumber(out[t * nd + math.floor(i / 2) + 1]), i % 2)
+      elseif c.dt == "f32" then got = half.from_f32_bits(tonumber(out[t * nd + i + 1]))
+      else
+        got = tonumber(out[t * nd + i + 1])
+        got = got >= 2 ^ 31 and got - 2 ^ 32 or got
+        if c.sat then want = math.max(-2 ^ 31, math.min(2 ^ 31 - 1, want))
+        else want = (want + 2 ^ 31) % 2 ^ 32 - 2 ^ 31 end
+      end
+      local tol = c.dt == "s32" and 0 or c.dt == "f16" and ulp16(want) or 1e-6 * (math.abs(want) + mag + math.abs(old))
+      if math.abs(got - want) > tol or got ~= got then
+        error(("%s: thread %d element %d (D[%d][%d]): got %.9g, want %.9g"):format(c.name, t, i, row, col, got, want))
+      end
+    end
+  end
+end
+
+--- A layout of an operand region: layout name, LBO, SBO, base offset.
+local function L(layout, lbo, sbo, base)
+  return { layout = layout, span = ({ interleave = 0, ["32B"] = 32, ["64B"] = 64, ["128B"] = 128 })[layout],
+           lbo = lbo, sbo = sbo, base = base }
+end
+
+local A0, B0 = 0, 16384
+-- name, N, A/B/D types, A and B layouts (nil A: from registers), trans, scales, scale-d use, .satfinite
+local FORMS = {
+  { "f16 -> f16, K-major 128B, N 256, scale-a -1", 256, "f16", "f16", "f16", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0), sa = -1 },
+  { "f16 -> f16, A registers, B 32B, N 24", 24, "f16", "f16", "f16", nil, L("32B", 16, 512, B0), sb = -1 },
+  { "bf16, A M-major 128B (trans-a), B K-major 64B, N 64", 64, "bf16", "bf16", "f32", L("128B", 8192, 1024, A0),
+    L("64B", 16, 512, B0), ta = true },
+  { "f16, A K-major interleave, B N-major interleave (trans-b), N 40", 40, "f16", "f16", "f32", L("interleave", 128, 272, A0),
+    L("interleave", 1024, 128, B0), tb = true },
+  { "bf16, both MN-major 64B / 32B, N 144 (9 N blocks)", 144, "bf16", "bf16", "f32", L("64B", 512, 2048, A0),
+    L("32B", 512, 8704, B0), ta = true, tb = true, sb = -1 },
+  { "f16 -> f16, A registers, B N-major 128B, N 256 (4 LBO blocks)", 256, "f16", "f16", "f16", nil,
+    L("128B", 2048, 1024, B0), tb = true },
+  { "f16, A M-major interleave, B N-major 32B, scale-d false", 16, "f16", "f16", "f32", L("interleave", 1024, 128, A0),
+    L("32B", 1024, 256, B0), ta = true, tb = true, use_d = false },
+  { "tf32 k8, 128B, N 64, scale-b -1", 64, "tf32", "tf32", "f32", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0), sb = -1 },
+  { "tf32 k8, A registers, B interleave, N 8", 8, "tf32", "tf32", "f32", nil, L("interleave", 128, 256, B0) },
+  { "e4m3 x e4m3 -> f32, 128B, N 128", 128, "e4m3", "e4m3", "f32", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0) },
+  { "e4m3 x e5m2 -> f16, 64B, N 72, scale-a -1", 72, "e4m3", "e5m2", "f16", L("64B", 16, 512, A0), L("64B", 16, 512, B0), sa = -1 },
+  { "e5m2 x e4m3 -> f32, A registers, B 32B, N 16", 16, "e5m2", "e4m3", "f32", nil, L("32B", 16, 256, B0) },
+  { "e5m2 x e5m2 -> f16, interleave, N 256, negated scale-d", 256, "e5m2", "e5m2", "f16", L("interleave", 128, 256, A0),
+    L("interleave", 128, 256, B0), neg_d = true },
+  { "s8 x s8, 128B, N 256", 256, "s8", "s8", "s32", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0) },
+  { "s8 x u8 .satfinite, 64B, N 48", 48, "s8", "u8", "s32", L("64B", 16, 512, A0), L("64B", 16, 1024, B0), sat = true, version = "8.4" },
+  { "u8 x s8, A registers, B interleave, N 24", 24, "u8", "s8", "s32", nil, L("interleave", 128, 256, B0), version = "8.4" },
+  { "u8 x u8 .satfinite, 32B, N 32, scale-d false", 32, "u8", "u8", "s32", L("32B", 16, 256, A0), L("32B", 16, 256, B0), sat = true,
+    use_d = false },
+  { "b1 .and.popc, 128B, N 8", 8, "b1", "b1", "s32", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0) },
+  { "b1 .and.popc, A registers, B 64B, N 256", 256, "b1", "b1", "s32", nil, L("64B", 16, 512, B0) },
+  { "b1 .and.popc, interleave, N 144", 144, "b1", "b1", "s32", L("interleave", 256, 512, A0), L("interleave", 128, 256, B0) },
+}
+
+describe("the emulator's wgmma: every sm_90a form from the ISA's layouts", function()
+  for _, f in ipairs(FORMS) do
+    local c = { name = f[1], n = f[2], at = f[3], bt = f[4], dt = f[5], A = f[6], B = f[7], areg = f[6] == nil, ta = f.ta,
+                tb = f.tb, sa = f.sa, sb = f.sb, sat = f.sat, version = f.version, neg_d = f.neg_d }
+    it(("m64n%dk%d %s"):format(c.n, INPUT[c.at].k, c.name), function()
+      math.randomseed(require("pyptx.check").fresh_seed() + c.n)
+      local A, B = operands(c.at, c.bt, c.n)
+      local dwords, dvals = d_init(c)
+      local use_d = f.use_d ~= false
+      local k = form_kernel(c)
+      assert_ptxas(k)
+      local flag = (use_d ~= (c.neg_d == true)) and 1 or 0
+      local aw = c.areg and a_regs(c, A) or {}
+      for i = #aw + 1, 512 do aw[i] = 0 end
+      local out = k(tensor.from_table(image(c, A, B), u32, { 12288 }), tensor.from_table(aw, u32, { 512 }),
+        tensor.from_table(dwords, u32, { #dwords }), tensor.from_table({ flag }, u32, { 1 })):values()
+      check_form(c, A, B, dvals, out, use_d)
+    end)
+  end
+end)
+
+describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)", function()
+  local runtime = require "pyptx.runtime"
+  local dev
+  local function emu() dev = dev or runtime.open("emu") return dev end
+  local function bits32(v) return v % 4294967296 end
+  -- name, N, K, A / B element generators (bits, value), C generator, D type, layout of the
+  -- host arrays (At: A given K x 64; B: given K x N; else A 64 x K and Bt N x K), scale, sat
+  local f16g = function() local h = half.to_f16(nonzero()) return h, half.from_f16(h) end
+  local bf16g = function() local h = half.to_bf16(nonzero()) return h, half.from_bf16(h) end
+  local KERNELS = {      -- et: the host arrays' element type (b1: rows of 32-bit words)
+    { "wg_f16_rega_nmajor", 32, 16, f16g, f16g, dt = "f16", et = T.u16, b_kn = true, scale = -1 },
+    { "wg_bf16_mmajor", 16, 16, bf16g, bf16g, dt = "f32", et = T.u16, a_km = true },
+    { "wg_tf32_rega", 8, 8, INPUT.tf32.gen, INPUT.tf32.gen, dt = "f32", et = u32 },
+    { "wg_fp8_kmajor", 64, 32, INPUT.e4m3.gen, INPUT.e5m2.gen, dt = "f32", et = T.u8, scale = -1 },
+    { "wg_s8u8_sat", 48, 32, INPUT.s8.gen, INPUT.u8.gen, dt = "s32", et = T.u8, sat = true },
+    { "wg_b1_rega", 16, 256, INPUT.b1.gen, INPUT.b1.gen, dt = "s32", et = u32, packed = true },
+  }
+  local DT = { f16 = T.u16, f32 = f32, s32 = T.s32 }
+
+  --- The host array of an operand from its element bits (rows x kk): row-major
+  -- (rows of kk), transposed (kk rows), or b1 rows packed in 32-bit words.
+  local function host(bits, rows, kk, how)
+    local t = {}
+    for r = 0, rows - 1 do
+      for k = 0, kk - 1 do
+        local v = bits[r * kk + k]
+        if how == "packed" then
+          local i = r * kk / 32 + math.floor(k / 32) + 1
+          t[i] = (t[i] or 0) + v * 2 ^ (k % 32)
+        else
+          t[(how == "t" and k * rows + r or r * kk + k) + 1] = v
+        end
+      end
+    end
+    return t
+  end
+
+  for _, K in ipairs(KERNELS) do
+    for _, sd in ipairs { 1, 0 } do
+      it(("%s (scale-d %d) matches A*B(+C): layouts and fragments written in CUDA"):format(K[1], sd), function()
+        math.randomseed(require("pyptx.check").fresh_seed())
+        local n, kk = K[2], K[3]
+        local A, B, Cv, Cw = {}, {}, {}, {}
+        local abits, bbits = {}, {}
+        for i = 0, 64 * kk - 1 do abits[i], A[i] = K[4]() end            -- A[m*kk + k]
+        for i = 0, n * kk - 1 do bbits[i], B[i] = K[5]() end              -- B[col*kk + k]
+        for i = 0, 64 * n - 1 do
+          if K.dt == "s32" then Cv[i] = math.random() < 0.2 and (math.random(0, 1) * 2 - 1) * (2 ^ 31 - math.random(1, 3000))
+            or math.random(-5000, 5000); Cw[i + 1] = Cv[i]
+          elseif K.dt == "f16" then Cw[i + 1] = half.to_f16(nonzero()); Cv[i] = half.from_f16(Cw[i + 1])
+          else Cv[i] = f32r(nonzero()); Cw[i + 1] = Cv[i] end
+        end
+        local ha = host(abits, 64, kk, K.packed and "packed" or K.a_km and "t")
+        local hb = host(bbits, n, kk, K.packed and "packed" or K.b_kn and "t")
+        local D = tensor.empty({ 64 * n }, DT[K.dt], emu())
+        D:fill_bytes(0xff)
+        local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/diff_wgmma_sm90a.ptx")
+        mod[K[1]] { grid = 1, block = 128, device = emu(), args = {
+          tensor.from_table(ha, K.et, { #ha }, emu()), tensor.from_table(hb, K.et, { #hb }, emu()),
+          tensor.from_table(Cw, DT[K.dt], { #Cw }, emu()), D, sd } }
+        local got = D:to_host()
+        for m = 0, 63 do
+          for c = 0, n - 1 do
+            local s, mag = 0, 0
+            for k = 0, kk - 1 do local p = A[m * kk + k] * B[c * kk + k]; s, mag = s + p, mag + math.abs(p) end
+            local want = sd * Cv[m * n + c] + (K.scale or 1) * s
+            local g = tonumber(got[m * n + c])
+            if K.dt == "f16" then g = half.from_f16(g) end
+            if K.dt == "s32" then
+              want = K.sat and math.max(-2 ^ 31, math.min(2 ^ 31 - 1, want)) or (bits32(want + 2 ^ 31) - 2 ^ 31)
+            end
+            local tol = K.dt == "s32" and 0 or K.dt == "f16" and ulp16(want) or 1e-6 * (math.abs(want) + mag)
+            if math.abs(g - want) > tol or g ~= g then
+              error(("%s D[%d][%d]: got %.9g, want %.9g"):format(K[1], m, c, g, want))
+            end
+          end
+        end
+      end)
+    end
+  end
+end)
+
+describe("smem.wgmma_tile's canonical layouts", function()
+  for _, c in ipairs {
+    { f16, { 64, 64 }, "K" }, { bf16, { 128, 16 }, "K" }, { f16, { 16, 8 }, "K" }, { T.e4m3, { 64, 32 }, "K" },
+    { f16, { 64, 16 }, "MN" }, { bf16, { 256, 32 }, "MN" }, { f16, { 48, 16 }, "MN" }, { bf16, { 96, 8 }, "MN" },
+    { f16, { 40, 16 }, "MN" },
+  } do
+    local ty, shape, major = c[1], c[2], c[3]
+    it(("place %s %dx%d %s-major elements where the ISA's layout table does"):format(ty.name, shape[1], shape[2], major), function()
+      local tile
+      kernel "tile" { arch = "sm_90a", block = { 128 }, function()
+        tile = smem.wgmma_tile(ty, shape, major)
+        ptx.ret()
+      end }:ptx()
+      local kpart = major == "K" and shape[2] or 16
+      local bits = ty.bytes * 8
+      for r = 0, shape[1] - 1 do
+        for k = 0, shape[2] - 1 do
+          -- the ISA describes one instruction's K: 32 bytes K-major, 16 K-rows MN-major; farther K is a descriptor offset
+          local k0 = math.floor(k * ty.bytes / 32) * (32 / ty.bytes)
+          if major == "MN" then k0 = math.floor(k / 16) * 16 end
+          if major == "K" and tile.span > 0 and kpart * ty.bytes > tile.span then k0 = k - k % (32 / ty.bytes) end
+          local L0 = { span = tile.span, lbo = tile.lbo, sbo = tile.sbo, base = hopper.tile_offset(tile, 0, k0) }
+          local want = isa_addr(L0, bits, major == "MN", r, k - k0)
+          local got = hopper.swizzle_address(hopper.tile_offset(tile, r, k), tile.span)
+          assert(got == want, ("element (%d, %d): tile_offset %d, ISA layout %d"):format(r, k, got, want))
+        end
+      end
+    end)
+  end
+end)
+
+describe("the emulator's wgmma descriptors", function()
+  it("reports a matrix base offset (descriptor bits 49-51) as not implemented, at the Lua line", function()
+    local line
+    local k = kernel "base_off" { arch = "sm_90a", block = { 128 }, in_specs = {}, out_specs = {},
+      function()
+        local s = smem.alloc(u32, 4096, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        for i = 0, 31 do ptx.inst.st.shared.u32(ptx.addr(s:base() + (tid + i * 128) * 4), tid) end
+        ptx.fence.proxy_async("shared::cta")
+        ptx.bar_sync(0)
+        local acc = ptx.wgmma.fragments(8, true)
+        local da = ptx.wgmma.desc(s:base(), { layout = "128B", lbo = 16, sbo = 1024 })
+        local db = da + 2 ^ 49                                          -- base offset 1
+        ptx.wgmma.fence()
+        line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = acc, a = da, b = db, atype = bf16 }
+        ptx.wgmma.commit_group()
+        ptx.wgmma.wait_group(0)
+        ptx.ret()
+      end }
+    local ok, err = pcall(k)
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async", err, 1, true)
+    assert.matches("the B descriptor has matrix base offset 1 (bits 49-51): not implemented by the emulator", err, 1, true)
   end)
 end)
 

@@ -445,6 +445,17 @@ end
 
 -- --------------------------------------------------------- invalid forms
 
+--- Operands of a wgmma.mma_async: nd accumulators made by mk, A and B
+-- descriptors, scale-d 1, then the immediates given.
+local function wg_ops(mk, nd, ...)
+  local imms = { ... }
+  return function()
+    local d, desc = {}, b64(0)
+    for i = 1, nd do d[i] = mk() end
+    return d, desc, desc, 1, unpack(imms)
+  end
+end
+
 -- { arch, opcode, operand builder[, PTX version] }: PTX does not allow these.
 local INVALID = {
   { "sm_80", "add.b32", function() return b32(), b32(), b32() end },
@@ -572,6 +583,21 @@ local INVALID = {
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), u32() end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), 64 end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.release.gpu", function() end, "8.0" },
+  { "sm_90a", "cvt.rn.e4m3x2.f32", function() return r(T.b16), f32(), f32() end },
+  { "sm_90a", "cvt.rz.satfinite.e5m2x2.f32", function() return r(T.b16), f32(), f32() end },
+  { "sm_90a", "cvt.f16x2.e4m3x2", function() return b32(), r(T.b16) end },
+  { "sm_90a", "cvt.rn.satfinite.f16x2.e5m2x2", function() return b32(), r(T.b16) end },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", wg_ops(f32, 4, 1, 1, 0, 0) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2", wg_ops(f32, 4, 1, 1, 1, 0) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k16.f32.tf32.tf32", wg_ops(f32, 4, 1, 1) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k16.f16.bf16.bf16", wg_ops(b32, 2, 1, 1, 0, 0) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.bf16", wg_ops(f32, 4, 1, 1, 0, 0) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.s8", wg_ops(f32, 4, 1, 1) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n40k32.s32.s8.s8", wg_ops(s32, 20) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.satfinite.s32.b1.b1.and.popc", wg_ops(s32, 4) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", wg_ops(s32, 4) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1", wg_ops(s32, 4) },
+  { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.f32.e4m3.e4m3", wg_ops(f32, 4, 1, 1) },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked

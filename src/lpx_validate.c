@@ -341,6 +341,25 @@ static int is_int_kind(char k) { return k == 'U' || k == 'S' || k == 'B'; }
 #define RULE_FAIL(...) do { char rule_msg_[400]; snprintf(rule_msg_, sizeof rule_msg_, __VA_ARGS__); \
   return lpx_fail(m->ctx, "%s: %s", text, rule_msg_); } while (0)
 
+/* Is t one of the fp8 pair types (.e4m3x2, .e5m2x2)? */
+static int is_fp8x2(int t) { return t == LPX_T_E4M3X2 || t == LPX_T_E5M2X2; }
+
+/* cvt to or from an fp8 pair: the ISA's forms are .rn.satfinite{.relu}
+ * .f8x2.f32 d, a, b / .f8x2.f16x2 d, a and .rn{.relu}.f16x2.f8x2 d, a. */
+static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int t, int t2, int count)
+{
+  if (!has_mod(fo, LPX_GB_RND, "rn")) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
+  if (is_fp8x2(t)) {
+    if (!has_mod(fo, LPX_GB_SAT, "satfinite")) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
+    if (t2 != LPX_T_F32 && t2 != LPX_T_F16X2) RULE_FAIL(".%s converts from two .f32 or one .f16x2, not .%s", lpx_types[t].name, lpx_types[t2].name);
+    if (t2 == LPX_T_F16X2 && count != 2) RULE_FAIL("cvt to .%s from .f16x2 takes one source; got %d operand(s)", lpx_types[t].name, count);
+    return 0;
+  }
+  if (t != LPX_T_F16X2) RULE_FAIL(".%s converts to .f16x2 only, not .%s", lpx_types[t2].name, lpx_types[t].name);
+  if (has_group(fo, LPX_GB_SAT)) RULE_FAIL("cvt from .%s to .f16x2 is exact and takes no .satfinite", lpx_types[t2].name);
+  return 0;
+}
+
 /* Modifier and type combinations the table's rows cannot express: rounding
  * on integers, .lo/.hi on floats, cvt's rounding rules, comparison kinds,
  * atomic operation/type pairs, and PTX/sm needs of some combinations. */
@@ -416,6 +435,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       if (fp8 && m->sm == 89 && m->ptx_version < 81)
         RULE_FAIL(".e4m3x2/.e5m2x2 on sm_89 needs PTX ISA 8.1; this kernel uses %d.%d (raise the kernel's version)",
                   m->ptx_version / 10, m->ptx_version % 10);
+      if ((is_fp8x2(t) || is_fp8x2(t2)) && cvt_fp8_rule(m, fo, text, t, t2, count)) return -1;
       if (t == LPX_T_TF32) {
         if (t2 != LPX_T_F32) RULE_FAIL(".tf32 converts from .f32 only");
         if (!has_mod(fo, LPX_GB_RND, "rna") && !has_mod(fo, LPX_GB_RND, "rn") && !has_mod(fo, LPX_GB_RND, "rz"))
@@ -1116,26 +1136,99 @@ static int hp_reduce(vctx *v)
   return 0;
 }
 
-/* wgmma.mma_async with f16/bf16 inputs: m64nNk16, the accumulator vector,
- * A (a 64-bit descriptor or 4 .b32 registers), the B descriptor and the
- * immediates (scale-a/-b: 1 or -1; trans: 0 or 1). Other input types pass. */
+/* wgmma.mma_async input families of sm_90a: the A/B types, K, the
+ * accumulator types, whether A and B may differ, the ±1 scale and 0/1
+ * transpose immediates, integer N steps (8..32, then multiples of 16),
+ * .satfinite, and the .and.popc operation. */
+static const struct wg_family {
+  const char *types[2]; unsigned k; const char *dts[2]; int mixed, scale, trans, n16, sat, popc;
+} wg_fams[] = {
+  { { "f16" }, 16, { "f32", "f16" }, 0, 1, 1, 0, 0, 0 }, { { "bf16" }, 16, { "f32" }, 0, 1, 1, 0, 0, 0 },
+  { { "tf32" }, 8, { "f32" }, 0, 1, 0, 0, 0, 0 }, { { "e4m3", "e5m2" }, 32, { "f32", "f16" }, 1, 1, 0, 0, 0, 0 },
+  { { "s8", "u8" }, 32, { "s32" }, 1, 0, 0, 1, 1, 0 }, { { "b1" }, 256, { "s32" }, 0, 0, 0, 1, 0, 1 },
+};
+
+/* A parsed wgmma.mma_async form. */
+typedef struct wg_form {
+  unsigned n, k;
+  char dt[8], at[8], bt[8];
+  int sat, and_popc, other;     /* .satfinite; .and.popc; another modifier (or .xor) */
+  const struct wg_family *fam, *bfam;
+} wg_form;
+
+/* The family of an input type name, or NULL. */
+static const struct wg_family *wg_family_of(const char *t)
+{
+  for (size_t i = 0; i < sizeof wg_fams / sizeof wg_fams[0]; i++)
+    for (int j = 0; j < 2; j++) if (wg_fams[i].types[j] && !strcmp(wg_fams[i].types[j], t)) return &wg_fams[i];
+  return NULL;
+}
+
+/* Split the words after the shape: .satfinite, three types, .and.popc. */
+static void wg_words(const char *p, wg_form *f)
+{
+  char *slot[3] = { f->dt, f->at, f->bt };
+  int nt = 0;
+  while (*p == '.') {
+    char w[16];
+    size_t len = strcspn(p + 1, ".");
+    snprintf(w, sizeof w, "%.*s", (int)(len < 15 ? len : 15), p + 1);
+    p += 1 + len;
+    if (!strcmp(w, "satfinite")) f->sat = 1;
+    else if (!strcmp(w, "and") || !strcmp(w, "popc")) f->and_popc++;
+    else if (nt < 3 && len < 8) { memcpy(slot[nt], w, len); slot[nt++][len] = '\0'; }
+    else f->other = 1;
+  }
+  if (nt < 3) f->other = 1;
+}
+
+/* Parse a wgmma.mma_async form and check its shape, types and modifiers
+ * against the ISA's list. */
+static int wg_parse(vctx *v, const char *text, wg_form *f)
+{
+  const char *sh = strstr(text, ".m64n");
+  char tail[2];
+  memset(f, 0, sizeof *f);
+  if (!sh || sscanf(sh, ".m64n%uk%u%1[.]", &f->n, &f->k, tail) != 3 || f->n < 8 || f->n > 256 || f->n % 8)
+    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8", text);
+  wg_words(strchr(sh + 1, '.'), f);
+  f->fam = wg_family_of(f->at);
+  f->bfam = wg_family_of(f->bt);
+  if (f->other || !f->fam || f->bfam != f->fam || (!f->fam->mixed && strcmp(f->at, f->bt)))
+    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async takes .dtype.atype.btype with A/B .f16 .bf16 .tf32 (equal), "
+                    ".e4m3/.e5m2 or .s8/.u8 (any pair), or .s32.b1.b1.and.popc", text);
+  if (f->k != f->fam->k) return lpx_fail(v->m->ctx, "%s: .%s wgmma is k%u, not k%u", text, f->at, f->fam->k, f->k);
+  if (strcmp(f->dt, f->fam->dts[0]) && (!f->fam->dts[1] || strcmp(f->dt, f->fam->dts[1])))
+    return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s%s, not .%s", text, f->at, f->fam->dts[0],
+                    f->fam->dts[1] ? " or ." : "", f->fam->dts[1] ? f->fam->dts[1] : "", f->dt);
+  if (f->fam->n16 && f->n > 32 && f->n % 16)
+    return lpx_fail(v->m->ctx, "%s: integer and .b1 wgmma take N = 8, 16, 24, 32, then multiples of 16 up to 256", text);
+  if (f->sat && !f->fam->sat) return lpx_fail(v->m->ctx, "%s: .satfinite applies to .s8/.u8 wgmma only", text);
+  if ((f->and_popc == 2) != f->fam->popc)
+    return lpx_fail(v->m->ctx, "%s: .b1 wgmma takes the operation .and.popc (and only it takes one)", text);
+  if (f->fam->sat && strcmp(f->at, f->bt) && v->m->ptx_version < 84)
+    return lpx_fail(v->m->ctx, "%s: mixed integer types (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d", text, f->at,
+                    f->bt, v->m->ptx_version / 10, v->m->ptx_version % 10);
+  return 0;
+}
+
+/* wgmma.mma_async (dense): a form of the ISA's list, the accumulator vector, A (a
+ * 64-bit descriptor or 4 .b32 registers), the B descriptor, scale-d and the
+ * family's immediates (imm-scale-a/-b: 1 or -1; imm-trans-a/-b: 0 or 1,
+ * f16/bf16 only, no imm-trans-a with A from registers). */
 static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
   const char *text = v->form->info.text;
-  unsigned mm = 0, nn = 0, kk = 0;
-  const char *sh = strstr(text, ".m64n");
-  if (!sh || sscanf(sh, ".m%un%uk%u", &mm, &nn, &kk) != 3 || nn < 8 || nn > 256 || nn % 8)
-    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8", text);
-  int f16in = strstr(text, ".f16.f16") || strstr(text, ".bf16.bf16");
-  if (!f16in) return 0;
-  if (kk != 16) return lpx_fail(v->m->ctx, "%s: f16/bf16 wgmma is k16, not k%u", text, kk);
-  int f16acc = strstr(sh, "k16.f16.") != NULL;
+  wg_form f;
+  if (strstr(text, "mma_async.sp.")) return 0;        /* sparse forms (sp-meta, sp-sel) are not checked here */
+  if (wg_parse(v, text, &f)) return -1;
   int areg = count > 1 && ops[starts[1]].kind == LPX_OPD_VEC;
-  int want = areg ? 7 : 8;
+  int nscale = f.fam->scale ? 2 : 0, ntrans = f.fam->trans ? (areg ? 1 : 2) : 0, want = 4 + nscale + ntrans;
   if (count != want)
-    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc, scale-d, imm-scale-a, imm-scale-b, %s; got %d", text,
-                    want, areg ? "{a}" : "a-desc", areg ? "imm-trans-b" : "imm-trans-a, imm-trans-b", count);
-  if (mx_vector(v, ops, starts, 0, f16acc ? (int)nn / 4 : (int)nn / 2, 32, f16acc ? 'B' : 'F', "d")) return -1;
+    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc, scale-d%s%s; got %d", text, want, areg ? "{a}" : "a-desc",
+                    nscale ? ", imm-scale-a, imm-scale-b" : "", !ntrans ? "" : areg ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b", count);
+  int f16d = !strcmp(f.dt, "f16");
+  if (mx_vector(v, ops, starts, 0, (int)(f16d ? f.n / 4 : f.n / 2), 32, f16d ? 'B' : f.dt[0] == 's' ? 'I' : 'F', "d")) return -1;
   if (areg && mx_vector(v, ops, starts, 1, 4, 32, 'B', "a")) return -1;
   for (int k = areg ? 2 : 1; k <= 2; k++) {
     const lpx_operand *o = &ops[starts[k]];
@@ -1146,7 +1239,7 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   for (int k = 4; k < count; k++) {
     int ok = 1;
     int64_t x = hp_imm(&ops[starts[k]], &ok);
-    int scale = k < 6;
+    int scale = k < 4 + nscale;
     v->pos = k + 1;
     if (!ok || (scale ? (x != 1 && x != -1) : (x != 0 && x != 1)))
       return opfail(v, scale ? "(imm-scale) must be the immediate 1 or -1" : "(imm-trans) must be the immediate 0 or 1");

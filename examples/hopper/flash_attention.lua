@@ -5,9 +5,9 @@
 -- Layouts (row-major, heads stacked): Q and K are (H*L) x D, O is (H*L) x D
 -- (f32). V is passed transposed, Vt = (H*D) x L (head h's D rows of L
 -- tokens): O += P.V is a wgmma with B = V, and wgmma reads B K-major, K
--- being the token dimension here. With V stored token-major a GPU kernel
--- would set imm-trans-b = 1 instead; the CPU emulator runs K-major operands
--- only (no imm-trans-b), so the example keeps V's transpose on the host.
+-- being the token dimension here. With V stored token-major a kernel would
+-- set imm-trans-b = 1 instead (an N-major B, which the CPU emulator also
+-- runs); this example keeps V's transpose on the host.
 --
 -- A CTA of three warpgroups owns BM = 128 query rows of one head
 -- (grid L/128 x H), warp-specialized like examples/hopper/gemm.lua:

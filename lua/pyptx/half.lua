@@ -1,5 +1,7 @@
 --- IEEE half (f16) and bfloat16 conversions with round-to-nearest-even,
--- done on bit patterns so results match the GPU's cvt.rn exactly.
+-- done on bit patterns so results match the GPU's cvt.rn exactly; and the
+-- fp8 formats e4m3 / e5m2 (decoded from their definitions, encoded as the
+-- nearest value with ties to even and .satfinite clamping).
 local ffi = require "ffi"
 local bit = require "bit"
 local band, bor, rshift, lshift = bit.band, bit.bor, bit.rshift, bit.lshift
@@ -80,5 +82,47 @@ end
 function M.round_f16(x)
   return M.from_f16(M.to_f16(x))
 end
+
+-- fp8: sign, exponent, mantissa fields (e4m3: bias 7, no infinity, S.1111.111
+-- is NaN; e5m2: bias 15, IEEE-like with Inf and NaN). The largest finite
+-- magnitude codes are 0x7e (448) and 0x7b (57344).
+local FP8 = { e4m3 = { m = 3, bias = 7, maxcode = 0x7e }, e5m2 = { m = 2, bias = 15, maxcode = 0x7b } }
+
+--- The value of fp8 bits b of format f (FP8 entry).
+local function fp8_value(f, b)
+  local sign = band(b, 0x80) ~= 0 and -1 or 1
+  local mag = band(b, 0x7f)
+  if mag > f.maxcode and (f == FP8.e4m3 or band(mag, lshift(1, f.m) - 1) ~= 0) then return 0 / 0 end
+  if mag > f.maxcode then return sign * math.huge end
+  local e, man = rshift(mag, f.m), band(mag, lshift(1, f.m) - 1)
+  if e == 0 then return sign * man * 2 ^ (1 - f.bias - f.m) end
+  return sign * (1 + man / 2 ^ f.m) * 2 ^ (e - f.bias)
+end
+
+--- fp8 bits of x in format f: the nearest finite value (ties to the even
+-- code), magnitudes beyond the largest clamped to it, NaN -> 0x7f.
+local function fp8_bits(f, x)
+  if x ~= x then return 0x7f end
+  local sign = (x < 0 or 1 / x < 0) and 0x80 or 0
+  local a, best, bestd = math.abs(x), 0, math.huge
+  if a >= fp8_value(f, f.maxcode) then return bor(sign, f.maxcode) end
+  for c = 0, f.maxcode do
+    local d = math.abs(fp8_value(f, c) - a)
+    if d < bestd or (d == bestd and c % 2 == 0) then best, bestd = c, d end
+  end
+  return bor(sign, best)
+end
+
+--- The value of e4m3 bits.
+function M.from_e4m3(b) return fp8_value(FP8.e4m3, b) end
+
+--- The value of e5m2 bits.
+function M.from_e5m2(b) return fp8_value(FP8.e5m2, b) end
+
+--- e4m3 bits of x (cvt.rn.satfinite).
+function M.to_e4m3(x) return fp8_bits(FP8.e4m3, x) end
+
+--- e5m2 bits of x (cvt.rn.satfinite).
+function M.to_e5m2(x) return fp8_bits(FP8.e5m2, x) end
 
 return M

@@ -1,9 +1,10 @@
 --- Hopper warpgroup instructions: wgmma.mma_async with shared-memory
 -- matrix descriptors, wgmma.fence / commit_group / wait_group, the
--- accumulator fragment layout, `smem.wgmma_tile` (canonical K-major
--- layouts: interleave, 32B, 64B, 128B swizzle), elect.sync, setmaxnreg and
--- griddepcontrol. `ptx.wgmma`, `ptx.elect`, `ptx.setmaxnreg` and
--- `ptx.griddepcontrol` load this module on first use.
+-- accumulator and A register fragment layouts, `smem.wgmma_tile`
+-- (canonical K-major and, for f16/bf16, MN-major layouts: interleave, 32B,
+-- 64B, 128B swizzle), elect.sync, setmaxnreg and griddepcontrol.
+-- `ptx.wgmma`, `ptx.elect`, `ptx.setmaxnreg` and `ptx.griddepcontrol` load
+-- this module on first use.
 --
 --   local sA = smem.wgmma_tile(bf16, {64, 64})          -- 128B swizzle, K-major
 --   local da = ptx.wgmma.desc(sA)                        -- u64 descriptor (4 instructions)
@@ -39,17 +40,27 @@ function M.choose_layout(kbytes)
   return "interleave", 0
 end
 
---- Byte offset of element (r, k) of a K-major tile of `rows` rows and
--- `cols` elements per row (esize bytes each) in the canonical layout,
--- before the address swizzle: column blocks of span bytes, 8-row atoms.
--- interleave: 8x16-byte core matrices, LBO between K neighbours, SBO between row groups.
+--- Byte offset of element (r, k) of a wgmma tile (r: M or N, k: K) in its
+-- canonical layout, before the address swizzle.
+-- K-major (rows of K): column blocks of span bytes, 8-row atoms; interleave:
+-- 8x16-byte core matrices, LBO between K neighbours, SBO between row groups.
+-- MN-major (rows of M/N, f16/bf16): atoms of 8 K-rows of span bytes along
+-- M/N, LBO between span-wide M/N blocks, SBO between 8-row K groups;
+-- interleave: core matrices of 8 K-rows x 16 bytes, SBO between M/N
+-- neighbours, LBO between K groups.
 function M.tile_offset(tile, r, k)
   local esize, span = tile.type.bytes, tile.span
-  if span == 0 then
-    local kb = k * esize
-    return math.floor(r / 8) * tile.sbo + math.floor(kb / 16) * tile.lbo + (r % 8) * 16 + kb % 16
+  if tile.major == "MN" then
+    local mb = r * esize
+    if span == 0 then
+      return math.floor(mb / 16) * tile.sbo + math.floor(k / 8) * tile.lbo + (k % 8) * 16 + mb % 16
+    end
+    return math.floor(mb / span) * tile.lbo + math.floor(k / 8) * tile.sbo + (k % 8) * span + mb % span
   end
   local kb = k * esize
+  if span == 0 then
+    return math.floor(r / 8) * tile.sbo + math.floor(kb / 16) * tile.lbo + (r % 8) * 16 + kb % 16
+  end
   local block = math.floor(kb / span)
   return block * tile.rows * span + math.floor(r / 8) * tile.sbo + (r % 8) * span + kb % span
 end
@@ -61,29 +72,39 @@ function M.swizzle_address(a, span)
   return bit.bxor(a, bit.lshift(bit.band(bit.rshift(a, 7), mask), 4))
 end
 
---- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in the
--- canonical K-major layout wgmma reads (rows = M or N, cols = K). Aligned
--- to 1024 bytes; carries .layout, .span, .lbo, .sbo and :k_offset(k).
+--- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in a
+-- canonical layout wgmma reads (rows = M or N, cols = K). major "K"
+-- (default): K-major, the layout chosen from a row's bytes. major "MN"
+-- (f16/bf16, read with trans_a/trans_b = 1): M/N-major, the layout chosen
+-- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
+-- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
 function M.wgmma_tile(dtype, shape, major)
   local smem = require "pyptx.smem"
-  if major ~= nil and major ~= "K" and major ~= "k" then
-    fail("smem.wgmma_tile: only K-major tiles are supported (major = \"K\"), got " .. tostring(major))
+  major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
+  if not major then fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
+  if major == "MN" and dtype.bytes ~= 2 then
+    fail("smem.wgmma_tile: MN-major tiles are f16/bf16 only (wgmma transposes those types only), got " .. dtype.name)
   end
   if type(shape) ~= "table" or #shape ~= 2 then fail("smem.wgmma_tile: shape must be {rows, cols}") end
   local rows, cols = shape[1], shape[2]
-  if rows % 8 ~= 0 or (cols * dtype.bytes) % 16 ~= 0 then
-    fail(("smem.wgmma_tile: rows must be a multiple of 8 and a row a multiple of 16 bytes, got %dx%d %s")
-      :format(rows, cols, dtype.name))
+  local mn_bytes = major == "MN" and rows * dtype.bytes or cols * dtype.bytes
+  if (major == "K" and rows % 8 ~= 0) or (major == "MN" and cols % 8 ~= 0) or mn_bytes % 16 ~= 0 then
+    fail(("smem.wgmma_tile: a %s-major tile needs %s a multiple of 8 and %s a multiple of 16 bytes, got %dx%d %s")
+      :format(major, major == "K" and "rows" or "K (cols)", major == "K" and "a row" or "M/N (rows)", rows, cols, dtype.name))
   end
-  local layout, span = M.choose_layout(cols * dtype.bytes)
+  local layout, span = M.choose_layout(mn_bytes)
   local a = smem.alloc(dtype, rows * cols, { align = 1024 })
-  a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, "K"
-  if span == 0 then
+  a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, major
+  if major == "MN" and span == 0 then
+    a.sbo, a.lbo = 128, (mn_bytes / 16) * 128             -- core matrices: M/N neighbours 128 B apart
+  elseif major == "MN" then
+    a.lbo, a.sbo = 8 * span, (mn_bytes / span) * 8 * span  -- atoms along M/N first, then K groups
+  elseif span == 0 then
     a.lbo, a.sbo = 128, (cols * dtype.bytes / 16) * 128   -- core matrices: K neighbours 128 B apart
   else
     a.lbo, a.sbo = 16, 8 * span                           -- LBO unused for swizzled K-major
   end
-  --- Byte offset from the tile start of the k16 slice starting at element k.
+  --- Byte offset from the tile start of the slice starting at K element k.
   a.k_offset = function(self, k) return M.tile_offset(self, 0, k) end
   return a
 end
@@ -131,17 +152,27 @@ function wgmma.commit_group() return emit("wgmma.commit_group.sync.aligned") end
 --- wgmma.wait_group.sync.aligned n.
 function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0) end
 
--- Input families: K per instruction, the accumulator types allowed, and
--- which immediates follow scale-d (scale-a/b, trans-a/b).
+-- Input families: K per instruction, element bits, the accumulator types
+-- allowed, which immediates follow scale-d (scale-a/b, trans-a/b), which
+-- types may pair (fp8 with fp8, s8/u8 with s8/u8), integer N steps (8..32,
+-- then multiples of 16), and the .b1 operation.
 local FAMILY = {
-  f16 = { k = 16, acc = { f32 = true, f16 = true }, scale = true, trans = true },
-  bf16 = { k = 16, acc = { f32 = true }, scale = true, trans = true },
-  tf32 = { k = 8, acc = { f32 = true }, scale = true },
-  e4m3 = { k = 32, acc = { f32 = true, f16 = true }, scale = true, fp8 = true },
-  e5m2 = { k = 32, acc = { f32 = true, f16 = true }, scale = true, fp8 = true },
-  s8 = { k = 32, acc = { s32 = true }, int = true }, u8 = { k = 32, acc = { s32 = true }, int = true },
+  f16 = { k = 16, bits = 16, acc = { f32 = true, f16 = true }, scale = true, trans = true },
+  bf16 = { k = 16, bits = 16, acc = { f32 = true }, scale = true, trans = true },
+  tf32 = { k = 8, bits = 32, acc = { f32 = true }, scale = true },
+  e4m3 = { k = 32, bits = 8, acc = { f32 = true, f16 = true }, scale = true, pair = "fp8" },
+  e5m2 = { k = 32, bits = 8, acc = { f32 = true, f16 = true }, scale = true, pair = "fp8" },
+  s8 = { k = 32, bits = 8, acc = { s32 = true }, int = true, pair = "int", n16 = true },
+  u8 = { k = 32, bits = 8, acc = { s32 = true }, int = true, pair = "int", n16 = true },
+  b1 = { k = 256, bits = 1, acc = { s32 = true }, int = true, n16 = true, op = ".and.popc" },
 }
 M.FAMILY = FAMILY
+
+--- A type's name: a type table or a string ("b1").
+local function tname(t)
+  if type(t) == "table" and t.name then return t.name end
+  return t
+end
 
 --- The accumulator registers of opts.d as a list of `count`.
 local function acc_list(d, count, shape)
@@ -163,44 +194,60 @@ local function a_operand(a, nregs)
   return a, false
 end
 
+--- The family of (atype, btype) and their names, or fail.
+local function family(at, bt)
+  local a, b = tname(at), tname(bt or at)
+  local fam, bfam = FAMILY[a], FAMILY[b]
+  if not fam or not bfam or (a ~= b and not (fam.pair and fam.pair == bfam.pair)) then
+    fail("wgmma.mma_async: atype/btype must be f16, bf16, tf32 or b1 (equal), e4m3/e5m2 or s8/u8 pairs; got "
+      .. tostring(a) .. "/" .. tostring(b))
+  end
+  return fam, a, b
+end
+
+--- The shape string and N of opts.shape for a family ({64, N[, K]} or "m64nNkK").
+local function shape_of(shape, fam, a)
+  shape = shape or ("m64n64k" .. fam.k)
+  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fam.k) end
+  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
+  m, n, k = tonumber(m), tonumber(n), tonumber(k)
+  if m ~= 64 or k ~= fam.k or not n or n < 8 or n > 256 or n % 8 ~= 0 or (fam.n16 and n > 32 and n % 16 ~= 0) then
+    fail(("wgmma.mma_async: shape must be m64nNk%d for %s with N = 8..256, a multiple of %s; got %s")
+      :format(fam.k, a, fam.n16 and "8 up to 32 and of 16 above" or "8", tostring(shape)))
+  end
+  return shape, n
+end
+
 --- wgmma.mma_async.sync.aligned.m64nNk<K>.<d>.<a>.<b> d, a, b-desc, scale-d
 -- {, imm-scale-a, imm-scale-b {, imm-trans-a, imm-trans-b}}. opts: shape
 -- ({64, N, K} or "m64nNkK"; K defaults from the type), d (accumulators: N/2
 -- f32/s32 or N/4 packed f16x2 registers), a (u64 descriptor, or the A
 -- registers), b (u64 descriptor), atype/btype (f16, bf16, tf32, e4m3, e5m2,
--- s8, u8), dtype (f32 default; f16; s32 for integers), scale_d (0/1 or a
--- predicate; default 1), scale_a/scale_b (1/-1), trans_a/trans_b (0/1, f16
--- and bf16 only), satfinite (integers).
+-- s8, u8, "b1"), dtype (f32 default; f16; s32 for integers and b1), scale_d
+-- (0/1 or a predicate; default 1), scale_a/scale_b (1/-1), trans_a/trans_b
+-- (0/1, f16 and bf16 only: MN-major operands), satfinite (s8/u8).
 function wgmma.mma_async(opts)
-  local at = opts.atype or types.bf16
-  local bt = opts.btype or at
-  local fam = FAMILY[at.name]
-  if not fam or not FAMILY[bt.name] or (FAMILY[bt.name].k ~= fam.k) or (not fam.fp8 and not fam.int and bt ~= at) then
-    fail("wgmma.mma_async: atype/btype must be f16, bf16, tf32, e4m3/e5m2 or s8/u8 pairs; got "
-      .. tostring(at.name) .. "/" .. tostring(bt.name))
+  local fam, an, bn = family(opts.atype or types.bf16, opts.btype)
+  local shape, n = shape_of(opts.shape, fam, an)
+  local dt = tname(opts.dtype) or (fam.int and "s32" or "f32")
+  if not fam.acc[dt] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(an, tostring(dt))) end
+  if (opts.trans_a or opts.trans_b) and not fam.trans and (opts.trans_a or 0) + (opts.trans_b or 0) ~= 0 then
+    fail(("wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, not %s"):format(an))
   end
-  local shape = opts.shape or ("m64n64k" .. fam.k)
-  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fam.k) end
-  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
-  m, n, k = tonumber(m), tonumber(n), tonumber(k)
-  if m ~= 64 or k ~= fam.k or not n or n < 8 or n > 256 or n % 8 ~= 0 then
-    fail(("wgmma.mma_async: shape must be m64nNk%d for %s with N = 8..256, a multiple of 8; got %s")
-      :format(fam.k, at.name, tostring(shape)))
-  end
-  local dt = opts.dtype or (fam.int and types.s32 or types.f32)
-  if not fam.acc[dt.name] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(at.name, dt.name)) end
-  local list = acc_list(opts.d, dt == types.f16 and n / 4 or n / 2, shape)
+  if opts.satfinite and fam.pair ~= "int" then fail(("wgmma.mma_async: satfinite is for s8/u8 inputs only, not %s"):format(an)) end
+  local list = acc_list(opts.d, dt == "f16" and n / 4 or n / 2, shape)
   if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
   local a, areg = a_operand(opts.a, 4)
+  if areg and opts.trans_a and opts.trans_a ~= 0 then fail("wgmma.mma_async: A from registers cannot be transposed (trans_a)") end
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
-  local op = ("wgmma.mma_async.sync.aligned.%s%s.%s.%s.%s"):format(shape, (fam.int and opts.satfinite) and ".satfinite" or "",
-    dt.name, at.name, bt.name)
+  local op = ("wgmma.mma_async.sync.aligned.%s%s.%s.%s.%s%s"):format(shape, (fam.pair == "int" and opts.satfinite) and ".satfinite" or "",
+    dt, an, bn, fam.op or "")
   if fam.int then
     local t = trace.need("ptx.wgmma.mma_async")
-    if at ~= bt and t.version < 84 then
+    if an ~= bn and t.version < 84 then
       fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d (version = \"8.4\")")
-        :format(at.name, bt.name, math.floor(t.version / 10), t.version % 10))
+        :format(an, bn, math.floor(t.version / 10), t.version % 10))
     end
     return emit(op, list, a, opts.b, sd)
   end
@@ -209,8 +256,10 @@ function wgmma.mma_async(opts)
   return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_a or 0, opts.trans_b or 0)
 end
 
---- The accumulator fragment layout of m64nNk16 (f32): register i of thread
--- t (0..127 of the warpgroup) holds D[row][col]. Returns row, col (0-based).
+--- The accumulator fragment layout of m64nNkK: element i (0..N/2-1) of
+-- thread t (0..127 of the warpgroup) holds D[row][col] (0-based). f32/s32
+-- accumulators: element i is register i; f16: half i%2 (low first) of
+-- register floor(i/2).
 function wgmma.coord(t, i)
   local w, lane = math.floor(t / 32), t % 32
   local nb, rest = math.floor(i / 4), i % 4
@@ -219,16 +268,24 @@ function wgmma.coord(t, i)
   return row, col
 end
 
---- The A register fragment (f16/bf16, k16): half e (0 low, 1 high) of
--- register r (0..3) of lane l of warp w holds A[16w + row][k]. Returns row, k.
-function wgmma.a_coord(t, r, e)
+--- The A register fragment: element e (p = 32/bits per register, low bits
+-- first) of register r (0..3) of thread t holds A[16w + row][k], w = t/32.
+-- atype (default f16/bf16: pairs) picks p: tf32 1, e4m3/e5m2/s8/u8 4, b1 32.
+-- Returns row, k.
+function wgmma.a_coord(t, r, e, atype)
+  local fam = FAMILY[tname(atype) or "f16"]
+  if not fam then fail("wgmma.a_coord: unknown A type " .. tostring(tname(atype))) end
+  local p = 32 / fam.bits
   local w, lane = math.floor(t / 32), t % 32
-  return 16 * w + math.floor(lane / 4) + 8 * (r % 2), 2 * (lane % 4) + e + 8 * math.floor(r / 2)
+  return 16 * w + math.floor(lane / 4) + 8 * (r % 2), p * (lane % 4) + e + 4 * p * math.floor(r / 2)
 end
 
---- n/2 fresh f32 accumulator registers for an m64nNk16 (zeroed when zero).
-function wgmma.fragments(n, zero)
-  return reg.fragments(types.f32, n / 2, zero)
+--- Fresh accumulator registers for an m64nNk*: N/2 f32 (default) or s32,
+-- or N/4 packed f16x2 .b32 for dtype f16; zeroed when zero.
+function wgmma.fragments(n, zero, dtype)
+  local dt = tname(dtype) or "f32"
+  if dt == "f16" then return reg.fragments(types.b32, n / 4, zero) end
+  return reg.fragments(types[dt], n / 2, zero)
 end
 
 wgmma.desc = M.desc

@@ -77,8 +77,8 @@ function M.mbarrier(n)
   return M.alloc(types.b64, n or 1, { align = 8 })
 end
 
---- A tile in the canonical K-major layout wgmma reads: smem.wgmma_tile(bf16,
--- {rows, K}[, "K"]) (pyptx.hopper: swizzle chooser, descriptor fields).
+--- A tile in a canonical layout wgmma reads: smem.wgmma_tile(bf16,
+-- {rows, K}[, "K" | "MN"]) (pyptx.hopper: swizzle chooser, descriptor fields).
 function M.wgmma_tile(ty, shape, major)
   return require("pyptx.hopper").wgmma_tile(ty, shape, major)
 end

@@ -373,6 +373,47 @@ static void test_conversions(void)
   lpx_module_free(M);
 }
 
+/* Every e4m3 / e5m2 code pair through cvt.rn.f16x2.<f8x2> and back through
+ * cvt.rn.satfinite.<f8x2>.f16x2: finite codes come back unchanged (the decode
+ * is exact), NaN comes back as 0x7f, e5m2 infinity as the largest finite. */
+static void test_fp8_roundtrip(void)
+{
+  begin("fp8rt", 1);
+  int po = ptr(0), t = gtid(), p = reg("b32"), lo = reg("b16"), hi = reg("b16"), pk = reg("b16"), x = reg("b32");
+  int y4 = reg("b16"), y5 = reg("b16"), z4 = reg("b32"), z5 = reg("b32");
+  E("xor.b32", R(p), R(t), N(0x5a));
+  E("shl.b32", R(p), R(p), N(8));
+  E("or.b32", R(p), R(p), R(t));
+  E("mov.b32", R(x), R(p));
+  E("mov.b32", VEC(2), R(lo), R(hi), R(x));
+  E("mov.b16", R(pk), R(lo));
+  E("cvt.rn.f16x2.e4m3x2", R(z4), R(pk));
+  E("cvt.rn.satfinite.e4m3x2.f16x2", R(y4), R(z4));
+  E("cvt.rn.f16x2.e5m2x2", R(z5), R(pk));
+  E("cvt.rn.satfinite.e5m2x2.f16x2", R(y5), R(z5));
+  E("st.global.b16", A(elem(po, t, 4), 0), R(y4));
+  E("st.global.b16", A(elem(po, t, 4), 2), R(y5));
+  E0("ret");
+  uint16_t out[2 * 256];
+  uint64_t d;
+  CHECK(lpx_device_alloc(dev, sizeof out, &d) == 0);
+  CHECK(launch("fp8rt", 1, 256, 0, 1, d) == 0);
+  CHECK(lpx_device_download(dev, out, d, sizeof out) == 0);
+  int bad = 0;
+  for (int i = 0; i < 256; i++) {
+    uint16_t want4 = 0, want5 = 0;
+    for (int h = 0; h < 2; h++) {
+      unsigned c = h ? (unsigned)(i ^ 0x5a) : (unsigned)i, mag = c & 0x7f;
+      unsigned w4 = mag == 0x7f ? 0x7f : c, w5 = mag > 0x7c ? 0x7f : mag == 0x7c ? (c & 0x80) | 0x7b : c;
+      want4 |= (uint16_t)(w4 << (8 * h));
+      want5 |= (uint16_t)(w5 << (8 * h));
+    }
+    bad += out[2 * i] != want4 || out[2 * i + 1] != want5;
+  }
+  CHECK(bad == 0);
+  lpx_module_free(M);
+}
+
 /* Special registers of a 2-D block in a 2-D grid, and dynamic shared memory. */
 static void test_specials(void)
 {
@@ -961,6 +1002,7 @@ int main(void)
   test_atomics();
   test_int_corners();
   test_conversions();
+  test_fp8_roundtrip();
   test_specials();
   test_optable();
   test_local();

@@ -298,12 +298,14 @@ int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_
 int lpx_emu_space_of_mod(int sel);
 void lpx_emu_decode_mma(emu_inst *in, const char *text);
 
-/* half precision */
+/* half precision and fp8 */
 uint16_t lpx_emu_f32_to_f16(float f, int rnd);
 float lpx_emu_f16_to_f32(uint16_t h);
 uint16_t lpx_emu_f32_to_bf16(float f, int rnd);
 float lpx_emu_bf16_to_f32(uint16_t h);
 uint16_t lpx_emu_f64_to_half(double f, int bf, int rnd);
+float lpx_emu_fp8_to_f32(uint8_t v, int e5m2);
+uint8_t lpx_emu_f64_to_fp8(double f, int e5m2);
 uint64_t lpx_emu_sat_int(double v, int type);
 
 #endif

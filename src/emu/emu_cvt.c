@@ -1,8 +1,9 @@
 /* Conversions: cvt between every integer and float type PTX defines here
  * (f16/bf16/tf32 rounded in software, nearest-even by default, all four
  * directed modes), integer saturation, float-to-integer clamping (NaN to
- * 0), round-to-integral (.rni/.rzi/.rmi/.rpi), .ftz, .sat and .relu, and
- * the packed cvt.rn.f16x2.f32 / bf16x2 forms. */
+ * 0), round-to-integral (.rni/.rzi/.rmi/.rpi), .ftz, .sat and .relu, the
+ * packed cvt.rn.f16x2.f32 / bf16x2 forms, and fp8: cvt.rn.satfinite
+ * .e4m3x2/.e5m2x2 from two f32 or an f16x2 and cvt.rn.f16x2 from them. */
 #include "emu.h"
 #include <fenv.h>
 #include <math.h>
@@ -25,16 +26,23 @@ static double round_ulps(double q, int mode, int neg)
   }
 }
 
-/* Round f (exactly, from double) to a binary format with p fraction bits, exponent bias, and
- * minimum normal exponent 1-bias; satfinite clamps instead of Inf. */
-static uint32_t to_small(double f, int p, int bias, int mode, int satfinite)
+/* A binary float format narrower than f32: fraction bits, exponent bias and
+ * width, and the magnitudes of its largest finite value and of what overflow
+ * gives without .satfinite (e4m3 has no infinity: that is its NaN). */
+typedef struct small_fmt { int p, bias, ebits; uint32_t maxf, inf; } small_fmt;
+static const small_fmt FMT_F16 = { 10, 15, 5, 0x7bff, 0x7c00 }, FMT_BF16 = { 7, 127, 8, 0x7f7f, 0x7f80 },
+                       FMT_E4M3 = { 3, 7, 4, 0x7e, 0x7f }, FMT_E5M2 = { 2, 15, 5, 0x7b, 0x7c };
+
+/* Round f (exactly, from double) to a small format by mode; satfinite clamps
+ * to the largest finite value instead of Inf. NaN gives the canonical NaN
+ * (every bit but the sign set: 0x7fff, 0x7f). */
+static uint32_t to_small(double f, const small_fmt *F, int mode, int satfinite)
 {
-  int ebits = bias == 127 ? 8 : 5;
-  uint32_t neg = signbit(f) != 0, sign = neg << (p + ebits);
-  uint32_t inf = ((1u << ebits) - 1) << p, maxf = inf - 1;
-  if (f != f) return 0x7fff;                     /* the canonical NaN of both formats */
+  int p = F->p, bias = F->bias;
+  uint32_t neg = signbit(f) != 0, sign = neg << (p + F->ebits);
+  if (f != f) return (1u << (p + F->ebits)) - 1;
   double a = fabs(f);
-  if (isinf(a)) return sign | (satfinite ? maxf : inf);
+  if (isinf(a)) return sign | (satfinite ? F->maxf : F->inf);
   if (a == 0) return sign;
   int e;
   frexp(a, &e);                        /* a = mant * 2^e, mant in [0.5, 1) */
@@ -45,21 +53,35 @@ static uint32_t to_small(double f, int p, int bias, int mode, int satfinite)
   if (n == 0) return sign;
   int biased = ue + p + bias;
   if (n < ldexp(1.0, p)) return sign | (uint32_t)n;            /* subnormal */
-  if (biased >= (1 << ebits) - 1) {
+  if (biased >= (1 << F->ebits) || (((uint32_t)biased << p) | ((uint32_t)n - (1u << p))) > F->maxf) {
     int to_inf = !satfinite && (mode == 1 || mode == 5 || (mode == 4 && !neg) || (mode == 3 && neg));
-    return sign | (to_inf ? inf : maxf);
+    return sign | (to_inf ? F->inf : F->maxf);
   }
   return sign | ((uint32_t)biased << p) | ((uint32_t)n - (1u << p));
 }
 
 /* f32 -> f16 with a RND mode (1 rn, 2 rz, 3 rm, 4 rp). */
-uint16_t lpx_emu_f32_to_f16(float f, int rnd) { return (uint16_t)to_small(f, 10, 15, rnd, 0); }
+uint16_t lpx_emu_f32_to_f16(float f, int rnd) { return (uint16_t)to_small(f, &FMT_F16, rnd, 0); }
 
 /* f64 -> f16 / bf16 with a RND mode, rounded once. */
-uint16_t lpx_emu_f64_to_half(double f, int bf, int rnd) { return (uint16_t)(bf ? to_small(f, 7, 127, rnd, 0) : to_small(f, 10, 15, rnd, 0)); }
+uint16_t lpx_emu_f64_to_half(double f, int bf, int rnd) { return (uint16_t)to_small(f, bf ? &FMT_BF16 : &FMT_F16, rnd, 0); }
 
 /* f32 -> bf16 with a RND mode. */
-uint16_t lpx_emu_f32_to_bf16(float f, int rnd) { return (uint16_t)to_small(f, 7, 127, rnd, 0); }
+uint16_t lpx_emu_f32_to_bf16(float f, int rnd) { return (uint16_t)to_small(f, &FMT_BF16, rnd, 0); }
+
+/* e4m3 / e5m2 -> f32 (exact). e5m2 is the top byte of an f16; e4m3 has no
+ * infinity and S.1111.111 is its only NaN. */
+float lpx_emu_fp8_to_f32(uint8_t v, int e5m2)
+{
+  if (e5m2) return lpx_emu_f16_to_f32((uint16_t)(v << 8));
+  int e = (v >> 3) & 15, fr = v & 7;
+  float x = e == 15 && fr == 7 ? NAN : e == 0 ? ldexpf((float)fr, -9) : ldexpf((float)(fr | 8), e - 10);
+  return (v & 0x80) ? -x : x;
+}
+
+/* f64 -> e4m3 / e5m2, nearest-even and .satfinite (the only rounding the
+ * ISA's fp8 cvts take): beyond the largest finite value clamps to it. */
+uint8_t lpx_emu_f64_to_fp8(double f, int e5m2) { return (uint8_t)to_small(f, e5m2 ? &FMT_E5M2 : &FMT_E4M3, 1, 1); }
 
 /* f16 -> f32 (exact). */
 float lpx_emu_f16_to_f32(uint16_t h)
@@ -158,8 +180,8 @@ static uint64_t float_out(const emu_inst *in, int dt, double x, int rnd)
     return f == f ? emu_f2u(f) : 0x7fffffffu;      /* the GPU's canonical NaN */
   }
   case LPX_T_F64: return x == x ? emu_d2u(x) : 0x7fffffffffffffffull;
-  case LPX_T_F16: return to_small(x, 10, 15, rnd, satfinite);
-  case LPX_T_BF16: return to_small(x, 7, 127, rnd, satfinite);
+  case LPX_T_F16: return to_small(x, &FMT_F16, rnd, satfinite);
+  case LPX_T_BF16: return to_small(x, &FMT_BF16, rnd, satfinite);
   case LPX_T_TF32: { uint32_t b = emu_f2u((float)x); if ((b & 0x7f800000) != 0x7f800000) b = (b + 0x1000) & ~0x1fffu; return b; }
   default: return 0;
   }
@@ -211,25 +233,71 @@ static int op_cvt(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
+/* x with .relu applied when relu is set: negatives (and -0) to +0, NaN kept. */
+static double relu_of(double x, int relu) { return relu && !(x > 0) && x == x ? 0 : x; }
+
 /* cvt.rn.f16x2.f32 d, a, b: d = {a -> upper half, b -> lower half}. */
 static int op_cvt_pack(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = D(2);
-  int p = in->type == LPX_T_BF16X2 ? 7 : 10, bias = in->type == LPX_T_BF16X2 ? 127 : 15;
+  const small_fmt *F = in->type == LPX_T_BF16X2 ? &FMT_BF16 : &FMT_F16;
   int rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : 1, satf = in->mod[LPX_GB_SAT] == 2, relu = in->mod[LPX_GB_RELU] != 0;
   EMU_EACH(m, {
-    float x = emu_u2f(a[l]), y = emu_u2f(b[l]);
-    if (relu) { if (!(x > 0) && x == x) x = 0; if (!(y > 0) && y == y) y = 0; }
-    d[l] = (uint64_t)(to_small(x, p, bias, rnd, satf) << 16 | to_small(y, p, bias, rnd, satf));
+    double x = relu_of(emu_u2f(a[l]), relu), y = relu_of(emu_u2f(b[l]), relu);
+    d[l] = (uint64_t)(to_small(x, F, rnd, satf) << 16 | to_small(y, F, rnd, satf));
   });
   return 0;
+}
+
+/* cvt.rn.satfinite{.relu}.e4m3x2/.e5m2x2 from two f32 (a -> high byte) or
+ * from an f16x2 (high half -> high byte). */
+static int op_cvt_to_fp8(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1), *b = in->nops == 3 ? D(2) : NULL;
+  int e5 = in->type == LPX_T_E5M2X2, relu = in->mod[LPX_GB_RELU] != 0;
+  EMU_EACH(m, {
+    double hi = b ? emu_u2f(a[l]) : lpx_emu_f16_to_f32((uint16_t)(a[l] >> 16));
+    double lo = b ? emu_u2f(b[l]) : lpx_emu_f16_to_f32((uint16_t)a[l]);
+    d[l] = (uint64_t)lpx_emu_f64_to_fp8(relu_of(hi, relu), e5) << 8 | lpx_emu_f64_to_fp8(relu_of(lo, relu), e5);
+  });
+  return 0;
+}
+
+/* cvt.rn{.relu}.f16x2.e4m3x2/.e5m2x2: each byte to f16 (exact: f16 holds
+ * every fp8 value), the high byte to the high half; NaN is f16's 0x7fff. */
+static int op_cvt_from_fp8(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  uint64_t *d = D(0);
+  const uint64_t *a = D(1);
+  int e5 = in->type2 == LPX_T_E5M2X2, relu = in->mod[LPX_GB_RELU] != 0;
+  EMU_EACH(m, {
+    uint32_t r = 0;
+    for (int i = 0; i < 2; i++)
+      r |= to_small(relu_of(lpx_emu_fp8_to_f32((uint8_t)(a[l] >> (8 * i)), e5), relu), &FMT_F16, 1, 0) << (16 * i);
+    d[l] = r;
+  });
+  return 0;
+}
+
+/* The fp8 cvt handler for in, or NULL: the ISA's forms are .rn (and
+ * .satfinite toward fp8), anything else is not run. */
+static emu_fn pick_fp8(const emu_inst *in)
+{
+  int to = in->type == LPX_T_E4M3X2 || in->type == LPX_T_E5M2X2, from = in->type2 == LPX_T_E4M3X2 || in->type2 == LPX_T_E5M2X2;
+  if (in->mod[LPX_GB_RND] != 1) return NULL;
+  if (to && in->mod[LPX_GB_SAT] == 2 && ((in->type2 == LPX_T_F32 && in->nops == 3) || (in->type2 == LPX_T_F16X2 && in->nops == 2)))
+    return op_cvt_to_fp8;
+  return from && in->type == LPX_T_F16X2 && in->nops == 2 && !in->mod[LPX_GB_SAT] ? op_cvt_from_fp8 : NULL;
 }
 
 /* Handler for cvt forms: scalar types and the packed half pairs. */
 emu_fn lpx_emu_pick_cvt(const emu_inst *in)
 {
   if ((in->type == LPX_T_F16X2 || in->type == LPX_T_BF16X2) && in->type2 == LPX_T_F32 && in->nops == 3) return op_cvt_pack;
+  if (in->type == LPX_T_E4M3X2 || in->type == LPX_T_E5M2X2 || in->type2 == LPX_T_E4M3X2 || in->type2 == LPX_T_E5M2X2)
+    return pick_fp8(in);
   int ok = 0;
   static const int scalar[] = { LPX_T_U8, LPX_T_U16, LPX_T_U32, LPX_T_U64, LPX_T_S8, LPX_T_S16, LPX_T_S32, LPX_T_S64,
                                 LPX_T_F16, LPX_T_BF16, LPX_T_F32, LPX_T_F64, LPX_T_TF32 };

@@ -1,43 +1,92 @@
-/* Hopper warpgroup MMA on the emulator: wgmma.mma_async.sync.aligned
- * m64nNk16 with f16/bf16 A and B read from shared memory through matrix
- * descriptors (K-major canonical layouts: interleave, 32B, 64B, 128B
- * swizzle) and f32 accumulators in the documented fragment layout
- * (register 4*nb + 2*i + j of lane l of warp w holds D[16w + l/4 + 8i]
- * [8nb + 2(l%4) + j]). Each warp computes its own 16 rows, so the four
- * warps of a warpgroup need not run in lockstep. The MMA completes at
+/* Hopper warpgroup MMA on the emulator: every wgmma.mma_async form of
+ * sm_90a (m64nNkK: f16/bf16 k16, tf32 k8, e4m3/e5m2 k32, s8/u8 k32, b1
+ * k256 .and.popc; f32, f16 or s32 accumulators) with A from shared memory
+ * or registers and B from shared memory, through matrix descriptors in the
+ * canonical layouts of the PTX ISA: K-major for every type, MN-major
+ * (imm-trans-a/b = 1) for f16/bf16, each with no swizzle (interleave) or
+ * 32B/64B/128B swizzle. Each warp computes its own 16 rows of D, so the
+ * four warps of a warpgroup need not run in lockstep. The MMA completes at
  * once (a valid schedule); fence / commit_group / wait_group have nothing
- * to wait for. Products are exact; each output's sum is formed in double
- * and rounded once. */
+ * to wait for. Products are exact; each output's sum (with the old D) is
+ * formed in double and rounded once to the accumulator type. */
 #include "emu.h"
 #include <stdio.h>
 #include <stdlib.h>
 
-#define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-enum { X_NB, X_AT, X_DT };          /* in->ext: N/8, A/B type (1 bf16, 2 f16), D type (1 f32) */
+enum { X_NB, X_K8, X_DT, X_AT, X_BT, X_FLAGS };      /* in->ext: N/8, K/8, D / A / B types, flags */
+enum { F_SAT = 1, F_AND = 2, F_POPC = 4, F_BAD = 8 };   /* X_FLAGS bits */
+enum { D_F32 = 1, D_F16, D_S32 };                      /* X_DT values */
+enum { FAM_F16 = 1, FAM_BF16, FAM_TF32, FAM_FP8, FAM_INT, FAM_B1 };
+
+/* ------------------------------------------------------------ type tables */
+
+/* Element decoders: the raw bits of one element as an exact double. */
+static double dec_f16(uint32_t v) { return lpx_emu_f16_to_f32((uint16_t)v); }
+static double dec_bf16(uint32_t v) { return lpx_emu_bf16_to_f32((uint16_t)v); }
+static double dec_tf32(uint32_t v) { return emu_u2f(v & 0xffffe000u); }     /* tf32: the top 19 bits */
+static double dec_e4m3(uint32_t v) { return lpx_emu_fp8_to_f32((uint8_t)v, 0); }
+static double dec_e5m2(uint32_t v) { return lpx_emu_fp8_to_f32((uint8_t)v, 1); }
+static double dec_s8(uint32_t v) { return (int8_t)(uint8_t)v; }
+static double dec_u8(uint32_t v) { return (uint8_t)v; }
+static double dec_b1(uint32_t v) { return v & 1; }    /* .and.popc: a product of bits is their AND */
+
+/* A/B input types (X_AT / X_BT hold 1 + the index): element bits, K of the
+ * shape, family (which accumulators, immediates and partners it allows). */
+typedef struct wg_in { const char *name; uint8_t bits; uint16_t k; uint8_t fam; double (*dec)(uint32_t); } wg_in;
+static const wg_in in_types[] = {
+  { "f16", 16, 16, FAM_F16, dec_f16 }, { "bf16", 16, 16, FAM_BF16, dec_bf16 }, { "tf32", 32, 8, FAM_TF32, dec_tf32 },
+  { "e4m3", 8, 32, FAM_FP8, dec_e4m3 }, { "e5m2", 8, 32, FAM_FP8, dec_e5m2 }, { "s8", 8, 32, FAM_INT, dec_s8 },
+  { "u8", 8, 32, FAM_INT, dec_u8 }, { "b1", 1, 256, FAM_B1, dec_b1 },
+};
+#define NIN ((int)(sizeof in_types / sizeof in_types[0]))
+
+/* Per family: the accumulator types allowed (bit per D_*), whether A and B
+ * may differ, the ±1 scale immediates, the transpose immediates, and N
+ * above 32 in steps of 16 (integer shapes) rather than 8. */
+static const struct { uint8_t dts, mixed, scale, trans, n16; } fams[] = {
+  [FAM_F16] = { 1 << D_F32 | 1 << D_F16, 0, 1, 1, 0 }, [FAM_BF16] = { 1 << D_F32, 0, 1, 1, 0 },
+  [FAM_TF32] = { 1 << D_F32, 0, 1, 0, 0 }, [FAM_FP8] = { 1 << D_F32 | 1 << D_F16, 1, 1, 0, 0 },
+  [FAM_INT] = { 1 << D_S32, 1, 0, 0, 1 }, [FAM_B1] = { 1 << D_S32, 0, 0, 0, 1 },
+};
+
+/* Accumulator type names by D_* value. */
+static const char *const dt_names[] = { [D_F32] = "f32", [D_F16] = "f16", [D_S32] = "s32" };
+
+/* ------------------------------------------------------------ descriptors */
 
 /* Swizzle span in bytes of each descriptor layout code (bits 62-63). */
 static const uint32_t span_of[4] = { 0, 128, 64, 32 };
 
-/* A decoded shared-memory matrix descriptor. */
-typedef struct mdesc { uint64_t start, lbo, sbo; uint32_t span; } mdesc;
+/* A decoded shared-memory matrix descriptor (addresses and offsets in bytes). */
+typedef struct mdesc { uint64_t start, lbo, sbo; uint32_t span, base_off; } mdesc;
 
-/* Unpack a descriptor: start address, LBO, SBO (all >> 4) and layout. */
+/* Unpack a descriptor: start address, LBO, SBO (all >> 4), base offset, layout. */
 static mdesc unpack_desc(uint64_t v)
 {
-  mdesc d = { (v & 0x3fff) << 4, ((v >> 16) & 0x3fff) << 4, ((v >> 32) & 0x3fff) << 4, span_of[v >> 62] };
+  mdesc d = { (v & 0x3fff) << 4, ((v >> 16) & 0x3fff) << 4, ((v >> 32) & 0x3fff) << 4, span_of[v >> 62],
+              (uint32_t)(v >> 49) & 7 };
   return d;
 }
 
-/* Shared byte address of element (r, k) of a K-major operand (esize 2). */
-static uint64_t elem_addr(const mdesc *d, uint32_t r, uint32_t k)
+/* Shared address of the 16 contiguous bytes [cb, cb+16) (cb a multiple of
+ * 16) of strided row `row` in a canonical layout. The strided dimension is
+ * M/N for K-major operands and K for MN-major ones; the contiguous one is
+ * the other. Interleave: 8x16-byte core matrices, the 8-row groups and the
+ * 16-byte columns LBO/SBO apart (K-major: SBO between row groups, LBO
+ * along K; MN-major the reverse). Swizzled: rows of `span` bytes, 8-row
+ * atoms SBO apart, span-wide column blocks LBO apart (MN-major only: a
+ * K-major operand's 32 bytes never leave the first block), then the
+ * hardware's XOR of address bits 4.. with bits 7... */
+static uint64_t chunk_addr(const mdesc *d, int mn_major, uint32_t row, uint32_t cb)
 {
-  uint64_t kb = (uint64_t)k * 2;
-  if (!d->span) return d->start + (r / 8) * d->sbo + (kb / 16) * d->lbo + (r % 8) * 16 + kb % 16;
-  uint64_t a = d->start + (r / 8) * d->sbo + (r % 8) * d->span + kb;
-  uint64_t mask = d->span / 16 - 1;
-  return a ^ (((a >> 7) & mask) << 4);
+  if (!d->span) {
+    uint64_t rows = mn_major ? d->lbo : d->sbo, cols = mn_major ? d->sbo : d->lbo;
+    return d->start + (row / 8) * rows + (cb / 16) * cols + (row % 8) * 16 + cb % 16;
+  }
+  uint64_t a = d->start + (row / 8) * d->sbo + (cb / d->span) * d->lbo + (row % 8) * d->span + cb % d->span;
+  return a ^ (((a >> 7) & (d->span / 16 - 1)) << 4);
 }
 
 /* Layout names of swizzle spans, for messages. */
@@ -46,11 +95,15 @@ static const char *span_name(uint32_t span)
   return span == 128 ? "128B swizzle" : span == 64 ? "64B swizzle" : span == 32 ? "32B swizzle" : "no swizzle (interleave)";
 }
 
-/* A descriptor whose swizzle disagrees with how TMA wrote the tile is reported. */
-static int check_swizzle(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, const char *which)
+/* A descriptor whose swizzle disagrees with how TMA wrote the tile, or one
+ * with a matrix base offset (not implemented), is reported. */
+static int check_desc(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, const char *which)
 {
   uint32_t span;
   const emu_inst *by;
+  if (d->base_off)
+    return lpx_emu_fail(w, in, lane, "the %s descriptor has matrix base offset %u (bits 49-51): not implemented by the "
+                        "emulator, which runs base offset 0 (swizzle patterns aligned to their repeat)", which, d->base_off);
   if (!lpx_emu_tma_swizzle_at(w->cta, d->start, &span, &by) || span == d->span) return 0;
   char where[512];
   lpx_emu_where(w->p, by, where, sizeof where);
@@ -58,99 +111,193 @@ static int check_swizzle(emu_warp *w, const emu_inst *in, int lane, const mdesc 
                       "wrote it with %s", which, (unsigned long long)d->start, span_name(d->span), where, span_name(span));
 }
 
-/* Read rows r0..r0+n-1, k 0..15 of an operand into out[n][16] as floats. */
-static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, uint32_t r0, uint32_t n,
-                        int bf16, double *out)
+/* ------------------------------------------------------------ operands */
+
+/* The elements of one instruction: form facts and the operand positions. */
+typedef struct wg_op {
+  const wg_in *at, *bt;
+  uint32_t n, k, nd;      /* N, K, accumulator registers per thread */
+  int dt, areg, ka, kb;   /* D type; A from registers; operand index of A and of the B descriptor */
+  int ta, tb, scale_d, l0;
+  double scale;           /* imm-scale-a * imm-scale-b */
+} wg_op;
+
+/* Element j (bits wide) of the little-endian bytes p. */
+static uint32_t field(const uint8_t *p, uint32_t j, uint32_t bits)
 {
-  for (uint32_t r = 0; r < n; r++)
-    for (uint32_t k = 0; k < 16; k++) {
-      uint64_t ea = elem_addr(d, r0 + r, k);
-      const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ea, 2, 0);
-      if (!p || lpx_emu_proxy_check(w, in, lane, ea, 2, "wgmma.mma_async")) return -1;
-      uint16_t h;
-      memcpy(&h, p, 2);
-      out[r * 16 + k] = bf16 ? lpx_emu_bf16_to_f32(h) : lpx_emu_f16_to_f32(h);
+  uint32_t bit = j * bits, v;
+  memcpy(&v, p + (bit / 32) * 4, 4);
+  return bits == 32 ? v : (v >> (bit % 32)) & ((1u << bits) - 1);
+}
+
+/* The 16 bytes at shared address ea, read through the async proxy. */
+static const uint8_t *chunk(emu_warp *w, const emu_inst *in, int lane, uint64_t ea)
+{
+  const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ea, 16, 0);
+  return p && !lpx_emu_proxy_check(w, in, lane, ea, 16, "wgmma.mma_async") ? p : NULL;
+}
+
+/* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
+ * K-major rows are 32 bytes of K; MN-major (16-bit types) K rows hold
+ * consecutive M/N elements. */
+static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, int mn_major, const wg_in *t,
+                        uint32_t mn0, uint32_t n, double *out)
+{
+  uint32_t K = t->k, per = 128 / t->bits;      /* elements per 16-byte chunk */
+  uint32_t rows = mn_major ? K : n, chunks = mn_major ? n / per : 2;
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t c = 0; c < chunks; c++) {
+      uint32_t row = mn_major ? r : mn0 + r, cb = mn_major ? (mn0 / per + c) * 16 : 16 * c;
+      const uint8_t *p = chunk(w, in, lane, chunk_addr(d, mn_major, row, cb));
+      if (!p) return -1;
+      for (uint32_t j = 0; j < per; j++) {
+        double v = t->dec(field(p, j, t->bits));
+        if (mn_major) out[(c * per + j) * K + r] = v; else out[r * K + c * per + j] = v;
+      }
     }
   return 0;
+}
+
+/* Gather this warp's 16 x K A from its four .b32 fragment registers: element
+ * e (32/bits per register, low bits first) of register r of lane l holds
+ * A[l/4 + 8(r%2)][p(l%4) + e + 4p(r/2)], p = 32/bits (the ISA's figures:
+ * f16 pairs, one tf32, four 8-bit values, 32 bits). */
+static void gather_a(emu_warp *w, const emu_inst *in, const wg_op *o, double *a)
+{
+  uint32_t bits = o->at->bits, p = 32 / bits, K = o->k;
+  for (int l = 0; l < 32; l++)
+    for (int r = 0; r < 4; r++) {
+      uint32_t v = (uint32_t)EMU_R(w, EMU_OP(w, in, o->ka + 1 + r)->reg)[l];
+      for (uint32_t e = 0; e < p; e++) {
+        uint32_t row = (uint32_t)l / 4 + 8 * (r % 2), k = p * (uint32_t)(l % 4) + e + 4 * p * (r / 2);
+        a[row * K + k] = o->at->dec(field((const uint8_t *)&v, e, bits));
+      }
+    }
 }
 
 /* The value of operand k for a lane (a predicate's negation applied). */
 static int64_t arg(emu_warp *w, const emu_inst *in, int k, int lane)
 {
-  const emu_op *o = EMU_OP(w, in, k);
-  uint64_t v = EMU_R(w, o->reg)[lane];
-  return o->neg ? !(v & 1) : (int64_t)v;
+  const emu_op *op = EMU_OP(w, in, k);
+  uint64_t v = EMU_R(w, op->reg)[lane];
+  return op->neg ? !(v & 1) : (int64_t)v;
 }
 
-/* Check the operands that must agree across the warp; returns the first lane. */
-static int uniform(emu_warp *w, const emu_inst *in, uint32_t m, int first_k, int nk)
+/* Check the descriptors, scale-d and the immediates agree across the warp;
+ * returns the first lane. Messages number operands as PTX does ({d} is 1). */
+static int uniform(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, int nimm)
 {
   int l0 = __builtin_ctz(m);
-  for (int k = first_k; k < first_k + nk; k++)
+  for (int k = o->areg ? o->kb : o->ka; k < o->kb + 2 + nimm; k++)
     EMU_EACH(m, if (arg(w, in, k, l) != arg(w, in, k, l0))
-      return lpx_emu_fail(w, in, l, "wgmma operand %d differs between lanes of the warp", k - first_k + 1));
+      return lpx_emu_fail(w, in, l, "wgmma.mma_async operand %d differs between lanes of the warp",
+                          k == o->ka ? 2 : 3 + k - o->kb));
   return l0;
 }
 
-/* Gather this warp's 16x16 A from the A fragment registers: half e of
- * register r of lane l holds A[l/4 + 8(r%2)][2(l%4) + e + 8(r/2)]. */
-static void gather_a(emu_warp *w, const emu_inst *in, int k, int bf16, double *a)
-{
-  for (int l = 0; l < 32; l++)
-    for (int r = 0; r < 4; r++) {
-      uint32_t v = (uint32_t)EMU_R(w, EMU_OP(w, in, k + 1 + r)->reg)[l];
-      for (int e = 0; e < 2; e++) {
-        uint16_t h = (uint16_t)(v >> (16 * e));
-        int row = l / 4 + 8 * (r % 2), kk = 2 * (l % 4) + e + 8 * (r / 2);
-        a[row * 16 + kk] = bf16 ? lpx_emu_bf16_to_f32(h) : lpx_emu_f16_to_f32(h);
-      }
-    }
-}
-
-/* Immediate +1/-1 of operand k. */
+/* Immediate +1/-1 of operand k (either width of -1). */
 static double sign_of(emu_warp *w, const emu_inst *in, int k, int l0)
 {
-  return arg(w, in, k, l0) == (int64_t)-1 || (int32_t)arg(w, in, k, l0) == -1 ? -1 : 1;
+  int64_t v = arg(w, in, k, l0);
+  return v == -1 || (int32_t)v == -1 ? -1 : 1;
 }
 
-/* wgmma.mma_async: this warp's 16 rows of D (+)= A * B^T. A from a shared
- * descriptor or from four .b32 registers (then no imm-trans-a). */
+/* Count and check the operands: {d}, a-desc or {a}, b-desc, scale-d, then
+ * the family's immediates; fill o. */
+static int operands(emu_warp *w, const emu_inst *in, uint32_t m, wg_op *o)
+{
+  const wg_in *at = &in_types[in->ext[X_AT] - 1];
+  o->at = at; o->bt = &in_types[in->ext[X_BT] - 1];
+  o->n = (uint32_t)in->ext[X_NB] * 8; o->k = at->k; o->dt = in->ext[X_DT];
+  o->nd = o->dt == D_F16 ? o->n / 4 : o->n / 2;
+  o->ka = 1 + (int)o->nd;
+  o->areg = o->ka < in->nops && EMU_OP(w, in, o->ka)->kind == EO_VEC;
+  o->kb = o->areg ? o->ka + 5 : o->ka + 1;
+  int nimm = (fams[at->fam].scale ? 2 : 0) + (fams[at->fam].trans ? (o->areg ? 1 : 2) : 0);
+  if (EMU_OP(w, in, 0)->kind != EO_VEC || (uint32_t)EMU_OP(w, in, 0)->reg != o->nd || in->nops != o->kb + 2 + nimm ||
+      (o->areg && EMU_OP(w, in, o->ka)->reg != 4))
+    return lpx_emu_fail(w, in, -1, "wgmma.mma_async m64n%uk%u.%s takes %u accumulator registers, A (a descriptor or 4 "
+                        "registers), the B descriptor, scale-d and %d immediate(s)", o->n, o->k, dt_names[o->dt], o->nd, nimm);
+  int l0 = uniform(w, in, m, o, nimm);
+  if (l0 < 0) return -1;
+  o->l0 = l0;
+  o->scale_d = arg(w, in, o->kb + 1, l0) != 0;
+  o->scale = fams[at->fam].scale ? sign_of(w, in, o->kb + 2, l0) * sign_of(w, in, o->kb + 3, l0) : 1;
+  int kt = o->kb + 2 + (fams[at->fam].scale ? 2 : 0);
+  o->ta = fams[at->fam].trans && !o->areg ? arg(w, in, kt, l0) != 0 : 0;
+  o->tb = fams[at->fam].trans ? arg(w, in, kt + (o->areg ? 0 : 1), l0) != 0 : 0;
+  return 0;
+}
+
+/* ------------------------------------------------------------ execution */
+
+/* The accumulator element e (0..N/2-1) of lane l as (row, col) of this
+ * warp's 16 x N slice: e = 4nb + 2h + j holds D[l/4 + 8h][8nb + 2(l%4) + j]. */
+static void coord(int l, uint32_t e, uint32_t *row, uint32_t *col)
+{
+  uint32_t rest = e % 4;
+  *row = (uint32_t)l / 4 + 8 * (rest / 2);
+  *col = 8 * (e / 4) + 2 * (uint32_t)(l % 4) + rest % 2;
+}
+
+/* D element e of lane l as a double (f16: half e%2 of register e/2). */
+static double acc_get(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l)
+{
+  uint64_t v = EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == D_F16 ? e / 2 : e))->reg)[l];
+  if (dt == D_F16) return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * (e % 2))));
+  return dt == D_S32 ? (double)(int32_t)(uint32_t)v : (double)emu_u2f(v);
+}
+
+/* Store x as D element e of lane l: rounded once to f32 / f16 (nearest even),
+ * or an s32 that wraps (clamps with .satfinite). */
+static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, double x, int sat)
+{
+  uint64_t *r = &EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == D_F16 ? e / 2 : e))->reg)[l];
+  if (dt == D_F32) { *r = emu_f2u((float)x); return; }
+  if (dt == D_S32) {
+    if (sat) x = x > 2147483647.0 ? 2147483647.0 : x < -2147483648.0 ? -2147483648.0 : x;
+    *r = (uint32_t)(int64_t)x;
+    return;
+  }
+  uint32_t sh = 16 * (e % 2);
+  *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << sh;
+}
+
+/* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b (N x K). */
+static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b)
+{
+  uint32_t K = o->k, ne = o->n / 2;
+  int sat = (in->ext[X_FLAGS] & F_SAT) != 0;
+  EMU_EACH(m, {
+    for (uint32_t e = 0; e < ne; e++) {
+      uint32_t row, col;
+      coord(l, e, &row, &col);
+      const double *ar = a + row * K, *br = b + col * K;
+      double s = 0;
+      for (uint32_t kk = 0; kk < K; kk++) s += ar[kk] * br[kk];
+      double old = o->scale_d ? acc_get(w, in, o->dt, e, l) : 0.0;
+      acc_put(w, in, o->dt, e, l, old + o->scale * s, sat);
+    }
+  });
+}
+
+/* wgmma.mma_async: this warp's 16 rows of D (+)= A * B. */
 HANDLER(op_wgmma)
 {
-  uint32_t n = (uint32_t)in->ext[X_NB] * 8, nreg = n / 2;
   if (m != w->exists) return lpx_emu_fail(w, in, -1, "wgmma.mma_async needs every thread of the warp converged");
-  int k = 1 + (int)nreg, areg = k < in->nops && EMU_OP(w, in, k)->kind == EO_VEC;
-  int kb = areg ? k + 5 : k + 1, nimm = areg ? 5 : 6;     /* b-desc, scale-d, scale-a, scale-b, trans(-a), trans-b */
-  if (EMU_OP(w, in, 0)->kind != EO_VEC || (uint32_t)EMU_OP(w, in, 0)->reg != nreg || in->nops < kb + nimm ||
-      (areg && EMU_OP(w, in, k)->reg != 4))
-    return lpx_emu_fail(w, in, -1, "wgmma.mma_async m64n%uk16 takes %u f32 accumulator registers, then A (a descriptor "
-                        "or 4 registers) and the B descriptor", n, nreg);
-  int l0 = uniform(w, in, m, kb, nimm);
-  if (l0 < 0) return -1;
-  if (arg(w, in, kb + 4, l0) || (!areg && arg(w, in, kb + 5, l0)))
-    return lpx_emu_fail(w, in, l0, "the emulator runs K-major wgmma operands only (imm-trans-a/b = 0)");
-  mdesc da = unpack_desc(areg ? 0 : (uint64_t)arg(w, in, k, l0)), db = unpack_desc((uint64_t)arg(w, in, kb, l0));
-  int bf16 = in->ext[X_AT] == 1, scale_d = arg(w, in, kb + 1, l0) != 0;
-  double sa = sign_of(w, in, kb + 2, l0), sb = sign_of(w, in, kb + 3, l0);
-  if ((!areg && check_swizzle(w, in, l0, &da, "A")) || check_swizzle(w, in, l0, &db, "B")) return -1;
-  uint32_t wq = w->id % 4;
-  double *a = malloc(sizeof(double) * 16 * (16 + n)), *b = a + 16 * 16;
+  wg_op o = { 0 };
+  if (operands(w, in, m, &o)) return -1;
+  mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
+  if ((!o.areg && check_desc(w, in, o.l0, &da, "A")) || check_desc(w, in, o.l0, &db, "B")) return -1;
+  double *a = malloc(sizeof(double) * o.k * (16 + o.n)), *b = a + 16 * o.k;
   if (!a) return lpx_emu_fail(w, in, -1, "out of memory");
-  if (areg) gather_a(w, in, k, bf16, a);
-  if ((!areg && read_operand(w, in, l0, &da, 16 * wq, 16, bf16, a)) || read_operand(w, in, l0, &db, 0, n, bf16, b)) {
+  if (o.areg) gather_a(w, in, &o, a);
+  if ((!o.areg && read_operand(w, in, o.l0, &da, o.ta, o.at, 16 * (w->id % 4), 16, a)) ||
+      read_operand(w, in, o.l0, &db, o.tb, o.bt, 0, o.n, b)) {
     free(a);
     return -1;
   }
-  EMU_EACH(m, {
-    for (uint32_t i = 0; i < nreg; i++) {
-      uint32_t rest = i % 4, row = l / 4 + 8 * (rest / 2), col = 8 * (i / 4) + 2 * (uint32_t)(l % 4) + rest % 2;
-      double s = 0;
-      for (int kk = 0; kk < 16; kk++) s += a[row * 16 + kk] * b[col * 16 + kk];
-      uint64_t *dr = D(1 + (int)i);
-      double old = scale_d ? (double)emu_u2f(dr[l]) : 0.0;
-      dr[l] = emu_f2u((float)(old + sa * sb * s));
-    }
-  });
+  accumulate(w, in, m, &o, a, b);
   free(a);
   return 0;
 }
@@ -158,20 +305,66 @@ HANDLER(op_wgmma)
 /* fence / commit_group / wait_group: the MMAs already completed. */
 HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
 
-/* Read N, the A/B type and the D type of a wgmma.mma_async form from its text. */
-void lpx_emu_decode_wgmma(emu_inst *in, const char *text)
+/* ------------------------------------------------------------ decoding */
+
+/* Words of the form that set flags (0: words that carry nothing here). */
+static const struct { const char *word; uint8_t flag; } flag_words[] = {
+  { "wgmma", 0 }, { "mma_async", 0 }, { "sync", 0 }, { "aligned", 0 },
+  { "satfinite", F_SAT }, { "and", F_AND }, { "popc", F_POPC },
+};
+
+/* Record one dotted word of the form: a flag, the shape, or the next type
+ * (D first, then A, then B); anything else marks the form unknown. */
+static void decode_word(emu_inst *in, const char *tok, int *ntypes)
 {
-  unsigned mm = 0, nn = 0, kk = 0;
-  const char *s = strstr(text, ".m64n");
-  if (s && sscanf(s, ".m%un%uk%u", &mm, &nn, &kk) == 3 && mm == 64 && kk == 16 && nn % 8 == 0 && nn <= 256)
-    in->ext[X_NB] = (uint8_t)(nn / 8);
-  in->ext[X_AT] = strstr(text, ".bf16.bf16") ? 1 : strstr(text, ".f16.f16") ? 2 : 0;
-  in->ext[X_DT] = strstr(text, "k16.f32.") ? 1 : 0;
+  unsigned mm, nn, kk;
+  char tail;
+  for (size_t i = 0; i < sizeof flag_words / sizeof flag_words[0]; i++)
+    if (!strcmp(tok, flag_words[i].word)) { in->ext[X_FLAGS] |= flag_words[i].flag; return; }
+  if (sscanf(tok, "m%un%uk%u%c", &mm, &nn, &kk, &tail) == 3) {
+    int ok = mm == 64 && nn % 8 == 0 && nn >= 8 && nn <= 256 && kk % 8 == 0 && kk / 8 <= 32;
+    in->ext[X_NB] = ok ? (uint8_t)(nn / 8) : 0;
+    in->ext[X_K8] = ok ? (uint8_t)(kk / 8) : 0;
+    return;
+  }
+  if (*ntypes == 0)
+    for (int d = D_F32; d <= D_S32; d++) if (!strcmp(tok, dt_names[d])) { in->ext[X_DT] = (uint8_t)d; ++*ntypes; return; }
+  if (*ntypes == 1 || *ntypes == 2)
+    for (int i = 0; i < NIN; i++) if (!strcmp(tok, in_types[i].name)) { in->ext[X_AT + *ntypes - 1] = (uint8_t)(i + 1); ++*ntypes; return; }
+  in->ext[X_FLAGS] |= F_BAD;
 }
 
-/* Handler of the wgmma rows. */
+/* Read N, K, the D / A / B types and the flags of a wgmma.mma_async form. */
+void lpx_emu_decode_wgmma(emu_inst *in, const char *text)
+{
+  int ntypes = 0;
+  memset(in->ext, 0, sizeof in->ext);
+  for (const char *p = text; p; p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL) {
+    char tok[32];
+    size_t len = strcspn(p, ".");
+    if (len == 0 || len >= sizeof tok) { in->ext[X_FLAGS] |= F_BAD; continue; }
+    memcpy(tok, p, len);
+    tok[len] = '\0';
+    decode_word(in, tok, &ntypes);
+  }
+}
+
+/* Is the decoded form one sm_90a defines (types, K, N steps, modifiers)? */
+static int form_ok(const emu_inst *in)
+{
+  int f = in->ext[X_FLAGS], n = in->ext[X_NB] * 8;
+  if (!in->ext[X_NB] || !in->ext[X_DT] || !in->ext[X_AT] || !in->ext[X_BT] || (f & F_BAD)) return 0;
+  const wg_in *at = &in_types[in->ext[X_AT] - 1], *bt = &in_types[in->ext[X_BT] - 1];
+  int fam = at->fam;
+  if (at->k != in->ext[X_K8] * 8 || bt->fam != fam || (at != bt && !fams[fam].mixed)) return 0;
+  if (!(fams[fam].dts >> in->ext[X_DT] & 1) || (fams[fam].n16 && n > 32 && n % 16)) return 0;
+  if ((f & F_SAT) && fam != FAM_INT) return 0;
+  return fam == FAM_B1 ? (f & (F_AND | F_POPC)) == (F_AND | F_POPC) : !(f & (F_AND | F_POPC));
+}
+
+/* Handler of the wgmma rows (NULL: reported as not implemented). */
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in)
 {
-  if (in->op == LPX_OP_WGMMA) return in->ext[X_NB] && in->ext[X_AT] && in->ext[X_DT] ? op_wgmma : NULL;
+  if (in->op == LPX_OP_WGMMA) return form_ok(in) ? op_wgmma : NULL;
   return op_nop;
 }
