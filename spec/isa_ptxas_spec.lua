@@ -456,6 +456,15 @@ local function wg_ops(mk, nd, ...)
   end
 end
 
+--- Operands of an mma.sync: vectors of nd D, na A, nb B and nc C
+-- registers (accumulators made by mk_d / mk_c, inputs b32).
+local function mma_ops(mk_d, nd, na, nb, mk_c, nc)
+  return function()
+    local function vec(mk, n) local v = {} for i = 1, n do v[i] = mk() end return v end
+    return vec(mk_d, nd), vec(b32, na), vec(b32, nb), vec(mk_c, nc)
+  end
+end
+
 -- { arch, opcode, operand builder[, PTX version] }: PTX does not allow these.
 local INVALID = {
   { "sm_80", "add.b32", function() return b32(), b32(), b32() end },
@@ -598,6 +607,12 @@ local INVALID = {
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.f32.e4m3.e4m3", wg_ops(f32, 4, 1, 1) },
+  { "sm_89", "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 2, 1, f32, 4), "8.4" },
+  { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16", mma_ops(b32, 2, 4, 2, b32, 2), "8.4" },
+  { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f16", mma_ops(f32, 4, 4, 2, b32, 2), "8.7" },
+  { "sm_90a", "mma.sync.aligned.m16n8k16.row.col.f16.e5m2.e5m2.f32", mma_ops(b32, 2, 2, 1, f32, 4), "8.7" },
+  { "sm_80", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 4, 2, f32, 4), "8.7" },
+  { "sm_89", "mma.sync.aligned.m16n8k8.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 1, 1, f32, 4), "8.7" },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked
@@ -651,6 +666,34 @@ describe("the ISA table against ptxas", function()
       local ok, _, log = toolkit.ptxas(text, "sm_89", { keep_failed = false })
       assert.is_true(ok, log)
     end)
+  end)
+
+  it("fp8 mma.sync on sm_89 and sm_90a: every pair, shape and accumulator at PTX 8.7, m16n8k32 .f32 at 8.4", function()
+    local ampere = require "pyptx.ampere"
+    for _, arch in ipairs { "sm_89", "sm_90a" } do
+      for _, version in ipairs { "8.4", "8.7" } do
+        local n = 0
+        local text = pyptx.kernel "fp8mma" { arch = arch, version = version, function()
+          for _, shape in ipairs { "m16n8k32", "m16n8k16" } do
+            for _, acc in ipairs { "f32", "f16" } do
+              for _, a in ipairs { "e4m3", "e5m2" } do
+                for _, b in ipairs { "e4m3", "e5m2" } do
+                  if version == "8.7" or (shape == "m16n8k32" and acc == "f32") then
+                    local f = ampere.fragments(shape, a, acc)
+                    ptx.mma { shape = shape, atype = a, btype = b, ctype = acc, d = f.c, a = f.a, b = f.b, c = f.c }
+                    n = n + 1
+                  end
+                end
+              end
+            end
+          end
+        end }:ptx()
+        assert.are.equal(version == "8.7" and 16 or 4, n)
+        if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+        local ok, _, log = toolkit.ptxas(text, arch, { keep_failed = false })
+        assert.is_true(ok, log)
+      end
+    end
   end)
 
   describe("invalid forms", function()
