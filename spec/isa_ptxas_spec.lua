@@ -408,7 +408,7 @@ family("TMA and bulk: tensor tile/im2col copies, prefetches, cp.reduce.async.bul
   ptx.cp.reduce.async.bulk.tensor_3d { dst = p, src = s[0], coord = { c, c, c }, op = "max", mode = "im2col" }
 end)
 
-family("griddepcontrol, tensormap.replace, fence.proxy.tensormap (sm_90+, PTX 8.3)", function(env)
+family("griddepcontrol, tensormap.replace, tensormap.cp_fenceproxy, fence.proxy.tensormap (sm_90+, PTX 8.3)", function(env)
   if sm_of(env.arch) < 90 then return end
   local p, s = env.p, env.s
   ptx.griddepcontrol.launch_dependents(); ptx.griddepcontrol.wait()
@@ -422,6 +422,10 @@ family("griddepcontrol, tensormap.replace, fence.proxy.tensormap (sm_90+, PTX 8.
   if sm_of(env.arch) >= 100 then tr.swizzle_atomicity(ptx.addr(p), "32B_flip_8B") end
   ptx.fence.tensormap_release(); ptx.fence.tensormap_release("cta"); ptx.fence.proxy.tensormap.release("sys")
   ptx.fence.tensormap_acquire(ptx.addr(p)); ptx.fence.tensormap_acquire(s[0], "cluster")
+  for _, scope in ipairs { "cta", "cluster", "gpu", "sys" } do
+    ptx.tensormap.cp_fenceproxy { dst = ptx.addr(p), src = s[0], scope = scope }
+  end
+  ptx.tensormap.cp_fenceproxy(ptx.addr(p, 128), ptx.addr(s:base(), 128))
 end, function(arch) return sm_of(arch) == 90 and "8.3" or nil end)
 
 --- The kernel for a family body on arch: one f32 tensor, a u64 param "fp",
@@ -463,6 +467,12 @@ local function mma_ops(mk_d, nd, na, nb, mk_c, nc)
     local function vec(mk, n) local v = {} for i = 1, n do v[i] = mk() end return v end
     return vec(mk_d, nd), vec(b32, na), vec(b32, nb), vec(mk_c, nc)
   end
+end
+
+--- Operands of a tensormap.cp_fenceproxy: [global], [shared], then size
+-- (a number, or a register made by it when a function).
+local function tm_cp(size)
+  return function(env) return ptx.addr(env.p), env.s[0], type(size) == "function" and size() or size end
 end
 
 -- { arch, opcode, operand builder[, PTX version] }: PTX does not allow these.
@@ -592,6 +602,17 @@ local INVALID = {
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), u32() end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), 64 end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.release.gpu", function() end, "8.0" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(64), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(u32), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.2" },
+  { "sm_80", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.acquire.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.shared::cta.global.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.aligned", tm_cp(128), "8.3" },
   { "sm_90a", "cvt.rn.e4m3x2.f32", function() return r(T.b16), f32(), f32() end },
   { "sm_90a", "cvt.rz.satfinite.e5m2x2.f32", function() return r(T.b16), f32(), f32() end },
   { "sm_90a", "cvt.f16x2.e4m3x2", function() return b32(), r(T.b16) end },

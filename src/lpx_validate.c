@@ -1305,6 +1305,23 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   return 0;
 }
 
+/* tensormap.cp_fenceproxy: the one form PTX defines (.global.shared::cta,
+ * .tensormap::generic, .release, a scope) and [dst], [src], 128. */
+static int hp_tmcpfence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  if (!has_mod(fo, LPX_GB_SPACE, "global") || !has_mod(fo, LPX_GB_SPACE2, "shared::cta"))
+    return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy copies .global.shared::cta (to global from shared::cta, in that order)", text);
+  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic") || !has_mod(fo, LPX_GB_SEM, "release"))
+    return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy takes .tensormap::generic.release and a scope", text);
+  int ok = 1;
+  if (count != 3) return lpx_fail(v->m->ctx, "%s takes [dst], [src], 128, got %d operand(s)", text, count);
+  v->pos = 3;
+  if (hp_imm(&ops[starts[2]], &ok) != 128 || !ok) return opfail(v, "(size) must be the immediate 128 (a tensor map's bytes)");
+  return 0;
+}
+
 /* fence.proxy.tensormap::generic: .release (no operands) or .acquire
  * [map], 128, with a scope; other fences take no operands. */
 static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
@@ -1338,6 +1355,7 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
   }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
   case LPX_OP_TMREPLACE: return hp_tmreplace(v, ops, starts, count);
+  case LPX_OP_TMCPFENCE: return hp_tmcpfence(v, ops, starts, count);
   case LPX_OP_FENCE: return hp_fence(v, ops, starts, count);
   default: return 0;
   }
