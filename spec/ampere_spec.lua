@@ -4,6 +4,7 @@
 -- mma.sync per shape/type against A*B+C computed here, and the two GEMM
 -- examples (ptxas for sm_80, emulator against their CPU references).
 local ffi = require "ffi"
+local bit = require "bit"
 local pyptx = require "pyptx"
 local ampere = require "pyptx.ampere"
 local half = require "pyptx.half"
@@ -238,6 +239,13 @@ describe("trace-time validation of matrix instructions", function()
     assert.truthy(err and err:find(".bf16 inputs accumulate in .f32, not .f16", 1, true), err)
     err = mma("sm_90a", { shape = "m16n8k32", atype = "e4m3" })
     assert.truthy(err and err:find("with .e4m3/.e5m2 inputs needs PTX ISA 8.4; this kernel uses 8.0", 1, true), err)
+    err = mma("sm_90a", { shape = "m16n8k16", atype = "e5m2" })
+    assert.truthy(err and err:find("mma.sync.m16n8k16.f32 with .e4m3/.e5m2 inputs needs PTX ISA 8.7; this kernel uses 8.0", 1, true), err)
+    err = trace_err("sm_90a", function()
+      ptx.mma { shape = "m16n8k32", atype = "e4m3", btype = "e5m2", ctype = "f16", dtype = "f32", d = R(T.f32, 4),
+                a = R(T.b32, 4), b = R(T.b32, 2), c = R(T.b32, 2) }
+    end)
+    assert.truthy(err and err:find("ptx.mma: m16n8k32 with .e4m3 inputs takes dtype = ctype (f32 or f16), got .f32/.f16", 1, true), err)
     err = trace_err("sm_80", function() ptx.stmatrix { s = R(T.b32, 4), addr = reg.scalar(T.u32) } end)
     assert.truthy(err and err:find("needs sm_90 or newer; this kernel targets sm_80", 1, true), err)
   end)
@@ -257,6 +265,7 @@ local INPUTS = {
   s4 = { bits = 4, gen = function() return math.random(-8, 7) end, enc = function(x) return x % 16 end },
   u4 = { bits = 4, gen = function() return math.random(0, 15) end, enc = function(x) return x end },
   b1 = { bits = 1, gen = function() return math.random(0, 1) end, enc = function(x) return x end },
+  e4m3 = { bits = 8, enc = half.to_e4m3 }, e5m2 = { bits = 8, enc = half.to_e5m2 },
   f64 = { bits = 64, gen = function() return math.random() * 4 - 2 end },
 }
 
@@ -268,30 +277,32 @@ local function run_mma(shape, atype, ctype, opts)
   local LA, LB = ampere.layout(shape, atype, "a"), ampere.layout(shape, atype, "b")
   local LC = ampere.layout(shape, atype, "c", ctype)
   local inp, is64 = INPUTS[atype], atype == "f64"
+  local inb = INPUTS[opts.btype or atype]
   local Am, Bm, Cm = {}, {}, {}
-  for i = 0, cnt.m - 1 do Am[i] = {}; Cm[i] = {} for k = 0, cnt.k - 1 do Am[i][k] = inp.gen() end end
-  for k = 0, cnt.k - 1 do Bm[k] = {} for j = 0, 7 do Bm[k][j] = inp.gen() end end
+  for i = 0, cnt.m - 1 do Am[i] = {}; Cm[i] = {} for k = 0, cnt.k - 1 do Am[i][k] = (opts.gen or inp.gen)(atype) end end
+  for k = 0, cnt.k - 1 do Bm[k] = {} for j = 0, 7 do Bm[k][j] = (opts.gen or inb.gen)(opts.btype or atype) end end
   for i = 0, cnt.m - 1 do
     for j = 0, 7 do
-      Cm[i][j] = (ctype == "s32" and math.random(-1000, 1000)) or (ctype == "f16" and half.from_f16(half.to_f16(math.random() - 0.5))) or (math.random() - 0.5)
+      Cm[i][j] = (ctype == "s32" and math.random(-1000, 1000)) or (ctype == "f16" and half.from_f16(half.to_f16(math.random() - 0.5)))
+        or half.from_f32_bits(half.f32_bits(math.random() - 0.5))       -- exact in the f32 the kernel reads
     end
   end
   -- registers laid out [reg][lane]: A regs, then B, then C
   local vals = {}
-  local function pack(L, Mx, base)
+  local function pack(L, Mx, base, enc)
     for r = 0, L.regs - 1 do
       for lane = 0, 31 do
         local v = 0
         for e = 0, L.elems - 1 do
           local row, col = L.coord(lane, r, e)
-          if is64 then v = Mx[row][col] else v = v + inp.enc(Mx[row][col]) * 2 ^ (inp.bits * e) end
+          if is64 then v = Mx[row][col] else v = v + enc.enc(Mx[row][col]) * 2 ^ (enc.bits * e) end
         end
         vals[base + r * 32 + lane + 1] = v
       end
     end
   end
-  pack(LA, Am, 0)
-  pack(LB, Bm, cnt.a * 32)
+  pack(LA, Am, 0, inp)
+  pack(LB, Bm, cnt.a * 32, inb)
   local cbase = (cnt.a + cnt.b) * 32
   for r = 0, LC.regs - 1 do
     for lane = 0, 31 do
@@ -308,7 +319,7 @@ local function run_mma(shape, atype, ctype, opts)
   local ct_t = ctype == "f16" and T.u32 or T[ctype]
   local in_t = is64 and T.f64 or T.u32
   local k = kernel "mma_one" {
-    arch = opts.arch or "sm_80",
+    arch = opts.arch or "sm_80", version = opts.version,
     in_specs = { Tile(32 * cnt.a, in_t), Tile(32 * cnt.b, in_t), Tile(32 * cnt.c, ct_t) },
     out_specs = { Tile(32 * cnt.d, ct_t) },
     block = { 32, 1, 1 }, grid = { 1, 1, 1 },
@@ -416,6 +427,66 @@ describe("emulator mma.sync per shape and type", function()
     end
     assert.equal(2147483647, tonumber(run(true)))
     assert.equal(2147483000 + 516128 - 4294967296, tonumber(run(false)))
+  end)
+end)
+
+--- A random finite non-zero value of fp8 type t ("e4m3"/"e5m2") drawn
+-- from random bytes; maxexp caps the exponent field (nil: any finite).
+local function fp8_value(t, maxexp)
+  local shift, mask = t == "e4m3" and 3 or 2, t == "e4m3" and 15 or 31
+  while true do
+    local b = math.random(0, 255)
+    local v = t == "e4m3" and half.from_e4m3(b) or half.from_e5m2(b)
+    if v == v and v ~= 0 and math.abs(v) < math.huge and bit.band(bit.rshift(b, shift), mask) <= (maxexp or mask) then
+      return v
+    end
+  end
+end
+
+--- x rounded once to the nearest f16 value (ties to even, overflow to
+-- Inf): the rounding the emulator applies to a sum formed in double.
+local function f16_of(x)
+  local a = math.abs(x)
+  if a == 0 then return x end
+  local _, e = math.frexp(a)
+  local ulp = 2 ^ (math.max(e - 1, -14) - 10)
+  local q = math.floor(a / ulp)
+  local rest = a / ulp - q
+  if rest > 0.5 or (rest == 0.5 and q % 2 == 1) then q = q + 1 end
+  local v = q * ulp > 65504 and math.huge or q * ulp
+  return x < 0 and -v or v
+end
+
+--- x rounded once to f32.
+local function f32_of(x) return half.from_f32_bits(half.f32_bits(x)) end
+
+describe("emulator mma.sync with fp8 inputs (sm_89)", function()
+  local PAIRS = { { "e4m3", "e4m3" }, { "e4m3", "e5m2" }, { "e5m2", "e4m3" }, { "e5m2", "e5m2" } }
+  for _, shape in ipairs { "m16n8k32", "m16n8k16" } do
+    for _, acc in ipairs { "f32", "f16" } do
+      for _, p in ipairs(PAIRS) do
+        it(("runs %s .%s.%s.%s.%s: every D element is the exact sum rounded once"):format(shape, acc, p[1], p[2], acc), function()
+          math.randomseed(require("pyptx.check").fresh_seed())
+          -- f16 sums: values below 8 keep 32 products inside f16's range; f32: any finite byte
+          local gen = acc == "f16" and function(t) return fp8_value(t, t == "e4m3" and 9 or 17) end or fp8_value
+          local D, ref, cnt = run_mma(shape, p[1], acc, { btype = p[2], arch = "sm_89", version = "8.7", gen = gen })
+          for i = 0, cnt.m - 1 do
+            for j = 0, 7 do
+              local want = acc == "f16" and f16_of(ref[i][j]) or f32_of(ref[i][j])
+              assert.are.equal(want, D[i][j], ("D[%d][%d] (sum %.17g)"):format(i, j, ref[i][j]))
+            end
+          end
+        end)
+      end
+    end
+  end
+
+  it("runs m16n8k32 .f32.e4m3.e4m3.f32 under PTX ISA 8.4 on sm_90a", function()
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local D, ref = run_mma("m16n8k32", "e4m3", "f32", { arch = "sm_90a", version = "8.4", gen = fp8_value })
+    for i = 0, 15 do
+      for j = 0, 7 do assert.are.equal(f32_of(ref[i][j]), D[i][j], ("D[%d][%d]"):format(i, j)) end
+    end
   end)
 end)
 
@@ -674,6 +745,55 @@ describe("nvcc-compiled mma.sync on the emulator", function()
             local g = tonumber(got[i * 8 + j])
             assert.is_true(math.abs(g - s) <= K.tol * math.max(1, math.abs(s)),
               ("%s D[%d][%d] = %s, expected %s"):format(K[1], i, j, tostring(g), tostring(s)))
+          end
+        end
+      end)
+    end
+  end
+end)
+
+describe("nvcc-compiled fp8 mma.sync on the emulator", function()
+  local runtime = require "pyptx.runtime"
+  local dev
+  --- The emulator device (opened once).
+  local function emu()
+    dev = dev or runtime.open("emu")
+    return dev
+  end
+  local ENC = { e4m3 = half.to_e4m3, e5m2 = half.to_e5m2 }
+  local KERNELS = {
+    { "mma_e4m3_e5m2_m16n8k32_f32", k = 32, a = "e4m3", b = "e5m2", acc = "f32" },
+    { "mma_e5m2_e5m2_m16n8k16_f32", k = 16, a = "e5m2", b = "e5m2", acc = "f32" },
+    { "mma_e5m2_e4m3_m16n8k32_f16", k = 32, a = "e5m2", b = "e4m3", acc = "f16" },
+    { "mma_e4m3_e4m3_m16n8k16_f16", k = 16, a = "e4m3", b = "e4m3", acc = "f16" },
+  }
+  for _, arch in ipairs { "sm89", "sm90a" } do
+    for _, K in ipairs(KERNELS) do
+      it(("%s %s matches A*B+C (fragments gathered by CUDA code, not pyptx.ampere)"):format(arch, K[1]), function()
+        math.randomseed(require("pyptx.check").fresh_seed())
+        local mod = pyptx.load_ptx(("spec/fixtures/ptx/nvcc/diff_mma_fp8_%s.ptx"):format(arch))
+        local f16 = K.acc == "f16"
+        local function gen(t) return fp8_value(t, f16 and (t == "e4m3" and 9 or 17) or nil) end
+        local A, Bt, C, Ab, Bb, Cb = {}, {}, {}, {}, {}, {}
+        for i = 1, 16 * K.k do A[i] = gen(K.a); Ab[i] = ENC[K.a](A[i]) end
+        for i = 1, 8 * K.k do Bt[i] = gen(K.b); Bb[i] = ENC[K.b](Bt[i]) end
+        for i = 1, 128 do
+          C[i] = f16 and half.round_f16(math.random() * 8 - 4) or f32_of(math.random() * 8 - 4)
+          Cb[i] = f16 and half.to_f16(C[i]) or C[i]
+        end
+        local acc_t = f16 and T.u16 or T.f32
+        local D = tensor.empty({ 128 }, acc_t, emu())
+        D:fill_bytes(0xff)
+        mod[K[1]] { grid = 1, block = 32, device = emu(), args = {
+          tensor.from_table(Ab, T.u8, { #Ab }, emu()), tensor.from_table(Bb, T.u8, { #Bb }, emu()),
+          tensor.from_table(Cb, acc_t, { #Cb }, emu()), D } }
+        local got = D:to_host()
+        for i = 0, 15 do
+          for j = 0, 7 do
+            local s = C[i * 8 + j + 1]
+            for kk = 0, K.k - 1 do s = s + A[i * K.k + kk + 1] * Bt[j * K.k + kk + 1] end
+            local g = f16 and half.from_f16(tonumber(got[i * 8 + j])) or tonumber(got[i * 8 + j])
+            assert.are.equal(f16 and f16_of(s) or f32_of(s), g, ("%s D[%d][%d] (sum %.17g)"):format(K[1], i, j, s))
           end
         end
       end)

@@ -1340,6 +1340,109 @@ describe("tensormap.replace and griddepcontrol", function()
     assert.matches("is in shared memory; TMA reads maps from .param, .const or .global memory", err, 1, true)
   end)
 
+  --- A one-warp kernel: thread 0 copies A's X:tma_desc parameter into
+  -- shared memory and retargets it there to B (a rows x cols f32 tensor,
+  -- box bw x bh, element stride 2 along rows: nw = bw * ceil(bh / 2)
+  -- elements); the warp copies the map to
+  -- W with tensormap.cp_fenceproxy (cp(pw, sm) emits it); thread 0 acquires
+  -- it and TMA-loads the box at coord through it; dumps nw words.
+  local function cp_fenceproxy_kernel(dims, bw, bh, coord, nw, cp)
+    return kernel "tmcp" { arch = "sm_90a", version = "8.3",
+      in_specs = { Tile(64, 64, f32), Tile(dims[2], dims[1], f32), Tile(64, u32) }, out_specs = { Tile(nw, f32) }, block = { 32 },
+      function(A, B, W, Out)
+        local sm = smem.alloc(T.b64, 16, { align = 128 })
+        local box = smem.alloc(f32, 256, { align = 128 })
+        local bar = smem.mbarrier(1)
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local pw, po = ptx.global_ptrs(W), ptx.global_ptrs(Out)
+        ptx.if_(tid:eq(0), function()
+          local d = A:tma_desc { box = { 8, 16 } }
+          for i = 0, 15 do
+            local v = reg.scalar(T.b64)
+            ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+            ptx.inst.st.shared.b64(sm[i], v)
+          end
+          local r = ptx.tensormap.replace
+          r.global_address(sm[0], ptx.global_ptrs(B))
+          r.global_dim(sm[0], 0, dims[1]); r.global_dim(sm[0], 1, dims[2])
+          r.global_stride(sm[0], 0, dims[1] * 4)
+          r.box_dim(sm[0], 0, bw); r.box_dim(sm[0], 1, bh); r.element_stride(sm[0], 1, 2)
+        end)
+        ptx.bar_sync(0)
+        cp(pw, sm)
+        ptx.if_(tid:eq(0), function()
+          ptx.fence.tensormap_acquire(ptx.addr(pw), "gpu")
+          ptx.mbarrier.init(bar[0], 1)
+          ptx.mbarrier.arrive_expect_tx(bar[0], 4 * nw)
+          ptx.cp.async.bulk.tensor_2d { dst = box[0], src = pw, coord = s32s(coord), mbar = bar[0] }
+          ptx.mbarrier.wait(bar[0], 0)
+          for i = 0, nw - 1 do
+            local v = reg.scalar(f32)
+            ptx.inst.ld.shared.f32(v, box[i])
+            ptx.inst.st.global.f32(ptx.addr(po, 4 * i), v)
+          end
+        end)
+        ptx.ret()
+      end }
+  end
+
+  it("tensormap.cp_fenceproxy copies a map edited in shared memory to global memory; TMA loads through it (emulator)", function()
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local dims = { 16 * math.random(2, 4), 8 * math.random(3, 6) }          -- B: dims[2] rows of dims[1] f32
+    local bw, bh = 4 * math.random(1, 4), math.random(2, 4)
+    local coord = { math.random(0, dims[1] - 1), math.random(0, dims[2] - 1) }   -- the box may run past the edge
+    local nw = bw * math.ceil(bh / 2)                                      -- element stride 2 along rows
+    for _, scope in ipairs { "cta", "cluster", "gpu", "sys" } do
+      local k = cp_fenceproxy_kernel(dims, bw, bh, coord, nw, function(pw, sm)
+        ptx.tensormap.cp_fenceproxy { dst = ptx.addr(pw), src = sm[0], size = 128, scope = scope }
+      end)
+      assert_ptxas(k)
+      assert.truthy(k:ptx():find("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release." .. scope ..
+        ".sync.aligned \t[%rd", 1, true))
+      local b = tensor.rand({ dims[2], dims[1] }, f32, { lo = 1, hi = 2 })
+      local out = k(tensor.rand({ 64, 64 }, f32), b, tensor.rand({ 64 }, u32, { lo = 1, hi = 9 }))
+      local want = ref_load(f32_bits(b), { dims = dims, box = { bw, bh }, es = { 1, 2 }, coord = coord }, nw, SENT, 0)
+      same_words(f32_bits(out), want, "box through the copied map (" .. scope .. ")")
+    end
+  end)
+
+  it("tensormap.cp_fenceproxy: the warp must be converged; the DSL checks size and scope, the ISA PTX 8.3 and sm_90", function()
+    local line
+    local k = cp_fenceproxy_kernel({ 32, 24 }, 4, 2, { 0, 0 }, 4, function(pw, sm)
+      ptx.if_(reg.from(ptx.special.tid.x(), u32):lt(16), function()
+        line = here(); ptx.tensormap.cp_fenceproxy(ptx.addr(pw), sm[0])
+      end)
+    end)
+    local ok, err = pcall(k, tensor.rand({ 64, 64 }, f32), tensor.rand({ 24, 32 }, f32), tensor.rand({ 64 }, u32))
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": tensormap.cp_fenceproxy", err, 1, true)
+    assert.matches("needs every thread of the warp converged (active 0x0000ffff of 0xffffffff)", err, 1, true)
+    local function trace_err(arch, version, body)
+      local okt, e = pcall(function()
+        return kernel "tmcp_bad" { arch = arch, version = version, in_specs = { Tile(64, u32) }, out_specs = {}, block = { 32 },
+          function(W)
+            body(ptx.addr(ptx.global_ptrs(W)), smem.alloc(T.b64, 16, { align = 128 }))
+            ptx.ret()
+          end }:ptx()
+      end)
+      assert.is_false(okt)
+      assert.matches("async_spec.lua:" .. line .. ": ", e, 1, true)
+      return e
+    end
+    local cp = function(a) return function(pw, sm) a.dst, a.src = pw, sm[0]; line = here(); ptx.tensormap.cp_fenceproxy(a) end end
+    assert.matches("tensormap.cp_fenceproxy: size must be 128 (a tensor map's bytes), got 64",
+      trace_err("sm_90a", "8.3", cp { size = 64 }), 1, true)
+    assert.matches("tensormap.cp_fenceproxy: scope must be cta, cluster, gpu or sys, got block",
+      trace_err("sm_90a", "8.3", cp { scope = "block" }), 1, true)
+    assert.matches("needs PTX ISA 8.3", trace_err("sm_90a", "8.2", cp {}), 1, true)
+    assert.matches("this kernel targets sm_80", trace_err("sm_80", "8.3", cp {}), 1, true)
+    assert.is_string(kernel "tmcp_sm90" { arch = "sm_90", version = "8.3", in_specs = { Tile(64, u32) }, out_specs = {}, block = { 32 },
+      function(W)
+        ptx.tensormap.cp_fenceproxy(ptx.addr(ptx.global_ptrs(W)), smem.alloc(T.b64, 16, { align = 128 })[0], "sys")
+        ptx.ret()
+      end }:ptx())
+  end)
+
   it("check tensormap.replace in the DSL: fields, ordinals, values, PTX 8.3 and sm_90a", function()
     local function trace_err(arch, version, body)
       local ok, err = pcall(function()

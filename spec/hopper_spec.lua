@@ -4,8 +4,10 @@
 -- the PTX, ptxas acceptance for sm_90a, the forms PTX does not define
 -- refused at the caller's line, emulator numerics for every sm_90a wgmma
 -- form built from the documented layouts (and on nvcc output whose
--- layouts are written in CUDA), the swizzle/descriptor mismatch and base
--- offset reports, and the Hopper GEMM example against its CPU reference.
+-- layouts are written in CUDA), the matrix base offset (tiles whose
+-- pattern starts at the tile, TMA tiles off a 1024-byte boundary), the
+-- swizzle/descriptor mismatch reports, and the Hopper GEMM example
+-- against its CPU reference.
 local bit = require "bit"
 local ffi = require "ffi"
 local pyptx = require "pyptx"
@@ -848,8 +850,181 @@ describe("smem.wgmma_tile's canonical layouts", function()
   end
 end)
 
-describe("the emulator's wgmma descriptors", function()
-  it("reports a matrix base offset (descriptor bits 49-51) as not implemented, at the Lua line", function()
+-- ------------------------------------------------ matrix base offset
+
+--- x rounded once to f32.
+local function f32_of(x) return half.from_f32_bits(half.f32_bits(x)) end
+
+--- The byte offset of K-major element (r, k) of a 16-bit tile in the
+-- ISA's canonical layout whose swizzle pattern starts at the tile itself
+-- (the XOR taken from the line index relative to the tile start).
+local function own_pattern(layout, sbo, r, k) return canonical(layout, 16, sbo, r, k) end
+
+--- One warpgroup: copy a shared-memory image from global memory into a
+-- 1024-aligned buffer, then D = A * B^T (m64n64k16 bf16, scale-d 0) with
+-- A at byte offset offa and B at 16384 + offb, both descriptors carrying
+-- the base offsets boa / bob; store every thread's registers in order.
+local function base_offset_kernel(layout, sbo, offa, offb, boa, bob)
+  return kernel "wg_boff" { arch = "sm_90a", block = { 128 },
+    in_specs = { Tile(16384, u32) }, out_specs = { Tile(128 * 32, f32) },
+    function(Img, Out)
+      local s = smem.alloc(u32, 16384, { align = 1024 })
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local src, base = ptx.global_ptrs(Img), s:base()
+      for i = 0, 16384 / 128 - 1 do
+        local e = tid + i * 128
+        local v = reg.scalar(u32)
+        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+      end
+      ptx.fence.proxy_async("shared::cta")
+      ptx.bar_sync(0)
+      local acc = ptx.wgmma.fragments(64, false)
+      local da = ptx.wgmma.desc(base + offa, { layout = layout, lbo = 16, sbo = sbo, base_offset = boa })
+      local db = ptx.wgmma.desc(base + (16384 + offb), { layout = layout, lbo = 16, sbo = sbo, base_offset = bob })
+      ptx.wgmma.fence()
+      ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = db, atype = bf16, scale_d = 0 }
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      local out = ptx.global_ptrs(Out) + tid:mul_wide(32 * 4)
+      for i = 0, 31 do ptx.inst.st.global.f32(ptx.addr(out, i * 4), acc[i]) end
+      ptx.ret()
+    end }
+end
+
+--- One warpgroup: TMA-load A and B (64 x 64 bf16, 128B swizzle) to byte
+-- offsets offa / offb of a 1024-aligned buffer, then D = A * B^T over
+-- K = 64 in four k16 steps, each descriptor 32 bytes further along K and
+-- carrying base offset boff; lines.tma / lines.mma name the instructions.
+local function tma_base_offset_kernel(offa, offb, boff, lines)
+  return kernel "wg_tma_boff" { arch = "sm_90a", block = { 128 },
+    in_specs = { Tile(64, 64, bf16), Tile(64, 64, bf16) }, out_specs = { Tile(128 * 32, f32) },
+    function(A, B, Out)
+      local s = smem.alloc(bf16, 16384, { align = 1024 })
+      local bar = smem.mbarrier(1)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local z = reg.scalar(u32, 0)
+      ptx.if_(tid:eq(0), function()
+        ptx.mbarrier.init(bar[0], 1)
+        local ta, tb = A:tma_desc { box = { 64, 64 }, swizzle = "128B" }, B:tma_desc { box = { 64, 64 }, swizzle = "128B" }
+        ptx.mbarrier.arrive_expect_tx(bar[0], ta.bytes + tb.bytes)
+        lines.tma = here(); ptx.cp.async.bulk.tensor_2d { dst = s[offa / 2], src = ta, coord = { z, z }, mbar = bar[0] }
+        ptx.cp.async.bulk.tensor_2d { dst = s[offb / 2], src = tb, coord = { z, z }, mbar = bar[0] }
+      end)
+      ptx.bar_sync(0)
+      ptx.mbarrier.wait(bar[0], 0)
+      local acc = ptx.wgmma.fragments(64, false)
+      ptx.wgmma.fence()
+      for kk = 0, 3 do
+        local opts = { layout = "128B", lbo = 16, sbo = 1024, base_offset = boff }
+        local da, db = ptx.wgmma.desc(s:base() + (offa + 32 * kk), opts), ptx.wgmma.desc(s:base() + (offb + 32 * kk), opts)
+        if kk == 0 then lines.mma = here() + 1 end
+        ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = db, atype = bf16, scale_d = kk > 0 and 1 or 0 }
+      end
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      local out = ptx.global_ptrs(Out) + tid:mul_wide(32 * 4)
+      for i = 0, 31 do ptx.inst.st.global.f32(ptx.addr(out, i * 4), acc[i]) end
+      ptx.ret()
+    end }
+end
+
+--- Random non-zero bf16 values (as exact Lua numbers), n of them.
+local function bf16_values(n)
+  local t = {}
+  for i = 1, n do
+    local x = math.random() * 1.9 - 0.95
+    t[i] = half.from_bf16(half.to_bf16(math.abs(x) < 0.05 and 0.5 or x))
+  end
+  return t
+end
+
+--- The number of D elements of out (thread-major, 32 f32 per thread) that
+-- differ from ref(r, c); the first mismatch's description.
+local function d_mismatches(out, ref)
+  local bad, first = 0, nil
+  for t = 0, 127 do
+    for i = 0, 31 do
+      local r, c = ptx.wgmma.coord(t, i)
+      local got, want = out[t * 32 + i + 1], ref(r, c)
+      if got ~= want then
+        bad = bad + 1
+        first = first or ("thread %d reg %d (D[%d][%d]): got %.9g, want %.9g"):format(t, i, r, c, got, want)
+      end
+    end
+  end
+  return bad, first
+end
+
+describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", function()
+  -- { layout, SBO, lines of the pattern }: tiles start at 128 * j, off a pattern boundary
+  for _, c in ipairs { { "128B", 1024, 8 }, { "64B", 512, 4 }, { "32B", 256, 2 } } do
+    local layout, sbo, lines = c[1], c[2], c[3]
+    it(("read %s tiles whose pattern starts at the tile, with base offset (start >> 7) & 7"):format(layout), function()
+      math.randomseed(require("pyptx.check").fresh_seed())
+      local function off()
+        local j
+        repeat j = math.random(1, 15) until j % lines ~= 0
+        return 128 * j
+      end
+      local offa, offb = off(), off()
+      local img = ffi.new("uint16_t[?]", 32768)
+      for i = 0, 32767 do img[i] = 0x7fc0 end                     -- NaN where the layout puts no data
+      local av, bv = bf16_values(64 * 16), bf16_values(64 * 16)
+      for r = 0, 63 do
+        for k = 0, 15 do
+          img[(offa + own_pattern(layout, sbo, r, k)) / 2] = half.to_bf16(av[r * 16 + k + 1])
+          img[(16384 + offb + own_pattern(layout, sbo, r, k)) / 2] = half.to_bf16(bv[r * 16 + k + 1])
+        end
+      end
+      local words, w32 = {}, ffi.cast("uint32_t*", img)
+      for i = 0, 16383 do words[i + 1] = w32[i] end
+      local function ref(r, col)
+        local sum = 0
+        for k = 0, 15 do sum = sum + av[r * 16 + k + 1] * bv[col * 16 + k + 1] end
+        return f32_of(sum)
+      end
+      local boa, bob = bit.band(bit.rshift(offa, 7), 7), bit.band(bit.rshift(offb, 7), 7)
+      local k = base_offset_kernel(layout, sbo, offa, offb, boa, bob)
+      assert_ptxas(k)
+      local bad, first = d_mismatches(k(tensor.from_table(words, u32, { 16384 })):values(), ref)
+      assert.are.equal(0, bad, first)
+      -- A read with the pattern of the address bits alone (base offset 0) is another matrix
+      local wrong = base_offset_kernel(layout, sbo, offa, offb, 0, bob)
+      assert.is_true(d_mismatches(wrong(tensor.from_table(words, u32, { 16384 })):values(), ref) > 0)
+    end)
+  end
+
+  it("read TMA tiles at 128-byte (not 1024-byte) aligned addresses with base offset 0; report another one at both lines", function()
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local offa, offb = 128 * math.random(1, 7), 9216 + 128 * math.random(1, 7)
+    local av, bv = bf16_values(64 * 64), bf16_values(64 * 64)
+    local A, B = tensor.from_table(av, bf16, { 64, 64 }), tensor.from_table(bv, bf16, { 64, 64 })
+    local lines = {}
+    local k = tma_base_offset_kernel(offa, offb, 0, lines)
+    assert_ptxas(k)
+    local function ref(r, col)
+      local d = 0
+      for kk = 0, 3 do
+        local sum = 0
+        for k16 = 16 * kk, 16 * kk + 15 do sum = sum + av[r * 64 + k16 + 1] * bv[col * 64 + k16 + 1] end
+        d = f32_of(d + sum)
+      end
+      return d
+    end
+    local bad, first = d_mismatches(k(A, B):values(), ref)
+    assert.are.equal(0, bad, first)
+    local boff = bit.band(bit.rshift(offa, 7), 7)
+    local ok, err = pcall(tma_base_offset_kernel(offa, offb, boff, lines), A, B)
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async", err, 1, true)
+    assert.matches(("the A descriptor has matrix base offset %d, but the TMA load at "):format(boff), err, 1, true)
+    assert.matches("hopper_spec.lua:" .. lines.tma .. ": cp.async.bulk.tensor.2d", err, 1, true)
+    assert.matches(("wrote the tile at 0x%x with its 128B swizzle pattern starting at a 1024-byte boundary: the matching "
+      .. "base offset is 0"):format(offa), err, 1, true)
+  end)
+
+  it("report a base offset without a swizzle at the Lua line; the DSL refuses one, and out of range", function()
     local line
     local k = kernel "base_off" { arch = "sm_90a", block = { 128 }, in_specs = {}, out_specs = {},
       function()
@@ -859,8 +1034,8 @@ describe("the emulator's wgmma descriptors", function()
         ptx.fence.proxy_async("shared::cta")
         ptx.bar_sync(0)
         local acc = ptx.wgmma.fragments(8, true)
-        local da = ptx.wgmma.desc(s:base(), { layout = "128B", lbo = 16, sbo = 1024 })
-        local db = da + 2 ^ 49                                          -- base offset 1
+        local da = ptx.wgmma.desc(s:base(), { layout = "interleave", lbo = 128, sbo = 256 })
+        local db = da + 2 ^ 49                                          -- base offset 1, planted past the DSL
         ptx.wgmma.fence()
         line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = acc, a = da, b = db, atype = bf16 }
         ptx.wgmma.commit_group()
@@ -870,7 +1045,25 @@ describe("the emulator's wgmma descriptors", function()
     local ok, err = pcall(k)
     assert.is_false(ok)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async", err, 1, true)
-    assert.matches("the B descriptor has matrix base offset 1 (bits 49-51): not implemented by the emulator", err, 1, true)
+    assert.matches("the B descriptor has matrix base offset 1 (bits 49-51) with no swizzle; the ISA defines the base "
+      .. "offset for the 32B/64B/128B swizzles only", err, 1, true)
+    assert.has_error(function() hopper.desc_bits("interleave", 128, 256, 1) end)
+    assert.has_error(function() hopper.desc_bits("128B", 16, 1024, 8) end)
+    assert.are.equal(5ULL, bit.band(bit.rshift(hopper.desc_bits("64B", 16, 512, 5), 49), 7))
+  end)
+
+  it("swizzle_address with a base offset places a pattern that starts at a 128-byte line", function()
+    for _, c in ipairs { { "128B", 128, 1024 }, { "64B", 64, 512 }, { "32B", 32, 256 } } do
+      for j = 0, 7 do
+        local start = 2048 + 128 * j
+        for r = 0, 15 do
+          for k = 0, 15 do
+            local pre = math.floor(r / 8) * c[3] + (r % 8) * c[2] + k * 2    -- before the swizzle
+            assert.are.equal(start + own_pattern(c[1], c[3], r, k), hopper.swizzle_address(start + pre, c[2], j))
+          end
+        end
+      end
+    end
   end)
 end)
 

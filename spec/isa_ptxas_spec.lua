@@ -408,7 +408,7 @@ family("TMA and bulk: tensor tile/im2col copies, prefetches, cp.reduce.async.bul
   ptx.cp.reduce.async.bulk.tensor_3d { dst = p, src = s[0], coord = { c, c, c }, op = "max", mode = "im2col" }
 end)
 
-family("griddepcontrol, tensormap.replace, fence.proxy.tensormap (sm_90+, PTX 8.3)", function(env)
+family("griddepcontrol, tensormap.replace, tensormap.cp_fenceproxy, fence.proxy.tensormap (sm_90+, PTX 8.3)", function(env)
   if sm_of(env.arch) < 90 then return end
   local p, s = env.p, env.s
   ptx.griddepcontrol.launch_dependents(); ptx.griddepcontrol.wait()
@@ -422,6 +422,10 @@ family("griddepcontrol, tensormap.replace, fence.proxy.tensormap (sm_90+, PTX 8.
   if sm_of(env.arch) >= 100 then tr.swizzle_atomicity(ptx.addr(p), "32B_flip_8B") end
   ptx.fence.tensormap_release(); ptx.fence.tensormap_release("cta"); ptx.fence.proxy.tensormap.release("sys")
   ptx.fence.tensormap_acquire(ptx.addr(p)); ptx.fence.tensormap_acquire(s[0], "cluster")
+  for _, scope in ipairs { "cta", "cluster", "gpu", "sys" } do
+    ptx.tensormap.cp_fenceproxy { dst = ptx.addr(p), src = s[0], scope = scope }
+  end
+  ptx.tensormap.cp_fenceproxy(ptx.addr(p, 128), ptx.addr(s:base(), 128))
 end, function(arch) return sm_of(arch) == 90 and "8.3" or nil end)
 
 --- The kernel for a family body on arch: one f32 tensor, a u64 param "fp",
@@ -454,6 +458,21 @@ local function wg_ops(mk, nd, ...)
     for i = 1, nd do d[i] = mk() end
     return d, desc, desc, 1, unpack(imms)
   end
+end
+
+--- Operands of an mma.sync: vectors of nd D, na A, nb B and nc C
+-- registers (accumulators made by mk_d / mk_c, inputs b32).
+local function mma_ops(mk_d, nd, na, nb, mk_c, nc)
+  return function()
+    local function vec(mk, n) local v = {} for i = 1, n do v[i] = mk() end return v end
+    return vec(mk_d, nd), vec(b32, na), vec(b32, nb), vec(mk_c, nc)
+  end
+end
+
+--- Operands of a tensormap.cp_fenceproxy: [global], [shared], then size
+-- (a number, or a register made by it when a function).
+local function tm_cp(size)
+  return function(env) return ptx.addr(env.p), env.s[0], type(size) == "function" and size() or size end
 end
 
 -- { arch, opcode, operand builder[, PTX version] }: PTX does not allow these.
@@ -583,6 +602,17 @@ local INVALID = {
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), u32() end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.acquire.gpu", function(env) return ptx.addr(env.p), 64 end, "8.3" },
   { "sm_90a", "fence.proxy.tensormap::generic.release.gpu", function() end, "8.0" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(64), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(u32), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.2" },
+  { "sm_80", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.acquire.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.shared::cta.global.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared.tensormap::generic.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap.release.gpu.sync.aligned", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync", tm_cp(128), "8.3" },
+  { "sm_90a", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.aligned", tm_cp(128), "8.3" },
   { "sm_90a", "cvt.rn.e4m3x2.f32", function() return r(T.b16), f32(), f32() end },
   { "sm_90a", "cvt.rz.satfinite.e5m2x2.f32", function() return r(T.b16), f32(), f32() end },
   { "sm_90a", "cvt.f16x2.e4m3x2", function() return b32(), r(T.b16) end },
@@ -598,6 +628,12 @@ local INVALID = {
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.f32.e4m3.e4m3", wg_ops(f32, 4, 1, 1) },
+  { "sm_89", "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 2, 1, f32, 4), "8.4" },
+  { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16", mma_ops(b32, 2, 4, 2, b32, 2), "8.4" },
+  { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f16", mma_ops(f32, 4, 4, 2, b32, 2), "8.7" },
+  { "sm_90a", "mma.sync.aligned.m16n8k16.row.col.f16.e5m2.e5m2.f32", mma_ops(b32, 2, 2, 1, f32, 4), "8.7" },
+  { "sm_80", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 4, 2, f32, 4), "8.7" },
+  { "sm_89", "mma.sync.aligned.m16n8k8.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 1, 1, f32, 4), "8.7" },
 }
 
 --- Trace one invalid case: validated (expecting an error) or unchecked
@@ -651,6 +687,34 @@ describe("the ISA table against ptxas", function()
       local ok, _, log = toolkit.ptxas(text, "sm_89", { keep_failed = false })
       assert.is_true(ok, log)
     end)
+  end)
+
+  it("fp8 mma.sync on sm_89 and sm_90a: every pair, shape and accumulator at PTX 8.7, m16n8k32 .f32 at 8.4", function()
+    local ampere = require "pyptx.ampere"
+    for _, arch in ipairs { "sm_89", "sm_90a" } do
+      for _, version in ipairs { "8.4", "8.7" } do
+        local n = 0
+        local text = pyptx.kernel "fp8mma" { arch = arch, version = version, function()
+          for _, shape in ipairs { "m16n8k32", "m16n8k16" } do
+            for _, acc in ipairs { "f32", "f16" } do
+              for _, a in ipairs { "e4m3", "e5m2" } do
+                for _, b in ipairs { "e4m3", "e5m2" } do
+                  if version == "8.7" or (shape == "m16n8k32" and acc == "f32") then
+                    local f = ampere.fragments(shape, a, acc)
+                    ptx.mma { shape = shape, atype = a, btype = b, ctype = acc, d = f.c, a = f.a, b = f.b, c = f.c }
+                    n = n + 1
+                  end
+                end
+              end
+            end
+          end
+        end }:ptx()
+        assert.are.equal(version == "8.7" and 16 or 4, n)
+        if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+        local ok, _, log = toolkit.ptxas(text, arch, { keep_failed = false })
+        assert.is_true(ok, log)
+      end
+    end
   end)
 
   describe("invalid forms", function()

@@ -882,7 +882,7 @@ static const mma_row mma_rows[] = {
   { "m8n8k32", "s4", 1, 1, 2, 75 },     { "m16n8k32", "s4", 2, 1, 4, 80 },
   { "m16n8k64", "s4", 4, 2, 4, 80 },    { "m8n8k128", "b1", 1, 1, 2, 75 },
   { "m16n8k128", "b1", 2, 1, 4, 80 },   { "m16n8k256", "b1", 4, 2, 4, 80 },
-  { "m16n8k32", "e4m3", 4, 2, 4, 89 },
+  { "m16n8k32", "e4m3", 4, 2, 4, 89 },  { "m16n8k16", "e4m3", 2, 1, 4, 89 },
 };
 
 /* Input type spellings and the family (row of mma_rows) each belongs to. */
@@ -966,6 +966,26 @@ static int acc_bits(const char *t, char *kind)
   return !strcmp(t, "f64") ? 64 : 32;
 }
 
+/* The PTX ISA version an fp8 mma.sync form needs: 8.4 for m16n8k32 into
+ * .f32, 8.7 for the m16n8k16 shape or .f16 accumulators. */
+static int mma_fp8_version(const mx_form *f)
+{
+  return strcmp(f->shape, "m16n8k16") && strcmp(f->types[0], "f16") ? 84 : 87;
+}
+
+/* fp8 mma.sync: the PTX version of the form, and D and C of one type. */
+static int check_mma_fp8(vctx *v, const char *text, const mx_form *f)
+{
+  int need = mma_fp8_version(f);
+  if (v->m->ptx_version < need)
+    return lpx_fail(v->m->ctx, "%s: mma.sync.%s.%s with .e4m3/.e5m2 inputs needs PTX ISA %d.%d; this kernel uses %d.%d", text,
+                    f->shape, f->types[0], need / 10, need % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
+  if (strcmp(f->types[0], f->types[3]))
+    return lpx_fail(v->m->ctx, "%s: .e4m3/.e5m2 mma.sync takes D and C of one type (.f32.f32 or .f16.f16), not .%s and .%s",
+                    text, f->types[0], f->types[3]);
+  return 0;
+}
+
 /* mma.sync: shape/type pair, layouts, arch, and the four fragment vectors. */
 static int check_mma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
@@ -980,14 +1000,12 @@ static int check_mma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   int quad = r->nacc == 0;
   if (f.layouts != 2 || (!quad && f.row_col != 1)) return lpx_fail(v->m->ctx, "%s: mma.sync.%s takes the layouts .row.col", text, f.shape);
   if (v->m->sm < r->sm) return lpx_fail(v->m->ctx, "%s: mma.sync.%s with .%s inputs needs sm_%d; this kernel targets %s", text, f.shape, f.types[1], r->sm, v->m->target);
-  if (!strcmp(fa, "e4m3") && v->m->ptx_version < 84)
-    return lpx_fail(v->m->ctx, "%s: mma.sync with .e4m3/.e5m2 inputs needs PTX ISA 8.4; this kernel uses %d.%d", text,
-                    v->m->ptx_version / 10, v->m->ptx_version % 10);
   const char *want_acc = !strcmp(fa, "f64") ? "f64" : (!strcmp(fa, "s8") || !strcmp(fa, "s4") || !strcmp(fa, "b1")) ? "s32" : "f32";
-  int f16ok = !strcmp(fa, "f16");
+  int fp8 = !strcmp(fa, "e4m3"), f16ok = !strcmp(fa, "f16") || fp8;
   for (int i = 0; i < 4; i += 3)
     if (strcmp(f.types[i], want_acc) && !(f16ok && !strcmp(f.types[i], "f16")))
       return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s, not .%s", text, f.types[1], want_acc, f16ok ? " or .f16" : "", f.types[i]);
+  if (fp8 && check_mma_fp8(v, text, &f)) return -1;
   if (count != 4) return lpx_fail(v->m->ctx, "%s takes 4 operands {d}, {a}, {b}, {c}, got %d", text, count);
   char kd, kc;
   int bd = acc_bits(f.types[0], &kd), bc = acc_bits(f.types[3], &kc);
@@ -1287,6 +1305,23 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   return 0;
 }
 
+/* tensormap.cp_fenceproxy: the one form PTX defines (.global.shared::cta,
+ * .tensormap::generic, .release, a scope) and [dst], [src], 128. */
+static int hp_tmcpfence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  if (!has_mod(fo, LPX_GB_SPACE, "global") || !has_mod(fo, LPX_GB_SPACE2, "shared::cta"))
+    return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy copies .global.shared::cta (to global from shared::cta, in that order)", text);
+  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic") || !has_mod(fo, LPX_GB_SEM, "release"))
+    return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy takes .tensormap::generic.release and a scope", text);
+  int ok = 1;
+  if (count != 3) return lpx_fail(v->m->ctx, "%s takes [dst], [src], 128, got %d operand(s)", text, count);
+  v->pos = 3;
+  if (hp_imm(&ops[starts[2]], &ok) != 128 || !ok) return opfail(v, "(size) must be the immediate 128 (a tensor map's bytes)");
+  return 0;
+}
+
 /* fence.proxy.tensormap::generic: .release (no operands) or .acquire
  * [map], 128, with a scope; other fences take no operands. */
 static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
@@ -1320,6 +1355,7 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
   }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
   case LPX_OP_TMREPLACE: return hp_tmreplace(v, ops, starts, count);
+  case LPX_OP_TMCPFENCE: return hp_tmcpfence(v, ops, starts, count);
   case LPX_OP_FENCE: return hp_fence(v, ops, starts, count);
   default: return 0;
   }

@@ -40,7 +40,10 @@ local SHAPES = {
   ["m8n8k128.b1"] = { m = 8, n = 8, k = 128, sm = 75, acc = { s32 = true } },
   ["m16n8k128.b1"] = { m = 16, n = 8, k = 128, sm = 80, acc = { s32 = true } },
   ["m16n8k256.b1"] = { m = 16, n = 8, k = 256, sm = 80, acc = { s32 = true } },
-  ["m16n8k32.e4m3"] = { m = 16, n = 8, k = 32, sm = 89, acc = { f32 = true } },
+  -- fp8 (any e4m3/e5m2 pair): D and C of one type; PTX ISA 8.4 for
+  -- m16n8k32 into f32, 8.7 for m16n8k16 or f16 accumulators.
+  ["m16n8k32.e4m3"] = { m = 16, n = 8, k = 32, sm = 89, acc = F16ACC, same_acc = true },
+  ["m16n8k16.e4m3"] = { m = 16, n = 8, k = 16, sm = 89, acc = F16ACC, same_acc = true },
 }
 -- A/B element types that share a row of SHAPES, and their widths in bits.
 local FAMILY = { f16 = "f16", bf16 = "bf16", tf32 = "tf32", f64 = "f64", s8 = "s8", u8 = "s8",
@@ -238,6 +241,9 @@ function M.mma(opts)
   if not row.acc[ct] or not row.acc[dt] then
     trace.fail(("ptx.mma: %s with .%s inputs accumulates in %s, not .%s/.%s"):format(opts.shape, a,
       (row.acc.f16 and ".f16 or .f32") or (next(row.acc) and "." .. next(row.acc)), dt, ct), 2)
+  end
+  if row.same_acc and ct ~= dt then
+    trace.fail(("ptx.mma: %s with .%s inputs takes dtype = ctype (f32 or f16), got .%s/.%s"):format(opts.shape, a, dt, ct), 2)
   end
   local cnt = M.counts(opts.shape, a, ct, dt)
   local parts = { "mma.sync.aligned", opts.shape, opts.alayout or "row", opts.blayout or "col" }

@@ -1,7 +1,7 @@
 --- Asynchronous copies and their synchronisation: Ampere `cp.async`,
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
 -- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
--- tensor-map edits (`tensormap.replace`), `mbarrier`, `fence` and cluster
+-- tensor-map edits (`tensormap.replace`, `tensormap.cp_fenceproxy`), `mbarrier`, `fence` and cluster
 -- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
 -- `ptx.tensormap` load this module on first use.
 --
@@ -484,7 +484,7 @@ end
 
 M.cluster = cluster
 
--- ------------------------------------------------------- tensormap.replace
+-- ------------------------------------- tensormap.replace / cp_fenceproxy
 
 -- Fields: class (1: new_val; 2: ordinal and new_val; 3: an immediate in
 -- the ISA's numbering) and the new value's type.
@@ -564,10 +564,24 @@ for field, f in pairs(TM_FIELDS) do
     return tm_replace { map = map, field = field, value = x, space = y }
   end
 end
+
+--- tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
+-- [dst], [src], 128 ({dst, src, size = 128, scope = "gpu"}, or (dst, src[,
+-- scope])): the whole warp copies the 128-byte tensor map at src
+-- (shared::cta) to dst (global) and release-fences the copy for the
+-- tensormap proxy TMA reads maps through.
+local function tm_cp_fenceproxy(a, src, scope)
+  if not is_kw(a) then a = { dst = a, src = src, scope = scope } end
+  local what = "tensormap.cp_fenceproxy"
+  if (a.size or 128) ~= 128 then fail(what .. ": size must be 128 (a tensor map's bytes), got " .. tostring(a.size)) end
+  local op = ("%s.global.shared::cta.tensormap::generic.release.%s.sync.aligned"):format(what, scope_of(a.scope, what))
+  return emit(op, as_addr(a.dst, what .. ": dst"), as_addr(a.src, what .. ": src"), 128)
+end
+
 M.tensormap = { replace = setmetatable(replace, { __call = function(_, a)
   if not is_kw(a) then fail("tensormap.replace takes a keyword table {map =, field =, ord =, value =, space =}") end
   return tm_replace(a)
-end }) }
+end }), cp_fenceproxy = tm_cp_fenceproxy }
 
 -- ------------------------------------------------------------ TMA params
 

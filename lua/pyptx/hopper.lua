@@ -65,11 +65,15 @@ function M.tile_offset(tile, r, k)
   return block * tile.rows * span + math.floor(r / 8) * tile.sbo + (r % 8) * span + kb % span
 end
 
---- The hardware swizzle of an absolute shared byte address (span 0: none).
-function M.swizzle_address(a, span)
+--- The hardware swizzle of an absolute shared byte address (span 0: none):
+-- the 16-byte chunk XORs with the index of the address's 128-byte line in
+-- the swizzle pattern. TMA and smem.wgmma_tile use patterns starting at a
+-- span * 8-byte boundary (descriptor base offset 0); base_offset (the
+-- ISA's (pattern start >> 7) & 7) places a pattern that starts elsewhere.
+function M.swizzle_address(a, span, base_offset)
   if span == 0 then return a end
   local mask = span / 16 - 1
-  return bit.bxor(a, bit.lshift(bit.band(bit.rshift(a, 7), mask), 4))
+  return bit.bxor(a, bit.lshift(bit.band(bit.rshift(a, 7) - (base_offset or 0), mask), 4))
 end
 
 --- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in a
@@ -109,17 +113,29 @@ function M.wgmma_tile(dtype, shape, major)
   return a
 end
 
---- The 64-bit constant part of a descriptor (everything but the start address).
-function M.desc_bits(layout, lbo, sbo)
+--- The 64-bit constant part of a descriptor (everything but the start
+-- address): LBO, SBO, the matrix base offset (bits 49-51; swizzled
+-- layouts only, as the ISA defines it) and the layout.
+function M.desc_bits(layout, lbo, sbo, base_offset)
   local code = M.LAYOUT[layout]
   if not code then fail("wgmma descriptor: unknown layout " .. tostring(layout)) end
+  base_offset = base_offset or 0
+  if type(base_offset) ~= "number" or base_offset < 0 or base_offset > 7 or base_offset % 1 ~= 0 then
+    fail("wgmma descriptor: base_offset must be an integer 0..7 ((pattern start >> 7) & 7), got " .. tostring(base_offset))
+  end
+  if base_offset ~= 0 and code == 0 then
+    fail("wgmma descriptor: base_offset applies to the swizzled layouts (32B, 64B, 128B), not " .. layout)
+  end
   return bit.lshift(0ULL + bit.band(lbo / 16, 0x3fff), 16) + bit.lshift(0ULL + bit.band(sbo / 16, 0x3fff), 32)
-    + bit.lshift(0ULL + code, 62)
+    + bit.lshift(0ULL + base_offset, 49) + bit.lshift(0ULL + code, 62)
 end
 
 --- A u64 register holding the descriptor of a wgmma tile (or of a u32
 -- shared address register with opts.layout/lbo/sbo): cvt, shr, and, or
 -- (four instructions; one more mov for an allocation's address).
+-- opts.base_offset (default 0: the pattern of TMA and of wgmma_tile, which
+-- starts at a span * 8-byte boundary wherever the tile lies) is for data
+-- swizzled with a pattern that starts elsewhere: (pattern start >> 7) & 7.
 function M.desc(tile, opts)
   opts = opts or {}
   local addr = tile
@@ -135,7 +151,7 @@ function M.desc(tile, opts)
   emit("cvt.u64.u32", d, addr)
   emit("shr.u64", d, d, 4)
   emit("and.b64", d, d, 0x3fff)
-  emit("or.b64", d, d, M.desc_bits(layout, lbo, sbo))
+  emit("or.b64", d, d, M.desc_bits(layout, lbo, sbo, opts.base_offset))
   return d
 end
 

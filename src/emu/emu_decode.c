@@ -58,7 +58,7 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
   [LPX_OP_STMATRIX] = lpx_emu_pick_mma, [LPX_OP_MOVMATRIX] = lpx_emu_pick_mma,
   [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar, [LPX_OP_CPREDBULK] = lpx_emu_pick_mbar,
-  [LPX_OP_TMREPLACE] = lpx_emu_pick_tmap,
+  [LPX_OP_TMREPLACE] = lpx_emu_pick_tmap, [LPX_OP_TMCPFENCE] = lpx_emu_pick_tmap,
   [LPX_OP_WGMMA] = lpx_emu_pick_wgmma, [LPX_OP_WGFENCE] = lpx_emu_pick_wgmma,
   [LPX_OP_WGCOMMIT] = lpx_emu_pick_wgmma, [LPX_OP_WGWAIT] = lpx_emu_pick_wgmma,
 };

@@ -4,8 +4,9 @@
  * (f32 or f16 accumulators), m16n8k32 / m16n8k16 / m8n8k16 s8 and u8 (s32,
  * wrapping or .satfinite), s4/u4 m8n8k32 / m16n8k32 / m16n8k64, b1
  * m8n8k128 / m16n8k128 / m16n8k256 (.xor.popc, .and.popc), m8n8k4 f64 and
- * the sm_90 m16n8k{4,8,16} f64; and the sm_70 m8n8k4 f16 (four quad-pair
- * products, any .row/.col layouts).
+ * the sm_90 m16n8k{4,8,16} f64; the sm_89 m16n8k32 / m16n8k16 e4m3 and e5m2
+ * (any pair; f32 or f16 accumulators); and the sm_70 m8n8k4 f16 (four
+ * quad-pair products, any .row/.col layouts).
  * Products are exact and sums are formed in double, rounded once (f64:
  * each product rounded, summed in order). */
 #include "emu.h"
@@ -173,11 +174,15 @@ HANDLER(op_movmatrix)
 /* The geometry of one mma form: shape, elements per register, counts. */
 typedef struct mma_geo { int m, k, per, na, nb, nc, nd; } mma_geo;
 
+/* Is t one of the fp8 input types (e4m3, e5m2)? */
+static int is_fp8(int t) { return t == LPX_T_E4M3 || t == LPX_T_E5M2; }
+
 /* Bits of an A/B element type. */
 static int in_bits(int t)
 {
   if (t == T_S4 || t == T_U4) return 4;
   if (t == T_B1) return 1;
+  if (is_fp8(t)) return 8;
   return t == LPX_T_S8 || t == LPX_T_U8 ? 8 : t == LPX_T_TF32 ? 32 : t == LPX_T_F64 ? 64 : 16;
 }
 
@@ -212,6 +217,7 @@ static double elem(int t, uint64_t v, int e)
   case T_S4: return (double)((int)((v >> (4 * e)) & 15) ^ 8) - 8;
   case T_U4: return (double)((v >> (4 * e)) & 15);
   case T_B1: return (double)((v >> e) & 1);
+  case LPX_T_E4M3: case LPX_T_E5M2: return lpx_emu_fp8_to_f32((uint8_t)(v >> (8 * e)), t == LPX_T_E5M2);
   default: memcpy(&f, &v, 8); return f;
   }
 }
@@ -370,6 +376,7 @@ static int shape_ok(int shape, int at)
   case LPX_T_S8: case LPX_T_U8: return (m == 16 && (k == 32 || k == 16)) || (m == 8 && k == 16);
   case T_S4: case T_U4: return (m == 16 && (k == 64 || k == 32)) || (m == 8 && k == 32);
   case T_B1: return (m == 16 && (k == 256 || k == 128)) || (m == 8 && k == 128);
+  case LPX_T_E4M3: case LPX_T_E5M2: return m == 16 && (k == 32 || k == 16);
   case LPX_T_F64: return (m == 8 && k == 4) || (m == 16 && k <= 16 && k != 32);
   default: return 0;
   }
@@ -380,6 +387,7 @@ static int accs_ok(int at, int dt, int ct)
 {
   if (at == LPX_T_F64) return dt == LPX_T_F64 && ct == LPX_T_F64;
   if (at == LPX_T_S8 || at == LPX_T_U8 || at >= T_S4) return dt == LPX_T_S32 && ct == LPX_T_S32;
+  if (is_fp8(at)) return dt == ct && (dt == LPX_T_F32 || dt == LPX_T_F16);     /* fp8: D and C of one type */
   int f16ok = at == LPX_T_F16;
   return (dt == LPX_T_F32 || (f16ok && dt == LPX_T_F16)) && (ct == LPX_T_F32 || (f16ok && ct == LPX_T_F16));
 }
@@ -390,11 +398,12 @@ static emu_fn pick_mma(const emu_inst *in)
   int at = in->ext[X_AT], bt = in->ext[X_BT], sh = in->ext[X_SHAPE];
   int int8 = (at == LPX_T_S8 || at == LPX_T_U8) && (bt == LPX_T_S8 || bt == LPX_T_U8);
   int int4 = (at == T_S4 || at == T_U4) && (bt == T_S4 || bt == T_U4);
+  int fp8 = is_fp8(at) && is_fp8(bt);
   if (sh && shapes[sh - 1].m == 8 && shapes[sh - 1].k == 4 && at == LPX_T_F16 && bt == at &&
       accs_ok(at, in->ext[X_DT], in->ext[X_CT]))
     return in->nops == 4 + 4 + (in->ext[X_DT] == LPX_T_F32 ? 8 : 4) + (in->ext[X_CT] == LPX_T_F32 ? 8 : 4) ? op_mma_quad : NULL;
   if ((in->ext[X_FLAGS] & (F_ACOL | F_BROW)) != 0) return NULL;     /* every other shape is .row.col */
-  if (!sh || !shape_ok(sh, at) || (bt != at && !int8 && !int4) || !accs_ok(at, in->ext[X_DT], in->ext[X_CT])) return NULL;
+  if (!sh || !shape_ok(sh, at) || (bt != at && !int8 && !int4 && !fp8) || !accs_ok(at, in->ext[X_DT], in->ext[X_CT])) return NULL;
   mma_geo G = geometry(in);
   return in->nops == 4 + G.na + G.nb + G.nc + G.nd ? op_mma : NULL;
 }

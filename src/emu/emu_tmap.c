@@ -1,5 +1,6 @@
 /* Editing tensor maps on the emulator: tensormap.replace on a map in
- * global or shared::cta memory. The emulator's maps are emu_tmap records
+ * global or shared::cta memory, and tensormap.cp_fenceproxy copying one
+ * from shared::cta to global memory. The emulator's maps are emu_tmap records
  * (what pyptx.async packs for X:tma_desc), so a map a kernel copied out
  * of its parameter can be edited field by field and then used by TMA
  * instructions; each new value is checked against the range the driver
@@ -157,9 +158,41 @@ static int op_replace(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
-/* Handler for tensormap.replace (tile mode, a known field). */
+/* Address operand k of lane l; a symbol operand sets *sp to its own space. */
+static uint64_t addr_of(emu_warp *w, const emu_inst *in, int k, int l, int *sp)
+{
+  const emu_op *o = EMU_OP(w, in, k);
+  if (o->reg < 0 && o->space != EMU_SP_GENERIC) *sp = o->space;
+  return (o->reg >= 0 ? EMU_R(w, o->reg)[l] : 0) + (uint64_t)o->off;
+}
+
+/* tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
+ * [dst], [src], 128: each thread copies the 128-byte map record, so a map
+ * edited in shared memory becomes one TMA can read from global memory. The
+ * emulator reads maps straight from memory: the release fence orders nothing. */
+static int op_cp_fenceproxy(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  if (m != w->live)
+    return lpx_emu_fail(w, in, -1, "tensormap.cp_fenceproxy (.sync.aligned) needs every thread of the warp converged "
+                        "(active 0x%08x of 0x%08x)", m, w->live);
+  EMU_EACH(m, {
+    int ds = EMU_SP_GLOBAL, ss = EMU_SP_SHARED;
+    uint64_t dst = addr_of(w, in, 0, l, &ds), src = addr_of(w, in, 1, l, &ss);
+    if (dst % 64 || src % 64)
+      return lpx_emu_fail(w, in, l, "tensormap.cp_fenceproxy: a tensor map is 64-byte aligned; dst 0x%llx, src 0x%llx",
+                          (unsigned long long)dst, (unsigned long long)src);
+    const uint8_t *from = lpx_emu_addr_span(w, in, l, ss, src, 128, 0);
+    uint8_t *to = from ? lpx_emu_addr_span(w, in, l, ds, dst, 128, 1) : NULL;
+    if (!to) return -1;
+    memmove(to, from, 128);
+  });
+  return 0;
+}
+
+/* Handler for tensormap.replace (tile mode, a known field) and tensormap.cp_fenceproxy. */
 emu_fn lpx_emu_pick_tmap(const emu_inst *in)
 {
   int f = in->mod[LPX_GB_TMFIELD];
+  if (in->op == LPX_OP_TMCPFENCE) return in->nops == 3 ? op_cp_fenceproxy : NULL;
   return in->mod[LPX_GB_TMMODE] && f >= 1 && f <= (int)(sizeof fields / sizeof fields[0]) ? op_replace : NULL;
 }

@@ -4,8 +4,9 @@
  * or registers and B from shared memory, through matrix descriptors in the
  * canonical layouts of the PTX ISA: K-major for every type, MN-major
  * (imm-trans-a/b = 1) for f16/bf16, each with no swizzle (interleave) or
- * 32B/64B/128B swizzle. Each warp computes its own 16 rows of D, so the
- * four warps of a warpgroup need not run in lockstep. The MMA completes at
+ * 32B/64B/128B swizzle (the pattern starting where the descriptor's
+ * matrix base offset says). Each warp computes its own 16 rows of D, so
+ * the four warps of a warpgroup need not run in lockstep. The MMA completes at
  * once (a valid schedule); fence / commit_group / wait_group have nothing
  * to wait for. Products are exact; each output's sum (with the old D) is
  * formed in double and rounded once to the accumulator type. */
@@ -78,7 +79,11 @@ static mdesc unpack_desc(uint64_t v)
  * along K; MN-major the reverse). Swizzled: rows of `span` bytes, 8-row
  * atoms SBO apart, span-wide column blocks LBO apart (MN-major only: a
  * K-major operand's 32 bytes never leave the first block), then the
- * hardware's XOR of address bits 4.. with bits 7... */
+ * hardware's XOR of address bits 4.. with the index of the address's
+ * 128-byte line in the swizzle pattern. The pattern repeats every 8 lines
+ * of 128B (4 of 64B, 2 of 32B) from where it starts: the ISA's base offset
+ * is (pattern start >> 7) & 7, 0 for a pattern starting at a 1024/512/256-
+ * byte boundary, so the line index is (address >> 7) - base offset. */
 static uint64_t chunk_addr(const mdesc *d, int mn_major, uint32_t row, uint32_t cb)
 {
   if (!d->span) {
@@ -86,7 +91,7 @@ static uint64_t chunk_addr(const mdesc *d, int mn_major, uint32_t row, uint32_t 
     return d->start + (row / 8) * rows + (cb / 16) * cols + (row % 8) * 16 + cb % 16;
   }
   uint64_t a = d->start + (row / 8) * d->sbo + (cb / d->span) * d->lbo + (row % 8) * d->span + cb % d->span;
-  return a ^ (((a >> 7) & (d->span / 16 - 1)) << 4);
+  return a ^ ((((a >> 7) - d->base_off) & (d->span / 16 - 1)) << 4);
 }
 
 /* Layout names of swizzle spans, for messages. */
@@ -95,20 +100,29 @@ static const char *span_name(uint32_t span)
   return span == 128 ? "128B swizzle" : span == 64 ? "64B swizzle" : span == 32 ? "32B swizzle" : "no swizzle (interleave)";
 }
 
-/* A descriptor whose swizzle disagrees with how TMA wrote the tile, or one
- * with a matrix base offset (not implemented), is reported. */
+/* A base offset without a swizzle (the ISA defines it for the swizzled
+ * layouts only) is reported; so is a descriptor reading a tile a TMA load
+ * wrote with another swizzle, or with a base offset other than 0: TMA
+ * swizzles absolute addresses, so its pattern starts at a boundary. */
 static int check_desc(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, const char *which)
 {
   uint32_t span;
   const emu_inst *by;
-  if (d->base_off)
-    return lpx_emu_fail(w, in, lane, "the %s descriptor has matrix base offset %u (bits 49-51): not implemented by the "
-                        "emulator, which runs base offset 0 (swizzle patterns aligned to their repeat)", which, d->base_off);
-  if (!lpx_emu_tma_swizzle_at(w->cta, d->start, &span, &by) || span == d->span) return 0;
+  if (d->base_off && !d->span)
+    return lpx_emu_fail(w, in, lane, "the %s descriptor has matrix base offset %u (bits 49-51) with no swizzle; the ISA "
+                        "defines the base offset for the 32B/64B/128B swizzles only", which, d->base_off);
+  if (!lpx_emu_tma_swizzle_at(w->cta, d->start, &span, &by)) return 0;
+  int bad_span = span != d->span, bad_off = !bad_span && d->span && (d->base_off & (d->span / 16 - 1));
+  if (!bad_span && !bad_off) return 0;
   char where[512];
   lpx_emu_where(w->p, by, where, sizeof where);
-  return lpx_emu_fail(w, in, lane, "the %s descriptor reads shared memory at 0x%llx with %s, but the TMA load at %s "
-                      "wrote it with %s", which, (unsigned long long)d->start, span_name(d->span), where, span_name(span));
+  if (bad_span)
+    return lpx_emu_fail(w, in, lane, "the %s descriptor reads shared memory at 0x%llx with %s, but the TMA load at %s "
+                        "wrote it with %s", which, (unsigned long long)d->start, span_name(d->span), where, span_name(span));
+  return lpx_emu_fail(w, in, lane, "the %s descriptor has matrix base offset %u, but the TMA load at %s wrote the tile at "
+                      "0x%llx with its %s pattern starting at a %u-byte boundary: the matching base offset is 0 (the ISA: "
+                      "(pattern start >> 7) & 7)", which, d->base_off, where, (unsigned long long)d->start,
+                      span_name(d->span), d->span * 8);
 }
 
 /* ------------------------------------------------------------ operands */
