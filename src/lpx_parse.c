@@ -33,8 +33,6 @@ typedef struct pstate {
   size_t map_cap, map_n;
   regrange *ranges;
   size_t nranges, ranges_cap;
-  struct icache { uint32_t hash, len; int32_t sym; } *ic;  /* interning cache */
-  size_t ic_cap, ic_n;
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
   int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
@@ -123,44 +121,12 @@ static int is_ident(pstate *ps, const lpx_tok *tok)
   return tok->kind == LPX_TK_WORD && ps->src[tok->off] != '.';
 }
 
-/* Double the interning cache and reinsert its entries. */
-static void icache_grow(pstate *ps)
-{
-  size_t old = ps->ic_cap, cap = old ? old * 2 : 4096;
-  struct icache *o = ps->ic, *v = calloc(cap, sizeof *v);
-  if (!v) poom(ps);
-  for (size_t i = 0; i < old; i++) {
-    if (!o[i].len) continue;
-    size_t j = o[i].hash & (cap - 1);
-    while (v[j].len) j = (j + 1) & (cap - 1);
-    v[j] = o[i];
-  }
-  free(o);
-  ps->ic = v;
-  ps->ic_cap = cap;
-}
-
-/* A fast hash of short strings, eight bytes at a time (cache only). */
-static uint32_t quick_hash(const char *s, size_t n)
-{
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  for (; n >= 8; s += 8, n -= 8) {
-    uint64_t w;
-    memcpy(&w, s, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-  }
-  uint64_t w = 0;
-  for (size_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);   /* not memcpy: no store-forward stall */
-  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-  return (uint32_t)(h >> 32);
-}
-
-/* Intern bytes as a module symbol or unwind. A parser-side cache that
- * knows each string's length answers repeats (most tokens) without the
- * symbol table's strlen-per-probe lookup. */
+/* Intern bytes as a module symbol or unwind. 1- and 2-byte strings (most
+ * trivia and punctuation) are answered from direct tables, skipping the
+ * hash. */
 static int32_t intern(pstate *ps, const char *s, size_t n)
 {
-  int32_t *direct = NULL;   /* 1- and 2-byte strings (most trivia and punctuation) */
+  int32_t *direct = NULL;
   if (n == 1) direct = &ps->short1[(uint8_t)s[0]];
   else if (n == 2 && (ps->short2 || (ps->short2 = calloc(65536, sizeof(int32_t)))))
     direct = &ps->short2[(uint8_t)s[0] << 8 | (uint8_t)s[1]];
@@ -168,16 +134,8 @@ static int32_t intern(pstate *ps, const char *s, size_t n)
     if (!*direct && (*direct = lpx_strtab_intern(&ps->m->syms, s, n) + 1) <= 0) poom(ps);
     return *direct - 1;
   }
-  if ((ps->ic_n + 1) * 2 > ps->ic_cap) icache_grow(ps);
-  uint32_t h = quick_hash(s, n);
-  size_t j = h & (ps->ic_cap - 1);
-  for (; ps->ic[j].len; j = (j + 1) & (ps->ic_cap - 1))
-    if (ps->ic[j].hash == h && ps->ic[j].len == n + 1 && memcmp(lpx_strtab_get(&ps->m->syms, ps->ic[j].sym), s, n) == 0)
-      return ps->ic[j].sym;
   int32_t id = lpx_strtab_intern(&ps->m->syms, s, n);
   if (id < 0) poom(ps);
-  ps->ic[j] = (struct icache){ h, (uint32_t)n + 1, id };   /* len + 1: 0 marks empty */
-  ps->ic_n++;
   return id;
 }
 
@@ -1121,7 +1079,7 @@ static void parse_top_statement(pstate *ps)
 /* Release the parser's scratch state. */
 static void pstate_free(pstate *ps)
 {
-  free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->ic); free(ps->form_by_sym); free(ps->short2);
+  free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
