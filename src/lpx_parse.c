@@ -14,11 +14,16 @@
 
 #define MAX_NESTING 64
 
-/* A declared register range (%r<100>): names prefix0 .. prefix(count-1). */
+/* A declared register range (%r<100>): names prefix0 .. prefix(count-1).
+ * made[i] is register id + 1 of the name prefix<i> once it has been looked
+ * up (0: not yet), for i < made_n: later uses of it skip the interning and
+ * the name map. The arrays persist as the slot is reused by later ranges. */
 typedef struct regrange {
   const char *prefix;
   uint32_t len, count;
   int32_t type;
+  int32_t *made;
+  size_t made_n, made_cap;
 } regrange;
 
 typedef struct pstate {
@@ -33,6 +38,7 @@ typedef struct pstate {
   size_t map_cap, map_n;
   regrange *ranges;
   size_t nranges, ranges_cap;
+  size_t made_budget;          /* range table entries left to fill (bounds memory) */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
   int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
@@ -139,9 +145,10 @@ static int32_t intern(pstate *ps, const char *s, size_t n)
   return id;
 }
 
-/* Consume the current token into the module's lex array; its lex index
- * (always equal to its token index). */
-static uint32_t take(pstate *ps)
+/* Consume the current token into the module's lex array, spelled by symbol
+ * spell (-1: intern its text); its lex index (always equal to its token
+ * index). */
+static uint32_t take_as(pstate *ps, int32_t spell)
 {
   const lpx_tok *tok = cur(ps);
   lpx_module *m = ps->m;
@@ -150,12 +157,15 @@ static uint32_t take(pstate *ps)
   lpx_lex *x = &m->lex[m->nlex];
   uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
   x->pre = tok->off > pre ? intern(ps, ps->src + pre, tok->off - pre) : -1;
-  x->spell = intern(ps, ps->src + tok->off, tok->len);
+  x->spell = spell >= 0 ? spell : intern(ps, ps->src + tok->off, tok->len);
   x->ref = -1;
   x->role = LPX_LEX_LIT;
   if (ps->pos + 1 < ps->nt) ps->pos++;
   return (uint32_t)m->nlex++;
 }
+
+/* Consume the current token; its lex index. */
+static uint32_t take(pstate *ps) { return take_as(ps, -1); }
 
 /* Consume punctuation c or fail with "expected 'c' what". */
 static uint32_t expect(pstate *ps, char c, const char *what)
@@ -318,22 +328,115 @@ static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
   return (int32_t)f->nregs++;
 }
 
+/* Length of s (n bytes) without its trailing decimal digits. */
+static uint32_t digits_start(const char *s, uint32_t n)
+{
+  while (n && s[n - 1] >= '0' && s[n - 1] <= '9') n--;
+  return n;
+}
+
+/* Is the text s (n bytes, non-digits up to p) a member of range g? Its
+ * index in *idx. A prefix may itself end in digits (%r1<4> holds %r12). */
+static int range_member(const regrange *g, const char *s, uint32_t n, uint32_t p, uint64_t *idx)
+{
+  if (g->len < p || g->len >= n || n - g->len > 9) return 0;
+  for (uint32_t i = 0; i < g->len; i++)   /* prefixes are a few bytes: no memcmp call */
+    if (s[i] != g->prefix[i]) return 0;
+  if (s[g->len] == '0' && n - g->len > 1) return 0;   /* %r01 is not %r1 */
+  uint64_t v = 0;
+  for (uint32_t i = g->len; i < n; i++) v = v * 10 + (uint64_t)(s[i] - '0');
+  *idx = v;
+  return v < g->count;
+}
+
+/* The newest range token k is a member of (its index in *idx), or NULL. */
+static regrange *range_of(pstate *ps, size_t k, uint64_t *idx)
+{
+  const char *s = ps->src + ps->t[k].off;
+  uint32_t n = ps->t[k].len, p = digits_start(s, n);
+  for (size_t r = ps->nranges; r-- > 0;)
+    if (range_member(&ps->ranges[r], s, n, p, idx)) return &ps->ranges[r];
+  return NULL;
+}
+
+/* Make room in g's table for index idx (zero-filled); 0 when the budget
+ * refuses (the name then always takes the slow path). */
+static int range_table_fit(pstate *ps, regrange *g, uint64_t idx)
+{
+  if (idx < g->made_n) return 1;
+  size_t n = g->made_n * 2 > idx + 1 ? g->made_n * 2 : (size_t)idx + 1;
+  if (n > g->count) n = g->count;
+  if (n - g->made_n > ps->made_budget) return 0;
+  GROW(ps, g->made, g->made_cap, n);
+  memset(g->made + g->made_n, 0, (n - g->made_n) * sizeof(int32_t));
+  ps->made_budget -= n - g->made_n;
+  g->made_n = n;
+  return 1;
+}
+
+/* Fast path: the register token k names when it is a range member looked
+ * up before; -1 otherwise (reg_lookup decides). A table entry always
+ * equals what the name map holds for that name: it is written from a
+ * lookup's result and cleared when a .reg redeclares the name. */
+static int32_t reg_fast(pstate *ps, size_t k)
+{
+  uint64_t idx;
+  if (!ps->f || ps->raw || !ps->nranges) return -1;
+  regrange *g = range_of(ps, k, &idx);
+  return g && idx < g->made_n ? g->made[idx] - 1 : -1;
+}
+
 /* Resolve token k (already interned as sym) to a register: a declared name,
- * or a member of a declared %r<N> range (created on first use); -1 if none. */
+ * or a member of a declared %r<N> range (created on first use); -1 if none.
+ * The newest range holding the name remembers the answer for reg_fast. */
 static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
 {
   int32_t id = map_get(ps, sym);
-  if (id >= 0 || !ps->f) return id;
+  if (!ps->f) return id;
+  uint64_t idx;
+  regrange *g = range_of(ps, k, &idx);
+  if (!g) return id;
+  if (id < 0) id = reg_create(ps, sym, g->type);
+  if (!ps->raw && range_table_fit(ps, g, idx)) g->made[idx] = id + 1;
+  return id;
+}
+
+/* A .reg declaration of a plain name: forget what the range tables say of
+ * it, since the name map now answers with the new register. */
+static void range_forget(pstate *ps, size_t k)
+{
   const char *s = ps->src + ps->t[k].off;
-  uint32_t n = ps->t[k].len;
-  for (size_t r = ps->nranges; r-- > 0;) {
-    const regrange *g = &ps->ranges[r];
-    if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
-    uint64_t idx;
-    if ((s[g->len] == '0' && n - g->len > 1) || parse_digits(s + g->len, n - g->len, 10, &idx) || idx >= g->count) continue;
-    return reg_create(ps, sym, g->type);
-  }
-  return -1;
+  uint32_t n = ps->t[k].len, p = digits_start(s, n);
+  uint64_t idx;
+  for (size_t r = 0; r < ps->nranges; r++)
+    if (range_member(&ps->ranges[r], s, n, p, &idx) && idx < ps->ranges[r].made_n) ps->ranges[r].made[idx] = 0;
+}
+
+/* Open a register range in the next slot, reusing the slot's table memory. */
+static void range_add(pstate *ps, size_t k, uint32_t count, int32_t type)
+{
+  size_t old = ps->ranges_cap;
+  GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
+  memset(ps->ranges + old, 0, (ps->ranges_cap - old) * sizeof(regrange));
+  regrange *g = &ps->ranges[ps->nranges++];
+  g->prefix = ps->src + ps->t[k].off;
+  g->len = ps->t[k].len;
+  g->count = count;
+  g->type = type;
+  g->made_n = 0;
+}
+
+/* Consume a word token and resolve it as a register into *reg (-1: it
+ * names none); its lex index. A register seen before is spelled by its
+ * name symbol, which is its text interned: no need to intern it again. */
+static uint32_t take_register(pstate *ps, int32_t *reg)
+{
+  size_t k = ps->pos;
+  *reg = reg_fast(ps, k);
+  if (*reg >= 0) return take_as(ps, ps->f->reg_name[*reg]);
+  uint32_t x = take(ps);
+  *reg = reg_lookup(ps, k, ps->m->lex[x].spell);
+  return x;
 }
 
 /* ---------------------------------------------------------------- items */
@@ -531,8 +634,7 @@ static void parse_reg_name(pstate *ps, int32_t type)
     if (parse_int(ps->src + cur(ps)->off, cur(ps)->len, &n) || n > 0x7fffffff) perr(ps, ps->pos, "malformed register count");
     take(ps);
     expect(ps, '>', "to close the register range");
-    GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
-    ps->ranges[ps->nranges++] = (regrange){ ps->src + ps->t[k].off, ps->t[k].len, (uint32_t)n, type };
+    range_add(ps, k, (uint32_t)n, type);
     if (ps->raw) raw_range(ps, k, (uint32_t)n, type);
     return;
   }
@@ -540,6 +642,7 @@ static void parse_reg_name(pstate *ps, int32_t type)
   lpx_lex *lx = &ps->m->lex[x];
   lx->role = LPX_LEX_REG;
   lx->ref = reg_create(ps, lx->spell, type);
+  range_forget(ps, k);
 }
 
 /* .reg [.v2] .type name, name<N>, ...; */
@@ -643,8 +746,9 @@ static void parse_address(pstate *ps, lpx_operand *o)
     if (o->kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer address");
     take(ps);
   } else if (tok->kind == LPX_TK_WORD) {
-    uint32_t x = take(ps);
-    int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, ps->pos - 1, sym);
+    int32_t reg;
+    uint32_t x = take_register(ps, &reg);
+    int32_t sym = ps->m->lex[x].spell;
     o->aux = reg >= 0 ? LPX_OPD_REG : LPX_OPD_SYM;
     o->id = reg >= 0 ? reg : sym;
     if (reg >= 0) { ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg; }
@@ -660,10 +764,10 @@ static void parse_address(pstate *ps, lpx_operand *o)
 static void parse_word_operand(pstate *ps, uint32_t i, int labels)
 {
   size_t k = ps->pos;
-  uint32_t x = take(ps);
+  int32_t reg;
+  uint32_t x = take_register(ps, &reg);
+  int32_t sym = ps->m->lex[x].spell;
   lpx_operand *o = &ps->f->ops[i];
-  int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, k, sym);
-  o = &ps->f->ops[i];
   if (reg >= 0) {
     o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
     ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg;
@@ -801,8 +905,7 @@ static void parse_instruction(pstate *ps)
     take(ps);
     if (is_punct(ps, cur(ps), '!')) { take(ps); neg = 1; }
     if (cur(ps)->kind != LPX_TK_WORD) perr(ps, ps->pos, "expected a predicate register after '@'");
-    uint32_t x = take(ps);
-    guard = reg_lookup(ps, ps->pos - 1, ps->m->lex[x].spell);
+    uint32_t x = take_register(ps, &guard);
     if (guard < 0) perr(ps, ps->pos - 1, "undeclared predicate register '%s'", lpx_strtab_get(&ps->m->syms, ps->m->lex[x].spell));
     ps->m->lex[x].role = LPX_LEX_GUARD;
   }
@@ -1079,6 +1182,7 @@ static void parse_top_statement(pstate *ps)
 /* Release the parser's scratch state. */
 static void pstate_free(pstate *ps)
 {
+  for (size_t r = 0; r < ps->ranges_cap; r++) free(ps->ranges[r].made);
   free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2);
 }
 
@@ -1097,6 +1201,7 @@ lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *fi
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
+  ps.made_budget = 4 * ps.nt + 4096;
   while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
   const lpx_tok *eof = cur(&ps);
   uint32_t pre = lpx_tok_pre(ps.t, ps.pos);
