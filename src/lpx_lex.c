@@ -136,15 +136,12 @@ static int lex_token(lexer *x)
   return -1;
 }
 
-/* Append a token to the list. */
-static int lex_push(lpx_toks *out, uint32_t off, uint32_t len, int kind, int nl)
+/* Append a token to the list; capacity was reserved for len/4 tokens, so
+ * the grow call is rare and the common path is one compare and a store. */
+static inline int lex_push(lpx_toks *out, uint32_t off, uint32_t len, int kind, int nl)
 {
-  if (LPX_RESERVE(out->v, out->cap, out->n + 1)) return -1;
-  lpx_tok *t = &out->v[out->n++];
-  t->off = off;
-  t->len = len;
-  t->kind = (uint32_t)kind;
-  t->nl = (uint32_t)nl;
+  if (out->n == out->cap && LPX_RESERVE(out->v, out->cap, out->n + 1)) return -1;
+  out->v[out->n++] = (lpx_tok){ off, len, (uint32_t)kind, (uint32_t)nl };
   return 0;
 }
 

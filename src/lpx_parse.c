@@ -22,6 +22,7 @@ typedef struct regrange {
   const char *prefix;
   uint32_t len, count;
   int32_t type;
+  uint64_t key;                /* the prefix packed in a word, when it fits */
   int32_t *made;
   size_t made_n, made_cap;
 } regrange;
@@ -39,6 +40,7 @@ typedef struct pstate {
   regrange *ranges;
   size_t nranges, ranges_cap;
   size_t made_budget;          /* range table entries left to fill (bounds memory) */
+  int odd_ranges;              /* a range prefix ends in a digit or is over 8 bytes */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
   int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
@@ -349,13 +351,39 @@ static int range_member(const regrange *g, const char *s, uint32_t n, uint32_t p
   return v < g->count;
 }
 
-/* The newest range token k is a member of (its index in *idx), or NULL. */
+/* Up to 8 bytes packed in a word (the key of a short prefix). */
+static uint64_t pack_word(const char *s, uint32_t n)
+{
+  uint64_t w = 0;
+  for (uint32_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
+  return w;
+}
+
+/* The newest range holding s (n bytes, non-digits up to p), comparing
+ * every prefix byte by byte: any range shape. */
+static regrange *range_scan(pstate *ps, const char *s, uint32_t n, uint32_t p, uint64_t *idx)
+{
+  for (size_t r = ps->nranges; r-- > 0;)
+    if (range_member(&ps->ranges[r], s, n, p, idx)) return &ps->ranges[r];
+  return NULL;
+}
+
+/* The newest range token k is a member of (its index in *idx), or NULL.
+ * When no prefix ends in a digit, a member's prefix is exactly the text
+ * before its trailing digits, so one word compare per range decides. */
 static regrange *range_of(pstate *ps, size_t k, uint64_t *idx)
 {
   const char *s = ps->src + ps->t[k].off;
   uint32_t n = ps->t[k].len, p = digits_start(s, n);
-  for (size_t r = ps->nranges; r-- > 0;)
-    if (range_member(&ps->ranges[r], s, n, p, idx)) return &ps->ranges[r];
+  if (p == n || n - p > 9) return NULL;
+  if (ps->odd_ranges || p > 8) return range_scan(ps, s, n, p, idx);
+  if (s[p] == '0' && n - p > 1) return NULL;   /* %r01 is not %r1 */
+  uint64_t key = pack_word(s, p), v = 0;
+  for (uint32_t i = p; i < n; i++) v = v * 10 + (uint64_t)(s[i] - '0');
+  for (size_t r = ps->nranges; r-- > 0;) {
+    regrange *g = &ps->ranges[r];
+    if (g->key == key && g->len == p && v < g->count) { *idx = v; return g; }
+  }
   return NULL;
 }
 
@@ -423,7 +451,9 @@ static void range_add(pstate *ps, size_t k, uint32_t count, int32_t type)
   g->len = ps->t[k].len;
   g->count = count;
   g->type = type;
+  g->key = g->len <= 8 ? pack_word(g->prefix, g->len) : 0;
   g->made_n = 0;
+  ps->odd_ranges |= g->len > 8 || digits_start(g->prefix, g->len) != g->len;
 }
 
 /* Consume a word token and resolve it as a register into *reg (-1: it
@@ -1068,6 +1098,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   ps->map_n = 0;
   if (ps->map_cap) memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
   ps->nranges = 0;
+  ps->odd_ranges = 0;
   return (int32_t)m->nfuncs++;
 }
 

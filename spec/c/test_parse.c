@@ -337,6 +337,11 @@ static void test_register_scopes(lpx_ctx *ctx)
     " mov.b32 %r12, %r15;\n"          /* 11 */
     " mov.b32 %q3, %q4;\n"            /* 12: %q3 is the .b16 one, %q4 from %q<5> */
     " mov.b32 %r01, %r99;\n"          /* 13: not members: symbols */
+    "}\n"
+    ".visible .entry k2()\n{\n"         /* plain prefixes: the word-compare path */
+    " .reg .b32 %r<4>;\n .reg .f32 %r<2>;\n"
+    " mov.b32 %r3, %r1;\n mov.b32 %r3, %r1;\n"               /* items 2, 3 */
+    " .reg .b64 %r1;\n mov.b32 %r1, %r2;\n mov.b32 %r1, %r2;\n"   /* 5, 6 */
     "}\n";
   lpx_module *m = parse_str(ctx, src, "regs.ptx");
   CHECK(m != NULL || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)));
@@ -351,6 +356,12 @@ static void test_register_scopes(lpx_ctx *ctx)
   CHECK(q3 >= 0 && f->reg_type[q3] == LPX_T_B16 && q4 >= 0 && f->reg_type[q4] == LPX_T_B64);
   CHECK(op_reg(f, 13, 0) < 0 && op_reg(f, 13, 1) < 0);
   CHECK(strcmp(lpx_strtab_get(&m->syms, f->reg_name[r15]), "%r15") == 0);
+  f = &m->funcs[1];
+  int32_t a3 = op_reg(f, 2, 0), a1 = op_reg(f, 2, 1), b1 = op_reg(f, 5, 0), b2 = op_reg(f, 5, 1);
+  CHECK(a3 >= 0 && f->reg_type[a3] == LPX_T_B32 && a1 >= 0 && f->reg_type[a1] == LPX_T_F32);
+  CHECK(op_reg(f, 3, 0) == a3 && op_reg(f, 3, 1) == a1);
+  CHECK(b1 >= 0 && b1 != a1 && f->reg_type[b1] == LPX_T_B64 && b2 >= 0 && f->reg_type[b2] == LPX_T_B32);
+  CHECK(op_reg(f, 6, 0) == b1 && op_reg(f, 6, 1) == b2);
   lpx_module_free(m);
 }
 
