@@ -99,6 +99,11 @@ struct lpx_ctx {
   lpx_strtab form_names;
   lpx_form *forms;
   size_t forms_cap;
+  /* The lexer's token buffer, kept between parses (lpx_parse.c) so that
+   * parsing file after file reuses warm memory instead of faulting in
+   * fresh pages each time. */
+  struct lpx_tok *toks;
+  size_t toks_cap;
 };
 
 int lpx_fail(lpx_ctx *ctx, const char *fmt, ...);

@@ -33,6 +33,7 @@ typedef struct pstate {
   const char *src, *file;
   lpx_tok *t;
   size_t nt, pos;              /* tokens and the cursor */
+  size_t toks_cap;
   jmp_buf fail;
   lpx_func *f;                 /* function being parsed, NULL at top level */
   int32_t *map_key, *map_val;  /* register name symbol -> register id */
@@ -1210,11 +1211,33 @@ static void parse_top_statement(pstate *ps)
   perr(ps, ps->pos, "expected a directive (.version, .target, .entry, .func, .global, ...)");
 }
 
-/* Release the parser's scratch state. */
+/* Token buffers up to this size go back to the context for the next parse;
+ * bigger ones (inputs of several MB) are not worth keeping around. */
+#define TOKS_KEEP_BYTES ((size_t)16 << 20)
+
+/* Lex the input into the context's token buffer; 0, or -1 on a lexical
+ * error (reported). */
+static int lex_input(pstate *ps, size_t len)
+{
+  lpx_toks toks = { ps->ctx->toks, 0, ps->ctx->toks_cap };
+  ps->ctx->toks = NULL;   /* owned by this parse until pstate_free */
+  ps->ctx->toks_cap = 0;
+  int rc = lpx_lex_all(ps->ctx, ps->src, len, ps->file, &toks);
+  ps->t = toks.v; ps->nt = toks.n; ps->toks_cap = toks.cap;
+  return rc;
+}
+
+/* Release the parser's scratch state (the token buffer back to the context). */
 static void pstate_free(pstate *ps)
 {
   for (size_t r = 0; r < ps->ranges_cap; r++) free(ps->ranges[r].made);
-  free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2);
+  if (!ps->ctx->toks && ps->toks_cap * sizeof(lpx_tok) <= TOKS_KEEP_BYTES) {
+    ps->ctx->toks = ps->t;
+    ps->ctx->toks_cap = ps->toks_cap;
+  } else {
+    free(ps->t);
+  }
+  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
@@ -1224,11 +1247,9 @@ lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *fi
   pstate ps;
   memset(&ps, 0, sizeof ps);
   ps.ctx = ctx; ps.src = text ? text : ""; ps.file = filename ? filename : "<ptx>"; ps.line = 1;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return NULL; }
-  ps.t = toks.v; ps.nt = toks.n;
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return NULL; }
   ps.m = calloc(1, sizeof(lpx_module));
-  if (!ps.m) { free(toks.v); lpx_fail(ctx, "out of memory"); return NULL; }
+  if (!ps.m) { pstate_free(&ps); lpx_fail(ctx, "out of memory"); return NULL; }
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
@@ -1267,9 +1288,7 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
   ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw"; ps.line = 1;
   ps.raw = 1; ps.fn = fn; ps.f = &m->funcs[fn]; ps.raw_file = file; ps.raw_line = line > 0 ? line : 1;
   ps.lex_base = (uint32_t)m->nlex;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
-  ps.t = toks.v; ps.nt = toks.n;
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
   map_existing_registers(&ps);
@@ -1288,9 +1307,7 @@ int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, cons
   memset(&ps, 0, sizeof ps);
   ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw_module"; ps.line = 1;
   ps.raw = 1; ps.fn = -1; ps.lex_base = (uint32_t)m->nlex;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
-  ps.t = toks.v; ps.nt = toks.n;
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   size_t nfuncs = m->nfuncs;
   if (setjmp(ps.fail)) {   /* drop a function record the error interrupted */
     for (size_t i = nfuncs; i < m->nfuncs; i++) func_release(&m->funcs[i]);
