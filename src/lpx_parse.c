@@ -111,11 +111,12 @@ static int is_punct(pstate *ps, const lpx_tok *tok, char c)
   return tok->kind == LPX_TK_PUNCT && ps->src[tok->off] == c;
 }
 
-/* Is tok the word w? */
+/* Is tok the word w? The first byte and the length reject almost every
+ * other word before any string call. */
 static int is_word(pstate *ps, const lpx_tok *tok, const char *w)
 {
-  size_t n = strlen(w);
-  return tok->kind == LPX_TK_WORD && tok->len == n && memcmp(ps->src + tok->off, w, n) == 0;
+  const char *s = ps->src + tok->off;
+  return tok->kind == LPX_TK_WORD && s[0] == w[0] && tok->len == strlen(w) && memcmp(s, w, tok->len) == 0;
 }
 
 /* Is tok a directive word (".reg")? */
