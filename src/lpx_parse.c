@@ -14,18 +14,20 @@
 
 #define MAX_NESTING 64
 
-/* A declared register range (%r<100>): names prefix0 .. prefix(count-1).
- * made[i] is register id + 1 of the name prefix<i> once it has been looked
- * up (0: not yet), for i < made_n: later uses of it skip the interning and
- * the name map. The arrays persist as the slot is reused by later ranges. */
+/* A declared register range (%r<100>): names prefix0 .. prefix(count-1). */
 typedef struct regrange {
   const char *prefix;
   uint32_t len, count;
   int32_t type;
-  uint64_t key;                /* the prefix packed in a word, when it fits */
-  int32_t *made;
-  size_t made_n, made_cap;
 } regrange;
+
+/* A register name cache entry: a name of up to 8 bytes (as a word), the
+ * register it named, and the cache generation it was true in. */
+typedef struct regcache {
+  uint64_t name;
+  int32_t reg;
+  uint32_t gen;
+} regcache;
 
 typedef struct pstate {
   lpx_ctx *ctx;
@@ -40,8 +42,8 @@ typedef struct pstate {
   size_t map_cap, map_n;
   regrange *ranges;
   size_t nranges, ranges_cap;
-  size_t made_budget;          /* range table entries left to fill (bounds memory) */
-  int odd_ranges;              /* a range prefix ends in a digit or is over 8 bytes */
+  regcache *rc;                /* register names already resolved, by name word */
+  uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
   int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
@@ -332,142 +334,72 @@ static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
   return (int32_t)f->nregs++;
 }
 
-/* Length of s (n bytes) without its trailing decimal digits. */
-static uint32_t digits_start(const char *s, uint32_t n)
-{
-  while (n && s[n - 1] >= '0' && s[n - 1] <= '9') n--;
-  return n;
-}
-
-/* Is the text s (n bytes, non-digits up to p) a member of range g? Its
- * index in *idx. A prefix may itself end in digits (%r1<4> holds %r12). */
-static int range_member(const regrange *g, const char *s, uint32_t n, uint32_t p, uint64_t *idx)
-{
-  if (g->len < p || g->len >= n || n - g->len > 9) return 0;
-  for (uint32_t i = 0; i < g->len; i++)   /* prefixes are a few bytes: no memcmp call */
-    if (s[i] != g->prefix[i]) return 0;
-  if (s[g->len] == '0' && n - g->len > 1) return 0;   /* %r01 is not %r1 */
-  uint64_t v = 0;
-  for (uint32_t i = g->len; i < n; i++) v = v * 10 + (uint64_t)(s[i] - '0');
-  *idx = v;
-  return v < g->count;
-}
-
-/* Up to 8 bytes packed in a word (the key of a short prefix). */
-static uint64_t pack_word(const char *s, uint32_t n)
-{
-  uint64_t w = 0;
-  for (uint32_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
-  return w;
-}
-
-/* The newest range holding s (n bytes, non-digits up to p), comparing
- * every prefix byte by byte: any range shape. */
-static regrange *range_scan(pstate *ps, const char *s, uint32_t n, uint32_t p, uint64_t *idx)
-{
-  for (size_t r = ps->nranges; r-- > 0;)
-    if (range_member(&ps->ranges[r], s, n, p, idx)) return &ps->ranges[r];
-  return NULL;
-}
-
-/* The newest range token k is a member of (its index in *idx), or NULL.
- * When no prefix ends in a digit, a member's prefix is exactly the text
- * before its trailing digits, so one word compare per range decides. */
-static regrange *range_of(pstate *ps, size_t k, uint64_t *idx)
-{
-  const char *s = ps->src + ps->t[k].off;
-  uint32_t n = ps->t[k].len, p = digits_start(s, n);
-  if (p == n || n - p > 9) return NULL;
-  if (ps->odd_ranges || p > 8) return range_scan(ps, s, n, p, idx);
-  if (s[p] == '0' && n - p > 1) return NULL;   /* %r01 is not %r1 */
-  uint64_t key = pack_word(s, p), v = 0;
-  for (uint32_t i = p; i < n; i++) v = v * 10 + (uint64_t)(s[i] - '0');
-  for (size_t r = ps->nranges; r-- > 0;) {
-    regrange *g = &ps->ranges[r];
-    if (g->key == key && g->len == p && v < g->count) { *idx = v; return g; }
-  }
-  return NULL;
-}
-
-/* Make room in g's table for index idx (zero-filled); 0 when the budget
- * refuses (the name then always takes the slow path). */
-static int range_table_fit(pstate *ps, regrange *g, uint64_t idx)
-{
-  if (idx < g->made_n) return 1;
-  size_t n = g->made_n * 2 > idx + 1 ? g->made_n * 2 : (size_t)idx + 1;
-  if (n > g->count) n = g->count;
-  if (n - g->made_n > ps->made_budget) return 0;
-  GROW(ps, g->made, g->made_cap, n);
-  memset(g->made + g->made_n, 0, (n - g->made_n) * sizeof(int32_t));
-  ps->made_budget -= n - g->made_n;
-  g->made_n = n;
-  return 1;
-}
-
-/* Fast path: the register token k names when it is a range member looked
- * up before; -1 otherwise (reg_lookup decides). A table entry always
- * equals what the name map holds for that name: it is written from a
- * lookup's result and cleared when a .reg redeclares the name. */
-static int32_t reg_fast(pstate *ps, size_t k)
-{
-  uint64_t idx;
-  if (!ps->f || ps->raw || !ps->nranges) return -1;
-  regrange *g = range_of(ps, k, &idx);
-  return g && idx < g->made_n ? g->made[idx] - 1 : -1;
-}
-
 /* Resolve token k (already interned as sym) to a register: a declared name,
- * or a member of a declared %r<N> range (created on first use); -1 if none.
- * The newest range holding the name remembers the answer for reg_fast. */
+ * or a member of a declared %r<N> range (created on first use); -1 if none. */
 static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
 {
   int32_t id = map_get(ps, sym);
-  if (!ps->f) return id;
-  uint64_t idx;
-  regrange *g = range_of(ps, k, &idx);
-  if (!g) return id;
-  if (id < 0) id = reg_create(ps, sym, g->type);
-  if (!ps->raw && range_table_fit(ps, g, idx)) g->made[idx] = id + 1;
-  return id;
-}
-
-/* A .reg declaration of a plain name: forget what the range tables say of
- * it, since the name map now answers with the new register. */
-static void range_forget(pstate *ps, size_t k)
-{
+  if (id >= 0 || !ps->f) return id;
   const char *s = ps->src + ps->t[k].off;
-  uint32_t n = ps->t[k].len, p = digits_start(s, n);
-  uint64_t idx;
-  for (size_t r = 0; r < ps->nranges; r++)
-    if (range_member(&ps->ranges[r], s, n, p, &idx) && idx < ps->ranges[r].made_n) ps->ranges[r].made[idx] = 0;
+  uint32_t n = ps->t[k].len;
+  for (size_t r = ps->nranges; r-- > 0;) {
+    const regrange *g = &ps->ranges[r];
+    if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
+    uint64_t idx;
+    if ((s[g->len] == '0' && n - g->len > 1) || parse_digits(s + g->len, n - g->len, 10, &idx) || idx >= g->count) continue;
+    return reg_create(ps, sym, g->type);
+  }
+  return -1;
 }
 
-/* Open a register range in the next slot, reusing the slot's table memory. */
-static void range_add(pstate *ps, size_t k, uint32_t count, int32_t type)
+/* The cache slot for token k's name and the name as a word (bytes past it
+ * zero); NULL when the name is over 8 bytes or too near the end of the
+ * input to load 8 bytes (the EOF token's offset is the input length). */
+static regcache *regcache_slot(pstate *ps, size_t k, uint64_t *name)
 {
-  size_t old = ps->ranges_cap;
-  GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
-  memset(ps->ranges + old, 0, (ps->ranges_cap - old) * sizeof(regrange));
-  regrange *g = &ps->ranges[ps->nranges++];
-  g->prefix = ps->src + ps->t[k].off;
-  g->len = ps->t[k].len;
-  g->count = count;
-  g->type = type;
-  g->key = g->len <= 8 ? pack_word(g->prefix, g->len) : 0;
-  g->made_n = 0;
-  ps->odd_ranges |= g->len > 8 || digits_start(g->prefix, g->len) != g->len;
+  const lpx_tok *tok = &ps->t[k];
+  if (!ps->rc || tok->len > 8 || tok->off + 8 > ps->t[ps->nt - 1].off) return NULL;
+  memcpy(name, ps->src + tok->off, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if (tok->len < 8) *name >>= 8 * (8 - tok->len);                   /* keep the first len bytes */
+#else
+  if (tok->len < 8) *name &= ((uint64_t)1 << (8 * tok->len)) - 1;
+#endif
+  return &ps->rc[(*name * 0x9E3779B97F4A7C15ull) >> 40 & ps->rc_mask];
 }
+
+/* Size the register cache to the input (a slot per 8 tokens, 256 to 16K);
+ * without memory there is no cache, and every lookup takes the slow path. */
+static void regcache_alloc(pstate *ps)
+{
+  size_t n = 256;
+  while (n < 16384 && n * 8 < ps->nt) n *= 2;
+  ps->rc = calloc(n, sizeof(regcache));
+  ps->rc_mask = (uint32_t)n - 1;
+  ps->rc_gen = 1;   /* zeroed entries hold generation 0: never current */
+}
+
+/* A .reg of a plain name or a new function: names seen so far may mean
+ * other registers now, so every cache entry goes stale at once. */
+static void regcache_forget(pstate *ps) { ps->rc_gen++; }
 
 /* Consume a word token and resolve it as a register into *reg (-1: it
- * names none); its lex index. A register seen before is spelled by its
- * name symbol, which is its text interned: no need to intern it again. */
+ * names none); its lex index. A name resolved before (in this function,
+ * since the last .reg of a plain name) is found in the register cache by
+ * its bytes, without interning it: its spelling is the register's name
+ * symbol, which is that text interned. */
 static uint32_t take_register(pstate *ps, int32_t *reg)
 {
   size_t k = ps->pos;
-  *reg = reg_fast(ps, k);
-  if (*reg >= 0) return take_as(ps, ps->f->reg_name[*reg]);
+  uint64_t name = 0;
+  regcache *c = ps->f && !ps->raw ? regcache_slot(ps, k, &name) : NULL;
+  if (c && c->name == name && c->gen == ps->rc_gen) {
+    *reg = c->reg;
+    return take_as(ps, ps->f->reg_name[c->reg]);
+  }
   uint32_t x = take(ps);
   *reg = reg_lookup(ps, k, ps->m->lex[x].spell);
+  if (c && *reg >= 0) *c = (regcache){ name, *reg, ps->rc_gen };
   return x;
 }
 
@@ -666,7 +598,8 @@ static void parse_reg_name(pstate *ps, int32_t type)
     if (parse_int(ps->src + cur(ps)->off, cur(ps)->len, &n) || n > 0x7fffffff) perr(ps, ps->pos, "malformed register count");
     take(ps);
     expect(ps, '>', "to close the register range");
-    range_add(ps, k, (uint32_t)n, type);
+    GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
+    ps->ranges[ps->nranges++] = (regrange){ ps->src + ps->t[k].off, ps->t[k].len, (uint32_t)n, type };
     if (ps->raw) raw_range(ps, k, (uint32_t)n, type);
     return;
   }
@@ -674,7 +607,7 @@ static void parse_reg_name(pstate *ps, int32_t type)
   lpx_lex *lx = &ps->m->lex[x];
   lx->role = LPX_LEX_REG;
   lx->ref = reg_create(ps, lx->spell, type);
-  range_forget(ps, k);
+  regcache_forget(ps);
 }
 
 /* .reg [.v2] .type name, name<N>, ...; */
@@ -1100,7 +1033,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   ps->map_n = 0;
   if (ps->map_cap) memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
   ps->nranges = 0;
-  ps->odd_ranges = 0;
+  regcache_forget(ps);
   return (int32_t)m->nfuncs++;
 }
 
@@ -1231,14 +1164,13 @@ static int lex_input(pstate *ps, size_t len)
 /* Release the parser's scratch state (the token buffer back to the context). */
 static void pstate_free(pstate *ps)
 {
-  for (size_t r = 0; r < ps->ranges_cap; r++) free(ps->ranges[r].made);
   if (!ps->ctx->toks && ps->toks_cap * sizeof(lpx_tok) <= TOKS_KEEP_BYTES) {
     ps->ctx->toks = ps->t;
     ps->ctx->toks_cap = ps->toks_cap;
   } else {
     free(ps->t);
   }
-  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2);
+  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2); free(ps->rc);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
@@ -1254,7 +1186,7 @@ lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *fi
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
-  ps.made_budget = 4 * ps.nt + 4096;
+  regcache_alloc(&ps);
   while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
   const lpx_tok *eof = cur(&ps);
   uint32_t pre = lpx_tok_pre(ps.t, ps.pos);
