@@ -173,6 +173,14 @@ static uint32_t take_as(pstate *ps, int32_t spell)
 /* Consume the current token; its lex index. */
 static uint32_t take(pstate *ps) { return take_as(ps, -1); }
 
+/* Mark lex entry x (token k) as naming register reg. */
+static void lex_set_reg(pstate *ps, uint32_t x, size_t k, int32_t reg)
+{
+  if (reg > LPX_LEX_REF_MAX) perr(ps, k, "more than %d registers in one function", LPX_LEX_REF_MAX);
+  ps->m->lex[x].role = LPX_LEX_REG;
+  ps->m->lex[x].ref = reg;
+}
+
 /* Consume punctuation c or fail with "expected 'c' what". */
 static uint32_t expect(pstate *ps, char c, const char *what)
 {
@@ -604,9 +612,7 @@ static void parse_reg_name(pstate *ps, int32_t type)
     return;
   }
   uint32_t x = take(ps);
-  lpx_lex *lx = &ps->m->lex[x];
-  lx->role = LPX_LEX_REG;
-  lx->ref = reg_create(ps, lx->spell, type);
+  lex_set_reg(ps, x, k, reg_create(ps, ps->m->lex[x].spell, type));
   regcache_forget(ps);
 }
 
@@ -716,7 +722,7 @@ static void parse_address(pstate *ps, lpx_operand *o)
     int32_t sym = ps->m->lex[x].spell;
     o->aux = reg >= 0 ? LPX_OPD_REG : LPX_OPD_SYM;
     o->id = reg >= 0 ? reg : sym;
-    if (reg >= 0) { ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg; }
+    if (reg >= 0) lex_set_reg(ps, x, ps->pos - 1, reg);
     o->ival = 0;
   } else {
     perr(ps, ps->pos, "expected a register, symbol or integer address after '['");
@@ -735,7 +741,7 @@ static void parse_word_operand(pstate *ps, uint32_t i, int labels)
   lpx_operand *o = &ps->f->ops[i];
   if (reg >= 0) {
     o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
-    ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg;
+    lex_set_reg(ps, x, k, reg);
     return;
   }
   if (ps->t[k].len == 1 && ps->src[ps->t[k].off] == '_') { o->kind = LPX_OPD_SINK; return; }
