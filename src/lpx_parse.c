@@ -21,6 +21,15 @@ typedef struct regrange {
   int32_t type;
 } regrange;
 
+/* A spelling cache entry: a text of up to 16 bytes as two words (bytes
+ * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
+ * its symbol. Trivia, punctuation and opcodes repeat all through a file. */
+typedef struct symcache {
+  uint64_t w[2];
+  int32_t sym;
+} symcache;
+#define SYMCACHE_SLOTS 512
+
 /* A register name cache entry: a name of up to 8 bytes (as a word), the
  * register it named, and the cache generation it was true in. */
 typedef struct regcache {
@@ -44,8 +53,9 @@ typedef struct pstate {
   size_t nranges, ranges_cap;
   regcache *rc;                /* register names already resolved, by name word */
   uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
+  size_t src_len;
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
-  int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
+  symcache sc[SYMCACHE_SLOTS]; /* recent spellings of up to 16 bytes */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
   size_t form_by_sym_cap;
   size_t line_off;             /* line counting for item locations */
@@ -133,21 +143,46 @@ static int is_ident(pstate *ps, const lpx_tok *tok)
   return tok->kind == LPX_TK_WORD && ps->src[tok->off] != '.';
 }
 
-/* Intern bytes as a module symbol or unwind. 1- and 2-byte strings (most
- * trivia and punctuation) are answered from direct tables, skipping the
- * hash. */
+/* Intern bytes as a module symbol or unwind. 1-byte strings (much of the
+ * trivia and all punctuation) come from a direct table. */
 static int32_t intern(pstate *ps, const char *s, size_t n)
 {
-  int32_t *direct = NULL;
-  if (n == 1) direct = &ps->short1[(uint8_t)s[0]];
-  else if (n == 2 && (ps->short2 || (ps->short2 = calloc(65536, sizeof(int32_t)))))
-    direct = &ps->short2[(uint8_t)s[0] << 8 | (uint8_t)s[1]];
-  if (direct) {
+  if (n == 1) {
+    int32_t *direct = &ps->short1[(uint8_t)s[0]];
     if (!*direct && (*direct = lpx_strtab_intern(&ps->m->syms, s, n) + 1) <= 0) poom(ps);
     return *direct - 1;
   }
   int32_t id = lpx_strtab_intern(&ps->m->syms, s, n);
   if (id < 0) poom(ps);
+  return id;
+}
+
+/* The first n (1 to 8) bytes at s as a word, the bytes past them zero; 8
+ * bytes at s must be readable. */
+static uint64_t load_word(const char *s, uint32_t n)
+{
+  uint64_t w;
+  memcpy(&w, s, 8);
+  if (n == 8) return w;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return w >> (8 * (8 - n));
+#else
+  return w & (((uint64_t)1 << (8 * n)) - 1);
+#endif
+}
+
+/* Intern the n source bytes at off: short texts through the spelling cache
+ * (two word compares instead of hashing the bytes and probing the table),
+ * the rest, and a cache miss, through intern. */
+static int32_t intern_src(pstate *ps, uint32_t off, uint32_t n)
+{
+  const char *s = ps->src + off;
+  if (n < 2 || n > 16 || off + 16 > ps->src_len) return intern(ps, s, n);
+  uint64_t w0 = load_word(s, n < 8 ? n : 8), w1 = n > 8 ? load_word(s + 8, n - 8) : 0;
+  symcache *c = &ps->sc[((w0 ^ w1 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 55 & (SYMCACHE_SLOTS - 1)];
+  if (c->w[0] == w0 && c->w[1] == w1) return c->sym;
+  int32_t id = intern(ps, s, n);
+  *c = (symcache){ { w0, w1 }, id };
   return id;
 }
 
@@ -162,8 +197,8 @@ static uint32_t take_as(pstate *ps, int32_t spell)
   GROW(ps, m->lex, m->lex_cap, m->nlex + 1);
   lpx_lex *x = &m->lex[m->nlex];
   uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
-  x->pre = tok->off > pre ? intern(ps, ps->src + pre, tok->off - pre) : -1;
-  x->spell = spell >= 0 ? spell : intern(ps, ps->src + tok->off, tok->len);
+  x->pre = tok->off > pre ? intern_src(ps, pre, tok->off - pre) : -1;
+  x->spell = spell >= 0 ? spell : intern_src(ps, tok->off, tok->len);
   x->ref = -1;
   x->role = LPX_LEX_LIT;
   if (ps->pos + 1 < ps->nt) ps->pos++;
@@ -362,26 +397,22 @@ static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
 
 /* The cache slot for token k's name and the name as a word (bytes past it
  * zero); NULL when the name is over 8 bytes or too near the end of the
- * input to load 8 bytes (the EOF token's offset is the input length). */
+ * input to load 8 bytes. */
 static regcache *regcache_slot(pstate *ps, size_t k, uint64_t *name)
 {
   const lpx_tok *tok = &ps->t[k];
-  if (!ps->rc || tok->len > 8 || tok->off + 8 > ps->t[ps->nt - 1].off) return NULL;
-  memcpy(name, ps->src + tok->off, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  if (tok->len < 8) *name >>= 8 * (8 - tok->len);                   /* keep the first len bytes */
-#else
-  if (tok->len < 8) *name &= ((uint64_t)1 << (8 * tok->len)) - 1;
-#endif
+  if (!ps->rc || tok->len > 8 || tok->off + 8 > ps->src_len) return NULL;
+  *name = load_word(ps->src + tok->off, tok->len);
   return &ps->rc[(*name * 0x9E3779B97F4A7C15ull) >> 40 & ps->rc_mask];
 }
 
-/* Size the register cache to the input (a slot per 8 tokens, 256 to 16K);
- * without memory there is no cache, and every lookup takes the slow path. */
+/* Size the register cache to the input: a slot per 8 tokens, 256 to 8K (a
+ * bigger one falls out of the CPU cache and misses more than it saves).
+ * Without memory there is no cache: every lookup takes the slow path. */
 static void regcache_alloc(pstate *ps)
 {
   size_t n = 256;
-  while (n < 16384 && n * 8 < ps->nt) n *= 2;
+  while (n < 8192 && n * 8 < ps->nt) n *= 2;
   ps->rc = calloc(n, sizeof(regcache));
   ps->rc_mask = (uint32_t)n - 1;
   ps->rc_gen = 1;   /* zeroed entries hold generation 0: never current */
@@ -405,7 +436,7 @@ static uint32_t take_register(pstate *ps, int32_t *reg)
     *reg = c->reg;
     return take_as(ps, ps->f->reg_name[c->reg]);
   }
-  uint32_t x = take(ps);
+  uint32_t x = take_as(ps, intern(ps, ps->src + ps->t[k].off, ps->t[k].len));   /* most are first uses: keep them out of the spelling cache */
   *reg = reg_lookup(ps, k, ps->m->lex[x].spell);
   if (c && *reg >= 0) *c = (regcache){ name, *reg, ps->rc_gen };
   return x;
@@ -1163,7 +1194,7 @@ static int lex_input(pstate *ps, size_t len)
   ps->ctx->toks = NULL;   /* owned by this parse until pstate_free */
   ps->ctx->toks_cap = 0;
   int rc = lpx_lex_all(ps->ctx, ps->src, len, ps->file, &toks);
-  ps->t = toks.v; ps->nt = toks.n; ps->toks_cap = toks.cap;
+  ps->t = toks.v; ps->nt = toks.n; ps->toks_cap = toks.cap; ps->src_len = len;
   return rc;
 }
 
@@ -1176,7 +1207,7 @@ static void pstate_free(pstate *ps)
   } else {
     free(ps->t);
   }
-  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->short2); free(ps->rc);
+  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
