@@ -21,6 +21,11 @@ typedef struct regrange {
   int32_t type;
 } regrange;
 
+/* A register map slot: a name symbol (-1: empty) and its register. */
+typedef struct mapslot {
+  int32_t key, val;
+} mapslot;
+
 /* A spelling cache entry: a text of up to 16 bytes as two words (bytes
  * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
  * its symbol. Trivia, punctuation and opcodes repeat all through a file. */
@@ -47,7 +52,7 @@ typedef struct pstate {
   size_t toks_cap;
   jmp_buf fail;
   lpx_func *f;                 /* function being parsed, NULL at top level */
-  int32_t *map_key, *map_val;  /* register name symbol -> register id */
+  mapslot *map;                /* register name symbol -> register id */
   size_t map_cap, map_n;
   regrange *ranges;
   size_t nranges, ranges_cap;
@@ -325,30 +330,30 @@ static void negate_number(lpx_operand *o)
 static size_t map_slot(pstate *ps, int32_t key)
 {
   size_t mask = ps->map_cap - 1, i = ((uint32_t)key * 2654435761u) & mask;
-  while (ps->map_key[i] >= 0 && ps->map_key[i] != key) i = (i + 1) & mask;
+  while (ps->map[i].key >= 0 && ps->map[i].key != key) i = (i + 1) & mask;
   return i;
+}
+
+/* Rehash the register map into cap slots (a power of two). */
+static void map_resize(pstate *ps, size_t cap)
+{
+  mapslot *old = ps->map;
+  size_t oldcap = ps->map_cap;
+  if (!(ps->map = malloc(cap * sizeof(mapslot)))) { ps->map = old; poom(ps); }
+  memset(ps->map, 0xff, cap * sizeof(mapslot));
+  ps->map_cap = cap;
+  for (size_t i = 0; i < oldcap; i++)
+    if (old[i].key >= 0) ps->map[map_slot(ps, old[i].key)] = old[i];
+  free(old);
 }
 
 /* Map a register name symbol to a register id (the latest declaration wins). */
 static void map_put(pstate *ps, int32_t key, int32_t val)
 {
-  if ((ps->map_n + 1) * 2 > ps->map_cap) {
-    size_t oldcap = ps->map_cap;
-    int32_t *ok = ps->map_key, *ov = ps->map_val;
-    ps->map_cap = oldcap ? oldcap * 2 : 256;
-    ps->map_key = malloc(ps->map_cap * sizeof(int32_t));
-    ps->map_val = malloc(ps->map_cap * sizeof(int32_t));
-    if (!ps->map_key || !ps->map_val) { free(ok); free(ov); poom(ps); }
-    memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
-    ps->map_n = 0;
-    for (size_t i = 0; i < oldcap; i++)
-      if (ok[i] >= 0) { size_t s = map_slot(ps, ok[i]); ps->map_key[s] = ok[i]; ps->map_val[s] = ov[i]; ps->map_n++; }
-    free(ok); free(ov);
-  }
+  if ((ps->map_n + 1) * 2 > ps->map_cap) map_resize(ps, ps->map_cap ? ps->map_cap * 2 : 256);
   size_t s = map_slot(ps, key);
-  if (ps->map_key[s] < 0) ps->map_n++;
-  ps->map_key[s] = key;
-  ps->map_val[s] = val;
+  if (ps->map[s].key < 0) ps->map_n++;
+  ps->map[s] = (mapslot){ key, val };
 }
 
 /* The register a name symbol maps to, or -1. */
@@ -356,18 +361,24 @@ static int32_t map_get(pstate *ps, int32_t key)
 {
   if (!ps->map_cap) return -1;
   size_t s = map_slot(ps, key);
-  return ps->map_key[s] == key ? ps->map_val[s] : -1;
+  return ps->map[s].key == key ? ps->map[s].val : -1;
+}
+
+/* Make room for n registers in a function's register arrays. */
+static void regs_reserve(pstate *ps, lpx_func *f, size_t n)
+{
+  size_t c1 = f->regs_cap, c2 = f->regs_cap;
+  GROW(ps, f->reg_type, c1, n);
+  GROW(ps, f->reg_index, c2, n);
+  f->regs_cap = c1 < c2 ? c1 : c2;
+  GROW(ps, f->reg_name, f->reg_names_cap, n);
 }
 
 /* Create a named register of a type in the current function. */
 static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
 {
   lpx_func *f = ps->f;
-  size_t c1 = f->regs_cap, c2 = f->regs_cap;
-  GROW(ps, f->reg_type, c1, f->nregs + 1);
-  GROW(ps, f->reg_index, c2, f->nregs + 1);
-  f->regs_cap = c1 < c2 ? c1 : c2;
-  GROW(ps, f->reg_name, f->reg_names_cap, f->nregs + 1);
+  regs_reserve(ps, f, f->nregs + 1);
   for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;   /* traced registers */
   f->reg_type[f->nregs] = type;
   f->reg_index[f->nregs] = 0;
@@ -971,8 +982,9 @@ static void parse_body_statement(pstate *ps)
   perr(ps, ps->pos, "expected an instruction, label, directive or '}'");
 }
 
-/* Reserve a body's arrays from its token count (found by brace matching),
- * so that big kernels do not pay for repeated reallocation copies. */
+/* Reserve a body's arrays and the register map from its token count (found
+ * by brace matching), so that big kernels do not pay for repeated
+ * reallocation copies and rehashes. */
 static void body_reserve(pstate *ps, lpx_func *f)
 {
   size_t k = ps->pos;
@@ -980,10 +992,13 @@ static void body_reserve(pstate *ps, lpx_func *f)
     depth += is_punct(ps, &ps->t[k], '{') - is_punct(ps, &ps->t[k], '}');
     if (depth < 0) break;
   }
-  size_t n = k - ps->pos;
+  size_t n = k - ps->pos, regs = n / 8 + 16, slots = 256;   /* nvcc output: about a register per 8 tokens */
   GROW(ps, f->ops, f->ops_cap, n / 2 + 16);
   GROW(ps, f->ops_lex, f->ops_lex_cap, n / 2 + 16);
   GROW(ps, f->items, f->items_cap, n / 4 + 16);
+  regs_reserve(ps, f, regs);
+  while (slots < regs * 2) slots *= 2;
+  if (slots > ps->map_cap) map_resize(ps, slots);
 }
 
 /* { statements } of a function; the function's closing brace is its tail. */
@@ -1068,7 +1083,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   f->sym = -1;
   ps->f = f;
   ps->map_n = 0;
-  if (ps->map_cap) memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
+  if (ps->map_cap) memset(ps->map, 0xff, ps->map_cap * sizeof(mapslot));
   ps->nranges = 0;
   regcache_forget(ps);
   return (int32_t)m->nfuncs++;
@@ -1207,7 +1222,7 @@ static void pstate_free(pstate *ps)
   } else {
     free(ps->t);
   }
-  free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
+  free(ps->map); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
@@ -1223,6 +1238,7 @@ lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *fi
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
+  if (lpx_strtab_reserve(&ps.m->syms, ps.nt / 8 + 64, ps.src_len / 4 + 256)) poom(&ps);   /* nvcc output: a symbol per 8 tokens */
   regcache_alloc(&ps);
   while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
   const lpx_tok *eof = cur(&ps);

@@ -105,10 +105,11 @@ static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len, uint3
   }
 }
 
-/* Double the hash table and reinsert every id by its stored hash. */
-static int strtab_rehash(lpx_strtab *t)
+/* Rehash into ns slots (a power of two), reinserting every id by its
+ * stored hash. */
+static int strtab_resize(lpx_strtab *t, size_t ns)
 {
-  size_t ns = t->nslots ? t->nslots * 2 : 64, mask = ns - 1;
+  size_t mask = ns - 1;
   lpx_strslot *slots = calloc(ns, sizeof *slots);
   if (!slots) return -1;
   for (size_t i = 0; i < t->nslots; i++) {
@@ -123,6 +124,17 @@ static int strtab_rehash(lpx_strtab *t)
   return 0;
 }
 
+/* Make room for n strings of bytes in all (NULs included), so a table
+ * filled to about that size never rehashes or moves its arena. */
+int lpx_strtab_reserve(lpx_strtab *t, size_t n, size_t bytes)
+{
+  size_t ns = t->nslots ? t->nslots : 64;
+  while (ns < 2 * n) ns *= 2;
+  if (ns > t->nslots && strtab_resize(t, ns)) return -1;
+  if (LPX_RESERVE(t->offs, t->offs_cap, n)) return -1;
+  return lpx_grow((void **)&t->arena.p, &t->arena.cap, bytes, 1);
+}
+
 /* Return the id of s if interned, else -1. */
 int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len)
 {
@@ -134,7 +146,7 @@ int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len)
 /* Intern s (len bytes) and return its dense id, or -1 when out of memory. */
 int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len)
 {
-  if ((t->n + 1) * 2 > t->nslots && strtab_rehash(t)) return -1;
+  if ((t->n + 1) * 2 > t->nslots && strtab_resize(t, t->nslots ? t->nslots * 2 : 64)) return -1;
   uint32_t h = lpx_hash(s, len);
   size_t slot = strtab_probe(t, s, len, h);
   if (t->slots[slot].id) return t->slots[slot].id - 1;

@@ -41,6 +41,7 @@ typedef struct lpx_strtab {
 } lpx_strtab;
 
 int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len);
+int lpx_strtab_reserve(lpx_strtab *t, size_t n, size_t bytes);
 int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len);
 const char *lpx_strtab_get(const lpx_strtab *t, int32_t id);
 void lpx_strtab_free(lpx_strtab *t);
