@@ -63,7 +63,7 @@ typedef struct pstate {
   symcache sc[SYMCACHE_SLOTS]; /* recent spellings of up to 16 bytes */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
   size_t form_by_sym_cap;
-  size_t line_off;             /* line counting for item locations */
+  size_t line_tok;             /* line counting for item locations: tokens counted */
   int line, nesting;
   uint32_t lex_base;           /* lex index of token 0 (ptx.raw appends to a module) */
   int raw;                     /* parsing into a traced function (lpx_parse_into) */
@@ -237,13 +237,16 @@ static const char *tok_text(pstate *ps, const lpx_tok *tok, char *buf, size_t ca
   return buf;
 }
 
-/* The source line of token k (counted incrementally; tokens come in order). */
+/* The source line of token k, counted incrementally (tokens come in
+ * order): the line breaks before a token are in its leading trivia (when
+ * its nl flag says so) or in a string before it (an escaped break). */
 static int line_of(pstate *ps, size_t k)
 {
-  size_t off = ps->t[k].off;
-  for (const char *p; ps->line_off < off && (p = memchr(ps->src + ps->line_off, '\n', off - ps->line_off));) {
-    ps->line++;
-    ps->line_off = (size_t)(p - ps->src) + 1;
+  for (; ps->line_tok <= k && ps->line_tok < ps->nt; ps->line_tok++) {
+    size_t j = ps->line_tok;
+    int str = j > 0 && ps->t[j - 1].kind == LPX_TK_STR;
+    if (!ps->t[j].nl && !str) continue;
+    for (size_t i = str ? ps->t[j - 1].off : lpx_tok_pre(ps->t, j); i < ps->t[j].off; i++) ps->line += ps->src[i] == '\n';
   }
   return ps->line;
 }
