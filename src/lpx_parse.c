@@ -191,8 +191,12 @@ static int32_t intern_src(pstate *ps, uint32_t off, uint32_t n)
   return id;
 }
 
+/* How take_as spells a token it is not given the symbol of. */
+enum { SPELL_CACHED = -1,   /* intern its text through the spelling cache */
+       SPELL_FRESH = -2 };  /* intern it directly: a text seen once only evicts cache entries */
+
 /* Consume the current token into the module's lex array, spelled by symbol
- * spell (-1: intern its text); its lex index (always equal to its token
+ * spell (or a SPELL_ mode); its lex index (always equal to its token
  * index). */
 static uint32_t take_as(pstate *ps, int32_t spell)
 {
@@ -203,7 +207,7 @@ static uint32_t take_as(pstate *ps, int32_t spell)
   lpx_lex *x = &m->lex[m->nlex];
   uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
   x->pre = tok->off > pre ? intern_src(ps, pre, tok->off - pre) : -1;
-  x->spell = spell >= 0 ? spell : intern_src(ps, tok->off, tok->len);
+  x->spell = spell >= 0 ? spell : spell == SPELL_FRESH ? intern(ps, ps->src + tok->off, tok->len) : intern_src(ps, tok->off, tok->len);
   x->ref = -1;
   x->role = LPX_LEX_LIT;
   if (ps->pos + 1 < ps->nt) ps->pos++;
@@ -211,7 +215,7 @@ static uint32_t take_as(pstate *ps, int32_t spell)
 }
 
 /* Consume the current token; its lex index. */
-static uint32_t take(pstate *ps) { return take_as(ps, -1); }
+static uint32_t take(pstate *ps) { return take_as(ps, SPELL_CACHED); }
 
 /* Mark lex entry x (token k) as naming register reg. */
 static void lex_set_reg(pstate *ps, uint32_t x, size_t k, int32_t reg)
@@ -450,7 +454,7 @@ static uint32_t take_register(pstate *ps, int32_t *reg)
     *reg = c->reg;
     return take_as(ps, ps->f->reg_name[c->reg]);
   }
-  uint32_t x = take_as(ps, intern(ps, ps->src + ps->t[k].off, ps->t[k].len));   /* most are first uses: keep them out of the spelling cache */
+  uint32_t x = take_as(ps, SPELL_FRESH);   /* most are first uses of a register */
   *reg = reg_lookup(ps, k, ps->m->lex[x].spell);
   if (c && *reg >= 0) *c = (regcache){ name, *reg, ps->rc_gen };
   return x;
