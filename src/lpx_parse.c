@@ -21,10 +21,13 @@ typedef struct regrange {
   int32_t type;
 } regrange;
 
-/* A register map slot: a name symbol (-1: empty) and its register. */
-typedef struct mapslot {
-  int32_t key, val;
-} mapslot;
+/* What a name symbol means in the current function: a register, valid
+ * when gen is the function's generation (so a new function starts empty
+ * without clearing anything). */
+typedef struct nameslot {
+  int32_t reg;
+  uint32_t gen;
+} nameslot;
 
 /* A spelling cache entry: a text of up to 16 bytes as two words (bytes
  * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
@@ -52,8 +55,9 @@ typedef struct pstate {
   size_t toks_cap;
   jmp_buf fail;
   lpx_func *f;                 /* function being parsed, NULL at top level */
-  mapslot *map;                /* register name symbol -> register id */
-  size_t map_cap, map_n;
+  nameslot *names;             /* register name symbol -> register id, by symbol id */
+  size_t names_cap;
+  uint32_t names_gen;
   regrange *ranges;
   size_t nranges, ranges_cap;
   regcache *rc;                /* register names already resolved, by name word */
@@ -333,42 +337,23 @@ static void negate_number(lpx_operand *o)
 
 /* ---------------------------------------------------------------- registers */
 
-/* Find the slot of key in the register map (open addressing). */
-static size_t map_slot(pstate *ps, int32_t key)
-{
-  size_t mask = ps->map_cap - 1, i = ((uint32_t)key * 2654435761u) & mask;
-  while (ps->map[i].key >= 0 && ps->map[i].key != key) i = (i + 1) & mask;
-  return i;
-}
-
-/* Rehash the register map into cap slots (a power of two). */
-static void map_resize(pstate *ps, size_t cap)
-{
-  mapslot *old = ps->map;
-  size_t oldcap = ps->map_cap;
-  if (!(ps->map = malloc(cap * sizeof(mapslot)))) { ps->map = old; poom(ps); }
-  memset(ps->map, 0xff, cap * sizeof(mapslot));
-  ps->map_cap = cap;
-  for (size_t i = 0; i < oldcap; i++)
-    if (old[i].key >= 0) ps->map[map_slot(ps, old[i].key)] = old[i];
-  free(old);
-}
-
-/* Map a register name symbol to a register id (the latest declaration wins). */
+/* Map a register name symbol to a register id (the latest declaration
+ * wins). Symbols are dense ids, so the map is an array: the names of
+ * registers made one after another sit side by side in it. */
 static void map_put(pstate *ps, int32_t key, int32_t val)
 {
-  if ((ps->map_n + 1) * 2 > ps->map_cap) map_resize(ps, ps->map_cap ? ps->map_cap * 2 : 256);
-  size_t s = map_slot(ps, key);
-  if (ps->map[s].key < 0) ps->map_n++;
-  ps->map[s] = (mapslot){ key, val };
+  size_t old = ps->names_cap;
+  if ((size_t)key >= old) {
+    GROW(ps, ps->names, ps->names_cap, (size_t)key + 1);
+    memset(ps->names + old, 0, (ps->names_cap - old) * sizeof(nameslot));
+  }
+  ps->names[key] = (nameslot){ val, ps->names_gen };
 }
 
-/* The register a name symbol maps to, or -1. */
+/* The register a name symbol maps to in the current function, or -1. */
 static int32_t map_get(pstate *ps, int32_t key)
 {
-  if (!ps->map_cap) return -1;
-  size_t s = map_slot(ps, key);
-  return ps->map[s].key == key ? ps->map[s].val : -1;
+  return (size_t)key < ps->names_cap && ps->names[key].gen == ps->names_gen ? ps->names[key].reg : -1;
 }
 
 /* Make room for n registers in a function's register arrays. */
@@ -989,9 +974,8 @@ static void parse_body_statement(pstate *ps)
   perr(ps, ps->pos, "expected an instruction, label, directive or '}'");
 }
 
-/* Reserve a body's arrays and the register map from its token count (found
- * by brace matching), so that big kernels do not pay for repeated
- * reallocation copies and rehashes. */
+/* Reserve a body's arrays from its token count (found by brace matching),
+ * so that big kernels do not pay for repeated reallocation copies. */
 static void body_reserve(pstate *ps, lpx_func *f)
 {
   size_t k = ps->pos;
@@ -999,13 +983,11 @@ static void body_reserve(pstate *ps, lpx_func *f)
     depth += is_punct(ps, &ps->t[k], '{') - is_punct(ps, &ps->t[k], '}');
     if (depth < 0) break;
   }
-  size_t n = k - ps->pos, regs = n / 8 + 16, slots = 256;   /* nvcc output: about a register per 8 tokens */
+  size_t n = k - ps->pos, regs = n / 8 + 16;   /* nvcc output: about a register per 8 tokens */
   GROW(ps, f->ops, f->ops_cap, n / 2 + 16);
   GROW(ps, f->ops_lex, f->ops_lex_cap, n / 2 + 16);
   GROW(ps, f->items, f->items_cap, n / 4 + 16);
   regs_reserve(ps, f, regs);
-  while (slots < regs * 2) slots *= 2;
-  if (slots > ps->map_cap) map_resize(ps, slots);
 }
 
 /* { statements } of a function; the function's closing brace is its tail. */
@@ -1089,8 +1071,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   f->linkage = linkage;
   f->sym = -1;
   ps->f = f;
-  ps->map_n = 0;
-  if (ps->map_cap) memset(ps->map, 0xff, ps->map_cap * sizeof(mapslot));
+  ps->names_gen++;
   ps->nranges = 0;
   regcache_forget(ps);
   return (int32_t)m->nfuncs++;
@@ -1220,6 +1201,16 @@ static int lex_input(pstate *ps, size_t len)
   return rc;
 }
 
+/* Start a parse of text (NULL: empty) into m (NULL: a new module, made
+ * after lexing) for errors named file. */
+static void pstate_init(pstate *ps, lpx_ctx *ctx, lpx_module *m, const char *text, const char *file)
+{
+  memset(ps, 0, sizeof *ps);
+  ps->ctx = ctx; ps->m = m; ps->src = text ? text : ""; ps->file = file; ps->line = 1;
+  ps->names_gen = 1;   /* zeroed name slots hold generation 0: never current */
+  if (m) ps->lex_base = (uint32_t)m->nlex;
+}
+
 /* Release the parser's scratch state (the token buffer back to the context). */
 static void pstate_free(pstate *ps)
 {
@@ -1229,7 +1220,7 @@ static void pstate_free(pstate *ps)
   } else {
     free(ps->t);
   }
-  free(ps->map); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
+  free(ps->names); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
@@ -1237,8 +1228,7 @@ static void pstate_free(pstate *ps)
 lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
 {
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = ctx; ps.src = text ? text : ""; ps.file = filename ? filename : "<ptx>"; ps.line = 1;
+  pstate_init(&ps, ctx, NULL, text, filename ? filename : "<ptx>");
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return NULL; }
   ps.m = calloc(1, sizeof(lpx_module));
   if (!ps.m) { pstate_free(&ps); lpx_fail(ctx, "out of memory"); return NULL; }
@@ -1277,10 +1267,8 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
 {
   if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d in module", fn);
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw"; ps.line = 1;
+  pstate_init(&ps, m->ctx, m, text, filename ? filename : "ptx.raw");
   ps.raw = 1; ps.fn = fn; ps.f = &m->funcs[fn]; ps.raw_file = file; ps.raw_line = line > 0 ? line : 1;
-  ps.lex_base = (uint32_t)m->nlex;
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
@@ -1297,9 +1285,8 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
 int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename)
 {
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw_module"; ps.line = 1;
-  ps.raw = 1; ps.fn = -1; ps.lex_base = (uint32_t)m->nlex;
+  pstate_init(&ps, m->ctx, m, text, filename ? filename : "ptx.raw_module");
+  ps.raw = 1; ps.fn = -1;
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   size_t nfuncs = m->nfuncs;
   if (setjmp(ps.fail)) {   /* drop a function record the error interrupted */
