@@ -50,9 +50,9 @@ typedef struct pstate {
   lpx_ctx *ctx;
   lpx_module *m;
   const char *src, *file;
+  size_t src_len;
   lpx_tok *t;
-  size_t nt, pos;              /* tokens and the cursor */
-  size_t toks_cap;
+  size_t nt, pos, toks_cap;    /* tokens, the cursor, the buffer's capacity */
   jmp_buf fail;
   lpx_func *f;                 /* function being parsed, NULL at top level */
   nameslot *names;             /* register name symbol -> register id, by symbol id */
@@ -62,7 +62,6 @@ typedef struct pstate {
   size_t nranges, ranges_cap;
   regcache *rc;                /* register names already resolved, by name word */
   uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
-  size_t src_len;
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
   symcache sc[SYMCACHE_SLOTS]; /* recent spellings of up to 16 bytes */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
@@ -211,7 +210,9 @@ static uint32_t take_as(pstate *ps, int32_t spell)
   lpx_lex *x = &m->lex[m->nlex];
   uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
   x->pre = tok->off > pre ? intern_src(ps, pre, tok->off - pre) : -1;
-  x->spell = spell >= 0 ? spell : spell == SPELL_FRESH ? intern(ps, ps->src + tok->off, tok->len) : intern_src(ps, tok->off, tok->len);
+  if (spell == SPELL_CACHED) spell = intern_src(ps, tok->off, tok->len);
+  else if (spell == SPELL_FRESH) spell = intern(ps, ps->src + tok->off, tok->len);
+  x->spell = spell;
   x->ref = -1;
   x->role = LPX_LEX_LIT;
   if (ps->pos + 1 < ps->nt) ps->pos++;
