@@ -155,15 +155,11 @@ static const char *lex_string(const char *p, const char *end)
 static const char *lex_token(const char *p, const char *end, int *kind)
 {
   uint8_t c = (uint8_t)*p, k = char_class[c];
-  *kind = LPX_TK_WORD;
-  if (k & C_WSTART) return lex_word(p, end);
-  if (c == '@' && end - p > 1 && p[1] == '@') return lex_word(p + 1, end);
-  *kind = LPX_TK_NUM;
-  if (k & C_DIGIT) return lex_number(p, end);
-  *kind = LPX_TK_STR;
-  if (c == '"') { const char *e = lex_string(p, end); if (!e) *kind = -2; return e; }
-  *kind = LPX_TK_PUNCT;
-  if (k & C_PUNCT) return p + 1;
+  if (k & C_WSTART) { *kind = LPX_TK_WORD; return lex_word(p, end); }
+  if (c == '@' && end - p > 1 && p[1] == '@') { *kind = LPX_TK_WORD; return lex_word(p + 1, end); }
+  if (k & C_DIGIT) { *kind = LPX_TK_NUM; return lex_number(p, end); }
+  if (c == '"') { const char *e = lex_string(p, end); *kind = e ? LPX_TK_STR : -2; return e; }
+  if (k & C_PUNCT) { *kind = LPX_TK_PUNCT; return p + 1; }
   *kind = -1;
   return NULL;
 }
