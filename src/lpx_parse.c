@@ -401,13 +401,17 @@ static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
 
 /* The cache slot for token k's name and the name as a word (bytes past it
  * zero); NULL when the name is over 8 bytes or too near the end of the
- * input to load 8 bytes. */
+ * input to load 8 bytes. The slot hashes all but the last byte and adds
+ * the last digit, so %f1230 .. %f1239 sit side by side: unrolled code uses
+ * registers in runs, and neighbours share cache lines. */
 static regcache *regcache_slot(pstate *ps, size_t k, uint64_t *name)
 {
   const lpx_tok *tok = &ps->t[k];
   if (!ps->rc || tok->len > 8 || tok->off + 8 > ps->src_len) return NULL;
-  *name = load_word(ps->src + tok->off, tok->len);
-  return &ps->rc[(*name * 0x9E3779B97F4A7C15ull) >> 40 & ps->rc_mask];
+  const char *s = ps->src + tok->off;
+  uint64_t head = tok->len > 1 ? load_word(s, tok->len - 1) : 0;
+  *name = load_word(s, tok->len);
+  return &ps->rc[(((head * 0x9E3779B97F4A7C15ull) >> 40) + ((uint8_t)s[tok->len - 1] & 15)) & ps->rc_mask];
 }
 
 /* Size the register cache to the input: a slot per 8 tokens, 256 to 8K (a
