@@ -1,10 +1,15 @@
 --- PTX parser throughput: parse, lossless print and canonical print in
 -- MB/s over the whole corpus (spec/fixtures/ptx) and over its largest file
 -- (an unrolled SGEMM, > 1 MB). One core, median of repeats.
--- parse: parse + free in a loop (the allocator's memory reused, as in a
--- process parsing many files); parse(mixed): the parse timed inside the
--- parse -> lossless -> canonical -> free loop, where fresh pages for the
--- printed text make the next parse fault its memory in again.
+-- parse: parse + free in a loop, as in a process parsing many files. The
+-- time is CPU time (os.clock) around the parse call alone, so it includes
+-- the kernel's time faulting in fresh pages: whether the memory freed by
+-- one pass is still mapped for the next is up to the allocator (glibc
+-- gives a large free heap top back to the system), so the figure can move
+-- with the heap's layout, not only with the parser's work.
+-- parse(mixed): the parse timed inside the parse -> lossless -> canonical
+-- -> free loop, where fresh pages for the printed text make the next parse
+-- fault its memory in again.
 -- usage: luaptx bench/parse.lua [repeats]
 local ffi = require "ffi"
 local core = require "pyptx.core"

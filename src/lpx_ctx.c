@@ -10,12 +10,13 @@ lpx_ctx *lpx_ctx_new(void)
   return calloc(1, sizeof(lpx_ctx));
 }
 
-/* Free a context and its interned forms. */
+/* Free a context, its interned forms and its token buffer. */
 void lpx_ctx_free(lpx_ctx *ctx)
 {
   if (!ctx) return;
   lpx_strtab_free(&ctx->form_names);
   free(ctx->forms);
+  free(ctx->toks);
   free(ctx);
 }
 

@@ -60,15 +60,16 @@ static void put_pre(fmtx *x, uint32_t k)
 
 /* --------------------------------------------------------------- operands */
 
-/* A 64-bit digest of every field of an operand (mix of 64-bit words). */
+/* A 64-bit digest of every field of an operand. Fields are read one by
+ * one, at their own width: the parser has just stored them that way, and a
+ * wider load spanning two fresh stores stalls on store forwarding. */
 uint64_t lpx_operand_digest(const lpx_operand *o)
 {
-  uint64_t w[4], h = 0x9E3779B97F4A7C15ull;
-  memcpy(&w[0], &o->kind, 8);     /* kind, type */
-  memcpy(&w[1], &o->id, 8);       /* id, aux */
-  memcpy(&w[2], &o->ival, 8);
-  memcpy(&w[3], &o->fval, 8);
-  h ^= w[0] * 0xFF51AFD7ED558CCDull ^ w[1] * 0xC4CEB9FE1A85EC53ull ^ w[2] * 0x9FB21C651E98DF25ull ^ w[3] * 0xD6E8FEB86659FD93ull;
+  uint64_t fbits;
+  memcpy(&fbits, &o->fval, 8);
+  uint64_t h = (uint64_t)(uint32_t)o->kind * 0xFF51AFD7ED558CCDull ^ (uint64_t)(uint32_t)o->type * 0xC4CEB9FE1A85EC53ull ^
+               (uint64_t)(uint32_t)o->id * 0x9FB21C651E98DF25ull ^ (uint64_t)(uint32_t)o->aux * 0xD6E8FEB86659FD93ull ^
+               (uint64_t)o->ival * 0x9E3779B97F4A7C15ull ^ fbits * 0xBF58476D1CE4E5B9ull;
   return h ^ (h >> 29);   /* independent products: no serial multiply chain */
 }
 

@@ -99,6 +99,11 @@ struct lpx_ctx {
   lpx_strtab form_names;
   lpx_form *forms;
   size_t forms_cap;
+  /* The lexer's token buffer, kept between parses (lpx_parse.c) so that
+   * parsing file after file reuses warm memory instead of faulting in
+   * fresh pages each time. */
+  struct lpx_tok *toks;
+  size_t toks_cap;
 };
 
 int lpx_fail(lpx_ctx *ctx, const char *fmt, ...);
@@ -130,9 +135,14 @@ enum { LPX_LEX_LIT = 0,  /* the spelling itself */
        LPX_LEX_OPCODE,   /* the item's current form */
        LPX_LEX_GUARD,    /* the item's current guard register */
        LPX_LEX_LABEL };  /* the label item's current symbol */
+/* 12 bytes: big inputs have millions of tokens, and each byte of this
+ * array is memory a parse touches for the first time. */
 typedef struct lpx_lex {
-  int32_t pre, spell, ref, role;
+  int32_t pre, spell;
+  signed int ref : 28;   /* register id, at most LPX_LEX_REF_MAX; -1: none */
+  unsigned int role : 4;
 } lpx_lex;
+#define LPX_LEX_REF_MAX ((1 << 27) - 1)
 
 /* Where a parsed operand's tokens are and a digest of the operand as
  * parsed: while the IR operand still has that digest, its tokens are

@@ -51,100 +51,125 @@ static int lex_fail(lpx_ctx *ctx, const char *src, const char *file, size_t off,
 
 /* ---------------------------------------------------------------- scanning */
 
-typedef struct lexer {
-  const char *s;
-  size_t n, i;
-} lexer;
+/* The scanners below walk pointers held in locals (not a struct behind a
+ * pointer, whose fields the compiler would reload and store on every
+ * byte, as char loads may alias them). */
 
-/* Skip whitespace and comments; 1 if a line break was crossed, -1 on an
- * unterminated block comment. */
-static int lex_trivia(lexer *x)
+/* Skip whitespace and comments from p; the end of the trivia, *nl set when
+ * it crosses a line break; NULL on an unterminated block comment. */
+static const char *lex_trivia(const char *p, const char *end, int *nl)
 {
-  int nl = 0;
-  while (x->i < x->n) {
-    char c = x->s[x->i];
-    if (char_class[(uint8_t)c] & C_SPACE) { nl |= c == '\n'; x->i++; continue; }
-    if (c != '/' || x->i + 1 >= x->n) break;
-    char d = x->s[x->i + 1];
-    if (d == '/') {
-      const char *e = memchr(x->s + x->i, '\n', x->n - x->i);
-      x->i = e ? (size_t)(e - x->s) : x->n;
-    } else if (d == '*') {
-      size_t j = x->i + 2;
-      while (j + 1 < x->n && !(x->s[j] == '*' && x->s[j + 1] == '/')) nl |= x->s[j++] == '\n';
-      if (j + 1 >= x->n) return -1;
-      x->i = j + 2;
-    } else {
-      break;
-    }
-  }
-  return nl;
-}
-
-/* Scan a word: [A-Za-z_$%.][A-Za-z0-9_$.]* with "::" allowed inside. */
-static void lex_word(lexer *x)
-{
-  x->i++;
-  while (x->i < x->n) {
-    uint8_t c = (uint8_t)x->s[x->i];
-    if (char_class[c] & C_WORD) { x->i++; continue; }
-    if (c == ':' && x->i + 2 < x->n && x->s[x->i + 1] == ':' && (char_class[(uint8_t)x->s[x->i + 2]] & C_WORD)) {
-      x->i += 2;
+  int crossed = 0;
+  for (;;) {
+    for (; p < end && (char_class[(uint8_t)*p] & C_SPACE); p++) crossed |= *p == '\n';
+    if (end - p < 2 || p[0] != '/' || (p[1] != '/' && p[1] != '*')) break;
+    if (p[1] == '/') {
+      const char *e = memchr(p, '\n', (size_t)(end - p));
+      p = e ? e : end;
       continue;
     }
+    for (p += 2; end - p >= 2 && !(p[0] == '*' && p[1] == '/'); p++) crossed |= *p == '\n';
+    if (end - p < 2) return NULL;
+    p += 2;
+  }
+  *nl = crossed;
+  return p;
+}
+
+/* Words are most of the input; classifying eight bytes at once (SWAR)
+ * replaces a byte loop whose exit, at a varying length, mispredicts. */
+#define ONES (~(uint64_t)0 / 255)
+#define HIGHS (ONES * 0x80)
+
+/* High bit of each byte of a (7-bit bytes) in [lo, hi]: no sum carries
+ * across a byte. */
+static inline uint64_t bytes_in(uint64_t a, unsigned lo, unsigned hi)
+{
+  return (a + ONES * (0x80 - lo)) & ~(a + ONES * (0x7F - hi)) & HIGHS;
+}
+
+/* High bit of each byte of a (7-bit bytes) equal to c. */
+static inline uint64_t bytes_eq(uint64_t a, unsigned c)
+{
+  return ~((a ^ (ONES * c)) + ONES * 0x7F) & HIGHS;
+}
+
+/* High bit of each byte of x that is a word byte ([A-Za-z0-9_$.], C_WORD). */
+static inline uint64_t word_bytes(uint64_t x)
+{
+  uint64_t a = x & ~HIGHS;   /* bytes >= 0x80 are not word bytes: masked at the end */
+  uint64_t w = bytes_in(a | ONES * 0x20, 'a', 'z') | bytes_in(a, '0', '9') | bytes_eq(a, '_') | bytes_eq(a, '$') | bytes_eq(a, '.');
+  return w & ~x;
+}
+
+/* The first byte at or after p that is not a word byte (or end). */
+static const char *word_run(const char *p, const char *end)
+{
+  for (; end - p >= 8; p += 8) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    uint64_t stop = ~word_bytes(x) & HIGHS;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    if (stop) return p + __builtin_clzll(stop) / 8;
+#else
+    if (stop) return p + __builtin_ctzll(stop) / 8;
+#endif
+  }
+  while (p < end && (char_class[(uint8_t)*p] & C_WORD)) p++;
+  return p;
+}
+
+/* The end of a word at p: [A-Za-z_$%.][A-Za-z0-9_$.]* with "::" allowed inside. */
+static const char *lex_word(const char *p, const char *end)
+{
+  for (p = word_run(p + 1, end); end - p > 2 && p[0] == ':' && p[1] == ':' && (char_class[(uint8_t)p[2]] & C_WORD);)
+    p = word_run(p + 2, end);
+  return p;
+}
+
+/* The end of a number at p: digits, letters and dots (0x1F, 0f3F800000,
+ * 1.5), and a signed exponent when it is a decimal float (1.5e-3). */
+static const char *lex_number(const char *p, const char *end)
+{
+  const char *start = p;
+  int hexish = end - p > 1 && p[0] == '0' && p[1] && strchr("xXfFdDbB", p[1]);
+  for (; p < end; p++) {
+    char c = *p;
+    if ((char_class[(uint8_t)c] & C_WORD) && c != '$' && c != '%') continue;
+    if ((c == '+' || c == '-') && !hexish && p > start && (p[-1] == 'e' || p[-1] == 'E')) continue;
     break;
   }
+  return p;
 }
 
-/* Scan a number: digits, letters and dots (0x1F, 0f3F800000, 1.5), and a
- * signed exponent when it is a decimal float (1.5e-3). */
-static void lex_number(lexer *x)
+/* The end of a string literal at p (backslash escapes); NULL if unterminated. */
+static const char *lex_string(const char *p, const char *end)
 {
-  size_t start = x->i;
-  int hexish = x->i + 1 < x->n && x->s[x->i] == '0' && strchr("xXfFdDbB", x->s[x->i + 1]) && x->s[x->i + 1];
-  while (x->i < x->n) {
-    char c = x->s[x->i];
-    if (char_class[(uint8_t)c] & C_WORD && c != '$' && c != '%') { x->i++; continue; }
-    if ((c == '+' || c == '-') && !hexish && x->i > start && (x->s[x->i - 1] == 'e' || x->s[x->i - 1] == 'E')) {
-      x->i++;
-      continue;
-    }
-    break;
-  }
+  for (p++; p < end && *p != '"' && *p != '\n'; p++)
+    if (*p == '\\' && p + 1 < end) p++;
+  return p < end && *p == '"' ? p + 1 : NULL;
 }
 
-/* Scan a string literal with backslash escapes; -1 if unterminated. */
-static int lex_string(lexer *x)
+/* Scan one token at p (trivia already skipped): its end and *kind, or NULL
+ * with *kind -1 (unexpected character) or -2 (unterminated string). */
+static const char *lex_token(const char *p, const char *end, int *kind)
 {
-  x->i++;
-  while (x->i < x->n && x->s[x->i] != '"' && x->s[x->i] != '\n') x->i += x->s[x->i] == '\\' ? 2 : 1;
-  if (x->i >= x->n || x->s[x->i] != '"') return -1;
-  x->i++;
-  return 0;
+  uint8_t c = (uint8_t)*p, k = char_class[c];
+  if (k & C_WSTART) { *kind = LPX_TK_WORD; return lex_word(p, end); }
+  if (c == '@' && end - p > 1 && p[1] == '@') { *kind = LPX_TK_WORD; return lex_word(p + 1, end); }
+  if (k & C_DIGIT) { *kind = LPX_TK_NUM; return lex_number(p, end); }
+  if (c == '"') { const char *e = lex_string(p, end); *kind = e ? LPX_TK_STR : -2; return e; }
+  if (k & C_PUNCT) { *kind = LPX_TK_PUNCT; return p + 1; }
+  *kind = -1;
+  return NULL;
 }
 
-/* Scan one token starting at x->i (trivia already skipped); its kind or -1. */
-static int lex_token(lexer *x)
+/* Append a token to the list; capacity was reserved for len/4 tokens, so
+ * the grow call is rare and the common path is one compare and a store. */
+static inline int lex_push(lpx_toks *out, uint32_t off, uint32_t len, int kind, int nl)
 {
-  uint8_t c = (uint8_t)x->s[x->i];
-  uint8_t k = char_class[c];
-  if (c == '@' && x->i + 1 < x->n && x->s[x->i + 1] == '@') { x->i++; lex_word(x); return LPX_TK_WORD; }
-  if (k & C_WSTART) { lex_word(x); return LPX_TK_WORD; }
-  if (k & C_DIGIT) { lex_number(x); return LPX_TK_NUM; }
-  if (c == '"') return lex_string(x) ? -2 : LPX_TK_STR;
-  if (k & C_PUNCT) { x->i++; return LPX_TK_PUNCT; }
-  return -1;
-}
-
-/* Append a token to the list. */
-static int lex_push(lpx_toks *out, uint32_t off, uint32_t len, int kind, int nl)
-{
-  if (LPX_RESERVE(out->v, out->cap, out->n + 1)) return -1;
-  lpx_tok *t = &out->v[out->n++];
-  t->off = off;
-  t->len = len;
-  t->kind = (uint32_t)kind;
-  t->nl = (uint32_t)nl;
+  if (out->n == out->cap && LPX_RESERVE(out->v, out->cap, out->n + 1)) return -1;
+  out->v[out->n++] = (lpx_tok){ off, len, (uint32_t)kind, (uint32_t)nl };
   return 0;
 }
 
@@ -156,19 +181,19 @@ int lpx_lex_all(lpx_ctx *ctx, const char *src, size_t len, const char *file, lpx
   /* Symbols are C strings, so a NUL byte could not print back: refuse it. */
   const char *nul = memchr(src, '\0', len);
   if (nul) return lex_fail(ctx, src, file, (size_t)(nul - src), "unexpected NUL byte");
-  lexer x = { src, len, 0 };
+  const char *p = src, *end = src + len;
   out->n = 0;
   if (LPX_RESERVE(out->v, out->cap, len / 4 + 16)) return lpx_fail(ctx, "out of memory");
   for (;;) {
-    size_t pre = x.i;
-    int nl = lex_trivia(&x);
-    if (nl < 0) return lex_fail(ctx, src, file, pre, "unterminated /* comment");
-    size_t off = x.i;
-    if (off >= len) return lex_push(out, (uint32_t)off, 0, LPX_TK_EOF, nl) ? lpx_fail(ctx, "out of memory") : 0;
-    int kind = lex_token(&x);
+    int nl = 0, kind;
+    const char *tok = lex_trivia(p, end, &nl);
+    if (!tok) return lex_fail(ctx, src, file, (size_t)(p - src), "unterminated /* comment");
+    uint32_t off = (uint32_t)(tok - src);
+    if (tok == end) return lex_push(out, off, 0, LPX_TK_EOF, nl) ? lpx_fail(ctx, "out of memory") : 0;
+    p = lex_token(tok, end, &kind);
     if (kind == -2) return lex_fail(ctx, src, file, off, "unterminated string literal");
     if (kind < 0) return lex_fail(ctx, src, file, off, "unexpected character");
-    if (x.i - off > LPX_TOK_MAXLEN) return lex_fail(ctx, src, file, off, "token longer than 128 MB");
-    if (lex_push(out, (uint32_t)off, (uint32_t)(x.i - off), kind, nl)) return lpx_fail(ctx, "out of memory");
+    if ((size_t)(p - tok) > LPX_TOK_MAXLEN) return lex_fail(ctx, src, file, off, "token longer than 128 MB");
+    if (lex_push(out, off, (uint32_t)(p - tok), kind, nl)) return lpx_fail(ctx, "out of memory");
   }
 }

@@ -22,25 +22,52 @@ typedef struct regrange {
   int32_t type;
 } regrange;
 
+/* What a name symbol means in the current function: a register, valid
+ * when gen is the function's generation (so a new function starts empty
+ * without clearing anything). */
+typedef struct nameslot {
+  int32_t reg;
+  uint32_t gen;
+} nameslot;
+
+/* A spelling cache entry: a text of up to 16 bytes as two words (bytes
+ * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
+ * its symbol. Trivia, punctuation and opcodes repeat all through a file. */
+typedef struct symcache {
+  uint64_t w[2];
+  int32_t sym;
+} symcache;
+#define SYMCACHE_SLOTS 512
+
+/* A register name cache entry: a name of up to 8 bytes (as a word), the
+ * register it named, and the cache generation it was true in. */
+typedef struct regcache {
+  uint64_t name;
+  int32_t reg;
+  uint32_t gen;
+} regcache;
+
 typedef struct pstate {
   lpx_ctx *ctx;
   lpx_module *m;
   const char *src, *file;
+  size_t src_len;
   lpx_tok *t;
-  size_t nt, pos;              /* tokens and the cursor */
+  size_t nt, pos, toks_cap;    /* tokens, the cursor, the buffer's capacity */
   jmp_buf fail;
   lpx_func *f;                 /* function being parsed, NULL at top level */
-  int32_t *map_key, *map_val;  /* register name symbol -> register id */
-  size_t map_cap, map_n;
+  nameslot *names;             /* register name symbol -> register id, by symbol id */
+  size_t names_cap;
+  uint32_t names_gen;
   regrange *ranges;
   size_t nranges, ranges_cap;
-  struct icache { uint32_t hash, len; int32_t sym; } *ic;  /* interning cache */
-  size_t ic_cap, ic_n;
+  regcache *rc;                /* register names already resolved, by name word */
+  uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
-  int32_t *short2;             /* symbol + 1 of each 2-byte string ("\n\t"), 64K */
+  symcache sc[SYMCACHE_SLOTS]; /* recent spellings of up to 16 bytes */
   int32_t *form_by_sym;        /* opcode spelling symbol -> form id + 1 */
   size_t form_by_sym_cap;
-  size_t line_off;             /* line counting for item locations */
+  size_t line_tok;             /* line counting for item locations: tokens counted */
   int line, nesting;
   uint32_t lex_base;           /* lex index of token 0 (ptx.raw appends to a module) */
   int raw;                     /* parsing into a traced function (lpx_parse_into) */
@@ -105,11 +132,12 @@ static int is_punct(pstate *ps, const lpx_tok *tok, char c)
   return tok->kind == LPX_TK_PUNCT && ps->src[tok->off] == c;
 }
 
-/* Is tok the word w? */
+/* Is tok the word w? The first byte and the length reject almost every
+ * other word before any string call. */
 static int is_word(pstate *ps, const lpx_tok *tok, const char *w)
 {
-  size_t n = strlen(w);
-  return tok->kind == LPX_TK_WORD && tok->len == n && memcmp(ps->src + tok->off, w, n) == 0;
+  const char *s = ps->src + tok->off;
+  return tok->kind == LPX_TK_WORD && s[0] == w[0] && tok->len == strlen(w) && memcmp(s, w, tok->len) == 0;
 }
 
 /* Is tok a directive word (".reg")? */
@@ -124,67 +152,57 @@ static int is_ident(pstate *ps, const lpx_tok *tok)
   return tok->kind == LPX_TK_WORD && ps->src[tok->off] != '.';
 }
 
-/* Double the interning cache and reinsert its entries. */
-static void icache_grow(pstate *ps)
-{
-  size_t old = ps->ic_cap, cap = old ? old * 2 : 4096;
-  struct icache *o = ps->ic, *v = calloc(cap, sizeof *v);
-  if (!v) poom(ps);
-  for (size_t i = 0; i < old; i++) {
-    if (!o[i].len) continue;
-    size_t j = o[i].hash & (cap - 1);
-    while (v[j].len) j = (j + 1) & (cap - 1);
-    v[j] = o[i];
-  }
-  free(o);
-  ps->ic = v;
-  ps->ic_cap = cap;
-}
-
-/* A fast hash of short strings, eight bytes at a time (cache only). */
-static uint32_t quick_hash(const char *s, size_t n)
-{
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  for (; n >= 8; s += 8, n -= 8) {
-    uint64_t w;
-    memcpy(&w, s, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-  }
-  uint64_t w = 0;
-  for (size_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);   /* not memcpy: no store-forward stall */
-  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-  return (uint32_t)(h >> 32);
-}
-
-/* Intern bytes as a module symbol or unwind. A parser-side cache that
- * knows each string's length answers repeats (most tokens) without the
- * symbol table's strlen-per-probe lookup. */
+/* Intern bytes as a module symbol or unwind. 1-byte strings (much of the
+ * trivia and all punctuation) come from a direct table. */
 static int32_t intern(pstate *ps, const char *s, size_t n)
 {
-  int32_t *direct = NULL;   /* 1- and 2-byte strings (most trivia and punctuation) */
-  if (n == 1) direct = &ps->short1[(uint8_t)s[0]];
-  else if (n == 2 && (ps->short2 || (ps->short2 = calloc(65536, sizeof(int32_t)))))
-    direct = &ps->short2[(uint8_t)s[0] << 8 | (uint8_t)s[1]];
-  if (direct) {
+  if (n == 1) {
+    int32_t *direct = &ps->short1[(uint8_t)s[0]];
     if (!*direct && (*direct = lpx_strtab_intern(&ps->m->syms, s, n) + 1) <= 0) poom(ps);
     return *direct - 1;
   }
-  if ((ps->ic_n + 1) * 2 > ps->ic_cap) icache_grow(ps);
-  uint32_t h = quick_hash(s, n);
-  size_t j = h & (ps->ic_cap - 1);
-  for (; ps->ic[j].len; j = (j + 1) & (ps->ic_cap - 1))
-    if (ps->ic[j].hash == h && ps->ic[j].len == n + 1 && memcmp(lpx_strtab_get(&ps->m->syms, ps->ic[j].sym), s, n) == 0)
-      return ps->ic[j].sym;
   int32_t id = lpx_strtab_intern(&ps->m->syms, s, n);
   if (id < 0) poom(ps);
-  ps->ic[j] = (struct icache){ h, (uint32_t)n + 1, id };   /* len + 1: 0 marks empty */
-  ps->ic_n++;
   return id;
 }
 
-/* Consume the current token into the module's lex array; its lex index
- * (always equal to its token index). */
-static uint32_t take(pstate *ps)
+/* The first n (1 to 8) bytes at s as a word, the bytes past them zero; 8
+ * bytes at s must be readable. */
+static uint64_t load_word(const char *s, uint32_t n)
+{
+  uint64_t w;
+  memcpy(&w, s, 8);
+  if (n == 8) return w;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return w >> (8 * (8 - n));
+#else
+  return w & (((uint64_t)1 << (8 * n)) - 1);
+#endif
+}
+
+/* Intern the n source bytes at off: short texts through the spelling cache
+ * (two word compares instead of hashing the bytes and probing the table),
+ * the rest, and a cache miss, through intern. */
+static int32_t intern_src(pstate *ps, uint32_t off, uint32_t n)
+{
+  const char *s = ps->src + off;
+  if (n < 2 || n > 16 || off + 16 > ps->src_len) return intern(ps, s, n);
+  uint64_t w0 = load_word(s, n < 8 ? n : 8), w1 = n > 8 ? load_word(s + 8, n - 8) : 0;
+  symcache *c = &ps->sc[((w0 ^ w1 * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull) >> 55 & (SYMCACHE_SLOTS - 1)];
+  if (c->w[0] == w0 && c->w[1] == w1) return c->sym;
+  int32_t id = intern(ps, s, n);
+  *c = (symcache){ { w0, w1 }, id };
+  return id;
+}
+
+/* How take_as spells a token it is not given the symbol of. */
+enum { SPELL_CACHED = -1,   /* intern its text through the spelling cache */
+       SPELL_FRESH = -2 };  /* intern it directly: a text seen once only evicts cache entries */
+
+/* Consume the current token into the module's lex array, spelled by symbol
+ * spell (or a SPELL_ mode); its lex index (always equal to its token
+ * index). */
+static uint32_t take_as(pstate *ps, int32_t spell)
 {
   const lpx_tok *tok = cur(ps);
   lpx_module *m = ps->m;
@@ -192,12 +210,25 @@ static uint32_t take(pstate *ps)
   GROW(ps, m->lex, m->lex_cap, m->nlex + 1);
   lpx_lex *x = &m->lex[m->nlex];
   uint32_t pre = lpx_tok_pre(ps->t, ps->pos);
-  x->pre = tok->off > pre ? intern(ps, ps->src + pre, tok->off - pre) : -1;
-  x->spell = intern(ps, ps->src + tok->off, tok->len);
+  x->pre = tok->off > pre ? intern_src(ps, pre, tok->off - pre) : -1;
+  if (spell == SPELL_CACHED) spell = intern_src(ps, tok->off, tok->len);
+  else if (spell == SPELL_FRESH) spell = intern(ps, ps->src + tok->off, tok->len);
+  x->spell = spell;
   x->ref = -1;
   x->role = LPX_LEX_LIT;
   if (ps->pos + 1 < ps->nt) ps->pos++;
   return (uint32_t)m->nlex++;
+}
+
+/* Consume the current token; its lex index. */
+static uint32_t take(pstate *ps) { return take_as(ps, SPELL_CACHED); }
+
+/* Mark lex entry x (token k) as naming register reg. */
+static void lex_set_reg(pstate *ps, uint32_t x, size_t k, int32_t reg)
+{
+  if (reg > LPX_LEX_REF_MAX) perr(ps, k, "more than %d registers in one function", LPX_LEX_REF_MAX);
+  ps->m->lex[x].role = LPX_LEX_REG;
+  ps->m->lex[x].ref = reg;
 }
 
 /* Consume punctuation c or fail with "expected 'c' what". */
@@ -216,13 +247,16 @@ static const char *tok_text(pstate *ps, const lpx_tok *tok, char *buf, size_t ca
   return buf;
 }
 
-/* The source line of token k (counted incrementally; tokens come in order). */
+/* The source line of token k, counted incrementally (tokens come in
+ * order): the line breaks before a token are in its leading trivia (when
+ * its nl flag says so) or in a string before it (an escaped break). */
 static int line_of(pstate *ps, size_t k)
 {
-  size_t off = ps->t[k].off;
-  for (const char *p; ps->line_off < off && (p = memchr(ps->src + ps->line_off, '\n', off - ps->line_off));) {
-    ps->line++;
-    ps->line_off = (size_t)(p - ps->src) + 1;
+  for (; ps->line_tok <= k && ps->line_tok < ps->nt; ps->line_tok++) {
+    size_t j = ps->line_tok;
+    int str = j > 0 && ps->t[j - 1].kind == LPX_TK_STR;
+    if (!ps->t[j].nl && !str) continue;
+    for (size_t i = str ? ps->t[j - 1].off : lpx_tok_pre(ps->t, j); i < ps->t[j].off; i++) ps->line += ps->src[i] == '\n';
   }
   return ps->line;
 }
@@ -305,53 +339,40 @@ static void negate_number(lpx_operand *o)
 
 /* ---------------------------------------------------------------- registers */
 
-/* Find the slot of key in the register map (open addressing). */
-static size_t map_slot(pstate *ps, int32_t key)
-{
-  size_t mask = ps->map_cap - 1, i = ((uint32_t)key * 2654435761u) & mask;
-  while (ps->map_key[i] >= 0 && ps->map_key[i] != key) i = (i + 1) & mask;
-  return i;
-}
-
-/* Map a register name symbol to a register id (the latest declaration wins). */
+/* Map a register name symbol to a register id (the latest declaration
+ * wins). Symbols are dense ids, so the map is an array: the names of
+ * registers made one after another sit side by side in it. */
 static void map_put(pstate *ps, int32_t key, int32_t val)
 {
-  if ((ps->map_n + 1) * 2 > ps->map_cap) {
-    size_t oldcap = ps->map_cap;
-    int32_t *ok = ps->map_key, *ov = ps->map_val;
-    ps->map_cap = oldcap ? oldcap * 2 : 256;
-    ps->map_key = malloc(ps->map_cap * sizeof(int32_t));
-    ps->map_val = malloc(ps->map_cap * sizeof(int32_t));
-    if (!ps->map_key || !ps->map_val) { free(ok); free(ov); poom(ps); }
-    memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
-    ps->map_n = 0;
-    for (size_t i = 0; i < oldcap; i++)
-      if (ok[i] >= 0) { size_t s = map_slot(ps, ok[i]); ps->map_key[s] = ok[i]; ps->map_val[s] = ov[i]; ps->map_n++; }
-    free(ok); free(ov);
+  size_t old = ps->names_cap;
+  if ((size_t)key >= old) {
+    GROW(ps, ps->names, ps->names_cap, (size_t)key + 1);
+    memset(ps->names + old, 0, (ps->names_cap - old) * sizeof(nameslot));
   }
-  size_t s = map_slot(ps, key);
-  if (ps->map_key[s] < 0) ps->map_n++;
-  ps->map_key[s] = key;
-  ps->map_val[s] = val;
+  ps->names[key] = (nameslot){ val, ps->names_gen };
 }
 
-/* The register a name symbol maps to, or -1. */
+/* The register a name symbol maps to in the current function, or -1. */
 static int32_t map_get(pstate *ps, int32_t key)
 {
-  if (!ps->map_cap) return -1;
-  size_t s = map_slot(ps, key);
-  return ps->map_key[s] == key ? ps->map_val[s] : -1;
+  return (size_t)key < ps->names_cap && ps->names[key].gen == ps->names_gen ? ps->names[key].reg : -1;
+}
+
+/* Make room for n registers in a function's register arrays. */
+static void regs_reserve(pstate *ps, lpx_func *f, size_t n)
+{
+  size_t c1 = f->regs_cap, c2 = f->regs_cap;
+  GROW(ps, f->reg_type, c1, n);
+  GROW(ps, f->reg_index, c2, n);
+  f->regs_cap = c1 < c2 ? c1 : c2;
+  GROW(ps, f->reg_name, f->reg_names_cap, n);
 }
 
 /* Create a named register of a type in the current function. */
 static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
 {
   lpx_func *f = ps->f;
-  size_t c1 = f->regs_cap, c2 = f->regs_cap;
-  GROW(ps, f->reg_type, c1, f->nregs + 1);
-  GROW(ps, f->reg_index, c2, f->nregs + 1);
-  f->regs_cap = c1 < c2 ? c1 : c2;
-  GROW(ps, f->reg_name, f->reg_names_cap, f->nregs + 1);
+  regs_reserve(ps, f, f->nregs + 1);
   for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;   /* traced registers */
   f->reg_type[f->nregs] = type;
   f->reg_index[f->nregs] = 0;
@@ -377,6 +398,57 @@ static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
     return reg_create(ps, sym, g->type);
   }
   return -1;
+}
+
+/* The cache slot for token k's name and the name as a word (bytes past it
+ * zero); NULL when the name is over 8 bytes or too near the end of the
+ * input to load 8 bytes. The slot hashes all but the last byte and adds
+ * the last digit, so %f1230 .. %f1239 sit side by side: unrolled code uses
+ * registers in runs, and neighbours share cache lines. */
+static regcache *regcache_slot(pstate *ps, size_t k, uint64_t *name)
+{
+  const lpx_tok *tok = &ps->t[k];
+  if (!ps->rc || tok->len > 8 || tok->off + 8 > ps->src_len) return NULL;
+  const char *s = ps->src + tok->off;
+  uint64_t head = tok->len > 1 ? load_word(s, tok->len - 1) : 0;
+  *name = load_word(s, tok->len);
+  return &ps->rc[(((head * 0x9E3779B97F4A7C15ull) >> 40) + ((uint8_t)s[tok->len - 1] & 15)) & ps->rc_mask];
+}
+
+/* Size the register cache to the input: a slot per 8 tokens, 256 to 8K (a
+ * bigger one falls out of the CPU cache and misses more than it saves).
+ * Without memory there is no cache: every lookup takes the slow path. */
+static void regcache_alloc(pstate *ps)
+{
+  size_t n = 256;
+  while (n < 8192 && n * 8 < ps->nt) n *= 2;
+  ps->rc = calloc(n, sizeof(regcache));
+  ps->rc_mask = (uint32_t)n - 1;
+  ps->rc_gen = 1;   /* zeroed entries hold generation 0: never current */
+}
+
+/* A .reg of a plain name or a new function: names seen so far may mean
+ * other registers now, so every cache entry goes stale at once. */
+static void regcache_forget(pstate *ps) { ps->rc_gen++; }
+
+/* Consume a word token and resolve it as a register into *reg (-1: it
+ * names none); its lex index. A name resolved before (in this function,
+ * since the last .reg of a plain name) is found in the register cache by
+ * its bytes, without interning it: its spelling is the register's name
+ * symbol, which is that text interned. */
+static uint32_t take_register(pstate *ps, int32_t *reg)
+{
+  size_t k = ps->pos;
+  uint64_t name = 0;
+  regcache *c = ps->f && !ps->raw ? regcache_slot(ps, k, &name) : NULL;
+  if (c && c->name == name && c->gen == ps->rc_gen) {
+    *reg = c->reg;
+    return take_as(ps, ps->f->reg_name[c->reg]);
+  }
+  uint32_t x = take_as(ps, SPELL_FRESH);   /* most are first uses of a register */
+  *reg = reg_lookup(ps, k, ps->m->lex[x].spell);
+  if (c && *reg >= 0) *c = (regcache){ name, *reg, ps->rc_gen };
+  return x;
 }
 
 /* ---------------------------------------------------------------- items */
@@ -613,9 +685,8 @@ static void parse_reg_name(pstate *ps, int32_t type)
     return;
   }
   uint32_t x = take(ps);
-  lpx_lex *lx = &ps->m->lex[x];
-  lx->role = LPX_LEX_REG;
-  lx->ref = reg_create(ps, lx->spell, type);
+  lex_set_reg(ps, x, k, reg_create(ps, ps->m->lex[x].spell, type));
+  regcache_forget(ps);
 }
 
 /* .reg [.v2] .type name, name<N>, ...; */
@@ -722,11 +793,12 @@ static void parse_address(pstate *ps, lpx_operand *o)
     o->id = -1;
     take(ps);
   } else if (tok->kind == LPX_TK_WORD) {
-    uint32_t x = take(ps);
-    int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, ps->pos - 1, sym);
+    int32_t reg;
+    uint32_t x = take_register(ps, &reg);
+    int32_t sym = ps->m->lex[x].spell;
     o->aux = reg >= 0 ? LPX_OPD_REG : LPX_OPD_SYM;
     o->id = reg >= 0 ? reg : sym;
-    if (reg >= 0) { ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg; }
+    if (reg >= 0) lex_set_reg(ps, x, ps->pos - 1, reg);
     o->ival = 0;
   } else {
     perr(ps, ps->pos, "expected a register, symbol or integer address after '['");
@@ -739,13 +811,13 @@ static void parse_address(pstate *ps, lpx_operand *o)
 static void parse_word_operand(pstate *ps, uint32_t i, int labels)
 {
   size_t k = ps->pos;
-  uint32_t x = take(ps);
+  int32_t reg;
+  uint32_t x = take_register(ps, &reg);
+  int32_t sym = ps->m->lex[x].spell;
   lpx_operand *o = &ps->f->ops[i];
-  int32_t sym = ps->m->lex[x].spell, reg = reg_lookup(ps, k, sym);
-  o = &ps->f->ops[i];
   if (reg >= 0) {
     o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
-    ps->m->lex[x].role = LPX_LEX_REG; ps->m->lex[x].ref = reg;
+    lex_set_reg(ps, x, k, reg);
     return;
   }
   if (ps->t[k].len == 1 && ps->src[ps->t[k].off] == '_') { o->kind = LPX_OPD_SINK; return; }
@@ -922,8 +994,7 @@ static void parse_instruction(pstate *ps)
     take(ps);
     if (is_punct(ps, cur(ps), '!')) { take(ps); neg = 1; }
     if (cur(ps)->kind != LPX_TK_WORD) perr(ps, ps->pos, "expected a predicate register after '@'");
-    uint32_t x = take(ps);
-    guard = reg_lookup(ps, ps->pos - 1, ps->m->lex[x].spell);
+    uint32_t x = take_register(ps, &guard);
     if (guard < 0) perr(ps, ps->pos - 1, "undeclared predicate register '%s'", lpx_strtab_get(&ps->m->syms, ps->m->lex[x].spell));
     ps->m->lex[x].role = LPX_LEX_GUARD;
   }
@@ -996,10 +1067,11 @@ static void body_reserve(pstate *ps, lpx_func *f)
     depth += is_punct(ps, &ps->t[k], '{') - is_punct(ps, &ps->t[k], '}');
     if (depth < 0) break;
   }
-  size_t n = k - ps->pos;
+  size_t n = k - ps->pos, regs = n / 8 + 16;   /* nvcc output: about a register per 8 tokens */
   GROW(ps, f->ops, f->ops_cap, n / 2 + 16);
   GROW(ps, f->ops_lex, f->ops_lex_cap, n / 2 + 16);
   GROW(ps, f->items, f->items_cap, n / 4 + 16);
+  regs_reserve(ps, f, regs);
 }
 
 /* { statements } of a function; the function's closing brace is its tail. */
@@ -1093,9 +1165,9 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   f->linkage = linkage;
   f->sym = -1;
   ps->f = f;
-  ps->map_n = 0;
-  if (ps->map_cap) memset(ps->map_key, 0xff, ps->map_cap * sizeof(int32_t));
+  ps->names_gen++;
   ps->nranges = 0;
+  regcache_forget(ps);
   return (int32_t)m->nfuncs++;
 }
 
@@ -1216,10 +1288,42 @@ static void parse_top_statement(pstate *ps)
   perr(ps, ps->pos, "expected a directive (.version, .target, .entry, .func, .global, ...)");
 }
 
-/* Release the parser's scratch state. */
+/* Token buffers up to this size go back to the context for the next parse;
+ * bigger ones (inputs of several MB) are not worth keeping around. */
+#define TOKS_KEEP_BYTES ((size_t)16 << 20)
+
+/* Lex the input into the context's token buffer; 0, or -1 on a lexical
+ * error (reported). */
+static int lex_input(pstate *ps, size_t len)
+{
+  lpx_toks toks = { ps->ctx->toks, 0, ps->ctx->toks_cap };
+  ps->ctx->toks = NULL;   /* owned by this parse until pstate_free */
+  ps->ctx->toks_cap = 0;
+  int rc = lpx_lex_all(ps->ctx, ps->src, len, ps->file, &toks);
+  ps->t = toks.v; ps->nt = toks.n; ps->toks_cap = toks.cap; ps->src_len = len;
+  return rc;
+}
+
+/* Start a parse of text (NULL: empty) into m (NULL: a new module, made
+ * after lexing) for errors named file. */
+static void pstate_init(pstate *ps, lpx_ctx *ctx, lpx_module *m, const char *text, const char *file)
+{
+  memset(ps, 0, sizeof *ps);
+  ps->ctx = ctx; ps->m = m; ps->src = text ? text : ""; ps->file = file; ps->line = 1;
+  ps->names_gen = 1;   /* zeroed name slots hold generation 0: never current */
+  if (m) ps->lex_base = (uint32_t)m->nlex;
+}
+
+/* Release the parser's scratch state (the token buffer back to the context). */
 static void pstate_free(pstate *ps)
 {
-  free(ps->t); free(ps->map_key); free(ps->map_val); free(ps->ranges); free(ps->ic); free(ps->form_by_sym); free(ps->short2);
+  if (!ps->ctx->toks && ps->toks_cap * sizeof(lpx_tok) <= TOKS_KEEP_BYTES) {
+    ps->ctx->toks = ps->t;
+    ps->ctx->toks_cap = ps->toks_cap;
+  } else {
+    free(ps->t);
+  }
+  free(ps->names); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
@@ -1227,16 +1331,15 @@ static void pstate_free(pstate *ps)
 lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
 {
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = ctx; ps.src = text ? text : ""; ps.file = filename ? filename : "<ptx>"; ps.line = 1;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return NULL; }
-  ps.t = toks.v; ps.nt = toks.n;
+  pstate_init(&ps, ctx, NULL, text, filename ? filename : "<ptx>");
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return NULL; }
   ps.m = calloc(1, sizeof(lpx_module));
-  if (!ps.m) { free(toks.v); lpx_fail(ctx, "out of memory"); return NULL; }
+  if (!ps.m) { pstate_free(&ps); lpx_fail(ctx, "out of memory"); return NULL; }
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
+  if (lpx_strtab_reserve(&ps.m->syms, ps.nt / 8 + 64, ps.src_len / 4 + 256)) poom(&ps);   /* nvcc output: a symbol per 8 tokens */
+  regcache_alloc(&ps);
   while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
   const lpx_tok *eof = cur(&ps);
   uint32_t pre = lpx_tok_pre(ps.t, ps.pos);
@@ -1267,13 +1370,9 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
 {
   if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d in module", fn);
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw"; ps.line = 1;
+  pstate_init(&ps, m->ctx, m, text, filename ? filename : "ptx.raw");
   ps.raw = 1; ps.fn = fn; ps.f = &m->funcs[fn]; ps.raw_file = file; ps.raw_line = line > 0 ? line : 1;
-  ps.lex_base = (uint32_t)m->nlex;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
-  ps.t = toks.v; ps.nt = toks.n;
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
   map_existing_registers(&ps);
@@ -1289,12 +1388,9 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
 int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename)
 {
   pstate ps;
-  memset(&ps, 0, sizeof ps);
-  ps.ctx = m->ctx; ps.m = m; ps.src = text ? text : ""; ps.file = filename ? filename : "ptx.raw_module"; ps.line = 1;
-  ps.raw = 1; ps.fn = -1; ps.lex_base = (uint32_t)m->nlex;
-  lpx_toks toks = { 0 };
-  if (lpx_lex_all(m->ctx, ps.src, text ? len : 0, ps.file, &toks)) { free(toks.v); return -1; }
-  ps.t = toks.v; ps.nt = toks.n;
+  pstate_init(&ps, m->ctx, m, text, filename ? filename : "ptx.raw_module");
+  ps.raw = 1; ps.fn = -1;
+  if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   size_t nfuncs = m->nfuncs;
   if (setjmp(ps.fail)) {   /* drop a function record the error interrupted */
     for (size_t i = nfuncs; i < m->nfuncs; i++) func_release(&m->funcs[i]);

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 /* Grow an array geometrically so appends stay amortised O(1). */
 int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -77,63 +79,88 @@ void lpx_buf_free(lpx_buf *b)
 
 /* ------------------------------------------------------------- interning */
 
-/* FNV-1a: short keys, good enough spread, no dependencies. */
+/* XXH3 (a few cycles for the short keys interned here: tokens, trivia) of
+ * all but the last byte, plus the last byte's low bits: names numbered in
+ * a row (%f1230 .. %f1239, as unrolled code makes them) land in
+ * neighbouring slots, so inserting them touches few cache lines. */
 uint32_t lpx_hash(const char *s, size_t len)
 {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-  return h;
+  if (!len) return (uint32_t)XXH3_64bits(s, 0);
+  return (uint32_t)XXH3_64bits(s, len - 1) + ((uint8_t)s[len - 1] & 15);
 }
 
-/* Probe for s; return its slot index (holding its id or empty). */
-static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len)
+/* Length of the string behind an id: the next string starts one NUL later. */
+static size_t strtab_len(const lpx_strtab *t, int32_t id)
 {
-  size_t mask = t->nslots - 1, i = lpx_hash(s, len) & mask;
-  for (;;) {
-    int32_t id = t->slots[i];
-    if (!id) return i;
-    const char *k = t->arena.p + t->offs[id - 1];
-    if (strlen(k) == len && memcmp(k, s, len) == 0) return i;
-    i = (i + 1) & mask;
+  size_t end = (size_t)id + 1 < t->n ? t->offs[id + 1] : t->arena.n;
+  return end - t->offs[id] - 1;
+}
+
+/* Probe for s (hash h); return its slot index (holding its id or empty).
+ * The stored hash and length settle almost every mismatch without
+ * touching the arena. */
+static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len, uint32_t h)
+{
+  size_t mask = t->nslots - 1, i = h & mask;
+  for (;; i = (i + 1) & mask) {
+    const lpx_strslot *e = &t->slots[i];
+    if (!e->id) return i;
+    if (e->hash == h && strtab_len(t, e->id - 1) == len && memcmp(t->arena.p + t->offs[e->id - 1], s, len) == 0) return i;
   }
 }
 
-/* Double the hash table and reinsert every id. */
-static int strtab_rehash(lpx_strtab *t)
+/* Rehash into ns slots (a power of two), reinserting every id by its
+ * stored hash. */
+static int strtab_resize(lpx_strtab *t, size_t ns)
 {
-  size_t ns = t->nslots ? t->nslots * 2 : 64;
-  int32_t *old = t->slots;
-  size_t oldn = t->nslots;
-  t->slots = calloc(ns, sizeof(int32_t));
-  if (!t->slots) { t->slots = old; return -1; }
+  size_t mask = ns - 1;
+  lpx_strslot *slots = calloc(ns, sizeof *slots);
+  if (!slots) return -1;
+  for (size_t i = 0; i < t->nslots; i++) {
+    if (!t->slots[i].id) continue;
+    size_t j = t->slots[i].hash & mask;
+    while (slots[j].id) j = (j + 1) & mask;
+    slots[j] = t->slots[i];
+  }
+  free(t->slots);
+  t->slots = slots;
   t->nslots = ns;
-  for (size_t i = 0; i < oldn; i++) {
-    if (!old[i]) continue;
-    const char *k = t->arena.p + t->offs[old[i] - 1];
-    t->slots[strtab_probe(t, k, strlen(k))] = old[i];
-  }
-  free(old);
   return 0;
+}
+
+/* Make room for n strings of bytes in all (NULs included), so a table
+ * filled to about that size never rehashes or moves its arena. */
+int lpx_strtab_reserve(lpx_strtab *t, size_t n, size_t bytes)
+{
+  size_t ns = t->nslots ? t->nslots : 64;
+  while (ns < 2 * n) ns *= 2;
+  if (ns > t->nslots && strtab_resize(t, ns)) return -1;
+  if (LPX_RESERVE(t->offs, t->offs_cap, n)) return -1;
+  return lpx_grow((void **)&t->arena.p, &t->arena.cap, bytes, 1);
 }
 
 /* Return the id of s if interned, else -1. */
 int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len)
 {
   if (!t->nslots) return -1;
-  int32_t id = t->slots[strtab_probe(t, s, len)];
+  int32_t id = t->slots[strtab_probe(t, s, len, lpx_hash(s, len))].id;
   return id ? id - 1 : -1;
 }
 
 /* Intern s (len bytes) and return its dense id, or -1 when out of memory. */
 int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len)
 {
-  if ((t->n + 1) * 2 > t->nslots && strtab_rehash(t)) return -1;
-  size_t slot = strtab_probe(t, s, len);
-  if (t->slots[slot]) return t->slots[slot] - 1;
+  if ((t->n + 1) * 2 > t->nslots && strtab_resize(t, t->nslots ? t->nslots * 2 : 64)) return -1;
+  uint32_t h = lpx_hash(s, len);
+  size_t slot = strtab_probe(t, s, len, h);
+  if (t->slots[slot].id) return t->slots[slot].id - 1;
   if (LPX_RESERVE(t->offs, t->offs_cap, t->n + 1)) return -1;
   t->offs[t->n] = (uint32_t)t->arena.n;
-  if (lpx_buf_put(&t->arena, s, len) || lpx_buf_putc(&t->arena, '\0')) return -1;
-  t->slots[slot] = (int32_t)++t->n;
+  if (lpx_grow((void **)&t->arena.p, &t->arena.cap, t->arena.n + len + 1, 1)) return -1;
+  memcpy(t->arena.p + t->arena.n, s, len);
+  t->arena.p[t->arena.n + len] = '\0';
+  t->arena.n += len + 1;
+  t->slots[slot] = (lpx_strslot){ h, (int32_t)++t->n };
   return (int32_t)t->n - 1;
 }
 

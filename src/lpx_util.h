@@ -24,16 +24,24 @@ int lpx_buf_putu(lpx_buf *b, uint64_t v);
 int lpx_buf_puti(lpx_buf *b, int64_t v);
 void lpx_buf_free(lpx_buf *b);
 
-/* Interned strings: dense ids, stable pointers into one arena. */
+/* One hash slot: the key's hash (most mismatches end there) and id+1. */
+typedef struct lpx_strslot {
+  uint32_t hash;
+  int32_t id;         /* id + 1, 0 = empty */
+} lpx_strslot;
+
+/* Interned strings: dense ids, pointers into one NUL-separated arena
+ * (valid until the next intern). */
 typedef struct lpx_strtab {
   lpx_buf arena;
   uint32_t *offs;     /* id -> offset into arena */
   size_t n, offs_cap;
-  int32_t *slots;     /* open-addressing hash: id+1, 0 = empty */
+  lpx_strslot *slots; /* open addressing, linear probing */
   size_t nslots;
 } lpx_strtab;
 
 int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len);
+int lpx_strtab_reserve(lpx_strtab *t, size_t n, size_t bytes);
 int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len);
 const char *lpx_strtab_get(const lpx_strtab *t, int32_t id);
 void lpx_strtab_free(lpx_strtab *t);

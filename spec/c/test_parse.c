@@ -312,6 +312,59 @@ static void test_ir(lpx_ctx *ctx)
   lpx_module_free(m);
 }
 
+/* The register each operand of instruction item i names (-1: not one). */
+static int32_t op_reg(const lpx_func *f, size_t i, int j)
+{
+  const lpx_operand *o = &f->ops[f->items[i].ops + (uint32_t)j];
+  return o->kind == LPX_OPD_REG ? o->id : -1;
+}
+
+/* Which register a name means: the latest .reg of that name, else the
+ * newest range holding it, made on first use and the same one ever after
+ * (even once a newer range holds the name too). */
+static void test_register_scopes(lpx_ctx *ctx)
+{
+  const char *src =
+    ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+    " .reg .b32 %r<20>;\n .reg .b32 %r1<5>;\n .reg .b16 %q3;\n .reg .b64 %q<5>;\n"
+    " mov.b32 %r12, 1;\n"             /* item 4: %r12 from %r1<5> (index 2) */
+    " mov.b32 %r12, %r12;\n"          /* 5 */
+    " mov.b32 %r3, 1;\n"              /* 6: %r3 from %r<20> */
+    " .reg .f32 %r3;\n"               /* 7: a new %r3 */
+    " mov.b32 %r3, %r3;\n"            /* 8 */
+    " .reg .f64 %r1<8>;\n"            /* 9: a newer range holding %r12 and %r15 */
+    " mov.b32 %r12, %r15;\n"          /* 10 */
+    " mov.b32 %r12, %r15;\n"          /* 11 */
+    " mov.b32 %q3, %q4;\n"            /* 12: %q3 is the .b16 one, %q4 from %q<5> */
+    " mov.b32 %r01, %r99;\n"          /* 13: not members: symbols */
+    "}\n"
+    ".visible .entry k2()\n{\n"         /* plain prefixes: the word-compare path */
+    " .reg .b32 %r<4>;\n .reg .f32 %r<2>;\n"
+    " mov.b32 %r3, %r1;\n mov.b32 %r3, %r1;\n"               /* items 2, 3 */
+    " .reg .b64 %r1;\n mov.b32 %r1, %r2;\n mov.b32 %r1, %r2;\n"   /* 5, 6 */
+    "}\n";
+  lpx_module *m = parse_str(ctx, src, "regs.ptx");
+  CHECK(m != NULL || !fprintf(stderr, "%s\n", lpx_ctx_error(ctx)));
+  if (!m) return;
+  const lpx_func *f = &m->funcs[0];
+  int32_t r12 = op_reg(f, 4, 0), r3 = op_reg(f, 6, 0), r3b = op_reg(f, 8, 0), r15 = op_reg(f, 10, 1);
+  CHECK(r12 >= 0 && f->reg_type[r12] == LPX_T_B32 && op_reg(f, 5, 0) == r12 && op_reg(f, 5, 1) == r12);
+  CHECK(r3 >= 0 && r3b >= 0 && r3b != r3 && f->reg_type[r3b] == LPX_T_F32 && op_reg(f, 8, 1) == r3b);
+  CHECK(op_reg(f, 10, 0) == r12 && op_reg(f, 11, 0) == r12);
+  CHECK(r15 >= 0 && f->reg_type[r15] == LPX_T_F64 && op_reg(f, 11, 1) == r15);
+  int32_t q3 = op_reg(f, 12, 0), q4 = op_reg(f, 12, 1);
+  CHECK(q3 >= 0 && f->reg_type[q3] == LPX_T_B16 && q4 >= 0 && f->reg_type[q4] == LPX_T_B64);
+  CHECK(op_reg(f, 13, 0) < 0 && op_reg(f, 13, 1) < 0);
+  CHECK(strcmp(lpx_strtab_get(&m->syms, f->reg_name[r15]), "%r15") == 0);
+  f = &m->funcs[1];
+  int32_t a3 = op_reg(f, 2, 0), a1 = op_reg(f, 2, 1), b1 = op_reg(f, 5, 0), b2 = op_reg(f, 5, 1);
+  CHECK(a3 >= 0 && f->reg_type[a3] == LPX_T_B32 && a1 >= 0 && f->reg_type[a1] == LPX_T_F32);
+  CHECK(op_reg(f, 3, 0) == a3 && op_reg(f, 3, 1) == a1);
+  CHECK(b1 >= 0 && b1 != a1 && f->reg_type[b1] == LPX_T_B64 && b2 >= 0 && f->reg_type[b2] == LPX_T_B32);
+  CHECK(op_reg(f, 6, 0) == b1 && op_reg(f, 6, 1) == b2);
+  lpx_module_free(m);
+}
+
 /* Malformed input: "file:line:col: expected ..." and no module. */
 static void test_errors(lpx_ctx *ctx)
 {
@@ -373,6 +426,7 @@ int main(int argc, char **argv)
   lpx_ctx *ctx = lpx_ctx_new();
   test_edits(ctx);
   test_ir(ctx);
+  test_register_scopes(ctx);
   test_errors(ctx);
   test_parse_into(ctx);
   int replay = argc > 2 && strcmp(argv[1], "--replay") == 0;
