@@ -147,23 +147,20 @@ end
 --- The dual destination `d|p` (shfl.sync, setp, elect.sync).
 function M.pipe(d, p) return setmetatable({ d, p }, Pipe) end
 
-local Paren = {}
-function Paren.__operand(v, o, t, k, put)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.PAREN, -1, 0, v.n, 0, 0
-  k = k + 1
-  for i = 1, v.n do k = put(t, k, v[i]) end
-  return k
+--- The metatable of an operand list of one kind: the list, then its items.
+local function list_kind(kind)
+  return { __operand = function(v, o, t, k, put)
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = kind, -1, 0, v.n, 0, 0
+    k = k + 1
+    for i = 1, v.n do k = put(t, k, v[i]) end
+    return k
+  end }
 end
+local Paren, Bracket = list_kind(OPD.PAREN), list_kind(OPD.BRACKET)
+
 --- A parenthesised operand list `(a, b)` as call takes.
 function M.paren(...) return setmetatable({ n = select("#", ...), ... }, Paren) end
 
-local Bracket = {}
-function Bracket.__operand(v, o, t, k, put)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.BRACKET, -1, 0, v.n, 0, 0
-  k = k + 1
-  for i = 1, v.n do k = put(t, k, v[i]) end
-  return k
-end
 --- A bracketed operand list `[a, {b, c}]` (tex, surface and tensor operands).
 function M.bracket(...) return setmetatable({ n = select("#", ...), ... }, Bracket) end
 
