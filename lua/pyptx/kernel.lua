@@ -66,6 +66,7 @@ local function parse_version(v, where)
   if type(v) == "number" then return math.floor(v * 10 + 0.5) end
   error(where .. ": version must be {major, minor} or \"major.minor\", got " .. tostring(v), 0)
 end
+M.parse_version = parse_version
 
 --- A {x, y, z} triple with defaults, or an error naming the option.
 local function triple(v, name, where)

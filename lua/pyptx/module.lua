@@ -69,12 +69,7 @@ Module.__tostring = function(m) return ("module (%d items, %s)"):format(#m.items
 function M.module(opts)
   local where = trace.format_where(trace.where(2))
   if type(opts) ~= "table" then error(where .. ": pyptx.module expects a table { arch = ..., item, ... }", 0) end
-  local version = opts.version
-  if type(version) == "string" then
-    local a, b = version:match("^(%d+)%.(%d)$")
-    if not a then error(where .. ": version must be \"major.minor\", got " .. version, 0) end
-    version = tonumber(a) * 10 + tonumber(b)
-  end
+  local version = opts.version and kernel.parse_version(opts.version, where)
   local asz = opts.address_size or 64
   if asz ~= 32 and asz ~= 64 then error(where .. ": address_size must be 32 or 64, got " .. tostring(asz), 0) end
   return setmetatable({
