@@ -216,6 +216,77 @@ describe("pyptx.hopper wrappers", function()
     assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: MN-major tiles are f16/bf16 only", e, 1, true)
   end)
 
+  it("sparse = { meta, sel } emits wgmma.mma_async.sp (K doubled) and refuses at the caller's line what PTX does not define", function()
+    local ks = kernel "wgsp" { arch = "sm_90a", version = "8.2", block = { 128 }, function()
+      local d, meta = reg.scalar(T.u64, 0), reg.scalar(T.b32, 0)
+      ptx.wgmma.mma_async { shape = { 64, 16 }, d = ptx.wgmma.fragments(16), a = d, b = d, atype = f16, sparse = { meta = meta, sel = 1 },
+        trans_a = 1 }
+      ptx.wgmma.mma_async { d = ptx.wgmma.fragments(64), a = d, b = d, atype = T.e4m3, sparse = { meta = meta } }
+    end }
+    local text = ks:ptx()
+    assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 1, 1, 1, 1, 1, 0;"), text)
+    assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n64k64.f32.e4m3.e4m3 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 0, 1, 1, 1;"), text)
+    assert_ptxas(ks)
+    local function err_of(body, version)
+      local ok, err = pcall(function() kernel "bad" { arch = "sm_90a", version = version or "8.4", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local meta = function() return reg.scalar(T.b32, 0) end
+    local e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+    end, "8.1")
+    assert.matches("hopper_spec.lua:" .. line .. ': wgmma.mma_async: sparse wgmma needs PTX ISA 8.2; this kernel uses 8.1 (version = "8.2")',
+      e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+        meta(), 0, 1, 1, 1)
+    end, "8.0")
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32: sparse wgmma (.sp) needs "
+      .. "PTX ISA 8.2; this kernel uses 8.0", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, sparse = { meta = meta(), sel = 1 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for e4m3 is 0; got 1", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.tf32, sparse = { meta = meta(), sel = 2 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for tf32 is 0 or 1; got 2", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", sparse = { meta = meta() } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: b1 inputs have no sparse form", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for f16", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { sel = 0 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+        dsc, 0, 1, 1, 1, 0, 0)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16: operand 4 "
+      .. "(sparsity metadata) must be a 32-bit register", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, meta(), 1, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8: operand 5 "
+      .. "(sparsity selector) must be the immediate 0 for 8-bit inputs", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 takes 8 operands: "
+      .. "{d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, imm-scale-a, imm-scale-b; got 6", e, 1, true)
+  end)
+
   it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
     local function err_of(body)
       local ok, err = pcall(function() kernel "raw" { arch = "sm_90a", block = { 128 }, body }:ptx() end)
