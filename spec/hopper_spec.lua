@@ -216,6 +216,77 @@ describe("pyptx.hopper wrappers", function()
     assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: MN-major tiles are f16/bf16 only", e, 1, true)
   end)
 
+  it("sparse = { meta, sel } emits wgmma.mma_async.sp (K doubled) and refuses at the caller's line what PTX does not define", function()
+    local ks = kernel "wgsp" { arch = "sm_90a", version = "8.2", block = { 128 }, function()
+      local d, meta = reg.scalar(T.u64, 0), reg.scalar(T.b32, 0)
+      ptx.wgmma.mma_async { shape = { 64, 16 }, d = ptx.wgmma.fragments(16), a = d, b = d, atype = f16, sparse = { meta = meta, sel = 1 },
+        trans_a = 1 }
+      ptx.wgmma.mma_async { d = ptx.wgmma.fragments(64), a = d, b = d, atype = T.e4m3, sparse = { meta = meta } }
+    end }
+    local text = ks:ptx()
+    assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 1, 1, 1, 1, 1, 0;"), text)
+    assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n64k64.f32.e4m3.e4m3 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 0, 1, 1, 1;"), text)
+    assert_ptxas(ks)
+    local function err_of(body, version)
+      local ok, err = pcall(function() kernel "bad" { arch = "sm_90a", version = version or "8.4", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local meta = function() return reg.scalar(T.b32, 0) end
+    local e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+    end, "8.1")
+    assert.matches("hopper_spec.lua:" .. line .. ': wgmma.mma_async: sparse wgmma needs PTX ISA 8.2; this kernel uses 8.1 (version = "8.2")',
+      e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+        meta(), 0, 1, 1, 1)
+    end, "8.0")
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32: sparse wgmma (.sp) needs "
+      .. "PTX ISA 8.2; this kernel uses 8.0", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, sparse = { meta = meta(), sel = 1 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for e4m3 is 0; got 1", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.tf32, sparse = { meta = meta(), sel = 2 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for tf32 is 0 or 1; got 2", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", sparse = { meta = meta() } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: b1 inputs have no sparse form", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for f16", e, 1, true)
+    e = err_of(function()
+      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { sel = 0 } }
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+        dsc, 0, 1, 1, 1, 0, 0)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16: operand 4 "
+      .. "(sparsity metadata) must be a 32-bit register", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, meta(), 1, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8: operand 5 "
+      .. "(sparsity selector) must be the immediate 0 for 8-bit inputs", e, 1, true)
+    e = err_of(function()
+      local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
+      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1)
+    end)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 takes 8 operands: "
+      .. "{d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, imm-scale-a, imm-scale-b; got 6", e, 1, true)
+  end)
+
   it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
     local function err_of(body)
       local ok, err = pcall(function() kernel "raw" { arch = "sm_90a", block = { 128 }, body }:ptx() end)
@@ -649,7 +720,7 @@ local function ulp16(x) local _, e = math.frexp(math.abs(x)) return math.max(2 ^
 
 --- Check every D element against the reference built from A, B and Dinit.
 local function check_form(c, A, B, dvals, out, use_d)
-  local K, nd = INPUT[c.at].k, c.dt == "f16" and c.n / 4 or c.n / 2
+  local K, nd = c.k or INPUT[c.at].k, c.dt == "f16" and c.n / 4 or c.n / 2
   local scale = (c.sa or 1) * (c.sb or 1)
   for t = 0, 127 do
     for i = 0, c.n / 2 - 1 do
@@ -735,6 +806,230 @@ describe("the emulator's wgmma: every sm_90a form from the ISA's layouts", funct
       check_form(c, A, B, dvals, out, use_d)
     end)
   end
+end)
+
+-- ------------------------------------------- sparse A (wgmma.mma_async.sp)
+
+--- A random structured-sparse A (64 x 2K): in each chunk of 4 (tf32: 2) of
+-- a row, 2 (tf32: 1) random positions hold random non-zero elements, the
+-- rest zero. Returns the dense values A.v (64 x 2K), the stored elements
+-- A.comp (64 x K, chunk by chunk in order of position) and the positions.
+local function sparse_a(at)
+  local kc, cw, keep = INPUT[at].k, at == "tf32" and 2 or 4, at == "tf32" and 1 or 2
+  local A = { v = {}, comp = {}, pos = {}, k = 2 * kc }
+  for r = 0, 63 do
+    for k = 0, 2 * kc - 1 do A.v[r * 2 * kc + k] = 0 end
+    for ch = 0, 2 * kc / cw - 1 do
+      local p1 = math.random(0, cw - 1)
+      local p2 repeat p2 = math.random(0, cw - 1) until p2 ~= p1
+      local ps = keep == 1 and { p1 } or { math.min(p1, p2), math.max(p1, p2) }
+      for s = 1, keep do
+        local b, v repeat b, v = INPUT[at].gen() until v ~= 0
+        A.comp[r * kc + ch * keep + s - 1] = b
+        A.v[r * 2 * kc + ch * cw + ps[s]] = v
+        A.pos[(r * 2 * kc / cw + ch) * keep + s - 1] = ps[s]
+      end
+    end
+  end
+  return A
+end
+
+--- The sp-meta word of each thread (the ISA's metadata layout, per warp
+-- rows 16w..16w+15, g = lane / 4): 16-bit and tf32 inputs: the pair of
+-- lanes 4g + 2sel + {0, 1} holds row g (bits 0-15) and g + 8 (16-31), the
+-- first lane chunks 0-3, the second 4-7, 4 bits a chunk (two 2-bit
+-- positions; tf32: 0b0100 / 0b1110); 8-bit: lane 4g + h + 2j holds row
+-- g + 8h, chunks 8j..8j+7. Lanes that supply nothing hold random bits.
+local function sparse_meta(at, A, sel)
+  local words, kc = {}, INPUT[at].k
+  for t = 0, 127 do words[t] = math.random(0, 2 ^ 32 - 1) end
+  local eight, nch = INPUT[at].bits == 8, at == "tf32" and kc or kc / 2
+  for t = 0, 127 do
+    local q = t % 4
+    if eight or math.floor(q / 2) == sel then words[t] = 0 end
+  end
+  for r = 0, 63 do
+    local w, rr = math.floor(r / 16), r % 16
+    local g, h = rr % 8, math.floor(rr / 8)
+    for ch = 0, nch - 1 do
+      local lane, sh
+      if eight then lane, sh = 4 * g + h + 2 * math.floor(ch / 8), 4 * (ch % 8)
+      else lane, sh = 4 * g + 2 * sel + math.floor(ch / 4), 16 * h + 4 * (ch % 4) end
+      local f
+      if at == "tf32" then f = A.pos[r * nch + ch] == 0 and 0x4 or 0xe
+      else f = A.pos[(r * nch + ch) * 2] + 4 * A.pos[(r * nch + ch) * 2 + 1] end
+      local t = 32 * w + lane
+      words[t] = words[t] + f * 2 ^ sh
+    end
+  end
+  local out = {}
+  for t = 0, 127 do out[t + 1] = words[t] end
+  return out
+end
+
+--- The shared image of a sparse case: the stored A (64 x K) and B (N x 2K).
+local function sparse_image(c, A, B)
+  local img = ffi.new("uint8_t[?]", 49152)
+  for i = 0, 49151 do img[i] = math.random(0, 255) end
+  local kc, bits = INPUT[c.at].k, INPUT[c.at].bits
+  if not c.areg then
+    for r = 0, 63 do
+      for k = 0, kc - 1 do
+        local a, b = isa_addr(c.A, bits, c.ta, r, k)
+        put_bits(img, a, b, bits, A.comp[r * kc + k])
+      end
+    end
+  end
+  for col = 0, c.n - 1 do
+    for k = 0, 2 * kc - 1 do
+      local a, b = isa_addr(c.B, INPUT[c.bt].bits, c.tb, col, k)
+      put_bits(img, a, b, INPUT[c.bt].bits, B.bits[col * 2 * kc + k])
+    end
+  end
+  local words, w32 = {}, ffi.cast("uint32_t*", img)
+  for i = 0, 12287 do words[i + 1] = w32[i] end
+  return words
+end
+
+--- The four A registers of each thread: the dense A fragment of the stored 64 x K.
+local function sparse_a_regs(c, A)
+  local words, kc, bits = {}, INPUT[c.at].k, INPUT[c.at].bits
+  for t = 0, 127 do
+    for r = 0, 3 do
+      local wd = 0
+      for e = 0, 32 / bits - 1 do
+        local row, k = ptx.wgmma.a_coord(t, r, e, c.at)
+        wd = wd + A.comp[row * kc + k] * 2 ^ (e * bits)
+      end
+      words[t * 4 + r + 1] = wd
+    end
+  end
+  return words
+end
+
+--- One warpgroup running one wgmma.mma_async.sp: the image to shared
+-- memory, A from a descriptor or registers, sp-meta from Meta, D from
+-- Dinit (scale-d 1), D stored in order. lines.mma gets the wgmma's line.
+local function sparse_kernel(c, lines)
+  local nd = c.dt == "f16" and c.n / 4 or c.n / 2
+  local dreg = ({ f32 = f32, f16 = T.b32, s32 = T.s32 })[c.dt]
+  return kernel "wgmma_sp" { arch = "sm_90a", version = "8.4", block = { 128 },
+    in_specs = { Tile(12288, u32), Tile(512, u32), Tile(128 * nd, u32), Tile(128, u32) }, out_specs = { Tile(128 * nd, u32) },
+    function(Img, Areg, Dinit, Meta, Out)
+      local s = smem.alloc(u32, 12288, { align = 1024 })
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local src, pa, pd, pm = ptx.global_ptrs(Img, Areg, Dinit, Meta)
+      local base = s:base()
+      for i = 0, 12288 / 128 - 1 do
+        local e = tid + i * 128
+        local v = reg.scalar(u32)
+        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+      end
+      ptx.fence.proxy_async("shared::cta")
+      ptx.bar_sync(0)
+      local acc = reg.array(dreg, nd)
+      local dsrc = pd + tid:mul_wide(nd * 4)
+      for i = 0, nd - 1 do ptx.ld.global(acc[i], ptx.addr(dsrc, 4 * i)) end
+      local meta = reg.scalar(T.b32)
+      ptx.ld.global(meta, ptx.addr(pm + tid:mul_wide(4)))
+      local a
+      if c.areg then
+        a = reg.array(T.b32, 4)
+        ptx.inst.ld.global.v4.b32({ a[0], a[1], a[2], a[3] }, ptx.addr(pa + tid:mul_wide(16)))
+      else
+        a = ptx.wgmma.desc(base + c.A.base, { layout = c.A.layout, lbo = c.A.lbo, sbo = c.A.sbo })
+      end
+      local b = ptx.wgmma.desc(base + c.B.base, { layout = c.B.layout, lbo = c.B.lbo, sbo = c.B.sbo })
+      ptx.wgmma.fence()
+      if lines then lines.mma = here() + 1 end
+      ptx.wgmma.mma_async { shape = { 64, c.n }, d = acc, a = a, b = b, atype = c.at, btype = c.bt, dtype = c.dt,
+        sparse = { meta = meta, sel = c.sel }, trans_a = c.ta and 1 or nil, trans_b = c.tb and 1 or nil, satfinite = c.sat }
+      ptx.wgmma.commit_group()
+      ptx.wgmma.wait_group(0)
+      local out = ptx.global_ptrs(Out) + tid:mul_wide(nd * 4)
+      for i = 0, nd - 1 do ptx.st.global(ptx.addr(out, 4 * i), acc[i]) end
+      ptx.ret()
+    end }
+end
+
+--- Random B (N x 2K) for a sparse case: values and element bits.
+local function sparse_b(bt, n, k)
+  local B = { v = {}, bits = {} }
+  for col = 0, n - 1 do for kk = 0, k - 1 do B.bits[col * k + kk], B.v[col * k + kk] = INPUT[bt].gen() end end
+  return B
+end
+
+-- name, N, A/B/D types, A and B layouts (nil A: from registers), sparsity selector, trans, .satfinite
+local SPARSE_FORMS = {
+  { "f16 -> f32, K-major 128B, sel 0, N 64", 64, "f16", "f16", "f32", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0), 0 },
+  { "f16 -> f16, A registers, B N-major 64B (trans-b), sel 1, N 32", 32, "f16", "f16", "f16", nil, L("64B", 1024, 512, B0), 1,
+    tb = true },
+  { "bf16, A M-major 128B (trans-a), B K-major interleave, sel 1, N 48", 48, "bf16", "bf16", "f32", L("128B", 8192, 1024, A0),
+    L("interleave", 128, 512, B0), 1, ta = true },
+  { "tf32 k16, 64B, sel 1, N 24", 24, "tf32", "tf32", "f32", L("64B", 16, 512, A0), L("64B", 16, 512, B0), 1 },
+  { "tf32 k16, A registers, B interleave, sel 0, N 8", 8, "tf32", "tf32", "f32", nil, L("interleave", 128, 512, B0), 0 },
+  { "e4m3 x e5m2 -> f16, 128B, N 128", 128, "e4m3", "e5m2", "f16", L("128B", 16, 1024, A0), L("128B", 16, 1024, B0), 0 },
+  { "e5m2 x e4m3 -> f32, A registers, B 64B, N 16", 16, "e5m2", "e4m3", "f32", nil, L("64B", 16, 512, B0), 0 },
+  { "s8 x u8 .satfinite, interleave, N 48", 48, "s8", "u8", "s32", L("interleave", 128, 256, A0), L("interleave", 128, 512, B0), 0,
+    sat = true },
+  { "u8 x u8, A registers, B 128B, N 32", 32, "u8", "u8", "s32", nil, L("128B", 16, 1024, B0), 0 },
+}
+
+describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU reference", function()
+  for _, f in ipairs(SPARSE_FORMS) do
+    local c = { name = f[1], n = f[2], at = f[3], bt = f[4], dt = f[5], A = f[6], B = f[7], sel = f[8], areg = f[6] == nil,
+                ta = f.ta, tb = f.tb, sat = f.sat, k = 2 * INPUT[f[3]].k }
+    it(("m64n%dk%d %s"):format(c.n, c.k, c.name), function()
+      math.randomseed(require("pyptx.check").fresh_seed() + c.n)
+      local A, B = sparse_a(c.at), sparse_b(c.bt, c.n, c.k)
+      local dwords, dvals = d_init(c)
+      local k = sparse_kernel(c)
+      assert_ptxas(k)
+      local aw = c.areg and sparse_a_regs(c, A) or {}
+      for i = #aw + 1, 512 do aw[i] = 0 end
+      local out = k(tensor.from_table(sparse_image(c, A, B), u32, { 12288 }), tensor.from_table(aw, u32, { 512 }),
+        tensor.from_table(dwords, u32, { #dwords }), tensor.from_table(sparse_meta(c.at, A, c.sel), u32, { 128 })):values()
+      check_form(c, A, B, dvals, out, true)
+    end)
+  end
+
+  it("reports a K-major sparse B in a 32B swizzle (64 bytes of K per row; the ISA does not place the second half)", function()
+    local c = { name = "32B B", n = 8, at = "bf16", bt = "bf16", dt = "f32", A = L("128B", 16, 1024, A0),
+                B = L("32B", 16, 256, B0), sel = 0, k = 32 }
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local A = sparse_a("bf16")
+    local lines = {}
+    local k = sparse_kernel(c, lines)
+    local zeros = {}
+    for i = 1, 12288 do zeros[i] = 0 end
+    local dwords = d_init(c)
+    local ok, err = pcall(k, tensor.from_table(zeros, u32, { 12288 }), tensor.from_table({ unpack(zeros, 1, 512) }, u32, { 512 }),
+      tensor.from_table(dwords, u32, { #dwords }), tensor.from_table(sparse_meta("bf16", A, 0), u32, { 128 }))
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async.sp", err, 1, true)
+    assert.matches("sparse wgmma: a K-major B of 64 bytes per row in a 32B swizzle is not modelled", err, 1, true)
+  end)
+
+  it("reports metadata the ISA leaves undefined (two equal indices) at the wgmma's line", function()
+    local c = { name = "bad meta", n = 8, at = "f16", bt = "f16", dt = "f32", A = L("128B", 16, 1024, A0),
+                B = L("128B", 16, 1024, B0), sel = 0, k = 32 }
+    math.randomseed(require("pyptx.check").fresh_seed())
+    local A, B = sparse_a("f16"), sparse_b("f16", 8, 32)
+    local meta = sparse_meta("f16", A, 0)
+    meta[32 + 5] = bit.band(meta[32 + 5], bit.bnot(0xf0)) % 2 ^ 32 + 0x50     -- lane 5 of warp 1: chunk 1 of row 17 = 0b0101
+    local lines = {}
+    local k = sparse_kernel(c, lines)
+    local dwords = d_init(c)
+    local zeros = {}
+    for i = 1, 512 do zeros[i] = 0 end
+    local ok, err = pcall(k, tensor.from_table(sparse_image(c, A, B), u32, { 12288 }), tensor.from_table(zeros, u32, { 512 }),
+      tensor.from_table(dwords, u32, { #dwords }), tensor.from_table(meta, u32, { 128 }))
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async.sp", err, 1, true)
+    assert.matches("sparse wgmma: metadata 0x5 (bits 7-4 of sp-meta) for row 17, columns 4-7 of A is undefined in the ISA "
+      .. "(the two indices must differ)", err, 1, true)
+  end)
 end)
 
 describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)", function()

@@ -460,6 +460,19 @@ local function wg_ops(mk, nd, ...)
   end
 end
 
+--- Operands of a wgmma.mma_async.sp: nd accumulators made by mk, A and B
+-- descriptors, the metadata register made by meta, the selector sel (a
+-- number, or a register made by it when a function),
+-- scale-d 1, then the immediates given.
+local function wg_sp_ops(mk, nd, meta, sel, ...)
+  local imms = { ... }
+  return function()
+    local d, desc = {}, b64(0)
+    for i = 1, nd do d[i] = mk() end
+    return d, desc, desc, meta(), type(sel) == "function" and sel() or sel, 1, unpack(imms)
+  end
+end
+
 --- Operands of an mma.sync: vectors of nd D, na A, nb B and nc C
 -- registers (accumulators made by mk_d / mk_c, inputs b32).
 local function mma_ops(mk_d, nd, na, nb, mk_c, nc)
@@ -628,6 +641,24 @@ local INVALID = {
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1", wg_ops(s32, 4) },
   { "sm_90a", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.f32.e4m3.e4m3", wg_ops(f32, 4, 1, 1) },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", wg_sp_ops(f32, 4, b32, 2, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", wg_sp_ops(f32, 4, b32, -1, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", wg_sp_ops(f32, 4, b32, 2, 1, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k64.f32.e4m3.e5m2", wg_sp_ops(f32, 4, b32, 1, 1, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.s8.u8", wg_sp_ops(s32, 4, b32, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.f16.f16", wg_sp_ops(f32, 4, b32, 0, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k8.f32.tf32.tf32", wg_sp_ops(f32, 4, b32, 0, 1, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.e4m3.e4m3", wg_sp_ops(f32, 4, b32, 0, 1, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n40k64.s32.s8.s8", wg_sp_ops(s32, 20, b32, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k256.s32.b1.b1.and.popc", wg_sp_ops(s32, 4, b32, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k512.s32.b1.b1.and.popc", wg_sp_ops(s32, 4, b32, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", wg_sp_ops(f32, 4, b32, b32, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", wg_sp_ops(f32, 4, b64, 0, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", wg_ops(f32, 4, 1, 1, 0, 0), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.s8.s8", wg_sp_ops(s32, 4, b32, 0, 1), "8.4" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", wg_sp_ops(f32, 4, b32, 0, 1, 1, 0, 0), "8.1" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.s8.s8", wg_sp_ops(s32, 4, b32, 0), "8.1" },
+  { "sm_90a", "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.s8", wg_sp_ops(s32, 4, b32, 0), "8.3" },
   { "sm_89", "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32", mma_ops(f32, 4, 2, 1, f32, 4), "8.4" },
   { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16", mma_ops(b32, 2, 4, 2, b32, 2), "8.4" },
   { "sm_89", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f16", mma_ops(f32, 4, 4, 2, b32, 2), "8.7" },
@@ -687,6 +718,39 @@ describe("the ISA table against ptxas", function()
       local ok, _, log = toolkit.ptxas(text, "sm_89", { keep_failed = false })
       assert.is_true(ok, log)
     end)
+  end)
+
+  it("sparse wgmma (wgmma.mma_async.sp) on sm_90a: every family, accumulator, selector and A source that the ISA lists", function()
+    local n = 0
+    local text = pyptx.kernel "wgsp" { arch = "sm_90a", version = "8.4", function()
+      local desc, meta = b64(0), b32(0)
+      local cases = {
+        { "f16", "f16", { "f32", "f16" }, { 0, 1 } }, { "bf16", "bf16", { "f32" }, { 0, 1 } },
+        { "tf32", "tf32", { "f32" }, { 0, 1 } }, { "e4m3", "e5m2", { "f32", "f16" }, { 0 } },
+        { "e5m2", "e4m3", { "f32" }, { 0 } }, { "s8", "u8", { "s32" }, { 0 } }, { "u8", "u8", { "s32" }, { 0 } },
+      }
+      for _, c in ipairs(cases) do
+        for _, dt in ipairs(c[3]) do
+          for _, sel in ipairs(c[4]) do
+            for _, nn in ipairs { 8, 24, 64, 256 } do
+              for _, areg in ipairs { false, true } do
+                local acc = ptx.wgmma.fragments(nn, false, dt)
+                local a = areg and { b32(0), b32(0), b32(0), b32(0) } or desc
+                ptx.wgmma.mma_async { shape = { 64, nn }, d = acc, a = a, b = desc, atype = c[1], btype = c[2], dtype = dt,
+                  sparse = { meta = meta, sel = sel }, satfinite = dt == "s32" and nn == 24 or nil,
+                  scale_a = c[1] ~= "s8" and c[1] ~= "u8" and -1 or nil, trans_b = c[1] == "f16" and 1 or nil }
+                n = n + 1
+              end
+            end
+          end
+        end
+      end
+    end }:ptx()
+    assert.are.equal(2 * 4 * (2 * 2 + 2 + 2 + 2 + 1 + 1 + 1), n)
+    assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", 1, true))
+    if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+    local ok, _, log = toolkit.ptxas(text, "sm_90a", { keep_failed = false })
+    assert.is_true(ok, log)
   end)
 
   it("fp8 mma.sync on sm_89 and sm_90a: every pair, shape and accumulator at PTX 8.7, m16n8k32 .f32 at 8.4", function()

@@ -1157,18 +1157,22 @@ static int hp_reduce(vctx *v)
 /* wgmma.mma_async input families of sm_90a: the A/B types, K, the
  * accumulator types, whether A and B may differ, the ±1 scale and 0/1
  * transpose immediates, integer N steps (8..32, then multiples of 16),
- * .satfinite, and the .and.popc operation. */
+ * .satfinite, the .and.popc operation, and the largest sparsity selector
+ * of the .sp form (K doubled; -1: no sparse form). The ISA lets a thread
+ * pair (selector 0 or 1) supply the metadata of 16-bit and tf32 inputs,
+ * and all four threads of a group (selector 0) that of 8-bit inputs. */
 static const struct wg_family {
-  const char *types[2]; unsigned k; const char *dts[2]; int mixed, scale, trans, n16, sat, popc;
+  const char *types[2]; unsigned k; const char *dts[2]; int mixed, scale, trans, n16, sat, popc, spsel;
 } wg_fams[] = {
-  { { "f16" }, 16, { "f32", "f16" }, 0, 1, 1, 0, 0, 0 }, { { "bf16" }, 16, { "f32" }, 0, 1, 1, 0, 0, 0 },
-  { { "tf32" }, 8, { "f32" }, 0, 1, 0, 0, 0, 0 }, { { "e4m3", "e5m2" }, 32, { "f32", "f16" }, 1, 1, 0, 0, 0, 0 },
-  { { "s8", "u8" }, 32, { "s32" }, 1, 0, 0, 1, 1, 0 }, { { "b1" }, 256, { "s32" }, 0, 0, 0, 1, 0, 1 },
+  { { "f16" }, 16, { "f32", "f16" }, 0, 1, 1, 0, 0, 0, 1 }, { { "bf16" }, 16, { "f32" }, 0, 1, 1, 0, 0, 0, 1 },
+  { { "tf32" }, 8, { "f32" }, 0, 1, 0, 0, 0, 0, 1 }, { { "e4m3", "e5m2" }, 32, { "f32", "f16" }, 1, 1, 0, 0, 0, 0, 0 },
+  { { "s8", "u8" }, 32, { "s32" }, 1, 0, 0, 1, 1, 0, 0 }, { { "b1" }, 256, { "s32" }, 0, 0, 0, 1, 0, 1, -1 },
 };
 
 /* A parsed wgmma.mma_async form. */
 typedef struct wg_form {
   unsigned n, k;
+  int sp;                       /* the .sp form: K is twice the family's */
   char dt[8], at[8], bt[8];
   int sat, and_popc, other;     /* .satfinite; .and.popc; another modifier (or .xor) */
   const struct wg_family *fam, *bfam;
@@ -1210,12 +1214,15 @@ static int wg_parse(vctx *v, const char *text, wg_form *f)
   if (!sh || sscanf(sh, ".m64n%uk%u%1[.]", &f->n, &f->k, tail) != 3 || f->n < 8 || f->n > 256 || f->n % 8)
     return lpx_fail(v->m->ctx, "%s: wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8", text);
   wg_words(strchr(sh + 1, '.'), f);
+  f->sp = strstr(text, "mma_async.sp.") != NULL;
   f->fam = wg_family_of(f->at);
   f->bfam = wg_family_of(f->bt);
   if (f->other || !f->fam || f->bfam != f->fam || (!f->fam->mixed && strcmp(f->at, f->bt)))
     return lpx_fail(v->m->ctx, "%s: wgmma.mma_async takes .dtype.atype.btype with A/B .f16 .bf16 .tf32 (equal), "
                     ".e4m3/.e5m2 or .s8/.u8 (any pair), or .s32.b1.b1.and.popc", text);
-  if (f->k != f->fam->k) return lpx_fail(v->m->ctx, "%s: .%s wgmma is k%u, not k%u", text, f->at, f->fam->k, f->k);
+  if (f->sp && f->fam->spsel < 0) return lpx_fail(v->m->ctx, "%s: .b1 wgmma has no sparse (.sp) form", text);
+  unsigned k = f->fam->k << f->sp;
+  if (f->k != k) return lpx_fail(v->m->ctx, "%s: .%s%s wgmma is k%u, not k%u", text, f->at, f->sp ? " sparse" : "", k, f->k);
   if (strcmp(f->dt, f->fam->dts[0]) && (!f->fam->dts[1] || strcmp(f->dt, f->fam->dts[1])))
     return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s%s, not .%s", text, f->at, f->fam->dts[0],
                     f->fam->dts[1] ? " or ." : "", f->fam->dts[1] ? f->fam->dts[1] : "", f->dt);
@@ -1224,27 +1231,49 @@ static int wg_parse(vctx *v, const char *text, wg_form *f)
   if (f->sat && !f->fam->sat) return lpx_fail(v->m->ctx, "%s: .satfinite applies to .s8/.u8 wgmma only", text);
   if ((f->and_popc == 2) != f->fam->popc)
     return lpx_fail(v->m->ctx, "%s: .b1 wgmma takes the operation .and.popc (and only it takes one)", text);
+  if (f->sp && v->m->ptx_version < 82)
+    return lpx_fail(v->m->ctx, "%s: sparse wgmma (.sp) needs PTX ISA 8.2; this kernel uses %d.%d", text,
+                    v->m->ptx_version / 10, v->m->ptx_version % 10);
   if (f->fam->sat && strcmp(f->at, f->bt) && v->m->ptx_version < 84)
     return lpx_fail(v->m->ctx, "%s: mixed integer types (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d", text, f->at,
                     f->bt, v->m->ptx_version / 10, v->m->ptx_version % 10);
   return 0;
 }
 
-/* wgmma.mma_async (dense): a form of the ISA's list, the accumulator vector, A (a
- * 64-bit descriptor or 4 .b32 registers), the B descriptor, scale-d and the
- * family's immediates (imm-scale-a/-b: 1 or -1; imm-trans-a/-b: 0 or 1,
- * f16/bf16 only, no imm-trans-a with A from registers). */
+/* The .sp form's sp-meta (a 32-bit register) and sp-sel (an immediate
+ * 0..the family's largest), operands 4 and 5. */
+static int hp_wgmma_sp(vctx *v, const wg_form *f, const lpx_operand *ops, const uint32_t *starts)
+{
+  const lpx_operand *m = &ops[starts[3]];
+  v->pos = 4;
+  if (m->kind != LPX_OPD_REG || (m->id >= 0 && (size_t)m->id < v->f->nregs && lpx_types[v->f->reg_type[m->id]].bits != 32))
+    return opfail(v, "(sparsity metadata) must be a 32-bit register");
+  int ok = 1;
+  int64_t sel = hp_imm(&ops[starts[4]], &ok);
+  v->pos = 5;
+  if (!ok || sel < 0 || sel > f->fam->spsel)
+    return opfail(v, f->fam->spsel ? "(sparsity selector) must be the immediate 0 or 1" : "(sparsity selector) must be the immediate 0 for 8-bit inputs");
+  return 0;
+}
+
+/* wgmma.mma_async{.sp}: a form of the ISA's list, the accumulator vector, A
+ * (a 64-bit descriptor or 4 .b32 registers), the B descriptor, for .sp the
+ * sparsity metadata and selector, scale-d and the family's immediates
+ * (imm-scale-a/-b: 1 or -1; imm-trans-a/-b: 0 or 1, f16/bf16 only, no
+ * imm-trans-a with A from registers). */
 static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
   const char *text = v->form->info.text;
   wg_form f;
-  if (strstr(text, "mma_async.sp.")) return 0;        /* sparse forms (sp-meta, sp-sel) are not checked here */
   if (wg_parse(v, text, &f)) return -1;
   int areg = count > 1 && ops[starts[1]].kind == LPX_OPD_VEC;
-  int nscale = f.fam->scale ? 2 : 0, ntrans = f.fam->trans ? (areg ? 1 : 2) : 0, want = 4 + nscale + ntrans;
+  int nscale = f.fam->scale ? 2 : 0, ntrans = f.fam->trans ? (areg ? 1 : 2) : 0, nsp = f.sp ? 2 : 0;
+  int want = 4 + nsp + nscale + ntrans;
   if (count != want)
-    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc, scale-d%s%s; got %d", text, want, areg ? "{a}" : "a-desc",
-                    nscale ? ", imm-scale-a, imm-scale-b" : "", !ntrans ? "" : areg ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b", count);
+    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc%s, scale-d%s%s; got %d", text, want, areg ? "{a}" : "a-desc",
+                    nsp ? ", sp-meta, sp-sel" : "", nscale ? ", imm-scale-a, imm-scale-b" : "",
+                    !ntrans ? "" : areg ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b", count);
+  if (f.sp && hp_wgmma_sp(v, &f, ops, starts)) return -1;
   int f16d = !strcmp(f.dt, "f16");
   if (mx_vector(v, ops, starts, 0, (int)(f16d ? f.n / 4 : f.n / 2), 32, f16d ? 'B' : f.dt[0] == 's' ? 'I' : 'F', "d")) return -1;
   if (areg && mx_vector(v, ops, starts, 1, 4, 32, 'B', "a")) return -1;
@@ -1254,10 +1283,10 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
     if (o->kind == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && lpx_types[v->f->reg_type[o->id]].bits != 64)
       return opfail(v, "(a matrix descriptor) must be a 64-bit register");
   }
-  for (int k = 4; k < count; k++) {
+  for (int k = 4 + nsp; k < count; k++) {
     int ok = 1;
     int64_t x = hp_imm(&ops[starts[k]], &ok);
-    int scale = k < 4 + nscale;
+    int scale = k < 4 + nsp + nscale;
     v->pos = k + 1;
     if (!ok || (scale ? (x != 1 && x != -1) : (x != 0 && x != 1)))
       return opfail(v, scale ? "(imm-scale) must be the immediate 1 or -1" : "(imm-trans) must be the immediate 0 or 1");

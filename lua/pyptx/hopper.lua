@@ -221,17 +221,37 @@ local function family(at, bt)
   return fam, a, b
 end
 
---- The shape string and N of opts.shape for a family ({64, N[, K]} or "m64nNkK").
-local function shape_of(shape, fam, a)
-  shape = shape or ("m64n64k" .. fam.k)
-  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fam.k) end
+--- The shape string and N of opts.shape for a family ({64, N[, K]} or
+-- "m64nNkK"); fk is the family's K (doubled for the sparse form).
+local function shape_of(shape, fk, fam, a)
+  shape = shape or ("m64n64k" .. fk)
+  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fk) end
   local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
   m, n, k = tonumber(m), tonumber(n), tonumber(k)
-  if m ~= 64 or k ~= fam.k or not n or n < 8 or n > 256 or n % 8 ~= 0 or (fam.n16 and n > 32 and n % 16 ~= 0) then
+  if m ~= 64 or k ~= fk or not n or n < 8 or n > 256 or n % 8 ~= 0 or (fam.n16 and n > 32 and n % 16 ~= 0) then
     fail(("wgmma.mma_async: shape must be m64nNk%d for %s with N = 8..256, a multiple of %s; got %s")
-      :format(fam.k, a, fam.n16 and "8 up to 32 and of 16 above" or "8", tostring(shape)))
+      :format(fk, a, fam.n16 and "8 up to 32 and of 16 above" or "8", tostring(shape)))
   end
   return shape, n
+end
+
+--- The sparse form's operands {meta, sel} of opts.sparse (nil: dense).
+-- The ISA lets a thread pair (sel 0 or 1) of each group of four hold the
+-- metadata for 16-bit and tf32 inputs, all four (sel 0) for 8-bit ones.
+local function sparse_of(sp, fam, a)
+  if sp == nil or sp == false then return nil end
+  if type(sp) ~= "table" or sp.meta == nil then fail("wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }") end
+  if fam.op then fail("wgmma.mma_async: b1 inputs have no sparse form") end
+  local sel, most = sp.sel or 0, fam.bits == 8 and 0 or 1
+  if sel ~= 0 and sel ~= most then
+    fail(("wgmma.mma_async: the sparsity selector for %s is %s; got %s"):format(a, most == 0 and "0" or "0 or 1", tostring(sel)))
+  end
+  local t = trace.need("ptx.wgmma.mma_async")
+  if t.version < 82 then
+    fail(("wgmma.mma_async: sparse wgmma needs PTX ISA 8.2; this kernel uses %d.%d (version = \"8.2\")")
+      :format(math.floor(t.version / 10), t.version % 10))
+  end
+  return { sp.meta, sel }
 end
 
 --- wgmma.mma_async.sync.aligned.m64nNk<K>.<d>.<a>.<b> d, a, b-desc, scale-d
@@ -242,9 +262,14 @@ end
 -- s8, u8, "b1"), dtype (f32 default; f16; s32 for integers and b1), scale_d
 -- (0/1 or a predicate; default 1), scale_a/scale_b (1/-1), trans_a/trans_b
 -- (0/1, f16 and bf16 only: MN-major operands), satfinite (s8/u8).
+-- sparse = { meta = r, sel = 0 } emits wgmma.mma_async.sp (A 2:4 sparse,
+-- 1:2 for tf32, stored compressed; K twice the dense K): the .b32
+-- metadata register and the selector (0 or 1; 0 for 8-bit inputs) go
+-- after b-desc.
 function wgmma.mma_async(opts)
   local fam, an, bn = family(opts.atype or types.bf16, opts.btype)
-  local shape, n = shape_of(opts.shape, fam, an)
+  local sp = sparse_of(opts.sparse, fam, an)
+  local shape, n = shape_of(opts.shape, sp and 2 * fam.k or fam.k, fam, an)
   local dt = tname(opts.dtype) or (fam.int and "s32" or "f32")
   if not fam.acc[dt] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(an, tostring(dt))) end
   if (opts.trans_a or opts.trans_b) and not fam.trans and (opts.trans_a or 0) + (opts.trans_b or 0) ~= 0 then
@@ -257,19 +282,24 @@ function wgmma.mma_async(opts)
   if areg and opts.trans_a and opts.trans_a ~= 0 then fail("wgmma.mma_async: A from registers cannot be transposed (trans_a)") end
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
-  local op = ("wgmma.mma_async.sync.aligned.%s%s.%s.%s.%s%s"):format(shape, (fam.pair == "int" and opts.satfinite) and ".satfinite" or "",
-    dt, an, bn, fam.op or "")
+  local op = ("wgmma.mma_async%s.sync.aligned.%s%s.%s.%s.%s%s"):format(sp and ".sp" or "", shape,
+    (fam.pair == "int" and opts.satfinite) and ".satfinite" or "", dt, an, bn, fam.op or "")
+  local args = { list, a, opts.b }
+  if sp then args[4], args[5] = sp[1], sp[2] end
+  args[#args + 1] = sd
   if fam.int then
     local t = trace.need("ptx.wgmma.mma_async")
     if an ~= bn and t.version < 84 then
       fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d (version = \"8.4\")")
         :format(an, bn, math.floor(t.version / 10), t.version % 10))
     end
-    return emit(op, list, a, opts.b, sd)
+    return emit(op, unpack(args))
   end
-  if not fam.trans then return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1) end
-  if areg then return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_b or 0) end
-  return emit(op, list, a, opts.b, sd, opts.scale_a or 1, opts.scale_b or 1, opts.trans_a or 0, opts.trans_b or 0)
+  args[#args + 1] = opts.scale_a or 1
+  args[#args + 1] = opts.scale_b or 1
+  if fam.trans and not areg then args[#args + 1] = opts.trans_a or 0 end
+  if fam.trans then args[#args + 1] = opts.trans_b or 0 end
+  return emit(op, unpack(args))
 end
 
 --- The accumulator fragment layout of m64nNkK: element i (0..N/2-1) of

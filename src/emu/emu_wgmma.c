@@ -9,7 +9,9 @@
  * the four warps of a warpgroup need not run in lockstep. The MMA completes at
  * once (a valid schedule); fence / commit_group / wait_group have nothing
  * to wait for. Products are exact; each output's sum (with the old D) is
- * formed in double and rounded once to the accumulator type. */
+ * formed in double and rounded once to the accumulator type. The sparse
+ * forms (wgmma.mma_async.sp: K doubled, A stored compressed) expand each
+ * warp's 16 rows of A through the metadata register first. */
 #include "emu.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
 enum { X_NB, X_K8, X_DT, X_AT, X_BT, X_FLAGS };      /* in->ext: N/8, K/8, D / A / B types, flags */
-enum { F_SAT = 1, F_AND = 2, F_POPC = 4, F_BAD = 8 };   /* X_FLAGS bits */
+enum { F_SAT = 1, F_AND = 2, F_POPC = 4, F_BAD = 8, F_SP = 16 };   /* X_FLAGS bits; F_SP: wgmma.mma_async.sp */
 enum { D_F32 = 1, D_F16, D_S32 };                      /* X_DT values */
 enum { FAM_F16 = 1, FAM_BF16, FAM_TF32, FAM_FP8, FAM_INT, FAM_B1 };
 
@@ -130,8 +132,9 @@ static int check_desc(emu_warp *w, const emu_inst *in, int lane, const mdesc *d,
 /* The elements of one instruction: form facts and the operand positions. */
 typedef struct wg_op {
   const wg_in *at, *bt;
-  uint32_t n, k, nd;      /* N, K, accumulator registers per thread */
+  uint32_t n, k, kc, nd;  /* N, K, K of the stored A (K/2 for .sp), accumulator registers per thread */
   int dt, areg, ka, kb;   /* D type; A from registers; operand index of A and of the B descriptor */
+  int sp, ks;             /* .sp; operand index of scale-d (after sp-meta, sp-sel for .sp) */
   int ta, tb, scale_d, l0;
   double scale;           /* imm-scale-a * imm-scale-b */
 } wg_op;
@@ -152,13 +155,13 @@ static const uint8_t *chunk(emu_warp *w, const emu_inst *in, int lane, uint64_t 
 }
 
 /* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
- * K-major rows are 32 bytes of K; MN-major (16-bit types) K rows hold
- * consecutive M/N elements. */
+ * K-major rows are K elements (32 bytes; 64 for a sparse form's B); MN-major
+ * (16-bit types) K rows hold consecutive M/N elements. */
 static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, int mn_major, const wg_in *t,
-                        uint32_t mn0, uint32_t n, double *out)
+                        uint32_t K, uint32_t mn0, uint32_t n, double *out)
 {
-  uint32_t K = t->k, per = 128 / t->bits;      /* elements per 16-byte chunk */
-  uint32_t rows = mn_major ? K : n, chunks = mn_major ? n / per : 2;
+  uint32_t per = 128 / t->bits;                /* elements per 16-byte chunk */
+  uint32_t rows = mn_major ? K : n, chunks = mn_major ? n / per : K / per;
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t c = 0; c < chunks; c++) {
       uint32_t row = mn_major ? r : mn0 + r, cb = mn_major ? (mn0 / per + c) * 16 : 16 * c;
@@ -172,13 +175,14 @@ static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *
   return 0;
 }
 
-/* Gather this warp's 16 x K A from its four .b32 fragment registers: element
+/* Gather this warp's 16 x K A (the stored 16 x K/2 for .sp: the dense
+ * fragment of the compressed matrix) from its four .b32 fragment registers: element
  * e (32/bits per register, low bits first) of register r of lane l holds
  * A[l/4 + 8(r%2)][p(l%4) + e + 4p(r/2)], p = 32/bits (the ISA's figures:
  * f16 pairs, one tf32, four 8-bit values, 32 bits). */
 static void gather_a(emu_warp *w, const emu_inst *in, const wg_op *o, double *a)
 {
-  uint32_t bits = o->at->bits, p = 32 / bits, K = o->k;
+  uint32_t bits = o->at->bits, p = 32 / bits, K = o->kc;
   for (int l = 0; l < 32; l++)
     for (int r = 0; r < 4; r++) {
       uint32_t v = (uint32_t)EMU_R(w, EMU_OP(w, in, o->ka + 1 + r)->reg)[l];
@@ -202,8 +206,9 @@ static int64_t arg(emu_warp *w, const emu_inst *in, int k, int lane)
 static int uniform(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, int nimm)
 {
   int l0 = __builtin_ctz(m);
-  for (int k = o->areg ? o->kb : o->ka; k < o->kb + 2 + nimm; k++)
-    EMU_EACH(m, if (arg(w, in, k, l) != arg(w, in, k, l0))
+  for (int k = o->areg ? o->kb : o->ka; k < o->ks + 1 + nimm; k++)
+    if (!o->sp || k != o->kb + 1)                  /* sp-meta differs per thread by design */
+      EMU_EACH(m, if (arg(w, in, k, l) != arg(w, in, k, l0))
       return lpx_emu_fail(w, in, l, "wgmma.mma_async operand %d differs between lanes of the warp",
                           k == o->ka ? 2 : 3 + k - o->kb));
   return l0;
@@ -216,28 +221,31 @@ static double sign_of(emu_warp *w, const emu_inst *in, int k, int l0)
   return v == -1 || (int32_t)v == -1 ? -1 : 1;
 }
 
-/* Count and check the operands: {d}, a-desc or {a}, b-desc, scale-d, then
- * the family's immediates; fill o. */
+/* Count and check the operands: {d}, a-desc or {a}, b-desc, for .sp sp-meta
+ * and sp-sel, scale-d, then the family's immediates; fill o. */
 static int operands(emu_warp *w, const emu_inst *in, uint32_t m, wg_op *o)
 {
   const wg_in *at = &in_types[in->ext[X_AT] - 1];
   o->at = at; o->bt = &in_types[in->ext[X_BT] - 1];
-  o->n = (uint32_t)in->ext[X_NB] * 8; o->k = at->k; o->dt = in->ext[X_DT];
+  o->sp = (in->ext[X_FLAGS] & F_SP) != 0;
+  o->n = (uint32_t)in->ext[X_NB] * 8; o->kc = at->k; o->k = at->k << o->sp; o->dt = in->ext[X_DT];
   o->nd = o->dt == D_F16 ? o->n / 4 : o->n / 2;
   o->ka = 1 + (int)o->nd;
   o->areg = o->ka < in->nops && EMU_OP(w, in, o->ka)->kind == EO_VEC;
   o->kb = o->areg ? o->ka + 5 : o->ka + 1;
+  o->ks = o->kb + 1 + 2 * o->sp;
   int nimm = (fams[at->fam].scale ? 2 : 0) + (fams[at->fam].trans ? (o->areg ? 1 : 2) : 0);
-  if (EMU_OP(w, in, 0)->kind != EO_VEC || (uint32_t)EMU_OP(w, in, 0)->reg != o->nd || in->nops != o->kb + 2 + nimm ||
+  if (EMU_OP(w, in, 0)->kind != EO_VEC || (uint32_t)EMU_OP(w, in, 0)->reg != o->nd || in->nops != o->ks + 1 + nimm ||
       (o->areg && EMU_OP(w, in, o->ka)->reg != 4))
     return lpx_emu_fail(w, in, -1, "wgmma.mma_async m64n%uk%u.%s takes %u accumulator registers, A (a descriptor or 4 "
-                        "registers), the B descriptor, scale-d and %d immediate(s)", o->n, o->k, dt_names[o->dt], o->nd, nimm);
+                        "registers), the B descriptor, %sscale-d and %d immediate(s)", o->n, o->k, dt_names[o->dt], o->nd,
+                        o->sp ? "sp-meta, sp-sel, " : "", nimm);
   int l0 = uniform(w, in, m, o, nimm);
   if (l0 < 0) return -1;
   o->l0 = l0;
-  o->scale_d = arg(w, in, o->kb + 1, l0) != 0;
-  o->scale = fams[at->fam].scale ? sign_of(w, in, o->kb + 2, l0) * sign_of(w, in, o->kb + 3, l0) : 1;
-  int kt = o->kb + 2 + (fams[at->fam].scale ? 2 : 0);
+  o->scale_d = arg(w, in, o->ks, l0) != 0;
+  o->scale = fams[at->fam].scale ? sign_of(w, in, o->ks + 1, l0) * sign_of(w, in, o->ks + 2, l0) : 1;
+  int kt = o->ks + 1 + (fams[at->fam].scale ? 2 : 0);
   o->ta = fams[at->fam].trans && !o->areg ? arg(w, in, kt, l0) != 0 : 0;
   o->tb = fams[at->fam].trans ? arg(w, in, kt + (o->areg ? 0 : 1), l0) != 0 : 0;
   return 0;
@@ -295,25 +303,101 @@ static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op 
   });
 }
 
-/* wgmma.mma_async: this warp's 16 rows of D (+)= A * B. */
+/* ------------------------------------------------------------ sparse A */
+
+/* Where the metadata of chunk c of warp row g + 8h lies, per family (the
+ * ISA's metadata figures for m64nNk32/k16/k64, which are those of mma.sp
+ * m16n8k32 f16, m16n8k16 tf32 and m16n8k64 8-bit): the lane of the group
+ * of four holding it and the bit of its 2-bit index pair (tf32: 4-bit
+ * field). 16-bit and tf32: the thread pair `sel` supplies it, the pair's
+ * first thread chunks 0-3, the second 4-7, row g in bits 0-15 and g + 8
+ * in bits 16-31; 8-bit: all four threads, lane % 2 picks the row and
+ * lane / 2 % 2 the 32 columns, chunk c % 8 in bits 4(c % 8) up. */
+static void meta_at(int fam, uint32_t g, uint32_t h, uint32_t c, uint32_t sel, int *lane, uint32_t *bit)
+{
+  if (fam == FAM_FP8 || fam == FAM_INT) { *lane = (int)(4 * g + h + 2 * (c / 8)); *bit = 4 * (c % 8); return; }
+  *lane = (int)(4 * g + 2 * sel + c / 4);
+  *bit = 16 * h + 4 * (c % 4);
+}
+
+/* The dense positions (within its chunk) of the kept elements of one
+ * metadata field: two 2-bit indices, the first for the chunk's first
+ * stored element; tf32's 4-bit field is 0b0100 (element 0) or 0b1110
+ * (element 1). The ISA leaves equal indices (0b0000, 0b0101, 0b1010,
+ * 0b1111) and other tf32 values undefined: returns -1 for those. */
+static int meta_idx(int fam, uint32_t f, uint32_t idx[2])
+{
+  if (fam == FAM_TF32) {
+    if (f != 0x4 && f != 0xe) return -1;
+    idx[0] = f == 0xe;
+    return 0;
+  }
+  idx[0] = f & 3;
+  idx[1] = f >> 2 & 3;
+  return idx[0] == idx[1] ? -1 : 0;
+}
+
+/* Expand this warp's stored A (16 x K/2) into the dense 16 x K through the
+ * metadata: chunk c of each row (4 wide, 2 kept; tf32 2 wide, 1 kept)
+ * takes its stored elements at the indices the metadata names, zeros
+ * elsewhere. */
+static int expand_sparse(emu_warp *w, const emu_inst *in, const wg_op *o, const double *comp, double *a)
+{
+  int fam = o->at->fam, keep = fam == FAM_TF32 ? 1 : 2;
+  uint32_t cw = fam == FAM_TF32 ? 2 : 4, nch = o->k / cw;
+  uint32_t sel = (uint32_t)arg(w, in, o->kb + 2, o->l0);
+  const uint64_t *meta = EMU_R(w, EMU_OP(w, in, o->kb + 1)->reg);
+  memset(a, 0, sizeof(double) * 16 * o->k);
+  for (uint32_t r = 0; r < 16; r++)
+    for (uint32_t c = 0; c < nch; c++) {
+      int lane;
+      uint32_t bit, idx[2];
+      meta_at(fam, r % 8, r / 8, c, sel, &lane, &bit);
+      uint32_t f = (uint32_t)(meta[lane] >> bit) & 0xf;
+      if (meta_idx(fam, f, idx))
+        return lpx_emu_fail(w, in, lane, "sparse wgmma: metadata 0x%x (bits %u-%u of sp-meta) for row %u, columns %u-%u of "
+                            "A is undefined in the ISA (%s)", f, bit + 3, bit, 16 * (w->id % 4) + r, c * cw, c * cw + cw - 1,
+                            fam == FAM_TF32 ? "tf32 takes 0b0100 or 0b1110" : "the two indices must differ");
+      for (int s = 0; s < keep; s++) a[r * o->k + c * cw + idx[s]] = comp[r * o->kc + c * (uint32_t)keep + (uint32_t)s];
+    }
+  return 0;
+}
+
+/* A K-major sparse B spans 64 bytes of K per row; in a 32B swizzle the ISA
+ * does not say where the second 32 bytes lie, so that case is reported. */
+static int check_sparse_b(emu_warp *w, const emu_inst *in, const wg_op *o, const mdesc *db)
+{
+  if (!o->sp || o->tb || db->span != 32) return 0;
+  return lpx_emu_fail(w, in, o->l0, "sparse wgmma: a K-major B of 64 bytes per row in a 32B swizzle is not modelled "
+                      "(the ISA does not say where the second 32-byte half lies); use no swizzle, 64B or 128B");
+}
+
+/* Read this warp's A (16 x K, expanded from the stored K/2 for .sp) and B
+ * (N x K) into a and b. */
+static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const mdesc *da, const mdesc *db, double *a, double *b)
+{
+  double *stored = o->sp ? b + o->n * o->k : a;
+  if (o->areg) gather_a(w, in, o, stored);
+  if (!o->areg && read_operand(w, in, o->l0, da, o->ta, o->at, o->kc, 16 * (w->id % 4), 16, stored)) return -1;
+  if (read_operand(w, in, o->l0, db, o->tb, o->bt, o->k, 0, o->n, b)) return -1;
+  return o->sp ? expand_sparse(w, in, o, stored, a) : 0;
+}
+
+/* wgmma.mma_async{.sp}: this warp's 16 rows of D (+)= A * B. */
 HANDLER(op_wgmma)
 {
   if (m != w->exists) return lpx_emu_fail(w, in, -1, "wgmma.mma_async needs every thread of the warp converged");
   wg_op o = { 0 };
   if (operands(w, in, m, &o)) return -1;
   mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
-  if ((!o.areg && check_desc(w, in, o.l0, &da, "A")) || check_desc(w, in, o.l0, &db, "B")) return -1;
-  double *a = malloc(sizeof(double) * o.k * (16 + o.n)), *b = a + 16 * o.k;
-  if (!a) return lpx_emu_fail(w, in, -1, "out of memory");
-  if (o.areg) gather_a(w, in, &o, a);
-  if ((!o.areg && read_operand(w, in, o.l0, &da, o.ta, o.at, 16 * (w->id % 4), 16, a)) ||
-      read_operand(w, in, o.l0, &db, o.tb, o.bt, 0, o.n, b)) {
-    free(a);
+  if ((!o.areg && check_desc(w, in, o.l0, &da, "A")) || check_desc(w, in, o.l0, &db, "B") || check_sparse_b(w, in, &o, &db))
     return -1;
-  }
-  accumulate(w, in, m, &o, a, b);
+  double *a = malloc(sizeof(double) * (o.k * (16 + o.n) + 16 * o.kc)), *b = a + 16 * o.k;
+  if (!a) return lpx_emu_fail(w, in, -1, "out of memory");
+  int rc = load_ab(w, in, &o, &da, &db, a, b);
+  if (!rc) accumulate(w, in, m, &o, a, b);
   free(a);
-  return 0;
+  return rc;
 }
 
 /* fence / commit_group / wait_group: the MMAs already completed. */
@@ -324,7 +408,7 @@ HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
 /* Words of the form that set flags (0: words that carry nothing here). */
 static const struct { const char *word; uint8_t flag; } flag_words[] = {
   { "wgmma", 0 }, { "mma_async", 0 }, { "sync", 0 }, { "aligned", 0 },
-  { "satfinite", F_SAT }, { "and", F_AND }, { "popc", F_POPC },
+  { "satfinite", F_SAT }, { "and", F_AND }, { "popc", F_POPC }, { "sp", F_SP },
 };
 
 /* Record one dotted word of the form: a flag, the shape, or the next type
@@ -370,7 +454,9 @@ static int form_ok(const emu_inst *in)
   if (!in->ext[X_NB] || !in->ext[X_DT] || !in->ext[X_AT] || !in->ext[X_BT] || (f & F_BAD)) return 0;
   const wg_in *at = &in_types[in->ext[X_AT] - 1], *bt = &in_types[in->ext[X_BT] - 1];
   int fam = at->fam;
-  if (at->k != in->ext[X_K8] * 8 || bt->fam != fam || (at != bt && !fams[fam].mixed)) return 0;
+  int sp = (f & F_SP) != 0;
+  if ((uint32_t)at->k << sp != in->ext[X_K8] * 8u || bt->fam != fam || (at != bt && !fams[fam].mixed) || (sp && fam == FAM_B1))
+    return 0;
   if (!(fams[fam].dts >> in->ext[X_DT] & 1) || (fams[fam].n16 && n > 32 && n % 16)) return 0;
   if ((f & F_SAT) && fam != FAM_INT) return 0;
   return fam == FAM_B1 ? (f & (F_AND | F_POPC)) == (F_AND | F_POPC) : !(f & (F_AND | F_POPC));
