@@ -1244,8 +1244,9 @@ static void module_header(pstate *ps, size_t k)
   char buf[64];
   tok_text(ps, arg, buf, sizeof buf);
   if (is_word(ps, &ps->t[k], ".version")) {
-    int major = 0, minor = 0;
-    if (sscanf(buf, "%d.%d", &major, &minor) == 2) m->ptx_version = major * 10 + minor;
+    int major = 0, minor = 0;   /* bounded: a huge major would overflow major * 10 */
+    if (sscanf(buf, "%3d.%1d", &major, &minor) == 2 && major > 0 && major < 100 && minor >= 0)
+      m->ptx_version = major * 10 + minor;
   } else if (is_word(ps, &ps->t[k], ".target")) {
     snprintf(m->target, sizeof m->target, "%s", buf);
     if (lpx_arch_parse(buf, &m->sm, &m->family)) m->sm = m->family = 0;
