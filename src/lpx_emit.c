@@ -95,8 +95,8 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
       if (o->ival) { lpx_buf_putc(b, '+'); lpx_buf_puti(b, o->ival); }
     } else if (o->aux == LPX_OPD_SYM) {
       put_sym_offset(b, m, o->id, o->ival);
-    } else {
-      lpx_buf_puti(b, o->ival);
+    } else {   /* an absolute address is unsigned: [4-96] prints as it parses back */
+      lpx_buf_printf(b, "%" PRIu64, (uint64_t)o->ival);
     }
     lpx_buf_putc(b, ']');
     break;
