@@ -697,7 +697,8 @@ static int tc_imm(vctx *v, int pos, lpx_operand *o, int lo, int hi, const char *
     snprintf(msg, sizeof msg, "(%s) must be an integer immediate", what);
     return opfail(v, msg);
   }
-  int64_t x = o->kind == LPX_OPD_NUM ? (int64_t)o->fval : o->ival;
+  int in_range = o->kind != LPX_OPD_NUM || fabs(o->fval) < 9.0e18;   /* no inf/huge to int64 */
+  int64_t x = o->kind == LPX_OPD_NUM ? (in_range ? (int64_t)o->fval : INT64_MAX) : o->ival;
   if ((o->kind == LPX_OPD_NUM && o->fval != floor(o->fval)) || x < lo || x > hi) {
     snprintf(msg, sizeof msg, "(%s) must be an integer in %d..%d", what, lo, hi);
     return opfail(v, msg);
@@ -1053,7 +1054,7 @@ static int check_matrix(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 /* The integer value of an immediate operand, or 0 with *ok cleared. */
 static int64_t hp_imm(const lpx_operand *o, int *ok)
 {
-  if (o->kind == LPX_OPD_NUM && o->fval == floor(o->fval)) return (int64_t)o->fval;
+  if (o->kind == LPX_OPD_NUM && o->fval == floor(o->fval) && fabs(o->fval) < 9.0e18) return (int64_t)o->fval;
   if (o->kind == LPX_OPD_IMM || o->kind == LPX_OPD_INT) return o->ival;
   *ok = 0;
   return 0;

@@ -4,6 +4,7 @@
  * instruction indices, symbols become space offsets, and every
  * instruction gets its handler from the family table indexed by ISA row. */
 #include "emu.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -244,7 +245,8 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
     o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
     return 0;
   case LPX_OPD_IMM: case LPX_OPD_FIMM: case LPX_OPD_INT: case LPX_OPD_NUM: {
-    uint64_t v = src->kind == LPX_OPD_NUM ? (uint64_t)(int64_t)src->fval : (uint64_t)src->ival;
+    int fits = src->kind == LPX_OPD_NUM && fabs(src->fval) < 9.0e18;   /* inf/huge: no UB conversion */
+    uint64_t v = src->kind == LPX_OPD_NUM ? (fits ? (uint64_t)(int64_t)src->fval : 0) : (uint64_t)src->ival;
     int f32_inst = in->type == LPX_T_F32 && (in->type2 < 0 || in->type2 == LPX_T_F32);
     if (src->kind == LPX_OPD_FIMM && src->type == LPX_T_F64 && (src->aux || f32_inst)) {   /* 0d/1.5 in an f32 instruction */
       double dv;
