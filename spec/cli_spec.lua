@@ -2,24 +2,13 @@
 -- `ptx`, `check` and `run` on kernel scripts, and their errors. Every
 -- example must assemble with ptxas for the arch it targets.
 local toolkit = require "pyptx.toolkit"
+local H = require "spec.helpers"
 
-local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
 local have_ptxas = toolkit.find("ptxas") ~= nil
 
---- Run the binary with a shell-quoted argument list; returns stdout, stderr, status.
+--- Run the binary with an argument list; returns stdout, stderr, status.
 local function luaptx(...)
-  local args = { BIN }
-  for i = 1, select("#", ...) do args[#args + 1] = toolkit.shell_quote(tostring((select(i, ...)))) end
-  local err_path = os.tmpname()
-  local p = io.popen(table.concat(args, " ") .. " 2>" .. err_path .. "; echo \"__rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local f = io.open(err_path, "rb")
-  local err = f:read("*a")
-  f:close()
-  os.remove(err_path)
-  local rc = tonumber(out:match("__rc=(%d+)%s*$"))
-  return (out:gsub("__rc=%d+%s*$", "")), err, rc
+  return H.luaptx({ ... })
 end
 
 --- Write a temporary Lua script; returns its path (removed by the caller).

@@ -2,6 +2,8 @@
 -- mapping its line numbers back to Lua lines.
 local pyptx = require "pyptx"
 local toolkit = require "pyptx.toolkit"
+local sys = require "pyptx.sys"
+local H = require "spec.helpers"
 local ptx, T = pyptx.ptx, pyptx.types
 
 local have_ptxas = toolkit.find("ptxas") ~= nil
@@ -34,9 +36,16 @@ local BAD = [[
 ]]
 
 describe("pyptx.toolkit", function()
-  it("quotes for /bin/sh", function()
-    assert.equal("'a b'", toolkit.shell_quote("a b"))
-    assert.equal("'it'\\''s'", toolkit.shell_quote("it's"))
+  after_each(H.cleanup)
+
+  it("runs ptxas from an argv: an output path with quotes and $() is just a name", function()
+    local d = H.temp_dir()
+    local out = d .. "/it's $(echo pwned) `echo x`.cubin"
+    H.need_ptxas()
+    local ok, _, log = toolkit.ptxas(".version 8.0\n.target sm_80\n.address_size 64\n", "sm_80", { output = out })
+    assert(ok, log)
+    assert.equal("file", sys.kind(out))
+    assert.same({ out }, H.list(d))
   end)
 
   it("searches CUDA_HOME, /usr/local/cuda and PATH", function()

@@ -4,6 +4,7 @@
 #include "lpx_compile.h"
 #include "lpx_cache.h"
 #include "lpx_internal.h"
+#include "lpx_sys.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -115,15 +116,19 @@ static int jit_load(lpx_compiler *c)
   return 0;
 }
 
-/* Identify the ptxas program by its --version output (for cache keys). */
+/* Identify the ptxas program by the last line of its --version output (for cache keys). */
 static void ptxas_identity(lpx_compiler *c)
 {
-  char cmd[1200], line[256] = "", last[256] = "unknown";
-  snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", c->ptxas);
-  FILE *p = popen(cmd, "r");
-  while (p && fgets(line, sizeof line, p)) snprintf(last, sizeof last, "%s", line);
-  if (p) pclose(p);
-  last[strcspn(last, "\n")] = '\0';
+  const char *argv[] = { c->ptxas, "--version", NULL };
+  char last[256] = "unknown";
+  lpx_proc *p = lpx_proc_run(c->ctx, argv, NULL, NULL, NULL, 0, 0, 30);
+  size_t n = 0;
+  const char *out = p ? lpx_proc_output(p, 1, &n) : "";
+  while (n && (out[n - 1] == '\n' || out[n - 1] == '\r')) n--;
+  size_t start = n;
+  while (start && out[start - 1] != '\n') start--;
+  if (n > start) snprintf(last, sizeof last, "%.*s", (int)(n - start), out + start);
+  lpx_proc_free(p);
   snprintf(c->identity, sizeof c->identity, "ptxas %s", last);
 }
 
@@ -230,26 +235,25 @@ static int read_image(lpx_compiler *c, const char *path)
   return 0;
 }
 
-/* Compile with the ptxas program (fallback) into c->image. */
+/* Compile with the ptxas program (fallback) into c->image: PTX and cubin
+ * in fresh 0600 temporaries, ptxas run from an argv, its log kept. */
 static int compile_ptxas(lpx_compiler *c, const char *ptx, size_t len, char opts[4][48], int nopts)
 {
-  char in[] = "/tmp/luaptx-XXXXXX.ptx", out[64], cmd[2400];
-  int fd = mkstemps(in, 4);
-  if (fd < 0) return lpx_fail(c->ctx, "cannot create a temporary file for ptxas");
-  int ok = write(fd, ptx, len) == (ssize_t)len;
-  close(fd);
+  char in[4096], out[4160];
+  if (lpx_fs_temp_file(c->ctx, ".ptx", ptx, len, in, sizeof in)) return -1;
   snprintf(out, sizeof out, "%.*s.cubin", (int)(strlen(in) - 4), in);
-  int n = snprintf(cmd, sizeof cmd, "'%s'", c->ptxas);
-  for (int i = 0; i < nopts; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s", opts[i]);
-  snprintf(cmd + n, sizeof cmd - (size_t)n, " -o '%s' '%s' 2>&1", out, in);
-  FILE *p = ok ? popen(cmd, "r") : NULL;
-  char chunk[512];
-  size_t got;
-  while (p && (got = fread(chunk, 1, sizeof chunk, p)) > 0) lpx_buf_put(&c->log, chunk, got);
-  int status = p ? pclose(p) : -1;
-  int rc = (status == 0 && read_image(c, out) == 0) ? 0 : -1;
-  remove(in);
-  remove(out);
+  const char *argv[10] = { c->ptxas };
+  int n = 1;
+  for (int i = 0; i < nopts; i++) argv[n++] = opts[i];
+  argv[n++] = "-o"; argv[n++] = out; argv[n++] = in; argv[n] = NULL;
+  lpx_proc *p = lpx_proc_run(c->ctx, argv, NULL, NULL, NULL, 0, 1, 0);
+  size_t got = 0;
+  const char *log = p ? lpx_proc_output(p, 1, &got) : c->ctx->error;
+  lpx_buf_put(&c->log, log, p ? got : strlen(log));
+  int rc = (p && lpx_proc_status(p) == 0 && read_image(c, out) == 0) ? 0 : -1;
+  lpx_proc_free(p);
+  unlink(in);
+  unlink(out);
   return rc;
 }
 

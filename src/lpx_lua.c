@@ -8,6 +8,7 @@
 #include "lpx_compile.h"
 #include "lpx_tma.h"
 #include "lpx_check.h"
+#include "lpx_sys.h"
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -38,7 +39,10 @@
   X(lpx_compiler_cache_dir) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
   X(lpx_cache_set_limit) X(lpx_cache_stats) \
   X(lpx_func_check_refs) X(lpx_tma_validate) X(lpx_tma_dtype_size) X(lpx_tma_dtype_lookup) X(lpx_tma_box_bytes) \
-  X(lpx_device_tma_encode) X(lpx_device_tma_replace_address)
+  X(lpx_device_tma_encode) X(lpx_device_tma_replace_address) \
+  X(lpx_proc_run) X(lpx_proc_status) X(lpx_proc_timed_out) X(lpx_proc_output) X(lpx_proc_free) \
+  X(lpx_fs_kind) X(lpx_fs_mkdirs) X(lpx_fs_private_dir) X(lpx_fs_write_file) X(lpx_fs_temp_file) \
+  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree)
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)

@@ -1,5 +1,7 @@
 --- The CUDA toolkit on this machine: finding ptxas, assembling PTX with it,
 -- reading its resource report, and mapping its errors back to Lua lines.
+local sys = require "pyptx.sys"
+
 local M = {}
 
 --- Does a file exist and is it readable?
@@ -34,21 +36,10 @@ function M.missing_message(tool)
   return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched $CUDA_HOME/bin, /usr/local/cuda/bin, $PATH)"):format(tool)
 end
 
---- Quote a string for /bin/sh.
-local function shell_quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-M.shell_quote = shell_quote
-
---- Write text to a fresh temporary file with a suffix; returns its path.
+--- Write text to a fresh private (0600) temporary file with a suffix;
+-- returns its path.
 function M.temp_file(text, suffix)
-  local base = os.tmpname()
-  local path = base .. (suffix or "")
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  if path ~= base then os.remove(base) end
-  return path
+  return sys.temp_file(text, suffix)
 end
 
 --- Read ptxas -v output into { [kernel] = { registers, smem, stack, spill_stores, spill_loads, cmem } }.
@@ -101,16 +92,12 @@ function M.ptxas(ptx, arch, opts)
   local exe = M.find("ptxas")
   if not exe then return nil, nil, M.missing_message("ptxas") end
   local path = M.temp_file(ptx, ".ptx")
-  local out = opts.output or "/dev/null"
-  -- LuaJIT's pclose reports success whatever the exit status, so the
-  -- command prints its status last and we read it from the output.
-  local cmd = ("%s -arch=%s -v %s-o %s %s 2>&1; echo \"__luaptx_rc=$?\""):format(shell_quote(exe), arch,
-    opts.lineinfo == false and "" or "-lineinfo ", shell_quote(out), shell_quote(path))
-  local p = io.popen(cmd)
-  local log = p:read("*a")
-  p:close()
-  local rc = tonumber(log:match("__luaptx_rc=(%d+)%s*$"))
-  log = log:gsub("\n?__luaptx_rc=%d+%s*$", "")
+  local argv = { exe, "-arch=" .. arch, "-v" }
+  if opts.lineinfo ~= false then argv[#argv + 1] = "-lineinfo" end
+  for _, a in ipairs { "-o", opts.output or "/dev/null", path } do argv[#argv + 1] = a end
+  local res, err = sys.run(argv, { merge = true })
+  local log = res and res.stdout or err
+  local rc = res and res.status
   if rc == 0 then
     os.remove(path)
     return true, M.parse_report(log), log

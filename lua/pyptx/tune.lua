@@ -14,6 +14,7 @@ local core = require "pyptx.core"
 local compile = require "pyptx.compile"
 local toolkit = require "pyptx.toolkit"
 local json = require "pyptx.json"
+local sys = require "pyptx.sys"
 
 local M = {}
 
@@ -70,7 +71,7 @@ end
 --- The result cache file of a sweep.
 local function cache_path(name)
   local dir = compile.cache_dir() .. "/tune"
-  os.execute("mkdir -p '" .. dir .. "'")
+  sys.mkdirs(dir)
   return dir .. "/" .. name:gsub("[^%w_.-]", "_") .. ".json"
 end
 

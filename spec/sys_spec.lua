@@ -1,0 +1,112 @@
+-- pyptx.sys: programs from an argv (no shell), private files and
+-- directories, temporaries.
+local sys = require "pyptx.sys"
+local H = require "spec.helpers"
+
+describe("pyptx.sys", function()
+  after_each(H.cleanup)
+
+  it("runs an argv and captures status, stdout, stderr and stdin", function()
+    local r = sys.run({ "sh", "-c", "echo out; echo err >&2; cat; exit 3" }, { input = "in\n" })
+    assert.same({ 3, "out\nin\n", "err\n", false }, { r.status, r.stdout, r.stderr, r.timed_out })
+    r = sys.run({ "sh", "-c", "echo a; echo b >&2" }, { merge = true })
+    assert.equal("a\nb\n", r.stdout)
+  end)
+
+  it("passes quotes, $() and spaces as plain bytes", function()
+    local d = H.temp_dir()
+    local evil = "x'; touch " .. d .. "/pwned; echo '$(touch " .. d .. "/pwned2)"
+    local r = sys.run { "printf", "%s", evil }
+    assert.equal(evil, r.stdout)
+    assert.is_nil(sys.kind(d .. "/pwned"))
+    assert.is_nil(sys.kind(d .. "/pwned2"))
+  end)
+
+  it("edits the environment and the working directory", function()
+    local d = H.temp_dir()
+    local r = sys.run({ "sh", "-c", "echo \"$LPX_A|${HOME-unset}\"; pwd" }, { env = { LPX_A = "a b", HOME = false }, cwd = d })
+    local real = sys.run({ "sh", "-c", "cd \"$1\" && pwd -P", "sh", d }).stdout
+    assert.equal("a b|unset\n" .. real, r.stdout)
+  end)
+
+  it("says why a program cannot start", function()
+    local r, err = sys.run { "/nonexistent/prog" }
+    assert.is_nil(r)
+    assert.equal("cannot run /nonexistent/prog: No such file or directory", err)
+    r, err = sys.run({ "true" }, { cwd = "/nonexistent/dir" })
+    assert.is_nil(r)
+    assert.equal("cannot run true: the working directory /nonexistent/dir does not exist", err)
+    assert.has_error(function() sys.run("ls -l") end, "sys.run: argument 1 must be a list of strings { program, args... }")
+  end)
+
+  it("kills a program that outlives its time-out, children too", function()
+    local t0 = os.time()
+    local r = sys.run({ "sh", "-c", "sleep 30 & sleep 30" }, { timeout = 0.2 })
+    assert.is_true(r.timed_out)
+    assert.equal(137, r.status)
+    assert.is_true(os.time() - t0 < 10)
+  end)
+
+  it("feeds large input to a program that stops reading", function()
+    local big = string.rep("x", 4 * 1024 * 1024)
+    assert.equal(#big, #sys.run({ "cat" }, { input = big }).stdout)
+    assert.equal(0, sys.run({ "true" }, { input = big }).status)
+  end)
+
+  it("creates private directories, parents included", function()
+    local d = H.temp_dir()
+    sys.mkdirs(d .. "/a/b/c")
+    assert.equal("directory", sys.kind(d .. "/a/b/c"))
+    assert.is_true(sys.private_dir(d .. "/p/q"))
+    local mode = H.run({ "stat", "-c", "%a", d .. "/p/q" }).stdout
+    assert.equal("700\n", mode)
+  end)
+
+  it("refuses a private directory that is a link or writable by others", function()
+    local d = H.temp_dir()
+    sys.mkdirs(d .. "/real")
+    H.run { "ln", "-s", d .. "/real", d .. "/link" }
+    local ok, err = sys.private_dir(d .. "/link")
+    assert.is_nil(ok)
+    assert.equal("refusing directory " .. d .. "/link: it is a symbolic link", err)
+    H.run { "chmod", "777", d .. "/real" }
+    ok, err = sys.private_dir(d .. "/real")
+    assert.is_nil(ok)
+    assert.matches("it is writable by group or others", err, 1, true)
+  end)
+
+  it("names a file in the way of a directory", function()
+    local d = H.temp_dir()
+    H.write(d .. "/f", "")
+    assert.has_error(function() sys.mkdirs(d .. "/f/sub") end,
+      "cannot create directory " .. d .. "/f: it exists and is not a directory")
+  end)
+
+  it("writes files atomically, 0600, replacing a planted link instead of following it", function()
+    local d = H.temp_dir()
+    H.write(d .. "/victim", "keep")
+    H.run { "ln", "-s", d .. "/victim", d .. "/out" }
+    sys.write_file(d .. "/out", "new")
+    assert.equal("keep", H.read(d .. "/victim"))
+    assert.equal("file", sys.kind(d .. "/out"))
+    assert.equal("new", H.read(d .. "/out"))
+    assert.equal("600\n", H.run({ "stat", "-c", "%a", d .. "/out" }).stdout)
+  end)
+
+  it("makes fresh temporaries and removes trees without following links", function()
+    local keep = H.temp_dir()
+    H.write(keep .. "/precious", "p")
+    local f = sys.temp_file("abc", ".ptx")
+    assert.matches("/luaptx%-%w+%.ptx$", f)
+    assert.equal("abc", H.read(f))
+    assert.equal("600\n", H.run({ "stat", "-c", "%a", f }).stdout)
+    local d = sys.temp_dir()
+    sys.mkdirs(d .. "/x/y")
+    H.run { "ln", "-s", keep, d .. "/x/link" }
+    sys.remove_tree(d)
+    sys.remove_tree(f)
+    assert.is_nil(sys.kind(d))
+    assert.is_nil(sys.kind(f))
+    assert.equal("p", H.read(keep .. "/precious"))
+  end)
+end)

@@ -1,0 +1,409 @@
+/* The system layer: programs run from an argv with posix_spawn (no shell
+ * ever parses a path), their output captured through pipes; files written
+ * atomically with O_EXCL temporaries; private directories checked for
+ * owner and mode; reads that refuse links, FIFOs and devices. */
+#define _GNU_SOURCE
+#include "lpx_sys.h"
+#include "lpx_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct lpx_proc {
+  lpx_buf out[2];      /* standard output, standard error */
+  int status;          /* exit code, or 128 + signal */
+  int timed_out;
+};
+
+/* ============================================================ processes */
+
+/* Does environment entry e set the variable that edit names? */
+static int env_same_name(const char *e, const char *edit)
+{
+  size_t n = strcspn(edit, "=");
+  return strncmp(e, edit, n) == 0 && e[n] == '=';
+}
+
+/* The child's environment: ours, minus every name an edit mentions, plus
+ * the edits of the form NAME=VALUE (a bare NAME unsets). */
+static char **env_build(const char *const *edits)
+{
+  size_t n = 0, m = 0, k = 0;
+  while (environ && environ[n]) n++;
+  while (edits && edits[m]) m++;
+  char **out = malloc((n + m + 1) * sizeof *out);
+  if (!out) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < m && !env_same_name(environ[i], edits[j])) j++;
+    if (j == m) out[k++] = environ[i];
+  }
+  for (size_t j = 0; j < m; j++)
+    if (strchr(edits[j], '=')) out[k++] = (char *)edits[j];
+  out[k] = NULL;
+  return out;
+}
+
+/* Spawn attributes: default signal dispositions and an empty mask in the
+ * child; its own process group when it may have to be killed as a whole. */
+static void spawn_attrs(posix_spawnattr_t *a, int own_group)
+{
+  sigset_t none, dflt;
+  sigemptyset(&none);
+  sigemptyset(&dflt);
+  sigaddset(&dflt, SIGPIPE);
+  sigaddset(&dflt, SIGINT);
+  sigaddset(&dflt, SIGQUIT);
+  sigaddset(&dflt, SIGTERM);
+  posix_spawnattr_init(a);
+  posix_spawnattr_setsigmask(a, &none);
+  posix_spawnattr_setsigdefault(a, &dflt);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (own_group) { flags |= POSIX_SPAWN_SETPGROUP; posix_spawnattr_setpgroup(a, 0); }
+  posix_spawnattr_setflags(a, flags);
+}
+
+/* Start argv with pipes[0] as its stdin and pipes[1]/[2] for its output. */
+static int proc_spawn(lpx_ctx *ctx, const char *const *argv, const char *const *env, const char *cwd,
+                      int pipes[3][2], int merge, int own_group, pid_t *pid)
+{
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  char **envp = env_build(env);
+  if (!envp) return lpx_fail(ctx, "out of memory");
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipes[0][0], 0);
+  posix_spawn_file_actions_adddup2(&fa, pipes[1][1], 1);
+  posix_spawn_file_actions_adddup2(&fa, merge ? pipes[1][1] : pipes[2][1], 2);
+  if (cwd && cwd[0]) posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  spawn_attrs(&attr, own_group);
+  int rc = posix_spawnp(pid, argv[0], &fa, &attr, (char *const *)argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  free(envp);
+  if (rc == 0) return 0;
+  if (cwd && cwd[0] && rc == ENOENT && lpx_fs_kind(cwd) != LPX_FS_DIR)
+    return lpx_fail(ctx, "cannot run %s: the working directory %s does not exist", argv[0], cwd);
+  return lpx_fail(ctx, "cannot run %s: %s", argv[0], strerror(rc));
+}
+
+/* Close both ends of the three pipes (those still open). */
+static void pipes_close(int pipes[3][2])
+{
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++)
+      if (pipes[i][j] >= 0) { close(pipes[i][j]); pipes[i][j] = -1; }
+}
+
+/* Milliseconds left until deadline (a CLOCK_MONOTONIC second count), or -1 for none. */
+static int ms_left(double deadline)
+{
+  if (deadline <= 0) return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double left = deadline - ((double)ts.tv_sec + ts.tv_nsec * 1e-9);
+  return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
+/* Read what fd has into b; close it at end of file. */
+static void pump_read(struct pollfd *pf, lpx_buf *b)
+{
+  char chunk[16384];
+  ssize_t got = read(pf->fd, chunk, sizeof chunk);
+  if (got > 0) { lpx_buf_put(b, chunk, (size_t)got); return; }
+  if (got < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  close(pf->fd);
+  pf->fd = -1;
+}
+
+/* Write the next part of the input; close the pipe when done or refused. */
+static void pump_write(struct pollfd *pf, const char *input, size_t len, size_t *done)
+{
+  ssize_t put = *done < len ? write(pf->fd, input + *done, len - *done) : 0;
+  if (put > 0) *done += (size_t)put;
+  if (put < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (put <= 0 || *done >= len) { close(pf->fd); pf->fd = -1; }
+}
+
+/* Feed the input and collect the output until both outputs close or the
+ * deadline passes; returns 1 on time-out. */
+static int proc_pump(lpx_proc *p, struct pollfd pf[3], const char *input, size_t len, double deadline)
+{
+  size_t done = 0;
+  while (pf[0].fd >= 0 || pf[1].fd >= 0 || pf[2].fd >= 0) {
+    int rc = poll(pf, 3, ms_left(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return rc == 0;
+    if (pf[0].fd >= 0 && pf[0].revents) pump_write(&pf[0], input, len, &done);
+    for (int i = 1; i < 3; i++)
+      if (pf[i].fd >= 0 && pf[i].revents) pump_read(&pf[i], &p->out[i - 1]);
+  }
+  return 0;
+}
+
+/* Wait for the child and record its status (128 + signal when killed). */
+static void proc_reap(lpx_proc *p, pid_t pid)
+{
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+/* Make the three pipes, close-on-exec (dup2 in the child clears it). */
+static int pipes_open(lpx_ctx *ctx, int pipes[3][2])
+{
+  for (int i = 0; i < 3; i++) {
+    if (pipe2(pipes[i], O_CLOEXEC) == 0) continue;
+    pipes_close(pipes);
+    return lpx_fail(ctx, "cannot create a pipe: %s", strerror(errno));
+  }
+  fcntl(pipes[0][1], F_SETFL, O_NONBLOCK);
+  return 0;
+}
+
+/* The absolute CLOCK_MONOTONIC time timeout_s from now (0: no deadline). */
+static double deadline_after(double timeout_s)
+{
+  if (!(timeout_s > 0)) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9 + timeout_s;
+}
+
+/* Run a program to completion: argv[0] is searched on PATH when it has no
+ * '/'; env edits apply on top of our environment; stdin gets input; stdout
+ * and stderr are captured (merged when merge_stderr); timeout_s > 0 kills
+ * the program's process group when it runs longer. NULL when it cannot start. */
+lpx_proc *lpx_proc_run(lpx_ctx *ctx, const char *const *argv, const char *const *env, const char *cwd,
+                       const char *input, size_t input_len, int merge_stderr, double timeout_s)
+{
+  if (!argv || !argv[0] || !argv[0][0]) { lpx_fail(ctx, "cannot run a program: empty argument list"); return NULL; }
+  lpx_proc *p = calloc(1, sizeof *p);
+  int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+  if (!p) { lpx_fail(ctx, "out of memory"); return NULL; }
+  if (pipes_open(ctx, pipes)) { free(p); return NULL; }
+  sigset_t pipe_sig, old;
+  sigemptyset(&pipe_sig);
+  sigaddset(&pipe_sig, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_sig, &old);
+  pid_t pid;
+  int own_group = timeout_s > 0;
+  if (proc_spawn(ctx, argv, env, cwd, pipes, merge_stderr, own_group, &pid)) {
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pipes_close(pipes);
+    free(p);
+    return NULL;
+  }
+  struct pollfd pf[3] = { { pipes[0][1], POLLOUT, 0 }, { pipes[1][0], POLLIN, 0 }, { pipes[2][0], POLLIN, 0 } };
+  close(pipes[0][0]); close(pipes[1][1]); close(pipes[2][1]);
+  if (input_len == 0) { close(pf[0].fd); pf[0].fd = -1; }
+  if (merge_stderr) { close(pf[2].fd); pf[2].fd = -1; }
+  p->timed_out = proc_pump(p, pf, input, input_len, deadline_after(timeout_s));
+  if (p->timed_out) kill(own_group ? -pid : pid, SIGKILL);
+  for (int i = 0; i < 3; i++) if (pf[i].fd >= 0) close(pf[i].fd);
+  proc_reap(p, pid);
+  struct timespec zero = { 0, 0 };
+  while (sigtimedwait(&pipe_sig, NULL, &zero) > 0) {}
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return p;
+}
+
+/* The program's exit code (128 + signal when a signal ended it). */
+int lpx_proc_status(const lpx_proc *p) { return p->status; }
+
+/* Did the program run past its time limit (and was killed)? */
+int lpx_proc_timed_out(const lpx_proc *p) { return p->timed_out; }
+
+/* What the program wrote: stream 1 its standard output, 2 its standard error. */
+const char *lpx_proc_output(const lpx_proc *p, int stream, size_t *len)
+{
+  const lpx_buf *b = &p->out[stream == 2 ? 1 : 0];
+  if (len) *len = b->n;
+  return b->p ? b->p : "";
+}
+
+/* Release a finished program's record. */
+void lpx_proc_free(lpx_proc *p)
+{
+  if (!p) return;
+  lpx_buf_free(&p->out[0]);
+  lpx_buf_free(&p->out[1]);
+  free(p);
+}
+
+/* ============================================================ files */
+
+/* What path is, without following a final symbolic link. */
+int lpx_fs_kind(const char *path)
+{
+  struct stat st;
+  if (lstat(path, &st) != 0) return LPX_FS_MISSING;
+  if (S_ISLNK(st.st_mode)) return LPX_FS_LINK;
+  if (S_ISDIR(st.st_mode)) return LPX_FS_DIR;
+  return S_ISREG(st.st_mode) ? LPX_FS_FILE : LPX_FS_OTHER;
+}
+
+/* mkdir one component; an existing directory (or link to one) is fine. */
+static int mkdir_one(lpx_ctx *ctx, const char *path, int mode)
+{
+  struct stat st;
+  if (mkdir(path, (mode_t)mode) == 0) return 0;
+  if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+  if (errno == EEXIST) return lpx_fail(ctx, "cannot create directory %s: it exists and is not a directory", path);
+  return lpx_fail(ctx, "cannot create directory %s: %s", path, strerror(errno));
+}
+
+/* Create path and its missing parents with mode (like mkdir -p, no shell). */
+int lpx_fs_mkdirs(lpx_ctx *ctx, const char *path, int mode)
+{
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return lpx_fail(ctx, "cannot create directory: bad path length (%zu bytes)", n);
+  memcpy(buf, path, n + 1);
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  for (char *s = buf + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = '\0';
+    int rc = mkdir_one(ctx, buf, mode);
+    *s = '/';
+    if (rc) return rc;
+  }
+  return mkdir_one(ctx, buf, mode);
+}
+
+/* Why st (of path) is not safe to trust as ours, or NULL when it is. */
+static const char *untrusted_why(const struct stat *st)
+{
+  if (st->st_uid != geteuid()) return "it is owned by another user";
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) return "it is writable by group or others";
+  return NULL;
+}
+
+/* Create (0700) or check a directory only we may write: not a link, ours,
+ * not writable by group or others. */
+int lpx_fs_private_dir(lpx_ctx *ctx, const char *path)
+{
+  struct stat st;
+  if (lpx_fs_mkdirs(ctx, path, 0700)) return -1;
+  if (lstat(path, &st) != 0) return lpx_fail(ctx, "cannot use directory %s: %s", path, strerror(errno));
+  if (S_ISLNK(st.st_mode)) return lpx_fail(ctx, "refusing directory %s: it is a symbolic link", path);
+  if (!S_ISDIR(st.st_mode)) return lpx_fail(ctx, "refusing directory %s: it is not a directory", path);
+  const char *why = untrusted_why(&st);
+  if (why) return lpx_fail(ctx, "refusing directory %s: %s (it must be yours, mode 0700)", path, why);
+  return 0;
+}
+
+/* Write all of data to fd; 0 on success. */
+static int write_all(int fd, const char *data, size_t len)
+{
+  while (len) {
+    ssize_t put = write(fd, data, len);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return -1;
+    data += put;
+    len -= (size_t)put;
+  }
+  return 0;
+}
+
+/* Replace path atomically: a fresh O_EXCL temporary beside it (so nothing
+ * planted there is followed), written, given mode, then renamed over path. */
+int lpx_fs_write_file(lpx_ctx *ctx, const char *path, const char *data, size_t len, int mode)
+{
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+    return lpx_fail(ctx, "cannot write %s: path too long", path);
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) return lpx_fail(ctx, "cannot write %s: %s", path, strerror(errno));
+  int bad = fchmod(fd, (mode_t)(mode ? mode : 0600)) != 0 || write_all(fd, data, len) != 0;
+  bad |= close(fd) != 0;
+  if (!bad && rename(tmp, path) == 0) return 0;
+  int err = errno;
+  unlink(tmp);
+  return lpx_fail(ctx, "cannot write %s: %s", path, strerror(err));
+}
+
+/* The directory for temporaries: $TMPDIR when set to an absolute path, else /tmp. */
+static const char *temp_root(void)
+{
+  const char *t = getenv("TMPDIR");
+  return t && t[0] == '/' ? t : "/tmp";
+}
+
+/* Create a fresh 0600 temporary file holding data, named luaptx-XXXXXX<suffix>;
+ * its path goes to path[cap]. */
+int lpx_fs_temp_file(lpx_ctx *ctx, const char *suffix, const char *data, size_t len, char *path, size_t cap)
+{
+  suffix = suffix ? suffix : "";
+  if (snprintf(path, cap, "%s/luaptx-XXXXXX%s", temp_root(), suffix) >= (int)cap)
+    return lpx_fail(ctx, "cannot create a temporary file: path too long");
+  int fd = mkostemps(path, (int)strlen(suffix), O_CLOEXEC);
+  if (fd < 0) return lpx_fail(ctx, "cannot create a temporary file in %s: %s", temp_root(), strerror(errno));
+  int bad = write_all(fd, data, len) != 0;
+  bad |= close(fd) != 0;
+  if (!bad) return 0;
+  unlink(path);
+  return lpx_fail(ctx, "cannot write the temporary file %s: %s", path, strerror(errno));
+}
+
+/* Create a fresh 0700 temporary directory; its path goes to path[cap]. */
+int lpx_fs_temp_dir(lpx_ctx *ctx, char *path, size_t cap)
+{
+  if (snprintf(path, cap, "%s/luaptx-XXXXXX", temp_root()) >= (int)cap)
+    return lpx_fail(ctx, "cannot create a temporary directory: path too long");
+  if (mkdtemp(path)) return 0;
+  return lpx_fail(ctx, "cannot create a temporary directory in %s: %s", temp_root(), strerror(errno));
+}
+
+static __thread int remove_errno;
+static __thread char remove_failed[512];
+
+/* nftw callback: remove one entry (children first, links never followed). */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  if (remove(path) == 0 || errno == ENOENT) return 0;
+  remove_errno = errno;
+  snprintf(remove_failed, sizeof remove_failed, "%s", path);
+  return 1;
+}
+
+/* Remove path and everything below it; a missing path is not an error. */
+int lpx_fs_remove_tree(lpx_ctx *ctx, const char *path)
+{
+  if (lpx_fs_kind(path) == LPX_FS_MISSING) return 0;
+  remove_errno = 0;
+  if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0) return 0;
+  if (!remove_errno) return lpx_fail(ctx, "cannot remove %s: %s", path, strerror(errno));
+  return lpx_fail(ctx, "cannot remove %s: %s", remove_failed, strerror(remove_errno));
+}
+
+/* Open a regular file for reading without following a link or blocking on
+ * a FIFO; with check_owner it must be ours and not writable by others.
+ * Returns the descriptor, -2 when path does not exist, -1 on refusal. */
+int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner)
+{
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return -2;
+  if (fd < 0 && errno == ELOOP) return lpx_fail(ctx, "refusing %s: it is a symbolic link", path);
+  if (fd < 0) return lpx_fail(ctx, "cannot open %s: %s", path, strerror(errno));
+  const char *why = fstat(fd, &st) != 0 ? "it cannot be examined"
+                  : !S_ISREG(st.st_mode) ? (S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file")
+                  : check_owner ? untrusted_why(&st) : NULL;
+  if (why) { close(fd); return lpx_fail(ctx, "refusing %s: %s", path, why); }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}

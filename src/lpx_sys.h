@@ -1,0 +1,28 @@
+/* luaptx system layer: running programs from an argv (never through a
+ * shell) and creating files and directories nobody else can tamper with.
+ * Handed to LuaJIT's ffi.cdef like lpx_core.h: plain one-line declarations. */
+#ifndef LPX_SYS_H
+#define LPX_SYS_H
+#include "lpx_core.h"
+
+typedef struct lpx_proc lpx_proc;
+
+/* What lpx_fs_kind reports for a path (never following a final symlink). */
+enum { LPX_FS_MISSING = 0, LPX_FS_FILE = 1, LPX_FS_DIR = 2, LPX_FS_LINK = 3, LPX_FS_OTHER = 4 };
+
+lpx_proc *lpx_proc_run(lpx_ctx *ctx, const char *const *argv, const char *const *env, const char *cwd, const char *input, size_t input_len, int merge_stderr, double timeout_s);
+int lpx_proc_status(const lpx_proc *p);
+int lpx_proc_timed_out(const lpx_proc *p);
+const char *lpx_proc_output(const lpx_proc *p, int stream, size_t *len);
+void lpx_proc_free(lpx_proc *p);
+
+int lpx_fs_kind(const char *path);
+int lpx_fs_mkdirs(lpx_ctx *ctx, const char *path, int mode);
+int lpx_fs_private_dir(lpx_ctx *ctx, const char *path);
+int lpx_fs_write_file(lpx_ctx *ctx, const char *path, const char *data, size_t len, int mode);
+int lpx_fs_temp_file(lpx_ctx *ctx, const char *suffix, const char *data, size_t len, char *path, size_t cap);
+int lpx_fs_temp_dir(lpx_ctx *ctx, char *path, size_t cap);
+int lpx_fs_remove_tree(lpx_ctx *ctx, const char *path);
+int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner);
+
+#endif
