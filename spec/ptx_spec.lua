@@ -1,6 +1,9 @@
 -- pyptx.ptx: the instruction builder, guards, labels and control flow, the
 -- typed wrappers and the warp helpers. Each test compares exact PTX lines.
 local pyptx = require "pyptx"
+local H = require "spec.helpers"
+local core = require "pyptx.core"
+local ffi = require "ffi"
 local reg, ptx, smem, T, Tile = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types, pyptx.Tile
 
 --- The instruction lines of a kernel whose body is fn (one f32 tensor param).
@@ -183,6 +186,26 @@ describe("pyptx.ptx", function()
       end))
       assert.equal(T.u64, reg.source_type(ptx.special.clock64()))
       assert.equal(T.pred, reg.source_type(ptx.special.is_explicit_cluster()))
+    end)
+
+    it("include every register of the C table, .w components too, and ptxas takes them all", function()
+      local names = {}
+      local k = pyptx.kernel "all_specials" { arch = "sm_90a", function()
+        for id = 0, core.special_count() - 1 do
+          local spelling = ffi.string(core.special_name(id))
+          local name, dim = spelling:match("^%%([%w_]+)%.(%a)$")
+          local s = name and ptx.special[name][dim]() or ptx.special[spelling:sub(2)]()
+          names[#names + 1] = spelling
+          ptx.mov(reg.scalar(reg.source_type(s)), s)
+        end
+        ptx.ret()
+      end }
+      local text = k:ptx()
+      for _, spelling in ipairs(names) do assert.truthy(text:find(spelling .. ";", 1, true), spelling) end
+      for _, w in ipairs { "%tid.w", "%clusterid.w", "%nclusterid.w", "%cluster_ctaid.w", "%cluster_nctaid.w" } do
+        assert.truthy(text:find(w, 1, true), w)
+      end
+      H.assert_ptxas(text, "sm_90a")
     end)
 
     it("are checked against the kernel's arch", function()

@@ -65,6 +65,18 @@ int32_t lpx_type_bits(int32_t t)
   return (t >= 0 && t < LPX_T__COUNT) ? lpx_types[t].bits : 0;
 }
 
+/* Number of fundamental types (ids run from 0). */
+int32_t lpx_type_count(void) { return LPX_T__COUNT; }
+
+/* Kind letter of a type id: 'B' bits, 'U', 'S', 'F' float, 'H' packed float, 'P' predicate. */
+int32_t lpx_type_kind(int32_t t)
+{
+  return (t >= 0 && t < LPX_T__COUNT) ? lpx_types[t].kind : 0;
+}
+
+/* Number of special registers (ids run from 0). */
+int32_t lpx_special_count(void) { return LPX_SR__COUNT; }
+
 /* Special register id of a spelling ("%tid.x"), or -1. */
 int32_t lpx_special_lookup(const char *name)
 {

@@ -20,7 +20,8 @@
 #define LPX_FFI_FUNCS(X) \
   X(lpx_ctx_new) X(lpx_ctx_free) X(lpx_ctx_error) X(lpx_ctx_warning) \
   X(lpx_form_intern) X(lpx_form_get) X(lpx_type_lookup) X(lpx_type_name) \
-  X(lpx_type_bits) X(lpx_special_lookup) X(lpx_special_type) \
+  X(lpx_type_bits) X(lpx_type_count) X(lpx_type_kind) X(lpx_special_lookup) X(lpx_special_type) \
+  X(lpx_special_count) X(lpx_special_name) \
   X(lpx_isa_row_count) X(lpx_isa_modifiers) X(lpx_isa_row_name) X(lpx_arch_parse) \
   X(lpx_module_new) X(lpx_module_free) X(lpx_module_file) X(lpx_sym) \
   X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \

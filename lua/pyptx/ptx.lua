@@ -2,6 +2,8 @@
 -- special registers, guards, labels and branches, structured control flow,
 -- and typed wrappers that infer the type suffix from their registers.
 -- Every call that names one instruction appends exactly one.
+local ffi = require "ffi"
+local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
@@ -124,26 +126,19 @@ end
 
 -- ------------------------------------------------------- special registers
 
-local SPECIAL_DIMS = { "tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid" }
-local SPECIAL_FLAT = {
-  "laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "lanemask_eq", "lanemask_le",
-  "lanemask_lt", "lanemask_ge", "lanemask_gt", "clock", "clock_hi", "clock64", "globaltimer",
-  "dynamic_smem_size", "total_smem_size", "cluster_ctarank", "cluster_nctarank", "is_explicit_cluster",
-}
-
---- ptx.special.tid.x() / ptx.special.laneid(): special register operands.
+--- ptx.special.tid.x() / ptx.special.laneid(): special register operands,
+-- one per row of the C core's table (LPX_SPECIALS in src/lpx_isa.def).
 M.special = {}
-for _, name in ipairs(SPECIAL_DIMS) do
-  local dims = {}
-  for _, d in ipairs { "x", "y", "z" } do
-    local s = operands.special("%" .. name .. "." .. d)
-    dims[d] = function() return s end
+for id = 0, core.special_count() - 1 do
+  local spelling = ffi.string(core.special_name(id))
+  local s = operands.special(spelling)
+  local name, dim = spelling:match("^%%([%w_]+)%.(%a)$")
+  if name then
+    M.special[name] = M.special[name] or {}
+    M.special[name][dim] = function() return s end
+  else
+    M.special[spelling:sub(2)] = function() return s end
   end
-  M.special[name] = dims
-end
-for _, name in ipairs(SPECIAL_FLAT) do
-  local s = operands.special("%" .. name)
-  M.special[name] = function() return s end
 end
 
 -- --------------------------------------------------- labels and branches
@@ -154,7 +149,6 @@ function M.label(name)
   if type(name) ~= "string" or not name:match("^[%a_$][%w_$]*$") then
     trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name), 2)
   end
-  local core = require "pyptx.core"
   if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message(), 2) end
   return operands.label_ref(name)
 end

@@ -5,10 +5,11 @@ local core = require "pyptx.core"
 
 local M = {}
 
-local OPD = {
-  REG = 1, NUM = 2, IMM = 3, FIMM = 4, SPECIAL = 5, SYM = 6, LABEL = 7,
-  ADDR = 8, VEC = 9, PIPE = 10, SINK = 11, PAREN = 12, INT = 13, BRACKET = 14,
-}
+-- Operand kinds are the C enum (LPX_OPD_* in src/lpx_core.h), read through the FFI.
+local OPD = {}
+for _, k in ipairs { "REG", "NUM", "IMM", "FIMM", "SPECIAL", "SYM", "LABEL", "ADDR", "VEC", "PIPE", "SINK", "PAREN", "INT", "BRACKET" } do
+  OPD[k] = tonumber(ffi.C["LPX_OPD_" .. k])
+end
 M.OPD = OPD
 
 local MAX_OPS = 1024

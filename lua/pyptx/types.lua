@@ -1,6 +1,7 @@
 --- PTX data types as Lua values: `types.f32`, `types.u32`, ...
 -- Each type knows its C id, its width and its kind: "u" unsigned,
 -- "s" signed, "b" bits, "f" float, "h" packed float, "p" predicate.
+local ffi = require "ffi"
 local core = require "pyptx.core"
 
 local M = {}
@@ -9,16 +10,12 @@ local Type = {}
 Type.__index = Type
 Type.__tostring = function(t) return t.name end
 
-local kinds = {
-  pred = "p", b8 = "b", b16 = "b", b32 = "b", b64 = "b", b128 = "b",
-  u8 = "u", u16 = "u", u32 = "u", u64 = "u", s8 = "s", s16 = "s", s32 = "s", s64 = "s",
-  f16 = "f", bf16 = "f", tf32 = "f", f32 = "f", f64 = "f", e4m3 = "f", e5m2 = "f",
-  f16x2 = "h", bf16x2 = "h", e4m3x2 = "h", e5m2x2 = "h",
-}
-
+-- The types are the C core's table (src/lpx_types.def), read at load
+-- time, so Lua never holds a copy that could drift.
 M.all = {}
-for name, kind in pairs(kinds) do
-  local t = setmetatable({ name = name, id = core.type_lookup(name), bits = core.type_bits(core.type_lookup(name)), kind = kind }, Type)
+for id = 0, core.type_count() - 1 do
+  local name = ffi.string(core.type_name(id))
+  local t = setmetatable({ name = name, id = id, bits = core.type_bits(id), kind = string.char(core.type_kind(id)):lower() }, Type)
   t.bytes = math.max(1, t.bits / 8)
   M[name] = t
   M.all[#M.all + 1] = t
