@@ -1,6 +1,6 @@
 /* The IR of a PTX module: functions with params, declarations, registers
  * and a flat item list (instructions, labels, raw lines) whose operands
- * live in one side array. Built by the tracer and (later) the parser. */
+ * live in one side array. Built by the tracer and the PTX parser. */
 #include "lpx_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,15 +129,6 @@ int32_t lpx_module_hoist(lpx_module *m, int32_t from)
   memmove(m->top + at + n, m->top + at, ((size_t)from - at) * sizeof *moved);
   memcpy(m->top + at, moved, n * sizeof *moved);
   free(moved);
-  return 0;
-}
-
-/* Name of a function. */
-int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
-{
-  lpx_func *f = func_at(m, fn);
-  if (!f) return -1;
-  *name = lpx_strtab_get(&m->syms, f->sym);
   return 0;
 }
 

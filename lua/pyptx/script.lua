@@ -1,4 +1,4 @@
---- Kernel scripts (DESIGN.md's convention): a chunk returning a kernel, a
+--- Kernel scripts (docs/getting-started.md): a chunk returning a kernel, a
 -- list of kernels, or a table with `kernels` and `main`.
 local M = {}
 
