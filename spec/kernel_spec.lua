@@ -34,6 +34,20 @@ describe("pyptx.kernel", function()
         build_error(function() local k = pyptx.kernel "k" { block = 128, function() end } return k end))
     end)
 
+    it("refuses integer options out of their range at the defining line", function()
+      local function opt_error(opts)
+        opts[1] = function() end
+        return build_error(function() local k = pyptx.kernel "k"(opts) return k end)
+      end
+      assert.matches("kernel_spec.lua:%d+: kernel \"k\": option 'smem' must be an integer in %[0, 2147483647%] "
+        .. "%(a byte count%), got %-5", opt_error { smem = -5 })
+      assert.matches("option 'smem' must be an integer in %[0, 2147483647%] %(a byte count%), got 1.5",
+        opt_error { smem = 1.5 })
+      assert.matches("option 'maxnreg' must be an integer in %[1, 255%]", opt_error { maxnreg = 300 })
+      assert.matches("option 'minnctapersm' must be an integer in %[1, 64%]", opt_error { minnctapersm = 0 })
+      assert.matches("option 'address_size' must be 32 or 64, got 48", opt_error { address_size = 48 })
+    end)
+
     it("needs the body function and a PTX identifier as name", function()
       assert.matches("kernel_spec.lua:%d+: kernel \"k\" needs its body function as the table's first item",
         build_error(function() local k = pyptx.kernel "k" { arch = "sm_80" } return k end))

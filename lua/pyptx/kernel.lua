@@ -23,6 +23,25 @@ local OPTIONS = {
   target_modifiers = "table",
 }
 
+-- Integer options and the values PTX and the hardware allow: { min, max, what }.
+local INT_RANGES = {
+  smem = { 0, 2 ^ 31 - 1, "a byte count" },
+  maxnreg = { 1, 255, "a register count (.maxnreg)" },
+  minnctapersm = { 1, 64, "a CTA count (.minnctapersm)" },
+}
+
+--- Check an integer option against INT_RANGES; address_size is 32 or 64.
+local function check_int_option(k, v, name, where)
+  local r = INT_RANGES[k]
+  if k == "address_size" and v ~= 32 and v ~= 64 then
+    error(("%s: kernel \"%s\": option 'address_size' must be 32 or 64, got %s"):format(where, name, tostring(v)), 0)
+  end
+  if r and (v ~= math.floor(v) or v < r[1] or v > r[2]) then
+    error(("%s: kernel \"%s\": option '%s' must be an integer in [%d, %d] (%s), got %s")
+      :format(where, name, k, r[1], r[2], r[3], tostring(v)), 0)
+  end
+end
+
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
 function M.auto_arch()
   local env = os.getenv("LUAPTX_ARCH")
@@ -97,6 +116,7 @@ function M.new(name, opts, where)
       if want ~= "any" and type(v) ~= want then
         error(("%s: kernel \"%s\": option '%s' must be a %s, got %s"):format(where, name, k, want, type(v)), 0)
       end
+      if want == "number" then check_int_option(k, v, name, where) end
     end
   end
   if not name:match("^[%a_][%w_]*$") then error(where .. ": kernel name '" .. name .. "' is not a PTX identifier", 0) end
