@@ -330,12 +330,37 @@ describe("pyptx.tune on the emulator", function()
 
   it("never runs a shell on the cache path from LUAPTX_CACHE_DIR", function()
     local dir = H.temp_dir()
-    local evil = dir .. "/c'$(touch " .. dir .. "/pwned)'; touch " .. dir .. "/pwned2; '"
+    local evil = dir .. "/c'$(touch " .. dir .. "/pwned)'x'; touch " .. dir .. "/pwned2; echo '"
     local _, err, status = H.luaptx({ "tune", SCALE, "--shard", "1/12" }, { cwd = dir, env = { LUAPTX_CACHE_DIR = evil } })
+    assert.is_nil(sys.kind(dir .. "/pwned"), "$() ran in a shell")
+    assert.is_nil(sys.kind(dir .. "/pwned2"), "a quote ended the path in a shell")
     assert.equal(0, status, err)
-    assert.is_nil(sys.kind(dir .. "/pwned"))
-    assert.is_nil(sys.kind(dir .. "/pwned2"))
     assert.equal("directory", sys.kind(evil .. "/tune/scale"))
+  end)
+
+  it("ignores a FIFO or a link planted in the cache, and replaces it", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local args = { "tune", SCALE, "--shard", "1/6" }   -- two configs
+    local _, err, status = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    local files = H.find(dir .. "/cache/tune", "%.json$")
+    local victim = H.temp_file("victim\n")
+    H.run { "rm", files[1], files[#files] }
+    H.run { "mkfifo", files[1] }
+    if #files > 1 then H.run { "ln", "-s", victim, files[#files] } end
+    local out
+    out, err, status = H.luaptx(args, { cwd = dir, env = env, timeout = 30 })
+    assert.equal(0, status, err)
+    assert.equal(2, #files)
+    assert.not_matches("(cached)", out, 1, true)
+    assert.equal("victim\n", H.read(victim))
+    for _, f in ipairs(files) do
+      assert.equal("file", sys.kind(f))
+      assert.equal("rw-------", perms(f))
+    end
+    out = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(2, select(2, out:gsub("%(cached%)", "")))
   end)
 
   it("keeps every config's result when shards run concurrently into one cache", function()
