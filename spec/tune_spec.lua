@@ -201,7 +201,7 @@ describe("pyptx.tune on the emulator", function()
     end
   end)
 
-  it("records any error of one config as its failed row: values, launch, reference shape", function()
+  it("records any error of one config as its failed row: values, outputs, build, prune", function()
     local s = sweep("errors", { 64, 128 }, { "ok" })
     s.values = function(cfg) if cfg.BLOCK == 128 then error("no values for 128", 0) end return {} end
     local r = tune.run(s, opts())
@@ -216,6 +216,12 @@ describe("pyptx.tune on the emulator", function()
     s.build = function() return 42 end
     r = tune.run(s, opts())
     assert.equal("build: build returned a number; expected a kernel", r.results[1].reason)
+    s = sweep("errors4", { 64, 128, 256 }, { "ok" })
+    s.prune = function(cfg) if cfg.BLOCK == 128 then error("cannot judge 128", 0) end return cfg.BLOCK < 256 end
+    r = tune.run(s, opts())
+    assert.equal(2, #r.results)
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.equal("prune: cannot judge 128", entry(r, "BLOCK=128,MODE=ok").reason)
   end)
 
   it("runs the emulator-only sweep with no CUDA toolkit and reports it", function()

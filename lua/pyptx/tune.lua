@@ -364,9 +364,15 @@ local function ranking(run)
   return "emulator: timing is not meaningful; ranked by instructions (no ptxas: no register counts)"
 end
 
---- The configs a run covers: the space, pruned, then the shard.
-local function configs_of(spec, opts)
-  local all = M.configs(spec.space, spec.prune)
+--- The configs a run covers: the space, pruned, then the shard. A config
+-- whose prune raises is kept, with the error to fail it (in pruned[key]).
+local function configs_of(spec, opts, pruned)
+  local prune = spec.prune and function(cfg)
+    local ok, keep = pcall(spec.prune, cfg)
+    if not ok then pruned[M.config_key(cfg)] = keep end
+    return not ok or keep
+  end
+  local all = M.configs(spec.space, prune)
   if not opts.shard then return all end
   local i, n = tostring(opts.shard):match("^(%d+)/(%d+)$")
   if not i then error(("tune: --shard takes i/n, e.g. 2/8 (got %s)"):format(tostring(opts.shard)), 0) end
@@ -390,15 +396,18 @@ M.sort_results = sort_results
 function M.run(spec, opts)
   opts = opts or {}
   if type(spec) ~= "table" or type(spec.build) ~= "function" or type(spec.space) ~= "table"
-     or type(spec.inputs) ~= "function" then
-    error("tune: a sweep needs build = function(cfg) ... end, space = { NAME = {values...} } and inputs = function(seed) ... end", 0)
+     or type(spec.inputs) ~= "function" or (spec.name ~= nil and type(spec.name) ~= "string") then
+    error("tune: a sweep needs build = function(cfg) ... end, space = { NAME = {values...} }, " ..
+          "inputs = function(seed) ... end and optionally name = \"...\"", 0)
   end
-  local all = configs_of(spec, opts)
+  local pruned = {}
+  local all = configs_of(spec, opts, pruned)
   local run = setup(spec, opts)
   local entries = {}
   for i, cfg in ipairs(all) do
-    entries[i] = { cfg = cfg, key = M.config_key(cfg), status = "ok" }
-    prepare(spec, entries[i], run)
+    local e = { cfg = cfg, key = M.config_key(cfg), status = "ok" }
+    entries[i] = e
+    if pruned[e.key] then fail(e, "prune", pruned[e.key]) else prepare(spec, e, run) end
   end
   compile_all(entries, run)
   local state = { done = 0, failed = 0, t0 = os.clock(), tty = not opts.quiet and ffi.C.isatty(2) == 1 }
