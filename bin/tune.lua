@@ -4,16 +4,33 @@
 local tune = require "pyptx.tune"
 local report = require "pyptx.tune_report"
 local json = require "pyptx.json"
+local sys = require "pyptx.sys"
 
 local M = {}
 
---- Write text to a file, or fail with the path.
+local USAGE = "usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]\n" ..
+              "       luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F.svg]"
+
+--- Write a report file (atomically, 0600), or fail naming the path.
 local function write(path, text)
-  local f, err = io.open(path, "w")
-  if not f then error("cannot write " .. path .. ": " .. err, 0) end
-  f:write(text)
-  f:close()
+  local ok, err = pcall(sys.write_file, path, text)
+  if not ok then error(("tune: %s"):format(tostring(err):gsub("^[^\n]-%.lua:%d+: ", "")), 0) end
 end
+
+--- Read and decode one shard's JSON result, or fail naming the file.
+local function read_result(path)
+  local f, err = io.open(path, "rb")
+  if not f or sys.kind(path) ~= "file" then error(("tune --merge: cannot read %s: %s"):format(path, err or "not a regular file"), 0) end
+  local text = f:read("*a")
+  f:close()
+  local ok, t = pcall(json.decode, text)
+  if not ok or type(t) ~= "table" or type(t.results) ~= "table" then
+    error(("tune --merge: %s is not the --json output of a sweep (%s)"):format(path, ok and "no results list" or t), 0)
+  end
+  return t
+end
+
+local VALUED = { ["--csv"] = true, ["--json"] = true, ["--plot"] = true, ["--shard"] = true }
 
 --- Parse the arguments after "tune".
 local function parse(args)
@@ -21,10 +38,13 @@ local function parse(args)
   local i = 1
   while args[i] do
     local a = args[i]
-    if a == "--csv" or a == "--json" or a == "--plot" or a == "--shard" then o[a:sub(3)] = args[i + 1]; i = i + 1
+    if VALUED[a] then
+      if args[i + 1] == nil then error(("tune: %s needs a value\n%s"):format(a, USAGE), 0) end
+      o[a:sub(3)] = args[i + 1]
+      i = i + 1
     elseif a == "--merge" then o.merge = true
     elseif a == "--force" then o.force = true
-    elseif a:sub(1, 1) == "-" then error("tune: unknown option " .. a, 0)
+    elseif a:sub(1, 1) == "-" then error(("tune: unknown option %s; valid: --csv, --json, --plot, --shard, --force, --merge\n%s"):format(a, USAGE), 0)
     else files[#files + 1] = a end
     i = i + 1
   end
@@ -37,15 +57,12 @@ function M.main(args)
   local result
   if o.merge then
     local parts = {}
-    for _, path in ipairs(files) do
-      local f = assert(io.open(path, "r"), "cannot read " .. path)
-      parts[#parts + 1] = json.decode(f:read("*a"))
-      f:close()
-    end
+    for _, path in ipairs(files) do parts[#parts + 1] = read_result(path) end
     result = report.merge(parts)
   else
-    if not files[1] then error("usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]", 0) end
-    local fn = assert(loadfile(files[1]))
+    if not files[1] then error(USAGE, 0) end
+    local fn, err = loadfile(files[1])
+    if not fn then error(err, 0) end
     local spec = fn()
     if type(spec) ~= "table" then error(files[1] .. ": a sweep script returns the sweep table (build, space, inputs, ...)", 0) end
     result = tune.run(spec, { shard = o.shard, force = o.force })

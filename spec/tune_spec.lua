@@ -1,33 +1,47 @@
--- Autotuning on the emulator: failures recorded and skipped, the per-config
--- cache reused, sharding and merge, and the reports.
+-- Autotuning on the emulator: every failure of one config recorded as its
+-- failed row and the sweep goes on, the per-config cache reused, private
+-- and safe under concurrent shards, sharding and merge, the reports, and a
+-- sweep with no CUDA toolkit.
+local H = require "spec.helpers"
+local lfs = require "lfs"
 local pyptx = require "pyptx"
 local tune = require "pyptx.tune"
 local report = require "pyptx.tune_report"
 local json = require "pyptx.json"
 local tensor = require "pyptx.tensor"
 local runtime = require "pyptx.runtime"
+local compile = require "pyptx.compile"
+local toolkit = require "pyptx.toolkit"
+local sys = require "pyptx.sys"
+local core = require "pyptx.core"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32
 
 local N = 1024
+local SCALE = H.ROOT .. "/examples/tune/scale_sweep.lua"
 
---- A sweep whose MODE plants a wrong result, a compile failure and a build error.
-local function sweep(name, blocks)
+--- A sweep whose MODE plants a failure: "wrong" (a wrong result), "badptx"
+-- (an instruction ptxas rejects), "throws" (a build error), "unlinked" (a
+-- call to an undefined function: a compile log without the word "error"
+-- from ptxas), "unwritten" (half the grid: outputs never written).
+local function sweep(name, blocks, modes)
   return {
     name = name,
-    space = { BLOCK = blocks or { 64, 128, 256 }, MODE = { "ok", "wrong", "badptx", "throws" } },
+    space = { BLOCK = blocks or { 64, 128, 256 }, MODE = modes or { "ok", "wrong", "badptx", "throws" } },
     build = function(cfg)
       if cfg.MODE == "throws" then error("this config cannot be built", 0) end
       return kernel "tuned" {
         arch = "sm_90a", in_specs = { Tile(N, f32) }, out_specs = { Tile(N, f32) },
-        grid = { N / cfg.BLOCK }, block = { cfg.BLOCK },
+        grid = { N / cfg.BLOCK / (cfg.MODE == "unwritten" and 2 or 1) }, block = { cfg.BLOCK },
         function(X, Y)
+          if cfg.MODE == "unlinked" then ptx.raw_module(".extern .func undefined_helper ();") end
           local px, py = ptx.global_ptrs(X, Y)
           local i = reg.from(ptx.special.ctaid.x(), u32) * cfg.BLOCK + reg.from(ptx.special.tid.x(), u32)
           local off = i:mul_wide(4)
           local v = reg.scalar(f32)
           ptx.ld.global(v, ptx.addr(px + off))
           if cfg.MODE == "badptx" then ptx.inst("frob.b32", reg.scalar(u32), 1) end
+          if cfg.MODE == "unlinked" then ptx.raw("call undefined_helper, ();") end
           ptx.st.global(ptx.addr(py + off), v:fma(2.0, cfg.MODE == "wrong" and 0.5 or 1.0))
           ptx.ret()
         end,
@@ -47,11 +61,77 @@ local function entry(result, key)
   for _, r in ipairs(result.results) do if r.key == key then return r end end
 end
 
+--- A file's or directory's permission string ("rw-------").
+local function perms(path)
+  return lfs.attributes(path, "permissions")
+end
+
+--- Run fn with the CUDA toolkit out of reach of this process: no compiler
+-- opens and ptxas is not found (what a machine without the toolkit sees).
+local function without_toolkit(fn)
+  local compiler, find = compile.compiler, toolkit.find
+  compile.compiler = function()
+    error("no PTX compiler: neither libnvJitLink nor ptxas was found; install the CUDA toolkit", 2)
+  end
+  toolkit.find = function() return nil end
+  local ok, err = pcall(fn)
+  compile.compiler, toolkit.find = compiler, find
+  if not ok then error(err, 0) end
+end
+
+--- Run fn with every parallel compile forced to the ptxas program, as on a
+-- machine where ptxas is installed but libnvJitLink is not; returns fn's result.
+local function with_ptxas_program(fn)
+  local many = core.compile_many
+  core.compile_many = function(c, jobs, n, o, threads)
+    o.force_ptxas = 1
+    return many(c, jobs, n, o, threads)
+  end
+  local ok, res = pcall(fn)
+  core.compile_many = many
+  if not ok then error(res, 0) end
+  return res
+end
+
+-- A Lua driver that starts its arguments' commands at once (posix_spawn,
+-- no shell), each argument a command line split at spaces, and waits for
+-- them all; prints "exit N" per command.
+local DRIVER = [[
+local ffi = require "ffi"
+for _, decl in ipairs {
+  "int posix_spawn(int *pid, const char *path, const void *actions, const void *attr, char *const argv[], char *const envp[]);",
+  "int waitpid(int pid, int *status, int options);",
+  "extern char **environ;",
+} do pcall(ffi.cdef, decl) end
+local pids, keep = {}, {}
+for i = 1, #arg do
+  local words = {}
+  for w in arg[i]:gmatch("%S+") do words[#words + 1] = w end
+  local argv = ffi.new("char *[?]", #words + 1)
+  for j, w in ipairs(words) do keep[#keep + 1] = w; argv[j - 1] = ffi.cast("char *", w) end
+  local pid = ffi.new("int[1]")
+  assert(ffi.C.posix_spawn(pid, words[1], nil, nil, argv, ffi.C.environ) == 0, "cannot start " .. words[1])
+  pids[i] = pid[0]
+end
+for i, pid in ipairs(pids) do
+  local st = ffi.new("int[1]")
+  ffi.C.waitpid(pid, st, 0)
+  print(("command %d: exit %d"):format(i, math.floor(st[0] / 256) % 256))
+end
+]]
+
 describe("pyptx.tune on the emulator", function()
   local ok_dev, dev = pcall(runtime.open, "emu")
   if not ok_dev then pending("no emulator: " .. tostring(dev)) return end
   runtime.use(dev)
-  local name = ("spec_sweep_%d_%d"):format(os.time(), math.random(1e6))
+  local cache
+  local function opts(extra)
+    local o = { quiet = true, cache_dir = cache }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return o
+  end
+  setup(function() cache = H.temp_dir() end)
+  teardown(H.cleanup)
 
   it("enumerates the space in a stable order, prunes and shards it", function()
     local all = tune.configs({ B = { 1, 2 }, A = { "x", "y" } })
@@ -64,42 +144,153 @@ describe("pyptx.tune on the emulator", function()
   end)
 
   it("checks every config, records failures with reasons and returns the best", function()
-    local r = tune.run(sweep(name), { quiet = true })
+    local r = tune.run(sweep("main"), opts())
     assert.equal(12, #r.results)
     assert.is_false(r.timed)
     assert.matches("emulator: timing is not meaningful", r.ranking, 1, true)
     assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
     assert.matches("^wrong result %(output 1%): %d+ of 1024 elements differ", entry(r, "BLOCK=64,MODE=wrong").reason)
-    assert.matches("^compile: ", entry(r, "BLOCK=128,MODE=badptx").reason)
     assert.equal("build: this config cannot be built", entry(r, "BLOCK=256,MODE=throws").reason)
     assert.matches("MODE=ok$", r.best.key)
     for i, x in ipairs(r.results) do
       if x.status ~= "ok" then assert.is_true(i > 3, "failed configs sort after the good ones") end
     end
+    assert.equal("failed", entry(r, "BLOCK=128,MODE=badptx").status)
+    H.need_ptxas()
+    assert.matches("^compile: ", entry(r, "BLOCK=128,MODE=badptx").reason)
   end)
 
   it("reuses cached results on a second run and only runs configs it has not seen", function()
-    local again = tune.run(sweep(name), { quiet = true })
+    local again = tune.run(sweep("main"), opts())
     for _, x in ipairs(again.results) do
-      if x.status == "ok" then assert.is_true(x.cached, x.key .. " was re-run") end
+      if x.status == "ok" or x.reason:match("^wrong result") then assert.is_true(x.cached, x.key .. " was re-run") end
     end
-    local grown = tune.run(sweep(name, { 64, 128, 256, 512 }), { quiet = true })
+    assert.matches("^wrong result", entry(again, "BLOCK=64,MODE=wrong").reason)
+    local grown = tune.run(sweep("main", { 64, 128, 256, 512 }), opts())
     assert.is_true(entry(grown, "BLOCK=64,MODE=ok").cached)
     assert.is_false(entry(grown, "BLOCK=512,MODE=ok").cached)
     assert.equal("ok", entry(grown, "BLOCK=512,MODE=ok").status)
+    assert.is_false(tune.run(sweep("main"), opts { force = true }).results[1].cached)
+  end)
+
+  it("records a compile failure whose log lacks the word 'error' as that config's row", function()
+    local r = tune.run(sweep("unlinked", nil, { "ok", "unlinked" }), opts())
+    assert.equal(6, #r.results)
+    for _, b in ipairs { 64, 128, 256 } do
+      assert.equal("ok", entry(r, "BLOCK=" .. b .. ",MODE=ok").status)
+      assert.equal("failed", entry(r, "BLOCK=" .. b .. ",MODE=unlinked").status)
+    end
+    assert.matches("MODE=ok$", r.best.key)
+    H.need_ptxas()
+    assert.matches("^compile: .*undefined_helper", entry(r, "BLOCK=64,MODE=unlinked").reason)
+    -- The ptxas program (used where libnvJitLink is missing) says "ptxas fatal".
+    r = with_ptxas_program(function() return tune.run(sweep("unlinked_ptxas", nil, { "ok", "unlinked" }), opts()) end)
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.matches("^compile: ptxas fatal +: Unresolved extern function 'undefined_helper'", entry(r, "BLOCK=64,MODE=unlinked").reason)
+  end)
+
+  it("fails a config that leaves outputs unwritten and goes on", function()
+    local r = tune.run(sweep("unwritten", nil, { "ok", "unwritten" }), opts())
+    assert.equal(6, #r.results)
+    for _, b in ipairs { 64, 128, 256 } do
+      assert.equal("ok", entry(r, "BLOCK=" .. b .. ",MODE=ok").status)
+      local bad = entry(r, "BLOCK=" .. b .. ",MODE=unwritten")
+      assert.equal("failed", bad.status)
+      assert.matches("(output 1)", bad.reason, 1, true)
+      assert.not_matches("pyptx/[%w_]+%.lua:%d+", bad.reason)
+    end
+  end)
+
+  it("records any error of one config as its failed row: values, outputs, build, prune", function()
+    local s = sweep("errors", { 64, 128 }, { "ok" })
+    s.values = function(cfg) if cfg.BLOCK == 128 then error("no values for 128", 0) end return {} end
+    local r = tune.run(s, opts())
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.equal("trace: no values for 128", entry(r, "BLOCK=128,MODE=ok").reason)
+    s = sweep("errors2", { 64 }, { "ok" })
+    local one = s.reference
+    s.reference = function(x) return one(x), one(x) end
+    r = tune.run(s, opts())
+    assert.equal("check: the kernel has 1 output(s) but the reference returned 2", r.results[1].reason)
+    s = sweep("errors3", { 64 }, { "ok" })
+    s.build = function() return 42 end
+    r = tune.run(s, opts())
+    assert.equal("build: build returned a number; expected a kernel", r.results[1].reason)
+    s = sweep("errors4", { 64, 128, 256 }, { "ok" })
+    s.prune = function(cfg) if cfg.BLOCK == 128 then error("cannot judge 128", 0) end return cfg.BLOCK < 256 end
+    r = tune.run(s, opts())
+    assert.equal(2, #r.results)
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.equal("prune: cannot judge 128", entry(r, "BLOCK=128,MODE=ok").reason)
+  end)
+
+  it("runs the emulator-only sweep with no CUDA toolkit and reports it", function()
+    local r
+    without_toolkit(function() r = tune.run(sweep("notoolkit"), opts()) end)
+    assert.equal(12, #r.results)
+    assert.matches("ranked by instructions (no ptxas: no register counts)", r.ranking, 1, true)
+    assert.matches("no PTX compiler", r.warnings[1], 1, true)
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.is_nil(entry(r, "BLOCK=64,MODE=ok").registers)
+    assert.is_number(entry(r, "BLOCK=64,MODE=ok").instructions)
+    assert.matches("^wrong result", entry(r, "BLOCK=64,MODE=wrong").reason)
+    assert.matches("^launch: .*frob", entry(r, "BLOCK=64,MODE=badptx").reason)
+    assert.matches("MODE=ok$", r.best.key)
+    assert.matches("no ptxas", report.table(r), 1, true)
+  end)
+
+  it("creates its cache private: directories 0700, result files 0600", function()
+    local root = H.temp_dir() .. "/fresh/cache"
+    local r = tune.run(sweep("private", { 64 }, { "ok", "wrong", "throws" }), opts { cache_dir = root })
+    assert.equal(root .. "/tune/private", r.cache)
+    for _, d in ipairs { root, root .. "/tune", r.cache } do assert.equal("rwx------", perms(d), d) end
+    local files = H.list(r.cache)
+    assert.equal(2, #files)   -- the ok and the wrong-result config (a build error is not cached)
+    for _, f in ipairs(files) do assert.equal("rw-------", perms(f), f) end
+  end)
+
+  it("keeps sweep names inside the cache", function()
+    local r = tune.run(sweep("..", { 64 }, { "ok" }), opts())
+    assert.matches("^" .. cache:gsub("%p", "%%%0") .. "/tune/__%-%x+$", r.cache)
+    r = tune.run(sweep("a/b", { 64 }, { "ok" }), opts())
+    assert.matches("/tune/a_b%-%x+$", r.cache)
+  end)
+
+  it("refuses a cache directory others may write, or none at all, and runs uncached", function()
+    local shared = H.temp_dir() .. "/shared"
+    sys.mkdirs(shared)
+    H.run { "chmod", "0777", shared }
+    local r = tune.run(sweep("shared", { 64 }), opts { cache_dir = shared })
+    assert.is_false(r.cache)
+    assert.matches("results are not cached: refusing directory .*writable by group or others", r.warnings[1])
+    assert.equal("ok", entry(r, "BLOCK=64,MODE=ok").status)
+    assert.same({}, H.list(shared))
+    local getenv = os.getenv
+    os.getenv = function(k)   -- luacheck: ignore 122
+      if k == "HOME" or k == "XDG_CACHE_HOME" or k == "LUAPTX_CACHE_DIR" then return nil end
+      return getenv(k)
+    end
+    local ok, res = pcall(tune.run, sweep("nohome", { 64 }), { quiet = true })
+    os.getenv = getenv   -- luacheck: ignore 122
+    assert(ok, res)
+    assert.is_false(res.cache)
+    assert.matches("none of LUAPTX_CACHE_DIR, XDG_CACHE_HOME and HOME is set", res.warnings[1], 1, true)
+    assert.equal("ok", entry(res, "BLOCK=64,MODE=ok").status)
   end)
 
   it("merges shards into the whole sweep", function()
-    local a = tune.run(sweep(name .. "_sh"), { quiet = true, shard = "1/2" })
-    local b = tune.run(sweep(name .. "_sh"), { quiet = true, shard = "2/2" })
+    local a = tune.run(sweep("sharded"), opts { shard = "1/2" })
+    local b = tune.run(sweep("sharded"), opts { shard = "2/2" })
     assert.equal(6, #a.results)
     local merged = report.merge { json.decode(report.json(a)), json.decode(report.json(b)) }
     assert.equal(12, #merged.results)
     assert.matches("MODE=ok$", merged.best.key)
+    assert.has_error(function() tune.run(sweep("sharded"), opts { shard = "3/2" }) end,
+      "tune: shard 3/2; the shard index runs from 1 to n")
   end)
 
   it("writes a table, CSV, JSON and an SVG chart", function()
-    local r = tune.run(sweep(name), { quiet = true })
+    local r = tune.run(sweep("main"), opts())
     local tbl = report.table(r)
     assert.matches("best: BLOCK=%d+,MODE=ok", tbl)
     local csv = report.csv(r)
@@ -109,29 +300,89 @@ describe("pyptx.tune on the emulator", function()
     local svg = report.svg(r)
     assert.matches("^<svg ", svg)
     assert.matches("failed: wrong result", svg, 1, true)
-    assert.equal(3 * 1, select(2, svg:gsub("<rect ", "")) / 1)
+    assert.equal(3, select(2, svg:gsub("<rect ", "")))
   end)
 
-  it("runs from the command line with --csv --json --plot and --merge", function()
-    local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
-    if BIN:sub(1, 1) ~= "/" then BIN = io.popen("pwd"):read("*l") .. "/" .. BIN end
-    local dir = os.tmpname()
-    os.remove(dir)
-    os.execute("mkdir -p " .. dir)
-    local cmd = ("cd %s && LUAPTX_CACHE_DIR=%s/cache %s tune %s/examples/tune/scale_sweep.lua --shard %%s --json %%s 2>&1")
-      :format(dir, dir, BIN, io.popen("pwd"):read("*l"))
-    local p = io.popen(cmd:format("1/2", "a.json") .. "; " .. cmd:format("2/2", "b.json"))
-    local out = p:read("*a")
-    p:close()
-    assert.matches("best: ", out)
-    p = io.popen(("cd %s && %s tune --merge a.json b.json --csv all.csv --plot all.svg 2>&1"):format(dir, BIN))
-    out = p:read("*a")
-    p:close()
+  it("runs from the command line with --csv --json --plot and --merge, files 0600", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    for i, json_file in ipairs { "a.json", "b.json" } do
+      local out, err, status = H.luaptx({ "tune", SCALE, "--shard", i .. "/2", "--json", json_file }, { cwd = dir, env = env })
+      assert.equal(0, status, err)
+      assert.matches("best: ", out)
+    end
+    local out, err, status = H.luaptx({ "tune", "--merge", "a.json", "b.json", "--csv", "all.csv", "--plot", "all.svg" }, { cwd = dir })
+    local _
+    assert.equal(0, status, err)
     assert.matches("12 +BLOCK=", out)
-    local f = assert(io.open(dir .. "/all.csv"))
-    assert.equal(12, select(2, f:read("*a"):gsub("\n%d+,%d+,", "")))
-    f:close()
-    assert.is_truthy(io.open(dir .. "/all.svg"))
-    os.execute("rm -rf " .. dir)
+    assert.equal(12, select(2, H.read(dir .. "/all.csv"):gsub("\n%d+,%d+,", "")))
+    for _, f in ipairs { "a.json", "all.csv", "all.svg" } do assert.equal("rw-------", perms(dir .. "/" .. f), f) end
+    _, err, status = H.luaptx({ "tune", "--merge", "a.json", "missing.json" }, { cwd = dir })
+    assert.equal(1, status)
+    assert.matches("tune --merge: cannot read missing.json", err, 1, true)
+    _, err, status = H.luaptx({ "tune", SCALE, "--shard" }, { cwd = dir })
+    assert.equal(1, status)
+    assert.matches("tune: --shard needs a value", err, 1, true)
+  end)
+
+  it("runs `luaptx tune` with CUDA_HOME and PATH pointing away from the toolkit", function()
+    local dir = H.temp_dir()
+    local out, err, status = H.luaptx({ "tune", SCALE, "--json", "r.json" },
+      { cwd = dir, env = { LUAPTX_CACHE_DIR = dir .. "/cache", CUDA_HOME = "/nonexistent", CUDA_PATH = false, PATH = "/usr/bin:/bin" } })
+    assert.equal(0, status, err)
+    assert.matches("best: BLOCK=", out)
+    assert.equal(12, #json.decode(H.read(dir .. "/r.json")).results)
+  end)
+
+  it("never runs a shell on the cache path from LUAPTX_CACHE_DIR", function()
+    local dir = H.temp_dir()
+    local evil = dir .. "/c'$(touch " .. dir .. "/pwned)'x'; touch " .. dir .. "/pwned2; echo '"
+    local _, err, status = H.luaptx({ "tune", SCALE, "--shard", "1/12" }, { cwd = dir, env = { LUAPTX_CACHE_DIR = evil } })
+    assert.is_nil(sys.kind(dir .. "/pwned"), "$() ran in a shell")
+    assert.is_nil(sys.kind(dir .. "/pwned2"), "a quote ended the path in a shell")
+    assert.equal(0, status, err)
+    assert.equal("directory", sys.kind(evil .. "/tune/scale"))
+  end)
+
+  it("ignores a FIFO or a link planted in the cache, and replaces it", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local args = { "tune", SCALE, "--shard", "1/6" }   -- two configs
+    local _, err, status = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    local files = H.find(dir .. "/cache/tune", "%.json$")
+    local victim = H.temp_file("victim\n")
+    H.run { "rm", files[1], files[#files] }
+    H.run { "mkfifo", files[1] }
+    if #files > 1 then H.run { "ln", "-s", victim, files[#files] } end
+    local out
+    out, err, status = H.luaptx(args, { cwd = dir, env = env, timeout = 30 })
+    assert.equal(0, status, err)
+    assert.equal(2, #files)
+    assert.not_matches("(cached)", out, 1, true)
+    assert.equal("victim\n", H.read(victim))
+    for _, f in ipairs(files) do
+      assert.equal("file", sys.kind(f))
+      assert.equal("rw-------", perms(f))
+    end
+    out = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(2, select(2, out:gsub("%(cached%)", "")))
+  end)
+
+  it("keeps every config's result when shards run concurrently into one cache", function()
+    local dir = H.temp_dir()
+    local driver = H.temp_file(DRIVER, ".lua")
+    local shards = {}
+    for i = 1, 3 do shards[i] = ("%s tune %s --shard %d/3 --json s%d.json"):format(H.BIN, SCALE, i, i) end
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local res = H.run({ H.BIN, driver, shards[1], shards[2], shards[3] }, { cwd = dir, env = env, merge = true })
+    assert.equal(0, res.status, res.stdout)
+    assert.matches("command 1: exit 0\ncommand 2: exit 0\ncommand 3: exit 0\n", res.stdout, 1, true)
+    for i = 1, 3 do assert.equal(4, #json.decode(H.read(("%s/s%d.json"):format(dir, i))).results) end
+    local _, err, status = H.luaptx({ "tune", SCALE, "--json", "all.json" }, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    local all = json.decode(H.read(dir .. "/all.json"))
+    assert.equal(12, #all.results)
+    for _, r in ipairs(all.results) do assert.is_true(r.cached, r.key .. " was lost from the cache") end
   end)
 end)

@@ -15,6 +15,8 @@ local compile = require "pyptx.compile"
 local toolkit = require "pyptx.toolkit"
 local json = require "pyptx.json"
 local sys = require "pyptx.sys"
+local tensor = require "pyptx.tensor"
+local runtime = require "pyptx.runtime"
 
 local M = {}
 
@@ -68,29 +70,76 @@ end
 
 -- ------------------------------------------------------------ disk cache
 
---- The result cache file of a sweep.
-local function cache_path(name)
-  local dir = compile.cache_dir() .. "/tune"
-  sys.mkdirs(dir)
-  return dir .. "/" .. name:gsub("[^%w_.-]", "_") .. ".json"
+--- The 32-hex-digit content hash of a string.
+local function hash(s)
+  local out = ffi.new("char[33]")
+  core.content_hash(s, #s, out)
+  return ffi.string(out)
 end
 
---- Load a sweep's cached results ({} when none or unreadable).
-local function load_cache(path)
-  local f = io.open(path, "r")
-  if not f then return {} end
-  local ok, t = pcall(json.decode, f:read("*a"))
-  f:close()
-  return ok and type(t) == "table" and t or {}
+--- A Lua error's message without an internal location ("lua/pyptx/x.lua:12: ").
+local function message(err)
+  return (tostring(err):gsub("^[%w_./-]*pyptx/[%w_]+%.lua:%d+: ", ""))
 end
 
---- Write the cache atomically (temp file + rename).
-local function save_cache(path, t)
-  local tmp = path .. ".tmp" .. tostring(os.time()) .. math.random(1e6)
-  local f = assert(io.open(tmp, "w"))
-  f:write(json.encode(t, " "))
+--- The root of luaptx's caches: opts.cache_dir, $LUAPTX_CACHE_DIR,
+-- $XDG_CACHE_HOME/luaptx or $HOME/.cache/luaptx; nil and why when none is set.
+local function cache_root(opts)
+  if opts.cache_dir then return opts.cache_dir end
+  local env, xdg, home = os.getenv("LUAPTX_CACHE_DIR"), os.getenv("XDG_CACHE_HOME"), os.getenv("HOME")
+  if env and env ~= "" then return env end
+  if xdg and xdg ~= "" then return xdg .. "/luaptx" end
+  if home and home ~= "" then return home .. "/.cache/luaptx" end
+  return nil, "none of LUAPTX_CACHE_DIR, XDG_CACHE_HOME and HOME is set"
+end
+
+--- A sweep name as one directory name: letters, digits, '_' and '-' kept;
+-- anything else ('/', '.') replaced, plus a hash so distinct names stay apart.
+local function dir_name(name)
+  local safe = name:gsub("[^%w_-]", "_")
+  if safe == name and name ~= "" then return safe end
+  return safe .. "-" .. hash(name):sub(1, 8)
+end
+
+--- The sweep's private result directory (every level 0700 and ours), or
+-- nil and why results cannot be cached.
+local function open_cache(name, opts)
+  local root, why = cache_root(opts)
+  if not root then return nil, why end
+  local dir = root .. "/tune/" .. dir_name(name)
+  for _, d in ipairs { root, root .. "/tune", dir } do
+    local ok, err = sys.private_dir(d)
+    if not ok then return nil, err end
+  end
+  return dir
+end
+
+--- The file holding one config's result: named by the hash of its cache key.
+local function entry_file(dir, key)
+  return dir .. "/" .. hash(key) .. ".json"
+end
+
+--- A config's cached result, or nil (missing, unreadable, not a regular
+-- file, or written for another key).
+local function load_entry(dir, key)
+  local path = entry_file(dir, key)
+  if sys.kind(path) ~= "file" then return nil end
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("*a")
   f:close()
-  os.rename(tmp, path)
+  local ok, t = pcall(json.decode, text or "")
+  if ok and type(t) == "table" and t.key == key and type(t.result) == "table" then return t.result end
+  return nil
+end
+
+--- Record a config's result in its own file, written atomically (0600):
+-- concurrent sweeps into one cache never overwrite each other's configs.
+-- Returns true, or nil and why.
+local function save_entry(dir, key, result)
+  local ok, err = pcall(sys.write_file, entry_file(dir, key), json.encode({ key = key, result = result }, " ") .. "\n")
+  if not ok then return nil, message(err) end
+  return true
 end
 
 -- ------------------------------------------------------------- the sweep
@@ -104,21 +153,45 @@ local function shapes_of(inputs)
   return table.concat(parts, ";")
 end
 
---- Build and trace one config; fills entry.spec or entry.reason.
-local function build_one(spec, entry)
-  local ok, k = pcall(spec.build, entry.cfg)
-  if not ok then entry.status, entry.reason = "failed", "build: " .. tostring(k) return end
-  local values = spec.values and spec.values(entry.cfg) or {}
-  local ok2, s = pcall(k.specialize, k, values)
-  if not ok2 then entry.status, entry.reason = "failed", "trace: " .. tostring(s) return end
-  entry.kernel, entry.spec = k, s
+--- Mark a config failed at a stage with the error's message.
+local function fail(e, stage, err)
+  e.status, e.reason = "failed", stage .. ": " .. message(err)
 end
 
---- Compile every traced, uncached config in parallel in C threads.
-local function compile_all(entries)
+--- Build and trace one config; fills entry.spec or marks it failed.
+local function build_one(spec, e)
+  local ok, k = pcall(spec.build, e.cfg)
+  if not ok then return fail(e, "build", k) end
+  if type(k) ~= "table" then return fail(e, "build", ("build returned a %s; expected a kernel"):format(type(k))) end
+  local ok2, s = pcall(function() return k:specialize(spec.values and spec.values(e.cfg) or {}) end)
+  if not ok2 then return fail(e, "trace", s) end
+  e.kernel, e.spec, e.instructions = k, s, s.instructions
+end
+
+--- The reason of a failed compile: the first error or fatal line of the
+-- compiler's log (PTX lines mapped to Lua lines), else its first lines.
+local function compile_reason(log, ptx)
+  local mapped = toolkit.map_lines(log, ptx)
+  for line in mapped:gmatch("[^\n]+") do
+    local low = line:lower()
+    if low:find("error", 1, true) or low:find("fatal", 1, true) then return "compile: " .. line end
+  end
+  local head = mapped:match("[^\n]+\n?[^\n]*")
+  return "compile: " .. (head or "the compiler failed and gave no message")
+end
+
+--- Compile every traced, uncached config in parallel in C threads (a
+-- config the compiler rejects is marked failed, with a reason). Without a
+-- compiler the emulator runs the PTX as it is; a GPU cannot, so each
+-- config fails with the reason.
+local function compile_all(entries, run)
   local todo = {}
-  for _, e in ipairs(entries) do if e.spec and not e.cached then todo[#todo + 1] = e end end
-  if #todo == 0 then return end
+  for _, e in ipairs(entries) do if e.spec and e.status == "ok" and not e.cached then todo[#todo + 1] = e end end
+  if #todo == 0 or (not run.compile and not run.timed) then return end
+  if not run.compile then
+    for _, e in ipairs(todo) do fail(e, "compile", run.no_compiler) end
+    return
+  end
   local jobs = ffi.new("lpx_compile_job[?]", #todo)
   for i, e in ipairs(todo) do
     jobs[i - 1].ptx, jobs[i - 1].len, jobs[i - 1].arch = e.spec.ptx, #e.spec.ptx, e.spec.arch
@@ -128,14 +201,12 @@ local function compile_all(entries)
   for i, e in ipairs(todo) do
     local j = jobs[i - 1]
     if j.status ~= 0 then
-      e.status = "failed"
-      e.reason = "compile: " .. toolkit.map_lines(ffi.string(j.error), e.spec.ptx):match("[^\n]*:%s*[^\n]*error[^\n]*")
-        or ("compile: " .. ffi.string(j.error):match("[^\n]+\n?[^\n]*"))
+      e.status, e.reason, e.settled = "failed", compile_reason(ffi.string(j.error), e.spec.ptx), true
     end
   end
 end
 
---- ptxas resources of a config (registers, smem, spills), when ptxas exists.
+--- ptxas resources of a config (registers, smem, spills).
 local function resources(e)
   local ok, report = toolkit.ptxas(e.spec.ptx, e.spec.arch, { keep_failed = false })
   local r = ok and report[e.kernel.name]
@@ -147,14 +218,19 @@ end
 
 --- Check one config against the reference on the device.
 local function check_one(e, inputs, want, tol)
-  local tensor = require "pyptx.tensor"
   local ok, outs = pcall(function() return { e.kernel(unpack(inputs)) } end)
-  if not ok then e.status, e.reason = "failed", "launch: " .. tostring(outs) return end
+  if not ok then return fail(e, "launch", outs) end
   for i, w in ipairs(want) do
-    local same, report = tensor.compare(outs[i], w, tol)
-    if not same then e.status, e.reason = "failed", ("wrong result (output %d): %s"):format(i, report.message) return end
+    if outs[i] == nil then
+      return fail(e, "check", ("the kernel has %d output(s) but the reference returned %d"):format(#outs, #want))
+    end
+    local ran, same, report = pcall(tensor.compare, outs[i], w, tol)
+    if not ran then return fail(e, ("check (output %d)"):format(i), same) end
+    if not same then
+      e.status, e.reason, e.settled = "failed", ("wrong result (output %d): %s"):format(i, report.message), true
+      return
+    end
   end
-  e.outputs = outs
 end
 
 --- Median of a list.
@@ -166,7 +242,6 @@ end
 --- Time one config with device events: warm-up, then reps launches with
 -- the L2 flushed before each and the input sets rotated; median ms.
 local function time_one(spec, e, input_sets, dev, flush)
-  local runtime = require "pyptx.runtime"
   local launchers = {}
   for i, inputs in ipairs(input_sets) do launchers[i] = runtime.prepare(e.kernel, unpack(inputs)) end
   for i = 1, spec.warmup or 3 do launchers[(i - 1) % #launchers + 1]() end
@@ -212,78 +287,149 @@ local function better(a, b, timed)
 end
 M.better = better
 
---- Run a sweep. opts: device, shard = "i/n", force (re-time cached configs),
--- quiet. Returns { name, device, timed, results = {...}, best }.
-function M.run(spec, opts)
-  opts = opts or {}
-  if type(spec.build) ~= "function" or type(spec.space) ~= "table" then
-    error("tune: a sweep needs build = function(cfg) ... end and space = { NAME = {values...} }", 2)
-  end
-  local runtime = require "pyptx.runtime"
-  local dev = opts.device or runtime.device()
-  local timed = dev.kind == "cuda"
-  local name = spec.name or "sweep"
-  local all = M.configs(spec.space, spec.prune)
-  if opts.shard then
-    local i, n = tostring(opts.shard):match("^(%d+)/(%d+)$")
-    if not i then error("tune: --shard takes i/n, e.g. 2/8", 0) end
-    all = M.shard(all, tonumber(i), tonumber(n))
-  end
-  local input_sets = {}
-  for r = 1, math.max(spec.rotate or 1, 1) do input_sets[r] = { spec.inputs(r) } end
-  local want = spec.reference and { spec.reference(unpack(input_sets[1])) } or {}
-  local cpath = cache_path(name)
-  local cache = load_cache(cpath)
-  local shapes = shapes_of(input_sets[1])
-  local entries = {}
-  for i, cfg in ipairs(all) do entries[i] = { cfg = cfg, key = M.config_key(cfg), status = "ok" } end
-  for _, e in ipairs(entries) do
+--- Check (and on a GPU time) one compiled config. Any error, of any kind,
+-- fails this config alone, with its message: the sweep goes on.
+local function evaluate(spec, e, run)
+  local stage = "resources"
+  local ok, err = pcall(function()
+    if run.ptxas then resources(e) end
+    stage = "check"
+    check_one(e, run.input_sets[1], run.want, spec.tolerance)
+    stage = "time"
+    if e.status == "ok" and run.timed then time_one(spec, e, run.input_sets, run.dev, run.flush) end
+  end)
+  if not ok then fail(e, stage, err) end
+end
+
+--- Build one config and look it up in the cache (any error fails it alone).
+local function prepare(spec, e, run)
+  local ok, err = pcall(function()
     build_one(spec, e)
-    if e.spec then
-      e.instructions = e.spec.instructions
-      local hash = ffi.new("char[33]")
-      core.content_hash(e.spec.ptx, #e.spec.ptx, hash)
-      e.cache_key = table.concat({ e.key, e.spec.arch, ffi.string(hash), dev.name, shapes }, "|")
-      local hit = cache[e.cache_key]
-      if hit and not opts.force then
-        for k, v in pairs(hit) do e[k] = v end
-        e.cached = true
-      end
+    if not e.spec then return end
+    e.cache_key = table.concat({ e.key, e.spec.arch, hash(e.spec.ptx), run.dev.name, run.shapes, run.compiler }, "|")
+    local hit = run.cache and not run.force and load_entry(run.cache, e.cache_key)
+    if hit then
+      for k, v in pairs(hit) do e[k] = v end
+      e.cached = true
+    end
+  end)
+  if not ok then fail(e, "prepare", err) end
+end
+
+--- Note a warning in the result, and print it unless quiet.
+local function warn(run, text)
+  run.warnings[#run.warnings + 1] = text
+  if not run.quiet then io.stderr:write("luaptx: warning: ", text, "\n") end
+end
+
+--- Record a finished config in the cache: correct ones, wrong results and
+-- compile failures (errors that may be passing, e.g. a launch, are re-run).
+local function record(e, run)
+  if not (run.cache and e.cache_key and not e.cached and (e.status == "ok" or e.settled)) then return end
+  local ok, err = save_entry(run.cache, e.cache_key, { status = e.status, reason = e.reason, ms = e.ms,
+    registers = e.registers, smem = e.smem, spills = e.spills, instructions = e.instructions })
+  if not ok and not run.save_failed then
+    run.save_failed = true
+    warn(run, "tune: results are not cached: " .. err)
+  end
+end
+
+--- The sweep's shared state: device, inputs, reference, cache, compiler.
+local function setup(spec, opts)
+  local dev = opts.device or runtime.device()
+  local run = { dev = dev, timed = dev.kind == "cuda", force = opts.force, warnings = {}, quiet = opts.quiet }
+  run.input_sets = {}
+  for r = 1, math.max(spec.rotate or 1, 1) do run.input_sets[r] = { spec.inputs(r) } end
+  run.want = spec.reference and { spec.reference(unpack(run.input_sets[1])) } or {}
+  run.shapes = shapes_of(run.input_sets[1])
+  local why
+  run.cache, why = open_cache(spec.name or "sweep", opts)
+  if not run.cache then warn(run, "tune: results are not cached: " .. why) end
+  local have, err = pcall(compile.compiler)
+  run.compiler = have and compile.identity() or "no compiler"
+  run.compile, run.ptxas = have, have and toolkit.find("ptxas") ~= nil
+  if not have then
+    run.no_compiler = message(err)
+    if not run.timed then
+      warn(run, "tune: " .. run.no_compiler .. "; the emulator runs the configs uncompiled (compile errors are not caught, no register counts)")
     end
   end
-  compile_all(entries)
-  local state = { done = 0, failed = 0, t0 = os.clock(), tty = not opts.quiet and ffi.C.isatty(2) == 1 }
-  local flush = timed and l2_flusher(dev) or nil
-  for _, e in ipairs(entries) do
-    if e.spec and e.status == "ok" and not e.cached then
-      resources(e)
-      check_one(e, input_sets[1], want, spec.tolerance)
-      if e.status == "ok" and timed then time_one(spec, e, input_sets, dev, flush) end
-      cache[e.cache_key] = { status = e.status, reason = e.reason, ms = e.ms, registers = e.registers,
-                             smem = e.smem, spills = e.spills, instructions = e.instructions }
-    elseif e.cache_key and not e.cached then
-      cache[e.cache_key] = { status = e.status, reason = e.reason, instructions = e.instructions }
-    end
-    state.done = state.done + 1
-    if e.status ~= "ok" then state.failed = state.failed + 1
-    elseif not state.best or better(e, state.best, timed) then state.best = e end
-    progress(state, #entries)
+  return run
+end
+
+--- The ranking's description for the report.
+local function ranking(run)
+  if run.timed then return "median time (device events)" end
+  if run.ptxas then return "emulator: timing is not meaningful; ranked by ptxas registers, then instructions" end
+  return "emulator: timing is not meaningful; ranked by instructions (no ptxas: no register counts)"
+end
+
+--- The configs a run covers: the space, pruned, then the shard. A config
+-- whose prune raises is kept, with the error to fail it (in pruned[key]).
+local function configs_of(spec, opts, pruned)
+  local prune = spec.prune and function(cfg)
+    local ok, keep = pcall(spec.prune, cfg)
+    if not ok then pruned[M.config_key(cfg)] = keep end
+    return not ok or keep
   end
-  if state.tty then io.stderr:write("\n") end
-  save_cache(cpath, cache)
-  local results = {}
-  for i, e in ipairs(entries) do
-    results[i] = { config = e.cfg, key = e.key, status = e.status, reason = e.reason, ms = e.ms, registers = e.registers,
-                   smem = e.smem, spills = e.spills, instructions = e.instructions, cached = e.cached or false }
-  end
+  local all = M.configs(spec.space, prune)
+  if not opts.shard then return all end
+  local i, n = tostring(opts.shard):match("^(%d+)/(%d+)$")
+  if not i then error(("tune: --shard takes i/n, e.g. 2/8 (got %s)"):format(tostring(opts.shard)), 0) end
+  return M.shard(all, tonumber(i), tonumber(n))
+end
+
+--- Sort results: correct configs first, best first; failed ones by key.
+local function sort_results(results, timed)
   table.sort(results, function(a, b)
     if (a.status == "ok") ~= (b.status == "ok") then return a.status == "ok" end
     if a.status ~= "ok" then return a.key < b.key end
     return better(a, b, timed)
   end)
+end
+M.sort_results = sort_results
+
+--- Run a sweep. opts: device, shard = "i/n", force (re-run cached configs),
+-- quiet (no progress line, no warnings printed), cache_dir (instead of
+-- $LUAPTX_CACHE_DIR ...). Returns { name, device, timed, results = {...},
+-- best, ranking, cache (the result directory or false), warnings }.
+function M.run(spec, opts)
+  opts = opts or {}
+  if type(spec) ~= "table" or type(spec.build) ~= "function" or type(spec.space) ~= "table"
+     or type(spec.inputs) ~= "function" or (spec.name ~= nil and type(spec.name) ~= "string") then
+    error("tune: a sweep needs build = function(cfg) ... end, space = { NAME = {values...} }, " ..
+          "inputs = function(seed) ... end and optionally name = \"...\"", 0)
+  end
+  local pruned = {}
+  local all = configs_of(spec, opts, pruned)
+  local run = setup(spec, opts)
+  local entries = {}
+  for i, cfg in ipairs(all) do
+    local e = { cfg = cfg, key = M.config_key(cfg), status = "ok" }
+    entries[i] = e
+    if pruned[e.key] then fail(e, "prune", pruned[e.key]) else prepare(spec, e, run) end
+  end
+  compile_all(entries, run)
+  local state = { done = 0, failed = 0, t0 = os.clock(), tty = not opts.quiet and ffi.C.isatty(2) == 1 }
+  run.flush = run.timed and l2_flusher(run.dev) or nil
+  for _, e in ipairs(entries) do
+    if e.spec and e.status == "ok" and not e.cached then evaluate(spec, e, run) end
+    record(e, run)
+    state.done = state.done + 1
+    if e.status ~= "ok" then state.failed = state.failed + 1
+    elseif not state.best or better(e, state.best, run.timed) then state.best = e end
+    progress(state, #entries)
+  end
+  if state.tty then io.stderr:write("\n") end
+  local results = {}
+  for i, e in ipairs(entries) do
+    results[i] = { config = e.cfg, key = e.key, status = e.status, reason = e.reason, ms = e.ms, registers = e.registers,
+                   smem = e.smem, spills = e.spills, instructions = e.instructions, cached = e.cached or false }
+  end
+  sort_results(results, run.timed)
   local best = results[1] and results[1].status == "ok" and results[1] or nil
-  return { name = name, device = dev.name, timed = timed, results = results, best = best,
-           ranking = timed and "median time (device events)" or "emulator: timing is not meaningful; ranked by ptxas registers, then instructions" }
+  return { name = spec.name or "sweep", device = run.dev.name, timed = run.timed, results = results, best = best,
+           ranking = ranking(run), cache = run.cache or false, warnings = run.warnings }
 end
 
 return M

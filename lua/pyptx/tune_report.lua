@@ -1,14 +1,24 @@
 --- Reports of a tuning sweep: the sorted table, CSV, JSON, an SVG bar
 -- chart, and merging the JSON of several shards.
 local json = require "pyptx.json"
+local tune = require "pyptx.tune"
 
 local M = {}
 
---- The measure a result is ranked by, as text.
+--- The measure a result is ranked by, as text: time on a GPU; on the
+-- emulator ptxas registers, or instructions where there was no ptxas.
 local function measure(r, timed)
   if r.status ~= "ok" then return "-" end
   if timed then return r.ms and ("%.4f ms"):format(r.ms) or "-" end
-  return ("%s regs"):format(r.registers or "?")
+  if r.registers then return ("%s regs"):format(r.registers) end
+  return ("%s insts"):format(r.instructions or "?")
+end
+
+--- The number a result's bar shows, and what it is.
+local function bar_value(r, timed)
+  if timed then return r.ms, "time per config (ms)" end
+  if r.registers then return r.registers, "registers per config (emulator run: not timed)" end
+  return r.instructions, "instructions per config (emulator run, no ptxas: not timed)"
 end
 
 --- The sorted table as text.
@@ -63,14 +73,15 @@ local function xml(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):g
 function M.svg(result)
   local rows = result.results
   local bar_h, left, width = 18, 260, 420
-  local max = 0
-  local function value(r) return result.timed and r.ms or r.registers end
+  local first_ok = {}
+  for _, r in ipairs(rows) do if r.status == "ok" then first_ok = r break end end
+  local max, title = 0, select(2, bar_value(first_ok, result.timed))
+  local function value(r) return (bar_value(r, result.timed)) end
   for _, r in ipairs(rows) do if r.status == "ok" and value(r) then max = math.max(max, value(r)) end end
   local h = 50 + #rows * (bar_h + 4)
   local out = {
     ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="12">'):format(left + width + 120, h),
-    ('<text x="10" y="20" font-size="14">%s — %s</text>'):format(xml(result.name),
-      xml(result.timed and "time per config (ms)" or "registers per config (emulator run: not timed)")),
+    ('<text x="10" y="20" font-size="14">%s — %s</text>'):format(xml(result.name), xml(title)),
   }
   for i, r in ipairs(rows) do
     local y = 30 + (i - 1) * (bar_h + 4)
@@ -98,12 +109,7 @@ function M.merge(parts)
       if not seen[r.key] then seen[r.key] = true; merged.results[#merged.results + 1] = r end
     end
   end
-  local better = require("pyptx.tune").better
-  table.sort(merged.results, function(a, b)
-    if (a.status == "ok") ~= (b.status == "ok") then return a.status == "ok" end
-    if a.status ~= "ok" then return a.key < b.key end
-    return better(a, b, merged.timed)
-  end)
+  tune.sort_results(merged.results, merged.timed)
   merged.best = merged.results[1] and merged.results[1].status == "ok" and merged.results[1] or nil
   return merged
 end
