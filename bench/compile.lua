@@ -3,6 +3,7 @@
 -- our call); cached miss: a compile that also writes the entry; warm: a
 -- load from the cache. usage: luaptx bench/compile.lua [repeats]
 local compile = require "pyptx.compile"
+local sys = require "pyptx.sys"
 local repeats = tonumber(arg and arg[1]) or 9
 
 local ffi = require "ffi"
@@ -10,9 +11,7 @@ ffi.cdef [[ struct lpx_bench_ts { long s, ns; }; int clock_gettime(int, struct l
             int setenv(const char *, const char *, int); ]]
 
 -- A private cache, so the benchmark neither reads nor pollutes the user's.
-local dir = os.tmpname()
-os.remove(dir)
-os.execute("mkdir -p " .. dir)
+local dir = sys.temp_dir()
 ffi.C.setenv("LUAPTX_CACHE_DIR", dir, 1)
 
 --- Wall-clock seconds (the compiler may use threads; os.clock would not see it).
@@ -60,4 +59,4 @@ for _, e in ipairs(examples) do
   end
 end
 compile.cache_clear()
-os.execute("rm -rf " .. dir)
+sys.remove_tree(dir)

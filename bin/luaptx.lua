@@ -179,7 +179,7 @@ local function cmd_compile(args)
   local opts, pos = parse_options(args, 2, { ["--arch"] = "arch", ["-o"] = "dir", ["--force"] = true })
   if not pos[1] then error("usage: luaptx compile <script.lua> [--arch A] [-o DIR] [--force]", 0) end
   local script = M.load_kernel_script(pos[1])
-  print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir()))
+  print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
   for _, e in ipairs(each_kernel(script, opts.arch)) do
     local s = e.kernel:specialize(e.values)
     local t0 = os.clock()

@@ -1,7 +1,7 @@
 local compile = require "pyptx.compile"
 local toolkit = require "pyptx.toolkit"
-
-local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
+local sys = require "pyptx.sys"
+local H = require "spec.helpers"
 
 --- A valid PTX module whose kernel stores a constant c.
 local function ptx_storing(c, arch)
@@ -10,13 +10,9 @@ local function ptx_storing(c, arch)
     .. "\tst.global.u32 [%%rd2], %d;\n\tret;\n}\n"):format(arch or "sm_80", c)
 end
 
---- Run a shell command; returns its output.
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  p:close()
-  return out
-end
+--- A PTX module ptxas and nvJitLink reject (an undeclared register).
+local BAD_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+  .. "\t.reg .b32 %r<2>;\n\tadd.u32 %r1, %r9, 1;\n\tret;\n}\n"
 
 local has_compiler = pcall(compile.compiler)
 local nonce = 0
@@ -27,13 +23,26 @@ local function fresh_ptx()
   return ptx_storing(nonce) .. ("// %d %d %s\n"):format(os.time(), nonce, tostring({}))
 end
 
---- Run a Lua chunk in a fresh luaptx process with the given cache dir.
-local function run_lua(dir, chunk)
-  local path = dir .. "/chunk.lua"
-  local f = assert(io.open(path, "w"))
-  f:write(chunk)
-  f:close()
-  return sh(("LUAPTX_CACHE_DIR=%s %s %s"):format(dir, BIN, path))
+--- Run a Lua chunk in a fresh luaptx process with env edits (a string env
+-- is the cache dir); a time-out so a hang fails the test instead of the run.
+-- Returns stdout and stderr merged, and the exit status.
+local function run_lua(env, chunk)
+  if type(env) == "string" then env = { LUAPTX_CACHE_DIR = env } end
+  local path = H.temp_file(chunk, ".lua")
+  local res = H.run({ H.BIN, path }, { env = env, merge = true, timeout = 20 })
+  assert(not res.timed_out, "luaptx did not finish in 20 s (a blocking open?): " .. res.stdout)
+  return res.stdout, res.status
+end
+
+--- A chunk that compiles ptx and prints "key hit size".
+local function compiling(ptx)
+  return ("local c = require('pyptx.compile').cubin(%q, 'sm_80')\n"
+    .. "print(c.key, c.cache_hit, c.size, c.data:sub(1, 4) == '\\127ELF')\n"):format(ptx)
+end
+
+--- The permission bits of path as octal digits ("600"), not following links.
+local function mode(path)
+  return H.run({ "stat", "-c", "%a", path }).stdout:gsub("%s+$", "")
 end
 
 describe("pyptx.compile", function()
@@ -43,12 +52,8 @@ describe("pyptx.compile", function()
   end
 
   local dir
-  before_each(function()
-    dir = os.tmpname()
-    os.remove(dir)
-    os.execute("mkdir -p " .. dir)
-  end)
-  after_each(function() os.execute("rm -rf " .. dir) end)
+  before_each(function() dir = H.temp_dir() end)
+  after_each(H.cleanup)
 
   it("compiles PTX to an ELF cubin and hits the cache the second time", function()
     local ptx = fresh_ptx()
@@ -79,37 +84,30 @@ describe("pyptx.compile", function()
   end)
 
   it("lets 8 processes compile the same and different kernels at once without a broken entry", function()
-    local script = dir .. "/worker.lua"
-    local f = assert(io.open(script, "w"))
-    f:write(([[
+    local script = H.temp_file(([[
       local compile = require "pyptx.compile"
       local which = tonumber(arg[1])
       local ptx = (%q):gsub("CONST", tostring(which %% 3))
       local c = compile.cubin(ptx, "sm_80")
       assert(c.data:sub(1, 4) == "\127ELF")
-    ]]):format(ptx_storing(0):gsub("st.global.u32 %[%%rd2%], 0", "st.global.u32 [%%rd2], CONST")))
-    f:close()
-    local cmd = {}
-    for i = 1, 8 do cmd[#cmd + 1] = ("LUAPTX_CACHE_DIR=%s %s %s %d &"):format(dir, BIN, script, i) end
-    local out = sh(table.concat(cmd, " ") .. " wait")
-    assert.are.equal("", out)
-    local entries = 0
-    for line in sh("ls " .. dir):gmatch("[^\n]+") do
-      if line:match("%.cubin$") then entries = entries + 1 end
-      assert.is_nil(line:match("%.tmp%."), "a temporary file was left behind: " .. line)
-    end
-    assert.are.equal(3, entries)
+    ]]):format(ptx_storing(0):gsub("st.global.u32 %[%%rd2%], 0", "st.global.u32 [%%rd2], CONST")), ".lua")
+    -- the paths go to the shell as arguments, never as program text
+    local res = H.run({ "sh", "-c", 'for i in 1 2 3 4 5 6 7 8; do "$1" "$2" $i & done; wait', "sh", H.BIN, script },
+      { env = { LUAPTX_CACHE_DIR = dir }, merge = true, timeout = 60 })
+    assert.are.equal("", res.stdout)
+    assert.are.equal(3, #H.list(dir, "%.cubin$"))
+    assert.are.same({}, H.list(dir, "%.tmp"), "a temporary file was left behind")
     -- every entry loads as a hit in a fresh process
-    local check = sh(("LUAPTX_CACHE_DIR=%s %s %s 1"):format(dir, BIN, script))
+    local check = H.run({ H.BIN, script, "1" }, { env = { LUAPTX_CACHE_DIR = dir }, merge = true }).stdout
     assert.is_nil(check:match("corrupt"))
   end)
 
   it("detects a truncated entry, says so once and rebuilds it", function()
-    local chunk = ("print(require('pyptx.compile').cubin(%q, 'sm_80').cache_hit)"):format(ptx_storing(7))
+    local chunk = compiling(ptx_storing(7))
     assert.matches("false", run_lua(dir, chunk))
     assert.matches("true", run_lua(dir, chunk))
-    local entry = sh("ls " .. dir .. "/*.cubin"):gsub("%s+$", "")
-    os.execute(("truncate -s 100 %s"):format(entry))
+    local entry = H.list(dir, "%.cubin$")[1]
+    H.run { "truncate", "-s", "100", entry }
     local out = run_lua(dir, chunk)
     assert.matches("corrupt", out)
     assert.matches("false", out)
@@ -119,11 +117,106 @@ describe("pyptx.compile", function()
   end)
 
   it("lists, measures and clears the cache from the command line", function()
-    local env = "LUAPTX_CACHE_DIR=" .. dir .. " "
+    local env = { env = { LUAPTX_CACHE_DIR = dir } }
     run_lua(dir, ("require('pyptx.compile').cubin(%q, 'sm_80')"):format(ptx_storing(11)))
-    assert.matches("entries=k", sh(env .. BIN .. " cache ls"))
-    assert.matches("1 entries", sh(env .. BIN .. " cache stats"))
-    assert.matches("removed 1 entries", sh(env .. BIN .. " cache clear"))
-    assert.matches("0 entries", sh(env .. BIN .. " cache stats"))
+    assert.matches("entries=k", H.luaptx({ "cache", "ls" }, env))
+    assert.matches("1 entries", H.luaptx({ "cache", "stats" }, env))
+    assert.matches("removed 1 entries", H.luaptx({ "cache", "clear" }, env))
+    assert.matches("0 entries", H.luaptx({ "cache", "stats" }, env))
+  end)
+
+  it("creates the cache directory 0700 and every file in it 0600", function()
+    local cache = dir .. "/new/luaptx"
+    assert.matches("false", run_lua(cache, compiling(ptx_storing(12))))
+    run_lua(cache, compiling(BAD_PTX))
+    assert.equal("700", mode(cache))
+    assert.equal("700", mode(cache .. "/failed"))
+    local files = H.find(cache)
+    assert.are.equal(3, #files)          -- the entry, its PTX, the failed PTX
+    for _, f in ipairs(files) do assert.equal("600", mode(f), f) end
+  end)
+
+  it("treats a FIFO in place of an entry as a miss, says so once, and rebuilds it", function()
+    local chunk = compiling(ptx_storing(13))
+    local key = run_lua(dir, chunk):match("^(%x+)")
+    local entry = dir .. "/" .. key .. ".cubin"
+    assert(os.remove(entry))
+    H.run { "mkfifo", entry }
+    local out = run_lua(dir, chunk)        -- the old code blocked in open() here
+    assert.matches("refusing " .. entry .. ": it is not a regular file", out, 1, true)
+    local _, count = out:gsub("warning", "")
+    assert.are.equal(1, count)
+    assert.matches("false", out)
+    assert.equal("file", sys.kind(entry))
+    assert.matches("true", run_lua(dir, chunk))
+  end)
+
+  it("does not follow a link planted at failed/<key>.ptx", function()
+    local victim = H.temp_file("precious")
+    local out, status = run_lua(dir, compiling(BAD_PTX))
+    assert.are_not.equal(0, status)
+    local kept = out:match("kept at (%S+%.ptx)")
+    assert.equal(dir .. "/failed/", kept:sub(1, #dir + 8))
+    assert(os.remove(kept))
+    H.run { "ln", "-s", victim, kept }
+    out = run_lua(dir, compiling(BAD_PTX))
+    assert.matches("kept at " .. kept, out, 1, true)
+    assert.equal("precious", H.read(victim))
+    assert.equal("file", sys.kind(kept))
+    assert.equal(BAD_PTX, H.read(kept))
+    assert.equal("600", mode(kept))
+  end)
+
+  it("refuses an entry whose header carries another PTX's key", function()
+    local a = run_lua(dir, compiling(ptx_storing(14)))
+    local b = run_lua(dir, compiling(ptx_storing(15)))
+    local ka, kb = a:match("^(%x+)"), b:match("^(%x+)")
+    local bsize = b:match("^%x+%s+%a+%s+(%d+)")
+    H.write(dir .. "/" .. kb .. ".cubin", H.read(dir .. "/" .. ka .. ".cubin"))
+    local out = run_lua(dir, compiling(ptx_storing(15)))
+    assert.matches("holds the entry of key " .. ka, out, 1, true)
+    assert.matches(kb .. "%s+false%s+" .. bsize .. "%s+true", out)
+    assert.matches("true", run_lua(dir, compiling(ptx_storing(15))))
+  end)
+
+  it("turns the cache off, with one warning, for a directory others can write", function()
+    local shared = dir .. "/shared"
+    sys.mkdirs(shared)
+    H.run { "chmod", "777", shared }
+    local out, status = run_lua(shared, compiling(ptx_storing(16)) .. compiling(ptx_storing(17)))
+    assert.equal(0, status)
+    assert.matches("the cubin cache is off: refusing directory " .. shared
+      .. ": it is writable by group or others", out, 1, true)
+    local _, count = out:gsub("warning", "")
+    assert.are.equal(1, count)
+    assert.matches("%x+%s+false%s+%d+%s+true\n%x+%s+false%s+%d+%s+true\n", out)
+    assert.are.same({}, H.find(shared))
+    local _, err, st = H.luaptx({ "cache", "stats" }, { env = { LUAPTX_CACHE_DIR = shared } })
+    assert.are_not.equal(0, st)
+    assert.matches("the cubin cache is off: refusing directory", err, 1, true)
+  end)
+
+  it("turns the cache off for a directory owned by another user", function()
+    local res = H.run { "id", "-u" }
+    if res.stdout ~= "0\n" then H.pending("needs root to chown a directory to nobody (uid 65534)") end
+    local foreign = dir .. "/foreign"
+    sys.mkdirs(foreign)
+    H.run { "chown", "65534:65534", foreign }
+    local out = run_lua(foreign, compiling(ptx_storing(18)))
+    assert.matches("refusing directory " .. foreign .. ": it is owned by another user", out, 1, true)
+    assert.are.same({}, H.find(foreign))
+  end)
+
+  it("compiles without a cache when HOME is unset, warning once", function()
+    local env = { HOME = false, LUAPTX_CACHE_DIR = false, XDG_CACHE_HOME = false }
+    local out, status = run_lua(env, compiling(ptx_storing(19)) .. compiling(ptx_storing(19)))
+    assert.equal(0, status)
+    assert.matches("the cubin cache is off: HOME is unset", out, 1, true)
+    local _, count = out:gsub("warning", "")
+    assert.are.equal(1, count)
+    assert.matches("%x+%s+false.*\n%x+%s+false", out)
+    local _, err, st = H.luaptx({ "cache", "ls" }, { env = env })
+    assert.are_not.equal(0, st)
+    assert.matches("the cubin cache is off: HOME is unset", err, 1, true)
   end)
 end)

@@ -2,78 +2,104 @@
  * arch, compiler identity, options), written to a temporary file and
  * renamed into place so concurrent writers never leave a broken entry;
  * checksummed, so a truncated or corrupt entry is detected and rebuilt;
- * capped in size with least-recently-used eviction (mtime = last use). */
+ * bound to its key, so an entry copied or renamed under another key is
+ * refused; trusted only when it is a regular file of ours in a directory
+ * of ours that nobody else can write (links, FIFOs, devices and foreign or
+ * shared files are refused, never followed or blocked on); capped in size
+ * with least-recently-used eviction (mtime = last use). */
 #define _GNU_SOURCE
 #include "lpx_cache.h"
 #include "lpx_compile.h"
+#include "lpx_sys.h"
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #define CACHE_MAGIC "LPXC"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u
 #define CACHE_SUFFIX ".cubin"
 #define DEFAULT_LIMIT ((int64_t)1 << 30)
+#define FILE_MODE 0600
 
 /* Entry header, followed by meta_len bytes of text and the cubin. */
 typedef struct entry_header {
   char magic[4];
-  uint32_t version;
+  uint32_t version;       /* 2: the header carries the key */
   uint64_t payload_size;
   uint64_t checksum;      /* XXH64 of the cubin */
   uint32_t meta_len;
   uint32_t reserved;
+  char key[32];           /* the key the entry was stored under */
 } entry_header;
+
+/* What reading an entry found. */
+enum { ENTRY_OK, ENTRY_CORRUPT, ENTRY_STALE, ENTRY_OTHER_KEY };
 
 /* ------------------------------------------------------------ the place */
 
-/* mkdir -p. */
-static int make_dirs(const char *path)
-{
-  char tmp[1024];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return (mkdir(tmp, 0755) && errno != EEXIST) ? -1 : 0;
-}
-
-/* Choose the directory: given, $LUAPTX_CACHE_DIR, $XDG_CACHE_HOME/luaptx, ~/.cache/luaptx. */
-static void choose_dir(char *out, size_t cap, const char *given)
+/* Choose the directory: given, $LUAPTX_CACHE_DIR, $XDG_CACHE_HOME/luaptx
+ * (absolute only, as the XDG spec says), $HOME/.cache/luaptx; 0 when there
+ * is none (no world-shared fallback such as /tmp). */
+static int choose_dir(char *out, size_t cap, const char *given)
 {
   const char *env = getenv("LUAPTX_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (given && *given) snprintf(out, cap, "%s", given);
-  else if (env && *env) snprintf(out, cap, "%s", env);
-  else if (xdg && *xdg) snprintf(out, cap, "%s/luaptx", xdg);
-  else snprintf(out, cap, "%s/.cache/luaptx", home && *home ? home : "/tmp");
+  int n = -1;
+  if (given && *given) n = snprintf(out, cap, "%s", given);
+  else if (env && *env) n = snprintf(out, cap, "%s", env);
+  else if (xdg && xdg[0] == '/') n = snprintf(out, cap, "%s/luaptx", xdg);
+  else if (home && *home) n = snprintf(out, cap, "%s/.cache/luaptx", home);
+  return n > 0 && (size_t)n < cap;
 }
 
-/* Open (and create) the cache directory. */
-int lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
+/* Turn the cache off for the reason in ctx's error (or given). */
+static void cache_off(lpx_cache *c, const char *why)
+{
+  snprintf(c->off, sizeof c->off, "%s", why);
+  c->dir[0] = '\0';
+}
+
+/* Open (and create) the cache directory: ours, 0700, not a link, under
+ * parents nobody else can write. When there is none or it is refused, the
+ * cache is off (c->off says why; lpx_compile warns once) and every
+ * compile still works, uncached. */
+void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
 {
   memset(c, 0, sizeof *c);
   c->ctx = ctx;
   c->limit = DEFAULT_LIMIT;
   const char *mb = getenv("LUAPTX_CACHE_MAX_MB");
   if (mb && atoll(mb) > 0) c->limit = atoll(mb) << 20;
-  choose_dir(c->dir, sizeof c->dir, dir);
-  if (make_dirs(c->dir)) return lpx_fail(ctx, "cannot create the cache directory %s: %s", c->dir, strerror(errno));
-  return 0;
+  if (!choose_dir(c->dir, sizeof c->dir, dir))
+    cache_off(c, "HOME is unset and neither LUAPTX_CACHE_DIR nor XDG_CACHE_HOME names a directory "
+                 "(set LUAPTX_CACHE_DIR to cache compiled kernels)");
+  else if (lpx_fs_private_dir(ctx, c->dir) || lpx_fs_trusted_parents(ctx, c->dir))
+    cache_off(c, lpx_ctx_error(ctx));
 }
 
 /* Nothing is held open between calls. */
 void lpx_cache_close(lpx_cache *c) { (void)c; }
+
+/* Fail with why the cache is off, for the management calls; 0 when on. */
+static int need_on(lpx_cache *c)
+{
+  return c->dir[0] ? 0 : lpx_fail(c->ctx, "the cubin cache is off: %s", c->off);
+}
+
+/* Add a warning to the context's pending one (a compile may have two). */
+void lpx_cache_warn(lpx_ctx *ctx, const char *msg)
+{
+  char prev[LPX_MSG_MAX];
+  snprintf(prev, sizeof prev, "%s", lpx_ctx_warning(ctx));
+  lpx_warn(ctx, "%s%s%s", prev, prev[0] ? "\n" : "", msg);
+}
 
 /* The 32-hex-digit key of a compilation. */
 void lpx_cache_key(const char *identity, const char *path, const char *ptx, size_t len,
@@ -104,64 +130,85 @@ static void entry_path(const lpx_cache *c, const char *key, const char *suffix, 
   snprintf(out, cap, "%s/%s%s", c->dir, key, suffix);
 }
 
+/* Remove whatever is at path inside the (private) cache directory: a
+ * file, a link (never followed), a FIFO or a whole directory. */
+static void remove_path(lpx_cache *c, const char *path)
+{
+  if (unlink(path) != 0 && errno == EISDIR) lpx_fs_remove_tree(c->ctx, path);
+}
+
 /* ------------------------------------------------------------ load/store */
 
-/* Check and read an open entry; 0 ok, 1 corrupt (reason in why). */
-static int read_entry(FILE *f, uint8_t **image, size_t *size, const char **why)
+/* Check and read an open entry of key: ENTRY_OK, or what is wrong with it
+ * (the reason in why). */
+static int read_entry(FILE *f, const char *key, uint8_t **image, size_t *size, char *why, size_t cap)
 {
   entry_header h;
-  if (fread(&h, sizeof h, 1, f) != 1) { *why = "truncated header"; return 1; }
-  if (memcmp(h.magic, CACHE_MAGIC, 4) || h.version != CACHE_VERSION) { *why = "bad magic or version"; return 1; }
-  if (h.payload_size > ((uint64_t)1 << 32) || h.meta_len > (1u << 20)) { *why = "implausible sizes"; return 1; }
-  if (fseek(f, h.meta_len, SEEK_CUR)) { *why = "truncated metadata"; return 1; }
+  if (fread(&h, sizeof h, 1, f) != 1) { snprintf(why, cap, "truncated header"); return ENTRY_CORRUPT; }
+  if (memcmp(h.magic, CACHE_MAGIC, 4)) { snprintf(why, cap, "bad magic"); return ENTRY_CORRUPT; }
+  if (h.version != CACHE_VERSION) return ENTRY_STALE;
+  if (memcmp(h.key, key, 32)) { snprintf(why, cap, "%.32s", h.key); return ENTRY_OTHER_KEY; }
+  if (h.payload_size > ((uint64_t)1 << 32) || h.meta_len > (1u << 20)) { snprintf(why, cap, "implausible sizes"); return ENTRY_CORRUPT; }
+  if (fseek(f, h.meta_len, SEEK_CUR)) { snprintf(why, cap, "truncated metadata"); return ENTRY_CORRUPT; }
   uint8_t *img = malloc(h.payload_size ? h.payload_size : 1);
-  if (!img || fread(img, 1, h.payload_size, f) != h.payload_size) { free(img); *why = "truncated cubin"; return 1; }
-  if (fgetc(f) != EOF) { free(img); *why = "trailing bytes"; return 1; }
-  if (XXH64(img, h.payload_size, 0) != h.checksum) { free(img); *why = "checksum mismatch"; return 1; }
+  const char *bad = !img ? "out of memory"
+                  : fread(img, 1, h.payload_size, f) != h.payload_size ? "truncated cubin"
+                  : fgetc(f) != EOF ? "trailing bytes"
+                  : XXH64(img, h.payload_size, 0) != h.checksum ? "checksum mismatch" : NULL;
+  if (bad) { free(img); snprintf(why, cap, "%s", bad); return ENTRY_CORRUPT; }
   free(*image);
   *image = img;
   *size = h.payload_size;
-  return 0;
+  return ENTRY_OK;
 }
 
-/* Load an entry: 0 hit, 1 miss. A corrupt entry is reported once (a
- * warning in the context), removed, and counts as a miss. */
+/* Count a miss, dropping the entry at path that cannot be used (a warning
+ * when msg is given), so the rebuild replaces it. Returns 1 (a miss). */
+static int drop_entry(lpx_cache *c, const char *path, const char *msg)
+{
+  if (msg) lpx_cache_warn(c->ctx, msg);
+  remove_path(c, path);
+  c->misses++;
+  return 1;
+}
+
+/* Read the entry of key at path from its open descriptor fd (closed here). */
+static int load_open(lpx_cache *c, const char *key, const char *path, int fd, uint8_t **image, size_t *size)
+{
+  char why[96] = "", msg[1400];
+  FILE *f = fdopen(fd, "rb");
+  if (!f) { close(fd); c->misses++; return 1; }
+  int rc = read_entry(f, key, image, size, why, sizeof why);
+  if (rc == ENTRY_OK) futimens(fd, NULL);   /* mark as recently used */
+  fclose(f);
+  if (rc == ENTRY_OK) { c->hits++; return 0; }
+  if (rc == ENTRY_STALE) return drop_entry(c, path, NULL);
+  if (rc == ENTRY_OTHER_KEY)
+    snprintf(msg, sizeof msg, "cubin cache entry %s holds the entry of key %s, not its own; rebuilding it", path, why);
+  else snprintf(msg, sizeof msg, "cubin cache entry %s is corrupt (%s); rebuilding it", path, why);
+  return drop_entry(c, path, msg);
+}
+
+/* Load an entry: 0 hit, 1 miss. An entry that is corrupt, belongs to
+ * another key, or is not a regular file of ours that only we can write is
+ * reported once (a warning in the context), removed, and counts as a miss. */
 int lpx_cache_load(lpx_cache *c, const char *key, uint8_t **image, size_t *size)
 {
-  char path[1200];
+  char path[1200], msg[1400];
+  if (!c->dir[0]) { c->misses++; return 1; }
   entry_path(c, key, CACHE_SUFFIX, path, sizeof path);
-  FILE *f = fopen(path, "rb");
-  if (!f) { c->misses++; return 1; }
-  const char *why = NULL;
-  int rc = read_entry(f, image, size, &why);
-  fclose(f);
-  if (rc) {
-    lpx_warn(c->ctx, "cubin cache entry %s is corrupt (%s); rebuilding it", path, why);
-    remove(path);
-    c->misses++;
-    return 1;
-  }
-  utimes(path, NULL);   /* mark as recently used */
-  c->hits++;
-  return 0;
+  int fd = lpx_fs_open_regular(c->ctx, path, 1);
+  if (fd == -2) { c->misses++; return 1; }
+  if (fd >= 0) return load_open(c, key, path, fd, image, size);
+  snprintf(msg, sizeof msg, "cubin cache: %s; rebuilding the entry", lpx_ctx_error(c->ctx));
+  return drop_entry(c, path, msg);
 }
 
-/* Write data to path atomically: a unique temporary file, then rename. */
-static int write_atomic(lpx_cache *c, const char *path, const void *a, size_t na,
-                        const void *b, size_t nb, const void *d, size_t nd)
+/* Write a file of the cache: atomically, 0600, never through a link. */
+static int write_file(lpx_cache *c, const char *path, const void *data, size_t len)
 {
-  char tmp[1300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return lpx_fail(c->ctx, "cache: cannot create %s: %s", tmp, strerror(errno));
-  FILE *f = fdopen(fd, "wb");
-  int ok = f && fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) && (!nd || fwrite(d, 1, nd, f) == nd);
-  ok = (f && fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path)) {
-    remove(tmp);
-    return lpx_fail(c->ctx, "cache: cannot write %s: %s", path, strerror(errno));
-  }
-  return 0;
+  if (lpx_fs_write_file(c->ctx, path, data, len, FILE_MODE) == 0) return 0;
+  return lpx_fail(c->ctx, "cubin cache: %s", lpx_ctx_error(c->ctx));
 }
 
 /* Can c continue a PTX identifier? */
@@ -183,31 +230,45 @@ static void entry_names(const char *ptx, size_t len, char *out, size_t cap)
   }
 }
 
-/* Store an entry (and the PTX beside it), then enforce the size cap. */
+/* Store an entry (and the PTX beside it), then enforce the size cap. A
+ * cache that is off stores nothing. */
 int lpx_cache_store(lpx_cache *c, const char *key, const uint8_t *image, size_t size,
                     const char *ptx, size_t ptx_len, const char *arch)
 {
+  if (!c->dir[0]) return 0;
   char path[1200], names[512], meta[1024];
   entry_names(ptx, ptx_len, names, sizeof names);
   int mlen = snprintf(meta, sizeof meta, "arch=%s\nentries=%s\nptx_bytes=%zu\ncubin_bytes=%zu\ncreated=%lld\n",
                       arch, names, ptx_len, size, (long long)time(NULL));
-  entry_header h = { CACHE_MAGIC, CACHE_VERSION, size, XXH64(image, size, 0), (uint32_t)mlen, 0 };
+  if (mlen < 0 || (size_t)mlen >= sizeof meta) mlen = (int)strlen(meta);
+  entry_header h = { CACHE_MAGIC, CACHE_VERSION, size, XXH64(image, size, 0), (uint32_t)mlen, 0, { 0 } };
+  memcpy(h.key, key, 32);
+  size_t total = sizeof h + (size_t)mlen + size;
+  char *buf = malloc(total);
+  if (!buf) return lpx_fail(c->ctx, "cubin cache: out of memory");
+  memcpy(buf, &h, sizeof h);
+  memcpy(buf + sizeof h, meta, (size_t)mlen);
+  memcpy(buf + sizeof h + mlen, image, size);
   entry_path(c, key, ".ptx", path, sizeof path);
-  if (write_atomic(c, path, ptx, ptx_len, NULL, 0, NULL, 0)) return -1;
+  int rc = write_file(c, path, ptx, ptx_len);
   entry_path(c, key, CACHE_SUFFIX, path, sizeof path);
-  if (write_atomic(c, path, &h, sizeof h, meta, (size_t)mlen, image, size)) return -1;
-  return lpx_cache_evict(c);
+  if (rc == 0) rc = write_file(c, path, buf, total);
+  free(buf);
+  return rc ? rc : lpx_cache_evict(c);
 }
 
 /* ----------------------------------------------------------- management */
 
 typedef struct entry_info { char key[33]; int64_t bytes; time_t used; } entry_info;
 
-/* Collect every entry with its size (cubin + ptx) and last use. */
+/* Collect every entry with its size (cubin + ptx) and last use; links
+ * and other non-files under an entry's name are listed (to be removed),
+ * never followed. */
 static int collect(lpx_cache *c, entry_info **out, size_t *n)
 {
+  if (need_on(c)) return -1;
   DIR *d = opendir(c->dir);
-  if (!d) return lpx_fail(c->ctx, "cache: cannot read %s: %s", c->dir, strerror(errno));
+  if (!d) return lpx_fail(c->ctx, "cubin cache: cannot read %s: %s", c->dir, strerror(errno));
   size_t cap = 0;
   *out = NULL;
   *n = 0;
@@ -217,11 +278,11 @@ static int collect(lpx_cache *c, entry_info **out, size_t *n)
     char path[1400];
     struct stat st, sp;
     snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
-    if (stat(path, &st) || LPX_RESERVE(*out, cap, *n + 1)) continue;
+    if (lstat(path, &st) || LPX_RESERVE(*out, cap, *n + 1)) continue;
     entry_info *ei = &(*out)[(*n)++];
     snprintf(ei->key, sizeof ei->key, "%.32s", e->d_name);
     entry_path(c, ei->key, ".ptx", path, sizeof path);
-    ei->bytes = (int64_t)st.st_size + (stat(path, &sp) ? 0 : (int64_t)sp.st_size);
+    ei->bytes = (int64_t)st.st_size + (lstat(path, &sp) ? 0 : (int64_t)sp.st_size);
     ei->used = st.st_mtime;
   }
   closedir(d);
@@ -240,9 +301,9 @@ static void remove_entry(lpx_cache *c, const char *key)
 {
   char path[1200];
   entry_path(c, key, CACHE_SUFFIX, path, sizeof path);
-  remove(path);
+  remove_path(c, path);
   entry_path(c, key, ".ptx", path, sizeof path);
-  remove(path);
+  remove_path(c, path);
 }
 
 /* Delete least recently used entries until the cache fits its limit. */
@@ -275,18 +336,22 @@ int lpx_cache_usage(lpx_cache *c, int64_t *entries, int64_t *bytes)
   return 0;
 }
 
-/* Read an entry's metadata text into out (one line per entry). */
+/* Read an entry's metadata text into out (one line per entry); an entry
+ * that cannot be trusted says why instead. */
 static void append_meta(lpx_cache *c, const entry_info *e, lpx_buf *out)
 {
   char path[1200], meta[1024] = "";
   entry_header h;
   entry_path(c, e->key, CACHE_SUFFIX, path, sizeof path);
-  FILE *f = fopen(path, "rb");
+  int fd = lpx_fs_open_regular(c->ctx, path, 1);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (fd == -1) snprintf(meta, sizeof meta, "(%s)", lpx_ctx_error(c->ctx));
   if (f && fread(&h, sizeof h, 1, f) == 1 && h.meta_len < sizeof meta) {
     size_t got = fread(meta, 1, h.meta_len, f);
     meta[got] = '\0';
   }
   if (f) fclose(f);
+  else if (fd >= 0) close(fd);
   for (char *p = meta; *p; p++) if (*p == '\n') *p = ' ';
   lpx_buf_printf(out, "%s %8lld %s\n", e->key, (long long)e->bytes, meta);
 }

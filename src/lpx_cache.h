@@ -5,13 +5,16 @@
 
 typedef struct lpx_cache {
   lpx_ctx *ctx;
-  char dir[1024];
+  char dir[1024];         /* "" when the cache is off */
+  char off[LPX_MSG_MAX];  /* why it is off: no HOME, or the directory was refused */
+  int warned;             /* the "cache is off" warning was given */
   int64_t limit;          /* bytes; least recently used entries go past it */
   int64_t hits, misses;
 } lpx_cache;
 
-int lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir);
+void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir);
 void lpx_cache_close(lpx_cache *c);
+void lpx_cache_warn(lpx_ctx *ctx, const char *msg);
 void lpx_cache_key(const char *identity, const char *path, const char *ptx, size_t len,
                    char opts[][48], int nopts, char out[33]);
 int lpx_cache_load(lpx_cache *c, const char *key, uint8_t **image, size_t *size);

@@ -6,6 +6,7 @@
 #include "lpx_internal.h"
 #include "lpx_sys.h"
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,8 +135,8 @@ static void ptxas_identity(lpx_compiler *c)
 
 /* ------------------------------------------------------------ lifecycle */
 
-/* Open a compiler: nvJitLink when it loads, else ptxas; NULL when neither. */
-lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir)
+/* A compiler without its cache: nvJitLink when it loads, else ptxas; NULL when neither. */
+static lpx_compiler *compiler_new(lpx_ctx *ctx)
 {
   lpx_compiler *c = calloc(1, sizeof *c);
   if (!c) { lpx_fail(ctx, "out of memory"); return NULL; }
@@ -148,7 +149,15 @@ lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir)
     return NULL;
   }
   if (!c->lib) ptxas_identity(c);
-  if (lpx_cache_open(&c->cache, ctx, cache_dir)) { lpx_compiler_close(c); return NULL; }
+  return c;
+}
+
+/* Open a compiler and its cache (a cache that cannot be used is off, with
+ * a warning at the first compile: compiling still works). */
+lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir)
+{
+  lpx_compiler *c = compiler_new(ctx);
+  if (c) lpx_cache_open(&c->cache, ctx, cache_dir);
   return c;
 }
 
@@ -167,8 +176,11 @@ void lpx_compiler_close(lpx_compiler *c)
 /* "nvJitLink 13.0" or "ptxas <version>": part of every cache key. */
 const char *lpx_compiler_identity(lpx_compiler *c) { return c->identity; }
 
-/* The cache directory in use. */
+/* The cache directory in use ("" when the cache is off). */
 const char *lpx_compiler_cache_dir(lpx_compiler *c) { return c->cache.dir; }
+
+/* Why the cache is off ("" when it is on). */
+const char *lpx_compiler_cache_off(lpx_compiler *c) { return c->cache.dir[0] ? "" : c->cache.off; }
 
 /* ---------------------------------------------------------- compiling */
 
@@ -217,31 +229,31 @@ static int compile_jit(lpx_compiler *c, const char *ptx, size_t len, char opts[4
   return 0;
 }
 
-/* Read a whole file into c->image. */
+/* Read a whole regular file of ours into c->image. */
 static int read_image(lpx_compiler *c, const char *path)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *img = n > 0 ? malloc((size_t)n) : NULL;
-  int ok = img && fread(img, 1, (size_t)n, f) == (size_t)n;
-  fclose(f);
-  if (!ok) { free(img); return -1; }
+  struct stat st;
+  int fd = lpx_fs_open_regular(c->ctx, path, 1);
+  if (fd < 0) return -1;
+  uint8_t *img = fstat(fd, &st) == 0 && st.st_size > 0 ? malloc((size_t)st.st_size) : NULL;
+  size_t want = img ? (size_t)st.st_size : 0, got = 0;
+  while (got < want) {
+    ssize_t r = read(fd, img + got, want - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (!img || got != want) { free(img); return lpx_fail(c->ctx, "cannot read the cubin %s", path); }
   free(c->image);
   c->image = img;
-  c->image_size = (size_t)n;
+  c->image_size = got;
   return 0;
 }
 
-/* Compile with the ptxas program (fallback) into c->image: PTX and cubin
- * in fresh 0600 temporaries, ptxas run from an argv, its log kept. */
-static int compile_ptxas(lpx_compiler *c, const char *ptx, size_t len, char opts[4][48], int nopts)
+/* Run ptxas on in, writing out; its merged output goes to the log. */
+static int run_ptxas(lpx_compiler *c, const char *in, const char *out, char opts[4][48], int nopts)
 {
-  char in[4096], out[4160];
-  if (lpx_fs_temp_file(c->ctx, ".ptx", ptx, len, in, sizeof in)) return -1;
-  snprintf(out, sizeof out, "%.*s.cubin", (int)(strlen(in) - 4), in);
   const char *argv[10] = { c->ptxas };
   int n = 1;
   for (int i = 0; i < nopts; i++) argv[n++] = opts[i];
@@ -250,22 +262,51 @@ static int compile_ptxas(lpx_compiler *c, const char *ptx, size_t len, char opts
   size_t got = 0;
   const char *log = p ? lpx_proc_output(p, 1, &got) : c->ctx->error;
   lpx_buf_put(&c->log, log, p ? got : strlen(log));
-  int rc = (p && lpx_proc_status(p) == 0 && read_image(c, out) == 0) ? 0 : -1;
+  int rc = p && lpx_proc_status(p) == 0 ? 0 : -1;
   lpx_proc_free(p);
-  unlink(in);
-  unlink(out);
   return rc;
 }
 
-/* Keep a failing PTX under the cache dir so the error can name it. */
+/* Compile with the ptxas program (fallback) into c->image: the PTX and the
+ * cubin live in a fresh 0700 temporary directory (mkdtemp), so no name
+ * under /tmp can be predicted or planted, and it is always removed. */
+static int compile_ptxas(lpx_compiler *c, const char *ptx, size_t len, char opts[4][48], int nopts)
+{
+  char dir[4096], in[4200], out[4200];
+  if (lpx_fs_temp_dir(c->ctx, dir, sizeof dir)) { lpx_buf_puts(&c->log, lpx_ctx_error(c->ctx)); return -1; }
+  snprintf(in, sizeof in, "%s/kernel.ptx", dir);
+  snprintf(out, sizeof out, "%s/kernel.cubin", dir);
+  int rc = -1;
+  if (lpx_fs_write_file(c->ctx, in, ptx, len, 0600)) lpx_buf_puts(&c->log, lpx_ctx_error(c->ctx));
+  else if (run_ptxas(c, in, out, opts, nopts) == 0 && (rc = read_image(c, out)) != 0)
+    lpx_buf_puts(&c->log, lpx_ctx_error(c->ctx));
+  lpx_fs_remove_tree(c->ctx, dir);
+  return rc;
+}
+
+/* Keep a failing PTX so the error can name it: <cache>/failed/<key>.ptx
+ * (a private directory, written atomically, 0600, never through a planted
+ * link), else a fresh temporary file when the cache is off or unwritable. */
 static void keep_failed(lpx_compiler *c, const char *ptx, size_t len, const char *key, char *path, size_t cap)
 {
-  snprintf(path, cap, "%s/failed", c->cache.dir);
-  mkdir(path, 0755);
-  snprintf(path, cap, "%s/failed/%s.ptx", c->cache.dir, key);
-  FILE *f = fopen(path, "wb");
-  if (f) { fwrite(ptx, 1, len, f); fclose(f); }
-  else snprintf(path, cap, "(could not be written)");
+  char dir[1100];
+  if (c->cache.dir[0]) {
+    snprintf(dir, sizeof dir, "%s/failed", c->cache.dir);
+    snprintf(path, cap, "%s/%s.ptx", dir, key);
+    if (lpx_fs_private_dir(c->ctx, dir) == 0 && lpx_fs_write_file(c->ctx, path, ptx, len, 0600) == 0) return;
+  }
+  if (lpx_fs_temp_file(c->ctx, ".ptx", ptx, len, path, cap) == 0) return;
+  snprintf(path, cap, "(nowhere: %s)", lpx_ctx_error(c->ctx));
+}
+
+/* Warn, once per compiler, that the cache is off and why. */
+static void warn_off(lpx_compiler *c)
+{
+  char msg[LPX_MSG_MAX + 64];
+  if (c->cache.dir[0] || c->cache.warned) return;
+  c->cache.warned = 1;
+  snprintf(msg, sizeof msg, "the cubin cache is off: %s; compiling without it", c->cache.off);
+  lpx_cache_warn(c->ctx, msg);
 }
 
 /* Compile PTX for arch through the cache; out points into the compiler. */
@@ -283,6 +324,7 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
   c->log.n = 0;
   lpx_buf_puts(&c->log, "");
   int cached = !(o && o->no_cache);
+  if (cached) warn_off(c);
   if (cached && lpx_cache_load(&c->cache, out->key, &c->image, &c->image_size) == 0) {
     out->data = c->image; out->size = c->image_size; out->log = c->log.p; out->cache_hit = 1;
     return 0;
@@ -290,13 +332,13 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
   int rc = use_jit ? compile_jit(c, ptx, (size_t)len, opts, nopts) : compile_ptxas(c, ptx, (size_t)len, opts, nopts);
   out->log = c->log.p;
   if (rc) {
-    char kept[1200];
+    char kept[4200];
     keep_failed(c, ptx, (size_t)len, out->key, kept, sizeof kept);
     return lpx_fail(c->ctx, "%s could not compile the PTX for %s (the PTX is kept at %s):\n%s",
                     use_jit ? c->identity : "ptxas", arch, kept, c->log.p ? c->log.p : "");
   }
   if (cached && lpx_cache_store(&c->cache, out->key, c->image, c->image_size, ptx, (size_t)len, arch))
-    lpx_warn(c->ctx, "%s", lpx_ctx_error(c->ctx));   /* an unwritable cache must not fail the compile */
+    lpx_cache_warn(c->ctx, lpx_ctx_error(c->ctx));   /* an unwritable cache must not fail the compile */
   out->data = c->image; out->size = c->image_size;
   return 0;
 }
@@ -318,7 +360,13 @@ static void *many_worker(void *arg)
 {
   many_state *st = arg;
   lpx_ctx *ctx = lpx_ctx_new();
-  lpx_compiler *c = ctx ? lpx_compiler_open(ctx, st->parent->cache.dir) : NULL;
+  lpx_compiler *c = ctx ? compiler_new(ctx) : NULL;
+  if (c) {   /* the parent's cache as it is: same place, limit, and off or not */
+    c->cache = st->parent->cache;
+    c->cache.ctx = ctx;
+    c->cache.warned = 1;
+    c->cache.hits = c->cache.misses = 0;
+  }
   for (;;) {
     pthread_mutex_lock(&st->lock);
     int32_t i = st->next++;

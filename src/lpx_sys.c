@@ -306,6 +306,48 @@ int lpx_fs_private_dir(lpx_ctx *ctx, const char *path)
   return 0;
 }
 
+/* Why an ancestor directory st lets another user swap what lies below it,
+ * or NULL: it must be ours or root's, and writable by group or others only
+ * when sticky (like /tmp, where nobody may rename another's entries). */
+static const char *ancestor_why(const struct stat *st)
+{
+  if (st->st_uid != geteuid() && st->st_uid != 0) return "it is owned by another user";
+  if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) return "it is writable by group or others";
+  return NULL;
+}
+
+/* Check one ancestor: a link must be ours or root's, and the directory it
+ * names (or it is) must pass ancestor_why. */
+static int check_ancestor(lpx_ctx *ctx, const char *dir, const char *path)
+{
+  struct stat ls, st;
+  if (lstat(dir, &ls) != 0 || stat(dir, &st) != 0)
+    return lpx_fail(ctx, "refusing directory %s: its parent %s cannot be examined: %s", path, dir, strerror(errno));
+  const char *why = S_ISLNK(ls.st_mode) && ls.st_uid != geteuid() && ls.st_uid != 0
+                  ? "it is a symbolic link owned by another user" : ancestor_why(&st);
+  if (why) return lpx_fail(ctx, "refusing directory %s: its parent %s could let another user replace it: %s", path, dir, why);
+  return 0;
+}
+
+/* Check that no other user can replace path by renaming or relinking one
+ * of its ancestors (as ssh checks the directories above ~/.ssh). */
+int lpx_fs_trusted_parents(lpx_ctx *ctx, const char *path)
+{
+  char buf[PATH_MAX], cwd[PATH_MAX];
+  int n = path[0] == '/' ? snprintf(buf, sizeof buf, "%s", path)
+        : getcwd(cwd, sizeof cwd) ? snprintf(buf, sizeof buf, "%s/%s", cwd, path) : -1;
+  if (n < 0 || (size_t)n >= sizeof buf) return lpx_fail(ctx, "refusing directory %s: its absolute path cannot be formed", path);
+  if (check_ancestor(ctx, "/", path)) return -1;
+  for (char *s = buf + 1; *s; s++) {
+    if (*s != '/' || s[-1] == '/' || !s[1]) continue;
+    *s = '\0';
+    int rc = check_ancestor(ctx, buf, path);
+    *s = '/';
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Write all of data to fd; 0 on success. */
 static int write_all(int fd, const char *data, size_t len)
 {

@@ -23,15 +23,19 @@ function M.identity()
   return ffi.string(core.compiler_identity(M.compiler()))
 end
 
---- The cache directory in use.
+--- The cache directory in use; nil and the reason when the cache is off
+-- (HOME unset, or a directory refused as not private).
 function M.cache_dir()
-  return ffi.string(core.compiler_cache_dir(M.compiler()))
+  local c = M.compiler()
+  local dir = ffi.string(core.compiler_cache_dir(c))
+  if dir == "" then return nil, ffi.string(core.compiler_cache_off(c)) end
+  return dir
 end
 
---- Print the core's pending warning (e.g. a corrupt cache entry) once.
+--- Print the core's pending warnings (e.g. a corrupt cache entry), one a line.
 local function flush_warning()
   local w = core.take_warning()
-  if w ~= "" then io.stderr:write("luaptx: warning: ", w, "\n") end
+  for line in w:gmatch("[^\n]+") do io.stderr:write("luaptx: warning: ", line, "\n") end
 end
 
 --- Compile PTX text for arch. opts: line_info (default true), opt_level,
@@ -60,29 +64,32 @@ function M.kernel_cubin(s, opts)
   return s.cubin
 end
 
+-- The cache calls raise the core's message as it is (it names the cache
+-- directory and the reason; no Lua position would help).
+
 --- Cache listing text, one entry per line.
 function M.cache_list()
   local text = ffi.new("const char*[1]")
-  if core.cache_list(M.compiler(), text) < 0 then error(core.error_message(), 2) end
+  if core.cache_list(M.compiler(), text) < 0 then error(core.error_message(), 0) end
   return ffi.string(text[0])
 end
 
 --- Remove every cache entry; returns how many.
 function M.cache_clear()
   local n = ffi.new("int64_t[1]")
-  if core.cache_clear(M.compiler(), n) < 0 then error(core.error_message(), 2) end
+  if core.cache_clear(M.compiler(), n) < 0 then error(core.error_message(), 0) end
   return tonumber(n[0])
 end
 
 --- Cap the cache at bytes (evicts least recently used entries now).
 function M.cache_limit(bytes)
-  if core.cache_set_limit(M.compiler(), bytes) < 0 then error(core.error_message(), 2) end
+  if core.cache_set_limit(M.compiler(), bytes) < 0 then error(core.error_message(), 0) end
 end
 
 --- { entries, bytes, hits, misses } (hits/misses of this process).
 function M.cache_stats()
   local v = ffi.new("int64_t[4]")
-  if core.cache_stats(M.compiler(), v, v + 1, v + 2, v + 3) < 0 then error(core.error_message(), 2) end
+  if core.cache_stats(M.compiler(), v, v + 1, v + 2, v + 3) < 0 then error(core.error_message(), 0) end
   return { entries = tonumber(v[0]), bytes = tonumber(v[1]), hits = tonumber(v[2]), misses = tonumber(v[3]) }
 end
 
