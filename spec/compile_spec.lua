@@ -121,8 +121,16 @@ describe("pyptx.compile", function()
     run_lua(dir, ("require('pyptx.compile').cubin(%q, 'sm_80')"):format(ptx_storing(11)))
     assert.matches("entries=k", H.luaptx({ "cache", "ls" }, env))
     assert.matches("1 entries", H.luaptx({ "cache", "stats" }, env))
+    run_lua(dir, compiling(BAD_PTX))                       -- kept under failed/
+    H.write(dir .. "/0123.cubin.tmp-old", "a crashed writer's leftover")
+    H.run { "touch", "-d", "1 hour ago", dir .. "/0123.cubin.tmp-old" }
+    H.write(dir .. "/4567.cubin.tmp-new", "a writer still running")
+    assert.equal("directory", sys.kind(dir .. "/failed"))
     assert.matches("removed 1 entries", H.luaptx({ "cache", "clear" }, env))
     assert.matches("0 entries", H.luaptx({ "cache", "stats" }, env))
+    assert.is_nil(sys.kind(dir .. "/failed"))
+    assert.is_nil(sys.kind(dir .. "/0123.cubin.tmp-old"))
+    assert.equal("file", sys.kind(dir .. "/4567.cubin.tmp-new"))
   end)
 
   it("creates the cache directory 0700 and every file in it 0600", function()

@@ -66,10 +66,24 @@ static void cache_off(lpx_cache *c, const char *why)
   c->dir[0] = '\0';
 }
 
-/* Open (and create) the cache directory: ours, 0700, not a link, under
- * parents nobody else can write. When there is none or it is refused, the
- * cache is off (c->off says why; lpx_compile warns once) and every
- * compile still works, uncached. */
+/* The root directory of luaptx's caches (the cubin cache, tune results):
+ * given, else the environment's choice; created 0700 and checked (ours, not
+ * a link, under parents nobody else can write). -1 with the reason when
+ * there is none or it is refused. */
+int lpx_cache_root(lpx_ctx *ctx, const char *given, char *out, size_t cap)
+{
+  if (!choose_dir(out, cap, given)) {
+    out[0] = '\0';
+    return lpx_fail(ctx, "HOME is unset and neither LUAPTX_CACHE_DIR nor XDG_CACHE_HOME names a directory "
+                         "(set LUAPTX_CACHE_DIR to cache compiled kernels)");
+  }
+  if (lpx_fs_private_dir(ctx, out) || lpx_fs_trusted_parents(ctx, out)) return -1;
+  return 0;
+}
+
+/* Open (and create) the cache directory (lpx_cache_root). When there is
+ * none or it is refused, the cache is off (c->off says why; lpx_compile
+ * warns once) and every compile still works, uncached. */
 void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
 {
   memset(c, 0, sizeof *c);
@@ -77,11 +91,7 @@ void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
   c->limit = DEFAULT_LIMIT;
   const char *mb = getenv("LUAPTX_CACHE_MAX_MB");
   if (mb && atoll(mb) > 0) c->limit = atoll(mb) << 20;
-  if (!choose_dir(c->dir, sizeof c->dir, dir))
-    cache_off(c, "HOME is unset and neither LUAPTX_CACHE_DIR nor XDG_CACHE_HOME names a directory "
-                 "(set LUAPTX_CACHE_DIR to cache compiled kernels)");
-  else if (lpx_fs_private_dir(ctx, c->dir) || lpx_fs_trusted_parents(ctx, c->dir))
-    cache_off(c, lpx_ctx_error(ctx));
+  if (lpx_cache_root(ctx, dir, c->dir, sizeof c->dir)) cache_off(c, lpx_ctx_error(ctx));
 }
 
 /* Nothing is held open between calls. */
@@ -368,14 +378,33 @@ int lpx_cache_ls(lpx_cache *c, lpx_buf *out)
   return 0;
 }
 
-/* Remove every entry. */
+/* Remove the temporaries a crashed writer left (".tmp-" files older than
+ * ten minutes: younger ones may belong to a writer still running). */
+static void sweep_temporaries(lpx_cache *c)
+{
+  DIR *d = opendir(c->dir);
+  time_t now = time(NULL);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char path[1400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
+    if (strstr(e->d_name, ".tmp-") && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 600)
+      unlink(path);
+  }
+  if (d) closedir(d);
+}
+
+/* Remove every entry, the kept failing PTX (failed/) and stale temporaries. */
 int lpx_cache_wipe(lpx_cache *c, int64_t *removed)
 {
   entry_info *all;
   size_t n;
+  char failed[1400];
   if (collect(c, &all, &n)) return -1;
   for (size_t i = 0; i < n; i++) remove_entry(c, all[i].key);
   *removed = (int64_t)n;
   free(all);
-  return 0;
+  sweep_temporaries(c);
+  snprintf(failed, sizeof failed, "%s/failed", c->dir);
+  return lpx_fs_remove_tree(c->ctx, failed);
 }

@@ -41,6 +41,7 @@ void lpx_compiler_close(lpx_compiler *c);
 const char *lpx_compiler_identity(lpx_compiler *c);
 const char *lpx_compiler_cache_dir(lpx_compiler *c);
 const char *lpx_compiler_cache_off(lpx_compiler *c);
+int lpx_cache_root(lpx_ctx *ctx, const char *given, char *out, size_t cap);
 int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch, const lpx_compile_opts *opts, lpx_cubin *out);
 int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads);
 int32_t lpx_content_hash(const char *data, uint64_t len, char *out33);

@@ -37,7 +37,7 @@
   X(lpx_device_event_elapsed) X(lpx_device_stats) \
   X(lpx_device_graph_begin) X(lpx_device_graph_end) X(lpx_device_graph_launch) \
   X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
-  X(lpx_compiler_cache_dir) X(lpx_compiler_cache_off) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
+  X(lpx_compiler_cache_dir) X(lpx_cache_root) X(lpx_compiler_cache_off) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
   X(lpx_cache_set_limit) X(lpx_cache_stats) \
   X(lpx_func_check_refs) X(lpx_tma_validate) X(lpx_tma_dtype_size) X(lpx_tma_dtype_lookup) X(lpx_tma_box_bytes) \
   X(lpx_device_tma_encode) X(lpx_device_tma_replace_address) \

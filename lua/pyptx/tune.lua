@@ -82,15 +82,13 @@ local function message(err)
   return (tostring(err):gsub("^[%w_./-]*pyptx/[%w_]+%.lua:%d+: ", ""))
 end
 
---- The root of luaptx's caches: opts.cache_dir, $LUAPTX_CACHE_DIR,
--- $XDG_CACHE_HOME/luaptx or $HOME/.cache/luaptx; nil and why when none is set.
+--- The root of luaptx's caches, chosen, created and checked by the C core
+-- (lpx_cache_root: opts.cache_dir, $LUAPTX_CACHE_DIR, $XDG_CACHE_HOME/luaptx,
+-- $HOME/.cache/luaptx); nil and why when there is none or it is refused.
 local function cache_root(opts)
-  if opts.cache_dir then return opts.cache_dir end
-  local env, xdg, home = os.getenv("LUAPTX_CACHE_DIR"), os.getenv("XDG_CACHE_HOME"), os.getenv("HOME")
-  if env and env ~= "" then return env end
-  if xdg and xdg ~= "" then return xdg .. "/luaptx" end
-  if home and home ~= "" then return home .. "/.cache/luaptx" end
-  return nil, "none of LUAPTX_CACHE_DIR, XDG_CACHE_HOME and HOME is set"
+  local out = ffi.new("char[4096]")
+  if core.cache_root(core.ctx, opts.cache_dir, out, 4096) ~= 0 then return nil, core.error_message() end
+  return ffi.string(out)
 end
 
 --- A sweep name as one directory name: letters, digits, '_' and '-' kept;
@@ -107,7 +105,7 @@ local function open_cache(name, opts)
   local root, why = cache_root(opts)
   if not root then return nil, why end
   local dir = root .. "/tune/" .. dir_name(name)
-  for _, d in ipairs { root, root .. "/tune", dir } do
+  for _, d in ipairs { root .. "/tune", dir } do
     local ok, err = sys.private_dir(d)
     if not ok then return nil, err end
   end
