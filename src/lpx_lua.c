@@ -43,7 +43,8 @@
   X(lpx_device_tma_encode) X(lpx_device_tma_replace_address) \
   X(lpx_proc_run) X(lpx_proc_status) X(lpx_proc_timed_out) X(lpx_proc_output) X(lpx_proc_free) \
   X(lpx_fs_kind) X(lpx_fs_mkdirs) X(lpx_fs_private_dir) X(lpx_fs_write_file) X(lpx_fs_temp_file) \
-  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree)
+  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree) \
+  X(lpx_device_fill)
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)

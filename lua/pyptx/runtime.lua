@@ -80,6 +80,9 @@ function Device:download(dst, src, n) check(core.device_download(self.handle, ds
 --- Set n bytes at a device address to a byte value.
 function Device:memset(dst, b, n) check(core.device_memset(self.handle, dst, b, n), "memset") end
 
+--- Fill count elements of width bytes at a device address with pattern.
+function Device:fill(dst, pattern, width, count) check(core.device_fill(self.handle, dst, pattern, width, count), "fill") end
+
 --- Wait for all work on the device.
 function Device:sync() check(core.device_sync(self.handle), "sync") end
 
@@ -242,7 +245,7 @@ function M.launch(k, ...)
   for i = #args + 1, #s.tensors do
     local spec = s.tensors[i]
     outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
-    if opts.poison ~= false then outs[#outs]:fill_bytes(0xff) end
+    if opts.poison ~= false then outs[#outs]:poison() end
   end
   local all = {}
   for i, t in ipairs(args) do all[i] = t end
