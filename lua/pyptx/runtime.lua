@@ -5,6 +5,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local types = require "pyptx.types"
 local tensor = require "pyptx.tensor"
+local env = require "pyptx.env"
 
 local M = {}
 
@@ -16,11 +17,11 @@ local function check(rc, what)
   if rc < 0 then error(what .. ": " .. core.error_message(), 3) end
 end
 
---- Open a device of a kind ("emu", "cuda"); errors carry the core's reason.
-function M.open(kind)
-  if not core.device_open then error("this luaptx build has no device support", 2) end
+--- Open a device of a kind; nil and the core's reason when it cannot be.
+local function open_kind(kind)
+  if not core.device_open then return nil, "this luaptx build has no device support" end
   local h = core.device_open(core.ctx, kind)
-  if h == nil then error(core.error_message(), 2) end
+  if h == nil then return nil, core.error_message() end
   h = ffi.gc(h, core.device_close)
   local dev = setmetatable({ handle = h, kind = ffi.string(core.device_kind(h)), name = ffi.string(core.device_describe(h)) }, Device)
   local cc = ffi.new("int64_t[1]")
@@ -31,24 +32,30 @@ function M.open(kind)
   return dev
 end
 
+--- Open a device of a kind ("emu", "cuda"); errors carry the core's reason.
+function M.open(kind)
+  local dev, err = open_kind(kind)
+  if not dev then error(err, 2) end
+  return dev
+end
+
 local current
 
 --- The current device, opened on first use from $LUAPTX_DEVICE (default
 -- auto: cuda when a driver and a GPU exist, else the emulator; says which).
 function M.device()
   if current then return current end
-  local want = os.getenv("LUAPTX_DEVICE")
-  if want == nil or want == "" then want = "auto" end
-  if want ~= "auto" and want ~= "emu" and want ~= "cuda" then
-    error("LUAPTX_DEVICE=" .. want .. ": valid values are auto, emu, cuda", 2)
-  end
+  local want = env.choice("LUAPTX_DEVICE", { "auto", "emu", "cuda" }, "auto")
+  local dev, err
   if want == "auto" then
-    local ok, dev = pcall(M.open, "cuda")
-    if ok then current = dev else current = M.open("emu") end
-    io.stderr:write("luaptx: device ", current.name, "\n")
+    dev = open_kind("cuda")
+    if not dev then dev, err = open_kind("emu") end
   else
-    current = M.open(want)
+    dev, err = open_kind(want)
   end
+  if not dev then error(err, 0) end   -- the reason names the device or the variable
+  current = dev
+  if want == "auto" then io.stderr:write("luaptx: device ", current.name, "\n") end
   return current
 end
 
