@@ -3,6 +3,7 @@
 #include "luaptx.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures, checks;
@@ -104,6 +105,31 @@ int main(int argc, char **argv)
   const char *dev = luaptx_device(S3);   /* without a GPU: "" and a clear error */
   CHECK(*dev ? strstr(dev, "cuda") != NULL : strstr(luaptx_error(S3), "CUDA driver") != NULL);
   luaptx_close(S3);
+
+  /* set-up errors are refused at open: an unknown device, bad variables */
+  luaptx_options gpu = { "gpu", NULL, NULL, 1 };
+  luaptx_state *S4 = luaptx_open(&gpu);
+  CHECK(S4 != NULL && strcmp(luaptx_error(S4), "luaptx_open: unknown device 'gpu'; valid: auto, emu, cuda") == 0);
+  CHECK(luaptx_load_string(S4, "return 1", "=x") == -1 && strstr(luaptx_error(S4), "unknown device 'gpu'"));
+  CHECK(*luaptx_device(S4) == '\0' && strstr(luaptx_error(S4), "unknown device 'gpu'"));
+  luaptx_close(S4);
+  luaptx_options emu = { "emu", NULL, NULL, 1 };
+  setenv("LUAPTX_TRACEBACK", "yes", 1);
+  luaptx_state *S5 = luaptx_open(&emu);
+  CHECK(S5 != NULL && strcmp(luaptx_error(S5), "LUAPTX_TRACEBACK=yes: valid: 0 (off) or 1 (on)") == 0);
+  luaptx_close(S5);
+  unsetenv("LUAPTX_TRACEBACK");
+  setenv("LUAPTX_LUA_DIR", "/no/such/dir", 1);
+  luaptx_state *S6 = luaptx_open(&emu);
+  CHECK(S6 != NULL && strstr(luaptx_error(S6), "LUAPTX_LUA_DIR=/no/such/dir: there is no pyptx/init.lua in it"));
+  luaptx_close(S6);
+  unsetenv("LUAPTX_LUA_DIR");
+  setenv("LUAPTX_EMU_THREADS", "99999999999", 1);
+  luaptx_state *S7 = luaptx_open(&emu);
+  CHECK(S7 != NULL && *luaptx_device(S7) == '\0'
+        && strstr(luaptx_error(S7), "LUAPTX_EMU_THREADS=99999999999: out of range; valid: an integer in 0..256"));
+  luaptx_close(S7);
+  unsetenv("LUAPTX_EMU_THREADS");
   luaptx_close(S1);
   luaptx_close(S2);
   printf("%d checks, %d failures\n", checks, failures);
