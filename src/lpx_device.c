@@ -159,6 +159,8 @@ static int check_cfg(lpx_device *d, const lpx_launch_cfg *c)
     return lpx_fail(d->ctx, "launch: block (%u, %u, %u) has %llu threads; the limit is 1024",
                     c->block[0], c->block[1], c->block[2], (unsigned long long)threads);
   if (c->block[2] > 64) return lpx_fail(d->ctx, "launch: block z = %u; the limit is 64", c->block[2]);
+  if (c->grid[0] > 2147483647u)
+    return lpx_fail(d->ctx, "launch: grid x = %u; the limit is 2147483647 (2^31-1)", c->grid[0]);
   if (c->grid[1] > 65535 || c->grid[2] > 65535)
     return lpx_fail(d->ctx, "launch: grid y/z = %u/%u; the limit is 65535", c->grid[1], c->grid[2]);
   for (int i = 0; i < 3; i++)

@@ -136,7 +136,7 @@ function M.pack_params(s, tensors, values)
   for _, p in ipairs(s.kernel.raw_params) do
     local ty = types.get(p[1]) or p[1]
     local v = values[p[2]]
-    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 4) end
+    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 3) end
     add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
   for _, d in ipairs(s.tma or {}) do   -- TMA tensor maps (X:tma_desc): built from the actual tensor
@@ -149,7 +149,7 @@ function M.pack_params(s, tensors, values)
     if type(v) == "string" or (type(v) == "cdata" and e.bytes > 8) then
       -- an array parameter (a TMA descriptor, a struct): copy its bytes
       if type(v) == "string" and #v ~= e.bytes then
-        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 4)
+        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 3)
       end
       ffi.copy(buf + e.offset, v, e.bytes)
     else
@@ -166,32 +166,63 @@ local function bind_dims(k, args, values)
   local bound_by = {}
   for i, spec in ipairs(k.in_specs) do
     local t = args[i]
-    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 4) end
+    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 3) end
     if t.dtype ~= spec.dtype then
-      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 4)
+      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 3)
     end
     if #t.shape ~= #spec.dims then
-      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 4)
+      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 3)
     end
     for d, dim in ipairs(spec.dims) do
       local got = t.shape[d]
       if type(dim) == "number" and dim ~= got then
-        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 4)
+        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 3)
       elseif type(dim) == "string" then
         if values[dim] == nil then values[dim], bound_by[dim] = got, { i, t.shape }
         elseif values[dim] ~= got then
           local prev = bound_by[dim]
           error(("kernel \"%s\": dimension %s is %d from input %d (shape %s) but %d from input %d (shape %s)")
             :format(k.name, dim, values[dim], prev and prev[1] or 0, prev and table.concat(prev[2], "x") or "option",
-              got, i, table.concat(t.shape, "x")), 4)
+              got, i, table.concat(t.shape, "x")), 3)
         end
       end
     end
   end
 end
 
---- The launch configuration of a specialization with a packed buffer.
+-- The hardware's launch limits: grid x, y, z; block x, y, z; threads per block.
+local GRID_MAX, BLOCK_MAX, THREADS_MAX = { 2 ^ 31 - 1, 65535, 65535 }, { 1024, 1024, 64 }, 1024
+
+--- Why a grid and a block cannot launch (nil when they can): each
+-- dimension a positive integer within the limits; named by what (a kernel).
+function M.dims_error(what, grid, block)
+  local function fmt(d) return ("(%s, %s, %s)"):format(tostring(d[1]), tostring(d[2]), tostring(d[3])) end
+  for i = 1, 3 do
+    local g, b = grid[i], block[i]
+    if type(g) ~= "number" or g < 1 or g > GRID_MAX[i] or g ~= math.floor(g) then
+      return ("%s: grid %s is out of range; valid: x in 1..2147483647 (2^31-1), y and z in 1..65535"):format(what, fmt(grid))
+    end
+    if type(b) ~= "number" or b < 1 or b > BLOCK_MAX[i] or b ~= math.floor(b) then
+      return ("%s: block %s is out of range; valid: x and y in 1..1024, z in 1..64, at most 1024 threads in all"):format(what, fmt(block))
+    end
+  end
+  local threads = block[1] * block[2] * block[3]
+  if threads > THREADS_MAX then
+    return ("%s: block %s has %d threads; valid: at most 1024 threads in all"):format(what, fmt(block), threads)
+  end
+  return nil
+end
+
+--- Refuse a specialization whose grid or block cannot launch, at level.
+local function check_dims(s, level)
+  local bad = M.dims_error(("kernel \"%s\""):format(s.kernel.name), s.grid, s.block)
+  if bad then error(bad, level and level + 1 or 0) end
+end
+
+--- The launch configuration of a specialization with a packed buffer
+-- (grid and block checked first: a value above 2^32 would wrap).
 function M.make_cfg(s, buf, size)
+  check_dims(s)
   local cfg = ffi.new("lpx_launch_cfg")
   for d = 0, 2 do
     cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
@@ -214,6 +245,7 @@ function M.prepare(k, ...)
   for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
   bind_dims(k, args, values)
   local s = k:specialize(values)
+  check_dims(s, 2)
   local fn = dev:function_of(s)
   local all, outs = {}, {}
   for i, t in ipairs(args) do all[i] = t end
@@ -240,13 +272,14 @@ function M.launch(k, ...)
   local opts = {}
   if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
   if #args ~= #k.in_specs then
-    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 3)
+    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 2)
   end
   local dev = opts.device or M.device()
   local values = {}
   for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
   bind_dims(k, args, values)
   local s = k:specialize(values)
+  check_dims(s, 2)
   local fn = dev:function_of(s)
   local outs = {}
   for i = #args + 1, #s.tensors do

@@ -99,6 +99,18 @@ int main(int argc, char **argv)
   v[0].version.major = 1;
   for (int i = 0; i < B * N; i++) y1[i] = NAN;
   CHECK(luaptx_launch_dlpack_versioned(k1, av, 3, NULL) == 0 && rms_error(x, w, y1) < 1e-5);
+  /* a grid above 2^31-1 (2^32 would wrap to 0) is refused before launch */
+  CHECK(luaptx_load_string(S1, "local p = require 'pyptx'\n"
+        "return p.kernel 'big' { arch = 'sm_80', in_specs = { p.Tile(4, p.types.f32) }, out_specs = { p.Tile(4, p.types.f32) },\n"
+        "  grid = function(v) return { v.G } end, params = { G = 1 }, function() p.ptx.ret() end }", "=big.lua") == 0);
+  luaptx_kernel *big = luaptx_kernel_get(S1, "big", "G=4294967296");
+  int64_t s4[1] = { 4 };
+  DLTensor tb1 = tensor(x, s4, 1), tb2 = tensor(y1, s4, 1), *ab[] = { &tb1, &tb2 };
+  CHECK(big && luaptx_launch_dlpack(big, ab, 2, NULL) == -1
+        && strcmp(luaptx_error(S1), "kernel \"big\": grid (4294967296, 1, 1) is out of range; "
+                  "valid: x in 1..2147483647 (2^31-1), y and z in 1..65535") == 0);
+  big = luaptx_kernel_get(S1, "big", "G=2");
+  CHECK(big && luaptx_launch_dlpack(big, ab, 2, NULL) == 0);
   luaptx_options cuda = { "cuda", NULL, NULL, 1 };
   luaptx_state *S3 = luaptx_open(&cuda);
   CHECK(S3 != NULL);
