@@ -6,6 +6,7 @@ local env = require "pyptx.env"
 local runtime = require "pyptx.runtime"
 local kernel = require "pyptx.kernel"
 local core = require "pyptx.core"
+local H = require "spec.helpers"
 
 pcall(ffi.cdef, "int setenv(const char *, const char *, int);")
 pcall(ffi.cdef, "int unsetenv(const char *);")
@@ -93,30 +94,6 @@ describe("luaptx's environment variables", function()
   end)
 end)
 
-pcall(ffi.cdef, [[
-typedef struct lpx_spec_dir lpx_spec_dir;
-struct lpx_spec_dirent { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[256]; };
-lpx_spec_dir *opendir(const char *);
-struct lpx_spec_dirent *readdir(lpx_spec_dir *);
-int closedir(lpx_spec_dir *);
-]])
-
---- The files of a directory whose names end with one of the suffixes.
-local function list(dir, suffixes)
-  local d, out = ffi.C.opendir(dir), {}
-  assert(d ~= nil, "cannot open " .. dir)
-  while true do
-    local e = ffi.C.readdir(d)
-    if e == nil then break end
-    local name = ffi.string(e.name)
-    for _, suf in ipairs(suffixes) do
-      if name:sub(-#suf) == suf then out[#out + 1] = dir .. "/" .. name end
-    end
-  end
-  ffi.C.closedir(d)
-  return out
-end
-
 --- The text of a file.
 local function read(path)
   local f = assert(io.open(path, "rb"))
@@ -130,7 +107,7 @@ describe("docs/cli.md's environment table", function()
     local doc = read("docs/cli.md"):match("## Environment(.*)")
     local sources = {}
     for _, dir in ipairs { "src", "src/emu", "lua/pyptx", "bin" } do
-      for _, f in ipairs(list(dir, { ".c", ".lua" })) do sources[#sources + 1] = f end
+      for _, f in ipairs(H.list(dir, "%.[cl]u?a?$")) do sources[#sources + 1] = f end
     end
     assert.is_true(#sources > 60, "found only " .. #sources .. " source files")
     local seen = {}
