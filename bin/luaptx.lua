@@ -179,7 +179,10 @@ local function cmd_compile(args)
   local opts, pos = parse_options(args, 2, { ["--arch"] = "arch", ["-o"] = "dir", ["--force"] = true })
   if not pos[1] then error("usage: luaptx compile <script.lua> [--arch A] [-o DIR] [--force]", 0) end
   local script = M.load_kernel_script(pos[1])
+  local core, ffi, sys = require "pyptx.core", require "ffi", require "pyptx.sys"
+  if opts.dir then sys.mkdirs(opts.dir) end
   print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
+  local hash = ffi.new("char[33]")
   for _, e in ipairs(each_kernel(script, opts.arch)) do
     local s = e.kernel:specialize(e.values)
     local t0 = os.clock()
@@ -187,10 +190,10 @@ local function cmd_compile(args)
     local ms = (os.clock() - t0) * 1e3
     local path = ""
     if opts.dir then
-      path = ("%s/%s.%s.cubin"):format(opts.dir, e.kernel.name, s.arch)
-      local f = assert(io.open(path, "wb"))
-      f:write(cubin.data)
-      f:close()
+      -- DIR/<kernel>.<arch>.<PTX hash>.cubin: two specializations of one kernel never share a file
+      core.content_hash(s.ptx, #s.ptx, hash)
+      path = ("%s/%s.%s.%s.cubin"):format(opts.dir, e.kernel.name, s.arch, ffi.string(hash, 12))
+      sys.write_file(path, cubin.data)
     end
     print(("%-28s %-8s %8d bytes  %-5s %8.2f ms  %s %s"):format(e.kernel.name, s.arch, cubin.size,
       cubin.cache_hit and "hit" or "miss", ms, cubin.key, path))

@@ -49,9 +49,9 @@ local function decode(t, lo, hi)
   if t == types.f32 then return ("%.9g"):format(half.from_f32_bits(lo)) end
   if t == types.f16 then return ("%.5g"):format(half.from_f16(lo % 65536)) end
   if t == types.bf16 then return ("%.4g"):format(half.from_bf16(lo % 65536)) end
+  if t == types.f64 then return ("%.17g"):format(half.from_f64_bits(lo, hi)) end
   if t.bits == 64 then
     local u = ffi.new("uint64_t", hi) * 4294967296ULL + lo
-    if t == types.f64 then return ("%.17g"):format(ffi.cast("double*", ffi.new("uint64_t[1]", u))[0]) end
     if t.kind == "s" then return tostring(ffi.cast("int64_t", u)):gsub("LL$", "") end
     return tostring(u):gsub("ULL$", "")
   end

@@ -254,3 +254,58 @@ end }
     end)
   end)
 end)
+
+describe("luaptx compile -o DIR", function()
+  local lfs = require "lfs"
+  local compile = require "pyptx.compile"
+  after_each(H.cleanup)
+
+  --- The permission bits of a path, e.g. "rwx------".
+  local function perms(path) return lfs.attributes(path, "permissions") end
+
+  it("creates DIR and its parents at 0700 (no shell: a quote in the name is a name) before compiling", function()
+    local d = H.temp_dir() .. "/a/b'c; touch x"
+    local path = script(KERNEL_HEAD .. "return { k('one') }")
+    local _, err, rc = luaptx("compile", path, "-o", d)
+    os.remove(path)
+    assert.equal("rwx------", perms(d), err)
+    assert.equal("rwx------", perms(d:match("^(.*)/b'c")))
+    if not pcall(compile.compiler) then return end     -- the directory is made before the compiler is needed
+    assert.equal(0, rc, err)
+  end)
+
+  it("says when DIR cannot be created", function()
+    local d = H.temp_dir()
+    H.write(d .. "/f", "x")
+    local path = script(KERNEL_HEAD .. "return { k('one') }")
+    local _, err, rc = luaptx("compile", path, "-o", d .. "/f/g")
+    os.remove(path)
+    assert.equal(1, rc)
+    assert.matches("^luaptx: cannot create directory " .. (d .. "/f"):gsub("%p", "%%%0"), err)
+  end)
+
+  it("writes one file per specialization of a kernel at 0600, none overwriting another", function()
+    if not pcall(compile.compiler) then
+      H.pending("needs nvJitLink or ptxas (the CUDA toolkit): " .. toolkit.missing_message("ptxas"))
+    end
+    local path = script [[
+local pyptx = require "pyptx"
+local ptx, reg, u32 = pyptx.ptx, pyptx.reg, pyptx.types.u32
+local k = pyptx.kernel "twice" { arch = "sm_80", params = { N = 1 },
+  function(v) local r = reg.scalar(u32); ptx.inst.mov.u32(r, v.N); ptx.inst.add.u32(r, r, r); ptx.ret() end }
+return { kernels = { { k, { N = 1 } }, { k, { N = 2 } }, { k, { N = 1 } } } }
+]]
+    local d = H.temp_dir() .. "/cubins"
+    local out, err, rc = luaptx("compile", path, "-o", d)
+    os.remove(path)
+    assert.equal(0, rc, err)
+    local files = H.list(d, "^twice%.sm_80%.%x+%.cubin$")
+    assert.equal(2, #files, out)                              -- N = 1 twice is one specialization
+    for _, f in ipairs(files) do
+      assert.matches(f, out, 1, true)
+      assert.equal("\127ELF", read(f):sub(1, 4))
+      assert.equal("rw-------", perms(f))
+    end
+    assert.equal("rwx------", perms(d))
+  end)
+end)

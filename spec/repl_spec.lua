@@ -92,6 +92,15 @@ describe("luaptx repl", function()
     assert.matches("%f1    f32   0: 0  1: 3  2: 6  3: 9", out, 1, true)
   end)
 
+  it("prints NaN registers of any bit pattern as nan (f32 0xffffffff, 0xfff80000; f64 all ones)", function()
+    local out = session("local d = reg.scalar(f64)\nptx.inst.mov.b64(d, 0xffffffffffffffffULL)\n"
+      .. "local f = reg.scalar(f32)\nptx.inst.mov.b32(f, 0xffffffff)\nlocal g = reg.scalar(f32)\n"
+      .. "ptx.inst.mov.b32(g, 0xfff80000)\n:run 1\n")
+    assert.matches("%fd1   f64   nan", out, 1, true)
+    assert.matches("%f1    f32   nan", out, 1, true)
+    assert.matches("%f2    f32   nan", out, 1, true)
+  end)
+
   it("prints :help and survives unknown commands", function()
     local out = session(":help\n:frobnicate\nlocal a = reg.scalar(u32, 1)\n")
     assert.matches(":check", out, 1, true)

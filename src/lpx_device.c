@@ -114,6 +114,26 @@ int32_t lpx_device_memset(lpx_device *d, uint64_t dst, int32_t byte, uint64_t n)
   return n == 0 ? 0 : d->vt->memset(d, dst, byte & 0xff, n);
 }
 
+/* Fill count elements of width bytes (1, 2, 4 or 8) at dst with the low
+ * bytes of pattern (little-endian), through uploads of a repeated chunk. */
+int32_t lpx_device_fill(lpx_device *d, uint64_t dst, uint64_t pattern, int32_t width, uint64_t count)
+{
+  if (width != 1 && width != 2 && width != 4 && width != 8)
+    return lpx_fail(d->ctx, "fill: element width %d; valid: 1, 2, 4, 8 bytes", width);
+  if (count > UINT64_MAX / (uint64_t)width) return lpx_fail(d->ctx, "fill: %llu elements overflow", (unsigned long long)count);
+  uint64_t left = count * (uint64_t)width, cap = left < (1u << 20) ? left : (1u << 20);
+  uint8_t *chunk = malloc(cap ? (size_t)cap : 1);
+  if (!chunk) return lpx_fail(d->ctx, "out of memory");
+  for (uint64_t i = 0; i < cap; i++) chunk[i] = (uint8_t)(pattern >> (8 * (i % (uint64_t)width)));
+  int rc = 0;
+  for (; left > 0 && rc == 0; dst += cap, left -= cap) {
+    if (cap > left) cap = left;
+    rc = d->vt->upload(d, dst, chunk, cap);
+  }
+  free(chunk);
+  return rc ? -1 : 0;
+}
+
 /* Load a traced module; the caller keeps m alive while the device uses it. */
 int32_t lpx_device_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
 {
@@ -139,6 +159,8 @@ static int check_cfg(lpx_device *d, const lpx_launch_cfg *c)
     return lpx_fail(d->ctx, "launch: block (%u, %u, %u) has %llu threads; the limit is 1024",
                     c->block[0], c->block[1], c->block[2], (unsigned long long)threads);
   if (c->block[2] > 64) return lpx_fail(d->ctx, "launch: block z = %u; the limit is 64", c->block[2]);
+  if (c->grid[0] > 2147483647u)
+    return lpx_fail(d->ctx, "launch: grid x = %u; the limit is 2147483647 (2^31-1)", c->grid[0]);
   if (c->grid[1] > 65535 || c->grid[2] > 65535)
     return lpx_fail(d->ctx, "launch: grid y/z = %u/%u; the limit is 65535", c->grid[1], c->grid[2]);
   for (int i = 0; i < 3; i++)

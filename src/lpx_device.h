@@ -31,6 +31,7 @@ int32_t lpx_device_free(lpx_device *d, uint64_t dptr);
 int32_t lpx_device_upload(lpx_device *d, uint64_t dst, const void *src, uint64_t n);
 int32_t lpx_device_download(lpx_device *d, void *dst, uint64_t src, uint64_t n);
 int32_t lpx_device_memset(lpx_device *d, uint64_t dst, int32_t byte, uint64_t n);
+int32_t lpx_device_fill(lpx_device *d, uint64_t dst, uint64_t pattern, int32_t width, uint64_t count);
 int32_t lpx_device_load_ir(lpx_device *d, lpx_module *m, int32_t *module);
 int32_t lpx_device_function(lpx_device *d, int32_t module, const char *name, int32_t *fn);
 int32_t lpx_device_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg);

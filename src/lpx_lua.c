@@ -9,12 +9,14 @@
 #include "lpx_tma.h"
 #include "lpx_check.h"
 #include "lpx_sys.h"
+#include "lpx_env.h"
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Core entry points exposed to Lua as function pointers for ffi.cast. */
 #define LPX_FFI_FUNCS(X) \
@@ -43,7 +45,8 @@
   X(lpx_device_tma_encode) X(lpx_device_tma_replace_address) \
   X(lpx_proc_run) X(lpx_proc_status) X(lpx_proc_timed_out) X(lpx_proc_output) X(lpx_proc_free) \
   X(lpx_fs_kind) X(lpx_fs_mkdirs) X(lpx_fs_private_dir) X(lpx_fs_write_file) X(lpx_fs_temp_file) \
-  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree)
+  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree) \
+  X(lpx_device_fill)
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)
@@ -137,9 +140,30 @@ static int open_core(lua_State *L)
   return 1;
 }
 
+/* Check the variables the binding reads (LUAPTX_TRACEBACK, LUAPTX_LUA_DIR);
+ * -1 with a message naming the variable and what is valid on L. */
+static int check_env(lua_State *L)
+{
+  lpx_ctx *ctx = lpx_ctx_new();
+  int flag = 0;
+  if (!ctx) { lua_pushstring(L, "out of memory"); return -1; }
+  if (lpx_env_flag(ctx, "LUAPTX_TRACEBACK", &flag)) { lua_pushstring(L, lpx_ctx_error(ctx)); lpx_ctx_free(ctx); return -1; }
+  lpx_ctx_free(ctx);
+  const char *dir = getenv("LUAPTX_LUA_DIR");
+  char path[4096];
+  struct stat st;
+  if (!dir || !*dir) return 0;
+  if (snprintf(path, sizeof path, "%s/pyptx/init.lua", dir) < (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+    return 0;
+  lua_pushfstring(L, "LUAPTX_LUA_DIR=%s: there is no pyptx/init.lua in it; valid: the lua/ directory of a "
+                     "luaptx source tree (e.g. LUAPTX_LUA_DIR=lua), or unset for the bundled modules", dir);
+  return -1;
+}
+
 /* Insert the searcher right after package.preload's. */
 int luaptx_install(lua_State *L)
 {
+  if (check_env(L)) return -1;
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, open_core);
@@ -148,7 +172,7 @@ int luaptx_install(lua_State *L)
   lua_getfield(L, -1, "loaders");
   if (!lua_istable(L, -1)) {
     lua_pop(L, 2);
-    lua_pushstring(L, "luaptx: package.loaders missing (not LuaJIT/Lua 5.1?)");
+    lua_pushstring(L, "package.loaders missing (not LuaJIT/Lua 5.1?)");
     return -1;
   }
   int n = (int)lua_objlen(L, -1);
@@ -167,7 +191,8 @@ static int traceback(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
   if (!msg) msg = "(error object is not a string)";
-  if (getenv("LUAPTX_TRACEBACK")) {
+  const char *tb = getenv("LUAPTX_TRACEBACK");   /* "0" or "1": checked by luaptx_install */
+  if (tb && strcmp(tb, "1") == 0) {
     luaL_traceback(L, L, msg, 1);
     return 1;
   }
@@ -181,7 +206,7 @@ int luaptx_main(int argc, char **argv)
   lua_State *L = luaL_newstate();
   if (!L) { fputs("luaptx: cannot create a Lua state\n", stderr); return 1; }
   luaL_openlibs(L);
-  if (luaptx_install(L)) { fprintf(stderr, "%s\n", lua_tostring(L, -1)); lua_close(L); return 1; }
+  if (luaptx_install(L)) { fprintf(stderr, "luaptx: %s\n", lua_tostring(L, -1)); lua_close(L); return 1; }
   lua_pushcfunction(L, traceback);
   lua_getglobal(L, "require");
   lua_pushstring(L, "luaptx.cli");

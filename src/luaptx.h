@@ -69,8 +69,11 @@ typedef struct luaptx_options {
   int quiet;              /* nonzero: do not print the chosen device on stderr */
 } luaptx_options;
 
-/* Open a state (opts may be NULL). NULL only when out of memory; an
- * unusable device is reported by the first call that needs it. */
+/* Open a state (opts may be NULL). NULL only when out of memory. A state
+ * whose set-up failed (an unknown device name, a bad LUAPTX_* variable)
+ * says why in luaptx_error() right away and refuses every later call; a
+ * valid device name whose device is missing (cuda without a GPU) is
+ * reported by the first call that needs the device. */
 luaptx_state *luaptx_open(const luaptx_options *opts);
 
 /* Close a state and everything it owns (kernels included). */

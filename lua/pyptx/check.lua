@@ -24,7 +24,7 @@ function M.fresh_seed()
 end
 
 --- Launch opts.kernel with opts.args (lists of values with shapes) on the
--- current device, outputs poisoned with NaN first; compare output 1 (or
+-- current device, outputs poisoned first (Tensor:poison); compare output 1 (or
 -- opts.output) with opts.reference. Returns ok, report { max_abs, max_rel,
 -- bad, count, ms, message, device }.
 function M.run(opts)
@@ -38,7 +38,9 @@ function M.run(opts)
   local outs = { opts.kernel(unpack(args)) }
   dev:sync()
   local ms = now_ms() - t0
-  local ok, report = tensor.compare(outs[opts.output or 1], opts.reference, opts.tolerance or { atol = 1e-5, rtol = 1e-4 })
+  local tol = opts.tolerance or { atol = 1e-5, rtol = 1e-4 }
+  local output = opts.output or 1
+  local ok, report = tensor.compare(outs[output], opts.reference, { atol = tol.atol, rtol = tol.rtol, output = output })
   report.ms, report.device = ms, dev.name
   return ok, report
 end

@@ -28,8 +28,14 @@ local function dl_type(dt)
   return types.get(prefix .. dt.bits)
 end
 
---- Open a context: the device, the cache dir, extra package.path.
+local DEVICES = { auto = true, emu = true, cuda = true }
+
+--- Open a context: the device, the cache dir, extra package.path. An
+-- unknown device name is refused here, not at the first launch.
 function M.open(device, cache_dir, lua_path, quiet)
+  if not DEVICES[device] then
+    error(("luaptx_open: unknown device '%s'; valid: auto, emu, cuda"):format(device), 0)
+  end
   if lua_path ~= "" then package.path = lua_path .. ";" .. package.path end
   if cache_dir ~= "" then
     ffi.cdef "int setenv(const char *, const char *, int);"

@@ -16,12 +16,28 @@ local function f32_bits(x)
   return f32box.u
 end
 
---- A Lua number from an f32 bit pattern.
+local NAN = 0 / 0
+
+--- A Lua number from an f32 bit pattern. Every NaN comes back as Lua's own
+-- NaN: a NaN float is never read through the FFI, because LuaJIT 2.1
+-- without GC64 reads some NaN bit patterns as other values (0xffffffff
+-- as nil, 0xfff80000 as a non-number that can crash the VM).
 local function from_f32_bits(u)
+  if band(u, 0x7f800000) == 0x7f800000 and band(u, 0x7fffff) ~= 0 then return NAN end
   f32box.u = u
   return f32box.f
 end
 M.f32_bits, M.from_f32_bits = f32_bits, from_f32_bits
+
+local f64box = ffi.new("union { double d; uint32_t u[2]; }")
+
+--- A Lua number from the low and high 32-bit halves of an f64 bit
+-- pattern; every NaN as Lua's own NaN (see from_f32_bits).
+function M.from_f64_bits(lo, hi)
+  if band(hi, 0x7ff00000) == 0x7ff00000 and bor(band(hi, 0xfffff), lo) ~= 0 then return NAN end
+  f64box.u[0], f64box.u[1] = lo, hi
+  return f64box.d
+end
 
 --- bf16 bits of x: the top half of f32 with round-to-nearest-even.
 function M.to_bf16(x)

@@ -8,6 +8,7 @@ local types = require "pyptx.types"
 local specs = require "pyptx.specs"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
+local env = require "pyptx.env"
 
 local M = {}
 
@@ -44,8 +45,14 @@ end
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
 function M.auto_arch()
-  local env = os.getenv("LUAPTX_ARCH")
-  if env and env ~= "" then return env end
+  local given = env.get("LUAPTX_ARCH")
+  if given then
+    local sm = ffi.new("int32_t[2]")
+    if core.arch_parse(given, sm, sm + 1) < 0 then
+      error(("LUAPTX_ARCH=%s: not an arch; valid: sm_<number> with an optional a or f suffix, e.g. sm_80, sm_90a, sm_100a"):format(given), 0)
+    end
+    return given
+  end
   local ok, runtime = pcall(require, "pyptx.runtime")
   if ok and runtime.current_arch then
     local found, arch = pcall(runtime.current_arch)   -- a build without devices falls back

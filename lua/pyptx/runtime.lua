@@ -5,6 +5,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local types = require "pyptx.types"
 local tensor = require "pyptx.tensor"
+local env = require "pyptx.env"
 
 local M = {}
 
@@ -16,11 +17,11 @@ local function check(rc, what)
   if rc < 0 then error(what .. ": " .. core.error_message(), 3) end
 end
 
---- Open a device of a kind ("emu", "cuda"); errors carry the core's reason.
-function M.open(kind)
-  if not core.device_open then error("this luaptx build has no device support", 2) end
+--- Open a device of a kind; nil and the core's reason when it cannot be.
+local function open_kind(kind)
+  if not core.device_open then return nil, "this luaptx build has no device support" end
   local h = core.device_open(core.ctx, kind)
-  if h == nil then error(core.error_message(), 2) end
+  if h == nil then return nil, core.error_message() end
   h = ffi.gc(h, core.device_close)
   local dev = setmetatable({ handle = h, kind = ffi.string(core.device_kind(h)), name = ffi.string(core.device_describe(h)) }, Device)
   local cc = ffi.new("int64_t[1]")
@@ -31,24 +32,30 @@ function M.open(kind)
   return dev
 end
 
+--- Open a device of a kind ("emu", "cuda"); errors carry the core's reason.
+function M.open(kind)
+  local dev, err = open_kind(kind)
+  if not dev then error(err, 2) end
+  return dev
+end
+
 local current
 
 --- The current device, opened on first use from $LUAPTX_DEVICE (default
 -- auto: cuda when a driver and a GPU exist, else the emulator; says which).
 function M.device()
   if current then return current end
-  local want = os.getenv("LUAPTX_DEVICE")
-  if want == nil or want == "" then want = "auto" end
-  if want ~= "auto" and want ~= "emu" and want ~= "cuda" then
-    error("LUAPTX_DEVICE=" .. want .. ": valid values are auto, emu, cuda", 2)
-  end
+  local want = env.choice("LUAPTX_DEVICE", { "auto", "emu", "cuda" }, "auto")
+  local dev, err
   if want == "auto" then
-    local ok, dev = pcall(M.open, "cuda")
-    if ok then current = dev else current = M.open("emu") end
-    io.stderr:write("luaptx: device ", current.name, "\n")
+    dev = open_kind("cuda")
+    if not dev then dev, err = open_kind("emu") end
   else
-    current = M.open(want)
+    dev, err = open_kind(want)
   end
+  if not dev then error(err, 0) end   -- the reason names the device or the variable
+  current = dev
+  if want == "auto" then io.stderr:write("luaptx: device ", current.name, "\n") end
   return current
 end
 
@@ -79,6 +86,9 @@ function Device:download(dst, src, n) check(core.device_download(self.handle, ds
 
 --- Set n bytes at a device address to a byte value.
 function Device:memset(dst, b, n) check(core.device_memset(self.handle, dst, b, n), "memset") end
+
+--- Fill count elements of width bytes at a device address with pattern.
+function Device:fill(dst, pattern, width, count) check(core.device_fill(self.handle, dst, pattern, width, count), "fill") end
 
 --- Wait for all work on the device.
 function Device:sync() check(core.device_sync(self.handle), "sync") end
@@ -126,7 +136,7 @@ function M.pack_params(s, tensors, values)
   for _, p in ipairs(s.kernel.raw_params) do
     local ty = types.get(p[1]) or p[1]
     local v = values[p[2]]
-    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 4) end
+    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 3) end
     add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
   for _, d in ipairs(s.tma or {}) do   -- TMA tensor maps (X:tma_desc): built from the actual tensor
@@ -139,7 +149,7 @@ function M.pack_params(s, tensors, values)
     if type(v) == "string" or (type(v) == "cdata" and e.bytes > 8) then
       -- an array parameter (a TMA descriptor, a struct): copy its bytes
       if type(v) == "string" and #v ~= e.bytes then
-        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 4)
+        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 3)
       end
       ffi.copy(buf + e.offset, v, e.bytes)
     else
@@ -156,32 +166,63 @@ local function bind_dims(k, args, values)
   local bound_by = {}
   for i, spec in ipairs(k.in_specs) do
     local t = args[i]
-    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 4) end
+    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 3) end
     if t.dtype ~= spec.dtype then
-      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 4)
+      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 3)
     end
     if #t.shape ~= #spec.dims then
-      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 4)
+      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 3)
     end
     for d, dim in ipairs(spec.dims) do
       local got = t.shape[d]
       if type(dim) == "number" and dim ~= got then
-        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 4)
+        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 3)
       elseif type(dim) == "string" then
         if values[dim] == nil then values[dim], bound_by[dim] = got, { i, t.shape }
         elseif values[dim] ~= got then
           local prev = bound_by[dim]
           error(("kernel \"%s\": dimension %s is %d from input %d (shape %s) but %d from input %d (shape %s)")
             :format(k.name, dim, values[dim], prev and prev[1] or 0, prev and table.concat(prev[2], "x") or "option",
-              got, i, table.concat(t.shape, "x")), 4)
+              got, i, table.concat(t.shape, "x")), 3)
         end
       end
     end
   end
 end
 
---- The launch configuration of a specialization with a packed buffer.
+-- The hardware's launch limits: grid x, y, z; block x, y, z; threads per block.
+local GRID_MAX, BLOCK_MAX, THREADS_MAX = { 2 ^ 31 - 1, 65535, 65535 }, { 1024, 1024, 64 }, 1024
+
+--- Why a grid and a block cannot launch (nil when they can): each
+-- dimension a positive integer within the limits; named by what (a kernel).
+function M.dims_error(what, grid, block)
+  local function fmt(d) return ("(%s, %s, %s)"):format(tostring(d[1]), tostring(d[2]), tostring(d[3])) end
+  for i = 1, 3 do
+    local g, b = grid[i], block[i]
+    if type(g) ~= "number" or g < 1 or g > GRID_MAX[i] or g ~= math.floor(g) then
+      return ("%s: grid %s is out of range; valid: x in 1..2147483647 (2^31-1), y and z in 1..65535"):format(what, fmt(grid))
+    end
+    if type(b) ~= "number" or b < 1 or b > BLOCK_MAX[i] or b ~= math.floor(b) then
+      return ("%s: block %s is out of range; valid: x and y in 1..1024, z in 1..64, at most 1024 threads in all"):format(what, fmt(block))
+    end
+  end
+  local threads = block[1] * block[2] * block[3]
+  if threads > THREADS_MAX then
+    return ("%s: block %s has %d threads; valid: at most 1024 threads in all"):format(what, fmt(block), threads)
+  end
+  return nil
+end
+
+--- Refuse a specialization whose grid or block cannot launch, at level.
+local function check_dims(s, level)
+  local bad = M.dims_error(("kernel \"%s\""):format(s.kernel.name), s.grid, s.block)
+  if bad then error(bad, level and level + 1 or 0) end
+end
+
+--- The launch configuration of a specialization with a packed buffer
+-- (grid and block checked first: a value above 2^32 would wrap).
 function M.make_cfg(s, buf, size)
+  check_dims(s)
   local cfg = ffi.new("lpx_launch_cfg")
   for d = 0, 2 do
     cfg.grid[d], cfg.block[d], cfg.cluster[d] = s.grid[d + 1], s.block[d + 1], s.cluster[d + 1]
@@ -204,6 +245,7 @@ function M.prepare(k, ...)
   for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
   bind_dims(k, args, values)
   local s = k:specialize(values)
+  check_dims(s, 2)
   local fn = dev:function_of(s)
   local all, outs = {}, {}
   for i, t in ipairs(args) do all[i] = t end
@@ -230,19 +272,20 @@ function M.launch(k, ...)
   local opts = {}
   if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
   if #args ~= #k.in_specs then
-    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 3)
+    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 2)
   end
   local dev = opts.device or M.device()
   local values = {}
   for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
   bind_dims(k, args, values)
   local s = k:specialize(values)
+  check_dims(s, 2)
   local fn = dev:function_of(s)
   local outs = {}
   for i = #args + 1, #s.tensors do
     local spec = s.tensors[i]
     outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
-    if opts.poison ~= false then outs[#outs]:fill_bytes(0xff) end
+    if opts.poison ~= false then outs[#outs]:poison() end
   end
   local all = {}
   for i, t in ipairs(args) do all[i] = t end

@@ -41,6 +41,18 @@ local function decode(dtype, v)
 end
 M.decode = decode
 
+-- Outputs are poisoned before a launch so an element the kernel never
+-- writes is recognisable: floats get a quiet NaN with a payload no
+-- arithmetic produces, integers an unlikely value. { bytes, pattern }.
+local POISON = {
+  f32 = { 4, 0x7fc0dead }, f64 = { 8, 0x7ff80000deaddeadULL }, f16 = { 2, 0x7ead }, bf16 = { 2, 0x7fed },
+  e4m3 = { 1, 0x7f }, e5m2 = { 1, 0x7f },
+  s8 = { 1, 0xad }, u8 = { 1, 0xad }, b8 = { 1, 0xad }, s16 = { 2, 0xdead }, u16 = { 2, 0xdead }, b16 = { 2, 0xdead },
+  s32 = { 4, 0xdeaddead }, u32 = { 4, 0xdeaddead }, b32 = { 4, 0xdeaddead },
+  s64 = { 8, 0xdeaddeaddeaddeadULL }, u64 = { 8, 0xdeaddeaddeaddeadULL }, b64 = { 8, 0xdeaddeaddeaddeadULL },
+}
+M.POISON = POISON
+
 --- Row-major strides (in elements) of a shape.
 local function row_major(shape)
   local strides, s = {}, 1
@@ -164,11 +176,56 @@ function Tensor:to_host()
   return buf
 end
 
---- Flat Lua array of the values (half types decoded to numbers).
+--- Readers of a host buffer by dtype: element i (0-based) as a Lua number
+-- (NaNs canonical) and whether its bits are the dtype's poison.
+local READERS = {
+  f32 = function(buf, poison)
+    local u = ffi.cast("uint32_t *", buf)
+    return function(i) local b = u[i] return half.from_f32_bits(b), b == poison end
+  end,
+  f64 = function(buf)
+    local u = ffi.cast("uint32_t *", buf)
+    return function(i)
+      local lo, hi = u[2 * i], u[2 * i + 1]
+      return half.from_f64_bits(lo, hi), hi == 0x7ff80000 and lo == 0xdeaddead
+    end
+  end,
+  f16 = function(buf, poison)
+    return function(i) local b = buf[i] return half.from_f16(b), b == poison end
+  end,
+  bf16 = function(buf, poison)
+    return function(i) local b = buf[i] return half.from_bf16(b), b == poison end
+  end,
+}
+
+--- The reader of dtype's host buffer (integers and fp8 bits read as numbers).
+local function reader(dtype, buf)
+  local p = POISON[dtype.name]
+  local make = READERS[dtype.name]
+  if make then return make(buf, p[2]) end
+  local box = ffi.new(M.storage(dtype) .. "[1]")
+  ffi.copy(box, ffi.new("uint64_t[1]", p[2]), p[1])   -- the pattern's low bytes (little-endian)
+  local poison = tonumber(box[0])
+  return function(i) local v = tonumber(buf[i]) return v, v == poison end
+end
+
+--- The values as a flat Lua array and the 0-based indices whose bits are
+-- still the poison pattern (candidates for "never written").
+function Tensor:read()
+  local read = reader(self.dtype, self:to_host())
+  local out, poisoned = {}, {}
+  for i = 0, self.numel - 1 do
+    local v, p = read(i)
+    out[i + 1] = v
+    if p then poisoned[#poisoned + 1] = i end
+  end
+  return out, poisoned
+end
+
+--- Flat Lua array of the values (half types decoded to numbers; every NaN
+-- as Lua's NaN).
 function Tensor:values()
-  local buf, out = self:to_host(), {}
-  for i = 0, self.numel - 1 do out[i + 1] = decode(self.dtype, buf[i]) end
-  return out
+  return (self:read())
 end
 
 --- Nested Lua tables following the shape.
@@ -184,9 +241,17 @@ function Tensor:totable()
   return build(1)
 end
 
---- Fill every byte with b (e.g. 0xff poisons floats with NaN before a launch).
+--- Fill every byte with b.
 function Tensor:fill_bytes(b)
   self.device:memset(self.ptr, b, self.nbytes)
+  return self
+end
+
+--- Fill every element with the dtype's poison pattern (POISON): what
+-- outputs hold before a launch, so compare can tell unwritten elements.
+function Tensor:poison()
+  local p = POISON[self.dtype.name]
+  self.device:fill(self.ptr, p[2], p[1], self.numel)
   return self
 end
 
@@ -204,36 +269,79 @@ Tensor.__tostring = function(t)
   return ("Tensor(%s, %s, %s)"):format(table.concat(d, "x"), t.dtype.name, t.device.kind)
 end
 
+--- The expected values of want (tensor, flat table or nested table).
+local function expected(want)
+  if getmetatable(want) == Tensor then return want:values() end
+  if type(want) ~= "table" then error("tensor.compare: expected values must be a tensor or a table of numbers, got " .. type(want), 3) end
+  return type(want[1]) == "table" and flatten(want) or want
+end
+
+--- Is element x (got) within tolerance of y (want)? Returns within, abs err.
+local function close(x, y, atol, rtol)
+  if x ~= x or y ~= y then return x ~= x and y ~= y, (x ~= x and y ~= y) and 0 or math.huge end
+  local err = math.abs(x - y)
+  return err <= atol + rtol * math.abs(y), err
+end
+
+--- The report's message: unwritten elements first, then other mismatches.
+local function message(r, label)
+  local parts = {}
+  if r.unwritten > 0 then
+    parts[1] = ("%d %s of %s %s never written (first at flat index %d)"):format(r.unwritten,
+      r.unwritten == 1 and "element" or "elements", label, r.unwritten == 1 and "was" or "were", r.first_unwritten)
+  end
+  local other = r.bad - r.unwritten
+  if other > 0 then
+    parts[#parts + 1] = ("%s%d of %d elements differ; first at flat index %d: got %.9g, expected %.9g")
+      :format(r.unwritten > 0 and "other than those, " or "", other, r.count, r.first, r.first_got, r.first_want)
+  end
+  if #parts == 0 then
+    return ("all %d elements match; max abs err %.3g, max rel err %.3g"):format(r.count, r.max_abs, r.max_rel)
+  end
+  return table.concat(parts, "; ") .. ("; max abs err %.3g, max rel err %.3g"):format(r.max_abs, r.max_rel)
+end
+
 --- Compare got (a tensor) with want (tensor, flat table or nested table):
--- returns ok, report {max_abs, max_rel, first, bad, count, message}.
+-- returns ok, report {max_abs, max_rel, first, bad, count, unwritten,
+-- first_unwritten, message}. An element still holding the poison pattern
+-- (see Tensor:poison) counts as never written: for floats always, for
+-- integers when it differs from want. opts: atol, rtol, output (the
+-- output's number, for the message).
 function M.compare(got, want, opts)
   opts = opts or {}
   local atol, rtol = opts.atol or 1e-5, opts.rtol or 1e-5
-  local a = got:values()
-  local b = getmetatable(want) == Tensor and want:values() or (type(want[1]) == "table" and flatten(want) or want)
+  if not M.is(got) then error("tensor.compare: the first argument must be a tensor, got " .. type(got), 2) end
+  local a, poisoned = got:read()
+  local b = expected(want)
   if #a ~= #b then
     return false, { message = ("size mismatch: got %d elements, expected %d"):format(#a, #b) }
   end
-  local r = { max_abs = 0, max_rel = 0, bad = 0, count = #a }
+  local is_float = not types.is_int(got.dtype)   -- floats and fp8: a NaN payload nothing computes
+  local unwritten = {}
+  for _, i in ipairs(poisoned) do
+    if is_float or a[i + 1] ~= b[i + 1] then unwritten[i + 1] = true end
+  end
+  local r = { max_abs = 0, max_rel = 0, bad = 0, count = #a, unwritten = 0 }
   for i = 1, #a do
     local x, y = a[i], b[i]
-    local err = math.abs(x - y)
-    if x ~= x or y ~= y then err = (x ~= x and y ~= y) and 0 or math.huge end
-    local rel = err / math.max(math.abs(y), 1e-30)
-    if err > r.max_abs then r.max_abs = err end
-    if rel > r.max_rel and err > 0 then r.max_rel = rel end
-    local within = err <= atol + rtol * math.abs(y)
-    if not within then
-      r.bad = r.bad + 1
-      if not r.first then r.first, r.first_got, r.first_want = i - 1, x, y end
+    if type(y) ~= "number" then
+      error(("tensor.compare: expected value %d is %s, not a number"):format(i, tostring(y)), 2)
+    end
+    if unwritten[i] then
+      r.bad, r.unwritten = r.bad + 1, r.unwritten + 1
+      r.first_unwritten = r.first_unwritten or i - 1
+    else
+      local within, err = close(x, y, atol, rtol)
+      local rel = err / math.max(math.abs(y), 1e-30)
+      if err > r.max_abs then r.max_abs = err end
+      if rel > r.max_rel and err > 0 then r.max_rel = rel end
+      if not within then
+        r.bad = r.bad + 1
+        if not r.first then r.first, r.first_got, r.first_want = i - 1, x, y end
+      end
     end
   end
-  if r.bad > 0 then
-    r.message = ("%d of %d elements differ; first at flat index %d: got %.9g, expected %.9g; max abs err %.3g, max rel err %.3g")
-      :format(r.bad, r.count, r.first, r.first_got, r.first_want, r.max_abs, r.max_rel)
-  else
-    r.message = ("all %d elements match; max abs err %.3g, max rel err %.3g"):format(r.count, r.max_abs, r.max_rel)
-  end
+  r.message = message(r, opts.output and ("output " .. tostring(opts.output)) or "the output")
   return r.bad == 0, r
 end
 

@@ -1,6 +1,8 @@
 /* C unit tests for the core: forms, validation, registers, emission. */
 #include "lpx_core.h"
+#include "lpx_env.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures, checks;
@@ -67,6 +69,47 @@ static void emit_tests(lpx_ctx *ctx)
   lpx_module_free(m);
 }
 
+/* Strict environment variables: integers (also 1e6), decimals, switches;
+ * every bad value an error naming the variable, the value and the range. */
+static void env_tests(lpx_ctx *ctx)
+{
+  int64_t v = 42;
+  double r = 7;
+  int flag = 5;
+  unsetenv("LPX_T");
+  CHECK(lpx_env_int(ctx, "LPX_T", 1, 100, "a test", &v) == 0 && v == 42);
+  setenv("LPX_T", "", 1);
+  CHECK(lpx_env_int(ctx, "LPX_T", 1, 100, "a test", &v) == 0 && v == 42);
+  const char *ok[][2] = { { "17", "17" }, { "1e2", "100" }, { "+3", "3" }, { "2.0", "2" } };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    setenv("LPX_T", ok[i][0], 1);
+    CHECK(lpx_env_int(ctx, "LPX_T", 1, 100, "a test", &v) == 0 && v == atoll(ok[i][1]));
+  }
+  setenv("LPX_T", "1e6", 1);
+  CHECK(lpx_env_int(ctx, "LPX_T", 1, INT64_MAX, "a test", &v) == 0 && v == 1000000);
+  const char *bad[][2] = { { "1.5", "not an integer" }, { "12abc", "not an integer" }, { " 3", "not an integer" },
+                           { "0x10", "not an integer" }, { "inf", "not an integer" }, { "101", "out of range" },
+                           { "0", "out of range" }, { "99999999999999999999", "out of range" }, { "1e30", "out of range" } };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("LPX_T", bad[i][0], 1);
+    char want[128];
+    snprintf(want, sizeof want, "LPX_T=%s: %s; valid: an integer in 1..100 (a test)", bad[i][0], bad[i][1]);
+    CHECK(lpx_env_int(ctx, "LPX_T", 1, 100, "a test", &v) == -1 && strcmp(lpx_ctx_error(ctx), want) == 0);
+    CHECK(v == 1000000);
+  }
+  setenv("LPX_T", "0.5", 1);
+  CHECK(lpx_env_real(ctx, "LPX_T", 0, 1e6, "megabytes", &r) == 0 && r == 0.5);
+  setenv("LPX_T", "nan", 1);
+  CHECK(lpx_env_real(ctx, "LPX_T", 0, 1e6, "megabytes", &r) == -1 && strstr(lpx_ctx_error(ctx), "LPX_T=nan: not a number"));
+  setenv("LPX_T", "-1", 1);
+  CHECK(lpx_env_real(ctx, "LPX_T", 0, 1e6, "megabytes", &r) == -1 && strstr(lpx_ctx_error(ctx), "out of range; valid: a number in 0..1e+06"));
+  setenv("LPX_T", "1", 1);
+  CHECK(lpx_env_flag(ctx, "LPX_T", &flag) == 0 && flag == 1);
+  setenv("LPX_T", "yes", 1);
+  CHECK(lpx_env_flag(ctx, "LPX_T", &flag) == -1 && strcmp(lpx_ctx_error(ctx), "LPX_T=yes: valid: 0 (off) or 1 (on)") == 0);
+  unsetenv("LPX_T");
+}
+
 int main(void)
 {
   lpx_ctx *ctx = lpx_ctx_new();
@@ -111,6 +154,7 @@ int main(void)
   CHECK(strstr(text, ".reg .f32 \t%f<2>;") != NULL);
   lpx_module_free(m);
   emit_tests(ctx);
+  env_tests(ctx);
   lpx_ctx_free(ctx);
   printf("%d checks, %d failures\n", checks, failures);
   return failures != 0;

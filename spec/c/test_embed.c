@@ -3,6 +3,7 @@
 #include "luaptx.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures, checks;
@@ -98,12 +99,49 @@ int main(int argc, char **argv)
   v[0].version.major = 1;
   for (int i = 0; i < B * N; i++) y1[i] = NAN;
   CHECK(luaptx_launch_dlpack_versioned(k1, av, 3, NULL) == 0 && rms_error(x, w, y1) < 1e-5);
+  /* a grid above 2^31-1 (2^32 would wrap to 0) is refused before launch */
+  CHECK(luaptx_load_string(S1, "local p = require 'pyptx'\n"
+        "return p.kernel 'big' { arch = 'sm_80', in_specs = { p.Tile(4, p.types.f32) }, out_specs = { p.Tile(4, p.types.f32) },\n"
+        "  grid = function(v) return { v.G } end, params = { G = 1 }, function() p.ptx.ret() end }", "=big.lua") == 0);
+  luaptx_kernel *big = luaptx_kernel_get(S1, "big", "G=4294967296");
+  int64_t s4[1] = { 4 };
+  DLTensor tb1 = tensor(x, s4, 1), tb2 = tensor(y1, s4, 1), *ab[] = { &tb1, &tb2 };
+  CHECK(big && luaptx_launch_dlpack(big, ab, 2, NULL) == -1
+        && strcmp(luaptx_error(S1), "kernel \"big\": grid (4294967296, 1, 1) is out of range; "
+                  "valid: x in 1..2147483647 (2^31-1), y and z in 1..65535") == 0);
+  big = luaptx_kernel_get(S1, "big", "G=2");
+  CHECK(big && luaptx_launch_dlpack(big, ab, 2, NULL) == 0);
   luaptx_options cuda = { "cuda", NULL, NULL, 1 };
   luaptx_state *S3 = luaptx_open(&cuda);
   CHECK(S3 != NULL);
   const char *dev = luaptx_device(S3);   /* without a GPU: "" and a clear error */
   CHECK(*dev ? strstr(dev, "cuda") != NULL : strstr(luaptx_error(S3), "CUDA driver") != NULL);
   luaptx_close(S3);
+
+  /* set-up errors are refused at open: an unknown device, bad variables */
+  luaptx_options gpu = { "gpu", NULL, NULL, 1 };
+  luaptx_state *S4 = luaptx_open(&gpu);
+  CHECK(S4 != NULL && strcmp(luaptx_error(S4), "luaptx_open: unknown device 'gpu'; valid: auto, emu, cuda") == 0);
+  CHECK(luaptx_load_string(S4, "return 1", "=x") == -1 && strstr(luaptx_error(S4), "unknown device 'gpu'"));
+  CHECK(*luaptx_device(S4) == '\0' && strstr(luaptx_error(S4), "unknown device 'gpu'"));
+  luaptx_close(S4);
+  luaptx_options emu = { "emu", NULL, NULL, 1 };
+  setenv("LUAPTX_TRACEBACK", "yes", 1);
+  luaptx_state *S5 = luaptx_open(&emu);
+  CHECK(S5 != NULL && strcmp(luaptx_error(S5), "LUAPTX_TRACEBACK=yes: valid: 0 (off) or 1 (on)") == 0);
+  luaptx_close(S5);
+  unsetenv("LUAPTX_TRACEBACK");
+  setenv("LUAPTX_LUA_DIR", "/no/such/dir", 1);
+  luaptx_state *S6 = luaptx_open(&emu);
+  CHECK(S6 != NULL && strstr(luaptx_error(S6), "LUAPTX_LUA_DIR=/no/such/dir: there is no pyptx/init.lua in it"));
+  luaptx_close(S6);
+  unsetenv("LUAPTX_LUA_DIR");
+  setenv("LUAPTX_EMU_THREADS", "99999999999", 1);
+  luaptx_state *S7 = luaptx_open(&emu);
+  CHECK(S7 != NULL && *luaptx_device(S7) == '\0'
+        && strstr(luaptx_error(S7), "LUAPTX_EMU_THREADS=99999999999: out of range; valid: an integer in 0..256"));
+  luaptx_close(S7);
+  unsetenv("LUAPTX_EMU_THREADS");
   luaptx_close(S1);
   luaptx_close(S2);
   printf("%d checks, %d failures\n", checks, failures);

@@ -465,6 +465,10 @@ static void test_specials(void)
   cfg.params = &d; cfg.params_size = 8;
   lpx_device_set_option(dev, "race_check", 0);
   CHECK(lpx_device_launch(dev, fn, &cfg) == 0);
+  cfg.grid[0] = 0x80000000u;                    /* above 2^31-1: refused before anything runs */
+  CHECK(lpx_device_launch(dev, fn, &cfg) == -1
+        && strcmp(lpx_ctx_error(ctx), "launch: grid x = 2147483648; the limit is 2147483647 (2^31-1)") == 0);
+  cfg.grid[0] = GX;
   lpx_device_set_option(dev, "race_check", 1);
   CHECK(lpx_device_download(dev, h, d, NT * NS * 4) == 0);
   int bad = 0;

@@ -1,6 +1,7 @@
 /* The "emu" device: the device interface's operations over the emulator's
  * memory table, decoded programs and launcher, and its options. */
 #include "emu.h"
+#include "../lpx_env.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,24 @@
 
 /* ------------------------------------------------------------- options */
 
-typedef struct option { const char *name; size_t off; int64_t lo, hi; const char *help; } option;
+typedef struct option { const char *name; size_t off; int64_t lo, hi; const char *help, *env; } option;
 
 static const option options[] = {
-  { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped" },
-  { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs (0: one per core)" },
-  { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared" },
+  { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped", "LUAPTX_EMU_BUDGET" },
+  { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
+  { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
 };
+
+/* Set the options that have an environment variable from it (strictly
+ * parsed: a bad value is an error naming the variable and the range). */
+static int env_options(lpx_device *d, emu_dev *e)
+{
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+    const option *o = &options[i];
+    if (o->env && lpx_env_int(d->ctx, o->env, o->lo, o->hi, o->help, (int64_t *)((char *)e + o->off))) return -1;
+  }
+  return 0;
+}
 
 /* Write a description: kind, threads, budget. */
 static const char *emu_describe(lpx_device *d)
@@ -241,10 +253,7 @@ int lpx_emu_open(lpx_device *d)
   e->d = d;
   e->budget = DEFAULT_BUDGET;
   e->checks = EMU_CHECK_ALL;
-  const char *env = getenv("LUAPTX_EMU_THREADS");
-  e->threads = env && *env ? atoll(env) : 0;
-  env = getenv("LUAPTX_EMU_BUDGET");
-  if (env && *env && atoll(env) > 0) e->budget = atoll(env);
+  if (env_options(d, e)) { free(e); return -1; }
   d->vt = &emu_vt;
   d->impl = e;
   return 0;
