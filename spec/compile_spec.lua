@@ -133,6 +133,18 @@ describe("pyptx.compile", function()
     assert.equal("file", sys.kind(dir .. "/4567.cubin.tmp-new"))
   end)
 
+  it("reads LUAPTX_CACHE_MAX_MB strictly: fractions cap the cache, junk is an error naming it", function()
+    local script = H.temp_file('return require("pyptx").kernel "cc" { arch = "sm_80", function() require("pyptx").ptx.ret() end }', ".lua")
+    local out, err, rc = H.luaptx({ "compile", script }, { env = { LUAPTX_CACHE_DIR = dir, LUAPTX_CACHE_MAX_MB = "abc" } })
+    assert.equal(1, rc)
+    assert.equal("luaptx: LUAPTX_CACHE_MAX_MB=abc: not a number; valid: a number in 0.000976562..1e+09 (MiB)\n", err)
+    assert.equal("", out)
+    H.luaptx({ "compile", script }, { env = { LUAPTX_CACHE_DIR = dir, LUAPTX_CACHE_MAX_MB = "0.001" } })
+    assert.matches(": 0 entries", H.luaptx({ "cache", "stats" }, { env = { LUAPTX_CACHE_DIR = dir } }))
+    H.luaptx({ "compile", script }, { env = { LUAPTX_CACHE_DIR = dir, LUAPTX_CACHE_MAX_MB = "0.5" } })
+    assert.matches(": 1 entries", H.luaptx({ "cache", "stats" }, { env = { LUAPTX_CACHE_DIR = dir } }))
+  end)
+
   it("creates the cache directory 0700 and every file in it 0600", function()
     local cache = dir .. "/new/luaptx"
     assert.matches("false", run_lua(cache, compiling(ptx_storing(12))))

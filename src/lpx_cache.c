@@ -11,6 +11,7 @@
 #include "lpx_cache.h"
 #include "lpx_compile.h"
 #include "lpx_sys.h"
+#include "lpx_env.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -83,15 +84,18 @@ int lpx_cache_root(lpx_ctx *ctx, const char *given, char *out, size_t cap)
 
 /* Open (and create) the cache directory (lpx_cache_root). When there is
  * none or it is refused, the cache is off (c->off says why; lpx_compile
- * warns once) and every compile still works, uncached. */
-void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
+ * warns once) and every compile still works, uncached. -1 only for a
+ * malformed LUAPTX_CACHE_MAX_MB. */
+int lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir)
 {
+  double mb = 0;
   memset(c, 0, sizeof *c);
   c->ctx = ctx;
   c->limit = DEFAULT_LIMIT;
-  const char *mb = getenv("LUAPTX_CACHE_MAX_MB");
-  if (mb && atoll(mb) > 0) c->limit = atoll(mb) << 20;
+  if (lpx_env_real(ctx, "LUAPTX_CACHE_MAX_MB", 1.0 / 1024, 1e9, "MiB", &mb)) return -1;
+  if (mb > 0) c->limit = (int64_t)(mb * 1048576);
   if (lpx_cache_root(ctx, dir, c->dir, sizeof c->dir)) cache_off(c, lpx_ctx_error(ctx));
+  return 0;
 }
 
 /* Nothing is held open between calls. */

@@ -12,7 +12,7 @@ typedef struct lpx_cache {
   int64_t hits, misses;
 } lpx_cache;
 
-void lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir);
+int lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir);
 void lpx_cache_close(lpx_cache *c);
 void lpx_cache_warn(lpx_ctx *ctx, const char *msg);
 void lpx_cache_key(const char *identity, const char *path, const char *ptx, size_t len,

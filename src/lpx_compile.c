@@ -153,11 +153,15 @@ static lpx_compiler *compiler_new(lpx_ctx *ctx)
 }
 
 /* Open a compiler and its cache (a cache that cannot be used is off, with
- * a warning at the first compile: compiling still works). */
+ * a warning at the first compile: compiling still works); NULL when no
+ * compiler is found or LUAPTX_CACHE_MAX_MB is malformed. */
 lpx_compiler *lpx_compiler_open(lpx_ctx *ctx, const char *cache_dir)
 {
   lpx_compiler *c = compiler_new(ctx);
-  if (c) lpx_cache_open(&c->cache, ctx, cache_dir);
+  if (c && lpx_cache_open(&c->cache, ctx, cache_dir)) {
+    lpx_compiler_close(c);
+    return NULL;
+  }
   return c;
 }
 

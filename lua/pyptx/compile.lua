@@ -13,7 +13,7 @@ local compiler
 function M.compiler()
   if compiler then return compiler end
   local c = core.compiler_open(core.ctx, nil)
-  if c == nil then error(core.error_message(), 2) end
+  if c == nil then error(core.error_message(), 0) end
   compiler = ffi.gc(c, core.compiler_close)
   return compiler
 end
