@@ -3,7 +3,6 @@
 -- A sweep script returns the table pyptx.tune.run takes.
 local tune = require "pyptx.tune"
 local report = require "pyptx.tune_report"
-local json = require "pyptx.json"
 local sys = require "pyptx.sys"
 
 local M = {}
@@ -23,7 +22,7 @@ local function read_result(path)
   if not f or sys.kind(path) ~= "file" then error(("tune --merge: cannot read %s: %s"):format(path, err or "not a regular file"), 0) end
   local text = f:read("*a")
   f:close()
-  local ok, t = pcall(json.decode, text)
+  local ok, t = pcall(tune.decode_json, text)
   if not ok or type(t) ~= "table" or type(t.results) ~= "table" then
     error(("tune --merge: %s is not the --json output of a sweep (%s)"):format(path, ok and "no results list" or t), 0)
   end

@@ -9,7 +9,6 @@ local lfs = require "lfs"
 local pyptx = require "pyptx"
 local tune = require "pyptx.tune"
 local report = require "pyptx.tune_report"
-local json = require "pyptx.json"
 local tensor = require "pyptx.tensor"
 local runtime = require "pyptx.runtime"
 local compile = require "pyptx.compile"
@@ -123,6 +122,14 @@ end
 ]]
 
 describe("pyptx.tune on the emulator", function()
+  it("writes JSON with sorted keys and NaN as null, and reads it back (dkjson)", function()
+    local v = { b = 1, a = { d = 2, c = 0 / 0, e = { 1, 2.5 } }, s = "q\"x" }
+    assert.equal('{\n  "a":{\n    "c":null,\n    "d":2,\n    "e":[1,2.5]\n  },\n  "b":1,\n  "s":"q\\"x"\n}',
+      tune.encode_json(v))
+    assert.same({ b = 1, a = { d = 2, e = { 1, 2.5 } }, s = "q\"x" }, tune.decode_json(tune.encode_json(v)))
+    assert.has_error(function() tune.decode_json("{ nope") end)
+  end)
+
   local ok_dev, dev = pcall(runtime.open, "emu")
   if not ok_dev then pending("no emulator: " .. tostring(dev)) return end
   runtime.use(dev)
@@ -285,7 +292,7 @@ describe("pyptx.tune on the emulator", function()
     local a = tune.run(sweep("sharded"), opts { shard = "1/2" })
     local b = tune.run(sweep("sharded"), opts { shard = "2/2" })
     assert.equal(6, #a.results)
-    local merged = report.merge { json.decode(report.json(a)), json.decode(report.json(b)) }
+    local merged = report.merge { tune.decode_json(report.json(a)), tune.decode_json(report.json(b)) }
     assert.equal(12, #merged.results)
     assert.matches("MODE=ok$", merged.best.key)
     assert.has_error(function() tune.run(sweep("sharded"), opts { shard = "3/2" }) end,
@@ -299,7 +306,7 @@ describe("pyptx.tune on the emulator", function()
     local csv = report.csv(r)
     assert.matches("^BLOCK,MODE,status,ms,registers,smem,spills,instructions,reason\n", csv)
     assert.equal(12, select(2, csv:gsub("\n%d+,[%w]+,", "")))   -- one row per config
-    assert.equal(12, #json.decode(report.json(r)).results)
+    assert.equal(12, #tune.decode_json(report.json(r)).results)
     local svg = report.svg(r)
     assert.matches("^<svg ", svg)
     assert.matches("failed: wrong result", svg, 1, true)
@@ -334,7 +341,7 @@ describe("pyptx.tune on the emulator", function()
       { cwd = dir, env = { LUAPTX_CACHE_DIR = dir .. "/cache", CUDA_HOME = "/nonexistent", CUDA_PATH = false, PATH = "/usr/bin:/bin" } })
     assert.equal(0, status, err)
     assert.matches("best: BLOCK=", out)
-    assert.equal(12, #json.decode(H.read(dir .. "/r.json")).results)
+    assert.equal(12, #tune.decode_json(H.read(dir .. "/r.json")).results)
   end)
 
   it("never runs a shell on the cache path from LUAPTX_CACHE_DIR", function()
@@ -381,10 +388,10 @@ describe("pyptx.tune on the emulator", function()
     local res = H.run({ H.BIN, driver, shards[1], shards[2], shards[3] }, { cwd = dir, env = env, merge = true })
     assert.equal(0, res.status, res.stdout)
     assert.matches("command 1: exit 0\ncommand 2: exit 0\ncommand 3: exit 0\n", res.stdout, 1, true)
-    for i = 1, 3 do assert.equal(4, #json.decode(H.read(("%s/s%d.json"):format(dir, i))).results) end
+    for i = 1, 3 do assert.equal(4, #tune.decode_json(H.read(("%s/s%d.json"):format(dir, i))).results) end
     local _, err, status = H.luaptx({ "tune", SCALE, "--json", "all.json" }, { cwd = dir, env = env })
     assert.equal(0, status, err)
-    local all = json.decode(H.read(dir .. "/all.json"))
+    local all = tune.decode_json(H.read(dir .. "/all.json"))
     assert.equal(12, #all.results)
     for _, r in ipairs(all.results) do assert.is_true(r.cached, r.key .. " was lost from the cache") end
   end)

@@ -13,12 +13,39 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local compile = require "pyptx.compile"
 local toolkit = require "pyptx.toolkit"
-local json = require "pyptx.json"
+local dkjson = require "dkjson"
 local sys = require "pyptx.sys"
 local tensor = require "pyptx.tensor"
 local runtime = require "pyptx.runtime"
 
 local M = {}
+
+-- ------------------------------------------------------------ JSON
+
+--- Every string key in a value, sorted: dkjson's keyorder, so output is
+-- deterministic (it writes keys outside keyorder in table order).
+local function sorted_keys(v, seen, out)
+  seen, out = seen or {}, out or {}
+  if type(v) ~= "table" then return out end
+  for k, x in pairs(v) do
+    if type(k) == "string" and not seen[k] then seen[k] = true out[#out + 1] = k end
+    sorted_keys(x, seen, out)
+  end
+  table.sort(out)
+  return out
+end
+
+--- Encode a value as indented JSON with sorted keys (NaN and inf as null).
+function M.encode_json(v)
+  return dkjson.encode(v, { indent = true, keyorder = sorted_keys(v) })
+end
+
+--- Decode JSON text; raises with dkjson's message on malformed text.
+function M.decode_json(text)
+  local v, _, err = dkjson.decode(text)
+  if err then error(err, 0) end
+  return v
+end
 
 pcall(ffi.cdef, "int isatty(int fd);")
 
@@ -126,7 +153,7 @@ local function load_entry(dir, key)
   if not f then return nil end
   local text = f:read("*a")
   f:close()
-  local ok, t = pcall(json.decode, text or "")
+  local ok, t = pcall(M.decode_json, text or "")
   if ok and type(t) == "table" and t.key == key and type(t.result) == "table" then return t.result end
   return nil
 end
@@ -135,7 +162,7 @@ end
 -- concurrent sweeps into one cache never overwrite each other's configs.
 -- Returns true, or nil and why.
 local function save_entry(dir, key, result)
-  local ok, err = pcall(sys.write_file, entry_file(dir, key), json.encode({ key = key, result = result }, " ") .. "\n")
+  local ok, err = pcall(sys.write_file, entry_file(dir, key), M.encode_json({ key = key, result = result }) .. "\n")
   if not ok then return nil, message(err) end
   return true
 end

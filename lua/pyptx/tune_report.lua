@@ -1,6 +1,5 @@
 --- Reports of a tuning sweep: the sorted table, CSV, JSON, an SVG bar
 -- chart, and merging the JSON of several shards.
-local json = require "pyptx.json"
 local tune = require "pyptx.tune"
 
 local M = {}
@@ -63,7 +62,7 @@ end
 
 --- JSON of the whole result (what --merge reads back).
 function M.json(result)
-  return json.encode(result, "  ") .. "\n"
+  return tune.encode_json(result) .. "\n"
 end
 
 --- Escape text for SVG.
