@@ -24,11 +24,21 @@ enum lpx_regclass_id {
 };
 
 enum lpx_group_bit {
-#define X(id, spell) LPX_GB_##id,
-  LPX_MODGROUPS(X)
-#undef X
+#define G(id, rows) LPX_GB_##id,
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+#undef G
+#undef M
   LPX_GB__COUNT
 };
+
+/* Per group, the named values of its spellings: LPX_CMP_LT, LPX_SAT_SATFINITE
+ * (1-based; LPX_<group>__NONE = 0 when the form carries none). */
+#define G(id, rows) enum lpx_mod_##id { LPX_##id##__NONE, rows LPX_##id##__END };
+#define M(group, name, spell) LPX_##group##_##name,
+LPX_MODGROUPS(G, M)
+#undef G
+#undef M
 
 enum lpx_op_id {
 #define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) LPX_OP_##id,
@@ -45,11 +55,12 @@ enum lpx_special_id {
 };
 
 /* Group and type-set bits; enums wider than int are a GCC/Clang extension. */
-#define G_(id) G_##id = (uint64_t)1 << LPX_GB_##id,
 enum {
-#define X(id, spell) G_(id)
-  LPX_MODGROUPS(X)
-#undef X
+#define G(id, rows) G_##id = (uint64_t)1 << LPX_GB_##id,
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+#undef G
+#undef M
 };
 #define X(id, spell, bits, kind, cls) TS_##id = (uint64_t)1 << LPX_T_##id,
 enum { LPX_TYPES(X) };
@@ -82,15 +93,17 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 typedef struct lpx_form {
   lpx_form_info info;
   uint64_t groups_seen;
-  /* Per modifier group, the 1-based index of the chosen spelling in the
-   * group's list (0: none), e.g. modsel[LPX_GB_CMP] for setp's comparison. */
+  /* Per modifier group, the named value of the chosen spelling (0: none),
+   * e.g. modsel[LPX_GB_CMP] == LPX_CMP_LT for setp.lt. */
   uint8_t modsel[LPX_GB__COUNT];
 } lpx_form;
 
-/* The 1-based index of tok in a group's spelling list, or 0. */
+/* The named value of spelling tok (n chars) in a group, or 0. */
 int lpx_group_index(int group, const char *tok, size_t n);
-/* The space-separated spellings of a modifier group. */
-const char *lpx_group_spellings(int group);
+/* The spelling of a group's named value, or NULL. */
+const char *lpx_group_spelling(int group, int value);
+/* The number of spellings of a group (its largest named value). */
+int lpx_group_size(int group);
 
 struct lpx_ctx {
   char error[LPX_MSG_MAX];

@@ -23,10 +23,21 @@ const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT] = {
 
 _Static_assert(LPX_GB__COUNT <= 64, "modifier groups are bits of a uint64_t");
 
-static const char *const group_spellings[LPX_GB__COUNT] = {
-#define X(id, spell) spell,
-  LPX_MODGROUPS(X)
-#undef X
+/* Per group, its spellings in value order (index 0: none), derived from
+ * the table's rows, and how many there are. */
+#define G(id, rows) static const char *const spell_##id[] = { NULL, rows };
+#define M(group, name, spell) spell,
+LPX_MODGROUPS(G, M)
+#undef G
+#undef M
+
+typedef struct group_desc { const char *const *spell; int n; } group_desc;
+static const group_desc groups[LPX_GB__COUNT] = {
+#define G(id, rows) { spell_##id, (int)(sizeof spell_##id / sizeof spell_##id[0]) - 1 },
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+#undef G
+#undef M
 };
 
 typedef struct gate { const char *op, *mod; int ptx, sm; } gate;
@@ -121,30 +132,36 @@ int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family)
 
 /* ------------------------------------------------------- form parsing */
 
-/* 1-based position of tok in a space-separated spelling list, or 0. */
-static int list_index(const char *list, const char *tok, size_t n)
+/* The named value of spelling tok (n chars) in a group, or 0. */
+int lpx_group_index(int group, const char *tok, size_t n)
 {
-  int i = 1;
-  for (const char *p = list; *p; i++) {
-    const char *e = strchr(p, ' ');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && memcmp(p, tok, n) == 0) return i;
-    if (!e) break;
-    p = e + 1;
+  if (group < 0 || group >= LPX_GB__COUNT) return 0;
+  for (int v = 1; v <= groups[group].n; v++) {
+    const char *s = groups[group].spell[v];
+    if (strlen(s) == n && memcmp(s, tok, n) == 0) return v;
   }
   return 0;
 }
 
-/* The 1-based index of tok in a group's spelling list, or 0. */
-int lpx_group_index(int group, const char *tok, size_t n)
+/* The spelling of a group's named value, or NULL. */
+const char *lpx_group_spelling(int group, int value)
 {
-  return group >= 0 && group < LPX_GB__COUNT ? list_index(group_spellings[group], tok, n) : 0;
+  if (group < 0 || group >= LPX_GB__COUNT || value < 1 || value > groups[group].n) return NULL;
+  return groups[group].spell[value];
 }
 
-/* The space-separated spellings of a modifier group. */
-const char *lpx_group_spellings(int group)
+/* The number of spellings of a group (its largest named value). */
+int lpx_group_size(int group)
 {
-  return group >= 0 && group < LPX_GB__COUNT ? group_spellings[group] : "";
+  return group >= 0 && group < LPX_GB__COUNT ? groups[group].n : 0;
+}
+
+/* Append ".a .b ..." (a group's spellings) to out at *n. */
+static void put_spellings(int g, char *out, size_t cap, size_t *n)
+{
+  for (int v = 1; v <= groups[g].n && *n + 1 < cap; v++)
+    *n += (size_t)snprintf(out + *n, cap - *n, "%s.%s", *n ? " " : "", groups[g].spell[v]);
+  if (*n >= cap) *n = cap - 1;
 }
 
 /* Longest row whose dotted name is a prefix of text; *used = its length. */
@@ -168,16 +185,8 @@ static void list_modifiers(const lpx_isa_row *row, char *out, size_t cap)
 {
   size_t n = 0;
   out[0] = '\0';
-  for (int g = 0; g < LPX_GB__COUNT && n + 1 < cap; g++) {
-    if (!(row->groups >> g & 1) || g == LPX_GB_SPACE2) continue;
-    for (const char *p = group_spellings[g]; *p && n + 1 < cap;) {
-      const char *e = strchr(p, ' ');
-      size_t len = e ? (size_t)(e - p) : strlen(p);
-      n += (size_t)snprintf(out + n, cap - n, "%s.%.*s", n ? " " : "", (int)len, p);
-      p = e ? e + 1 : p + len;
-    }
-  }
-  if (n >= cap) n = cap - 1;
+  for (int g = 0; g < LPX_GB__COUNT && n + 1 < cap; g++)
+    if ((row->groups >> g & 1) && g != LPX_GB_SPACE2) put_spellings(g, out, cap, &n);
 }
 
 /* Write ".u32 .s32 ..." for the types a row accepts. */
@@ -214,18 +223,18 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
   /* A spelling in two groups (mbarrier.expect_tx) goes to a required group first. */
   uint64_t unseen_required = row->required & ~f->groups_seen;
   for (int g = 0; g < LPX_GB__COUNT; g++) {
-    int idx = (unseen_required >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
+    int idx = (unseen_required >> g & 1) ? lpx_group_index(g, tok, n) : 0;
     if (idx) { unseen_required = (uint64_t)1 << g; break; }
     if (g == LPX_GB__COUNT - 1) unseen_required = 0;
   }
   for (int g = 0; g < LPX_GB__COUNT; g++) {
-    int idx = (row->groups >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
+    int idx = (row->groups >> g & 1) ? lpx_group_index(g, tok, n) : 0;
     if (unseen_required && !(unseen_required >> g & 1)) idx = 0;
     if (!idx || (f->groups_seen >> g & 1)) continue;
     f->groups_seen |= (uint64_t)1 << g;
     f->modsel[g] = (uint8_t)idx;
-    if (g == LPX_GB_VEC) f->info.vec = tok[1] - '0';
-    if (g == LPX_GB_MULMODE && n == 4 && !memcmp(tok, "wide", 4)) f->info.wide = 1;
+    if (g == LPX_GB_VEC) f->info.vec = idx == LPX_VEC_V2 ? 2 : idx == LPX_VEC_V4 ? 4 : 8;
+    if (g == LPX_GB_MULMODE && idx == LPX_MULMODE_WIDE) f->info.wide = 1;
     return 0;
   }
   if (row->groups & G_ANY) return 0;
@@ -258,12 +267,7 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
       if (!(missing >> g & 1)) continue;
       char want[512] = "";
       size_t n = 0;
-      for (const char *p = group_spellings[g]; *p && n + 1 < sizeof want;) {
-        const char *e = strchr(p, ' ');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        n += (size_t)snprintf(want + n, sizeof want - n, "%s.%.*s", n ? " " : "", (int)len, p);
-        p = e ? e + 1 : p + len;
-      }
+      put_spellings(g, want, sizeof want, &n);
       return lpx_fail(ctx, "%s: %s needs one of %s", f->info.text, row->name, want);
     }
   }

@@ -252,14 +252,16 @@ static int check_pipe(vctx *v, lpx_operand *ops, uint32_t i, int want)
   return check_dst(v, &ops[i + 2], LPX_T_PRED);
 }
 
+/* Does the form carry modifier V of group G (IS(fo, CMP, LT))? */
+#define IS(fo, G, V) ((fo)->modsel[LPX_GB_##G] == LPX_##G##_##V)
+
 /* May a form's address be a 32-bit register? Yes in the windowed spaces
- * (shared, local, param, const); global and generic addresses are 64-bit.
- * SPACE and SPACE2 list global shared local param const generic ...: a
- * space other than none (0), global (1) or generic (6) is windowed. */
+ * (shared, local, param, const); global and generic addresses are 64-bit. */
 static int narrow_space(const lpx_form *fo)
 {
   int s1 = fo->modsel[LPX_GB_SPACE], s2 = fo->modsel[LPX_GB_SPACE2];
-  return (s1 > 1 && s1 != 6) || (s2 > 1 && s2 != 6) || fo->modsel[LPX_GB_SHARED] != 0;
+  return (s1 && !IS(fo, SPACE, GLOBAL) && !IS(fo, SPACE, GENERIC)) ||
+         (s2 && !IS(fo, SPACE2, GLOBAL) && !IS(fo, SPACE2, GENERIC)) || fo->modsel[LPX_GB_SHARED] != 0;
 }
 
 /* Check one operand against one signature letter. */
@@ -322,12 +324,6 @@ static int check_alt(vctx *v, const char *alt, size_t alen, lpx_operand *ops, ui
 
 /* ------------------------------------------------------------ form rules */
 
-/* Does the form carry the modifier spelled mod from group g? */
-static int has_mod(const lpx_form *f, int g, const char *mod)
-{
-  return f->modsel[g] && f->modsel[g] == lpx_group_index(g, mod, strlen(mod));
-}
-
 /* Does the form carry any modifier of group g? */
 static int has_group(const lpx_form *f, int g) { return (int)(f->groups_seen >> g & 1); }
 
@@ -348,9 +344,9 @@ static int is_fp8x2(int t) { return t == LPX_T_E4M3X2 || t == LPX_T_E5M2X2; }
  * .f8x2.f32 d, a, b / .f8x2.f16x2 d, a and .rn{.relu}.f16x2.f8x2 d, a. */
 static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int t, int t2, int count)
 {
-  if (!has_mod(fo, LPX_GB_RND, "rn")) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
+  if (!IS(fo, RND, RN)) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
   if (is_fp8x2(t)) {
-    if (!has_mod(fo, LPX_GB_SAT, "satfinite")) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
+    if (!IS(fo, SAT, SATFINITE)) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
     if (t2 != LPX_T_F32 && t2 != LPX_T_F16X2) RULE_FAIL(".%s converts from two .f32 or one .f16x2, not .%s", lpx_types[t].name, lpx_types[t2].name);
     if (t2 == LPX_T_F16X2 && count != 2) RULE_FAIL("cvt to .%s from .f16x2 takes one source; got %d operand(s)", lpx_types[t].name, count);
     return 0;
@@ -359,6 +355,28 @@ static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int
   if (has_group(fo, LPX_GB_SAT)) RULE_FAIL("cvt from .%s to .f16x2 is exact and takes no .satfinite", lpx_types[t2].name);
   return 0;
 }
+
+/* Is a comparison one of the unsigned orderings .lo .ls .hi .hs? */
+static int cmp_unsigned(int c)
+{
+  return c == LPX_CMP_LO || c == LPX_CMP_LS || c == LPX_CMP_HI || c == LPX_CMP_HS;
+}
+
+/* Is a comparison one of the unordered float ones (.equ .neu ... .num .nan)? */
+static int cmp_unordered(int c)
+{
+  static const uint8_t unordered[LPX_CMP__END] = {
+    [LPX_CMP_EQU] = 1, [LPX_CMP_NEU] = 1, [LPX_CMP_LTU] = 1, [LPX_CMP_LEU] = 1,
+    [LPX_CMP_GTU] = 1, [LPX_CMP_GEU] = 1, [LPX_CMP_NUM] = 1, [LPX_CMP_NAN] = 1,
+  };
+  return c > 0 && c < LPX_CMP__END && unordered[c];
+}
+
+/* Is an atomic/reduction operation a bitwise one (.and .or .xor)? */
+static int op_bitwise(int op) { return op == LPX_ATOMOP_AND || op == LPX_ATOMOP_OR || op == LPX_ATOMOP_XOR; }
+
+/* Is an atomic/reduction operation arithmetic (.add .min .max)? */
+static int op_arith(int op) { return op == LPX_ATOMOP_ADD || op == LPX_ATOMOP_MIN || op == LPX_ATOMOP_MAX; }
 
 /* Modifier and type combinations the table's rows cannot express: rounding
  * on integers, .lo/.hi on floats, cvt's rounding rules, comparison kinds,
@@ -392,7 +410,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     if ((fi->op == LPX_OP_MUL || fi->op == LPX_OP_MAD) && is_int_kind(k)) {
       if (!has_group(fo, LPX_GB_MULMODE)) RULE_FAIL("integer %s needs .lo, .hi or .wide", lpx_isa_rows[fi->op].name);
       if (fi->wide && bits > 32) RULE_FAIL(".wide takes a 16- or 32-bit source type (the result is twice as wide)");
-      if (has_group(fo, LPX_GB_SAT) && !has_mod(fo, LPX_GB_MULMODE, "hi"))
+      if (has_group(fo, LPX_GB_SAT) && !IS(fo, MULMODE, HI))
         RULE_FAIL(".sat needs .hi (mad.hi.sat.s32)");
     }
     if (fi->op == LPX_OP_MAD && k == 'F' && !rnd) RULE_FAIL("floating-point mad needs a rounding modifier: .rn .rz .rm .rp");
@@ -401,7 +419,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     if (fi->op == LPX_OP_DIV && t == LPX_T_F64 && (!rnd || approx))
       RULE_FAIL("div.f64 needs a rounding modifier (.rn .rz .rm .rp); .approx and .full are f32 only");
     if ((fi->op == LPX_OP_ADD || fi->op == LPX_OP_SUB || fi->op == LPX_OP_MUL) && rnd && (k == 'H' || t == LPX_T_F16 || t == LPX_T_BF16) &&
-        !has_mod(fo, LPX_GB_RND, "rn"))
+        !IS(fo, RND, RN))
       RULE_FAIL("half-precision %s takes .rn only", lpx_isa_rows[fi->op].name);
     break;
   case LPX_OP_FMA:
@@ -411,7 +429,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   case LPX_OP_RCP: case LPX_OP_SQRT:
     if (!rnd && !approx) RULE_FAIL("%s needs .rn/.rz/.rm/.rp (IEEE) or .approx", lpx_isa_rows[fi->op].name);
-    if (has_mod(fo, LPX_GB_APPROX, "full")) RULE_FAIL(".full applies to div only");
+    if (IS(fo, APPROX, FULL)) RULE_FAIL(".full applies to div only");
     if (t == LPX_T_F64 && approx && (fi->op == LPX_OP_SQRT || !ftz))
       RULE_FAIL("%s", fi->op == LPX_OP_SQRT ? "sqrt.f64 has no .approx form; use .rn" : "rcp.approx.f64 needs .ftz (rcp.approx.ftz.f64)");
     if (t == LPX_T_F64 && rnd && ftz) RULE_FAIL(".ftz does not apply to IEEE .f64 %s", lpx_isa_rows[fi->op].name);
@@ -419,10 +437,10 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
   case LPX_OP_SETP: case LPX_OP_SET: {
     int ct = fi->op == LPX_OP_SET ? t2 : t;
     char ck = kind_of(ct);
-    int cmp = fo->modsel[LPX_GB_CMP];    /* eq ne lt le gt ge | lo ls hi hs | equ ... nan */
-    if (ck == 'B' && cmp > 2) RULE_FAIL(".b%d compares with .eq or .ne only; use .u%d or .s%d to order", lpx_types[ct].bits, lpx_types[ct].bits, lpx_types[ct].bits);
-    if (cmp >= 7 && cmp <= 10 && ck != 'U') RULE_FAIL(".lo/.ls/.hi/.hs compare unsigned integers only; use .lt/.le/.gt/.ge");
-    if (cmp >= 11 && ck != 'F' && ck != 'H') RULE_FAIL("unordered comparisons (.equ .ltu .num .nan ...) apply to floating-point types only");
+    int cmp = fo->modsel[LPX_GB_CMP];
+    if (ck == 'B' && !IS(fo, CMP, EQ) && !IS(fo, CMP, NE)) RULE_FAIL(".b%d compares with .eq or .ne only; use .u%d or .s%d to order", lpx_types[ct].bits, lpx_types[ct].bits, lpx_types[ct].bits);
+    if (cmp_unsigned(cmp) && ck != 'U') RULE_FAIL(".lo/.ls/.hi/.hs compare unsigned integers only; use .lt/.le/.gt/.ge");
+    if (cmp_unordered(cmp) && ck != 'F' && ck != 'H') RULE_FAIL("unordered comparisons (.equ .ltu .num .nan ...) apply to floating-point types only");
     if (ftz && ck != 'F' && ck != 'H') RULE_FAIL(".ftz applies to floating-point comparisons only");
     break;
   }
@@ -438,12 +456,12 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       if ((is_fp8x2(t) || is_fp8x2(t2)) && cvt_fp8_rule(m, fo, text, t, t2, count)) return -1;
       if (t == LPX_T_TF32) {
         if (t2 != LPX_T_F32) RULE_FAIL(".tf32 converts from .f32 only");
-        if (!has_mod(fo, LPX_GB_RND, "rna") && !has_mod(fo, LPX_GB_RND, "rn") && !has_mod(fo, LPX_GB_RND, "rz"))
+        if (!IS(fo, RND, RNA) && !IS(fo, RND, RN) && !IS(fo, RND, RZ))
           RULE_FAIL("cvt to .tf32 needs .rna (or .rn/.rz on sm_90+)");
-        if (!has_mod(fo, LPX_GB_RND, "rna") && m->sm < 90)
+        if (!IS(fo, RND, RNA) && m->sm < 90)
           RULE_FAIL("cvt.rn/.rz to .tf32 needs sm_90 or newer; this kernel targets %s (use .rna)", m->target);
         if (has_group(fo, LPX_GB_SAT)) {
-          int rna = has_mod(fo, LPX_GB_RND, "rna");
+          int rna = IS(fo, RND, RNA);
           if (!rna && m->sm < 100) RULE_FAIL(".satfinite with .rn/.rz to .tf32 needs sm_100 or newer; this kernel targets %s", m->target);
           if (m->ptx_version < (rna ? 81 : 86))
             RULE_FAIL(".satfinite to .tf32 needs PTX ISA %s; this kernel uses %d.%d", rna ? "8.1" : "8.6",
@@ -480,15 +498,15 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   }
   case LPX_OP_VOTE:
-    if (has_mod(fo, LPX_GB_VOTE, "ballot") != (t == LPX_T_B32))
+    if (IS(fo, VOTE, BALLOT) != (t == LPX_T_B32))
       RULE_FAIL("vote.sync.ballot takes .b32; .all, .any and .uni take .pred");
     break;
   case LPX_OP_REDUX: {
-    int op = fo->modsel[LPX_GB_ATOMOP];   /* add min max and or xor inc dec exch cas */
-    if (op >= 7) RULE_FAIL("redux.sync reduces with .add, .min, .max, .and, .or or .xor");
-    if (op >= 4 && t != LPX_T_B32) RULE_FAIL(".and/.or/.xor reduce .b32");
-    if (op <= 3 && t == LPX_T_B32) RULE_FAIL(".add/.min/.max reduce .u32 or .s32 (or .f32 min/max)");
-    if (t == LPX_T_F32 && op == 1) RULE_FAIL(".f32 reduces with .min or .max only");
+    int op = fo->modsel[LPX_GB_ATOMOP];
+    if (!op_bitwise(op) && !op_arith(op)) RULE_FAIL("redux.sync reduces with .add, .min, .max, .and, .or or .xor");
+    if (op_bitwise(op) && t != LPX_T_B32) RULE_FAIL(".and/.or/.xor reduce .b32");
+    if (op_arith(op) && t == LPX_T_B32) RULE_FAIL(".add/.min/.max reduce .u32 or .s32 (or .f32 min/max)");
+    if (t == LPX_T_F32 && op == LPX_ATOMOP_ADD) RULE_FAIL(".f32 reduces with .min or .max only");
     if ((has_group(fo, LPX_GB_ABSNAN) || has_group(fo, LPX_GB_NAN)) && t != LPX_T_F32) RULE_FAIL(".abs and .NaN apply to .f32 only");
     break;
   }
@@ -498,39 +516,39 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     int ok = 1;
     const char *want = "";
     switch (op) {
-    case 1: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_F32 || t == LPX_T_F64 || half;
+    case LPX_ATOMOP_ADD: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_F32 || t == LPX_T_F64 || half;
       want = ".u32 .s32 .u64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2"; break;
-    case 2: case 3: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_S64 || half;
+    case LPX_ATOMOP_MIN: case LPX_ATOMOP_MAX: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_S64 || half;
       want = ".u32 .s32 .u64 .s64 (.f16/.bf16 on sm_90)"; break;
-    case 4: case 5: case 6: ok = t == LPX_T_B32 || t == LPX_T_B64; want = ".b32 .b64"; break;
-    case 7: case 8: ok = t == LPX_T_U32; want = ".u32"; break;
-    case 9: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b32 .b64 .b128 (atom only)"; break;
-    case 10: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B16 || t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b16 .b32 .b64 .b128 (atom only)"; break;
+    case LPX_ATOMOP_AND: case LPX_ATOMOP_OR: case LPX_ATOMOP_XOR: ok = t == LPX_T_B32 || t == LPX_T_B64; want = ".b32 .b64"; break;
+    case LPX_ATOMOP_INC: case LPX_ATOMOP_DEC: ok = t == LPX_T_U32; want = ".u32"; break;
+    case LPX_ATOMOP_EXCH: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b32 .b64 .b128 (atom only)"; break;
+    case LPX_ATOMOP_CAS: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B16 || t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b16 .b32 .b64 .b128 (atom only)"; break;
     default: break;
     }
-    static const char *const opnames[] = { "?", "add", "min", "max", "and", "or", "xor", "inc", "dec", "exch", "cas" };
-    if (!ok) RULE_FAIL(".%s does not take .%s; valid types: %s", opnames[op <= 10 ? op : 0],
+    const char *opname = lpx_group_spelling(LPX_GB_ATOMOP, op);
+    if (!ok) RULE_FAIL(".%s does not take .%s; valid types: %s", opname ? opname : "?",
                        t >= 0 ? lpx_types[t].name : "?", want);
     if (half && !has_group(fo, LPX_GB_NOFTZ)) RULE_FAIL(".%s needs .noftz (e.g. %s.global.add.noftz.%s)", lpx_types[t].name, lpx_isa_rows[fi->op].name, lpx_types[t].name);
     if (!half && has_group(fo, LPX_GB_NOFTZ)) RULE_FAIL(".noftz applies to .f16/.bf16 types only");
-    if (half && op != 1 && m->sm < 90) RULE_FAIL("half-precision .min/.max needs sm_90 or newer; this kernel targets %s", m->target);
-    if (half && op != 1 && fi->vec == 1) RULE_FAIL("half-precision .min/.max needs a vector form (.v2 .v4 .v8)");
+    if (half && op != LPX_ATOMOP_ADD && m->sm < 90) RULE_FAIL("half-precision .min/.max needs sm_90 or newer; this kernel targets %s", m->target);
+    if (half && op != LPX_ATOMOP_ADD && fi->vec == 1) RULE_FAIL("half-precision .min/.max needs a vector form (.v2 .v4 .v8)");
     if (fi->op == LPX_OP_ATOM) {
       int hint = has_group(fo, LPX_GB_HINT);
-      int need = (op == 10 ? 4 : 3) + hint;
+      int need = (op == LPX_ATOMOP_CAS ? 4 : 3) + hint;
       if (fi->vec == 1 && count != need)
-        RULE_FAIL("takes %d operands (d, [addr], %s%s), got %d", need, op == 10 ? "compare, new" : "b",
+        RULE_FAIL("takes %d operands (d, [addr], %s%s), got %d", need, op == LPX_ATOMOP_CAS ? "compare, new" : "b",
                   hint ? ", cache-policy" : "", count);
     }
     break;
   }
   case LPX_OP_LD: case LPX_OP_ST: case LPX_OP_LDU: {
-    if (fi->op == LPX_OP_LDU && has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global"))
+    if (fi->op == LPX_OP_LDU && has_group(fo, LPX_GB_SPACE) && !IS(fo, SPACE, GLOBAL))
       RULE_FAIL("ldu reads the global space only");
-    int sem = fo->modsel[LPX_GB_SEM];     /* weak relaxed acquire release volatile mmio acq_rel sc */
-    if ((sem == 2 || sem == 3 || sem == 4 || sem == 6) && !has_group(fo, LPX_GB_SCOPE))
+    int scoped = IS(fo, SEM, RELAXED) || IS(fo, SEM, ACQUIRE) || IS(fo, SEM, RELEASE) || IS(fo, SEM, MMIO);
+    if (scoped && !has_group(fo, LPX_GB_SCOPE))
       RULE_FAIL(".relaxed/.acquire/.release/.mmio need a scope: .cta .cluster .gpu or .sys");
-    if (has_group(fo, LPX_GB_SCOPE) && !(sem == 2 || sem == 3 || sem == 4 || sem == 6))
+    if (has_group(fo, LPX_GB_SCOPE) && !scoped)
       RULE_FAIL("a scope (.cta .gpu ...) needs .relaxed, .acquire or .release");
     if (fi->vec == 8 && bits != 32) RULE_FAIL(".v8 needs 32-bit elements (.b32 .u32 .s32 .f32)");
     if (has_group(fo, LPX_GB_EVICT2) && fi->vec * bits != 256)
@@ -545,7 +563,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   }
   case LPX_OP_CVTA:
-    if (has_mod(fo, LPX_GB_SPACE, "generic") || has_mod(fo, LPX_GB_SPACE, "param::entry") || has_mod(fo, LPX_GB_SPACE, "param::func"))
+    if (IS(fo, SPACE, GENERIC) || IS(fo, SPACE, PARAM_ENTRY) || IS(fo, SPACE, PARAM_FUNC))
       RULE_FAIL("cvta converts between generic and .global .shared .local .const or .param addresses");
     if (m->address_size == 64 && t == LPX_T_U32) RULE_FAIL("addresses are 64-bit in this module; use .u64");
     break;
@@ -554,8 +572,8 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       RULE_FAIL("fence%s needs a scope: .cta .cluster .gpu or .sys", "");
     break;
   case LPX_OP_BAR: case LPX_OP_BARRIER:
-    if (has_mod(fo, LPX_GB_BARMODE, "arrive") && count != 2) RULE_FAIL("bar.arrive takes a barrier and a thread count");
-    if (has_mod(fo, LPX_GB_BARMODE, "red") != (has_group(fo, LPX_GB_BARRED) || has_group(fo, LPX_GB_BOOL)))
+    if (IS(fo, BARMODE, ARRIVE) && count != 2) RULE_FAIL("bar.arrive takes a barrier and a thread count");
+    if (IS(fo, BARMODE, RED) != (has_group(fo, LPX_GB_BARRED) || has_group(fo, LPX_GB_BOOL)))
       RULE_FAIL(".red goes with one of .popc.u32, .and.pred, .or.pred");
     if (has_group(fo, LPX_GB_BARRED) && t != LPX_T_U32) RULE_FAIL(".red.popc gives a .u32");
     if (has_group(fo, LPX_GB_BOOL) && t != LPX_T_PRED) RULE_FAIL(".red.and/.red.or give a .pred");
@@ -1102,19 +1120,15 @@ static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, in
   return 0;
 }
 
-/* The types cp.reduce.async.bulk takes per operation into each space. */
-static const uint64_t red_global[] = { 0,
-#define X(op, name, global, cluster) global,
+/* The types cp.reduce.async.bulk takes per operation into each space
+ * (0 in both: not a bulk reduction). */
+static const uint64_t red_global[LPX_ATOMOP__END] = {
+#define X(op, global, cluster) [LPX_ATOMOP_##op] = global,
   LPX_BULK_REDOPS(X)
 #undef X
 };
-static const uint64_t red_cluster[] = { 0,
-#define X(op, name, global, cluster) cluster,
-  LPX_BULK_REDOPS(X)
-#undef X
-};
-static const char *const red_names[] = { "?",
-#define X(op, name, global, cluster) name,
+static const uint64_t red_cluster[LPX_ATOMOP__END] = {
+#define X(op, global, cluster) [LPX_ATOMOP_##op] = cluster,
   LPX_BULK_REDOPS(X)
 #undef X
 };
@@ -1136,7 +1150,7 @@ static int hp_reduce(vctx *v)
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
   int op = fo->modsel[LPX_GB_ATOMOP], t = fo->info.type;
-  if (op < 1 || op > 8) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
+  if (op <= 0 || op >= LPX_ATOMOP__END || !red_global[op]) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
   if (strstr(text, ".tensor.")) {
     if (t >= 0) return lpx_fail(v->m->ctx, "%s: the tensor form takes no type; the element type comes from the tensor map", text);
     return 0;
@@ -1146,12 +1160,12 @@ static int hp_reduce(vctx *v)
   if (t < 0 || !(ok >> t & 1)) {
     char want[256];
     type_list(ok, want, sizeof want);
-    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, red_names[op], cluster ? ".shared::cluster" : ".global",
+    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, lpx_group_spelling(LPX_GB_ATOMOP, op), cluster ? ".shared::cluster" : ".global",
                     want, t >= 0 ? lpx_types[t].name : "(no type)");
   }
   int half = t == LPX_T_F16 || t == LPX_T_BF16, noftz = has_group(fo, LPX_GB_NOFTZ);
-  if (half && op == 1 && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
-  if (noftz && !(half && op == 1)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
+  if (half && op == LPX_ATOMOP_ADD && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
+  if (noftz && !(half && op == LPX_ATOMOP_ADD)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
   return 0;
 }
 
@@ -1295,17 +1309,17 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   return 0;
 }
 
-/* tensormap.replace fields, in TMFIELD order: X(name, class, 64-bit value,
- * largest immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
+/* tensormap.replace fields: X(TMFIELD name, class, 64-bit value, largest
+ * immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
  * 3: [addr], immediate new_val (the ISA's numbering; largest: what this
  * PTX/sm pair takes without the sub-byte types and the 96B swizzle). */
 #define TM_FIELDS(X) \
-  X("global_address", 1, 1, 0) X("rank", 1, 0, 0) X("box_dim", 2, 0, 0) X("global_dim", 2, 0, 0) \
-  X("global_stride", 2, 1, 0) X("element_stride", 2, 0, 0) X("elemtype", 3, 0, 12) X("interleave_layout", 3, 0, 2) \
-  X("swizzle_mode", 3, 0, 3) X("swizzle_atomicity", 3, 0, 3) X("fill_mode", 3, 0, 1)
+  X(GLOBAL_ADDRESS, 1, 1, 0) X(RANK, 1, 0, 0) X(BOX_DIM, 2, 0, 0) X(GLOBAL_DIM, 2, 0, 0) \
+  X(GLOBAL_STRIDE, 2, 1, 0) X(ELEMENT_STRIDE, 2, 0, 0) X(ELEMTYPE, 3, 0, 12) X(INTERLEAVE_LAYOUT, 3, 0, 2) \
+  X(SWIZZLE_MODE, 3, 0, 3) X(SWIZZLE_ATOMICITY, 3, 0, 3) X(FILL_MODE, 3, 0, 1)
 
-static const struct tm_field { const char *name; int cls, wide, most; } tm_fields[] = {
-#define X(name, cls, wide, most) { name, cls, wide, most },
+static const struct tm_field { int cls, wide, most; } tm_fields[LPX_TMFIELD__END] = {
+#define X(name, cls, wide, most) [LPX_TMFIELD_##name] = { cls, wide, most },
   TM_FIELDS(X)
 #undef X
 };
@@ -1318,12 +1332,13 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
   int fi = fo->modsel[LPX_GB_TMFIELD];
-  if (fi < 1) return 0;
-  const struct tm_field *f = &tm_fields[fi - 1];
-  if (has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global") && !has_mod(fo, LPX_GB_SPACE, "shared::cta"))
+  if (!fi) return 0;
+  const struct tm_field *f = &tm_fields[fi];
+  const char *fname = lpx_group_spelling(LPX_GB_TMFIELD, fi);
+  if (has_group(fo, LPX_GB_SPACE) && !IS(fo, SPACE, GLOBAL) && !IS(fo, SPACE, SHARED_CTA))
     return lpx_fail(v->m->ctx, "%s: a tensor map is edited in .global or .shared::cta memory (or through a generic address)", text);
   if ((fo->info.type == LPX_T_B64) != f->wide)
-    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, f->name, f->wide ? ".b64" : ".b32");
+    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, fname, f->wide ? ".b64" : ".b32");
   if (count != (f->cls == 2 ? 3 : 2))
     return lpx_fail(v->m->ctx, "%s takes %s, got %d operand(s)", text, f->cls == 2 ? "[map], ordinal, new_val" : "[map], new_val", count);
   int ok = 1;
@@ -1331,7 +1346,7 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   v->pos = 2;
   if (f->cls == 2 && (!ok || x < 0 || x > 4)) return opfail(v, "(the ordinal) must be an immediate 0..4");
   if (f->cls == 3 && (!ok || x < 0 || x > f->most))
-    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, f->name, f->most);
+    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, fname, f->most);
   return 0;
 }
 
@@ -1341,9 +1356,9 @@ static int hp_tmcpfence(vctx *v, const lpx_operand *ops, const uint32_t *starts,
 {
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
-  if (!has_mod(fo, LPX_GB_SPACE, "global") || !has_mod(fo, LPX_GB_SPACE2, "shared::cta"))
+  if (!IS(fo, SPACE, GLOBAL) || !IS(fo, SPACE2, SHARED_CTA))
     return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy copies .global.shared::cta (to global from shared::cta, in that order)", text);
-  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic") || !has_mod(fo, LPX_GB_SEM, "release"))
+  if (!IS(fo, PROXYK, TENSORMAP_GENERIC) || !IS(fo, SEM, RELEASE))
     return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy takes .tensormap::generic.release and a scope", text);
   int ok = 1;
   if (count != 3) return lpx_fail(v->m->ctx, "%s takes [dst], [src], 128, got %d operand(s)", text, count);
@@ -1358,11 +1373,11 @@ static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int
 {
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
-  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic")) {
+  if (!IS(fo, PROXYK, TENSORMAP_GENERIC)) {
     if (count) return lpx_fail(v->m->ctx, "%s takes no operands (only fence.proxy.tensormap::generic.acquire does)", text);
     return 0;
   }
-  int acquire = has_mod(fo, LPX_GB_SEM, "acquire"), release = has_mod(fo, LPX_GB_SEM, "release");
+  int acquire = IS(fo, SEM, ACQUIRE), release = IS(fo, SEM, RELEASE);
   if ((!acquire && !release) || !has_group(fo, LPX_GB_SCOPE))
     return lpx_fail(v->m->ctx, "%s needs .release or .acquire and a scope (.cta .cluster .gpu .sys)", text);
   int ok = 1;

@@ -1,6 +1,9 @@
-/* C unit tests for the core: forms, validation, registers, emission. */
+/* C unit tests for the core: forms, validation, registers, emission, and
+ * the ISA table's named modifier values. */
 #include "lpx_core.h"
 #include "lpx_env.h"
+#include "lpx_internal.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +113,48 @@ static void env_tests(lpx_ctx *ctx)
   unsetenv("LPX_T");
 }
 
+/* The name a modifier spelling must have: upper-cased, each run of other
+ * characters written "_" ("shared::cta" -> SHARED_CTA). */
+static void name_of(const char *spell, char *out, size_t cap)
+{
+  size_t n = 0;
+  for (const char *p = spell; *p && n + 1 < cap; p++) {
+    if (isalnum((unsigned char)*p)) out[n++] = (char)toupper((unsigned char)*p);
+    else if (n && out[n - 1] != '_') out[n++] = '_';
+  }
+  while (n && out[n - 1] == '_') n--;
+  out[n] = '\0';
+}
+
+/* Every modifier row of lpx_isa.def: its name is its spelling's, its value
+ * counts up from 1 in its group, and the group's derived spelling list maps
+ * the value and the spelling to each other; a form records the value. */
+static void modifier_tests(lpx_ctx *ctx)
+{
+  static const struct { int group, value; const char *name, *spell; } rows[] = {
+#define G(id, rows) rows
+#define M(group, name, spell) { LPX_GB_##group, LPX_##group##_##name, #name, spell },
+    LPX_MODGROUPS(G, M)
+#undef G
+#undef M
+  };
+  int seen[LPX_GB__COUNT] = { 0 };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char want[64];
+    name_of(rows[i].spell, want, sizeof want);
+    CHECK(strcmp(want, rows[i].name) == 0 || !fprintf(stderr, "  %s is named %s\n", rows[i].spell, rows[i].name));
+    CHECK(rows[i].value == ++seen[rows[i].group]);
+    CHECK(lpx_group_index(rows[i].group, rows[i].spell, strlen(rows[i].spell)) == rows[i].value);
+    const char *back = lpx_group_spelling(rows[i].group, rows[i].value);
+    CHECK(back && strcmp(back, rows[i].spell) == 0);
+  }
+  for (int g = 0; g < LPX_GB__COUNT; g++) CHECK(seen[g] == lpx_group_size(g) && !lpx_group_spelling(g, seen[g] + 1));
+  int setp = lpx_form_intern(ctx, "setp.lo.and.u32"), ld = lpx_form_intern(ctx, "ld.shared::cta.relaxed.gpu.u32");
+  CHECK(setp >= 0 && ctx->forms[setp].modsel[LPX_GB_CMP] == LPX_CMP_LO && ctx->forms[setp].modsel[LPX_GB_BOOL] == LPX_BOOL_AND);
+  CHECK(ld >= 0 && ctx->forms[ld].modsel[LPX_GB_SPACE] == LPX_SPACE_SHARED_CTA && ctx->forms[ld].modsel[LPX_GB_SEM] == LPX_SEM_RELAXED);
+  CHECK(lpx_form_intern(ctx, "setp.lo.f32") >= 0);   /* the type rule is the validator's */
+}
+
 int main(void)
 {
   lpx_ctx *ctx = lpx_ctx_new();
@@ -124,6 +169,8 @@ int main(void)
   CHECK(ld4 >= 0 && lpx_form_get(ctx, ld4)->vec == 4);
   int unknown = lpx_form_intern(ctx, "frobnicate.b32");
   CHECK(unknown >= 0 && lpx_form_get(ctx, unknown)->op < 0 && strstr(lpx_ctx_warning(ctx), "frobnicate"));
+
+  modifier_tests(ctx);
 
   lpx_module *m = lpx_module_new(ctx, 80, "sm_80", 64);
   CHECK(m != NULL);

@@ -295,7 +295,9 @@ int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r,
 int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
 emu_fn lpx_emu_pick_fence(const emu_inst *in);
 int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
-int lpx_emu_space_of_mod(int sel);
+int lpx_emu_space(const emu_inst *in);
+int lpx_emu_host_rounding(int rnd);
+int lpx_emu_space2(const emu_inst *in);
 void lpx_emu_decode_mma(emu_inst *in, const char *text);
 
 /* half precision and fp8 */

@@ -287,7 +287,7 @@ static void collect_srcs(dec *d, emu_inst *in)
   int top = 0;
   for (uint32_t k = 0; k < in->nops; top++) {
     uint32_t n = ops[k].kind == EO_VEC ? 1 + (uint32_t)ops[k].reg : 1;
-    int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == 3;
+    int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == LPX_BARMODE_RED;
     int is_dest = top == 0 && (red || !no_dest(in->op));
     if (is_dest && ops[k].kind == EO_VEC && n - 1 > 8) {   /* too long for dsts: keep the span */
       in->dst_vec = in->o + k + 1;

@@ -61,7 +61,7 @@ static emu_cta *owner(emu_warp *w, const uint8_t *p)
 static uint8_t *mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
 {
   const emu_op *ao = EMU_OP(w, in, k);
-  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  int sp = lpx_emu_space(in);
   if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
   else if (sp == EMU_SP_GENERIC && in->mod[LPX_GB_SHARED]) sp = EMU_SP_SHARED;
   uint64_t addr = (ao->reg >= 0 ? EMU_R(w, ao->reg)[lane] : 0) + (uint64_t)ao->off;
@@ -76,8 +76,6 @@ static int addr_index(const emu_warp *w, const emu_inst *in)
 }
 
 /* ------------------------------------------------------------------ ops */
-
-enum { MB_INIT = 1, MB_INVAL, MB_ARRIVE, MB_DROP, MB_EXPECT, MB_COMPLETE, MB_TEST, MB_TRY, MB_PENDING };
 
 /* The phase parity a test_wait/try_wait waits for (.parity operand or state token). */
 static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
@@ -95,15 +93,15 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
   mbar b = unpack(word);
   emu_cta *c = owner(w, p);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
-  if (kind == MB_INIT) {
+  if (kind == LPX_MBAR_INIT) {
     if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
     b = (mbar){ arg, arg, 0, 0 };
-  } else if (kind == MB_INVAL) {
+  } else if (kind == LPX_MBAR_INVAL) {
     b = (mbar){ 0, 0, 0, 0 };
-  } else if (kind == MB_EXPECT || kind == MB_COMPLETE) {
-    b.tx += kind == MB_EXPECT ? arg : -arg;
+  } else if (kind == LPX_MBAR_EXPECT_TX || kind == LPX_MBAR_COMPLETE_TX) {
+    b.tx += kind == LPX_MBAR_EXPECT_TX ? arg : -arg;
     settle(c, &b);
-  } else if (kind == MB_ARRIVE || kind == MB_DROP) {
+  } else if (kind == LPX_MBAR_ARRIVE || kind == LPX_MBAR_ARRIVE_DROP) {
     int64_t count = in->mod[LPX_GB_EXPECT] ? 1 : arg;
     if (in->mod[LPX_GB_EXPECT]) b.tx += arg;
     if (!b.expected) return lpx_emu_fail(w, in, lane, "arrive on an mbarrier that is not initialised (mbarrier.init)");
@@ -111,9 +109,9 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
       return lpx_emu_fail(w, in, lane, "%lld arrival(s) on an mbarrier with only %lld pending in this phase", (long long)count, (long long)b.pending);
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
-    if (kind == MB_DROP) b.expected -= count;
+    if (kind == LPX_MBAR_ARRIVE_DROP) b.expected -= count;
     settle(c, &b);
-  } else if (kind == MB_TEST || kind == MB_TRY) {
+  } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
     int want = wait_parity(w, in, k, lane);
     *out = b.phase != want;                   /* the phase with that parity has completed */
   }
@@ -153,7 +151,7 @@ static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t 
 HANDLER(op_mbarrier)
 {
   int kind = in->mod[LPX_GB_MBAR];
-  if (kind == MB_PENDING) {                   /* pending_count d, state: no memory */
+  if (kind == LPX_MBAR_PENDING_COUNT) {                   /* pending_count d, state: no memory */
     uint64_t *d = D(0);
     const uint64_t *s = D(1);
     EMU_EACH(m, d[l] = s[l] & F21);
@@ -167,7 +165,7 @@ HANDLER(op_mbarrier)
     uint64_t out = 0;
     if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
     if (d) d[l] = out;
-    if ((kind == MB_TEST || kind == MB_TRY) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
+    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
   });
   return 0;
 }
@@ -210,7 +208,7 @@ int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r,
 HANDLER(op_cp_bulk)
 {
   const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
-  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), ssp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE2]);
+  int dsp = lpx_emu_space(in), ssp = lpx_emu_space2(in);
   const uint64_t *sz = D(2);
   int with_mbar = in->nops > 3 && EMU_OP(w, in, 3)->kind == EO_ADDR;
   EMU_EACH(m, {

@@ -240,7 +240,7 @@ static uint64_t acc_bits(int t, double x, int sat, int e)
   uint64_t u;
   switch (t) {
   case LPX_T_F32: return emu_f2u((float)x);
-  case LPX_T_F16: return (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << (16 * e);
+  case LPX_T_F16: return (uint64_t)lpx_emu_f64_to_half(x, 0, LPX_RND_RN) << (16 * e);
   case LPX_T_S32:
     if (sat) return (uint32_t)(int32_t)(x > 2147483647.0 ? 2147483647.0 : x < -2147483648.0 ? -2147483648.0 : x);
     return (uint32_t)(int64_t)x;

@@ -282,7 +282,7 @@ static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, 
     return;
   }
   uint32_t sh = 16 * (e % 2);
-  *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << sh;
+  *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, LPX_RND_RN) << sh;
 }
 
 /* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b (N x K). */
