@@ -23,10 +23,15 @@ enum lpx_regclass_id {
   LPX_RC__COUNT
 };
 
+/* Modifier groups: the core groups (bits of a row's masks) then the
+ * family groups (bits of an LPX_FAMILIES row's masks), one index space. */
 enum lpx_group_bit {
 #define G(id, rows) LPX_GB_##id,
 #define M(group, name, spell)
   LPX_MODGROUPS(G, M)
+  LPX_GB__CORE,
+  LPX_GB__FAMILY = LPX_GB__CORE - 1,
+  LPX_FAMGROUPS(G, M)
 #undef G
 #undef M
   LPX_GB__COUNT
@@ -37,6 +42,7 @@ enum lpx_group_bit {
 #define G(id, rows) enum lpx_mod_##id { LPX_##id##__NONE, rows LPX_##id##__END };
 #define M(group, name, spell) LPX_##group##_##name,
 LPX_MODGROUPS(G, M)
+LPX_FAMGROUPS(G, M)
 #undef G
 #undef M
 
@@ -60,7 +66,24 @@ enum {
 #define M(group, name, spell)
   LPX_MODGROUPS(G, M)
 #undef G
+#define G(id, rows) FG_##id = (uint64_t)1 << (LPX_GB_##id - LPX_GB__CORE),
+  LPX_FAMGROUPS(G, M)
+#undef G
 #undef M
+};
+
+/* Matrix element types (LPX_MTYPES): ids from 1 (0: none) and set bits. */
+enum lpx_mtype_id {
+  LPX_MT__NONE,
+#define X(id, spell, bits) LPX_MT_##id,
+  LPX_MTYPES(X)
+#undef X
+  LPX_MT__END
+};
+enum {
+#define X(id, spell, bits) MTS_##id = 1u << LPX_MT_##id,
+  LPX_MTYPES(X)
+#undef X
 };
 #define X(id, spell, bits, kind, cls) TS_##id = (uint64_t)1 << LPX_T_##id,
 enum { LPX_TYPES(X) };
@@ -89,10 +112,10 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 
 #define LPX_MSG_MAX 2048
 
-/* Interned opcode forms with their parsed facts. */
+/* Interned opcode forms with their parsed facts: the record every
+ * consumer reads instead of the opcode text. */
 typedef struct lpx_form {
   lpx_form_info info;
-  uint64_t groups_seen;
   /* Per modifier group, the named value of the chosen spelling (0: none),
    * e.g. modsel[LPX_GB_CMP] == LPX_CMP_LT for setp.lt. */
   uint8_t modsel[LPX_GB__COUNT];
@@ -100,10 +123,24 @@ typedef struct lpx_form {
 
 /* The named value of spelling tok (n chars) in a group, or 0. */
 int lpx_group_index(int group, const char *tok, size_t n);
-/* The spelling of a group's named value, or NULL. */
-const char *lpx_group_spelling(int group, int value);
-/* The number of spellings of a group (its largest named value). */
-int lpx_group_size(int group);
+
+/* Family rows (LPX_FAMILIES): the family groups a row allows and requires,
+ * whether it takes a shape, how many matrix types. */
+typedef struct lpx_family_row { uint64_t groups, required; int shape, mtypes; } lpx_family_row;
+extern const lpx_family_row lpx_family_rows[LPX_OP__COUNT];
+/* The matrix type of a spelling (n chars), or 0. */
+int lpx_mtype_find(const char *tok, size_t n);
+/* The mma.sync family of an A/B matrix type, or NULL. */
+const lpx_mma_family *lpx_mma_family_of(int mtype);
+/* The mma.sync shape row of (m, n, k) for a family, or NULL. */
+const lpx_mma_shape *lpx_mma_shape_find(int m, int n, int k, int family);
+/* The wgmma family of an A/B matrix type, or NULL. */
+const lpx_wgmma_family *lpx_wgmma_family_of(int mtype);
+/* Is an mma.sync form one of the table's (shape, A/B pair, accumulators,
+ * layouts)? 0 if so, else -1 with the reason in why. */
+int lpx_mma_form_check(const lpx_form_info *fi, char *why, size_t cap);
+/* Is a wgmma.mma_async form one of the table's? 0 or -1 with why. */
+int lpx_wgmma_form_check(const lpx_form *fo, char *why, size_t cap);
 
 struct lpx_ctx {
   char error[LPX_MSG_MAX];

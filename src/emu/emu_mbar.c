@@ -256,26 +256,27 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
   return fn ? fn : lpx_emu_pick_tma(in);
 }
 
-/* How a form's text classifies it: the first rule whose substrings (the
- * second may be NULL) both occur gives the EMU_BULK_* kind. */
-static const struct bulk_rule { const char *a, *b; uint8_t kind; } bulk_rules[] = {
-  { ".im2col::w", NULL, EMU_BULK_OTHER }, { ".tile::", NULL, EMU_BULK_OTHER }, { ".cta_group", NULL, EMU_BULK_OTHER },
-  { "cp.reduce.async.bulk.tensor", NULL, EMU_BULK_TREDUCE }, { "cp.reduce.async.bulk", NULL, EMU_BULK_REDUCE },
-  { ".prefetch.tensor", NULL, EMU_BULK_TPREFETCH }, { ".prefetch", NULL, EMU_BULK_PREFETCH },
-  { "commit_group", NULL, EMU_BULK_NOP }, { "wait_group", NULL, EMU_BULK_NOP },
-  { ".tensor", ".global.shared::cta", EMU_BULK_TSTORE }, { ".tensor", NULL, EMU_BULK_TLOAD },
-  { ".multicast", NULL, EMU_BULK_OTHER }, { "cp.", NULL, EMU_BULK_COPY },
-};
-
-/* Classify a bulk form from its text: ext[0] its EMU_BULK_* kind, ext[1]
- * multicast, ext[2] im2col (loads, prefetches) or im2col_no_offs. */
-void lpx_emu_decode_bulk(emu_inst *in, const char *text)
+/* The EMU_BULK_* kind of a bulk form from its record: the forms the
+ * emulator runs (copies, tensor loads/stores/prefetches/reductions,
+ * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
+static int bulk_kind(const lpx_form *fo)
 {
-  in->ext[1] = strstr(text, ".multicast::cluster") != NULL;
-  in->ext[2] = strstr(text, ".im2col") != NULL;
-  in->ext[0] = EMU_BULK_OTHER;
-  for (size_t i = 0; i < sizeof bulk_rules / sizeof bulk_rules[0]; i++) {
-    const struct bulk_rule *r = &bulk_rules[i];
-    if (strstr(text, r->a) && (!r->b || strstr(text, r->b))) { in->ext[0] = r->kind; return; }
-  }
+  const lpx_form_info *fi = &fo->info;
+  int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
+  if ((mode && mode != LPX_LOADMODE_TILE && mode != LPX_LOADMODE_IM2COL && mode != LPX_LOADMODE_IM2COL_NO_OFFS) ||
+      fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
+  if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
+  if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
+  if (fi->tensor) return store ? EMU_BULK_TSTORE : EMU_BULK_TLOAD;
+  return fi->multicast ? EMU_BULK_OTHER : EMU_BULK_COPY;
+}
+
+/* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
+ * ext[2] im2col (loads, prefetches) or im2col_no_offs. */
+void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
+{
+  in->ext[1] = (uint8_t)fo->info.multicast;
+  in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
+  in->ext[0] = (uint8_t)bulk_kind(fo);
 }
