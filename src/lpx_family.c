@@ -156,7 +156,15 @@ int lpx_mma_form_check(const lpx_form_info *fi, char *why, size_t cap)
   const lpx_mma_shape *s = lpx_mma_shape_find(fi->shape_m, fi->shape_n, fi->shape_k, fa->family);
   if (fi->shape_m) snprintf(shape, sizeof shape, "m%dn%dk%d", fi->shape_m, fi->shape_n, fi->shape_k);
   else snprintf(shape, sizeof shape, "(none)");
-  if (!s) return why_fail(why, cap, "mma.sync has no shape .%s for .%s inputs", shape, mtypes[fi->atype].name);
+  if (!s) {
+    char valid[160];
+    size_t n = 0;
+    valid[0] = '\0';
+    for (int i = 0; i < COUNT(mma_shapes) && n + 1 < sizeof valid; i++)
+      if (mma_shapes[i].family == fa->family)
+        n += (size_t)snprintf(valid + n, sizeof valid - n, " .m%dn%dk%d", mma_shapes[i].m, mma_shapes[i].n, mma_shapes[i].k);
+    return why_fail(why, cap, "mma.sync has no shape .%s for .%s inputs; valid:%s", shape, mtypes[fi->atype].name, valid);
+  }
   int row_col = fi->alayout == LPX_ALAYOUT_ROW && fi->blayout == LPX_BLAYOUT_COL;
   if (!fi->alayout || !fi->blayout || (s->acc_regs && !row_col))
     return why_fail(why, cap, "mma.sync.%s takes the layouts .row.col", shape);

@@ -236,6 +236,9 @@ typedef struct lpx_func {
   int32_t *reg_name; size_t nreg_names, reg_names_cap;
   lpx_opd_lex *ops_lex; size_t nops_lex, ops_lex_cap;
   uint32_t head_lex, head_nlex, tail_lex;
+  /* The CTA-group size of the function's first tcgen05 instruction and
+   * where it was appended (a kernel uses one size: lpx_validate.c). */
+  int32_t tc_cta_group, tc_cta_file, tc_cta_line;
 } lpx_func;
 
 struct lpx_module {
@@ -257,7 +260,7 @@ struct lpx_module {
 
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
-int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops);
+int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */

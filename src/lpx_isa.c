@@ -348,6 +348,17 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
                   row->ntypes ? "a" : "no", row->ntypes ? valid : "-");
 }
 
+/* Fail for a fundamental type a matrix row does not take, listing the matrix types. */
+static int not_mtype(lpx_ctx *ctx, const lpx_form *f, const lpx_isa_row *row, const char *tok)
+{
+  char valid[256];
+  size_t n = 0;
+  valid[0] = '\0';
+  for (int mt = 1; mt <= lpx_mtype_count() && n + 1 < sizeof valid; mt++)
+    n += (size_t)snprintf(valid + n, sizeof valid - n, " .%s", lpx_mtype_name(mt));
+  return lpx_fail(ctx, "%s: .%s is not a type of %s; its types are%s", f->info.text, tok, row->name, valid);
+}
+
 /* Parse the modifiers after the row name into the form. */
 static int form_parse(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, const char *mods)
 {
@@ -359,8 +370,9 @@ static int form_parse(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, const c
     if (n == 0 || n >= sizeof tok) return lpx_fail(ctx, "%s: empty or overlong modifier", f->info.text);
     memcpy(tok, p, n);
     tok[n] = '\0';
-    int mt = lpx_family_rows[f->info.op].mtypes ? lpx_mtype_find(tok, n) : 0;
+    int mtypes = lpx_family_rows[f->info.op].mtypes, mt = mtypes ? lpx_mtype_find(tok, n) : 0;
     int t = mt ? -1 : lpx_type_lookup(tok), rc;
+    if (mtypes && t >= 0) return not_mtype(ctx, f, row, tok);
     if (mt) rc = form_mtype(ctx, f, row, mt);
     else rc = t >= 0 ? form_type(ctx, f, row, t) : form_modifier(ctx, f, row, tok, n);
     if (rc) return rc;

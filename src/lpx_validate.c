@@ -14,6 +14,7 @@ typedef struct vctx {
   int relaxed;          /* ld/st/cvt: registers may be wider than the type */
   int pos;              /* 1-based top-level operand position, for messages */
   int sink_ok;          /* may a destination be the sink _ (setp, atom, ...)? */
+  int32_t file, line;   /* where the instruction is appended (lpx_append) */
 } vctx;
 
 /* Number of array entries an operand occupies (itself and its children). */
@@ -748,6 +749,21 @@ static int tc_ncols(vctx *v, lpx_operand *o)
   return 0;
 }
 
+/* A kernel uses one CTA-group size for its tcgen05 instructions (ptxas
+ * refuses a mix): one that differs from the first the function took. */
+static int tc_cta_group(vctx *v)
+{
+  const lpx_func *f = v->f;
+  int g = v->form->info.cta_group;
+  if (!g || !f->tc_cta_group || f->tc_cta_group == g) return 0;
+  char msg[700], where[560] = "an earlier tcgen05 instruction";
+  if (f->tc_cta_file > 0 && (size_t)f->tc_cta_file <= v->m->nfiles)
+    snprintf(where, sizeof where, "%s:%d", lpx_strtab_get(&v->m->syms, v->m->files[f->tc_cta_file - 1]), f->tc_cta_line);
+  snprintf(msg, sizeof msg, "cta_group::%d here, but %s used cta_group::%d; a kernel uses one CTA-group size",
+           g, where, f->tc_cta_group);
+  return tc_fail(v, msg);
+}
+
 /* Target rules for tcgen05 beyond the row's sm_100a..sm_103a gate. */
 static int tc_target(vctx *v)
 {
@@ -769,7 +785,7 @@ static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
   int op = v->form->info.op;
   if (op < 0 || strncmp(lpx_isa_rows[op].name, "tcgen05.", 8)) return 1;
-  if (tc_target(v)) return -1;
+  if (tc_target(v) || tc_cta_group(v)) return -1;
   switch (op) {
   case LPX_OP_TCMMA: return tc_mma(v, ops, starts, count);
   case LPX_OP_TCLD: case LPX_OP_TCST: return tc_ldst(v, ops, starts, count, op == LPX_OP_TCST);
@@ -1178,13 +1194,13 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
 /* ======================================= end of Hopper: TMA copies and wgmma */
 
 /* Validate an instruction's operands; untyped numbers get their type here. */
-int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops)
+static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
   uint32_t starts[64];
   int count = top_count(ops, (uint32_t)nops, starts, 64);
   if (count < 0) return lpx_fail(m->ctx, "%s: malformed operand list", form->info.text);
   const char *sig = form->info.op >= 0 ? lpx_isa_rows[form->info.op].sig : "*";
-  vctx v = { m, f, form, 0, 0, 0 };
+  vctx v = { m, f, form, 0, 0, 0, file, line };
   int op = form->info.op;
   v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT;
   if (op >= 0 && check_rules(m, form, count)) return -1;
@@ -1223,4 +1239,17 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
     alt = *alt ? alt + 1 : NULL;
   }
   return lpx_fail(m->ctx, "%s takes %s operand(s), got %d", form->info.text, counts, count);
+}
+
+/* Validate an instruction appended at file:line; a valid tcgen05 one that
+ * is the function's first with a CTA group fixes the function's size. */
+int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
+{
+  if (validate(m, f, form, ops, nops, file, line)) return -1;
+  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && !strncmp(lpx_isa_rows[form->info.op].name, "tcgen05.", 8)) {
+    f->tc_cta_group = form->info.cta_group;
+    f->tc_cta_file = file;
+    f->tc_cta_line = line;
+  }
+  return 0;
 }
