@@ -24,11 +24,7 @@ local SHAPES = isa.mma_shapes
 local FAMILY = isa.mma_family_of
 M.SHAPES = SHAPES
 
---- A type's name: a type table or a string ("bf16").
-local function tname(t)
-  if type(t) == "table" and t.name then return t.name end
-  return t
-end
+local tname = types.name_of
 
 --- The SHAPES row of (shape, atype), or nil and a message.
 local function lookup(shape, atype)

@@ -242,8 +242,7 @@ local AB_CODES = {
 }
 local D_CODES = { f16 = { f16 = 0, f32 = 1 }, tf32 = { f32 = 1 }, f8f6f4 = { f16 = 0, f32 = 1 }, i8 = { s32 = 2 } }
 
---- A type's name from a type object or a string.
-local function tname(t) return type(t) == "table" and t.name or t end
+local tname = types.name_of
 
 --- Check a field fits in bits; error names the field.
 local function field(name, v, bits)

@@ -178,11 +178,7 @@ function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0
 local FAMILY = isa.wgmma_families
 M.FAMILY = FAMILY
 
---- A type's name: a type table or a string ("b1").
-local function tname(t)
-  if type(t) == "table" and t.name then return t.name end
-  return t
-end
+local tname = types.name_of
 
 --- The accumulator registers of opts.d as a list of `count`.
 local function acc_list(d, count, shape)
