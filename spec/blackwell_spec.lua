@@ -318,6 +318,14 @@ local BAD = {
       ptx.tcgen05.alloc { dst = e.slot, ncols = 32 }
       ptx.tcgen05.dealloc { taddr = e.t, ncols = 32, cta_group = 2 }
     end, "a kernel uses one CTA-group size" },
+  { "mixed cta_group sizes through ptx.inst", function(e)
+      ptx.tcgen05.alloc { dst = e.slot, ncols = 32 }
+      ptx.inst("tcgen05.dealloc.cta_group::2.sync.aligned.b32", e.t, 32)
+    end, "cta_group::2 here, but spec/blackwell_spec.lua:" },
+  { "mixed cta_group sizes in raw PTX", function(e)
+      ptx.raw("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [k_smem], 32;")
+      ptx.raw("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %{t}, 32;", { t = e.t })
+    end, "used cta_group::2; a kernel uses one CTA-group size" },
 }
 
 --- A minimal kernel around one instruction line (the env() registers).

@@ -362,3 +362,82 @@ describe("the ISA table", function()
     end)
   end)
 end)
+
+describe("pyptx.isa, the C family tables seen from Lua", function()
+  local isa = require "pyptx.isa"
+  local ampere, hopper, blackwell = require "pyptx.ampere", require "pyptx.hopper", require "pyptx.blackwell"
+
+  --- The rows of a C table read with at(i) until NULL.
+  local function c_rows(at)
+    local out, i = {}, 0
+    while at(i) ~= nil do out[#out + 1] = at(i); i = i + 1 end
+    return out
+  end
+
+  it("are the views the wrappers spell from, not copies", function()
+    assert.are.equal(isa.mma_shapes, ampere.SHAPES)
+    assert.are.equal(isa.wgmma_families, hopper.FAMILY)
+    assert.are.equal(isa.tc_shape_regs, blackwell.SHAPE_REGS)
+  end)
+
+  it("hold every mma.sync shape row and family of the C table, and nothing else", function()
+    local rows, n = c_rows(core.mma_shape_at), 0
+    for _, r in ipairs(rows) do
+      local key = ("m%dn%dk%d.%s"):format(r.m, r.n, r.k, ffi.string(core.mtype_name(r.family)))
+      local v = isa.mma_shapes[key]
+      assert.is_truthy(v, key)
+      assert.are.same({ r.a_regs, r.b_regs, r.acc_regs, r.sm, r.ptx }, { v.a, v.b, v.acc_regs, v.sm, v.ptx })
+    end
+    for _ in pairs(isa.mma_shapes) do n = n + 1 end
+    assert.are.equal(#rows, n)
+    for _, f in ipairs(c_rows(core.mma_family_at)) do
+      local name = ffi.string(core.mtype_name(f.family))
+      for id = 1, core.mtype_count() do
+        local t = ffi.string(core.mtype_name(id))
+        assert.are.equal(bit.band(f.inputs, bit.lshift(1, id)) ~= 0, isa.mma_family_of[t] == name, t)
+        assert.are.equal(bit.band(f.accumulators, bit.lshift(1, id)) ~= 0, isa.mma_families[name].acc[t] == true, t)
+      end
+    end
+  end)
+
+  it("hold every wgmma family and tcgen05 ld/st shape of the C table", function()
+    for _, f in ipairs(c_rows(core.wgmma_family_at)) do
+      for id = 1, core.mtype_count() do
+        local t = ffi.string(core.mtype_name(id))
+        local v = isa.wgmma_families[t]
+        if bit.band(f.inputs, bit.lshift(1, id)) ~= 0 then
+          assert.are.same({ f.k, f.n16 ~= 0, f.satfinite ~= 0, f.sparse_sel >= 0 and f.sparse_sel or nil },
+                          { v.k, v.n16, v.satfinite, v.sparse_sel })
+        end
+      end
+    end
+    local g, n = core.modgroup_lookup("TCSHAPE"), 0
+    for v = 1, core.modgroup_size(g) do
+      n = n + 1
+      assert.are.equal(core.tc_shape_regs(v), isa.tc_shape_regs[ffi.string(core.modifier_name(g, v))])
+    end
+    local count = 0
+    for _ in pairs(isa.tc_shape_regs) do count = count + 1 end
+    assert.are.equal(n, count)
+  end)
+
+  it("agree with the validator: every mma.sync row and wgmma family spelled from them validates", function()
+    assert.is_nil(trace_error("sm_90a", function()
+      for key, row in pairs(isa.mma_shapes) do
+        local shape, fam = key:match("^(.-)%.(.*)$")
+        for a in pairs(isa.mma_families[fam].inputs) do
+          for acc in pairs(row.acc) do
+            local f = ampere.fragments(shape, a, acc)
+            ptx.mma { shape = shape, atype = a, ctype = acc, d = f.c, a = f.a, b = f.b, c = f.c }
+          end
+        end
+      end
+      for a, fam in pairs(isa.wgmma_families) do
+        for acc in pairs(fam.acc) do
+          local d = hopper.wgmma.fragments(64, false, acc)
+          hopper.wgmma.mma_async { shape = { 64, 64 }, atype = a, dtype = acc, d = d, a = reg.scalar(T.u64), b = reg.scalar(T.u64) }
+        end
+      end
+    end, "8.7"))
+  end)
+end)

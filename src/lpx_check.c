@@ -89,7 +89,7 @@ int32_t lpx_func_check_refs(lpx_module *m, int32_t fn)
   for (size_t i = 0; i < f->nitems && !rc; i++) {
     const lpx_item *it = &f->items[i];
     /* call targets may be .extern functions the DSL cannot declare yet */
-    if (it->kind != LPX_ITEM_INST || !strncmp(lpx_strtab_get(&m->ctx->form_names, it->form), "call", 4)) continue;
+    if (it->kind != LPX_ITEM_INST || m->ctx->forms[it->form].info.op == LPX_OP_CALL) continue;
     for (uint32_t k = 0; k < it->nops && !rc; k++) rc = check_operand(m, it, &f->ops[it->ops + k], decl, labels);
   }
   free(decl);

@@ -49,7 +49,47 @@ typedef struct lpx_form_info {
   int32_t min_sm;
   int32_t max_sm;      /* != 0: arch-specific, needs an "a" target <= max */
   int32_t wide;        /* .wide present */
+  /* Facts of the matrix, bulk-copy and tcgen05 families, decoded from the
+   * opcode once (0: absent). Types are matrix types (lpx_mtype_name);
+   * layouts, scope, sem and im2col are modifier values (lpx_modifier_name). */
+  int32_t shape_m, shape_n, shape_k;   /* .m16n8k16; ldmatrix's .m8n8 has k 0 */
+  int32_t nmtypes;                     /* matrix types spelled (mma: 4, wgmma: 3) */
+  int32_t dtype, atype, btype, ctype;  /* mma .d.a.b.c, wgmma .d.a.b */
+  int32_t alayout, blayout;            /* mma .row/.col of A and B */
+  int32_t num;                         /* .x1 .x2 .x4 ... .x128: the count */
+  int32_t rank;                        /* .1d ... .5d of a tensor copy */
+  int32_t cta_group;                   /* .cta_group::1 / ::2: 1 or 2 */
+  int32_t sparse, trans, satfinite, multicast, tensor, prefetch;   /* .sp .trans .satfinite .multicast::cluster .tensor .prefetch */
+  int32_t im2col;                      /* a bulk tensor copy's load mode (.tile .im2col ...) */
+  int32_t scope, sem;                  /* .cta .cluster .gpu .sys; .relaxed .acquire ... */
 } lpx_form_info;
+
+/* One mma.sync shape of the ISA table (lpx_isa.def, LPX_MMA_SHAPES). */
+typedef struct lpx_mma_shape {
+  int32_t m, n, k;
+  int32_t family;      /* the family's first A/B type (a matrix type) */
+  int32_t a_regs, b_regs;
+  int32_t acc_regs;    /* f32/s32/f64 accumulator registers; 0: the sm_70 quad-pair form */
+  int32_t sm, ptx;
+} lpx_mma_shape;
+
+/* One mma.sync input family (LPX_MMA_FAMILIES): bit t of a set is matrix type t. */
+typedef struct lpx_mma_family {
+  int32_t family;
+  uint32_t inputs, accumulators;
+  int32_t same_acc;    /* D and C of one type */
+} lpx_mma_family;
+
+/* One wgmma.mma_async input family (LPX_WGMMA_FAMILIES). */
+typedef struct lpx_wgmma_family {
+  int32_t family;
+  uint32_t inputs;
+  int32_t k;
+  uint32_t accumulators;
+  int32_t mixed, scale, trans, n16, satfinite, popc;
+  int32_t sparse_sel;  /* largest sparsity selector of .sp; -1: no sparse form */
+  int32_t mixed_ptx;   /* PTX version x10 A != B needs (0: any) */
+} lpx_wgmma_family;
 
 /* Emission options. */
 typedef struct lpx_emit_opts {
@@ -77,6 +117,17 @@ int32_t lpx_isa_row_count(void);
 int32_t lpx_isa_modifiers(const char *opcode, char *out, int32_t cap);
 const char *lpx_isa_row_name(int32_t row);
 int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family);
+int32_t lpx_mtype_count(void);
+const char *lpx_mtype_name(int32_t mtype);
+int32_t lpx_mtype_bits(int32_t mtype);
+int32_t lpx_mtype_lookup(const char *name);
+const lpx_mma_shape *lpx_mma_shape_at(int32_t i);
+const lpx_mma_family *lpx_mma_family_at(int32_t i);
+const lpx_wgmma_family *lpx_wgmma_family_at(int32_t i);
+int32_t lpx_modgroup_lookup(const char *name);
+int32_t lpx_modgroup_size(int32_t group);
+const char *lpx_modifier_name(int32_t group, int32_t value);
+int32_t lpx_tc_shape_regs(int32_t shape);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

@@ -23,12 +23,28 @@ enum lpx_regclass_id {
   LPX_RC__COUNT
 };
 
+/* Modifier groups: the core groups (bits of a row's masks) then the
+ * family groups (bits of an LPX_FAMILIES row's masks), one index space. */
 enum lpx_group_bit {
-#define X(id, spell) LPX_GB_##id,
-  LPX_MODGROUPS(X)
-#undef X
+#define G(id, rows) LPX_GB_##id,
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+  LPX_GB__CORE,
+  LPX_GB__FAMILY = LPX_GB__CORE - 1,
+  LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
   LPX_GB__COUNT
 };
+
+/* Per group, the named values of its spellings: LPX_CMP_LT, LPX_SAT_SATFINITE
+ * (1-based; LPX_<group>__NONE = 0 when the form carries none). */
+#define G(id, rows) enum lpx_mod_##id { LPX_##id##__NONE, rows LPX_##id##__END };
+#define M(group, name, spell) LPX_##group##_##name,
+LPX_MODGROUPS(G, M)
+LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
 
 enum lpx_op_id {
 #define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) LPX_OP_##id,
@@ -45,10 +61,28 @@ enum lpx_special_id {
 };
 
 /* Group and type-set bits; enums wider than int are a GCC/Clang extension. */
-#define G_(id) G_##id = (uint64_t)1 << LPX_GB_##id,
 enum {
-#define X(id, spell) G_(id)
-  LPX_MODGROUPS(X)
+#define G(id, rows) G_##id = (uint64_t)1 << LPX_GB_##id,
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+#undef G
+#define G(id, rows) FG_##id = (uint64_t)1 << (LPX_GB_##id - LPX_GB__CORE),
+  LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
+};
+
+/* Matrix element types (LPX_MTYPES): ids from 1 (0: none) and set bits. */
+enum lpx_mtype_id {
+  LPX_MT__NONE,
+#define X(id, spell, bits) LPX_MT_##id,
+  LPX_MTYPES(X)
+#undef X
+  LPX_MT__END
+};
+enum {
+#define X(id, spell, bits) MTS_##id = 1u << LPX_MT_##id,
+  LPX_MTYPES(X)
 #undef X
 };
 #define X(id, spell, bits, kind, cls) TS_##id = (uint64_t)1 << LPX_T_##id,
@@ -78,19 +112,35 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 
 #define LPX_MSG_MAX 2048
 
-/* Interned opcode forms with their parsed facts. */
+/* Interned opcode forms with their parsed facts: the record every
+ * consumer reads instead of the opcode text. */
 typedef struct lpx_form {
   lpx_form_info info;
-  uint64_t groups_seen;
-  /* Per modifier group, the 1-based index of the chosen spelling in the
-   * group's list (0: none), e.g. modsel[LPX_GB_CMP] for setp's comparison. */
+  /* Per modifier group, the named value of the chosen spelling (0: none),
+   * e.g. modsel[LPX_GB_CMP] == LPX_CMP_LT for setp.lt. */
   uint8_t modsel[LPX_GB__COUNT];
 } lpx_form;
 
-/* The 1-based index of tok in a group's spelling list, or 0. */
+/* The named value of spelling tok (n chars) in a group, or 0. */
 int lpx_group_index(int group, const char *tok, size_t n);
-/* The space-separated spellings of a modifier group. */
-const char *lpx_group_spellings(int group);
+
+/* Family rows (LPX_FAMILIES): the family groups a row allows and requires,
+ * whether it takes a shape, how many matrix types. */
+typedef struct lpx_family_row { uint64_t groups, required; int shape, mtypes; } lpx_family_row;
+extern const lpx_family_row lpx_family_rows[LPX_OP__COUNT];
+/* The matrix type of a spelling (n chars), or 0. */
+int lpx_mtype_find(const char *tok, size_t n);
+/* The mma.sync family of an A/B matrix type, or NULL. */
+const lpx_mma_family *lpx_mma_family_of(int mtype);
+/* The mma.sync shape row of (m, n, k) for a family, or NULL. */
+const lpx_mma_shape *lpx_mma_shape_find(int m, int n, int k, int family);
+/* The wgmma family of an A/B matrix type, or NULL. */
+const lpx_wgmma_family *lpx_wgmma_family_of(int mtype);
+/* Is an mma.sync form one of the table's (shape, A/B pair, accumulators,
+ * layouts)? 0 if so, else -1 with the reason in why. */
+int lpx_mma_form_check(const lpx_form_info *fi, char *why, size_t cap);
+/* Is a wgmma.mma_async form one of the table's? 0 or -1 with why. */
+int lpx_wgmma_form_check(const lpx_form *fo, char *why, size_t cap);
 
 struct lpx_ctx {
   char error[LPX_MSG_MAX];
@@ -186,6 +236,9 @@ typedef struct lpx_func {
   int32_t *reg_name; size_t nreg_names, reg_names_cap;
   lpx_opd_lex *ops_lex; size_t nops_lex, ops_lex_cap;
   uint32_t head_lex, head_nlex, tail_lex;
+  /* The CTA-group size of the function's first tcgen05 instruction and
+   * where it was appended (a kernel uses one size: lpx_validate.c). */
+  int32_t tc_cta_group, tc_cta_file, tc_cta_line;
 } lpx_func;
 
 struct lpx_module {
@@ -207,7 +260,7 @@ struct lpx_module {
 
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
-int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops);
+int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */

@@ -346,7 +346,7 @@ int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32
   if (fo->info.op >= 0 && check_arch(m, &fo->info)) return -1;
   if (guard >= 0 && ((size_t)guard >= f->nregs || f->reg_type[guard] != LPX_T_PRED))
     return lpx_fail(m->ctx, "%s: the guard must be a predicate register", fo->info.text);
-  if (lpx_validate(m, f, fo, ops, nops)) return -1;
+  if (lpx_validate(m, f, fo, ops, nops, file, line)) return -1;
   if (LPX_RESERVE(f->ops, f->ops_cap, f->nops + (size_t)nops)) return lpx_fail(m->ctx, "out of memory");
   lpx_item *it = item_new(m, f, LPX_ITEM_INST);
   if (!it) return -1;

@@ -2,6 +2,7 @@
  * "ld.global.v4.f32" is split, matched against the table and validated
  * once per context; instructions then refer to the form by id. */
 #include "lpx_internal.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,32 @@ const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT] = {
 #undef X
 };
 
-_Static_assert(LPX_GB__COUNT <= 64, "modifier groups are bits of a uint64_t");
+_Static_assert(LPX_GB__CORE <= 64, "core modifier groups are bits of a uint64_t");
+_Static_assert(LPX_GB__COUNT - LPX_GB__CORE <= 64, "family modifier groups are bits of a uint64_t");
 
-static const char *const group_spellings[LPX_GB__COUNT] = {
-#define X(id, spell) spell,
-  LPX_MODGROUPS(X)
+const lpx_family_row lpx_family_rows[LPX_OP__COUNT] = {
+#define X(op, groups, required, shape, mtypes) [LPX_OP_##op] = { groups, required, shape, mtypes },
+  LPX_FAMILIES(X)
 #undef X
+};
+
+/* Per group, its spellings in value order (index 0: none), derived from
+ * the table's rows, and how many there are. */
+#define G(id, rows) static const char *const spell_##id[] = { NULL, rows };
+#define M(group, name, spell) spell,
+LPX_MODGROUPS(G, M)
+LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
+
+typedef struct group_desc { const char *name; const char *const *spell; int n; } group_desc;
+static const group_desc groups[LPX_GB__COUNT] = {
+#define G(id, rows) { #id, spell_##id, (int)(sizeof spell_##id / sizeof spell_##id[0]) - 1 },
+#define M(group, name, spell)
+  LPX_MODGROUPS(G, M)
+  LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
 };
 
 typedef struct gate { const char *op, *mod; int ptx, sm; } gate;
@@ -121,30 +142,52 @@ int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family)
 
 /* ------------------------------------------------------- form parsing */
 
-/* 1-based position of tok in a space-separated spelling list, or 0. */
-static int list_index(const char *list, const char *tok, size_t n)
+/* The named value of spelling tok (n chars) in a group, or 0. */
+int lpx_group_index(int group, const char *tok, size_t n)
 {
-  int i = 1;
-  for (const char *p = list; *p; i++) {
-    const char *e = strchr(p, ' ');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && memcmp(p, tok, n) == 0) return i;
-    if (!e) break;
-    p = e + 1;
+  if (group < 0 || group >= LPX_GB__COUNT) return 0;
+  for (int v = 1; v <= groups[group].n; v++) {
+    const char *s = groups[group].spell[v];
+    if (strlen(s) == n && memcmp(s, tok, n) == 0) return v;
   }
   return 0;
 }
 
-/* The 1-based index of tok in a group's spelling list, or 0. */
-int lpx_group_index(int group, const char *tok, size_t n)
+/* The spelling of a group's named value, or NULL. */
+const char *lpx_modifier_name(int32_t group, int32_t value)
 {
-  return group >= 0 && group < LPX_GB__COUNT ? list_index(group_spellings[group], tok, n) : 0;
+  if (group < 0 || group >= LPX_GB__COUNT || value < 1 || value > groups[group].n) return NULL;
+  return groups[group].spell[value];
 }
 
-/* The space-separated spellings of a modifier group. */
-const char *lpx_group_spellings(int group)
+/* The number of spellings of a group (its largest named value). */
+int32_t lpx_modgroup_size(int32_t group)
 {
-  return group >= 0 && group < LPX_GB__COUNT ? group_spellings[group] : "";
+  return group >= 0 && group < LPX_GB__COUNT ? groups[group].n : 0;
+}
+
+/* The index of a modifier group by its table name ("TCSHAPE"), or -1. */
+int32_t lpx_modgroup_lookup(const char *name)
+{
+  for (int g = 0; g < LPX_GB__COUNT; g++)
+    if (strcmp(groups[g].name, name) == 0) return g;
+  return -1;
+}
+
+/* Does a row allow (or, with req, require) modifier group g? */
+static int row_has(int op, int g, int req)
+{
+  if (g < LPX_GB__CORE) return (int)((req ? lpx_isa_rows[op].required : lpx_isa_rows[op].groups) >> g & 1);
+  const lpx_family_row *fr = &lpx_family_rows[op];
+  return (int)((req ? fr->required : fr->groups) >> (g - LPX_GB__CORE) & 1);
+}
+
+/* Append ".a .b ..." (a group's spellings) to out at *n. */
+static void put_spellings(int g, char *out, size_t cap, size_t *n)
+{
+  for (int v = 1; v <= groups[g].n && *n + 1 < cap; v++)
+    *n += (size_t)snprintf(out + *n, cap - *n, "%s.%s", *n ? " " : "", groups[g].spell[v]);
+  if (*n >= cap) *n = cap - 1;
 }
 
 /* Longest row whose dotted name is a prefix of text; *used = its length. */
@@ -164,20 +207,12 @@ static int find_row(const char *text, size_t *used)
 }
 
 /* Write ".a .b .c" for every modifier a row accepts (for messages). */
-static void list_modifiers(const lpx_isa_row *row, char *out, size_t cap)
+static void list_modifiers(int op, char *out, size_t cap)
 {
   size_t n = 0;
   out[0] = '\0';
-  for (int g = 0; g < LPX_GB__COUNT && n + 1 < cap; g++) {
-    if (!(row->groups >> g & 1) || g == LPX_GB_SPACE2) continue;
-    for (const char *p = group_spellings[g]; *p && n + 1 < cap;) {
-      const char *e = strchr(p, ' ');
-      size_t len = e ? (size_t)(e - p) : strlen(p);
-      n += (size_t)snprintf(out + n, cap - n, "%s.%.*s", n ? " " : "", (int)len, p);
-      p = e ? e + 1 : p + len;
-    }
-  }
-  if (n >= cap) n = cap - 1;
+  for (int g = 0; g < LPX_GB__COUNT && n + 1 < cap; g++)
+    if (row_has(op, g, 0) && g != LPX_GB_SPACE2 && g != LPX_GB_BLAYOUT) put_spellings(g, out, cap, &n);
 }
 
 /* Write ".u32 .s32 ..." for the types a row accepts. */
@@ -206,72 +241,104 @@ static int form_type(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, int t)
   return 0;
 }
 
+/* Record one matrix type (mma .d.a.b.c, wgmma .d.a.b) in opcode order. */
+static int form_mtype(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, int mt)
+{
+  int32_t *slot[4] = { &f->info.dtype, &f->info.atype, &f->info.btype, &f->info.ctype };
+  int most = lpx_family_rows[f->info.op].mtypes;
+  if (f->info.nmtypes >= most)
+    return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
+  *slot[f->info.nmtypes++] = mt;
+  return 0;
+}
+
+/* The first group of the row (a required one when req) that has not been
+ * seen and spells tok, or -1. */
+static int pick_group(const lpx_form *f, const char *tok, size_t n, int req)
+{
+  for (int g = 0; g < LPX_GB__COUNT; g++)
+    if (!f->modsel[g] && row_has(f->info.op, g, req) && lpx_group_index(g, tok, n)) return g;
+  return -1;
+}
+
+/* A shape .mMnN[kK] of a family row: 1 taken, 0 not a shape, -1 repeated. */
+static int form_shape(lpx_form *f, const char *tok)
+{
+  int v[3] = { 0, 0, 0 };
+  const char *p = tok;
+  if (!lpx_family_rows[f->info.op].shape) return 0;
+  for (int i = 0; i < 3 && *p == "mnk"[i]; i++) {
+    char *e;
+    if (!isdigit((unsigned char)p[1])) return 0;
+    long x = strtol(p + 1, &e, 10);
+    if (x <= 0 || x > 4096) return 0;
+    v[i] = (int)x;
+    p = e;
+  }
+  if (*p || !v[1]) return 0;
+  if (f->info.shape_m) return -1;
+  f->info.shape_m = v[0]; f->info.shape_n = v[1]; f->info.shape_k = v[2];
+  return 1;
+}
+
 /* Record one non-type modifier on a form: find its group in the row. */
 static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
                          const char *tok, size_t n)
 {
   char valid[1024];
   /* A spelling in two groups (mbarrier.expect_tx) goes to a required group first. */
-  uint64_t unseen_required = row->required & ~f->groups_seen;
-  for (int g = 0; g < LPX_GB__COUNT; g++) {
-    int idx = (unseen_required >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
-    if (idx) { unseen_required = (uint64_t)1 << g; break; }
-    if (g == LPX_GB__COUNT - 1) unseen_required = 0;
-  }
-  for (int g = 0; g < LPX_GB__COUNT; g++) {
-    int idx = (row->groups >> g & 1) ? list_index(group_spellings[g], tok, n) : 0;
-    if (unseen_required && !(unseen_required >> g & 1)) idx = 0;
-    if (!idx || (f->groups_seen >> g & 1)) continue;
-    f->groups_seen |= (uint64_t)1 << g;
+  int g = pick_group(f, tok, n, 1);
+  if (g < 0) g = pick_group(f, tok, n, 0);
+  if (g >= 0) {
+    int idx = lpx_group_index(g, tok, n);
     f->modsel[g] = (uint8_t)idx;
-    if (g == LPX_GB_VEC) f->info.vec = tok[1] - '0';
-    if (g == LPX_GB_MULMODE && n == 4 && !memcmp(tok, "wide", 4)) f->info.wide = 1;
+    if (g == LPX_GB_VEC) f->info.vec = idx == LPX_VEC_V2 ? 2 : idx == LPX_VEC_V4 ? 4 : 8;
+    if (g == LPX_GB_MULMODE && idx == LPX_MULMODE_WIDE) f->info.wide = 1;
     return 0;
   }
-  if (row->groups & G_ANY) return 0;
-  list_modifiers(row, valid, sizeof valid);
-  return lpx_fail(ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s",
-                  f->info.text, (int)n, tok, row->name, valid[0] ? valid : "(none)");
+  int shape = form_shape(f, tok);
+  if (shape > 0 || (row->groups & G_ANY)) return 0;
+  list_modifiers(f->info.op, valid, sizeof valid);
+  return lpx_fail(ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s%s",
+                  f->info.text, (int)n, tok, row->name, valid[0] ? valid : "(none)",
+                  lpx_family_rows[f->info.op].shape ? " and a shape (.m16n8k16)" : "");
+}
+
+/* Does the form spell mod, as a type or as a modifier? */
+static int form_spells(const lpx_form *f, const char *mod)
+{
+  if ((f->info.type >= 0 && !strcmp(lpx_types[f->info.type].name, mod)) ||
+      (f->info.type2 >= 0 && !strcmp(lpx_types[f->info.type2].name, mod))) return 1;
+  for (int g = 0; g < LPX_GB__COUNT; g++)
+    if (f->modsel[g] && !strcmp(groups[g].spell[f->modsel[g]], mod)) return 1;
+  return 0;
 }
 
 /* Raise a form's minimum PTX/sm by the gates that name its modifiers. */
-static void form_gates(lpx_form *f, const lpx_isa_row *row, const char *mods)
+static void form_gates(lpx_form *f, const lpx_isa_row *row)
 {
   for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
-    if (strcmp(gates[i].op, row->name)) continue;
-    size_t n = strlen(gates[i].mod);
-    for (const char *p = mods; (p = strstr(p, gates[i].mod)); p += n) {
-      if (p[-1] != '.' || (p[n] != '.' && p[n] != '\0')) continue;
-      if (gates[i].ptx > f->info.min_ptx) f->info.min_ptx = gates[i].ptx;
-      if (gates[i].sm > f->info.min_sm) f->info.min_sm = gates[i].sm;
-      break;
-    }
+    if (strcmp(gates[i].op, row->name) || !form_spells(f, gates[i].mod)) continue;
+    if (gates[i].ptx > f->info.min_ptx) f->info.min_ptx = gates[i].ptx;
+    if (gates[i].sm > f->info.min_sm) f->info.min_sm = gates[i].sm;
   }
 }
 
 /* Check what a form must carry: required groups and its type count. */
 static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
 {
-  uint64_t missing = row->required & ~f->groups_seen;
-  if (missing) {
-    for (int g = 0; g < LPX_GB__COUNT; g++) {
-      if (!(missing >> g & 1)) continue;
-      char want[512] = "";
-      size_t n = 0;
-      for (const char *p = group_spellings[g]; *p && n + 1 < sizeof want;) {
-        const char *e = strchr(p, ' ');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        n += (size_t)snprintf(want + n, sizeof want - n, "%s.%.*s", n ? " " : "", (int)len, p);
-        p = e ? e + 1 : p + len;
-      }
-      return lpx_fail(ctx, "%s: %s needs one of %s", f->info.text, row->name, want);
-    }
+  for (int g = 0; g < LPX_GB__COUNT; g++) {
+    if (f->modsel[g] || !row_has(f->info.op, g, 1)) continue;
+    char want[512] = "";
+    size_t n = 0;
+    put_spellings(g, want, sizeof want, &n);
+    return lpx_fail(ctx, "%s: %s needs one of %s", f->info.text, row->name, want);
   }
   int have = (f->info.type >= 0) + (f->info.type2 >= 0);
   int most = row->ntypes < 0 ? 1 : row->ntypes;
   if (!(row->groups & G_ANY) && have > most)
     return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
-  if ((row->groups & G_ANY) || row->ntypes < 0 || have == row->ntypes) return 0;
+  if ((row->groups & G_ANY) || lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
   char valid[512];
   list_types(row->types, valid, sizeof valid);
   if (row->ntypes == 2)
@@ -279,6 +346,17 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
                     f->info.text, row->name, valid);
   return lpx_fail(ctx, "%s: %s needs %s type (one of %s)", f->info.text, row->name,
                   row->ntypes ? "a" : "no", row->ntypes ? valid : "-");
+}
+
+/* Fail for a fundamental type a matrix row does not take, listing the matrix types. */
+static int not_mtype(lpx_ctx *ctx, const lpx_form *f, const lpx_isa_row *row, const char *tok)
+{
+  char valid[256];
+  size_t n = 0;
+  valid[0] = '\0';
+  for (int mt = 1; mt <= lpx_mtype_count() && n + 1 < sizeof valid; mt++)
+    n += (size_t)snprintf(valid + n, sizeof valid - n, " .%s", lpx_mtype_name(mt));
+  return lpx_fail(ctx, "%s: .%s is not a type of %s; its types are%s", f->info.text, tok, row->name, valid);
 }
 
 /* Parse the modifiers after the row name into the form. */
@@ -292,12 +370,45 @@ static int form_parse(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, const c
     if (n == 0 || n >= sizeof tok) return lpx_fail(ctx, "%s: empty or overlong modifier", f->info.text);
     memcpy(tok, p, n);
     tok[n] = '\0';
-    int t = lpx_type_lookup(tok);
-    int rc = t >= 0 ? form_type(ctx, f, row, t) : form_modifier(ctx, f, row, tok, n);
+    int mtypes = lpx_family_rows[f->info.op].mtypes, mt = mtypes ? lpx_mtype_find(tok, n) : 0;
+    int t = mt ? -1 : lpx_type_lookup(tok), rc;
+    if (mtypes && t >= 0) return not_mtype(ctx, f, row, tok);
+    if (mt) rc = form_mtype(ctx, f, row, mt);
+    else rc = t >= 0 ? form_type(ctx, f, row, t) : form_modifier(ctx, f, row, tok, n);
     if (rc) return rc;
     p += n;
   }
   return form_complete(ctx, f, row);
+}
+
+/* The count a .xN modifier spells, and a tensor copy's rank .Nd. */
+static const uint8_t xnum_count[LPX_XNUM__END] = {
+  [LPX_XNUM_X1] = 1, [LPX_XNUM_X2] = 2, [LPX_XNUM_X4] = 4, [LPX_XNUM_X8] = 8,
+  [LPX_XNUM_X16] = 16, [LPX_XNUM_X32] = 32, [LPX_XNUM_X64] = 64, [LPX_XNUM_X128] = 128,
+};
+static const uint8_t rank_of[LPX_RANK__END] = {
+  [LPX_RANK_1D] = 1, [LPX_RANK_2D] = 2, [LPX_RANK_3D] = 3, [LPX_RANK_4D] = 4, [LPX_RANK_5D] = 5,
+};
+
+/* Fill the record's family facts from the modifiers the form carries. */
+static void form_facts(lpx_form *f)
+{
+  const uint8_t *s = f->modsel;
+  lpx_form_info *fi = &f->info;
+  fi->alayout = s[LPX_GB_ALAYOUT];
+  fi->blayout = s[LPX_GB_BLAYOUT];
+  fi->num = xnum_count[s[LPX_GB_XNUM]];
+  fi->rank = rank_of[s[LPX_GB_RANK]];
+  fi->cta_group = s[LPX_GB_CTAGRP] == LPX_CTAGRP_CTA_GROUP_2 ? 2 : s[LPX_GB_CTAGRP] ? 1 : 0;
+  fi->sparse = s[LPX_GB_SP] != 0;
+  fi->trans = s[LPX_GB_TRANS] != 0;
+  fi->satfinite = s[LPX_GB_SAT] == LPX_SAT_SATFINITE;
+  fi->multicast = s[LPX_GB_MCAST] != 0;
+  fi->tensor = s[LPX_GB_TENSOR] != 0;
+  fi->prefetch = s[LPX_GB_BULKPF] != 0;
+  fi->im2col = s[LPX_GB_LOADMODE];
+  fi->scope = s[LPX_GB_SCOPE];
+  fi->sem = s[LPX_GB_SEM];
 }
 
 /* The modifiers and types the row of an opcode accepts, space-separated
@@ -309,7 +420,7 @@ int32_t lpx_isa_modifiers(const char *opcode, char *out, int32_t cap)
   if (cap > 0) out[0] = '\0';
   if (row < 0 || cap < 2) return -1;
   char types[512];
-  list_modifiers(&lpx_isa_rows[row], out, (size_t)cap);
+  list_modifiers(row, out, (size_t)cap);
   list_types(lpx_isa_rows[row].types, types, sizeof types);
   size_t n = strlen(out);
   snprintf(out + n, (size_t)cap - n, "%s%s", n ? " " : "", types);
@@ -343,7 +454,8 @@ int32_t lpx_form_intern(lpx_ctx *ctx, const char *text)
     f.info.min_sm = r->min_sm;
     f.info.max_sm = r->max_sm;
     if (form_parse(ctx, &f, r, text + used)) return -1;
-    form_gates(&f, r, text + used);
+    form_facts(&f);
+    form_gates(&f, r);
   }
   id = lpx_strtab_intern(&ctx->form_names, text, len);
   if (id < 0 || LPX_RESERVE(ctx->forms, ctx->forms_cap, (size_t)id + 1))

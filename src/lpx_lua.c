@@ -1,14 +1,10 @@
 /* The Lua binding: the module searcher for bundled (or on-disk) Lua code,
- * and the table of core entry points LuaJIT's FFI calls through. This is
- * the only core-adjacent file that sees lua.h. */
+ * and the table of core entry points LuaJIT's FFI calls through (generated
+ * from the cdef headers by cmake/bundle.lua). This is the only
+ * core-adjacent file that sees lua.h. */
 #include "luaptx.h"
 #include "lpx_bundle.h"
 #include "lpx_core.h"
-#include "lpx_device.h"
-#include "lpx_compile.h"
-#include "lpx_tma.h"
-#include "lpx_check.h"
-#include "lpx_sys.h"
 #include "lpx_env.h"
 #include <lauxlib.h>
 #include <lua.h>
@@ -17,36 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* Core entry points exposed to Lua as function pointers for ffi.cast. */
-#define LPX_FFI_FUNCS(X) \
-  X(lpx_ctx_new) X(lpx_ctx_free) X(lpx_ctx_error) X(lpx_ctx_warning) \
-  X(lpx_form_intern) X(lpx_form_get) X(lpx_type_lookup) X(lpx_type_name) \
-  X(lpx_type_bits) X(lpx_type_count) X(lpx_type_kind) X(lpx_special_lookup) X(lpx_special_type) \
-  X(lpx_special_count) X(lpx_special_name) \
-  X(lpx_isa_row_count) X(lpx_isa_modifiers) X(lpx_isa_row_name) X(lpx_arch_parse) \
-  X(lpx_module_new) X(lpx_module_free) X(lpx_module_file) X(lpx_sym) \
-  X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \
-  X(lpx_reg_new) X(lpx_reg_named) X(lpx_module_top_count) X(lpx_module_target_modifiers) X(lpx_module_hoist) X(lpx_func_return) X(lpx_param_attr) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
-  X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
-  X(lpx_emit) X(lpx_inst_text) \
-  X(lpx_parse) X(lpx_parse_into) X(lpx_parse_module_decls) X(lpx_fmt_lossless) X(lpx_fmt_canonical) X(lpx_module_func_count) \
-  X(lpx_reg_find) X(lpx_reg_rename) X(lpx_reg_name) X(lpx_transpile) \
-  X(lpx_device_open) X(lpx_device_close) X(lpx_device_describe) X(lpx_device_kind) \
-  X(lpx_device_set_option) X(lpx_device_get_option) X(lpx_device_alloc) X(lpx_device_free) \
-  X(lpx_device_upload) X(lpx_device_download) X(lpx_device_memset) X(lpx_device_load_ir) \
-  X(lpx_device_function) X(lpx_device_launch) X(lpx_device_sync) X(lpx_device_event_record) \
-  X(lpx_device_event_elapsed) X(lpx_device_stats) \
-  X(lpx_device_graph_begin) X(lpx_device_graph_end) X(lpx_device_graph_launch) \
-  X(lpx_compiler_open) X(lpx_compiler_close) X(lpx_compiler_identity) \
-  X(lpx_compiler_cache_dir) X(lpx_cache_root) X(lpx_compiler_cache_off) X(lpx_compile) X(lpx_compile_many) X(lpx_content_hash) X(lpx_cache_list) X(lpx_cache_clear) \
-  X(lpx_cache_set_limit) X(lpx_cache_stats) \
-  X(lpx_func_check_refs) X(lpx_tma_validate) X(lpx_tma_dtype_size) X(lpx_tma_dtype_lookup) X(lpx_tma_box_bytes) \
-  X(lpx_device_tma_encode) X(lpx_device_tma_replace_address) \
-  X(lpx_proc_run) X(lpx_proc_status) X(lpx_proc_timed_out) X(lpx_proc_output) X(lpx_proc_free) \
-  X(lpx_fs_kind) X(lpx_fs_mkdirs) X(lpx_fs_private_dir) X(lpx_fs_write_file) X(lpx_fs_temp_file) \
-  X(lpx_fs_temp_dir) X(lpx_fs_remove_tree) \
-  X(lpx_device_fill)
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)
@@ -129,9 +95,10 @@ static int open_core(lua_State *L)
   lua_pushstring(L, lpx_bundle_cdef);
   lua_setfield(L, -2, "cdef");
   lua_newtable(L);
-#define X(fn) lua_pushlightuserdata(L, (void *)(fn)); lua_setfield(L, -2, #fn);
-  LPX_FFI_FUNCS(X)
-#undef X
+  for (const lpx_ffi_entry *e = lpx_ffi_funcs; e->name; e++) {   /* generated from the cdef headers */
+    lua_pushlightuserdata(L, e->fn);
+    lua_setfield(L, -2, e->name);
+  }
   lua_setfield(L, -2, "fn");
   lua_pushcfunction(L, where);
   lua_setfield(L, -2, "where");

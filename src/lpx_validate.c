@@ -14,6 +14,7 @@ typedef struct vctx {
   int relaxed;          /* ld/st/cvt: registers may be wider than the type */
   int pos;              /* 1-based top-level operand position, for messages */
   int sink_ok;          /* may a destination be the sink _ (setp, atom, ...)? */
+  int32_t file, line;   /* where the instruction is appended (lpx_append) */
 } vctx;
 
 /* Number of array entries an operand occupies (itself and its children). */
@@ -252,14 +253,16 @@ static int check_pipe(vctx *v, lpx_operand *ops, uint32_t i, int want)
   return check_dst(v, &ops[i + 2], LPX_T_PRED);
 }
 
+/* Does the form carry modifier V of group G (IS(fo, CMP, LT))? */
+#define IS(fo, G, V) ((fo)->modsel[LPX_GB_##G] == LPX_##G##_##V)
+
 /* May a form's address be a 32-bit register? Yes in the windowed spaces
- * (shared, local, param, const); global and generic addresses are 64-bit.
- * SPACE and SPACE2 list global shared local param const generic ...: a
- * space other than none (0), global (1) or generic (6) is windowed. */
+ * (shared, local, param, const); global and generic addresses are 64-bit. */
 static int narrow_space(const lpx_form *fo)
 {
   int s1 = fo->modsel[LPX_GB_SPACE], s2 = fo->modsel[LPX_GB_SPACE2];
-  return (s1 > 1 && s1 != 6) || (s2 > 1 && s2 != 6) || fo->modsel[LPX_GB_SHARED] != 0;
+  return (s1 && !IS(fo, SPACE, GLOBAL) && !IS(fo, SPACE, GENERIC)) ||
+         (s2 && !IS(fo, SPACE2, GLOBAL) && !IS(fo, SPACE2, GENERIC)) || fo->modsel[LPX_GB_SHARED] != 0;
 }
 
 /* Check one operand against one signature letter. */
@@ -322,14 +325,8 @@ static int check_alt(vctx *v, const char *alt, size_t alen, lpx_operand *ops, ui
 
 /* ------------------------------------------------------------ form rules */
 
-/* Does the form carry the modifier spelled mod from group g? */
-static int has_mod(const lpx_form *f, int g, const char *mod)
-{
-  return f->modsel[g] && f->modsel[g] == lpx_group_index(g, mod, strlen(mod));
-}
-
 /* Does the form carry any modifier of group g? */
-static int has_group(const lpx_form *f, int g) { return (int)(f->groups_seen >> g & 1); }
+static int has_group(const lpx_form *f, int g) { return f->modsel[g] != 0; }
 
 /* Type kind of a form's type slot: 'U', 'S', 'B', 'F', 'H', 'P' or 0. */
 static char kind_of(int t) { return t >= 0 ? lpx_types[t].kind : 0; }
@@ -348,9 +345,9 @@ static int is_fp8x2(int t) { return t == LPX_T_E4M3X2 || t == LPX_T_E5M2X2; }
  * .f8x2.f32 d, a, b / .f8x2.f16x2 d, a and .rn{.relu}.f16x2.f8x2 d, a. */
 static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int t, int t2, int count)
 {
-  if (!has_mod(fo, LPX_GB_RND, "rn")) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
+  if (!IS(fo, RND, RN)) RULE_FAIL("cvt with .%s takes .rn only", lpx_types[is_fp8x2(t) ? t : t2].name);
   if (is_fp8x2(t)) {
-    if (!has_mod(fo, LPX_GB_SAT, "satfinite")) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
+    if (!IS(fo, SAT, SATFINITE)) RULE_FAIL("cvt to .%s needs .satfinite (cvt.rn.satfinite.%s)", lpx_types[t].name, lpx_types[t].name);
     if (t2 != LPX_T_F32 && t2 != LPX_T_F16X2) RULE_FAIL(".%s converts from two .f32 or one .f16x2, not .%s", lpx_types[t].name, lpx_types[t2].name);
     if (t2 == LPX_T_F16X2 && count != 2) RULE_FAIL("cvt to .%s from .f16x2 takes one source; got %d operand(s)", lpx_types[t].name, count);
     return 0;
@@ -359,6 +356,28 @@ static int cvt_fp8_rule(lpx_module *m, const lpx_form *fo, const char *text, int
   if (has_group(fo, LPX_GB_SAT)) RULE_FAIL("cvt from .%s to .f16x2 is exact and takes no .satfinite", lpx_types[t2].name);
   return 0;
 }
+
+/* Is a comparison one of the unsigned orderings .lo .ls .hi .hs? */
+static int cmp_unsigned(int c)
+{
+  return c == LPX_CMP_LO || c == LPX_CMP_LS || c == LPX_CMP_HI || c == LPX_CMP_HS;
+}
+
+/* Is a comparison one of the unordered float ones (.equ .neu ... .num .nan)? */
+static int cmp_unordered(int c)
+{
+  static const uint8_t unordered[LPX_CMP__END] = {
+    [LPX_CMP_EQU] = 1, [LPX_CMP_NEU] = 1, [LPX_CMP_LTU] = 1, [LPX_CMP_LEU] = 1,
+    [LPX_CMP_GTU] = 1, [LPX_CMP_GEU] = 1, [LPX_CMP_NUM] = 1, [LPX_CMP_NAN] = 1,
+  };
+  return c > 0 && c < LPX_CMP__END && unordered[c];
+}
+
+/* Is an atomic/reduction operation a bitwise one (.and .or .xor)? */
+static int op_bitwise(int op) { return op == LPX_ATOMOP_AND || op == LPX_ATOMOP_OR || op == LPX_ATOMOP_XOR; }
+
+/* Is an atomic/reduction operation arithmetic (.add .min .max)? */
+static int op_arith(int op) { return op == LPX_ATOMOP_ADD || op == LPX_ATOMOP_MIN || op == LPX_ATOMOP_MAX; }
 
 /* Modifier and type combinations the table's rows cannot express: rounding
  * on integers, .lo/.hi on floats, cvt's rounding rules, comparison kinds,
@@ -392,7 +411,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     if ((fi->op == LPX_OP_MUL || fi->op == LPX_OP_MAD) && is_int_kind(k)) {
       if (!has_group(fo, LPX_GB_MULMODE)) RULE_FAIL("integer %s needs .lo, .hi or .wide", lpx_isa_rows[fi->op].name);
       if (fi->wide && bits > 32) RULE_FAIL(".wide takes a 16- or 32-bit source type (the result is twice as wide)");
-      if (has_group(fo, LPX_GB_SAT) && !has_mod(fo, LPX_GB_MULMODE, "hi"))
+      if (has_group(fo, LPX_GB_SAT) && !IS(fo, MULMODE, HI))
         RULE_FAIL(".sat needs .hi (mad.hi.sat.s32)");
     }
     if (fi->op == LPX_OP_MAD && k == 'F' && !rnd) RULE_FAIL("floating-point mad needs a rounding modifier: .rn .rz .rm .rp");
@@ -401,7 +420,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     if (fi->op == LPX_OP_DIV && t == LPX_T_F64 && (!rnd || approx))
       RULE_FAIL("div.f64 needs a rounding modifier (.rn .rz .rm .rp); .approx and .full are f32 only");
     if ((fi->op == LPX_OP_ADD || fi->op == LPX_OP_SUB || fi->op == LPX_OP_MUL) && rnd && (k == 'H' || t == LPX_T_F16 || t == LPX_T_BF16) &&
-        !has_mod(fo, LPX_GB_RND, "rn"))
+        !IS(fo, RND, RN))
       RULE_FAIL("half-precision %s takes .rn only", lpx_isa_rows[fi->op].name);
     break;
   case LPX_OP_FMA:
@@ -411,7 +430,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   case LPX_OP_RCP: case LPX_OP_SQRT:
     if (!rnd && !approx) RULE_FAIL("%s needs .rn/.rz/.rm/.rp (IEEE) or .approx", lpx_isa_rows[fi->op].name);
-    if (has_mod(fo, LPX_GB_APPROX, "full")) RULE_FAIL(".full applies to div only");
+    if (IS(fo, APPROX, FULL)) RULE_FAIL(".full applies to div only");
     if (t == LPX_T_F64 && approx && (fi->op == LPX_OP_SQRT || !ftz))
       RULE_FAIL("%s", fi->op == LPX_OP_SQRT ? "sqrt.f64 has no .approx form; use .rn" : "rcp.approx.f64 needs .ftz (rcp.approx.ftz.f64)");
     if (t == LPX_T_F64 && rnd && ftz) RULE_FAIL(".ftz does not apply to IEEE .f64 %s", lpx_isa_rows[fi->op].name);
@@ -419,10 +438,10 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
   case LPX_OP_SETP: case LPX_OP_SET: {
     int ct = fi->op == LPX_OP_SET ? t2 : t;
     char ck = kind_of(ct);
-    int cmp = fo->modsel[LPX_GB_CMP];    /* eq ne lt le gt ge | lo ls hi hs | equ ... nan */
-    if (ck == 'B' && cmp > 2) RULE_FAIL(".b%d compares with .eq or .ne only; use .u%d or .s%d to order", lpx_types[ct].bits, lpx_types[ct].bits, lpx_types[ct].bits);
-    if (cmp >= 7 && cmp <= 10 && ck != 'U') RULE_FAIL(".lo/.ls/.hi/.hs compare unsigned integers only; use .lt/.le/.gt/.ge");
-    if (cmp >= 11 && ck != 'F' && ck != 'H') RULE_FAIL("unordered comparisons (.equ .ltu .num .nan ...) apply to floating-point types only");
+    int cmp = fo->modsel[LPX_GB_CMP];
+    if (ck == 'B' && !IS(fo, CMP, EQ) && !IS(fo, CMP, NE)) RULE_FAIL(".b%d compares with .eq or .ne only; use .u%d or .s%d to order", lpx_types[ct].bits, lpx_types[ct].bits, lpx_types[ct].bits);
+    if (cmp_unsigned(cmp) && ck != 'U') RULE_FAIL(".lo/.ls/.hi/.hs compare unsigned integers only; use .lt/.le/.gt/.ge");
+    if (cmp_unordered(cmp) && ck != 'F' && ck != 'H') RULE_FAIL("unordered comparisons (.equ .ltu .num .nan ...) apply to floating-point types only");
     if (ftz && ck != 'F' && ck != 'H') RULE_FAIL(".ftz applies to floating-point comparisons only");
     break;
   }
@@ -438,12 +457,12 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       if ((is_fp8x2(t) || is_fp8x2(t2)) && cvt_fp8_rule(m, fo, text, t, t2, count)) return -1;
       if (t == LPX_T_TF32) {
         if (t2 != LPX_T_F32) RULE_FAIL(".tf32 converts from .f32 only");
-        if (!has_mod(fo, LPX_GB_RND, "rna") && !has_mod(fo, LPX_GB_RND, "rn") && !has_mod(fo, LPX_GB_RND, "rz"))
+        if (!IS(fo, RND, RNA) && !IS(fo, RND, RN) && !IS(fo, RND, RZ))
           RULE_FAIL("cvt to .tf32 needs .rna (or .rn/.rz on sm_90+)");
-        if (!has_mod(fo, LPX_GB_RND, "rna") && m->sm < 90)
+        if (!IS(fo, RND, RNA) && m->sm < 90)
           RULE_FAIL("cvt.rn/.rz to .tf32 needs sm_90 or newer; this kernel targets %s (use .rna)", m->target);
         if (has_group(fo, LPX_GB_SAT)) {
-          int rna = has_mod(fo, LPX_GB_RND, "rna");
+          int rna = IS(fo, RND, RNA);
           if (!rna && m->sm < 100) RULE_FAIL(".satfinite with .rn/.rz to .tf32 needs sm_100 or newer; this kernel targets %s", m->target);
           if (m->ptx_version < (rna ? 81 : 86))
             RULE_FAIL(".satfinite to .tf32 needs PTX ISA %s; this kernel uses %d.%d", rna ? "8.1" : "8.6",
@@ -480,15 +499,15 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   }
   case LPX_OP_VOTE:
-    if (has_mod(fo, LPX_GB_VOTE, "ballot") != (t == LPX_T_B32))
+    if (IS(fo, VOTE, BALLOT) != (t == LPX_T_B32))
       RULE_FAIL("vote.sync.ballot takes .b32; .all, .any and .uni take .pred");
     break;
   case LPX_OP_REDUX: {
-    int op = fo->modsel[LPX_GB_ATOMOP];   /* add min max and or xor inc dec exch cas */
-    if (op >= 7) RULE_FAIL("redux.sync reduces with .add, .min, .max, .and, .or or .xor");
-    if (op >= 4 && t != LPX_T_B32) RULE_FAIL(".and/.or/.xor reduce .b32");
-    if (op <= 3 && t == LPX_T_B32) RULE_FAIL(".add/.min/.max reduce .u32 or .s32 (or .f32 min/max)");
-    if (t == LPX_T_F32 && op == 1) RULE_FAIL(".f32 reduces with .min or .max only");
+    int op = fo->modsel[LPX_GB_ATOMOP];
+    if (!op_bitwise(op) && !op_arith(op)) RULE_FAIL("redux.sync reduces with .add, .min, .max, .and, .or or .xor");
+    if (op_bitwise(op) && t != LPX_T_B32) RULE_FAIL(".and/.or/.xor reduce .b32");
+    if (op_arith(op) && t == LPX_T_B32) RULE_FAIL(".add/.min/.max reduce .u32 or .s32 (or .f32 min/max)");
+    if (t == LPX_T_F32 && op == LPX_ATOMOP_ADD) RULE_FAIL(".f32 reduces with .min or .max only");
     if ((has_group(fo, LPX_GB_ABSNAN) || has_group(fo, LPX_GB_NAN)) && t != LPX_T_F32) RULE_FAIL(".abs and .NaN apply to .f32 only");
     break;
   }
@@ -498,39 +517,39 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     int ok = 1;
     const char *want = "";
     switch (op) {
-    case 1: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_F32 || t == LPX_T_F64 || half;
+    case LPX_ATOMOP_ADD: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_F32 || t == LPX_T_F64 || half;
       want = ".u32 .s32 .u64 .f32 .f64 .f16 .f16x2 .bf16 .bf16x2"; break;
-    case 2: case 3: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_S64 || half;
+    case LPX_ATOMOP_MIN: case LPX_ATOMOP_MAX: ok = t == LPX_T_U32 || t == LPX_T_S32 || t == LPX_T_U64 || t == LPX_T_S64 || half;
       want = ".u32 .s32 .u64 .s64 (.f16/.bf16 on sm_90)"; break;
-    case 4: case 5: case 6: ok = t == LPX_T_B32 || t == LPX_T_B64; want = ".b32 .b64"; break;
-    case 7: case 8: ok = t == LPX_T_U32; want = ".u32"; break;
-    case 9: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b32 .b64 .b128 (atom only)"; break;
-    case 10: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B16 || t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b16 .b32 .b64 .b128 (atom only)"; break;
+    case LPX_ATOMOP_AND: case LPX_ATOMOP_OR: case LPX_ATOMOP_XOR: ok = t == LPX_T_B32 || t == LPX_T_B64; want = ".b32 .b64"; break;
+    case LPX_ATOMOP_INC: case LPX_ATOMOP_DEC: ok = t == LPX_T_U32; want = ".u32"; break;
+    case LPX_ATOMOP_EXCH: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b32 .b64 .b128 (atom only)"; break;
+    case LPX_ATOMOP_CAS: ok = fi->op == LPX_OP_ATOM && (t == LPX_T_B16 || t == LPX_T_B32 || t == LPX_T_B64 || t == LPX_T_B128); want = ".b16 .b32 .b64 .b128 (atom only)"; break;
     default: break;
     }
-    static const char *const opnames[] = { "?", "add", "min", "max", "and", "or", "xor", "inc", "dec", "exch", "cas" };
-    if (!ok) RULE_FAIL(".%s does not take .%s; valid types: %s", opnames[op <= 10 ? op : 0],
+    const char *opname = lpx_modifier_name(LPX_GB_ATOMOP, op);
+    if (!ok) RULE_FAIL(".%s does not take .%s; valid types: %s", opname ? opname : "?",
                        t >= 0 ? lpx_types[t].name : "?", want);
     if (half && !has_group(fo, LPX_GB_NOFTZ)) RULE_FAIL(".%s needs .noftz (e.g. %s.global.add.noftz.%s)", lpx_types[t].name, lpx_isa_rows[fi->op].name, lpx_types[t].name);
     if (!half && has_group(fo, LPX_GB_NOFTZ)) RULE_FAIL(".noftz applies to .f16/.bf16 types only");
-    if (half && op != 1 && m->sm < 90) RULE_FAIL("half-precision .min/.max needs sm_90 or newer; this kernel targets %s", m->target);
-    if (half && op != 1 && fi->vec == 1) RULE_FAIL("half-precision .min/.max needs a vector form (.v2 .v4 .v8)");
+    if (half && op != LPX_ATOMOP_ADD && m->sm < 90) RULE_FAIL("half-precision .min/.max needs sm_90 or newer; this kernel targets %s", m->target);
+    if (half && op != LPX_ATOMOP_ADD && fi->vec == 1) RULE_FAIL("half-precision .min/.max needs a vector form (.v2 .v4 .v8)");
     if (fi->op == LPX_OP_ATOM) {
       int hint = has_group(fo, LPX_GB_HINT);
-      int need = (op == 10 ? 4 : 3) + hint;
+      int need = (op == LPX_ATOMOP_CAS ? 4 : 3) + hint;
       if (fi->vec == 1 && count != need)
-        RULE_FAIL("takes %d operands (d, [addr], %s%s), got %d", need, op == 10 ? "compare, new" : "b",
+        RULE_FAIL("takes %d operands (d, [addr], %s%s), got %d", need, op == LPX_ATOMOP_CAS ? "compare, new" : "b",
                   hint ? ", cache-policy" : "", count);
     }
     break;
   }
   case LPX_OP_LD: case LPX_OP_ST: case LPX_OP_LDU: {
-    if (fi->op == LPX_OP_LDU && has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global"))
+    if (fi->op == LPX_OP_LDU && has_group(fo, LPX_GB_SPACE) && !IS(fo, SPACE, GLOBAL))
       RULE_FAIL("ldu reads the global space only");
-    int sem = fo->modsel[LPX_GB_SEM];     /* weak relaxed acquire release volatile mmio acq_rel sc */
-    if ((sem == 2 || sem == 3 || sem == 4 || sem == 6) && !has_group(fo, LPX_GB_SCOPE))
+    int scoped = IS(fo, SEM, RELAXED) || IS(fo, SEM, ACQUIRE) || IS(fo, SEM, RELEASE) || IS(fo, SEM, MMIO);
+    if (scoped && !has_group(fo, LPX_GB_SCOPE))
       RULE_FAIL(".relaxed/.acquire/.release/.mmio need a scope: .cta .cluster .gpu or .sys");
-    if (has_group(fo, LPX_GB_SCOPE) && !(sem == 2 || sem == 3 || sem == 4 || sem == 6))
+    if (has_group(fo, LPX_GB_SCOPE) && !scoped)
       RULE_FAIL("a scope (.cta .gpu ...) needs .relaxed, .acquire or .release");
     if (fi->vec == 8 && bits != 32) RULE_FAIL(".v8 needs 32-bit elements (.b32 .u32 .s32 .f32)");
     if (has_group(fo, LPX_GB_EVICT2) && fi->vec * bits != 256)
@@ -545,7 +564,7 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
     break;
   }
   case LPX_OP_CVTA:
-    if (has_mod(fo, LPX_GB_SPACE, "generic") || has_mod(fo, LPX_GB_SPACE, "param::entry") || has_mod(fo, LPX_GB_SPACE, "param::func"))
+    if (IS(fo, SPACE, GENERIC) || IS(fo, SPACE, PARAM_ENTRY) || IS(fo, SPACE, PARAM_FUNC))
       RULE_FAIL("cvta converts between generic and .global .shared .local .const or .param addresses");
     if (m->address_size == 64 && t == LPX_T_U32) RULE_FAIL("addresses are 64-bit in this module; use .u64");
     break;
@@ -554,8 +573,8 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       RULE_FAIL("fence%s needs a scope: .cta .cluster .gpu or .sys", "");
     break;
   case LPX_OP_BAR: case LPX_OP_BARRIER:
-    if (has_mod(fo, LPX_GB_BARMODE, "arrive") && count != 2) RULE_FAIL("bar.arrive takes a barrier and a thread count");
-    if (has_mod(fo, LPX_GB_BARMODE, "red") != (has_group(fo, LPX_GB_BARRED) || has_group(fo, LPX_GB_BOOL)))
+    if (IS(fo, BARMODE, ARRIVE) && count != 2) RULE_FAIL("bar.arrive takes a barrier and a thread count");
+    if (IS(fo, BARMODE, RED) != (has_group(fo, LPX_GB_BARRED) || has_group(fo, LPX_GB_BOOL)))
       RULE_FAIL(".red goes with one of .popc.u32, .and.pred, .or.pred");
     if (has_group(fo, LPX_GB_BARRED) && t != LPX_T_U32) RULE_FAIL(".red.popc gives a .u32");
     if (has_group(fo, LPX_GB_BOOL) && t != LPX_T_PRED) RULE_FAIL(".red.and/.red.or give a .pred");
@@ -567,103 +586,10 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
 #undef RULE_FAIL
 
 /* ================================================ Blackwell: tcgen05 ===
- * The tcgen05 rows take G_ANY: their modifiers (shapes, kinds, .xN counts,
- * ::-qualified names) are checked here against per-instruction slot lists,
- * and the variable operand lists (mma, ld/st, commit, cp, shift) likewise. */
-
-/* One modifier slot: its spellings, and whether the form must carry one. */
-typedef struct tc_slot { const char *spellings; int required; } tc_slot;
-
-/* The modifier slots of one tcgen05 row (PTX order). */
-typedef struct tc_rule { int op; tc_slot slots[6]; } tc_rule;
-
-#define TC_CTA { "cta_group::1 cta_group::2", 1 }
-#define TC_SYNC { "sync", 1 }, { "aligned", 1 }
-#define TC_SHAPES "16x64b 16x128b 16x256b 32x32b 16x32bx2"
-#define TC_NUMS "x1 x2 x4 x8 x16 x32 x64 x128"
-enum { TC_SLOTS = 6 };
-
-static const tc_rule tc_rules[] = {
-  { LPX_OP_TCALLOC, { TC_CTA, TC_SYNC, { "shared::cta", 0 }, { "b32", 1 } } },
-  { LPX_OP_TCDEALLOC, { TC_CTA, TC_SYNC, { "b32", 1 } } },
-  { LPX_OP_TCRELINQ, { TC_CTA, TC_SYNC } },
-  { LPX_OP_TCMMA, { { "sp", 0 }, TC_CTA, { "kind::f16 kind::tf32 kind::f8f6f4 kind::i8", 1 },
-                    { "collector::a::fill collector::a::use collector::a::lastuse collector::a::discard", 0 } } },
-  { LPX_OP_TCLD, { TC_SYNC, { TC_SHAPES, 1 }, { TC_NUMS, 1 }, { "pack::16b", 0 }, { "b32", 1 } } },
-  { LPX_OP_TCST, { TC_SYNC, { TC_SHAPES, 1 }, { TC_NUMS, 1 }, { "unpack::16b", 0 }, { "b32", 1 } } },
-  { LPX_OP_TCCOMMIT, { TC_CTA, { "mbarrier::arrive::one", 1 }, { "shared::cluster", 0 },
-                       { "multicast::cluster", 0 }, { "b64", 1 } } },
-  { LPX_OP_TCCP, { TC_CTA, { "128x256b 4x256b 128x128b 64x128b 32x128b", 1 },
-                   { "warpx2::02_13 warpx2::01_23 warpx4", 0 }, { "b8x16", 0 }, { "b6x16_p32 b4x16_p64", 0 } } },
-  { LPX_OP_TCSHIFT, { TC_CTA, { "down", 1 } } },
-  { LPX_OP_TCFENCEB, { { NULL, 0 } } },
-  { LPX_OP_TCFENCEA, { { NULL, 0 } } },
-  { LPX_OP_TCWAITLD, { TC_SYNC } },
-  { LPX_OP_TCWAITST, { TC_SYNC } },
-};
-
-/* 32-bit registers per .x1 of each tcgen05.ld/st shape (TC_SHAPES order). */
-static const int tc_shape_regs[] = { 0, 1, 2, 4, 1, 1 };
-
-/* 1-based index of tok (n chars) in a space-separated list, or 0. */
-static int tc_index(const char *list, const char *tok, size_t n)
-{
-  int i = 1;
-  for (const char *p = list; p && *p; i++) {
-    const char *e = strchr(p, ' ');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n && memcmp(p, tok, n) == 0) return i;
-    p = e ? e + 1 : NULL;
-  }
-  return 0;
-}
-
-/* The rule of a tcgen05 row, or NULL for other rows. */
-static const tc_rule *tc_rule_of(int op)
-{
-  for (size_t i = 0; i < sizeof tc_rules / sizeof tc_rules[0]; i++)
-    if (tc_rules[i].op == op) return &tc_rules[i];
-  return NULL;
-}
-
-/* Write ".a .b ..." for every modifier a rule accepts (for messages). */
-static void tc_list(const tc_rule *r, char *out, size_t cap)
-{
-  size_t n = 0;
-  out[0] = '\0';
-  for (int s = 0; s < TC_SLOTS && r->slots[s].spellings && n + 1 < cap; s++)
-    for (const char *p = r->slots[s].spellings; p && *p && n + 1 < cap;) {
-      const char *e = strchr(p, ' ');
-      size_t len = e ? (size_t)(e - p) : strlen(p);
-      n += (size_t)snprintf(out + n, cap - n, "%s.%.*s", n ? " " : "", (int)len, p);
-      p = e ? e + 1 : NULL;
-    }
-}
-
-/* Parse a tcgen05 form's modifiers into sel[slot] (1-based spelling). */
-static int tc_parse_mods(vctx *v, const tc_rule *r, int *sel)
-{
-  const char *text = v->form->info.text, *p = text + strlen(lpx_isa_rows[r->op].name);
-  char valid[512];
-  while (*p == '.') {
-    const char *tok = ++p, *e = strchr(p, '.');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    int s = 0, idx = 0;
-    for (; s < TC_SLOTS && r->slots[s].spellings; s++)
-      if ((idx = tc_index(r->slots[s].spellings, tok, n))) break;
-    if (!idx || sel[s]) {
-      tc_list(r, valid, sizeof valid);
-      return lpx_fail(v->m->ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s",
-                      text, (int)n, tok, lpx_isa_rows[r->op].name, valid[0] ? valid : "(none)");
-    }
-    sel[s] = idx;
-    p += n;
-  }
-  for (int s = 0; s < TC_SLOTS && r->slots[s].spellings; s++)
-    if (r->slots[s].required && !sel[s])
-      return lpx_fail(v->m->ctx, "%s: %s needs one of .%s", text, lpx_isa_rows[r->op].name, r->slots[s].spellings);
-  return 0;
-}
+ * The tcgen05 rows' modifiers (shapes, kinds, .xN counts, ::-qualified
+ * names) are family groups of lpx_isa.def, parsed when the form interns;
+ * here: the variable operand lists (mma, ld/st, commit, cp, shift), the
+ * spellings a row's shared group does not allow, and target rules. */
 
 /* Fail with "<form>: <message>". */
 static int tc_fail(vctx *v, const char *msg)
@@ -726,9 +652,10 @@ static int tc_regvec(vctx *v, int pos, lpx_operand *ops, uint32_t i, int n, int 
 }
 
 /* tcgen05.mma[.sp] [d], a-desc|[a], b-desc, [meta], idesc, {mask}, enable-d[, scale]. */
-static int tc_mma(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+static int tc_mma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  int sp = sel[0] != 0, cta2 = sel[1] == 2, kind = sel[2];  /* f16 tf32 f8f6f4 i8 */
+  const lpx_form *fo = v->form;
+  int sp = fo->info.sparse, cta2 = fo->info.cta_group == 2;
   int k = 0, lanes = cta2 ? 8 : 4;
   char msg[300];
   if (count < 5 + sp) goto bad_count;
@@ -755,7 +682,7 @@ static int tc_mma(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, i
   k++;
   if (k < count) {
     /* PTX ISA: .kind::f16 and .kind::tf32; ptxas 13.0 also takes .kind::i8 */
-    if (kind == 3) return tc_fail(v, "scale-input-d is not available with .kind::f8f6f4 (use .kind::f16 or .kind::tf32)");
+    if (IS(fo, TCKIND, KIND_F8F6F4)) return tc_fail(v, "scale-input-d is not available with .kind::f8f6f4 (use .kind::f16 or .kind::tf32)");
     if (tc_imm(v, k + 1, &ops[starts[k]], 0, 15, "scale-input-d")) return -1;
     k++;
   }
@@ -767,10 +694,10 @@ bad_count:
 }
 
 /* tcgen05.ld d-vector, [taddr][, split] / tcgen05.st [taddr][, split], s-vector. */
-static int tc_ldst(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count, int st)
+static int tc_ldst(vctx *v, lpx_operand *ops, uint32_t *starts, int count, int st)
 {
-  int shape = sel[2], num = 1 << (sel[3] - 1), split = shape == 5;
-  int n = num * tc_shape_regs[shape];
+  int num = v->form->info.num, split = IS(v->form, TCSHAPE, 16X32BX2);
+  int n = num * lpx_tc_shape_regs(v->form->modsel[LPX_GB_TCSHAPE]);
   char msg[200];
   if (n > 128) {
     snprintf(msg, sizeof msg, "the shape takes at most %d 32-bit registers per thread; .x%d would need %d", 128, num, n);
@@ -787,10 +714,12 @@ static int tc_ldst(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, 
   return tc_regvec(v, vpos, ops, starts[vpos - 1], n, !st, st ? "values" : "destinations");
 }
 
-/* tcgen05.commit [mbar][, cta-mask (.multicast::cluster)]. */
-static int tc_commit(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+/* tcgen05.commit [mbar][, cta-mask (.multicast::cluster)]: the barrier is
+ * in .shared::cluster when a space is named. */
+static int tc_commit(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  int mc = sel[3] != 0;
+  int mc = v->form->info.multicast;
+  if (IS(v->form, SHARED, SHARED_CTA)) return tc_fail(v, "the mbarrier is named in .shared::cluster (or by a generic address), not .shared::cta");
   if (count != 1 + mc)
     return tc_fail(v, mc ? "takes [mbar] and a 16-bit cta-mask with .multicast::cluster" : "takes [mbar] only (a cta-mask needs .multicast::cluster)");
   v->pos = 1;
@@ -799,15 +728,15 @@ static int tc_commit(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts
 }
 
 /* tcgen05.cp [taddr], s-desc: shape/multicast/format pairing. */
-static int tc_cp(vctx *v, const int *sel, lpx_operand *ops, uint32_t *starts, int count)
+static int tc_cp(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  static const int need_mc[] = { 0, 0, 0, 0, 1, 2 };  /* per shape: none, warpx2::*, warpx4 */
-  int shape = sel[1], mc = sel[2];
-  int got = mc == 0 ? 0 : mc == 3 ? 2 : 1;
-  if (got != need_mc[shape])
-    return tc_fail(v, need_mc[shape] == 1 ? ".64x128b needs .warpx2::02_13 or .warpx2::01_23"
-                    : need_mc[shape] == 2 ? ".32x128b needs .warpx4" : "only .64x128b and .32x128b take a .warpx multicast");
-  if ((sel[3] != 0) != (sel[4] != 0)) return tc_fail(v, "decompression needs both .b8x16 and a source format (.b6x16_p32 or .b4x16_p64)");
+  const lpx_form *fo = v->form;
+  int need = IS(fo, TCCP, 64X128B) ? 1 : IS(fo, TCCP, 32X128B) ? 2 : 0;   /* none, .warpx2::*, .warpx4 */
+  int got = !fo->modsel[LPX_GB_WARPX] ? 0 : IS(fo, WARPX, WARPX4) ? 2 : 1;
+  if (got != need)
+    return tc_fail(v, need == 1 ? ".64x128b needs .warpx2::02_13 or .warpx2::01_23"
+                    : need == 2 ? ".32x128b needs .warpx4" : "only .64x128b and .32x128b take a .warpx multicast");
+  if ((fo->modsel[LPX_GB_B8X16] != 0) != (fo->modsel[LPX_GB_SRCFMT] != 0)) return tc_fail(v, "decompression needs both .b8x16 and a source format (.b6x16_p32 or .b4x16_p64)");
   if (count != 2) return tc_fail(v, "takes [taddr] and a 64-bit s-desc");
   return tc_tmem(v, 1, &ops[starts[0]]) || tc_src(v, 2, &ops[starts[1]], LPX_T_B64) ? -1 : 0;
 }
@@ -820,8 +749,23 @@ static int tc_ncols(vctx *v, lpx_operand *o)
   return 0;
 }
 
+/* A kernel uses one CTA-group size for its tcgen05 instructions (ptxas
+ * refuses a mix): one that differs from the first the function took. */
+static int tc_cta_group(vctx *v)
+{
+  const lpx_func *f = v->f;
+  int g = v->form->info.cta_group;
+  if (!g || !f->tc_cta_group || f->tc_cta_group == g) return 0;
+  char msg[700], where[560] = "an earlier tcgen05 instruction";
+  if (f->tc_cta_file > 0 && (size_t)f->tc_cta_file <= v->m->nfiles)
+    snprintf(where, sizeof where, "%s:%d", lpx_strtab_get(&v->m->syms, v->m->files[f->tc_cta_file - 1]), f->tc_cta_line);
+  snprintf(msg, sizeof msg, "cta_group::%d here, but %s used cta_group::%d; a kernel uses one CTA-group size",
+           g, where, f->tc_cta_group);
+  return tc_fail(v, msg);
+}
+
 /* Target rules for tcgen05 beyond the row's sm_100a..sm_103a gate. */
-static int tc_target(vctx *v, const tc_rule *r, const int *sel)
+static int tc_target(vctx *v)
 {
   char msg[200];
   if (v->m->sm == 102) return tc_fail(v, "tcgen05 needs sm_100a, sm_101a or sm_103a; this kernel targets sm_102a");
@@ -830,7 +774,7 @@ static int tc_target(vctx *v, const tc_rule *r, const int *sel)
              v->m->ptx_version / 10, v->m->ptx_version % 10);
     return tc_fail(v, msg);
   }
-  if (r->op == LPX_OP_TCMMA && sel[2] == 4 && v->m->sm == 103)
+  if (IS(v->form, TCKIND, KIND_I8) && v->m->sm == 103)
     return tc_fail(v, ".kind::i8 is not available on sm_103a");
   return 0;
 }
@@ -839,28 +783,24 @@ static int tc_target(vctx *v, const tc_rule *r, const int *sel)
  * with the row's signature (alloc, dealloc, relinquish, fence, wait). */
 static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  const tc_rule *r = tc_rule_of(v->form->info.op);
-  if (!r) return 1;
-  int sel[TC_SLOTS] = { 0 };
-  if (tc_parse_mods(v, r, sel) || tc_target(v, r, sel)) return -1;
-  switch (r->op) {
-  case LPX_OP_TCMMA: return tc_mma(v, sel, ops, starts, count);
-  case LPX_OP_TCLD: case LPX_OP_TCST: return tc_ldst(v, sel, ops, starts, count, r->op == LPX_OP_TCST);
-  case LPX_OP_TCCOMMIT: return tc_commit(v, sel, ops, starts, count);
-  case LPX_OP_TCCP: return tc_cp(v, sel, ops, starts, count);
+  int op = v->form->info.op;
+  if (op < 0 || strncmp(lpx_isa_rows[op].name, "tcgen05.", 8)) return 1;
+  if (tc_target(v) || tc_cta_group(v)) return -1;
+  switch (op) {
+  case LPX_OP_TCMMA: return tc_mma(v, ops, starts, count);
+  case LPX_OP_TCLD: case LPX_OP_TCST: return tc_ldst(v, ops, starts, count, op == LPX_OP_TCST);
+  case LPX_OP_TCCOMMIT: return tc_commit(v, ops, starts, count);
+  case LPX_OP_TCCP: return tc_cp(v, ops, starts, count);
   case LPX_OP_TCSHIFT:
     if (count != 1) return tc_fail(v, "takes one operand, [taddr]");
     return tc_tmem(v, 1, &ops[starts[0]]) ? -1 : 0;
   case LPX_OP_TCALLOC: case LPX_OP_TCDEALLOC:
+    if (IS(v->form, SHARED, SHARED_CLUSTER)) return tc_fail(v, "tcgen05.alloc writes the address to .shared::cta (or through a generic address)");
     if (count == 2 && ops[starts[1]].kind != LPX_OPD_REG && tc_ncols(v, &ops[starts[1]])) return -1;
     return 1;
   default: return 1;
   }
 }
-#undef TC_CTA
-#undef TC_SYNC
-#undef TC_SHAPES
-#undef TC_NUMS
 /* ======================================================== end tcgen05 === */
 
 /* ================================================================
@@ -868,57 +808,6 @@ static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
  * counts and register widths per shape and type, and the sm each
  * shape/type pair needs. The opcode's modifiers are read from its text.
  * ================================================================ */
-
-/* One mma.sync shape and input family: register counts and minimum sm. */
-typedef struct mma_row { const char *shape, *family; uint8_t na, nb, nacc, sm; } mma_row;
-
-static const mma_row mma_rows[] = {
-  { "m8n8k4", "f16", 2, 2, 0, 70 },     { "m16n8k8", "f16", 2, 1, 4, 75 },
-  { "m16n8k16", "f16", 4, 2, 4, 80 },   { "m16n8k8", "bf16", 2, 1, 4, 80 },
-  { "m16n8k16", "bf16", 4, 2, 4, 80 },  { "m16n8k4", "tf32", 2, 1, 4, 80 },
-  { "m16n8k8", "tf32", 4, 2, 4, 80 },   { "m8n8k4", "f64", 1, 1, 2, 80 },
-  { "m16n8k4", "f64", 2, 1, 4, 90 },    { "m16n8k8", "f64", 4, 2, 4, 90 },
-  { "m16n8k16", "f64", 8, 4, 4, 90 },   { "m8n8k16", "s8", 1, 1, 2, 75 },
-  { "m16n8k16", "s8", 2, 1, 4, 80 },    { "m16n8k32", "s8", 4, 2, 4, 80 },
-  { "m8n8k32", "s4", 1, 1, 2, 75 },     { "m16n8k32", "s4", 2, 1, 4, 80 },
-  { "m16n8k64", "s4", 4, 2, 4, 80 },    { "m8n8k128", "b1", 1, 1, 2, 75 },
-  { "m16n8k128", "b1", 2, 1, 4, 80 },   { "m16n8k256", "b1", 4, 2, 4, 80 },
-  { "m16n8k32", "e4m3", 4, 2, 4, 89 },  { "m16n8k16", "e4m3", 2, 1, 4, 89 },
-};
-
-/* Input type spellings and the family (row of mma_rows) each belongs to. */
-static const char *const mma_families[][2] = {
-  { "f16", "f16" }, { "bf16", "bf16" }, { "tf32", "tf32" }, { "f64", "f64" }, { "s8", "s8" },
-  { "u8", "s8" }, { "s4", "s4" }, { "u4", "s4" }, { "b1", "b1" }, { "e4m3", "e4m3" }, { "e5m2", "e4m3" },
-};
-
-/* What an mma/ldmatrix opcode spells: shape, up to 4 types, xN, layouts. */
-typedef struct mx_form { char shape[16], types[4][8]; int ntypes, num, row_col, layouts; } mx_form;
-
-/* The family of an mma input type spelling, or NULL. */
-static const char *mma_family(const char *t)
-{
-  for (size_t i = 0; i < sizeof mma_families / sizeof mma_families[0]; i++)
-    if (!strcmp(mma_families[i][0], t)) return mma_families[i][1];
-  return NULL;
-}
-
-/* Split an opcode's modifiers into an mx_form. */
-static void mx_parse(const char *text, mx_form *f)
-{
-  memset(f, 0, sizeof *f);
-  for (const char *p = strchr(text, '.'); p; p = strchr(p + 1, '.')) {
-    char tok[16];
-    size_t n = strcspn(p + 1, ".");
-    if (n == 0 || n >= sizeof tok) continue;
-    memcpy(tok, p + 1, n);
-    tok[n] = '\0';
-    if (tok[0] == 'm' && isdigit((unsigned char)tok[1])) memcpy(f->shape, tok, n + 1);
-    else if (tok[0] == 'x' && isdigit((unsigned char)tok[1])) f->num = atoi(tok + 1);
-    else if (!strcmp(tok, "row") || !strcmp(tok, "col")) { f->layouts++; f->row_col = f->row_col * 2 + (tok[0] == 'c'); }
-    else if ((mma_family(tok) || !strcmp(tok, "f32") || !strcmp(tok, "s32")) && f->ntypes < 4) memcpy(f->types[f->ntypes++], tok, n + 1);
-  }
-}
 
 /* Check operand k is a vector of n registers of the given bits (float kind
  * 'F' for f32/f64 accumulators, anything non-predicate otherwise). */
@@ -952,88 +841,69 @@ static int mx_vector(vctx *v, lpx_operand *ops, uint32_t *starts, int k, int n, 
   return 0;
 }
 
-/* The mma_rows entry for a shape and family, or NULL. */
-static const mma_row *mma_find(const char *shape, const char *family)
+/* Register bits and kind of an accumulator matrix type. */
+static int acc_bits(int mt, char *kind)
 {
-  for (size_t i = 0; i < sizeof mma_rows / sizeof mma_rows[0]; i++)
-    if (!strcmp(mma_rows[i].shape, shape) && !strcmp(mma_rows[i].family, family)) return &mma_rows[i];
-  return NULL;
+  *kind = mt == LPX_MT_S32 ? 'I' : mt == LPX_MT_F16 ? 'B' : 'F';
+  return mt == LPX_MT_F64 ? 64 : 32;
 }
 
-/* Register bits and kind of an accumulator type spelling. */
-static int acc_bits(const char *t, char *kind)
+/* mma.sync's target: the shape's sm and PTX version (fp8: 8.4 for
+ * m16n8k32 into .f32, 8.7 for m16n8k16 or .f16 accumulators). */
+static int check_mma_target(vctx *v, const char *text, const lpx_mma_shape *r)
 {
-  *kind = !strcmp(t, "s32") ? 'I' : !strcmp(t, "f16") ? 'B' : 'F';
-  return !strcmp(t, "f64") ? 64 : 32;
+  const lpx_form_info *fi = &v->form->info;
+  const char *at = lpx_mtype_name(fi->atype), *dt = lpx_mtype_name(fi->dtype);
+  int m = r->m, n = r->n, k = r->k, fp8 = r->family == LPX_MT_E4M3;
+  int need = fp8 && fi->dtype == LPX_MT_F16 ? 87 : r->ptx;
+  if (v->m->sm < r->sm)
+    return lpx_fail(v->m->ctx, "%s: mma.sync.m%dn%dk%d with .%s inputs needs sm_%d; this kernel targets %s", text, m, n, k, at,
+                    r->sm, v->m->target);
+  if (v->m->ptx_version >= need) return 0;
+  if (fp8)
+    return lpx_fail(v->m->ctx, "%s: mma.sync.m%dn%dk%d.%s with .e4m3/.e5m2 inputs needs PTX ISA %d.%d; this kernel uses %d.%d",
+                    text, m, n, k, dt, need / 10, need % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
+  return lpx_fail(v->m->ctx, "%s: mma.sync.m%dn%dk%d with .%s inputs needs PTX ISA %d.%d; this kernel uses %d.%d", text, m, n, k,
+                  at, need / 10, need % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
 }
 
-/* The PTX ISA version an fp8 mma.sync form needs: 8.4 for m16n8k32 into
- * .f32, 8.7 for the m16n8k16 shape or .f16 accumulators. */
-static int mma_fp8_version(const mx_form *f)
-{
-  return strcmp(f->shape, "m16n8k16") && strcmp(f->types[0], "f16") ? 84 : 87;
-}
-
-/* fp8 mma.sync: the PTX version of the form, and D and C of one type. */
-static int check_mma_fp8(vctx *v, const char *text, const mx_form *f)
-{
-  int need = mma_fp8_version(f);
-  if (v->m->ptx_version < need)
-    return lpx_fail(v->m->ctx, "%s: mma.sync.%s.%s with .e4m3/.e5m2 inputs needs PTX ISA %d.%d; this kernel uses %d.%d", text,
-                    f->shape, f->types[0], need / 10, need % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
-  if (strcmp(f->types[0], f->types[3]))
-    return lpx_fail(v->m->ctx, "%s: .e4m3/.e5m2 mma.sync takes D and C of one type (.f32.f32 or .f16.f16), not .%s and .%s",
-                    text, f->types[0], f->types[3]);
-  return 0;
-}
-
-/* mma.sync: shape/type pair, layouts, arch, and the four fragment vectors. */
+/* mma.sync: a form of the table (lpx_mma_form_check), its target, and the
+ * four fragment vectors. */
 static int check_mma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  const char *text = v->form->info.text;
-  mx_form f;
-  mx_parse(text, &f);
-  if (f.ntypes != 4) return lpx_fail(v->m->ctx, "%s: mma.sync needs four types .dtype.atype.btype.ctype (e.g. .f32.bf16.bf16.f32)", text);
-  const char *fa = mma_family(f.types[1]), *fb = mma_family(f.types[2]);
-  if (!fa || !fb || strcmp(fa, fb)) return lpx_fail(v->m->ctx, "%s: .%s and .%s are not a valid A/B type pair", text, f.types[1], f.types[2]);
-  const mma_row *r = mma_find(f.shape, fa);
-  if (!r) return lpx_fail(v->m->ctx, "%s: mma.sync has no shape .%s for .%s inputs", text, f.shape[0] ? f.shape : "(none)", f.types[1]);
-  int quad = r->nacc == 0;
-  if (f.layouts != 2 || (!quad && f.row_col != 1)) return lpx_fail(v->m->ctx, "%s: mma.sync.%s takes the layouts .row.col", text, f.shape);
-  if (v->m->sm < r->sm) return lpx_fail(v->m->ctx, "%s: mma.sync.%s with .%s inputs needs sm_%d; this kernel targets %s", text, f.shape, f.types[1], r->sm, v->m->target);
-  const char *want_acc = !strcmp(fa, "f64") ? "f64" : (!strcmp(fa, "s8") || !strcmp(fa, "s4") || !strcmp(fa, "b1")) ? "s32" : "f32";
-  int fp8 = !strcmp(fa, "e4m3"), f16ok = !strcmp(fa, "f16") || fp8;
-  for (int i = 0; i < 4; i += 3)
-    if (strcmp(f.types[i], want_acc) && !(f16ok && !strcmp(f.types[i], "f16")))
-      return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s, not .%s", text, f.types[1], want_acc, f16ok ? " or .f16" : "", f.types[i]);
-  if (fp8 && check_mma_fp8(v, text, &f)) return -1;
+  const lpx_form_info *fi = &v->form->info;
+  const char *text = fi->text;
+  char why[256];
+  if (lpx_mma_form_check(fi, why, sizeof why)) return lpx_fail(v->m->ctx, "%s: %s", text, why);
+  const lpx_mma_shape *r = lpx_mma_shape_find(fi->shape_m, fi->shape_n, fi->shape_k, lpx_mma_family_of(fi->atype)->family);
+  if (check_mma_target(v, text, r)) return -1;
   if (count != 4) return lpx_fail(v->m->ctx, "%s takes 4 operands {d}, {a}, {b}, {c}, got %d", text, count);
+  int quad = r->acc_regs == 0;
   char kd, kc;
-  int bd = acc_bits(f.types[0], &kd), bc = acc_bits(f.types[3], &kc);
-  int nd = quad ? (kd == 'B' ? 4 : 8) : (kd == 'B' ? r->nacc / 2 : r->nacc);
-  int nc = quad ? (kc == 'B' ? 4 : 8) : (kc == 'B' ? r->nacc / 2 : r->nacc);
-  int in_bits = !strcmp(fa, "f64") ? 64 : 32;
-  char in_kind = !strcmp(fa, "f64") ? 'F' : 'B';
+  int bd = acc_bits(fi->dtype, &kd), bc = acc_bits(fi->ctype, &kc);
+  int nd = quad ? (kd == 'B' ? 4 : 8) : (kd == 'B' ? r->acc_regs / 2 : r->acc_regs);
+  int nc = quad ? (kc == 'B' ? 4 : 8) : (kc == 'B' ? r->acc_regs / 2 : r->acc_regs);
+  int in_bits = r->family == LPX_MT_F64 ? 64 : 32;
+  char in_kind = r->family == LPX_MT_F64 ? 'F' : 'B';
   if (mx_vector(v, ops, starts, 0, nd, bd, kd, "d")) return -1;
-  if (mx_vector(v, ops, starts, 1, r->na, in_bits, in_kind, "a")) return -1;
-  if (mx_vector(v, ops, starts, 2, r->nb, in_bits, in_kind, "b")) return -1;
+  if (mx_vector(v, ops, starts, 1, r->a_regs, in_bits, in_kind, "a")) return -1;
+  if (mx_vector(v, ops, starts, 2, r->b_regs, in_bits, in_kind, "b")) return -1;
   return mx_vector(v, ops, starts, 3, nc, bc, kc, "c");
 }
 
 /* ldmatrix / stmatrix m8n8: .x1/.x2/.x4 and a vector of that many b32. */
 static int check_ldst_matrix(vctx *v, lpx_operand *ops, uint32_t *starts, int count, int store)
 {
-  const char *text = v->form->info.text;
-  mx_form f;
-  mx_parse(text, &f);
-  if (f.num != 1 && f.num != 2 && f.num != 4) return lpx_fail(v->m->ctx, "%s: needs one of .x1 .x2 .x4", text);
-  if (!f.shape[0]) return lpx_fail(v->m->ctx, "%s: needs a shape (.m8n8)", text);
+  const lpx_form_info *fi = &v->form->info;
+  const char *text = fi->text;
+  if (fi->num != 1 && fi->num != 2 && fi->num != 4) return lpx_fail(v->m->ctx, "%s: needs one of .x1 .x2 .x4", text);
+  if (!fi->shape_m || fi->shape_k) return lpx_fail(v->m->ctx, "%s: needs a shape (.m8n8)", text);
   if (count != 2) return lpx_fail(v->m->ctx, "%s takes 2 operands (%s), got %d", text, store ? "[addr], {regs}" : "{regs}, [addr]", count);
   int ai = store ? 0 : 1;
   v->pos = ai + 1;
   if (ops[starts[ai]].kind != LPX_OPD_ADDR) return opfail(v, "must be a shared-memory address");
-  if (strcmp(f.shape, "m8n8")) return 0;   /* m16n16 / m8n16 (sm_100) forms: counts not checked */
-  return mx_vector(v, ops, starts, store ? 1 : 0, f.num, 32, 'B', store ? "sources" : "destinations");
+  if (fi->shape_m != 8 || fi->shape_n != 8) return 0;   /* m16n16 / m8n16 (sm_100) forms: counts not checked */
+  return mx_vector(v, ops, starts, store ? 1 : 0, fi->num, 32, 'B', store ? "sources" : "destinations");
 }
 
 /* Dispatch for the matrix rows; 0 for other instructions. */
@@ -1064,10 +934,10 @@ static int64_t hp_imm(const lpx_operand *o, int *ok)
  * [tensorMap, {c...}] has exactly N entries. */
 static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
 {
-  const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
-  if (!t || !isdigit((unsigned char)t[8]) || t[9] != 'd') return 0;
-  int rank = t[8] - '0';
-  if (rank < 1 || rank > 5) return lpx_fail(v->m->ctx, "%s: TMA tensors have 1 to 5 dimensions", text);
+  const char *text = v->form->info.text;
+  int rank = v->form->info.rank;
+  if (!v->form->info.tensor) return 0;
+  if (!rank) return lpx_fail(v->m->ctx, "%s: needs a rank: one of .1d .2d .3d .4d .5d (TMA tensors have 1 to 5 dimensions)", text);
   for (uint32_t i = 0; i + 2 < nops; i++) {
     if (ops[i].kind != LPX_OPD_BRACKET) continue;
     const lpx_operand *list = &ops[i + 2];
@@ -1091,7 +961,7 @@ static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, in
   while (++k < count && (ops[starts[k]].kind != LPX_OPD_VEC || starts[k] == list)) {}
   if (k >= count || ops[starts[k]].aux != rank - 2)
     return lpx_fail(v->m->ctx, "%s: .im2col takes {im2col offsets} with %d value(s) (W first) after the %s", text, rank - 2,
-                    strstr(text, ".prefetch") ? "tensor operand" : "mbarrier");
+                    v->form->info.prefetch ? "tensor operand" : "mbarrier");
   for (int e = 1; e <= rank - 2; e++) {
     const lpx_operand *o = &ops[starts[k] + (uint32_t)e];
     int reg16 = o->kind == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && lpx_types[v->f->reg_type[o->id]].bits == 16;
@@ -1102,19 +972,15 @@ static int hp_im2col(vctx *v, const lpx_operand *ops, const uint32_t *starts, in
   return 0;
 }
 
-/* The types cp.reduce.async.bulk takes per operation into each space. */
-static const uint64_t red_global[] = { 0,
-#define X(op, name, global, cluster) global,
+/* The types cp.reduce.async.bulk takes per operation into each space
+ * (0 in both: not a bulk reduction). */
+static const uint64_t red_global[LPX_ATOMOP__END] = {
+#define X(op, global, cluster) [LPX_ATOMOP_##op] = global,
   LPX_BULK_REDOPS(X)
 #undef X
 };
-static const uint64_t red_cluster[] = { 0,
-#define X(op, name, global, cluster) cluster,
-  LPX_BULK_REDOPS(X)
-#undef X
-};
-static const char *const red_names[] = { "?",
-#define X(op, name, global, cluster) name,
+static const uint64_t red_cluster[LPX_ATOMOP__END] = {
+#define X(op, global, cluster) [LPX_ATOMOP_##op] = cluster,
   LPX_BULK_REDOPS(X)
 #undef X
 };
@@ -1136,114 +1002,46 @@ static int hp_reduce(vctx *v)
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
   int op = fo->modsel[LPX_GB_ATOMOP], t = fo->info.type;
-  if (op < 1 || op > 8) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
-  if (strstr(text, ".tensor.")) {
+  if (op <= 0 || op >= LPX_ATOMOP__END || !red_global[op]) return lpx_fail(v->m->ctx, "%s: needs one of .add .min .max .inc .dec .and .or .xor", text);
+  if (fo->info.tensor) {
     if (t >= 0) return lpx_fail(v->m->ctx, "%s: the tensor form takes no type; the element type comes from the tensor map", text);
     return 0;
   }
-  int cluster = strstr(text, ".shared::cluster") != NULL;
+  int cluster = IS(fo, SPACE, SHARED_CLUSTER);
   uint64_t ok = cluster ? red_cluster[op] : red_global[op];
   if (t < 0 || !(ok >> t & 1)) {
     char want[256];
     type_list(ok, want, sizeof want);
-    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, red_names[op], cluster ? ".shared::cluster" : ".global",
+    return lpx_fail(v->m->ctx, "%s: .%s into %s takes %s; got .%s", text, lpx_modifier_name(LPX_GB_ATOMOP, op), cluster ? ".shared::cluster" : ".global",
                     want, t >= 0 ? lpx_types[t].name : "(no type)");
   }
   int half = t == LPX_T_F16 || t == LPX_T_BF16, noftz = has_group(fo, LPX_GB_NOFTZ);
-  if (half && op == 1 && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
-  if (noftz && !(half && op == 1)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
+  if (half && op == LPX_ATOMOP_ADD && !noftz) return lpx_fail(v->m->ctx, "%s: .add on .%s needs .noftz (.add.noftz.%s)", text, lpx_types[t].name, lpx_types[t].name);
+  if (noftz && !(half && op == LPX_ATOMOP_ADD)) return lpx_fail(v->m->ctx, "%s: .noftz goes with .add.f16 / .add.bf16 only", text);
   return 0;
 }
 
-/* wgmma.mma_async input families of sm_90a: the A/B types, K, the
- * accumulator types, whether A and B may differ, the ±1 scale and 0/1
- * transpose immediates, integer N steps (8..32, then multiples of 16),
- * .satfinite, the .and.popc operation, and the largest sparsity selector
- * of the .sp form (K doubled; -1: no sparse form). The ISA lets a thread
- * pair (selector 0 or 1) supply the metadata of 16-bit and tf32 inputs,
- * and all four threads of a group (selector 0) that of 8-bit inputs. */
-static const struct wg_family {
-  const char *types[2]; unsigned k; const char *dts[2]; int mixed, scale, trans, n16, sat, popc, spsel;
-} wg_fams[] = {
-  { { "f16" }, 16, { "f32", "f16" }, 0, 1, 1, 0, 0, 0, 1 }, { { "bf16" }, 16, { "f32" }, 0, 1, 1, 0, 0, 0, 1 },
-  { { "tf32" }, 8, { "f32" }, 0, 1, 0, 0, 0, 0, 1 }, { { "e4m3", "e5m2" }, 32, { "f32", "f16" }, 1, 1, 0, 0, 0, 0, 0 },
-  { { "s8", "u8" }, 32, { "s32" }, 1, 0, 0, 1, 1, 0, 0 }, { { "b1" }, 256, { "s32" }, 0, 0, 0, 1, 0, 1, -1 },
-};
-
-/* A parsed wgmma.mma_async form. */
-typedef struct wg_form {
-  unsigned n, k;
-  int sp;                       /* the .sp form: K is twice the family's */
-  char dt[8], at[8], bt[8];
-  int sat, and_popc, other;     /* .satfinite; .and.popc; another modifier (or .xor) */
-  const struct wg_family *fam, *bfam;
-} wg_form;
-
-/* The family of an input type name, or NULL. */
-static const struct wg_family *wg_family_of(const char *t)
+/* wgmma.mma_async: a form of the ISA's list (lpx_wgmma_form_check) and
+ * the PTX versions the sparse and mixed-integer forms need. */
+static int wg_form(vctx *v, const char *text, const lpx_wgmma_family **fam)
 {
-  for (size_t i = 0; i < sizeof wg_fams / sizeof wg_fams[0]; i++)
-    for (int j = 0; j < 2; j++) if (wg_fams[i].types[j] && !strcmp(wg_fams[i].types[j], t)) return &wg_fams[i];
-  return NULL;
-}
-
-/* Split the words after the shape: .satfinite, three types, .and.popc. */
-static void wg_words(const char *p, wg_form *f)
-{
-  char *slot[3] = { f->dt, f->at, f->bt };
-  int nt = 0;
-  while (*p == '.') {
-    char w[16];
-    size_t len = strcspn(p + 1, ".");
-    snprintf(w, sizeof w, "%.*s", (int)(len < 15 ? len : 15), p + 1);
-    p += 1 + len;
-    if (!strcmp(w, "satfinite")) f->sat = 1;
-    else if (!strcmp(w, "and") || !strcmp(w, "popc")) f->and_popc++;
-    else if (nt < 3 && len < 8) { memcpy(slot[nt], w, len); slot[nt++][len] = '\0'; }
-    else f->other = 1;
-  }
-  if (nt < 3) f->other = 1;
-}
-
-/* Parse a wgmma.mma_async form and check its shape, types and modifiers
- * against the ISA's list. */
-static int wg_parse(vctx *v, const char *text, wg_form *f)
-{
-  const char *sh = strstr(text, ".m64n");
-  char tail[2];
-  memset(f, 0, sizeof *f);
-  if (!sh || sscanf(sh, ".m64n%uk%u%1[.]", &f->n, &f->k, tail) != 3 || f->n < 8 || f->n > 256 || f->n % 8)
-    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8", text);
-  wg_words(strchr(sh + 1, '.'), f);
-  f->sp = strstr(text, "mma_async.sp.") != NULL;
-  f->fam = wg_family_of(f->at);
-  f->bfam = wg_family_of(f->bt);
-  if (f->other || !f->fam || f->bfam != f->fam || (!f->fam->mixed && strcmp(f->at, f->bt)))
-    return lpx_fail(v->m->ctx, "%s: wgmma.mma_async takes .dtype.atype.btype with A/B .f16 .bf16 .tf32 (equal), "
-                    ".e4m3/.e5m2 or .s8/.u8 (any pair), or .s32.b1.b1.and.popc", text);
-  if (f->sp && f->fam->spsel < 0) return lpx_fail(v->m->ctx, "%s: .b1 wgmma has no sparse (.sp) form", text);
-  unsigned k = f->fam->k << f->sp;
-  if (f->k != k) return lpx_fail(v->m->ctx, "%s: .%s%s wgmma is k%u, not k%u", text, f->at, f->sp ? " sparse" : "", k, f->k);
-  if (strcmp(f->dt, f->fam->dts[0]) && (!f->fam->dts[1] || strcmp(f->dt, f->fam->dts[1])))
-    return lpx_fail(v->m->ctx, "%s: .%s inputs accumulate in .%s%s%s, not .%s", text, f->at, f->fam->dts[0],
-                    f->fam->dts[1] ? " or ." : "", f->fam->dts[1] ? f->fam->dts[1] : "", f->dt);
-  if (f->fam->n16 && f->n > 32 && f->n % 16)
-    return lpx_fail(v->m->ctx, "%s: integer and .b1 wgmma take N = 8, 16, 24, 32, then multiples of 16 up to 256", text);
-  if (f->sat && !f->fam->sat) return lpx_fail(v->m->ctx, "%s: .satfinite applies to .s8/.u8 wgmma only", text);
-  if ((f->and_popc == 2) != f->fam->popc)
-    return lpx_fail(v->m->ctx, "%s: .b1 wgmma takes the operation .and.popc (and only it takes one)", text);
-  if (f->sp && v->m->ptx_version < 82)
+  const lpx_form_info *fi = &v->form->info;
+  char why[256];
+  if (lpx_wgmma_form_check(v->form, why, sizeof why)) return lpx_fail(v->m->ctx, "%s: %s", text, why);
+  *fam = lpx_wgmma_family_of(fi->atype);
+  if (fi->sparse && v->m->ptx_version < 82)
     return lpx_fail(v->m->ctx, "%s: sparse wgmma (.sp) needs PTX ISA 8.2; this kernel uses %d.%d", text,
                     v->m->ptx_version / 10, v->m->ptx_version % 10);
-  if (f->fam->sat && strcmp(f->at, f->bt) && v->m->ptx_version < 84)
-    return lpx_fail(v->m->ctx, "%s: mixed integer types (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d", text, f->at,
-                    f->bt, v->m->ptx_version / 10, v->m->ptx_version % 10);
+  if ((*fam)->mixed_ptx && fi->atype != fi->btype && v->m->ptx_version < (*fam)->mixed_ptx)
+    return lpx_fail(v->m->ctx, "%s: mixed integer types (.%s.%s) need PTX ISA %d.%d; this kernel uses %d.%d", text,
+                    lpx_mtype_name(fi->atype), lpx_mtype_name(fi->btype), (*fam)->mixed_ptx / 10, (*fam)->mixed_ptx % 10,
+                    v->m->ptx_version / 10, v->m->ptx_version % 10);
   return 0;
 }
 
 /* The .sp form's sp-meta (a 32-bit register) and sp-sel (an immediate
  * 0..the family's largest), operands 4 and 5. */
-static int hp_wgmma_sp(vctx *v, const wg_form *f, const lpx_operand *ops, const uint32_t *starts)
+static int hp_wgmma_sp(vctx *v, const lpx_wgmma_family *fam, const lpx_operand *ops, const uint32_t *starts)
 {
   const lpx_operand *m = &ops[starts[3]];
   v->pos = 4;
@@ -1252,8 +1050,8 @@ static int hp_wgmma_sp(vctx *v, const wg_form *f, const lpx_operand *ops, const 
   int ok = 1;
   int64_t sel = hp_imm(&ops[starts[4]], &ok);
   v->pos = 5;
-  if (!ok || sel < 0 || sel > f->fam->spsel)
-    return opfail(v, f->fam->spsel ? "(sparsity selector) must be the immediate 0 or 1" : "(sparsity selector) must be the immediate 0 for 8-bit inputs");
+  if (!ok || sel < 0 || sel > fam->sparse_sel)
+    return opfail(v, fam->sparse_sel ? "(sparsity selector) must be the immediate 0 or 1" : "(sparsity selector) must be the immediate 0 for 8-bit inputs");
   return 0;
 }
 
@@ -1264,19 +1062,20 @@ static int hp_wgmma_sp(vctx *v, const wg_form *f, const lpx_operand *ops, const 
  * imm-trans-a with A from registers). */
 static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
-  const char *text = v->form->info.text;
-  wg_form f;
-  if (wg_parse(v, text, &f)) return -1;
+  const lpx_form_info *fi = &v->form->info;
+  const char *text = fi->text;
+  const lpx_wgmma_family *fam = NULL;
+  if (wg_form(v, text, &fam)) return -1;
   int areg = count > 1 && ops[starts[1]].kind == LPX_OPD_VEC;
-  int nscale = f.fam->scale ? 2 : 0, ntrans = f.fam->trans ? (areg ? 1 : 2) : 0, nsp = f.sp ? 2 : 0;
+  int nscale = fam->scale ? 2 : 0, ntrans = fam->trans ? (areg ? 1 : 2) : 0, nsp = fi->sparse ? 2 : 0;
   int want = 4 + nsp + nscale + ntrans;
   if (count != want)
     return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc%s, scale-d%s%s; got %d", text, want, areg ? "{a}" : "a-desc",
                     nsp ? ", sp-meta, sp-sel" : "", nscale ? ", imm-scale-a, imm-scale-b" : "",
                     !ntrans ? "" : areg ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b", count);
-  if (f.sp && hp_wgmma_sp(v, &f, ops, starts)) return -1;
-  int f16d = !strcmp(f.dt, "f16");
-  if (mx_vector(v, ops, starts, 0, (int)(f16d ? f.n / 4 : f.n / 2), 32, f16d ? 'B' : f.dt[0] == 's' ? 'I' : 'F', "d")) return -1;
+  if (fi->sparse && hp_wgmma_sp(v, fam, ops, starts)) return -1;
+  int f16d = fi->dtype == LPX_MT_F16, n = fi->shape_n;
+  if (mx_vector(v, ops, starts, 0, f16d ? n / 4 : n / 2, 32, f16d ? 'B' : fi->dtype == LPX_MT_S32 ? 'I' : 'F', "d")) return -1;
   if (areg && mx_vector(v, ops, starts, 1, 4, 32, 'B', "a")) return -1;
   for (int k = areg ? 2 : 1; k <= 2; k++) {
     const lpx_operand *o = &ops[starts[k]];
@@ -1295,17 +1094,17 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   return 0;
 }
 
-/* tensormap.replace fields, in TMFIELD order: X(name, class, 64-bit value,
- * largest immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
+/* tensormap.replace fields: X(TMFIELD name, class, 64-bit value, largest
+ * immediate). Class 1: [addr], new_val; 2: [addr], ord, new_val;
  * 3: [addr], immediate new_val (the ISA's numbering; largest: what this
  * PTX/sm pair takes without the sub-byte types and the 96B swizzle). */
 #define TM_FIELDS(X) \
-  X("global_address", 1, 1, 0) X("rank", 1, 0, 0) X("box_dim", 2, 0, 0) X("global_dim", 2, 0, 0) \
-  X("global_stride", 2, 1, 0) X("element_stride", 2, 0, 0) X("elemtype", 3, 0, 12) X("interleave_layout", 3, 0, 2) \
-  X("swizzle_mode", 3, 0, 3) X("swizzle_atomicity", 3, 0, 3) X("fill_mode", 3, 0, 1)
+  X(GLOBAL_ADDRESS, 1, 1, 0) X(RANK, 1, 0, 0) X(BOX_DIM, 2, 0, 0) X(GLOBAL_DIM, 2, 0, 0) \
+  X(GLOBAL_STRIDE, 2, 1, 0) X(ELEMENT_STRIDE, 2, 0, 0) X(ELEMTYPE, 3, 0, 12) X(INTERLEAVE_LAYOUT, 3, 0, 2) \
+  X(SWIZZLE_MODE, 3, 0, 3) X(SWIZZLE_ATOMICITY, 3, 0, 3) X(FILL_MODE, 3, 0, 1)
 
-static const struct tm_field { const char *name; int cls, wide, most; } tm_fields[] = {
-#define X(name, cls, wide, most) { name, cls, wide, most },
+static const struct tm_field { int cls, wide, most; } tm_fields[LPX_TMFIELD__END] = {
+#define X(name, cls, wide, most) [LPX_TMFIELD_##name] = { cls, wide, most },
   TM_FIELDS(X)
 #undef X
 };
@@ -1318,12 +1117,13 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
   int fi = fo->modsel[LPX_GB_TMFIELD];
-  if (fi < 1) return 0;
-  const struct tm_field *f = &tm_fields[fi - 1];
-  if (has_group(fo, LPX_GB_SPACE) && !has_mod(fo, LPX_GB_SPACE, "global") && !has_mod(fo, LPX_GB_SPACE, "shared::cta"))
+  if (!fi) return 0;
+  const struct tm_field *f = &tm_fields[fi];
+  const char *fname = lpx_modifier_name(LPX_GB_TMFIELD, fi);
+  if (has_group(fo, LPX_GB_SPACE) && !IS(fo, SPACE, GLOBAL) && !IS(fo, SPACE, SHARED_CTA))
     return lpx_fail(v->m->ctx, "%s: a tensor map is edited in .global or .shared::cta memory (or through a generic address)", text);
   if ((fo->info.type == LPX_T_B64) != f->wide)
-    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, f->name, f->wide ? ".b64" : ".b32");
+    return lpx_fail(v->m->ctx, "%s: .%s takes a %s value", text, fname, f->wide ? ".b64" : ".b32");
   if (count != (f->cls == 2 ? 3 : 2))
     return lpx_fail(v->m->ctx, "%s takes %s, got %d operand(s)", text, f->cls == 2 ? "[map], ordinal, new_val" : "[map], new_val", count);
   int ok = 1;
@@ -1331,7 +1131,7 @@ static int hp_tmreplace(vctx *v, const lpx_operand *ops, const uint32_t *starts,
   v->pos = 2;
   if (f->cls == 2 && (!ok || x < 0 || x > 4)) return opfail(v, "(the ordinal) must be an immediate 0..4");
   if (f->cls == 3 && (!ok || x < 0 || x > f->most))
-    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, f->name, f->most);
+    return lpx_fail(v->m->ctx, "%s: .%s takes an immediate 0..%d (the ISA's numbering)", text, fname, f->most);
   return 0;
 }
 
@@ -1341,9 +1141,9 @@ static int hp_tmcpfence(vctx *v, const lpx_operand *ops, const uint32_t *starts,
 {
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
-  if (!has_mod(fo, LPX_GB_SPACE, "global") || !has_mod(fo, LPX_GB_SPACE2, "shared::cta"))
+  if (!IS(fo, SPACE, GLOBAL) || !IS(fo, SPACE2, SHARED_CTA))
     return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy copies .global.shared::cta (to global from shared::cta, in that order)", text);
-  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic") || !has_mod(fo, LPX_GB_SEM, "release"))
+  if (!IS(fo, PROXYK, TENSORMAP_GENERIC) || !IS(fo, SEM, RELEASE))
     return lpx_fail(v->m->ctx, "%s: tensormap.cp_fenceproxy takes .tensormap::generic.release and a scope", text);
   int ok = 1;
   if (count != 3) return lpx_fail(v->m->ctx, "%s takes [dst], [src], 128, got %d operand(s)", text, count);
@@ -1358,11 +1158,11 @@ static int hp_fence(vctx *v, const lpx_operand *ops, const uint32_t *starts, int
 {
   const lpx_form *fo = v->form;
   const char *text = fo->info.text;
-  if (!has_mod(fo, LPX_GB_PROXYK, "tensormap::generic")) {
+  if (!IS(fo, PROXYK, TENSORMAP_GENERIC)) {
     if (count) return lpx_fail(v->m->ctx, "%s takes no operands (only fence.proxy.tensormap::generic.acquire does)", text);
     return 0;
   }
-  int acquire = has_mod(fo, LPX_GB_SEM, "acquire"), release = has_mod(fo, LPX_GB_SEM, "release");
+  int acquire = IS(fo, SEM, ACQUIRE), release = IS(fo, SEM, RELEASE);
   if ((!acquire && !release) || !has_group(fo, LPX_GB_SCOPE))
     return lpx_fail(v->m->ctx, "%s needs .release or .acquire and a scope (.cta .cluster .gpu .sys)", text);
   int ok = 1;
@@ -1377,10 +1177,10 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
 {
   switch (v->form->info.op) {
   case LPX_OP_CPBULK: case LPX_OP_CPREDBULK: {
-    const char *text = v->form->info.text, *t = strstr(text, ".tensor.");
-    if (hp_tensor(v, ops, nops) || (v->form->info.op == LPX_OP_CPREDBULK && hp_reduce(v))) return -1;
-    if (t && strstr(text, ".im2col") && !strstr(text, ".im2col_no_offs") && !strstr(text, ".im2col::w") &&
-        !strstr(text, ".global.shared::cta")) return hp_im2col(v, ops, starts, count, t[8] - '0');
+    const lpx_form *fo = v->form;
+    int store = IS(fo, SPACE, GLOBAL) && IS(fo, SPACE2, SHARED_CTA);
+    if (hp_tensor(v, ops, nops) || (fo->info.op == LPX_OP_CPREDBULK && hp_reduce(v))) return -1;
+    if (fo->info.tensor && IS(fo, LOADMODE, IM2COL) && !store) return hp_im2col(v, ops, starts, count, fo->info.rank);
     return 0;
   }
   case LPX_OP_WGMMA: return hp_wgmma(v, ops, starts, count);
@@ -1394,13 +1194,13 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
 /* ======================================= end of Hopper: TMA copies and wgmma */
 
 /* Validate an instruction's operands; untyped numbers get their type here. */
-int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops)
+static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
   uint32_t starts[64];
   int count = top_count(ops, (uint32_t)nops, starts, 64);
   if (count < 0) return lpx_fail(m->ctx, "%s: malformed operand list", form->info.text);
   const char *sig = form->info.op >= 0 ? lpx_isa_rows[form->info.op].sig : "*";
-  vctx v = { m, f, form, 0, 0, 0 };
+  vctx v = { m, f, form, 0, 0, 0, file, line };
   int op = form->info.op;
   v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT;
   if (op >= 0 && check_rules(m, form, count)) return -1;
@@ -1439,4 +1239,17 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
     alt = *alt ? alt + 1 : NULL;
   }
   return lpx_fail(m->ctx, "%s takes %s operand(s), got %d", form->info.text, counts, count);
+}
+
+/* Validate an instruction appended at file:line; a valid tcgen05 one that
+ * is the function's first with a CTA group fixes the function's size. */
+int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
+{
+  if (validate(m, f, form, ops, nops, file, line)) return -1;
+  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && !strncmp(lpx_isa_rows[form->info.op].name, "tcgen05.", 8)) {
+    f->tc_cta_group = form->info.cta_group;
+    f->tc_cta_file = file;
+    f->tc_cta_line = line;
+  }
+  return 0;
 }

@@ -10,52 +10,21 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
 local reg = require "pyptx.reg"
+local isa = require "pyptx.isa"
 
 local M = {}
 
 -- -------------------------------------------------------------- the table
 
--- Every mma.sync shape/type pair the PTX ISA defines up to sm_90, with the
--- fragment register counts (a, b, c/d by accumulator) and the minimum sm.
--- bits: the element width of A/B; acc: the accumulator types allowed.
-local F16ACC = { f32 = true, f16 = true }
-local SHAPES = {
-  ["m8n8k4.f16"] = { m = 8, n = 8, k = 4, sm = 70, a = 2, b = 2, acc = F16ACC, quad = true },
-  ["m16n8k8.f16"] = { m = 16, n = 8, k = 8, sm = 75, acc = F16ACC },
-  ["m16n8k16.f16"] = { m = 16, n = 8, k = 16, sm = 80, acc = F16ACC },
-  ["m16n8k8.bf16"] = { m = 16, n = 8, k = 8, sm = 80, acc = { f32 = true } },
-  ["m16n8k16.bf16"] = { m = 16, n = 8, k = 16, sm = 80, acc = { f32 = true } },
-  ["m16n8k4.tf32"] = { m = 16, n = 8, k = 4, sm = 80, acc = { f32 = true } },
-  ["m16n8k8.tf32"] = { m = 16, n = 8, k = 8, sm = 80, acc = { f32 = true } },
-  ["m8n8k4.f64"] = { m = 8, n = 8, k = 4, sm = 80, acc = { f64 = true } },
-  ["m16n8k4.f64"] = { m = 16, n = 8, k = 4, sm = 90, acc = { f64 = true } },
-  ["m16n8k8.f64"] = { m = 16, n = 8, k = 8, sm = 90, acc = { f64 = true } },
-  ["m16n8k16.f64"] = { m = 16, n = 8, k = 16, sm = 90, acc = { f64 = true } },
-  ["m8n8k16.s8"] = { m = 8, n = 8, k = 16, sm = 75, acc = { s32 = true } },
-  ["m16n8k16.s8"] = { m = 16, n = 8, k = 16, sm = 80, acc = { s32 = true } },
-  ["m16n8k32.s8"] = { m = 16, n = 8, k = 32, sm = 80, acc = { s32 = true } },
-  ["m8n8k32.s4"] = { m = 8, n = 8, k = 32, sm = 75, acc = { s32 = true } },
-  ["m16n8k32.s4"] = { m = 16, n = 8, k = 32, sm = 80, acc = { s32 = true } },
-  ["m16n8k64.s4"] = { m = 16, n = 8, k = 64, sm = 80, acc = { s32 = true } },
-  ["m8n8k128.b1"] = { m = 8, n = 8, k = 128, sm = 75, acc = { s32 = true } },
-  ["m16n8k128.b1"] = { m = 16, n = 8, k = 128, sm = 80, acc = { s32 = true } },
-  ["m16n8k256.b1"] = { m = 16, n = 8, k = 256, sm = 80, acc = { s32 = true } },
-  -- fp8 (any e4m3/e5m2 pair): D and C of one type; PTX ISA 8.4 for
-  -- m16n8k32 into f32, 8.7 for m16n8k16 or f16 accumulators.
-  ["m16n8k32.e4m3"] = { m = 16, n = 8, k = 32, sm = 89, acc = F16ACC, same_acc = true },
-  ["m16n8k16.e4m3"] = { m = 16, n = 8, k = 16, sm = 89, acc = F16ACC, same_acc = true },
-}
--- A/B element types that share a row of SHAPES, and their widths in bits.
-local FAMILY = { f16 = "f16", bf16 = "bf16", tf32 = "tf32", f64 = "f64", s8 = "s8", u8 = "s8",
-                 s4 = "s4", u4 = "s4", b1 = "b1", e4m3 = "e4m3", e5m2 = "e4m3" }
-local BITS = { f16 = 16, bf16 = 16, tf32 = 32, f64 = 64, s8 = 8, u8 = 8, s4 = 4, u4 = 4, b1 = 1, e4m3 = 8, e5m2 = 8 }
+-- Every mma.sync shape/type pair of the C table (src/lpx_isa.def,
+-- LPX_MMA_SHAPES), keyed "m16n8k16.f16": m, n, k, the A/B fragment
+-- registers (a, b), sm, the accumulator types (acc) and quad / same_acc.
+local SHAPES = isa.mma_shapes
+-- A/B element types that share a row of SHAPES.
+local FAMILY = isa.mma_family_of
 M.SHAPES = SHAPES
 
---- A type's name: a type table or a string ("bf16").
-local function tname(t)
-  if type(t) == "table" and t.name then return t.name end
-  return t
-end
+local tname = types.name_of
 
 --- The SHAPES row of (shape, atype), or nil and a message.
 local function lookup(shape, atype)
@@ -81,24 +50,18 @@ function M.counts(shape, atype, ctype, dtype)
   if not row then error(err, 2) end
   local a = tname(atype)
   ctype, dtype = tname(ctype) or M.default_acc(a), tname(dtype or ctype) or M.default_acc(a)
-  local unit = a == "f64" and 64 or 32
-  local per = unit / BITS[a]
-  local na = row.a or row.m * row.k / 32 / per
-  local nb = row.b or row.k * row.n / 32 / per
   local function acc(t)
     if row.quad then return t == "f16" and 4 or 8 end
-    if t == "f16" then return row.m * row.n / 64 end      -- f16x2 pairs per lane
-    return row.m * row.n / 32
+    return t == "f16" and row.acc_regs / 2 or row.acc_regs   -- f16: f16x2 pairs per lane
   end
-  return { a = na, b = nb, c = acc(ctype), d = acc(dtype), m = row.m, n = row.n, k = row.k, sm = row.sm }
+  return { a = row.a, b = row.b, c = acc(ctype), d = acc(dtype), m = row.m, n = row.n, k = row.k, sm = row.sm }
 end
 
---- The accumulator type mma uses by default for an input type.
+--- The accumulator type mma uses by default for an input type (its
+-- family's first in the C table; f32 for a type mma does not take).
 function M.default_acc(a)
-  a = tname(a)
-  if a == "f64" then return "f64" end
-  if BITS[a] and (a:match("^[su]") or a == "b1") then return "s32" end
-  return "f32"
+  local fam = isa.mma_families[FAMILY[tname(a)]]
+  return fam and fam.default_acc or "f32"
 end
 
 -- ---------------------------------------------------------- fragment layouts
@@ -143,7 +106,7 @@ function M.layout(shape, atype, which, acc_type, major)
   if row.quad then return quad_layout(which, acc_type, major) end
   local a = tname(atype)
   local unit = a == "f64" and 64 or 32
-  local per = unit / BITS[a]                 -- A/B elements per register
+  local per = unit / isa.mtypes[a].bits      -- A/B elements per register
   local mb = row.m / 8                       -- 8-row blocks of A and C
   local cnt = M.counts(shape, a, acc_type, acc_type)
   if which == "a" then
@@ -229,30 +192,22 @@ end
 -- defaults to atype), ctype/dtype (default f32, f64 or s32 by input), d, a, b,
 -- c (register lists or reg.arrays; c may be a number 0 only through
 -- explicit zeroed fragments), satfinite (integer), bop ("xor"/"and" for b1),
--- alayout/blayout ("row"/"col", only for m8n8k4 .f16).
+-- alayout/blayout ("row"/"col", only for m8n8k4 .f16). The wrapper only
+-- spells the opcode: the C validator checks the shape, types, layouts,
+-- accumulators and fragment counts (src/lpx_validate.c, check_mma).
 function M.mma(opts)
   if type(opts) ~= "table" then trace.fail("ptx.mma{ shape = ..., atype = ..., d = , a = , b = , c = }: give a table", 2) end
   local a = tname(opts.atype or opts.type)
-  local row, err = lookup(opts.shape, a)
-  if not row then trace.fail("ptx.mma: " .. err, 2) end
   local b = tname(opts.btype) or a
   local ct = tname(opts.ctype) or M.default_acc(a)
   local dt = tname(opts.dtype) or ct
-  if not row.acc[ct] or not row.acc[dt] then
-    trace.fail(("ptx.mma: %s with .%s inputs accumulates in %s, not .%s/.%s"):format(opts.shape, a,
-      (row.acc.f16 and ".f16 or .f32") or (next(row.acc) and "." .. next(row.acc)), dt, ct), 2)
-  end
-  if row.same_acc and ct ~= dt then
-    trace.fail(("ptx.mma: %s with .%s inputs takes dtype = ctype (f32 or f16), got .%s/.%s"):format(opts.shape, a, dt, ct), 2)
-  end
-  local cnt = M.counts(opts.shape, a, ct, dt)
-  local parts = { "mma.sync.aligned", opts.shape, opts.alayout or "row", opts.blayout or "col" }
+  local parts = { "mma.sync.aligned", tostring(opts.shape), opts.alayout or "row", opts.blayout or "col" }
   if opts.satfinite then parts[#parts + 1] = "satfinite" end
-  parts[#parts + 1] = dt .. "." .. a .. "." .. b .. "." .. ct
+  parts[#parts + 1] = dt .. "." .. tostring(a) .. "." .. tostring(b) .. "." .. ct
   if a == "b1" then parts[#parts + 1] = (opts.bop or "xor") .. ".popc" end
   local op = table.concat(parts, ".")
-  return trace.emit(form(op), vec(opts.d, "ptx.mma: d", cnt.d), vec(opts.a, "ptx.mma: a", cnt.a),
-    vec(opts.b, "ptx.mma: b", cnt.b), vec(opts.c, "ptx.mma: c", cnt.c))
+  return trace.emit(form(op), vec(opts.d, "ptx.mma: d"), vec(opts.a, "ptx.mma: a"), vec(opts.b, "ptx.mma: b"),
+    vec(opts.c, "ptx.mma: c"))
 end
 
 -- ------------------------------------------------------- ldmatrix / stmatrix

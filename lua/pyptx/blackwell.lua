@@ -2,9 +2,11 @@
 -- descriptors.
 --
 -- `ptx.tcgen05.<op>{...}` takes a keyword table and appends exactly one
--- instruction; the opcode's modifiers come from the keywords, operand
--- kinds and counts are checked by the C validator (src/lpx_validate.c,
--- tcgen05_check) and arch gates by the table rows (src/lpx_isa.def).
+-- instruction; the opcode's modifiers come from the keywords. The wrappers
+-- only spell: the modifiers, operand kinds and counts and the one
+-- CTA-group size per kernel are checked by the C validator
+-- (src/lpx_validate.c, tcgen05_check) and arch gates by the table rows
+-- (src/lpx_isa.def), for ptx.inst and parsed PTX alike.
 -- `idesc{...}` and `smem_desc{...}` pack descriptors at trace time (pure
 -- Lua, PTX ISA layouts); `smem_desc_reg` builds one from a runtime shared
 -- address (four instructions). The emulator does not execute tcgen05.
@@ -13,6 +15,7 @@ local trace = require "pyptx.trace"
 local reg = require "pyptx.reg"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
+local isa = require "pyptx.isa"
 
 local M = {}
 local tc = {}
@@ -34,19 +37,9 @@ local function args_of(what, a)
   return a
 end
 
---- ".cta_group::N" from a keyword (1 by default). A kernel may not mix
--- cta_group::1 and ::2 (ptxas refuses it), so the first use is recorded.
-local function cta_group(what, a)
-  local g = a.cta_group or 1
-  if g ~= 1 and g ~= 2 then fail(what, "cta_group must be 1 or 2, got " .. tostring(g)) end
-  local t = trace.need("ptx.tcgen05." .. what)
-  if not t.tcgen05_cta_group then
-    t.tcgen05_cta_group, t.tcgen05_cta_where = g, trace.format_where(trace.where(3))
-  elseif t.tcgen05_cta_group ~= g then
-    fail(what, ("cta_group %d here, but %s used cta_group %d; a kernel uses one CTA-group size")
-      :format(g, t.tcgen05_cta_where, t.tcgen05_cta_group))
-  end
-  return ".cta_group::" .. g
+--- ".cta_group::N" from a keyword (1 by default).
+local function cta_group(a)
+  return ".cta_group::" .. tostring(a.cta_group or 1)
 end
 
 --- A required keyword or an error naming it.
@@ -84,27 +77,25 @@ function tc.alloc(a)
   args_of("alloc", a)
   local dst = need("alloc", a, "dst", "a shared slot for the TMEM address")
   local space = is_shared_addr(dst) and ".shared::cta" or ""
-  local op = "tcgen05.alloc" .. cta_group("alloc", a) .. ".sync.aligned" .. space .. ".b32"
+  local op = "tcgen05.alloc" .. cta_group(a) .. ".sync.aligned" .. space .. ".b32"
   return emit(F(op), as_addr(dst), a.ncols or 32)
 end
 
 --- tcgen05.dealloc.cta_group::N.sync.aligned.b32 taddr, ncols
 function tc.dealloc(a)
   args_of("dealloc", a)
-  local op = "tcgen05.dealloc" .. cta_group("dealloc", a) .. ".sync.aligned.b32"
+  local op = "tcgen05.dealloc" .. cta_group(a) .. ".sync.aligned.b32"
   return emit(F(op), need("dealloc", a, "taddr"), a.ncols or 32)
 end
 
 --- tcgen05.relinquish_alloc_permit.cta_group::N.sync.aligned
 function tc.relinquish_alloc_permit(a)
   a = args_of("relinquish_alloc_permit", a or {})
-  return emit(F("tcgen05.relinquish_alloc_permit" .. cta_group("relinquish_alloc_permit", a) .. ".sync.aligned"))
+  return emit(F("tcgen05.relinquish_alloc_permit" .. cta_group(a) .. ".sync.aligned"))
 end
 
 -- ------------------------------------------------------------------ mma
 
-local KINDS = { f16 = true, tf32 = true, f8f6f4 = true, i8 = true }
-local COLLECTORS = { fill = true, use = true, lastuse = true, discard = true }
 
 --- tcgen05.mma[.sp].cta_group::N.kind::K[.collector::a::C]
 --   [d], a, b[, [sp_meta]], idesc[, {disable_output_lane}], enable_d[, scale_d]
@@ -115,13 +106,8 @@ local COLLECTORS = { fill = true, use = true, lastuse = true, discard = true }
 -- (cta_group 1) or 8 (cta_group 2) 32-bit registers; scale_d: 0..15.
 function tc.mma(a)
   args_of("mma", a)
-  local kind = a.kind or "f16"
-  if not KINDS[kind] then fail("mma", "kind must be f16, tf32, f8f6f4 or i8, got " .. tostring(kind)) end
-  local op = "tcgen05.mma" .. (a.sp_meta and ".sp" or "") .. cta_group("mma", a) .. ".kind::" .. kind
-  if a.collector then
-    if not COLLECTORS[a.collector] then fail("mma", "collector must be fill, use, lastuse or discard") end
-    op = op .. ".collector::a::" .. a.collector
-  end
+  local op = "tcgen05.mma" .. (a.sp_meta and ".sp" or "") .. cta_group(a) .. ".kind::" .. tostring(a.kind or "f16")
+  if a.collector then op = op .. ".collector::a::" .. tostring(a.collector) end
   local am = need("mma", a, "a", "a 64-bit SMEM descriptor or a 32-bit TMEM address")
   if is_r32(am) then am = operands.addr(am) end
   local ops = { as_addr(need("mma", a, "d", "the accumulator's TMEM address")), am, need("mma", a, "b") }
@@ -137,13 +123,16 @@ end
 
 -- --------------------------------------------------------------- ld / st
 
-local SHAPE_REGS = { ["16x64b"] = 1, ["16x128b"] = 2, ["16x256b"] = 4, ["32x32b"] = 1, ["16x32bx2"] = 1 }
+-- 32-bit registers per .x1 of each ld/st shape: the C table's (LPX_TC_SHAPES).
+local SHAPE_REGS = isa.tc_shape_regs
 M.SHAPE_REGS = SHAPE_REGS
 
 --- The .xN of a register count for a shape, or an error.
 local function num_of(what, shape, n, given)
   local per = SHAPE_REGS[shape]
-  if not per then fail(what, "shape must be 16x64b, 16x128b, 16x256b, 32x32b or 16x32bx2, got " .. tostring(shape)) end
+  if not per then
+    fail(what, ("shape must be one of %s, got %s"):format(table.concat(isa.modifiers("TCSHAPE"), " "), tostring(shape)))
+  end
   local num = given or n / per
   if num ~= math.floor(num) or num < 1 or num > 128 or bit.band(num, num - 1) ~= 0 then
     fail(what, ("%d registers do not make a .%s.xN (N a power of 2, %d registers per .x1)"):format(n, shape, per))
@@ -193,13 +182,12 @@ end
 function tc.commit(a)
   args_of("commit", a)
   local mbar = need("commit", a, "mbar")
-  local op = "tcgen05.commit" .. cta_group("commit", a) .. ".mbarrier::arrive::one" ..
+  local op = "tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" ..
     (is_shared_addr(mbar) and ".shared::cluster" or "") .. (a.multicast and ".multicast::cluster" or "") .. ".b64"
   if a.multicast then return emit(F(op), as_addr(mbar), a.multicast) end
   return emit(F(op), as_addr(mbar))
 end
 
-local CP_SHAPES = { ["128x256b"] = true, ["4x256b"] = true, ["128x128b"] = true, ["64x128b"] = true, ["32x128b"] = true }
 
 --- tcgen05.cp.cta_group::N.<shape>[.<multicast>][.b8x16.<src_fmt>] [taddr], s_desc:
 -- copy a matrix from shared memory (described by a 64-bit SMEM descriptor)
@@ -208,8 +196,7 @@ local CP_SHAPES = { ["128x256b"] = true, ["4x256b"] = true, ["128x128b"] = true,
 function tc.cp(a)
   args_of("cp", a)
   local shape = a.shape or "128x256b"
-  if not CP_SHAPES[shape] then fail("cp", "shape must be 128x256b, 4x256b, 128x128b, 64x128b or 32x128b") end
-  local op = "tcgen05.cp" .. cta_group("cp", a) .. "." .. shape .. (a.multicast and ("." .. a.multicast) or "") ..
+  local op = "tcgen05.cp" .. cta_group(a) .. "." .. tostring(shape) .. (a.multicast and ("." .. a.multicast) or "") ..
     (a.src_fmt and (".b8x16." .. a.src_fmt) or "")
   return emit(F(op), as_addr(need("cp", a, "taddr")), need("cp", a, "desc", "a 64-bit SMEM descriptor"))
 end
@@ -217,7 +204,7 @@ end
 --- tcgen05.shift.cta_group::N.down [taddr]: shift 32-byte rows down one lane.
 function tc.shift(a)
   args_of("shift", a)
-  return emit(F("tcgen05.shift" .. cta_group("shift", a) .. ".down"), as_addr(need("shift", a, "taddr")))
+  return emit(F("tcgen05.shift" .. cta_group(a) .. ".down"), as_addr(need("shift", a, "taddr")))
 end
 
 -- ---------------------------------------------------------- fence, wait
@@ -255,8 +242,7 @@ local AB_CODES = {
 }
 local D_CODES = { f16 = { f16 = 0, f32 = 1 }, tf32 = { f32 = 1 }, f8f6f4 = { f16 = 0, f32 = 1 }, i8 = { s32 = 2 } }
 
---- A type's name from a type object or a string.
-local function tname(t) return type(t) == "table" and t.name or t end
+local tname = types.name_of
 
 --- Check a field fits in bits; error names the field.
 local function field(name, v, bits)

@@ -13,6 +13,7 @@ local bit = require "bit"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
+local isa = require "pyptx.isa"
 
 local M = {}
 
@@ -168,27 +169,16 @@ function wgmma.commit_group() return emit("wgmma.commit_group.sync.aligned") end
 --- wgmma.wait_group.sync.aligned n.
 function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0) end
 
--- Input families: K per instruction, element bits, the accumulator types
--- allowed, which immediates follow scale-d (scale-a/b, trans-a/b), which
--- types may pair (fp8 with fp8, s8/u8 with s8/u8), integer N steps (8..32,
--- then multiples of 16), and the .b1 operation.
-local FAMILY = {
-  f16 = { k = 16, bits = 16, acc = { f32 = true, f16 = true }, scale = true, trans = true },
-  bf16 = { k = 16, bits = 16, acc = { f32 = true }, scale = true, trans = true },
-  tf32 = { k = 8, bits = 32, acc = { f32 = true }, scale = true },
-  e4m3 = { k = 32, bits = 8, acc = { f32 = true, f16 = true }, scale = true, pair = "fp8" },
-  e5m2 = { k = 32, bits = 8, acc = { f32 = true, f16 = true }, scale = true, pair = "fp8" },
-  s8 = { k = 32, bits = 8, acc = { s32 = true }, int = true, pair = "int", n16 = true },
-  u8 = { k = 32, bits = 8, acc = { s32 = true }, int = true, pair = "int", n16 = true },
-  b1 = { k = 256, bits = 1, acc = { s32 = true }, int = true, n16 = true, op = ".and.popc" },
-}
+-- Input families by A/B type, the C table's (LPX_WGMMA_FAMILIES, read by
+-- pyptx.isa): K per instruction, element bits, the accumulator types
+-- allowed (default_acc first), which immediates follow scale-d (scale-a/b,
+-- trans-a/b), which types may pair (pair: the family of fp8 with fp8, s8/u8
+-- with s8/u8), integer N steps (n16), .satfinite, the .b1 operation (op),
+-- the largest sparsity selector and the PTX version mixed types need.
+local FAMILY = isa.wgmma_families
 M.FAMILY = FAMILY
 
---- A type's name: a type table or a string ("b1").
-local function tname(t)
-  if type(t) == "table" and t.name then return t.name end
-  return t
-end
+local tname = types.name_of
 
 --- The accumulator registers of opts.d as a list of `count`.
 local function acc_list(d, count, shape)
@@ -241,8 +231,8 @@ end
 local function sparse_of(sp, fam, a)
   if sp == nil or sp == false then return nil end
   if type(sp) ~= "table" or sp.meta == nil then fail("wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }") end
-  if fam.op then fail("wgmma.mma_async: b1 inputs have no sparse form") end
-  local sel, most = sp.sel or 0, fam.bits == 8 and 0 or 1
+  if not fam.sparse_sel then fail("wgmma.mma_async: " .. a .. " inputs have no sparse form") end
+  local sel, most = sp.sel or 0, fam.sparse_sel
   if sel ~= 0 and sel ~= most then
     fail(("wgmma.mma_async: the sparsity selector for %s is %s; got %s"):format(a, most == 0 and "0" or "0 or 1", tostring(sel)))
   end
@@ -270,12 +260,12 @@ function wgmma.mma_async(opts)
   local fam, an, bn = family(opts.atype or types.bf16, opts.btype)
   local sp = sparse_of(opts.sparse, fam, an)
   local shape, n = shape_of(opts.shape, sp and 2 * fam.k or fam.k, fam, an)
-  local dt = tname(opts.dtype) or (fam.int and "s32" or "f32")
+  local dt = tname(opts.dtype) or fam.default_acc
   if not fam.acc[dt] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(an, tostring(dt))) end
   if (opts.trans_a or opts.trans_b) and not fam.trans and (opts.trans_a or 0) + (opts.trans_b or 0) ~= 0 then
     fail(("wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, not %s"):format(an))
   end
-  if opts.satfinite and fam.pair ~= "int" then fail(("wgmma.mma_async: satfinite is for s8/u8 inputs only, not %s"):format(an)) end
+  if opts.satfinite and not fam.satfinite then fail(("wgmma.mma_async: satfinite is for s8/u8 inputs only, not %s"):format(an)) end
   local list = acc_list(opts.d, dt == "f16" and n / 4 or n / 2, shape)
   if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
   local a, areg = a_operand(opts.a, 4)
@@ -283,15 +273,15 @@ function wgmma.mma_async(opts)
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
   local op = ("wgmma.mma_async%s.sync.aligned.%s%s.%s.%s.%s%s"):format(sp and ".sp" or "", shape,
-    (fam.pair == "int" and opts.satfinite) and ".satfinite" or "", dt, an, bn, fam.op or "")
+    (fam.satfinite and opts.satfinite) and ".satfinite" or "", dt, an, bn, fam.op or "")
   local args = { list, a, opts.b }
   if sp then args[4], args[5] = sp[1], sp[2] end
   args[#args + 1] = sd
-  if fam.int then
-    local t = trace.need("ptx.wgmma.mma_async")
-    if an ~= bn and t.version < 84 then
-      fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA 8.4; this kernel uses %d.%d (version = \"8.4\")")
-        :format(an, bn, math.floor(t.version / 10), t.version % 10))
+  if not fam.scale then   -- integer and b1 inputs: no immediates after scale-d
+    local t, need = trace.need("ptx.wgmma.mma_async"), fam.mixed_ptx
+    if an ~= bn and t.version < need then
+      fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA %d.%d; this kernel uses %d.%d (version = \"%d.%d\")")
+        :format(an, bn, math.floor(need / 10), need % 10, math.floor(t.version / 10), t.version % 10, math.floor(need / 10), need % 10))
     end
     return emit(op, unpack(args))
   end

@@ -33,6 +33,12 @@ function M.get(name)
   return M.is(t) and t or nil
 end
 
+--- A type's name from a type value or a name ("bf16"); anything else as is.
+function M.name_of(t)
+  if type(t) == "table" and t.name then return t.name end
+  return t
+end
+
 --- Is the type an integer-like type (u, s or b)?
 function M.is_int(t)
   return t.kind == "u" or t.kind == "s" or t.kind == "b"

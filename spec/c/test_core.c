@@ -1,6 +1,9 @@
-/* C unit tests for the core: forms, validation, registers, emission. */
+/* C unit tests for the core: forms, validation, registers, emission, and
+ * the ISA table's named modifier values. */
 #include "lpx_core.h"
 #include "lpx_env.h"
+#include "lpx_internal.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +113,118 @@ static void env_tests(lpx_ctx *ctx)
   unsetenv("LPX_T");
 }
 
+/* The name a modifier spelling must have: upper-cased, each run of other
+ * characters written "_" ("shared::cta" -> SHARED_CTA). */
+static void name_of(const char *spell, char *out, size_t cap)
+{
+  size_t n = 0;
+  for (const char *p = spell; *p && n + 1 < cap; p++) {
+    if (isalnum((unsigned char)*p)) out[n++] = (char)toupper((unsigned char)*p);
+    else if (n && out[n - 1] != '_') out[n++] = '_';
+  }
+  while (n && out[n - 1] == '_') n--;
+  out[n] = '\0';
+}
+
+/* Every modifier row of lpx_isa.def: its name is its spelling's, its value
+ * counts up from 1 in its group, and the group's derived spelling list maps
+ * the value and the spelling to each other; a form records the value. */
+static void modifier_tests(lpx_ctx *ctx)
+{
+  static const struct { int group, value; const char *name, *spell; } rows[] = {
+#define G(id, rows) rows
+#define M(group, name, spell) { LPX_GB_##group, LPX_##group##_##name, #name, spell },
+    LPX_MODGROUPS(G, M)
+    LPX_FAMGROUPS(G, M)
+#undef G
+#undef M
+  };
+  int seen[LPX_GB__COUNT] = { 0 };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char want[64];
+    name_of(rows[i].spell, want, sizeof want);
+    CHECK(strcmp(want, rows[i].name) == 0 || !fprintf(stderr, "  %s is named %s\n", rows[i].spell, rows[i].name));
+    CHECK(rows[i].value == ++seen[rows[i].group]);
+    CHECK(lpx_group_index(rows[i].group, rows[i].spell, strlen(rows[i].spell)) == rows[i].value);
+    const char *back = lpx_modifier_name(rows[i].group, rows[i].value);
+    CHECK(back && strcmp(back, rows[i].spell) == 0);
+  }
+  for (int g = 0; g < LPX_GB__COUNT; g++) CHECK(seen[g] == lpx_modgroup_size(g) && !lpx_modifier_name(g, seen[g] + 1));
+  int setp = lpx_form_intern(ctx, "setp.lo.and.u32"), ld = lpx_form_intern(ctx, "ld.shared::cta.relaxed.gpu.u32");
+  CHECK(setp >= 0 && ctx->forms[setp].modsel[LPX_GB_CMP] == LPX_CMP_LO && ctx->forms[setp].modsel[LPX_GB_BOOL] == LPX_BOOL_AND);
+  CHECK(ld >= 0 && ctx->forms[ld].modsel[LPX_GB_SPACE] == LPX_SPACE_SHARED_CTA && ctx->forms[ld].modsel[LPX_GB_SEM] == LPX_SEM_RELAXED);
+  CHECK(lpx_form_intern(ctx, "setp.lo.f32") >= 0);   /* the type rule is the validator's */
+}
+
+/* The info of an interned form (NULL when it is refused). */
+static const lpx_form_info *form_of(lpx_ctx *ctx, const char *text)
+{
+  int id = lpx_form_intern(ctx, text);
+  return id >= 0 ? lpx_form_get(ctx, id) : NULL;
+}
+
+/* Is a matrix type the one spelled name? */
+static int mt_is(int mt, const char *name) { return lpx_mtype_name(mt) && !strcmp(lpx_mtype_name(mt), name); }
+
+/* The record lpx_form_intern decodes for the matrix, copy and tcgen05
+ * families: shapes, matrix types, layouts, counts, flags; and the words
+ * those families do not take, refused when the form interns. */
+static void family_tests(lpx_ctx *ctx)
+{
+  const lpx_form_info *f = form_of(ctx, "mma.sync.aligned.m16n8k16.row.col.satfinite.s32.u8.s8.s32");
+  CHECK(f && f->shape_m == 16 && f->shape_n == 8 && f->shape_k == 16 && f->nmtypes == 4 && f->satfinite);
+  CHECK(f && mt_is(f->dtype, "s32") && mt_is(f->atype, "u8") && mt_is(f->btype, "s8") && mt_is(f->ctype, "s32"));
+  CHECK(f && f->alayout == LPX_ALAYOUT_ROW && f->blayout == LPX_BLAYOUT_COL && f->type < 0);
+  f = form_of(ctx, "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.e5m2.e4m3");
+  CHECK(f && f->sparse && f->shape_m == 64 && f->shape_n == 128 && f->shape_k == 32 && f->nmtypes == 3);
+  CHECK(f && mt_is(f->dtype, "f32") && mt_is(f->atype, "e5m2") && mt_is(f->btype, "e4m3") && !f->ctype);
+  f = form_of(ctx, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16");
+  CHECK(f && f->num == 4 && f->trans && f->shape_m == 8 && f->shape_n == 8 && !f->shape_k);
+  f = form_of(ctx, "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes.multicast::cluster");
+  CHECK(f && f->tensor && f->rank == 3 && f->im2col == LPX_LOADMODE_IM2COL && f->multicast && !f->prefetch);
+  f = form_of(ctx, "cp.async.bulk.prefetch.tensor.2d.L2.global.tile");
+  CHECK(f && f->tensor && f->prefetch && f->rank == 2 && f->im2col == LPX_LOADMODE_TILE);
+  f = form_of(ctx, "tcgen05.mma.sp.cta_group::2.kind::f8f6f4");
+  CHECK(f && f->cta_group == 2 && f->sparse);
+  f = form_of(ctx, "tcgen05.ld.sync.aligned.16x256b.x8.pack::16b.b32");
+  CHECK(f && f->num == 8 && lpx_tc_shape_regs(ctx->forms[lpx_form_intern(ctx, f->text)].modsel[LPX_GB_TCSHAPE]) == 4);
+  f = form_of(ctx, "ld.relaxed.gpu.global.u32");
+  CHECK(f && f->scope == LPX_SCOPE_GPU && f->sem == LPX_SEM_RELAXED);
+  static const char *const refused[][2] = {
+    { "mma.sync.aligned.m16n8k16.row.col.frob.f32.bf16.bf16.f32", "unknown or repeated modifier .frob for mma.sync" },
+    { "mma.sync.aligned.m16n8k16.m16n8k8.row.col.f32.bf16.bf16.f32", "unknown or repeated modifier .m16n8k8" },
+    { "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32.f32", "too many type modifiers; mma.sync takes 4" },
+    { "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16.frob", "unknown or repeated modifier .frob" },
+    { "ldmatrix.sync.aligned.m8n8.x4.shared.b16.frob", "unknown or repeated modifier .frob" },
+    { "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather5.mbarrier::complete_tx::bytes", ".tile::gather5" },
+    { "tcgen05.ld.sync.aligned.16x64b.x1.frob.b32", "unknown or repeated modifier .frob for tcgen05.ld" },
+    { "tcgen05.mma.cta_group::1", "tcgen05.mma needs one of .kind::f16 .kind::tf32 .kind::f8f6f4 .kind::i8" },
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    CHECK((lpx_form_intern(ctx, refused[i][0]) < 0 && strstr(lpx_ctx_error(ctx), refused[i][1])) ||
+          !fprintf(stderr, "  %s: %s\n", refused[i][0], lpx_ctx_error(ctx)));
+}
+
+/* Every mma.sync shape row is a form the shared rule takes, spelled with
+ * its family's first types; a shape of another family is refused. */
+static void mma_table_tests(lpx_ctx *ctx)
+{
+  char text[160], why[256];
+  int rows = 0;
+  for (const lpx_mma_shape *r; (r = lpx_mma_shape_at(rows)); rows++) {
+    const lpx_mma_family *fam = lpx_mma_family_of(r->family);
+    int acc = 0;
+    while (!(fam->accumulators >> acc & 1)) acc++;
+    const char *a = lpx_mtype_name(r->family), *c = lpx_mtype_name(acc);
+    snprintf(text, sizeof text, "mma.sync.aligned.m%dn%dk%d.row.col.%s.%s.%s.%s", r->m, r->n, r->k, c, a, a, c);
+    const lpx_form_info *f = form_of(ctx, text);
+    CHECK((f && lpx_mma_form_check(f, why, sizeof why) == 0) || !fprintf(stderr, "  %s: %s\n", text, why));
+  }
+  CHECK(rows == 22 && !lpx_mma_shape_at(-1));
+  const lpx_form_info *f = form_of(ctx, "mma.sync.aligned.m16n8k4.row.col.f32.bf16.bf16.f32");
+  CHECK(f && lpx_mma_form_check(f, why, sizeof why) < 0 && strstr(why, "no shape .m16n8k4 for .bf16 inputs"));
+}
+
 int main(void)
 {
   lpx_ctx *ctx = lpx_ctx_new();
@@ -124,6 +239,10 @@ int main(void)
   CHECK(ld4 >= 0 && lpx_form_get(ctx, ld4)->vec == 4);
   int unknown = lpx_form_intern(ctx, "frobnicate.b32");
   CHECK(unknown >= 0 && lpx_form_get(ctx, unknown)->op < 0 && strstr(lpx_ctx_warning(ctx), "frobnicate"));
+
+  modifier_tests(ctx);
+  family_tests(ctx);
+  mma_table_tests(ctx);
 
   lpx_module *m = lpx_module_new(ctx, 80, "sm_80", 64);
   CHECK(m != NULL);

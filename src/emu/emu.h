@@ -280,7 +280,7 @@ emu_fn lpx_emu_pick_warp(const emu_inst *in);
 emu_fn lpx_emu_pick_ctl(const emu_inst *in);
 emu_fn lpx_emu_pick_mma(const emu_inst *in);
 emu_fn lpx_emu_pick_mbar(const emu_inst *in);
-void lpx_emu_decode_bulk(emu_inst *in, const char *text);
+void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
 emu_fn lpx_emu_pick_tmap(const emu_inst *in);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
@@ -289,14 +289,16 @@ int lpx_emu_reduce_type_ok(int op, int type);
 int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);
 uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c);
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in);
-void lpx_emu_decode_wgmma(emu_inst *in, const char *text);
+void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
 int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
 emu_fn lpx_emu_pick_fence(const emu_inst *in);
 int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
-int lpx_emu_space_of_mod(int sel);
-void lpx_emu_decode_mma(emu_inst *in, const char *text);
+int lpx_emu_space(const emu_inst *in);
+int lpx_emu_host_rounding(int rnd);
+int lpx_emu_space2(const emu_inst *in);
+void lpx_emu_decode_mma(emu_inst *in, const lpx_form *fo);
 
 /* half precision and fp8 */
 uint16_t lpx_emu_f32_to_f16(float f, int rnd);

@@ -106,11 +106,11 @@ HANDLER(mul_general)
   int sat = in->mod[LPX_GB_SAT] != 0, cc = in->mod[LPX_GB_CC] != 0;
   const uint64_t *c = mad ? D(3) : NULL;
   uint64_t *carry = EMU_R(w, w->p->cc_slot);
-  int outbits = mode == 3 ? 2 * bits : bits;
+  int outbits = mode == LPX_MULMODE_WIDE ? 2 * bits : bits;
   uint64_t omask = outbits >= 64 ? ~0ull : (1ull << outbits) - 1;
   EMU_EACH(m, {
     unsigned __int128 p = product(a[l], b[l], type);
-    if (mode == 1) p = lpx_types[type].kind == 'S' ? (unsigned __int128)((__int128)p >> bits) : p >> bits;
+    if (mode == LPX_MULMODE_HI) p = lpx_types[type].kind == 'S' ? (unsigned __int128)((__int128)p >> bits) : p >> bits;
     __int128 addend = !mad ? 0 : lpx_types[type].kind == 'S' ? (__int128)sext(c[l], outbits) : (__int128)(c[l] & omask);
     unsigned __int128 r = p + (unsigned __int128)addend;
     if (cc) carry[l] = (uint64_t)(((p & omask) + (unsigned __int128)((uint64_t)addend & omask)) >> outbits) & 1;
@@ -142,7 +142,7 @@ HANDLER(addsub_general)
 HANDLER(mul24)
 {
   ARGS3;
-  int s = in->type == LPX_T_S32, hi = in->mod[LPX_GB_MULMODE] == 1, mad = in->op == LPX_OP_MAD24;
+  int s = in->type == LPX_T_S32, hi = in->mod[LPX_GB_MULMODE] == LPX_MULMODE_HI, mad = in->op == LPX_OP_MAD24;
   const uint64_t *c = mad ? D(3) : NULL;
   EMU_EACH(m, {
     int64_t x = s ? sext(a[l], 24) : (int64_t)(a[l] & 0xffffff), y = s ? sext(b[l], 24) : (int64_t)(b[l] & 0xffffff);
@@ -235,7 +235,7 @@ HANDLER(op_shf)
 {
   ARGS3;
   const uint64_t *c = D(3);
-  int left = in->mod[LPX_GB_SHFDIR] == 1, clamp = in->mod[LPX_GB_SHFMODE] == 1;
+  int left = in->mod[LPX_GB_SHFDIR] == LPX_SHFDIR_L, clamp = in->mod[LPX_GB_SHFMODE] == LPX_SHFMODE_CLAMP;
   EMU_EACH(m, {
     uint64_t v = ((uint64_t)(uint32_t)b[l] << 32) | (uint32_t)a[l];
     uint32_t n = (uint32_t)c[l];
@@ -298,12 +298,14 @@ HANDLER(op_prmt)
     for (int k = 0; k < 4; k++) sel[k] = (s >> (4 * k)) & 0xf;
     if (mode) {
       uint32_t n = s & 3;
-      static const uint8_t tab[6][4][4] = {
-        { {0,1,2,3},{1,2,3,4},{2,3,4,5},{3,4,5,6} }, { {0,7,6,5},{1,0,7,6},{2,1,0,7},{3,2,1,0} },
-        { {0,0,0,0},{1,1,1,1},{2,2,2,2},{3,3,3,3} }, { {0,1,2,3},{1,1,2,3},{2,2,2,3},{3,3,3,3} },
-        { {0,0,0,0},{0,1,1,1},{0,1,2,2},{0,1,2,3} },
-        { {0,1,0,1},{2,3,2,3},{0,1,0,1},{2,3,2,3} } };
-      for (int k = 0; k < 4; k++) sel[k] = tab[mode - 1][n][k];
+      static const uint8_t tab[LPX_PRMT__END][4][4] = {
+        [LPX_PRMT_F4E] = { {0,1,2,3},{1,2,3,4},{2,3,4,5},{3,4,5,6} },
+        [LPX_PRMT_B4E] = { {0,7,6,5},{1,0,7,6},{2,1,0,7},{3,2,1,0} },
+        [LPX_PRMT_RC8] = { {0,0,0,0},{1,1,1,1},{2,2,2,2},{3,3,3,3} },
+        [LPX_PRMT_ECL] = { {0,1,2,3},{1,1,2,3},{2,2,2,3},{3,3,3,3} },
+        [LPX_PRMT_ECR] = { {0,0,0,0},{0,1,1,1},{0,1,2,2},{0,1,2,3} },
+        [LPX_PRMT_RC16] = { {0,1,0,1},{2,3,2,3},{0,1,0,1},{2,3,2,3} } };
+      for (int k = 0; k < 4; k++) sel[k] = tab[mode][n][k];
     }
     for (int k = 0; k < 4; k++) {
       uint32_t byte = (uint32_t)(v >> (8 * (sel[k] & 7))) & 0xff;
@@ -393,37 +395,41 @@ static double as_double(int type, uint64_t v)
   }
 }
 
-/* Evaluate a PTX comparison (1-based index in the CMP group) on a, b. */
-static int compare(int cmp, int type, uint64_t a, uint64_t b)
+/* Evaluate a float comparison (an LPX_CMP_* value) on x, y. */
+static int compare_float(int cmp, double x, double y)
 {
-  if (is_float(type)) {
-    double x = as_double(type, a), y = as_double(type, b);
-    int nan = x != x || y != y;
-    switch (cmp) {
-    case 1: return !nan && x == y; case 2: return !nan && x != y; case 3: return !nan && x < y;
-    case 4: return !nan && x <= y; case 5: return !nan && x > y; case 6: return !nan && x >= y;
-    case 11: return nan || x == y; case 12: return nan || x != y; case 13: return nan || x < y;
-    case 14: return nan || x <= y; case 15: return nan || x > y; case 16: return nan || x >= y;
-    case 17: return !nan; case 18: return nan;
-    default: return 0;
-    }
-  }
-  int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S';
-  uint64_t mk = width_mask(type), ux = a & mk, uy = b & mk;
-  int64_t sx = sext(a, bits), sy = sext(b, bits);
+  int nan = x != x || y != y;
   switch (cmp) {
-  case 1: return ux == uy; case 2: return ux != uy;
-  case 3: return s ? sx < sy : ux < uy; case 4: return s ? sx <= sy : ux <= uy;
-  case 5: return s ? sx > sy : ux > uy; case 6: return s ? sx >= sy : ux >= uy;
-  case 7: return ux < uy; case 8: return ux <= uy; case 9: return ux > uy; case 10: return ux >= uy;
+  case LPX_CMP_EQ: return !nan && x == y; case LPX_CMP_NE: return !nan && x != y; case LPX_CMP_LT: return !nan && x < y;
+  case LPX_CMP_LE: return !nan && x <= y; case LPX_CMP_GT: return !nan && x > y; case LPX_CMP_GE: return !nan && x >= y;
+  case LPX_CMP_EQU: return nan || x == y; case LPX_CMP_NEU: return nan || x != y; case LPX_CMP_LTU: return nan || x < y;
+  case LPX_CMP_LEU: return nan || x <= y; case LPX_CMP_GTU: return nan || x > y; case LPX_CMP_GEU: return nan || x >= y;
+  case LPX_CMP_NUM: return !nan; case LPX_CMP_NAN: return nan;
   default: return 0;
   }
 }
 
-/* Combine with the optional .and/.or/.xor predicate. */
+/* Evaluate a PTX comparison (an LPX_CMP_* value) on a, b. */
+static int compare(int cmp, int type, uint64_t a, uint64_t b)
+{
+  if (is_float(type)) return compare_float(cmp, as_double(type, a), as_double(type, b));
+  int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S';
+  uint64_t mk = width_mask(type), ux = a & mk, uy = b & mk;
+  int64_t sx = sext(a, bits), sy = sext(b, bits);
+  switch (cmp) {
+  case LPX_CMP_EQ: return ux == uy; case LPX_CMP_NE: return ux != uy;
+  case LPX_CMP_LT: return s ? sx < sy : ux < uy; case LPX_CMP_LE: return s ? sx <= sy : ux <= uy;
+  case LPX_CMP_GT: return s ? sx > sy : ux > uy; case LPX_CMP_GE: return s ? sx >= sy : ux >= uy;
+  case LPX_CMP_LO: return ux < uy; case LPX_CMP_LS: return ux <= uy;
+  case LPX_CMP_HI: return ux > uy; case LPX_CMP_HS: return ux >= uy;
+  default: return 0;
+  }
+}
+
+/* Combine with the optional .and/.or/.xor predicate (an LPX_BOOL_* value). */
 static int combine(int boolop, int x, int c)
 {
-  return boolop == 1 ? x && c : boolop == 2 ? x || c : boolop == 3 ? x ^ c : x;
+  return boolop == LPX_BOOL_AND ? x && c : boolop == LPX_BOOL_OR ? x || c : boolop == LPX_BOOL_XOR ? x ^ c : x;
 }
 
 /* setp (any type, .bool, p|q): the general path. */
@@ -452,13 +458,11 @@ SETP_CMPS(DEF_SETP, s32, int32_t)
 SETP_CMPS(DEF_SETP, u32, uint32_t)
 SETP_CMPS(DEF_SETP, s64, int64_t)
 SETP_CMPS(DEF_SETP, u64, uint64_t)
-/* Rows in int_index order from u32: u32, s32, u64, s64. */
-static const emu_fn t_setp[4][6] = {
-  { setp_eq_u32, setp_ne_u32, setp_lt_u32, setp_le_u32, setp_gt_u32, setp_ge_u32 },
-  { setp_eq_s32, setp_ne_s32, setp_lt_s32, setp_le_s32, setp_gt_s32, setp_ge_s32 },
-  { setp_eq_u64, setp_ne_u64, setp_lt_u64, setp_le_u64, setp_gt_u64, setp_ge_u64 },
-  { setp_eq_s64, setp_ne_s64, setp_lt_s64, setp_le_s64, setp_gt_s64, setp_ge_s64 },
-};
+/* Rows in int_index order from u32: u32, s32, u64, s64; columns by LPX_CMP_*. */
+#define SETP_ROW(t) { [LPX_CMP_EQ] = setp_eq_##t, [LPX_CMP_NE] = setp_ne_##t, [LPX_CMP_LT] = setp_lt_##t, \
+  [LPX_CMP_LE] = setp_le_##t, [LPX_CMP_GT] = setp_gt_##t, [LPX_CMP_GE] = setp_ge_##t }
+static const emu_fn t_setp[4][LPX_CMP__END] = { SETP_ROW(u32), SETP_ROW(s32), SETP_ROW(u64), SETP_ROW(s64) };
+#undef SETP_ROW
 
 /* set: d = cmp ? (1.0f or all ones) : 0. */
 HANDLER(op_set)
@@ -509,8 +513,8 @@ HANDLER(pred_mov) { ARGS2; uint64_t n = EMU_OP(w, in, 1)->neg; EMU_EACH(m, d[l] 
 static emu_fn pick_setp(const emu_inst *in, int ix)
 {
   int cmp = in->mod[LPX_GB_CMP];
-  if (in->mod[LPX_GB_BOOL] || ix < 2 || cmp < 1 || cmp > 6) return setp_general;
-  return in->nops == 3 ? t_setp[(ix - 2)][cmp - 1] : setp_general;
+  if (in->mod[LPX_GB_BOOL] || ix < 2 || cmp >= LPX_CMP__END || !t_setp[ix - 2][cmp]) return setp_general;
+  return in->nops == 3 ? t_setp[ix - 2][cmp] : setp_general;
 }
 
 /* Predicate-typed logic and mov. */
@@ -543,8 +547,8 @@ static emu_fn pick_int(const emu_inst *in, int ix)
   case LPX_OP_ADD: return ix < 0 ? NULL : (cc || sat) ? addsub_general : t_add[ix];
   case LPX_OP_SUB: return ix < 0 ? NULL : (cc || sat) ? addsub_general : t_sub[ix];
   case LPX_OP_ADDC: case LPX_OP_SUBC: return addsub_general;
-  case LPX_OP_MUL: return ix < 0 ? NULL : (mm == 1 || mm == 3 || sat) ? mul_general : t_mullo[ix];
-  case LPX_OP_MAD: return ix < 0 ? NULL : (mm == 1 || mm == 3 || sat || cc) ? mul_general : t_madlo[ix];
+  case LPX_OP_MUL: return ix < 0 ? NULL : (mm == LPX_MULMODE_HI || mm == LPX_MULMODE_WIDE || sat) ? mul_general : t_mullo[ix];
+  case LPX_OP_MAD: return ix < 0 ? NULL : (mm == LPX_MULMODE_HI || mm == LPX_MULMODE_WIDE || sat || cc) ? mul_general : t_madlo[ix];
   case LPX_OP_MUL24: case LPX_OP_MAD24: return mul24;
   case LPX_OP_DIV: return ix < 0 ? NULL : t_div[ix];
   case LPX_OP_REM: return ix < 0 ? NULL : t_rem[ix];

@@ -12,16 +12,16 @@
 
 /* ------------------------------------------------------ small floats */
 
-/* Round a non-negative magnitude q (in ulps) to an integer by mode
- * (1 rn, 2 rz, 3 rm, 4 rp, 5 rna); neg: the value's sign (for rm/rp). */
+/* Round a non-negative magnitude q (in ulps) to an integer by a RND mode
+ * (LPX_RND_RN ... LPX_RND_RNA); neg: the value's sign (for rm/rp). */
 static double round_ulps(double q, int mode, int neg)
 {
   double f = floor(q), diff = q - f;
   switch (mode) {
-  case 2: return f;
-  case 3: return neg ? (diff > 0 ? f + 1 : f) : f;
-  case 4: return neg ? f : (diff > 0 ? f + 1 : f);
-  case 5: return diff >= 0.5 ? f + 1 : f;
+  case LPX_RND_RZ: return f;
+  case LPX_RND_RM: return neg ? (diff > 0 ? f + 1 : f) : f;
+  case LPX_RND_RP: return neg ? f : (diff > 0 ? f + 1 : f);
+  case LPX_RND_RNA: return diff >= 0.5 ? f + 1 : f;
   default: return (diff > 0.5 || (diff == 0.5 && fmod(f, 2.0) != 0)) ? f + 1 : f;
   }
 }
@@ -54,13 +54,14 @@ static uint32_t to_small(double f, const small_fmt *F, int mode, int satfinite)
   int biased = ue + p + bias;
   if (n < ldexp(1.0, p)) return sign | (uint32_t)n;            /* subnormal */
   if (biased >= (1 << F->ebits) || (((uint32_t)biased << p) | ((uint32_t)n - (1u << p))) > F->maxf) {
-    int to_inf = !satfinite && (mode == 1 || mode == 5 || (mode == 4 && !neg) || (mode == 3 && neg));
+    int to_inf = !satfinite && (mode == LPX_RND_RN || mode == LPX_RND_RNA || (mode == LPX_RND_RP && !neg) ||
+                                (mode == LPX_RND_RM && neg));
     return sign | (to_inf ? F->inf : F->maxf);
   }
   return sign | ((uint32_t)biased << p) | ((uint32_t)n - (1u << p));
 }
 
-/* f32 -> f16 with a RND mode (1 rn, 2 rz, 3 rm, 4 rp). */
+/* f32 -> f16 with a RND mode (LPX_RND_*). */
 uint16_t lpx_emu_f32_to_f16(float f, int rnd) { return (uint16_t)to_small(f, &FMT_F16, rnd, 0); }
 
 /* f64 -> f16 / bf16 with a RND mode, rounded once. */
@@ -81,7 +82,7 @@ float lpx_emu_fp8_to_f32(uint8_t v, int e5m2)
 
 /* f64 -> e4m3 / e5m2, nearest-even and .satfinite (the only rounding the
  * ISA's fp8 cvts take): beyond the largest finite value clamps to it. */
-uint8_t lpx_emu_f64_to_fp8(double f, int e5m2) { return (uint8_t)to_small(f, e5m2 ? &FMT_E5M2 : &FMT_E4M3, 1, 1); }
+uint8_t lpx_emu_f64_to_fp8(double f, int e5m2) { return (uint8_t)to_small(f, e5m2 ? &FMT_E5M2 : &FMT_E4M3, LPX_RND_RN, 1); }
 
 /* f16 -> f32 (exact). */
 float lpx_emu_f16_to_f32(uint16_t h)
@@ -119,13 +120,13 @@ uint64_t lpx_emu_sat_int(double v, int type)
   return bits >= 64 ? r : r & ((1ull << bits) - 1);
 }
 
-/* Round to an integral value by an IRND modifier (1 rni, 2 rzi, 3 rmi, 4 rpi). */
+/* Round to an integral value by an IRND modifier (LPX_IRND_*). */
 static double round_int(double v, int irnd)
 {
   switch (irnd) {
-  case 2: return trunc(v);
-  case 3: return floor(v);
-  case 4: return ceil(v);
+  case LPX_IRND_RZI: return trunc(v);
+  case LPX_IRND_RMI: return floor(v);
+  case LPX_IRND_RPI: return ceil(v);
   default: return nearbyint(v);
   }
 }
@@ -156,7 +157,7 @@ static uint64_t cvt_int_int(const emu_inst *in, int dt, int st, uint64_t v, int 
   uint64_t u;
   int64_t s = int_in(st, v, &u);
   int sgn = lpx_types[st].kind == 'S';
-  if (in->mod[LPX_GB_SAT] == 1) return int_to_reg(lpx_emu_sat_int(sgn ? (double)s : (double)u, dt), dt, dbits);
+  if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) return int_to_reg(lpx_emu_sat_int(sgn ? (double)s : (double)u, dt), dt, dbits);
   return int_to_reg(sgn ? (uint64_t)s : u, dt, dbits);
 }
 
@@ -166,13 +167,13 @@ static uint64_t cvt_float_int(const emu_inst *in, int dt, int st, uint64_t v, in
   double x = float_in(st, v);
   if (in->mod[LPX_GB_FTZ] && st == LPX_T_F32 && fpclassify((float)x) == FP_SUBNORMAL) x = 0;
   int irnd = in->mod[LPX_GB_IRND];
-  return int_to_reg(lpx_emu_sat_int(round_int(x, irnd ? irnd : 2), dt), dt, dbits);
+  return int_to_reg(lpx_emu_sat_int(round_int(x, irnd ? irnd : LPX_IRND_RZI), dt), dt, dbits);
 }
 
 /* A finished value in a float destination type, rounded by rnd. */
 static uint64_t float_out(const emu_inst *in, int dt, double x, int rnd)
 {
-  int satfinite = in->mod[LPX_GB_SAT] == 2, ftz = in->mod[LPX_GB_FTZ] != 0;
+  int satfinite = in->mod[LPX_GB_SAT] == LPX_SAT_SATFINITE, ftz = in->mod[LPX_GB_FTZ] != 0;
   switch (dt) {
   case LPX_T_F32: {
     float f = (float)x;
@@ -192,7 +193,7 @@ static uint64_t float_out(const emu_inst *in, int dt, double x, int rnd)
 static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
 {
   char sk = lpx_types[st].kind;
-  int rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : 1, irnd = in->mod[LPX_GB_IRND];
+  int rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : LPX_RND_RN, irnd = in->mod[LPX_GB_IRND];
   double x;
   if (sk != 'F') {
     uint64_t u;
@@ -205,7 +206,7 @@ static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
   }
   if (in->mod[LPX_GB_FTZ] && st == LPX_T_F32 && fpclassify((float)x) == FP_SUBNORMAL) x = copysign(0.0, x);
   if (irnd) x = round_int(x, irnd);
-  if (in->mod[LPX_GB_SAT] == 1) x = x > 0 ? (x < 1 ? x : 1) : 0;
+  if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) x = x > 0 ? (x < 1 ? x : 1) : 0;
   if (in->mod[LPX_GB_RELU] && !(x > 0) && x == x) x = 0;
   return float_out(in, dt, x, rnd);
 }
@@ -225,8 +226,7 @@ static int op_cvt(emu_warp *w, const emu_inst *in, uint32_t m)
   uint64_t *d = D(0);
   const uint64_t *a = D(1);
   int dt = in->type, st = in->type2, dbits = EMU_OP(w, in, 0)->bits;
-  static const int modes[] = { FE_TONEAREST, FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD, FE_UPWARD, FE_TONEAREST };
-  int old = fegetround(), mode = modes[in->mod[LPX_GB_RND] <= 5 ? in->mod[LPX_GB_RND] : 0];
+  int old = fegetround(), mode = lpx_emu_host_rounding(in->mod[LPX_GB_RND]);
   if (mode != old) fesetround(mode);
   EMU_EACH(m, d[l] = convert(in, dt, st, a[l], dbits));
   if (mode != old) fesetround(old);
@@ -242,7 +242,7 @@ static int op_cvt_pack(emu_warp *w, const emu_inst *in, uint32_t m)
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = D(2);
   const small_fmt *F = in->type == LPX_T_BF16X2 ? &FMT_BF16 : &FMT_F16;
-  int rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : 1, satf = in->mod[LPX_GB_SAT] == 2, relu = in->mod[LPX_GB_RELU] != 0;
+  int rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : LPX_RND_RN, satf = in->mod[LPX_GB_SAT] == LPX_SAT_SATFINITE, relu = in->mod[LPX_GB_RELU] != 0;
   EMU_EACH(m, {
     double x = relu_of(emu_u2f(a[l]), relu), y = relu_of(emu_u2f(b[l]), relu);
     d[l] = (uint64_t)(to_small(x, F, rnd, satf) << 16 | to_small(y, F, rnd, satf));
@@ -275,7 +275,7 @@ static int op_cvt_from_fp8(emu_warp *w, const emu_inst *in, uint32_t m)
   EMU_EACH(m, {
     uint32_t r = 0;
     for (int i = 0; i < 2; i++)
-      r |= to_small(relu_of(lpx_emu_fp8_to_f32((uint8_t)(a[l] >> (8 * i)), e5), relu), &FMT_F16, 1, 0) << (16 * i);
+      r |= to_small(relu_of(lpx_emu_fp8_to_f32((uint8_t)(a[l] >> (8 * i)), e5), relu), &FMT_F16, LPX_RND_RN, 0) << (16 * i);
     d[l] = r;
   });
   return 0;
@@ -286,8 +286,8 @@ static int op_cvt_from_fp8(emu_warp *w, const emu_inst *in, uint32_t m)
 static emu_fn pick_fp8(const emu_inst *in)
 {
   int to = in->type == LPX_T_E4M3X2 || in->type == LPX_T_E5M2X2, from = in->type2 == LPX_T_E4M3X2 || in->type2 == LPX_T_E5M2X2;
-  if (in->mod[LPX_GB_RND] != 1) return NULL;
-  if (to && in->mod[LPX_GB_SAT] == 2 && ((in->type2 == LPX_T_F32 && in->nops == 3) || (in->type2 == LPX_T_F16X2 && in->nops == 2)))
+  if (in->mod[LPX_GB_RND] != LPX_RND_RN) return NULL;
+  if (to && in->mod[LPX_GB_SAT] == LPX_SAT_SATFINITE && ((in->type2 == LPX_T_F32 && in->nops == 3) || (in->type2 == LPX_T_F16X2 && in->nops == 2)))
     return op_cvt_to_fp8;
   return from && in->type == LPX_T_F16X2 && in->nops == 2 && !in->mod[LPX_GB_SAT] ? op_cvt_from_fp8 : NULL;
 }

@@ -287,7 +287,7 @@ static void collect_srcs(dec *d, emu_inst *in)
   int top = 0;
   for (uint32_t k = 0; k < in->nops; top++) {
     uint32_t n = ops[k].kind == EO_VEC ? 1 + (uint32_t)ops[k].reg : 1;
-    int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == 3;
+    int red = (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER) && in->mod[LPX_GB_BARMODE] == LPX_BARMODE_RED;
     int is_dest = top == 0 && (red || !no_dest(in->op));
     if (is_dest && ops[k].kind == EO_VEC && n - 1 > 8) {   /* too long for dsts: keep the span */
       in->dst_vec = in->o + k + 1;
@@ -315,12 +315,9 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   in->op = (int16_t)fo->info.op; in->type = (int16_t)fo->info.type; in->type2 = (int16_t)fo->info.type2;
   in->vec = (uint8_t)fo->info.vec; in->item = item; in->target = -1;
   memcpy(in->mod, fo->modsel, sizeof in->mod);
-  if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_MMA)
-    lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
-  if (in->op == LPX_OP_STMATRIX)
-    lpx_emu_decode_mma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
-  if (in->op == LPX_OP_CPBULK || in->op == LPX_OP_CPREDBULK) lpx_emu_decode_bulk(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
-  if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, lpx_strtab_get(&d->m->ctx->form_names, it->form));
+  if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_STMATRIX || in->op == LPX_OP_MMA) lpx_emu_decode_mma(in, fo);
+  if (in->op == LPX_OP_CPBULK || in->op == LPX_OP_CPREDBULK) lpx_emu_decode_bulk(in, fo);
+  if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, fo);
   in->o = (uint32_t)d->p->nops;
   in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);
   for (uint32_t k = 0; k < it->nops; k++)

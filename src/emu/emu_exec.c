@@ -220,7 +220,7 @@ static void bar_red_arrive(emu_warp *w, const emu_inst *in, uint32_t m, uint32_t
   emu_cta *c = w->cta;
   const emu_op *po = EMU_OP(w, in, in->nops - 1);
   uint32_t pm = lpx_emu_pred_mask(w, po->reg, po->neg, m);
-  c->bar[id].kind = in->mod[LPX_GB_BARRED] ? 1 : in->mod[LPX_GB_BOOL] == 1 ? 2 : 3;
+  c->bar[id].kind = in->mod[LPX_GB_BARRED] ? 1 : in->mod[LPX_GB_BOOL] == LPX_BOOL_AND ? 2 : 3;
   c->bar[id].popc += (uint32_t)__builtin_popcount(pm);
   c->bar[id].all &= pm == m;
   c->bar[id].any |= pm != 0;
@@ -234,13 +234,13 @@ static int op_bar(emu_warp *w, const emu_inst *in, uint32_t m)
   int32_t pc = w->cur_pc;
   uint32_t cur = w->cur;
   if (!m) { jump(w, pc + 1); return 0; }
-  int lane = __builtin_ctz(m), red = in->mod[LPX_GB_BARMODE] == 3, k0 = red ? 1 : 0;
+  int lane = __builtin_ctz(m), red = in->mod[LPX_GB_BARMODE] == LPX_BARMODE_RED, k0 = red ? 1 : 0;
   int nargs = in->nops - (red ? 2 : 0);
   uint32_t id = nargs > 0 ? (uint32_t)EMU_R(w, EMU_OP(w, in, k0)->reg)[lane] : 0;
   uint32_t count = nargs > 1 ? (uint32_t)EMU_R(w, EMU_OP(w, in, k0 + 1)->reg)[lane] : 0;
   if (lpx_emu_bar_arrive(w, in, m, id, count)) return -1;
   if (red) bar_red_arrive(w, in, m, id);
-  int arrive_only = in->mod[LPX_GB_BARMODE] == 2;
+  int arrive_only = in->mod[LPX_GB_BARMODE] == LPX_BARMODE_ARRIVE;
   w->cur = 0;
   EMU_EACH(cur, w->pc[l] = (m >> l & 1) && !arrive_only ? pc : pc + 1);
   if (!arrive_only) {
@@ -302,7 +302,7 @@ static int cluster_arrive(emu_warp *w, const emu_inst *in, uint32_t m)
  * arrived in completes (every live thread of the cluster has arrived). */
 static int op_cluster_bar(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  if (in->mod[LPX_GB_CLBAR] == 1) return cluster_arrive(w, in, m);
+  if (in->mod[LPX_GB_CLBAR] == LPX_CLBAR_ARRIVE) return cluster_arrive(w, in, m);
   emu_cta *g0 = w->cta->group;
   int32_t pc = w->cur_pc;
   uint32_t cur = w->cur, block = 0, never = 0;

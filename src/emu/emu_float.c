@@ -20,11 +20,15 @@ enum { F_ADD, F_SUB, F_MUL, F_FMA, F_DIV, F_MIN, F_MAX, F_ABS, F_NEG, F_RCP, F_S
 
 /* ------------------------------------------------------------- helpers */
 
-/* The host rounding mode for a RND modifier (1-based: rn rz rm rp). */
-static int host_mode(int rnd)
+/* The host rounding mode for a RND modifier (an LPX_RND_* value; none: nearest). */
+int lpx_emu_host_rounding(int rnd)
 {
-  static const int modes[] = { FE_TONEAREST, FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD, FE_UPWARD, FE_TONEAREST };
-  return modes[rnd >= 0 && rnd <= 5 ? rnd : 0];
+  switch (rnd) {
+  case LPX_RND_RZ: return FE_TOWARDZERO;
+  case LPX_RND_RM: return FE_DOWNWARD;
+  case LPX_RND_RP: return FE_UPWARD;
+  default: return FE_TONEAREST;
+  }
 }
 
 /* Flush an f32 subnormal to a zero of the same sign. */
@@ -53,8 +57,8 @@ static double fop(int op, double x, double y, double z, const emu_inst *in)
   case F_MUL: return x * y;
   case F_FMA: return fma(x, y, z);
   case F_DIV: return x / y;
-  case F_MIN: return fminmax(x, y, 0, in->mod[LPX_GB_NAN] == 1);
-  case F_MAX: return fminmax(x, y, 1, in->mod[LPX_GB_NAN] == 1);
+  case F_MIN: return fminmax(x, y, 0, in->mod[LPX_GB_NAN] == LPX_NAN_NAN);
+  case F_MAX: return fminmax(x, y, 1, in->mod[LPX_GB_NAN] == LPX_NAN_NAN);
   case F_ABS: return fabs(x);
   case F_NEG: return -x;
   case F_RCP: return 1.0 / x;
@@ -90,13 +94,13 @@ static int row_op(int op)
 /* f32 in float arithmetic: every op of the row, with rnd / ftz / sat. */
 HANDLER(f32_general)
 {
-  int op = row_op(in->op), ftz = in->mod[LPX_GB_FTZ] != 0, sat = in->mod[LPX_GB_SAT] == 1;
+  int op = row_op(in->op), ftz = in->mod[LPX_GB_FTZ] != 0, sat = in->mod[LPX_GB_SAT] == LPX_SAT_SAT;
   int relu = in->mod[LPX_GB_RELU] != 0, n = in->nops - 1;
   /* div.approx is a * (1/b) with 1/b flushed: 0 (NaN for an infinite a) when 2^126 < |b| < 2^128 */
-  int approx_div = op == F_DIV && in->mod[LPX_GB_APPROX] == 1;
+  int approx_div = op == F_DIV && in->mod[LPX_GB_APPROX] == LPX_APPROX_APPROX;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
-  int old = fegetround(), mode = host_mode(in->mod[LPX_GB_RND]);
+  int old = fegetround(), mode = lpx_emu_host_rounding(in->mod[LPX_GB_RND]);
   if (mode != old) fesetround(mode);
   EMU_EACH(m, {
     float x = emu_u2f(a[l]), y = emu_u2f(b[l]), z = emu_u2f(c[l]), r;
@@ -126,11 +130,11 @@ HANDLER(f64_general)
   int op = row_op(in->op), n = in->nops - 1;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
-  int old = fegetround(), mode = host_mode(in->mod[LPX_GB_RND]);
+  int old = fegetround(), mode = lpx_emu_host_rounding(in->mod[LPX_GB_RND]);
   if (mode != old) fesetround(mode);
   EMU_EACH(m, {
     double r = fop(op, emu_u2d(a[l]), emu_u2d(b[l]), emu_u2d(c[l]), in);
-    if (in->mod[LPX_GB_SAT] == 1) r = sat01(r);
+    if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) r = sat01(r);
     d[l] = emu_d2u(r);
   });
   if (mode != old) fesetround(old);
@@ -181,10 +185,10 @@ static uint16_t half_out(int bf, double r, int rnd) { return lpx_emu_f64_to_half
 /* f16, f16x2, bf16, bf16x2: each half computed in double, rounded once. */
 HANDLER(half_general)
 {
-  int op = row_op(in->op), n = in->nops - 1, rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : 1;
+  int op = row_op(in->op), n = in->nops - 1, rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : LPX_RND_RN;
   int bf = in->type == LPX_T_BF16 || in->type == LPX_T_BF16X2;
   int lanes2 = in->type == LPX_T_F16X2 || in->type == LPX_T_BF16X2;
-  int sat = in->mod[LPX_GB_SAT] == 1, relu = in->mod[LPX_GB_RELU] != 0;
+  int sat = in->mod[LPX_GB_SAT] == LPX_SAT_SAT, relu = in->mod[LPX_GB_RELU] != 0;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
   EMU_EACH(m, {
@@ -214,12 +218,12 @@ HANDLER(op_testp)
     double x = f64 ? emu_u2d(a[l]) : emu_u2f(a[l]);
     int c = f64 ? fpclassify(x) : fpclassify((float)x), r = 0;
     switch (which) {
-    case 1: r = c != FP_INFINITE && c != FP_NAN; break;
-    case 2: r = c == FP_INFINITE; break;
-    case 3: r = c != FP_NAN; break;
-    case 4: r = c == FP_NAN; break;
-    case 5: r = c == FP_NORMAL; break;
-    case 6: r = c == FP_SUBNORMAL; break;
+    case LPX_TESTP_FINITE: r = c != FP_INFINITE && c != FP_NAN; break;
+    case LPX_TESTP_INFINITE: r = c == FP_INFINITE; break;
+    case LPX_TESTP_NUMBER: r = c != FP_NAN; break;
+    case LPX_TESTP_NOTANUMBER: r = c == FP_NAN; break;
+    case LPX_TESTP_NORMAL: r = c == FP_NORMAL; break;
+    case LPX_TESTP_SUBNORMAL: r = c == FP_SUBNORMAL; break;
     }
     d[l] = (uint64_t)r;
   });
@@ -235,7 +239,7 @@ emu_fn lpx_emu_pick_float(const emu_inst *in)
   if (t == LPX_T_F16 || t == LPX_T_F16X2 || t == LPX_T_BF16 || t == LPX_T_BF16X2) return half_general;
   if (t == LPX_T_F64) return f64_general;
   if (t != LPX_T_F32) return NULL;
-  int plain = in->mod[LPX_GB_RND] <= 1 && !in->mod[LPX_GB_FTZ] && !in->mod[LPX_GB_SAT] && !in->mod[LPX_GB_RELU];
+  int plain = (!in->mod[LPX_GB_RND] || in->mod[LPX_GB_RND] == LPX_RND_RN) && !in->mod[LPX_GB_FTZ] && !in->mod[LPX_GB_SAT] && !in->mod[LPX_GB_RELU];
   if (plain && in->op == LPX_OP_NEG) return neg_f32;
   if (plain && in->op == LPX_OP_ABS) return abs_f32;
   if (plain && in->op == LPX_OP_ADD) return add_f32;

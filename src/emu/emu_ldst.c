@@ -10,18 +10,33 @@
 
 /* ------------------------------------------------------------- helpers */
 
-/* EMU_SP_* of a SPACE modifier (1-based in the group's spelling list). */
-int lpx_emu_space_of_mod(int sel)
+/* EMU_SP_* of an instruction's state space (.SPACE; generic when none). */
+int lpx_emu_space(const emu_inst *in)
 {
-  static const int map[] = { EMU_SP_GENERIC, EMU_SP_GLOBAL, EMU_SP_SHARED, EMU_SP_LOCAL, EMU_SP_PARAM, EMU_SP_CONST,
-                             EMU_SP_GENERIC, EMU_SP_SHARED, EMU_SP_SHARED, EMU_SP_PARAM, EMU_SP_PARAM };
-  return sel >= 0 && sel <= 10 ? map[sel] : EMU_SP_GENERIC;
+  static const uint8_t map[LPX_SPACE__END] = {
+    [LPX_SPACE_GLOBAL] = EMU_SP_GLOBAL, [LPX_SPACE_SHARED] = EMU_SP_SHARED, [LPX_SPACE_LOCAL] = EMU_SP_LOCAL,
+    [LPX_SPACE_PARAM] = EMU_SP_PARAM, [LPX_SPACE_CONST] = EMU_SP_CONST, [LPX_SPACE_GENERIC] = EMU_SP_GENERIC,
+    [LPX_SPACE_SHARED_CTA] = EMU_SP_SHARED, [LPX_SPACE_SHARED_CLUSTER] = EMU_SP_SHARED,
+    [LPX_SPACE_PARAM_ENTRY] = EMU_SP_PARAM, [LPX_SPACE_PARAM_FUNC] = EMU_SP_PARAM,
+  };
+  return in->mod[LPX_GB_SPACE] < LPX_SPACE__END ? map[in->mod[LPX_GB_SPACE]] : EMU_SP_GENERIC;
+}
+
+/* EMU_SP_* of an instruction's second state space (.SPACE2: a copy's source). */
+int lpx_emu_space2(const emu_inst *in)
+{
+  static const uint8_t map[LPX_SPACE2__END] = {
+    [LPX_SPACE2_GLOBAL] = EMU_SP_GLOBAL, [LPX_SPACE2_SHARED] = EMU_SP_SHARED, [LPX_SPACE2_LOCAL] = EMU_SP_LOCAL,
+    [LPX_SPACE2_PARAM] = EMU_SP_PARAM, [LPX_SPACE2_CONST] = EMU_SP_CONST, [LPX_SPACE2_GENERIC] = EMU_SP_GENERIC,
+    [LPX_SPACE2_SHARED_CTA] = EMU_SP_SHARED, [LPX_SPACE2_SHARED_CLUSTER] = EMU_SP_SHARED,
+  };
+  return in->mod[LPX_GB_SPACE2] < LPX_SPACE2__END ? map[in->mod[LPX_GB_SPACE2]] : EMU_SP_GENERIC;
 }
 
 /* The space an access uses: the instruction's, else its symbol's. */
 static int access_space(const emu_inst *in, const emu_op *ao, uint64_t *bias)
 {
-  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  int sp = lpx_emu_space(in);
   *bias = 0;
   if (ao->reg < 0 && ao->space == EMU_SP_FRAME) return EMU_SP_FRAME;   /* ld/st.param of a call's .param */
   if (sp != EMU_SP_GENERIC || ao->reg >= 0 || ao->space == EMU_SP_GENERIC) return sp;
@@ -115,7 +130,7 @@ HANDLER(ld_global_32)
 
 /* ------------------------------------------------------------- atomics */
 
-/* The new value an atomic op stores given the old one (1-based ATOMOP). */
+/* The new value an atomic op (an LPX_ATOMOP_* value) stores given the old one. */
 uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c)
 {
   int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S', f = lpx_types[type].kind == 'F' || lpx_types[type].kind == 'H';
@@ -124,34 +139,34 @@ uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t
   int64_t sb = bits >= 64 ? (int64_t)b : (int64_t)(b << (64 - bits)) >> (64 - bits);
   old &= mk; b &= mk;
   switch (op) {
-  case 1:
+  case LPX_ATOMOP_ADD:
     if (type == LPX_T_F32) return emu_f2u(emu_u2f(old) + emu_u2f(b));
     if (type == LPX_T_F64) return emu_d2u(emu_u2d(old) + emu_u2d(b));
-    if (type == LPX_T_F16) return lpx_emu_f32_to_f16(lpx_emu_f16_to_f32((uint16_t)old) + lpx_emu_f16_to_f32((uint16_t)b), 1);
-    if (type == LPX_T_BF16) return lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32((uint16_t)old) + lpx_emu_bf16_to_f32((uint16_t)b), 1);
+    if (type == LPX_T_F16) return lpx_emu_f32_to_f16(lpx_emu_f16_to_f32((uint16_t)old) + lpx_emu_f16_to_f32((uint16_t)b), LPX_RND_RN);
+    if (type == LPX_T_BF16) return lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32((uint16_t)old) + lpx_emu_bf16_to_f32((uint16_t)b), LPX_RND_RN);
     if (type == LPX_T_F16X2 || type == LPX_T_BF16X2) {
       uint64_t r = 0;
       for (int k = 0; k < 2; k++) {
         uint16_t x = (uint16_t)(old >> 16 * k), y = (uint16_t)(b >> 16 * k);
-        r |= (uint64_t)(type == LPX_T_F16X2 ? lpx_emu_f32_to_f16(lpx_emu_f16_to_f32(x) + lpx_emu_f16_to_f32(y), 1)
-                                            : lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32(x) + lpx_emu_bf16_to_f32(y), 1)) << 16 * k;
+        r |= (uint64_t)(type == LPX_T_F16X2 ? lpx_emu_f32_to_f16(lpx_emu_f16_to_f32(x) + lpx_emu_f16_to_f32(y), LPX_RND_RN)
+                                            : lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32(x) + lpx_emu_bf16_to_f32(y), LPX_RND_RN)) << 16 * k;
       }
       return r;
     }
     return (old + b) & mk;
-  case 2:
+  case LPX_ATOMOP_MIN:
     if (f) return type == LPX_T_F32 ? emu_f2u(fminf(emu_u2f(old), emu_u2f(b))) : emu_d2u(fmin(emu_u2d(old), emu_u2d(b)));
     return s ? (uint64_t)(so < sb ? so : sb) & mk : (old < b ? old : b);
-  case 3:
+  case LPX_ATOMOP_MAX:
     if (f) return type == LPX_T_F32 ? emu_f2u(fmaxf(emu_u2f(old), emu_u2f(b))) : emu_d2u(fmax(emu_u2d(old), emu_u2d(b)));
     return s ? (uint64_t)(so > sb ? so : sb) & mk : (old > b ? old : b);
-  case 4: return old & b;
-  case 5: return old | b;
-  case 6: return old ^ b;
-  case 7: return old >= b ? 0 : old + 1;
-  case 8: return (old == 0 || old > b) ? b : old - 1;
-  case 9: return b;
-  case 10: return old == b ? (c & mk) : old;
+  case LPX_ATOMOP_AND: return old & b;
+  case LPX_ATOMOP_OR: return old | b;
+  case LPX_ATOMOP_XOR: return old ^ b;
+  case LPX_ATOMOP_INC: return old >= b ? 0 : old + 1;
+  case LPX_ATOMOP_DEC: return (old == 0 || old > b) ? b : old - 1;
+  case LPX_ATOMOP_EXCH: return b;
+  case LPX_ATOMOP_CAS: return old == b ? (c & mk) : old;
   default: return old;
   }
 }
@@ -203,7 +218,7 @@ HANDLER(op_cvta)
 {
   uint64_t *d = D(0);
   const uint64_t *a = D(1);
-  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), to = in->mod[LPX_GB_TO] != 0;
+  int sp = lpx_emu_space(in), to = in->mod[LPX_GB_TO] != 0;
   uint64_t win = sp == EMU_SP_SHARED ? EMU_SHARED_WINDOW : sp == EMU_SP_LOCAL ? EMU_LOCAL_WINDOW : 0;
   uint64_t mk = lpx_types[in->type].bits >= 64 ? ~0ull : 0xffffffffull;
   EMU_EACH(m, d[l] = (to ? a[l] - win : a[l] + win) & mk);
@@ -216,7 +231,7 @@ HANDLER(op_cp_async)
 {
   const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
   const uint64_t *sz = D(2), *ssz = in->nops > 3 ? D(3) : sz;
-  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), ssp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE2]);
+  int dsp = lpx_emu_space(in), ssp = lpx_emu_space2(in);
   if (dsp == EMU_SP_GENERIC) dsp = EMU_SP_SHARED;
   if (ssp == EMU_SP_GENERIC) ssp = EMU_SP_GLOBAL;
   EMU_EACH(m, {
@@ -239,7 +254,7 @@ HANDLER(op_mapa)
 {
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *r = D(2);
-  int generic = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]) == EMU_SP_GENERIC;
+  int generic = lpx_emu_space(in) == EMU_SP_GENERIC;
   uint64_t mk = lpx_types[in->type].bits >= 64 ? ~0ull : 0xffffffffull;
   EMU_EACH(m, {
     uint32_t rank = (uint32_t)r[l];
@@ -261,7 +276,7 @@ emu_fn lpx_emu_pick_mem(const emu_inst *in)
   switch (in->op) {
   case LPX_OP_LD: case LPX_OP_LDU:
     if (bits > 64) return NULL;
-    if (in->vec == 1 && bits == 32 && in->type != LPX_T_S32 && in->mod[LPX_GB_SPACE] == 1) return ld_global_32;
+    if (in->vec == 1 && bits == 32 && in->type != LPX_T_S32 && in->mod[LPX_GB_SPACE] == LPX_SPACE_GLOBAL) return ld_global_32;
     return op_ld;
   case LPX_OP_ST: return bits > 64 ? NULL : op_st;
   case LPX_OP_ATOM: case LPX_OP_RED: return in->vec > 1 || bits > 64 ? NULL : op_atom;

@@ -61,7 +61,7 @@ static emu_cta *owner(emu_warp *w, const uint8_t *p)
 static uint8_t *mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
 {
   const emu_op *ao = EMU_OP(w, in, k);
-  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  int sp = lpx_emu_space(in);
   if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
   else if (sp == EMU_SP_GENERIC && in->mod[LPX_GB_SHARED]) sp = EMU_SP_SHARED;
   uint64_t addr = (ao->reg >= 0 ? EMU_R(w, ao->reg)[lane] : 0) + (uint64_t)ao->off;
@@ -76,8 +76,6 @@ static int addr_index(const emu_warp *w, const emu_inst *in)
 }
 
 /* ------------------------------------------------------------------ ops */
-
-enum { MB_INIT = 1, MB_INVAL, MB_ARRIVE, MB_DROP, MB_EXPECT, MB_COMPLETE, MB_TEST, MB_TRY, MB_PENDING };
 
 /* The phase parity a test_wait/try_wait waits for (.parity operand or state token). */
 static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
@@ -95,15 +93,15 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
   mbar b = unpack(word);
   emu_cta *c = owner(w, p);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
-  if (kind == MB_INIT) {
+  if (kind == LPX_MBAR_INIT) {
     if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
     b = (mbar){ arg, arg, 0, 0 };
-  } else if (kind == MB_INVAL) {
+  } else if (kind == LPX_MBAR_INVAL) {
     b = (mbar){ 0, 0, 0, 0 };
-  } else if (kind == MB_EXPECT || kind == MB_COMPLETE) {
-    b.tx += kind == MB_EXPECT ? arg : -arg;
+  } else if (kind == LPX_MBAR_EXPECT_TX || kind == LPX_MBAR_COMPLETE_TX) {
+    b.tx += kind == LPX_MBAR_EXPECT_TX ? arg : -arg;
     settle(c, &b);
-  } else if (kind == MB_ARRIVE || kind == MB_DROP) {
+  } else if (kind == LPX_MBAR_ARRIVE || kind == LPX_MBAR_ARRIVE_DROP) {
     int64_t count = in->mod[LPX_GB_EXPECT] ? 1 : arg;
     if (in->mod[LPX_GB_EXPECT]) b.tx += arg;
     if (!b.expected) return lpx_emu_fail(w, in, lane, "arrive on an mbarrier that is not initialised (mbarrier.init)");
@@ -111,9 +109,9 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
       return lpx_emu_fail(w, in, lane, "%lld arrival(s) on an mbarrier with only %lld pending in this phase", (long long)count, (long long)b.pending);
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
-    if (kind == MB_DROP) b.expected -= count;
+    if (kind == LPX_MBAR_ARRIVE_DROP) b.expected -= count;
     settle(c, &b);
-  } else if (kind == MB_TEST || kind == MB_TRY) {
+  } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
     int want = wait_parity(w, in, k, lane);
     *out = b.phase != want;                   /* the phase with that parity has completed */
   }
@@ -153,7 +151,7 @@ static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t 
 HANDLER(op_mbarrier)
 {
   int kind = in->mod[LPX_GB_MBAR];
-  if (kind == MB_PENDING) {                   /* pending_count d, state: no memory */
+  if (kind == LPX_MBAR_PENDING_COUNT) {                   /* pending_count d, state: no memory */
     uint64_t *d = D(0);
     const uint64_t *s = D(1);
     EMU_EACH(m, d[l] = s[l] & F21);
@@ -167,7 +165,7 @@ HANDLER(op_mbarrier)
     uint64_t out = 0;
     if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
     if (d) d[l] = out;
-    if ((kind == MB_TEST || kind == MB_TRY) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
+    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
   });
   return 0;
 }
@@ -210,7 +208,7 @@ int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r,
 HANDLER(op_cp_bulk)
 {
   const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
-  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), ssp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE2]);
+  int dsp = lpx_emu_space(in), ssp = lpx_emu_space2(in);
   const uint64_t *sz = D(2);
   int with_mbar = in->nops > 3 && EMU_OP(w, in, 3)->kind == EO_ADDR;
   EMU_EACH(m, {
@@ -258,26 +256,27 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
   return fn ? fn : lpx_emu_pick_tma(in);
 }
 
-/* How a form's text classifies it: the first rule whose substrings (the
- * second may be NULL) both occur gives the EMU_BULK_* kind. */
-static const struct bulk_rule { const char *a, *b; uint8_t kind; } bulk_rules[] = {
-  { ".im2col::w", NULL, EMU_BULK_OTHER }, { ".tile::", NULL, EMU_BULK_OTHER }, { ".cta_group", NULL, EMU_BULK_OTHER },
-  { "cp.reduce.async.bulk.tensor", NULL, EMU_BULK_TREDUCE }, { "cp.reduce.async.bulk", NULL, EMU_BULK_REDUCE },
-  { ".prefetch.tensor", NULL, EMU_BULK_TPREFETCH }, { ".prefetch", NULL, EMU_BULK_PREFETCH },
-  { "commit_group", NULL, EMU_BULK_NOP }, { "wait_group", NULL, EMU_BULK_NOP },
-  { ".tensor", ".global.shared::cta", EMU_BULK_TSTORE }, { ".tensor", NULL, EMU_BULK_TLOAD },
-  { ".multicast", NULL, EMU_BULK_OTHER }, { "cp.", NULL, EMU_BULK_COPY },
-};
-
-/* Classify a bulk form from its text: ext[0] its EMU_BULK_* kind, ext[1]
- * multicast, ext[2] im2col (loads, prefetches) or im2col_no_offs. */
-void lpx_emu_decode_bulk(emu_inst *in, const char *text)
+/* The EMU_BULK_* kind of a bulk form from its record: the forms the
+ * emulator runs (copies, tensor loads/stores/prefetches/reductions,
+ * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
+static int bulk_kind(const lpx_form *fo)
 {
-  in->ext[1] = strstr(text, ".multicast::cluster") != NULL;
-  in->ext[2] = strstr(text, ".im2col") != NULL;
-  in->ext[0] = EMU_BULK_OTHER;
-  for (size_t i = 0; i < sizeof bulk_rules / sizeof bulk_rules[0]; i++) {
-    const struct bulk_rule *r = &bulk_rules[i];
-    if (strstr(text, r->a) && (!r->b || strstr(text, r->b))) { in->ext[0] = r->kind; return; }
-  }
+  const lpx_form_info *fi = &fo->info;
+  int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
+  if ((mode && mode != LPX_LOADMODE_TILE && mode != LPX_LOADMODE_IM2COL && mode != LPX_LOADMODE_IM2COL_NO_OFFS) ||
+      fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
+  if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
+  if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
+  if (fi->tensor) return store ? EMU_BULK_TSTORE : EMU_BULK_TLOAD;
+  return fi->multicast ? EMU_BULK_OTHER : EMU_BULK_COPY;
+}
+
+/* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
+ * ext[2] im2col (loads, prefetches) or im2col_no_offs. */
+void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
+{
+  in->ext[1] = (uint8_t)fo->info.multicast;
+  in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
+  in->ext[0] = (uint8_t)bulk_kind(fo);
 }

@@ -16,77 +16,30 @@
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
 enum { X_NUM, X_TRANS, X_SHAPE, X_DT, X_AT, X_BT, X_CT, X_FLAGS };  /* in->ext slots */
-enum { F_SAT = 1, F_AND = 2, F_ACOL = 4, F_BROW = 8, F_LAYOUTS = 16 };  /* X_FLAGS bits */
-/* Input types the type table does not hold, as codes past its end. */
-enum { T_S4 = 250, T_U4, T_B1 };
-
-/* The mma shapes the emulator runs: X_SHAPE is 1 + the index here. */
-static const struct { const char *name; uint16_t m, k; } shapes[] = {
-  { "m16n8k16", 16, 16 }, { "m16n8k8", 16, 8 }, { "m16n8k4", 16, 4 }, { "m16n8k32", 16, 32 },
-  { "m8n8k16", 8, 16 }, { "m8n8k4", 8, 4 }, { "m16n8k64", 16, 64 }, { "m16n8k128", 16, 128 },
-  { "m16n8k256", 16, 256 }, { "m8n8k32", 8, 32 }, { "m8n8k128", 8, 128 },
-};
-#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+enum { F_SAT = 1, F_AND = 2, F_ACOL = 4, F_BROW = 8 };  /* X_FLAGS bits */
 
 /* --------------------------------------------------------------- decoding */
 
-/* Does the dotted opcode text contain the modifier word? */
-static int has_mod(const char *text, const char *word)
+/* Record what an ldmatrix / mma form needs at run time in in->ext, from
+ * its record: X_SHAPE is 1 + the LPX_MMA_SHAPES row of a form the table
+ * lists (0: not run), the types are matrix types (LPX_MT_*). */
+void lpx_emu_decode_mma(emu_inst *in, const lpx_form *fo)
 {
-  size_t n = strlen(word);
-  for (const char *p = text; (p = strstr(p, word)); p += n)
-    if (p > text && p[-1] == '.' && (p[n] == '.' || p[n] == '\0')) return 1;
-  return 0;
-}
-
-/* The four type modifiers of an mma form in order (d, a, b, c). */
-static int mma_types(const char *text, uint8_t *out)
-{
-  int n = 0;
-  for (const char *p = strchr(text, '.'); p && n < 4; p = strchr(p + 1, '.')) {
-    char tok[16];
-    size_t len = strcspn(p + 1, ".");
-    if (len >= sizeof tok) continue;
-    memcpy(tok, p + 1, len);
-    tok[len] = '\0';
-    int t = !strcmp(tok, "s4") ? T_S4 : !strcmp(tok, "u4") ? T_U4 : !strcmp(tok, "b1") ? T_B1 : lpx_type_lookup(tok);
-    if (t >= 0) out[n++] = (uint8_t)t;
-  }
-  return n;
-}
-
-/* Layout flags of an mma form: F_ACOL / F_BROW for its first and second
- * .row/.col, F_LAYOUTS when it spells exactly two. */
-static int layouts(const char *text)
-{
-  int n = 0, f = 0;
-  for (const char *p = strchr(text, '.'); p; p = strchr(p + 1, '.')) {
-    int row = !strncmp(p, ".row", 4) && (p[4] == '.' || !p[4]), col = !strncmp(p, ".col", 4) && (p[4] == '.' || !p[4]);
-    if (!row && !col) continue;
-    if (n == 0 && col) f |= F_ACOL;
-    if (n == 1 && row) f |= F_BROW;
-    n++;
-  }
-  return n == 2 ? f | F_LAYOUTS : 0;
-}
-
-/* Record what an ldmatrix / mma form needs at run time in in->ext. */
-void lpx_emu_decode_mma(emu_inst *in, const char *text)
-{
+  const lpx_form_info *fi = &fo->info;
   if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_STMATRIX) {
-    in->ext[X_NUM] = has_mod(text, "x4") ? 4 : has_mod(text, "x2") ? 2 : has_mod(text, "x1") ? 1 : 0;
-    in->ext[X_TRANS] = (uint8_t)has_mod(text, "trans");
-    in->ext[X_SHAPE] = (uint8_t)has_mod(text, "m8n8");
+    in->ext[X_NUM] = (uint8_t)(fi->num == 1 || fi->num == 2 || fi->num == 4 ? fi->num : 0);
+    in->ext[X_TRANS] = (uint8_t)fi->trans;
+    in->ext[X_SHAPE] = fi->shape_m == 8 && fi->shape_n == 8 && !fi->shape_k;
     return;
   }
-  uint8_t t[4] = { 0, 0, 0, 0 };
-  int lay = layouts(text);
-  int ok = mma_types(text, t) == 4 && lay;
   in->ext[X_SHAPE] = 0;
-  for (int i = 0; ok && i < NSHAPES; i++)
-    if (has_mod(text, shapes[i].name)) in->ext[X_SHAPE] = (uint8_t)(i + 1);
-  memcpy(&in->ext[X_DT], t, 4);
-  in->ext[X_FLAGS] = (uint8_t)((has_mod(text, "satfinite") ? F_SAT : 0) | (has_mod(text, "and") ? F_AND : 0) | lay);
+  if (lpx_mma_form_check(fi, NULL, 0)) return;
+  const lpx_mma_shape *r = lpx_mma_shape_find(fi->shape_m, fi->shape_n, fi->shape_k, lpx_mma_family_of(fi->atype)->family);
+  for (int i = 0; lpx_mma_shape_at(i); i++) if (lpx_mma_shape_at(i) == r) in->ext[X_SHAPE] = (uint8_t)(i + 1);
+  in->ext[X_DT] = (uint8_t)fi->dtype; in->ext[X_AT] = (uint8_t)fi->atype;
+  in->ext[X_BT] = (uint8_t)fi->btype; in->ext[X_CT] = (uint8_t)fi->ctype;
+  in->ext[X_FLAGS] = (uint8_t)((fi->satfinite ? F_SAT : 0) | (fo->modsel[LPX_GB_BOOL] == LPX_BOOL_AND ? F_AND : 0) |
+                               (fi->alayout == LPX_ALAYOUT_COL ? F_ACOL : 0) | (fi->blayout == LPX_BLAYOUT_ROW ? F_BROW : 0));
 }
 
 /* --------------------------------------------------------------- ldmatrix */
@@ -174,74 +127,66 @@ HANDLER(op_movmatrix)
 /* The geometry of one mma form: shape, elements per register, counts. */
 typedef struct mma_geo { int m, k, per, na, nb, nc, nd; } mma_geo;
 
-/* Is t one of the fp8 input types (e4m3, e5m2)? */
-static int is_fp8(int t) { return t == LPX_T_E4M3 || t == LPX_T_E5M2; }
+/* The table row of in's form. */
+static const lpx_mma_shape *shape_of(const emu_inst *in) { return lpx_mma_shape_at(in->ext[X_SHAPE] - 1); }
 
-/* Bits of an A/B element type. */
-static int in_bits(int t)
-{
-  if (t == T_S4 || t == T_U4) return 4;
-  if (t == T_B1) return 1;
-  if (is_fp8(t)) return 8;
-  return t == LPX_T_S8 || t == LPX_T_U8 ? 8 : t == LPX_T_TF32 ? 32 : t == LPX_T_F64 ? 64 : 16;
-}
+/* Accumulator registers per lane of a row for accumulator type t (f16: pairs). */
+static int acc_regs(const lpx_mma_shape *r, int t) { return t == LPX_MT_F16 ? r->acc_regs / 2 : r->acc_regs; }
 
-/* Accumulator registers per lane for an m x 8 tile of type t. */
-static int acc_regs(int m, int t) { return t == LPX_T_F16 ? m / 8 : m / 4; }
-
-/* Fill the geometry of in's form. */
+/* Fill the geometry of in's form from its table row. */
 static mma_geo geometry(const emu_inst *in)
 {
   mma_geo g;
+  const lpx_mma_shape *r = shape_of(in);
   int at = in->ext[X_AT];
-  g.m = shapes[in->ext[X_SHAPE] - 1].m;
-  g.k = shapes[in->ext[X_SHAPE] - 1].k;
-  g.per = (at == LPX_T_F64 ? 64 : 32) / in_bits(at);
-  g.na = g.m * g.k / 32 / g.per;
-  g.nb = g.k * 8 / 32 / g.per;
-  g.nc = acc_regs(g.m, in->ext[X_CT]);
-  g.nd = acc_regs(g.m, in->ext[X_DT]);
+  g.m = r->m;
+  g.k = r->k;
+  g.per = (at == LPX_MT_F64 ? 64 : 32) / lpx_mtype_bits(at);
+  g.na = r->a_regs;
+  g.nb = r->b_regs;
+  g.nc = acc_regs(r, in->ext[X_CT]);
+  g.nd = acc_regs(r, in->ext[X_DT]);
   return g;
 }
 
-/* Element e of an A/B register of type t as a double. */
+/* Element e of an A/B register of matrix type t as a double. */
 static double elem(int t, uint64_t v, int e)
 {
   double f;
   switch (t) {
-  case LPX_T_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
-  case LPX_T_BF16: return lpx_emu_bf16_to_f32((uint16_t)(v >> (16 * e)));
-  case LPX_T_TF32: return emu_u2f((uint32_t)v & 0xffffe000u);    /* tf32: the top 19 bits */
-  case LPX_T_S8: return (int8_t)(uint8_t)(v >> (8 * e));
-  case LPX_T_U8: return (uint8_t)(v >> (8 * e));
-  case T_S4: return (double)((int)((v >> (4 * e)) & 15) ^ 8) - 8;
-  case T_U4: return (double)((v >> (4 * e)) & 15);
-  case T_B1: return (double)((v >> e) & 1);
-  case LPX_T_E4M3: case LPX_T_E5M2: return lpx_emu_fp8_to_f32((uint8_t)(v >> (8 * e)), t == LPX_T_E5M2);
+  case LPX_MT_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_MT_BF16: return lpx_emu_bf16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_MT_TF32: return emu_u2f((uint32_t)v & 0xffffe000u);    /* tf32: the top 19 bits */
+  case LPX_MT_S8: return (int8_t)(uint8_t)(v >> (8 * e));
+  case LPX_MT_U8: return (uint8_t)(v >> (8 * e));
+  case LPX_MT_S4: return (double)((int)((v >> (4 * e)) & 15) ^ 8) - 8;
+  case LPX_MT_U4: return (double)((v >> (4 * e)) & 15);
+  case LPX_MT_B1: return (double)((v >> e) & 1);
+  case LPX_MT_E4M3: case LPX_MT_E5M2: return lpx_emu_fp8_to_f32((uint8_t)(v >> (8 * e)), t == LPX_MT_E5M2);
   default: memcpy(&f, &v, 8); return f;
   }
 }
 
-/* Element e of a C register of type t as a double. */
+/* Element e of a C register of matrix type t as a double. */
 static double acc_elem(int t, uint64_t v, int e)
 {
   double f;
   switch (t) {
-  case LPX_T_F32: return emu_u2f(v);
-  case LPX_T_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
-  case LPX_T_S32: return (int32_t)(uint32_t)v;
+  case LPX_MT_F32: return emu_u2f(v);
+  case LPX_MT_F16: return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * e)));
+  case LPX_MT_S32: return (int32_t)(uint32_t)v;
   default: memcpy(&f, &v, 8); return f;
   }
 }
 
-/* The bits of an accumulator value x of type t (f16: element e's field). */
+/* The bits of an accumulator value x of matrix type t (f16: element e's field). */
 static uint64_t acc_bits(int t, double x, int sat, int e)
 {
   uint64_t u;
   switch (t) {
-  case LPX_T_F32: return emu_f2u((float)x);
-  case LPX_T_F16: return (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << (16 * e);
-  case LPX_T_S32:
+  case LPX_MT_F32: return emu_f2u((float)x);
+  case LPX_MT_F16: return (uint64_t)lpx_emu_f64_to_half(x, 0, LPX_RND_RN) << (16 * e);
+  case LPX_MT_S32:
     if (sat) return (uint32_t)(int32_t)(x > 2147483647.0 ? 2147483647.0 : x < -2147483648.0 ? -2147483648.0 : x);
     return (uint32_t)(int64_t)x;
   default: memcpy(&u, &x, 8); return u;
@@ -270,7 +215,7 @@ static void gather(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[1
       for (int e = 0; e < p; e++) B[t * p + e + 4 * p * r][g] = elem(bt, frag(w, in, b0, r, l), e);
     for (int r = 0; r < G->nc; r++) {
       uint64_t v = frag(w, in, c0, r, l);
-      if (ct == LPX_T_F16) for (int e = 0; e < 2; e++) C[g + 8 * r][2 * t + e] = acc_elem(ct, v, e);
+      if (ct == LPX_MT_F16) for (int e = 0; e < 2; e++) C[g + 8 * r][2 * t + e] = acc_elem(ct, v, e);
       else C[g + 8 * (r >> 1)][2 * t + (r & 1)] = acc_elem(ct, v, 0);
     }
   }
@@ -284,7 +229,7 @@ static void scatter(emu_warp *w, const emu_inst *in, const mma_geo *G, double Dm
     int g = l >> 2, t = l & 3;
     for (int r = 0; r < G->nd; r++) {
       uint64_t *d = EMU_R(w, EMU_OP(w, in, 1 + r)->reg);
-      if (dt == LPX_T_F16) d[l] = acc_bits(dt, Dm[g + 8 * r][2 * t], 0, 0) | acc_bits(dt, Dm[g + 8 * r][2 * t + 1], 0, 1);
+      if (dt == LPX_MT_F16) d[l] = acc_bits(dt, Dm[g + 8 * r][2 * t], 0, 0) | acc_bits(dt, Dm[g + 8 * r][2 * t + 1], 0, 1);
       else d[l] = acc_bits(dt, Dm[g + 8 * (r >> 1)][2 * t + (r & 1)], sat, 0);
     }
   }
@@ -298,7 +243,7 @@ HANDLER(op_mma)
   mma_geo G = geometry(in);
   double A[16][256], B[256][8];        /* every element in range is written by gather */
   double C[16][8] = { { 0 } }, Dm[16][8];
-  int b1 = in->ext[X_AT] == T_B1, and_op = in->ext[X_FLAGS] & F_AND;
+  int b1 = in->ext[X_AT] == LPX_MT_B1, and_op = in->ext[X_FLAGS] & F_AND;
   gather(w, in, &G, A, B, C);
   for (int i = 0; i < G.m; i++)
     for (int j = 0; j < 8; j++) {
@@ -327,20 +272,20 @@ static void quad_cd(int t, int v, int f32, int *row, int *col)
 /* One quad pair's m8n8k4 .f16 product (q: 0..3). */
 static void quad_pair(emu_warp *w, const emu_inst *in, int q)
 {
-  int fl = in->ext[X_FLAGS], cf = in->ext[X_CT] == LPX_T_F32, df = in->ext[X_DT] == LPX_T_F32;
+  int fl = in->ext[X_FLAGS], cf = in->ext[X_CT] == LPX_MT_F32, df = in->ext[X_DT] == LPX_MT_F32;
   int nd = df ? 8 : 4, a0 = 1 + nd + 1, b0 = a0 + 3, c0 = b0 + 3;
   double A[8][4], B[4][8], C[8][8];
   for (int t = 0; t < 8; t++) {
     int l = 4 * q + (t & 3) + 16 * (t >> 2);
     for (int v = 0; v < 4; v++) {
-      double a = elem(LPX_T_F16, frag(w, in, a0, v / 2, l), v % 2), b = elem(LPX_T_F16, frag(w, in, b0, v / 2, l), v % 2);
+      double a = elem(LPX_MT_F16, frag(w, in, a0, v / 2, l), v % 2), b = elem(LPX_MT_F16, frag(w, in, b0, v / 2, l), v % 2);
       if (fl & F_ACOL) A[4 * (t >> 2) + v][t & 3] = a; else A[t][v] = a;
       if (fl & F_BROW) B[t & 3][4 * (t >> 2) + v] = b; else B[v][t] = b;
     }
     for (int v = 0; v < 8; v++) {
       int row, col;
       quad_cd(t, v, cf, &row, &col);
-      C[row][col] = cf ? acc_elem(LPX_T_F32, frag(w, in, c0, v, l), 0) : acc_elem(LPX_T_F16, frag(w, in, c0, v / 2, l), v % 2);
+      C[row][col] = cf ? acc_elem(LPX_MT_F32, frag(w, in, c0, v, l), 0) : acc_elem(LPX_MT_F16, frag(w, in, c0, v / 2, l), v % 2);
     }
   }
   for (int t = 0; t < 8; t++) {
@@ -351,8 +296,8 @@ static void quad_pair(emu_warp *w, const emu_inst *in, int q)
       quad_cd(t, v, df, &row, &col);
       double s = C[row][col];
       for (int k = 0; k < 4; k++) s += A[row][k] * B[k][col];
-      if (df) EMU_R(w, EMU_OP(w, in, 1 + v)->reg)[l] = acc_bits(LPX_T_F32, s, 0, 0);
-      else EMU_R(w, EMU_OP(w, in, 1 + v / 2)->reg)[l] |= acc_bits(LPX_T_F16, s, 0, v % 2);
+      if (df) EMU_R(w, EMU_OP(w, in, 1 + v)->reg)[l] = acc_bits(LPX_MT_F32, s, 0, 0);
+      else EMU_R(w, EMU_OP(w, in, 1 + v / 2)->reg)[l] |= acc_bits(LPX_MT_F16, s, 0, v % 2);
     }
   }
 }
@@ -366,44 +311,13 @@ HANDLER(op_mma_quad)
   return 0;
 }
 
-/* Is (shape, input type) a pair the emulator runs? */
-static int shape_ok(int shape, int at)
-{
-  int m = shapes[shape - 1].m, k = shapes[shape - 1].k;
-  switch (at) {
-  case LPX_T_F16: case LPX_T_BF16: return m == 16 && (k == 16 || k == 8);
-  case LPX_T_TF32: return m == 16 && (k == 8 || k == 4);
-  case LPX_T_S8: case LPX_T_U8: return (m == 16 && (k == 32 || k == 16)) || (m == 8 && k == 16);
-  case T_S4: case T_U4: return (m == 16 && (k == 64 || k == 32)) || (m == 8 && k == 32);
-  case T_B1: return (m == 16 && (k == 256 || k == 128)) || (m == 8 && k == 128);
-  case LPX_T_E4M3: case LPX_T_E5M2: return m == 16 && (k == 32 || k == 16);
-  case LPX_T_F64: return (m == 8 && k == 4) || (m == 16 && k <= 16 && k != 32);
-  default: return 0;
-  }
-}
-
-/* Are (d, c) accumulator types valid for input type at? */
-static int accs_ok(int at, int dt, int ct)
-{
-  if (at == LPX_T_F64) return dt == LPX_T_F64 && ct == LPX_T_F64;
-  if (at == LPX_T_S8 || at == LPX_T_U8 || at >= T_S4) return dt == LPX_T_S32 && ct == LPX_T_S32;
-  if (is_fp8(at)) return dt == ct && (dt == LPX_T_F32 || dt == LPX_T_F16);     /* fp8: D and C of one type */
-  int f16ok = at == LPX_T_F16;
-  return (dt == LPX_T_F32 || (f16ok && dt == LPX_T_F16)) && (ct == LPX_T_F32 || (f16ok && ct == LPX_T_F16));
-}
-
-/* Handler for the mma row, when the form is one the emulator knows. */
+/* Handler for the mma row: every form the table lists (the decoder kept
+ * only those), with the operand count of its fragments. */
 static emu_fn pick_mma(const emu_inst *in)
 {
-  int at = in->ext[X_AT], bt = in->ext[X_BT], sh = in->ext[X_SHAPE];
-  int int8 = (at == LPX_T_S8 || at == LPX_T_U8) && (bt == LPX_T_S8 || bt == LPX_T_U8);
-  int int4 = (at == T_S4 || at == T_U4) && (bt == T_S4 || bt == T_U4);
-  int fp8 = is_fp8(at) && is_fp8(bt);
-  if (sh && shapes[sh - 1].m == 8 && shapes[sh - 1].k == 4 && at == LPX_T_F16 && bt == at &&
-      accs_ok(at, in->ext[X_DT], in->ext[X_CT]))
-    return in->nops == 4 + 4 + (in->ext[X_DT] == LPX_T_F32 ? 8 : 4) + (in->ext[X_CT] == LPX_T_F32 ? 8 : 4) ? op_mma_quad : NULL;
-  if ((in->ext[X_FLAGS] & (F_ACOL | F_BROW)) != 0) return NULL;     /* every other shape is .row.col */
-  if (!sh || !shape_ok(sh, at) || (bt != at && !int8 && !int4 && !fp8) || !accs_ok(at, in->ext[X_DT], in->ext[X_CT])) return NULL;
+  if (!in->ext[X_SHAPE]) return NULL;
+  if (!shape_of(in)->acc_regs)      /* the sm_70 quad-pair form: 8 f32 or 4 f16x2 C and D */
+    return in->nops == 4 + 4 + (in->ext[X_DT] == LPX_MT_F32 ? 8 : 4) + (in->ext[X_CT] == LPX_MT_F32 ? 8 : 4) ? op_mma_quad : NULL;
   mma_geo G = geometry(in);
   return in->nops == 4 + G.na + G.nb + G.nc + G.nd ? op_mma : NULL;
 }

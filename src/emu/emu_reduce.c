@@ -10,10 +10,9 @@
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 
-/* The element types each operation takes into .global (ATOMOP index 1..8). */
-static const uint64_t global_types[] = {
-  0,
-#define X(op, name, global, cluster) global,
+/* The element types each operation (an LPX_ATOMOP_* value) takes into .global. */
+static const uint64_t global_types[LPX_ATOMOP__END] = {
+#define X(op, global, cluster) [LPX_ATOMOP_##op] = global,
   LPX_BULK_REDOPS(X)
 #undef X
 };
@@ -21,7 +20,7 @@ static const uint64_t global_types[] = {
 /* Does a reduction into global memory take this (operation, type)? */
 int lpx_emu_reduce_type_ok(int op, int type)
 {
-  return op >= 1 && op <= 8 && type >= 0 && (global_types[op] >> type & 1);
+  return op > 0 && op < LPX_ATOMOP__END && type >= 0 && (global_types[op] >> type & 1);
 }
 
 /* ----------------------------------------------------------- elements */
@@ -52,7 +51,7 @@ static double fval(int type, uint64_t v)
 /* A double rounded once to a float element type (nearest even). */
 static uint64_t fbits(int type, double x)
 {
-  if (type == LPX_T_F16 || type == LPX_T_BF16) return lpx_emu_f64_to_half(x, type == LPX_T_BF16, 1);
+  if (type == LPX_T_F16 || type == LPX_T_BF16) return lpx_emu_f64_to_half(x, type == LPX_T_BF16, LPX_RND_RN);
   return type == LPX_T_F32 ? emu_f2u((float)x) : emu_d2u(x);
 }
 
@@ -62,9 +61,9 @@ static uint64_t fbits(int type, double x)
  * so rounding it once gives the correctly rounded result. */
 static uint64_t float_apply(int op, int type, uint64_t old, uint64_t b)
 {
-  if (op == 1 && type == LPX_T_F32) return emu_f2u(flush(flush(emu_u2f(old)) + flush(emu_u2f(b))));
+  if (op == LPX_ATOMOP_ADD && type == LPX_T_F32) return emu_f2u(flush(flush(emu_u2f(old)) + flush(emu_u2f(b))));
   double x = fval(type, old), y = fval(type, b);
-  return op == 1 ? fbits(type, x + y) : fbits(type, pick_minmax(x, y, op == 3));
+  return op == LPX_ATOMOP_ADD ? fbits(type, x + y) : fbits(type, pick_minmax(x, y, op == LPX_ATOMOP_MAX));
 }
 
 /* The new value of an element: old reduced with the source value b. */
@@ -131,7 +130,7 @@ static int reduce_lane(emu_warp *w, const emu_inst *in, int lane, int dsp, uint6
  * bytes on the barrier. */
 int lpx_emu_op_reduce(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  int dsp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]);
+  int dsp = lpx_emu_space(in);
   if (dsp == EMU_SP_GENERIC) dsp = EMU_SP_GLOBAL;
   int with_mbar = in->nops > 3 && EMU_OP(w, in, 3)->kind == EO_ADDR;
   const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);

@@ -520,7 +520,7 @@ static int op_proxy_fence(emu_warp *w, const emu_inst *in, uint32_t m)
  * included: maps are read straight from memory) is the control family's. */
 emu_fn lpx_emu_pick_fence(const emu_inst *in)
 {
-  return in->mod[LPX_GB_PROXYK] == 1 ? op_proxy_fence : lpx_emu_pick_ctl(in);
+  return in->mod[LPX_GB_PROXYK] == LPX_PROXYK_ASYNC ? op_proxy_fence : lpx_emu_pick_ctl(in);
 }
 
 /* ------------------------------------------------------------- handlers */

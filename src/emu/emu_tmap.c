@@ -118,16 +118,20 @@ static int set_fill(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap
   return 0;
 }
 
-/* Setters in TMFIELD order (1-based modsel), and whether the field takes an ordinal. */
-static const struct { tmap_set set; int ordinal; } fields[] = {
-  { set_address, 0 }, { set_rank, 0 }, { set_box, 1 }, { set_dim, 1 }, { set_stride, 1 }, { set_estride, 1 },
-  { set_elemtype, 0 }, { set_interleave, 0 }, { set_swizzle, 0 }, { set_atomicity, 0 }, { set_fill, 0 },
+/* Setters by TMFIELD value, and whether the field takes an ordinal. */
+static const struct { tmap_set set; int ordinal; } fields[LPX_TMFIELD__END] = {
+  [LPX_TMFIELD_GLOBAL_ADDRESS] = { set_address, 0 }, [LPX_TMFIELD_RANK] = { set_rank, 0 },
+  [LPX_TMFIELD_BOX_DIM] = { set_box, 1 }, [LPX_TMFIELD_GLOBAL_DIM] = { set_dim, 1 },
+  [LPX_TMFIELD_GLOBAL_STRIDE] = { set_stride, 1 }, [LPX_TMFIELD_ELEMENT_STRIDE] = { set_estride, 1 },
+  [LPX_TMFIELD_ELEMTYPE] = { set_elemtype, 0 }, [LPX_TMFIELD_INTERLEAVE_LAYOUT] = { set_interleave, 0 },
+  [LPX_TMFIELD_SWIZZLE_MODE] = { set_swizzle, 0 }, [LPX_TMFIELD_SWIZZLE_ATOMICITY] = { set_atomicity, 0 },
+  [LPX_TMFIELD_FILL_MODE] = { set_fill, 0 },
 };
 
 /* One lane's edit of the map at addr. */
 static int replace_lane(emu_warp *w, const emu_inst *in, int lane, int sp, uint64_t addr, uint32_t ord, uint64_t v)
 {
-  int f = in->mod[LPX_GB_TMFIELD] - 1;
+  int f = in->mod[LPX_GB_TMFIELD];
   if (addr % 64) return lpx_emu_fail(w, in, lane, "tensormap.replace: the tensor map at 0x%llx is not 64-byte aligned",
                                      (unsigned long long)addr);
   uint8_t *p = lpx_emu_addr_span(w, in, lane, sp, addr, 128, 1);
@@ -147,7 +151,7 @@ static int replace_lane(emu_warp *w, const emu_inst *in, int lane, int sp, uint6
 static int op_replace(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   const emu_op *ao = EMU_OP(w, in, 0);
-  int sp = lpx_emu_space_of_mod(in->mod[LPX_GB_SPACE]), f = in->mod[LPX_GB_TMFIELD] - 1;
+  int sp = lpx_emu_space(in), f = in->mod[LPX_GB_TMFIELD];
   if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
   const uint64_t *ord = fields[f].ordinal ? D(1) : NULL, *v = D(fields[f].ordinal ? 2 : 1);
   EMU_EACH(m, {
@@ -194,5 +198,5 @@ emu_fn lpx_emu_pick_tmap(const emu_inst *in)
 {
   int f = in->mod[LPX_GB_TMFIELD];
   if (in->op == LPX_OP_TMCPFENCE) return in->nops == 3 ? op_cp_fenceproxy : NULL;
-  return in->mod[LPX_GB_TMMODE] && f >= 1 && f <= (int)(sizeof fields / sizeof fields[0]) ? op_replace : NULL;
+  return in->mod[LPX_GB_TMMODE] && f > 0 && f < LPX_TMFIELD__END && fields[f].set ? op_replace : NULL;
 }

@@ -42,9 +42,9 @@ HANDLER(op_shfl)
     int32_t maxl = (int32_t)((l & seg) | (cv & ~seg)), minl = (int32_t)(l & seg), j;
     int pv;
     switch (mode) {
-    case 1: j = l - (int32_t)bv; pv = j >= maxl; break;
-    case 2: j = l + (int32_t)bv; pv = j <= maxl; break;
-    case 3: j = l ^ (int32_t)bv; pv = j <= maxl; break;
+    case LPX_SHFL_UP: j = l - (int32_t)bv; pv = j >= maxl; break;
+    case LPX_SHFL_DOWN: j = l + (int32_t)bv; pv = j <= maxl; break;
+    case LPX_SHFL_BFLY: j = l ^ (int32_t)bv; pv = j <= maxl; break;
     default: j = minl | (int32_t)(bv & ~seg); pv = j <= maxl; break;
     }
     src[l] = (uint32_t)(pv ? j : l);
@@ -66,9 +66,9 @@ HANDLER(op_vote)
   uint32_t ballot = lpx_emu_pred_mask(w, po->reg, po->neg, m);
   uint64_t *d = D(0), r;
   switch (in->mod[LPX_GB_VOTE]) {
-  case 1: r = ballot == m; break;
-  case 2: r = ballot != 0; break;
-  case 3: r = ballot == 0 || ballot == m; break;
+  case LPX_VOTE_ALL: r = ballot == m; break;
+  case LPX_VOTE_ANY: r = ballot != 0; break;
+  case LPX_VOTE_UNI: r = ballot == 0 || ballot == m; break;
   default: r = ballot; break;
   }
   EMU_EACH(m, d[l] = r);
@@ -90,12 +90,12 @@ HANDLER(op_redux)
     uint32_t x = (uint32_t)a[l];
     float fx = emu_u2f(x);
     switch (op) {
-    case 1: acc += x; break;
-    case 2: if (f) facc = fx < facc || facc != facc ? fx : facc; else acc = s ? (uint32_t)((int32_t)x < (int32_t)acc ? x : acc) : (x < acc ? x : acc); break;
-    case 3: if (f) facc = fx > facc || facc != facc ? fx : facc; else acc = s ? (uint32_t)((int32_t)x > (int32_t)acc ? x : acc) : (x > acc ? x : acc); break;
-    case 4: acc &= x; break;
-    case 5: acc |= x; break;
-    case 6: acc ^= x; break;
+    case LPX_ATOMOP_ADD: acc += x; break;
+    case LPX_ATOMOP_MIN: if (f) facc = fx < facc || facc != facc ? fx : facc; else acc = s ? (uint32_t)((int32_t)x < (int32_t)acc ? x : acc) : (x < acc ? x : acc); break;
+    case LPX_ATOMOP_MAX: if (f) facc = fx > facc || facc != facc ? fx : facc; else acc = s ? (uint32_t)((int32_t)x > (int32_t)acc ? x : acc) : (x > acc ? x : acc); break;
+    case LPX_ATOMOP_AND: acc &= x; break;
+    case LPX_ATOMOP_OR: acc |= x; break;
+    case LPX_ATOMOP_XOR: acc ^= x; break;
     }
   });
   uint64_t r = f ? emu_f2u(facc) : acc;
@@ -115,7 +115,7 @@ HANDLER(op_match)
   uint64_t mk = in->type == LPX_T_B64 ? ~0ull : 0xffffffffull;
   uint32_t same[32];
   EMU_EACH(m, { uint32_t s = 0; int me = l; EMU_EACH(m, s |= (uint32_t)((a[l] & mk) == (a[me] & mk)) << l); same[me] = s; });
-  int all = in->mod[LPX_GB_MATCH] == 2;
+  int all = in->mod[LPX_GB_MATCH] == LPX_MATCH_ALL;
   EMU_EACH(m, {
     int eq = same[l] == m;
     d[l] = all ? (eq ? m : 0) : same[l];

@@ -18,10 +18,8 @@
 
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-enum { X_NB, X_K8, X_DT, X_AT, X_BT, X_FLAGS };      /* in->ext: N/8, K/8, D / A / B types, flags */
-enum { F_SAT = 1, F_AND = 2, F_POPC = 4, F_BAD = 8, F_SP = 16 };   /* X_FLAGS bits; F_SP: wgmma.mma_async.sp */
-enum { D_F32 = 1, D_F16, D_S32 };                      /* X_DT values */
-enum { FAM_F16 = 1, FAM_BF16, FAM_TF32, FAM_FP8, FAM_INT, FAM_B1 };
+enum { X_NB, X_DT, X_AT, X_BT, X_FLAGS };      /* in->ext: N/8 (0: not run), D / A / B matrix types, flags */
+enum { W_SAT = 1, W_SP = 2 };                  /* X_FLAGS bits: .satfinite, wgmma.mma_async.sp */
 
 /* ------------------------------------------------------------ type tables */
 
@@ -35,27 +33,16 @@ static double dec_s8(uint32_t v) { return (int8_t)(uint8_t)v; }
 static double dec_u8(uint32_t v) { return (uint8_t)v; }
 static double dec_b1(uint32_t v) { return v & 1; }    /* .and.popc: a product of bits is their AND */
 
-/* A/B input types (X_AT / X_BT hold 1 + the index): element bits, K of the
- * shape, family (which accumulators, immediates and partners it allows). */
-typedef struct wg_in { const char *name; uint8_t bits; uint16_t k; uint8_t fam; double (*dec)(uint32_t); } wg_in;
-static const wg_in in_types[] = {
-  { "f16", 16, 16, FAM_F16, dec_f16 }, { "bf16", 16, 16, FAM_BF16, dec_bf16 }, { "tf32", 32, 8, FAM_TF32, dec_tf32 },
-  { "e4m3", 8, 32, FAM_FP8, dec_e4m3 }, { "e5m2", 8, 32, FAM_FP8, dec_e5m2 }, { "s8", 8, 32, FAM_INT, dec_s8 },
-  { "u8", 8, 32, FAM_INT, dec_u8 }, { "b1", 1, 256, FAM_B1, dec_b1 },
-};
-#define NIN ((int)(sizeof in_types / sizeof in_types[0]))
-
-/* Per family: the accumulator types allowed (bit per D_*), whether A and B
- * may differ, the ±1 scale immediates, the transpose immediates, and N
- * above 32 in steps of 16 (integer shapes) rather than 8. */
-static const struct { uint8_t dts, mixed, scale, trans, n16; } fams[] = {
-  [FAM_F16] = { 1 << D_F32 | 1 << D_F16, 0, 1, 1, 0 }, [FAM_BF16] = { 1 << D_F32, 0, 1, 1, 0 },
-  [FAM_TF32] = { 1 << D_F32, 0, 1, 0, 0 }, [FAM_FP8] = { 1 << D_F32 | 1 << D_F16, 1, 1, 0, 0 },
-  [FAM_INT] = { 1 << D_S32, 1, 0, 0, 1 }, [FAM_B1] = { 1 << D_S32, 0, 0, 0, 1 },
+/* The element decoder of each A/B matrix type (the families, K, widths
+ * and accumulators are the ISA table's: lpx_isa.def LPX_WGMMA_FAMILIES). */
+typedef double (*wg_dec)(uint32_t);
+static const wg_dec decoders[LPX_MT__END] = {
+  [LPX_MT_F16] = dec_f16, [LPX_MT_BF16] = dec_bf16, [LPX_MT_TF32] = dec_tf32, [LPX_MT_E4M3] = dec_e4m3,
+  [LPX_MT_E5M2] = dec_e5m2, [LPX_MT_S8] = dec_s8, [LPX_MT_U8] = dec_u8, [LPX_MT_B1] = dec_b1,
 };
 
-/* Accumulator type names by D_* value. */
-static const char *const dt_names[] = { [D_F32] = "f32", [D_F16] = "f16", [D_S32] = "s32" };
+/* Does family fam read its sparse metadata from all four threads (8-bit inputs)? */
+static int meta_by_four(int fam) { return fam == LPX_MT_E4M3 || fam == LPX_MT_S8; }
 
 /* ------------------------------------------------------------ descriptors */
 
@@ -131,7 +118,8 @@ static int check_desc(emu_warp *w, const emu_inst *in, int lane, const mdesc *d,
 
 /* The elements of one instruction: form facts and the operand positions. */
 typedef struct wg_op {
-  const wg_in *at, *bt;
+  int at, bt;                     /* A and B matrix types */
+  const lpx_wgmma_family *fam;
   uint32_t n, k, kc, nd;  /* N, K, K of the stored A (K/2 for .sp), accumulator registers per thread */
   int dt, areg, ka, kb;   /* D type; A from registers; operand index of A and of the B descriptor */
   int sp, ks;             /* .sp; operand index of scale-d (after sp-meta, sp-sel for .sp) */
@@ -157,10 +145,10 @@ static const uint8_t *chunk(emu_warp *w, const emu_inst *in, int lane, uint64_t 
 /* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
  * K-major rows are K elements (32 bytes; 64 for a sparse form's B); MN-major
  * (16-bit types) K rows hold consecutive M/N elements. */
-static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, int mn_major, const wg_in *t,
+static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, int mn_major, int t,
                         uint32_t K, uint32_t mn0, uint32_t n, double *out)
 {
-  uint32_t per = 128 / t->bits;                /* elements per 16-byte chunk */
+  uint32_t bits = (uint32_t)lpx_mtype_bits(t), per = 128 / bits;   /* elements per 16-byte chunk */
   uint32_t rows = mn_major ? K : n, chunks = mn_major ? n / per : K / per;
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t c = 0; c < chunks; c++) {
@@ -168,7 +156,7 @@ static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *
       const uint8_t *p = chunk(w, in, lane, chunk_addr(d, mn_major, row, cb));
       if (!p) return -1;
       for (uint32_t j = 0; j < per; j++) {
-        double v = t->dec(field(p, j, t->bits));
+        double v = decoders[t](field(p, j, bits));
         if (mn_major) out[(c * per + j) * K + r] = v; else out[r * K + c * per + j] = v;
       }
     }
@@ -182,13 +170,13 @@ static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *
  * f16 pairs, one tf32, four 8-bit values, 32 bits). */
 static void gather_a(emu_warp *w, const emu_inst *in, const wg_op *o, double *a)
 {
-  uint32_t bits = o->at->bits, p = 32 / bits, K = o->kc;
+  uint32_t bits = (uint32_t)lpx_mtype_bits(o->at), p = 32 / bits, K = o->kc;
   for (int l = 0; l < 32; l++)
     for (int r = 0; r < 4; r++) {
       uint32_t v = (uint32_t)EMU_R(w, EMU_OP(w, in, o->ka + 1 + r)->reg)[l];
       for (uint32_t e = 0; e < p; e++) {
         uint32_t row = (uint32_t)l / 4 + 8 * (r % 2), k = p * (uint32_t)(l % 4) + e + 4 * p * (r / 2);
-        a[row * K + k] = o->at->dec(field((const uint8_t *)&v, e, bits));
+        a[row * K + k] = decoders[o->at](field((const uint8_t *)&v, e, bits));
       }
     }
 }
@@ -225,29 +213,29 @@ static double sign_of(emu_warp *w, const emu_inst *in, int k, int l0)
  * and sp-sel, scale-d, then the family's immediates; fill o. */
 static int operands(emu_warp *w, const emu_inst *in, uint32_t m, wg_op *o)
 {
-  const wg_in *at = &in_types[in->ext[X_AT] - 1];
-  o->at = at; o->bt = &in_types[in->ext[X_BT] - 1];
-  o->sp = (in->ext[X_FLAGS] & F_SP) != 0;
-  o->n = (uint32_t)in->ext[X_NB] * 8; o->kc = at->k; o->k = at->k << o->sp; o->dt = in->ext[X_DT];
-  o->nd = o->dt == D_F16 ? o->n / 4 : o->n / 2;
+  o->at = in->ext[X_AT]; o->bt = in->ext[X_BT];
+  const lpx_wgmma_family *fam = o->fam = lpx_wgmma_family_of(o->at);
+  o->sp = (in->ext[X_FLAGS] & W_SP) != 0;
+  o->n = (uint32_t)in->ext[X_NB] * 8; o->kc = (uint32_t)fam->k; o->k = (uint32_t)fam->k << o->sp; o->dt = in->ext[X_DT];
+  o->nd = o->dt == LPX_MT_F16 ? o->n / 4 : o->n / 2;
   o->ka = 1 + (int)o->nd;
   o->areg = o->ka < in->nops && EMU_OP(w, in, o->ka)->kind == EO_VEC;
   o->kb = o->areg ? o->ka + 5 : o->ka + 1;
   o->ks = o->kb + 1 + 2 * o->sp;
-  int nimm = (fams[at->fam].scale ? 2 : 0) + (fams[at->fam].trans ? (o->areg ? 1 : 2) : 0);
+  int nimm = (fam->scale ? 2 : 0) + (fam->trans ? (o->areg ? 1 : 2) : 0);
   if (EMU_OP(w, in, 0)->kind != EO_VEC || (uint32_t)EMU_OP(w, in, 0)->reg != o->nd || in->nops != o->ks + 1 + nimm ||
       (o->areg && EMU_OP(w, in, o->ka)->reg != 4))
     return lpx_emu_fail(w, in, -1, "wgmma.mma_async m64n%uk%u.%s takes %u accumulator registers, A (a descriptor or 4 "
-                        "registers), the B descriptor, %sscale-d and %d immediate(s)", o->n, o->k, dt_names[o->dt], o->nd,
+                        "registers), the B descriptor, %sscale-d and %d immediate(s)", o->n, o->k, lpx_mtype_name(o->dt), o->nd,
                         o->sp ? "sp-meta, sp-sel, " : "", nimm);
   int l0 = uniform(w, in, m, o, nimm);
   if (l0 < 0) return -1;
   o->l0 = l0;
   o->scale_d = arg(w, in, o->ks, l0) != 0;
-  o->scale = fams[at->fam].scale ? sign_of(w, in, o->ks + 1, l0) * sign_of(w, in, o->ks + 2, l0) : 1;
-  int kt = o->ks + 1 + (fams[at->fam].scale ? 2 : 0);
-  o->ta = fams[at->fam].trans && !o->areg ? arg(w, in, kt, l0) != 0 : 0;
-  o->tb = fams[at->fam].trans ? arg(w, in, kt + (o->areg ? 0 : 1), l0) != 0 : 0;
+  o->scale = fam->scale ? sign_of(w, in, o->ks + 1, l0) * sign_of(w, in, o->ks + 2, l0) : 1;
+  int kt = o->ks + 1 + (fam->scale ? 2 : 0);
+  o->ta = fam->trans && !o->areg ? arg(w, in, kt, l0) != 0 : 0;
+  o->tb = fam->trans ? arg(w, in, kt + (o->areg ? 0 : 1), l0) != 0 : 0;
   return 0;
 }
 
@@ -265,31 +253,31 @@ static void coord(int l, uint32_t e, uint32_t *row, uint32_t *col)
 /* D element e of lane l as a double (f16: half e%2 of register e/2). */
 static double acc_get(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l)
 {
-  uint64_t v = EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == D_F16 ? e / 2 : e))->reg)[l];
-  if (dt == D_F16) return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * (e % 2))));
-  return dt == D_S32 ? (double)(int32_t)(uint32_t)v : (double)emu_u2f(v);
+  uint64_t v = EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == LPX_MT_F16 ? e / 2 : e))->reg)[l];
+  if (dt == LPX_MT_F16) return lpx_emu_f16_to_f32((uint16_t)(v >> (16 * (e % 2))));
+  return dt == LPX_MT_S32 ? (double)(int32_t)(uint32_t)v : (double)emu_u2f(v);
 }
 
 /* Store x as D element e of lane l: rounded once to f32 / f16 (nearest even),
  * or an s32 that wraps (clamps with .satfinite). */
 static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, double x, int sat)
 {
-  uint64_t *r = &EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == D_F16 ? e / 2 : e))->reg)[l];
-  if (dt == D_F32) { *r = emu_f2u((float)x); return; }
-  if (dt == D_S32) {
+  uint64_t *r = &EMU_R(w, EMU_OP(w, in, 1 + (int)(dt == LPX_MT_F16 ? e / 2 : e))->reg)[l];
+  if (dt == LPX_MT_F32) { *r = emu_f2u((float)x); return; }
+  if (dt == LPX_MT_S32) {
     if (sat) x = x > 2147483647.0 ? 2147483647.0 : x < -2147483648.0 ? -2147483648.0 : x;
     *r = (uint32_t)(int64_t)x;
     return;
   }
   uint32_t sh = 16 * (e % 2);
-  *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, 1) << sh;
+  *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, LPX_RND_RN) << sh;
 }
 
 /* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b (N x K). */
 static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b)
 {
   uint32_t K = o->k, ne = o->n / 2;
-  int sat = (in->ext[X_FLAGS] & F_SAT) != 0;
+  int sat = (in->ext[X_FLAGS] & W_SAT) != 0;
   EMU_EACH(m, {
     for (uint32_t e = 0; e < ne; e++) {
       uint32_t row, col;
@@ -315,7 +303,7 @@ static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op 
  * lane / 2 % 2 the 32 columns, chunk c % 8 in bits 4(c % 8) up. */
 static void meta_at(int fam, uint32_t g, uint32_t h, uint32_t c, uint32_t sel, int *lane, uint32_t *bit)
 {
-  if (fam == FAM_FP8 || fam == FAM_INT) { *lane = (int)(4 * g + h + 2 * (c / 8)); *bit = 4 * (c % 8); return; }
+  if (meta_by_four(fam)) { *lane = (int)(4 * g + h + 2 * (c / 8)); *bit = 4 * (c % 8); return; }
   *lane = (int)(4 * g + 2 * sel + c / 4);
   *bit = 16 * h + 4 * (c % 4);
 }
@@ -327,7 +315,7 @@ static void meta_at(int fam, uint32_t g, uint32_t h, uint32_t c, uint32_t sel, i
  * 0b1111) and other tf32 values undefined: returns -1 for those. */
 static int meta_idx(int fam, uint32_t f, uint32_t idx[2])
 {
-  if (fam == FAM_TF32) {
+  if (fam == LPX_MT_TF32) {
     if (f != 0x4 && f != 0xe) return -1;
     idx[0] = f == 0xe;
     return 0;
@@ -343,8 +331,8 @@ static int meta_idx(int fam, uint32_t f, uint32_t idx[2])
  * elsewhere. */
 static int expand_sparse(emu_warp *w, const emu_inst *in, const wg_op *o, const double *comp, double *a)
 {
-  int fam = o->at->fam, keep = fam == FAM_TF32 ? 1 : 2;
-  uint32_t cw = fam == FAM_TF32 ? 2 : 4, nch = o->k / cw;
+  int fam = o->fam->family, keep = fam == LPX_MT_TF32 ? 1 : 2;
+  uint32_t cw = fam == LPX_MT_TF32 ? 2 : 4, nch = o->k / cw;
   uint32_t sel = (uint32_t)arg(w, in, o->kb + 2, o->l0);
   const uint64_t *meta = EMU_R(w, EMU_OP(w, in, o->kb + 1)->reg);
   memset(a, 0, sizeof(double) * 16 * o->k);
@@ -357,7 +345,7 @@ static int expand_sparse(emu_warp *w, const emu_inst *in, const wg_op *o, const 
       if (meta_idx(fam, f, idx))
         return lpx_emu_fail(w, in, lane, "sparse wgmma: metadata 0x%x (bits %u-%u of sp-meta) for row %u, columns %u-%u of "
                             "A is undefined in the ISA (%s)", f, bit + 3, bit, 16 * (w->id % 4) + r, c * cw, c * cw + cw - 1,
-                            fam == FAM_TF32 ? "tf32 takes 0b0100 or 0b1110" : "the two indices must differ");
+                            fam == LPX_MT_TF32 ? "tf32 takes 0b0100 or 0b1110" : "the two indices must differ");
       for (int s = 0; s < keep; s++) a[r * o->k + c * cw + idx[s]] = comp[r * o->kc + c * (uint32_t)keep + (uint32_t)s];
     }
   return 0;
@@ -405,66 +393,21 @@ HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
 
 /* ------------------------------------------------------------ decoding */
 
-/* Words of the form that set flags (0: words that carry nothing here). */
-static const struct { const char *word; uint8_t flag; } flag_words[] = {
-  { "wgmma", 0 }, { "mma_async", 0 }, { "sync", 0 }, { "aligned", 0 },
-  { "satfinite", F_SAT }, { "and", F_AND }, { "popc", F_POPC }, { "sp", F_SP },
-};
-
-/* Record one dotted word of the form: a flag, the shape, or the next type
- * (D first, then A, then B); anything else marks the form unknown. */
-static void decode_word(emu_inst *in, const char *tok, int *ntypes)
+/* Record N, the D / A / B types and the flags of a wgmma.mma_async form
+ * from its record; a form the ISA's list lacks keeps X_NB 0 (not run). */
+void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo)
 {
-  unsigned mm, nn, kk;
-  char tail;
-  for (size_t i = 0; i < sizeof flag_words / sizeof flag_words[0]; i++)
-    if (!strcmp(tok, flag_words[i].word)) { in->ext[X_FLAGS] |= flag_words[i].flag; return; }
-  if (sscanf(tok, "m%un%uk%u%c", &mm, &nn, &kk, &tail) == 3) {
-    int ok = mm == 64 && nn % 8 == 0 && nn >= 8 && nn <= 256 && kk % 8 == 0 && kk / 8 <= 32;
-    in->ext[X_NB] = ok ? (uint8_t)(nn / 8) : 0;
-    in->ext[X_K8] = ok ? (uint8_t)(kk / 8) : 0;
-    return;
-  }
-  if (*ntypes == 0)
-    for (int d = D_F32; d <= D_S32; d++) if (!strcmp(tok, dt_names[d])) { in->ext[X_DT] = (uint8_t)d; ++*ntypes; return; }
-  if (*ntypes == 1 || *ntypes == 2)
-    for (int i = 0; i < NIN; i++) if (!strcmp(tok, in_types[i].name)) { in->ext[X_AT + *ntypes - 1] = (uint8_t)(i + 1); ++*ntypes; return; }
-  in->ext[X_FLAGS] |= F_BAD;
-}
-
-/* Read N, K, the D / A / B types and the flags of a wgmma.mma_async form. */
-void lpx_emu_decode_wgmma(emu_inst *in, const char *text)
-{
-  int ntypes = 0;
+  const lpx_form_info *fi = &fo->info;
   memset(in->ext, 0, sizeof in->ext);
-  for (const char *p = text; p; p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL) {
-    char tok[32];
-    size_t len = strcspn(p, ".");
-    if (len == 0 || len >= sizeof tok) { in->ext[X_FLAGS] |= F_BAD; continue; }
-    memcpy(tok, p, len);
-    tok[len] = '\0';
-    decode_word(in, tok, &ntypes);
-  }
-}
-
-/* Is the decoded form one sm_90a defines (types, K, N steps, modifiers)? */
-static int form_ok(const emu_inst *in)
-{
-  int f = in->ext[X_FLAGS], n = in->ext[X_NB] * 8;
-  if (!in->ext[X_NB] || !in->ext[X_DT] || !in->ext[X_AT] || !in->ext[X_BT] || (f & F_BAD)) return 0;
-  const wg_in *at = &in_types[in->ext[X_AT] - 1], *bt = &in_types[in->ext[X_BT] - 1];
-  int fam = at->fam;
-  int sp = (f & F_SP) != 0;
-  if ((uint32_t)at->k << sp != in->ext[X_K8] * 8u || bt->fam != fam || (at != bt && !fams[fam].mixed) || (sp && fam == FAM_B1))
-    return 0;
-  if (!(fams[fam].dts >> in->ext[X_DT] & 1) || (fams[fam].n16 && n > 32 && n % 16)) return 0;
-  if ((f & F_SAT) && fam != FAM_INT) return 0;
-  return fam == FAM_B1 ? (f & (F_AND | F_POPC)) == (F_AND | F_POPC) : !(f & (F_AND | F_POPC));
+  if (lpx_wgmma_form_check(fo, NULL, 0)) return;
+  in->ext[X_NB] = (uint8_t)(fi->shape_n / 8);
+  in->ext[X_DT] = (uint8_t)fi->dtype; in->ext[X_AT] = (uint8_t)fi->atype; in->ext[X_BT] = (uint8_t)fi->btype;
+  in->ext[X_FLAGS] = (uint8_t)((fi->satfinite ? W_SAT : 0) | (fi->sparse ? W_SP : 0));
 }
 
 /* Handler of the wgmma rows (NULL: reported as not implemented). */
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in)
 {
-  if (in->op == LPX_OP_WGMMA) return form_ok(in) ? op_wgmma : NULL;
+  if (in->op == LPX_OP_WGMMA) return in->ext[X_NB] ? op_wgmma : NULL;
   return op_nop;
 }
