@@ -73,6 +73,9 @@ int32_t lpx_isa_row_count(void);
 int32_t lpx_isa_modifiers(const char *opcode, char *out, int32_t cap);
 const char *lpx_isa_row_name(int32_t row);
 int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family);
+int32_t lpx_arch_list(char *out, int32_t cap);
+int32_t lpx_arch_min_ptx(const char *arch);
+int32_t lpx_ptx_version_max(void);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

@@ -27,6 +27,7 @@
   X(lpx_form_intern) X(lpx_form_get) X(lpx_type_lookup) X(lpx_type_name) \
   X(lpx_type_bits) X(lpx_special_lookup) X(lpx_special_type) \
   X(lpx_isa_row_count) X(lpx_isa_modifiers) X(lpx_isa_row_name) X(lpx_arch_parse) \
+  X(lpx_arch_list) X(lpx_arch_min_ptx) X(lpx_ptx_version_max) \
   X(lpx_module_new) X(lpx_module_free) X(lpx_module_file) X(lpx_sym) \
   X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \
   X(lpx_reg_new) X(lpx_reg_named) X(lpx_module_top_count) X(lpx_module_target_modifiers) X(lpx_module_hoist) X(lpx_func_return) X(lpx_param_attr) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
