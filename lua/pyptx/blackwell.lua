@@ -13,6 +13,7 @@ local trace = require "pyptx.trace"
 local reg = require "pyptx.reg"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local tc = {}
@@ -395,5 +396,11 @@ end
 function M.tmem_offset(lane, col)
   return field("lane", lane, 16) * 65536 + field("col", col, 16)
 end
+
+argcheck.sign(M, "blackwell", {
+  idesc = { "o: table" },
+  smem_desc = { "o: table" },
+  smem_desc_reg = { "addr: register|alloc", "o: table?" },
+})
 
 return M
