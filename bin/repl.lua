@@ -258,14 +258,9 @@ end
 -- ------------------------------------------------------------------ loop
 
 --- Run the interactive loop on a terminal, or read stdin when piped.
-function M.main(args)
-  local opts = {}
-  local i = 1
-  while args[i] do
-    if args[i] == "--arch" then opts.arch = args[i + 1]; i = i + 1
-    elseif args[i] == "--version" then opts.version = args[i + 1]; i = i + 1 end
-    i = i + 1
-  end
+-- opts: arch, version (checked by the command line).
+function M.main(opts)
+  opts = opts or {}
   local session = M.new(opts)
   local input = lineedit.open { history = os.getenv("LUAPTX_HISTORY") or ((os.getenv("HOME") or ".") .. "/.luaptx_history"),
                                 complete = M.complete }

@@ -54,7 +54,8 @@ end
 
 --- "file:line" for a chunk source and line, as Lua prints it.
 function M.format_where(src, line)
-  local file = src:sub(1, 1) == "@" and src:sub(2) or src
+  local first = src:sub(1, 1)
+  local file = (first == "@" or first == "=") and src:sub(2) or src
   return file .. ":" .. tostring(line)
 end
 
