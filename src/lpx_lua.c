@@ -125,18 +125,21 @@ static int where(lua_State *L)
 }
 
 /* ---------------------------------------------------------------- signals
- * The REPL's interrupts. The handler only records the signal, writes one
- * byte to a self-pipe (so a prompt waiting in poll wakes up) and, while
- * user code runs, sets a count hook; the hook raises "interrupted" at the
- * next line of user code (never inside luaptx's own modules, whose state
- * an error could leave half-updated). */
+ * The REPL's interrupts. The handler only records the signal and writes one
+ * byte to a self-pipe (so a prompt waiting in poll wakes up). While user
+ * code runs, a count hook looks at the record every few hundred
+ * instructions and raises "interrupted" at the next line of user code,
+ * never inside luaptx's own modules, whose state an error could leave
+ * half-updated. (The REPL runs user code interpreted: JIT-compiled loops
+ * do not call hooks.) */
 
 static lua_State *sig_L;                  /* the state the hook interrupts */
 static volatile sig_atomic_t sig_pending; /* the last signal caught, 0: none */
-static volatile sig_atomic_t sig_armed;   /* nonzero while user code runs */
+static volatile sig_atomic_t sig_stop;    /* a signal the running code has not seen */
 static int sig_pipe[2] = { -1, -1 };
 static const int sig_list[] = { SIGINT, SIGTERM, SIGHUP };
 #define SIG_COUNT ((int)(sizeof sig_list / sizeof sig_list[0]))
+#define SIG_HOOK_COUNT 256
 static struct sigaction sig_saved[SIG_COUNT];
 
 /* Is a chunk luaptx's own code (a pyptx module, the command line) or C? */
@@ -148,21 +151,22 @@ static int is_luaptx_source(const char *src)
   return p && !strchr(p + 8, '/');
 }
 
-/* Count hook: raise "interrupted" once the running function is user code. */
+/* Count hook: once a signal came, raise "interrupted" at user code. */
 static void sig_hook(lua_State *L, lua_Debug *ar)
 {
+  if (!sig_stop) return;
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0 || is_luaptx_source(ar->source)) return;
-  lua_sethook(L, NULL, 0, 0);
+  sig_stop = 0;
   lua_pushfstring(L, "%s:%d: interrupted", ar->short_src, ar->currentline);
   lua_error(L);
 }
 
-/* The handler: async-signal-safe stores, a write and (armed) a hook. */
+/* The handler: async-signal-safe stores and a write. */
 static void sig_handler(int sig)
 {
   int saved = errno;
   sig_pending = sig;
-  if (sig_armed && sig_L) lua_sethook(sig_L, sig_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  sig_stop = 1;
   if (sig_pipe[1] >= 0) {
     char c = (char)sig;
     ssize_t n = write(sig_pipe[1], &c, 1);
@@ -192,11 +196,13 @@ static int signals_open(lua_State *L)
   return 1;
 }
 
-/* signals_arm(on): user code starts (hook on a signal) or ends (hook off). */
+/* signals_arm(on): user code starts (the hook watches) or ends (hook off). */
 static int signals_arm(lua_State *L)
 {
-  sig_armed = lua_toboolean(L, 1);
-  if (!sig_armed && sig_L && lua_gethook(sig_L) == sig_hook) lua_sethook(sig_L, NULL, 0, 0);
+  if (!sig_L) return 0;
+  sig_stop = 0;
+  if (lua_toboolean(L, 1)) lua_sethook(sig_L, sig_hook, LUA_MASKCOUNT, SIG_HOOK_COUNT);
+  else if (lua_gethook(sig_L) == sig_hook) lua_sethook(sig_L, NULL, 0, 0);
   return 0;
 }
 
@@ -215,7 +221,7 @@ static int signals_take(lua_State *L)
 static int signals_close(lua_State *L)
 {
   if (sig_pipe[0] < 0) return 0;
-  sig_armed = 0;
+  sig_stop = 0;
   for (int i = 0; i < SIG_COUNT; i++) sigaction(sig_list[i], &sig_saved[i], NULL);
   close(sig_pipe[0]);
   close(sig_pipe[1]);
