@@ -196,23 +196,25 @@ static int signals_open(lua_State *L)
   return 1;
 }
 
-/* signals_arm(on): user code starts (the hook watches) or ends (hook off). */
+/* signals_arm(on): user code starts (the hook watches; a signal already
+ * caught and not yet taken stops it at once) or ends (hook off). */
 static int signals_arm(lua_State *L)
 {
   if (!sig_L) return 0;
-  sig_stop = 0;
   if (lua_toboolean(L, 1)) lua_sethook(sig_L, sig_hook, LUA_MASKCOUNT, SIG_HOOK_COUNT);
   else if (lua_gethook(sig_L) == sig_hook) lua_sethook(sig_L, NULL, 0, 0);
   return 0;
 }
 
-/* signals_take(): the signal caught since the last call (0: none); drains the pipe. */
+/* signals_take(): the signal caught since the last call (0: none); drains
+ * the pipe, and a later input is no longer stopped by it. */
 static int signals_take(lua_State *L)
 {
   char buf[64];
   while (sig_pipe[0] >= 0 && read(sig_pipe[0], buf, sizeof buf) > 0) {}
   int sig = sig_pending;
   sig_pending = 0;
+  sig_stop = 0;
   lua_pushinteger(L, sig);
   return 1;
 }
