@@ -423,6 +423,8 @@ end }
         local err = fails(args, true)
         assert.matches("\nstack traceback:\n", err, 1, true)
       end
+      local _, err = H.luaptx({ "ptx", dir .. "/missing.lua" }, { env = { LUAPTX_TRACEBACK = "0" } })
+      assert.is_nil(err:find("stack traceback", 1, true))   -- 0 means off
       H.cleanup()
     end)
   end)

@@ -292,7 +292,8 @@ static int traceback(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
   if (!msg) msg = "(error object is not a string)";
-  if (getenv("LUAPTX_TRACEBACK")) {
+  const char *want = getenv("LUAPTX_TRACEBACK");   /* as trace.traceback_wanted: set, not "" or "0" */
+  if (want && *want && strcmp(want, "0") != 0) {
     luaL_traceback(L, L, msg, 1);
     return 1;
   }
