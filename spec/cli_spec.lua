@@ -388,7 +388,12 @@ return { kernels = {}, main = function()
   tensor.compare(1, 2)
 end }
 ]])
+      local syntax = H.write(dir .. "/syntax.lua", "local = 1\n")
+      local sweep = H.write(dir .. "/sweep.lua", "return { name = 'x' }\n")
       local cases = {
+        { { "check", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
+        { { "compile", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
+        { { "tune", sweep }, "luaptx: tune: a sweep needs build = function(cfg) ... end" },
         { { "ptx", helper }, "luaptx: " .. helper .. ":5: hopper.swizzle_address: argument 1 (a) must be an integer; got a register\n" },
         { { "run", inner }, "luaptx: " .. inner .. ":3: " },
         { { "ptx", "spec/fixtures/vec_add.lua", "-o", dir .. "/no/such.ptx" }, "luaptx: cannot write " .. dir .. "/no/such.ptx: No such file or directory\n" },
