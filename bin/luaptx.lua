@@ -100,8 +100,8 @@ end
 --- luaptx check script.lua [--arch A]
 local function cmd_check(opts, pos)
   local toolkit = require "pyptx.toolkit"
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, toolkit or not
   if not toolkit.find("ptxas") then say_err(toolkit.missing_message("ptxas")) return 2 end
-  local script = M.load_kernel_script(pos[1])
   local failed = 0
   print(("%-28s %-8s %5s %6s %8s %8s %6s %6s"):format("kernel", "arch", "insts", "regs", "smem", "dyn.smem", "spills", "stack"))
   for _, e in ipairs(each_kernel(script, opts.arch)) do
