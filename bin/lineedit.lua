@@ -1,29 +1,41 @@
 --- Line input for the REPL: libedit (or GNU readline) through the FFI on a
 -- terminal, with history and tab completion; plain stdin when piped, so
--- sessions can be scripted and tested.
+-- sessions can be scripted and tested. Either way input is read through
+-- poll(2) on stdin and a signal pipe, so a signal (Ctrl-C) wakes a waiting
+-- prompt: the line being typed is dropped and read says so.
 local ffi = require "ffi"
+local sys = require "pyptx.sys"
 
 local M = {}
 
-ffi.cdef [[
-  char *readline(const char *prompt);
-  int add_history(const char *line);
-  int read_history(const char *file);
-  int write_history(const char *file);
-  typedef char **(*lpx_rl_completion_fn)(const char *text, int start, int end);
-  typedef char *(*lpx_rl_generator_fn)(const char *text, int state);
-  char **rl_completion_matches(const char *text, lpx_rl_generator_fn gen);
-  int isatty(int fd);
-  void free(void *p);
-  void *malloc(size_t n);
-  char *strdup(const char *s);
-]]
+-- One declaration per call: another module may have declared some already.
+for _, decl in ipairs {
+  "char *readline(const char *prompt);",
+  "int add_history(const char *line);",
+  "int read_history(const char *file);",
+  "int write_history(const char *file);",
+  "typedef void (*lpx_rl_line_fn)(char *line);",
+  "void rl_callback_handler_install(const char *prompt, lpx_rl_line_fn fn);",
+  "void rl_callback_read_char(void);",
+  "void rl_callback_handler_remove(void);",
+  "typedef char **(*lpx_rl_completion_fn)(const char *text, int start, int end);",
+  "typedef char *(*lpx_rl_generator_fn)(const char *text, int state);",
+  "char **rl_completion_matches(const char *text, lpx_rl_generator_fn gen);",
+  "int isatty(int fd);",
+  "void free(void *p);",
+  "char *strdup(const char *s);",
+  "struct lpx_pollfd { int fd; short events; short revents; };",
+  "int poll(void *fds, unsigned long nfds, int timeout);",
+  "long read(int fd, void *buf, size_t n);",
+} do pcall(ffi.cdef, decl) end
+
+local POLLIN = 1
 
 --- Load libedit or readline; nil when neither is present.
 local function load_lib()
   for _, name in ipairs { "libedit.so.2", "libreadline.so.8", "edit", "readline" } do
     local ok, lib = pcall(ffi.load, name)
-    if ok then return lib end
+    if ok and pcall(function() return lib.rl_callback_read_char end) then return lib end
   end
   return nil
 end
@@ -48,35 +60,99 @@ local function install_completion(self, lib, complete)
   lib.rl_basic_word_break_characters = self.breaks
 end
 
---- Open input: opts.history (file path), opts.complete (function).
+--- Create the history file private (0600) before the library writes it.
+local function private_history(path)
+  if path and not sys.kind(path) then pcall(sys.write_file, path, "", tonumber("600", 8)) end
+end
+
+--- Open input: opts.history (file path), opts.complete (function),
+-- opts.signal_fd (a descriptor that becomes readable when a signal arrives).
 function M.open(opts)
-  local self = setmetatable({ interactive = ffi.C.isatty(0) == 1 and ffi.C.isatty(1) == 1, history = opts.history }, Input)
+  local self = setmetatable({ interactive = ffi.C.isatty(0) == 1 and ffi.C.isatty(1) == 1, history = opts.history,
+                              signal_fd = opts.signal_fd or -1, buffer = "" }, Input)
   if self.interactive then
     self.lib = load_lib()
     if self.lib then
       pcall(ffi.cdef, "extern lpx_rl_completion_fn rl_attempted_completion_function; extern const char *rl_basic_word_break_characters;")
       if opts.complete then pcall(install_completion, self, self.lib, opts.complete) end
+      private_history(self.history)
       if self.history then self.lib.read_history(self.history) end
+      self.on_line = ffi.cast("lpx_rl_line_fn", function(p)
+        self.done, self.line = true, p ~= nil and ffi.string(p) or nil
+        if p ~= nil then ffi.C.free(p) end
+      end)
     end
   end
   return self
 end
 
---- Read one line (nil at end of input), prompting on a terminal.
-function Input:read(prompt)
-  if self.lib then
-    local p = self.lib.readline(prompt)
-    if p == nil then return nil end
-    local line = ffi.string(p)
-    ffi.C.free(p)
-    if line:match("%S") then self.lib.add_history(line) end
-    return line
+--- Wait until stdin or the signal pipe is readable: "input" or "signal".
+function Input:wait()
+  local fds = ffi.new("struct lpx_pollfd[2]", { { 0, POLLIN, 0 }, { self.signal_fd, POLLIN, 0 } })
+  while true do
+    local n = ffi.C.poll(fds, self.signal_fd >= 0 and 2 or 1, -1)
+    if n > 0 then
+      if fds[1].revents ~= 0 then return "signal" end
+      return "input"
+    end
+    if ffi.errno() ~= 4 then return "input" end   -- not EINTR: let the read report it
+    if self.signal_fd >= 0 then return "signal" end
   end
-  if self.interactive then io.stdout:write(prompt) io.stdout:flush() end
-  return io.stdin:read("*l")
 end
 
---- Save history and release the callbacks.
+--- Read one line through libedit/readline's callback interface.
+function Input:read_edited(prompt)
+  local lib = self.lib
+  self.done, self.line = false, nil
+  lib.rl_callback_handler_install(prompt, self.on_line)
+  while not self.done do
+    if self:wait() == "signal" then
+      lib.rl_callback_handler_remove()
+      return false, "signal"
+    end
+    lib.rl_callback_read_char()
+  end
+  lib.rl_callback_handler_remove()
+  local line = self.line
+  if line and line:match("%S") then
+    lib.add_history(line)
+    if self.history then lib.write_history(self.history) end   -- saved now: any exit keeps it
+  end
+  return line
+end
+
+--- Read one line from a pipe or a plain terminal (read(2), so a signal interrupts it).
+function Input:read_plain(prompt)
+  if self.interactive then io.stdout:write(prompt) io.stdout:flush() end
+  local buf = ffi.new("char[4096]")
+  while not self.buffer:find("\n", 1, true) do
+    if self.eof then break end
+    if self:wait() == "signal" then
+      self.buffer = ""
+      return false, "signal"
+    end
+    local n = tonumber(ffi.C.read(0, buf, 4096))
+    if n > 0 then self.buffer = self.buffer .. ffi.string(buf, n)
+    elseif n == 0 or ffi.errno() ~= 4 then self.eof = true end
+  end
+  local line, rest = self.buffer:match("^([^\n]*)\n(.*)$")
+  if line then self.buffer = rest return line end
+  if self.buffer ~= "" then line, self.buffer = self.buffer, "" return line end
+  return nil
+end
+
+--- Read one line: the line, nil at end of input, or false and "signal"
+-- when a signal arrived while waiting (the partial line is dropped).
+function Input:read(prompt)
+  if self.lib then return self:read_edited(prompt) end
+  return self:read_plain(prompt)
+end
+
+-- Never JIT-compiled: rl_callback_read_char calls back into Lua (the line
+-- handler, completion), which a compiled FFI call must not do.
+for _, f in pairs(Input) do if type(f) == "function" then jit.off(f, true) end end
+
+--- Save history and leave the terminal as it was.
 function Input:close()
   if self.lib and self.history then self.lib.write_history(self.history) end
 end

@@ -1,36 +1,13 @@
 --- The luaptx command line: subcommand dispatch and the luajit-like modes.
+-- Each subcommand is a row of COMMANDS naming its arguments and its flags:
+-- the parser accepts exactly those flags and `luaptx help` prints them, from
+-- the same table, so the two cannot drift. Errors name the user's file:line
+-- or nothing (LUAPTX_TRACEBACK=1 adds a traceback).
 local M = {}
 
-local USAGE = [[
-usage: luaptx <command> [options]
-       luaptx script.lua [args]      run a Lua script (like luajit)
-       luaptx -e 'chunk' [args]      run a Lua chunk
-
-commands:
-  run <script.lua> [args]           load a kernel script and call its main(args)
-  ptx <script.lua> [--arch A] [-o out.ptx] [--no-line-info]
-                                    print the PTX of every kernel the script defines
-  check <script.lua> [--arch A]     assemble each kernel with ptxas and print
-                                    registers, shared memory, spills and stack
-  compile <script.lua> [--arch A] [-o DIR] [--force]
-                                    compile each kernel to a cubin through the cache
-  cache ls|clear|stats              the cubin cache ($LUAPTX_CACHE_DIR)
-  repl [--arch A] [--version V]     an interactive prompt inside a kernel trace
-  tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]
-  tune --merge a.json b.json ...    an autotuning sweep; merge shard results
-  transpile <in.ptx> [--name N] [-o out.lua]
-                                    PTX -> a kernel script in the DSL (traced, it re-emits the PTX)
-  fmt <in.ptx> [--canonical] [-o out.ptx]
-                                    reformat PTX: lossless by default (byte-identical),
-                                    --canonical for the tracer's normalized layout
-  help                              this text
-  --version                         print the version
-
-Kernel scripts return a kernel, a list of kernels, or a table with
-`kernels` (what ptx/check take), `main` (what run calls) and optionally
-`module` (a pyptx.module: what ptx prints instead of each kernel).
-Environment: LUAPTX_LUA_DIR=lua loads luaptx's Lua modules from disk,
-LUAPTX_ARCH sets what arch = "auto" means, CUDA_HOME locates the toolkit.]]
+local ffi = require "ffi"
+local core = require "pyptx.core"
+local trace = require "pyptx.trace"
 
 --- Print to stderr with the program's prefix.
 local function say_err(msg)
@@ -48,28 +25,9 @@ end
 --- luaptx script.lua [args]
 local function run_script(args)
   local fn, err = loadfile(args[1])
-  if not fn then say_err(err) return 1 end
+  if not fn then error(err, 0) end
   run_chunk(fn, args[1], args, 2)
   return 0
-end
-
---- Split "--arch A", "-o F" style options from positional arguments.
-local function parse_options(args, first, spec)
-  local opts, pos = {}, {}
-  local i = first
-  while i <= #args do
-    local a = args[i]
-    local key = spec[a]
-    if key == true then opts[a] = true
-    elseif key then
-      if args[i + 1] == nil then error("option " .. a .. " needs a value", 0) end
-      opts[key] = args[i + 1]
-      i = i + 1
-    elseif a:sub(1, 1) == "-" and #pos == 0 then error("unknown option " .. a, 0)
-    else pos[#pos + 1] = a end
-    i = i + 1
-  end
-  return opts, pos
 end
 
 --- Load a kernel script: returns { kernels = {...}, main = fn|nil }.
@@ -108,10 +66,16 @@ local function each_kernel(script, arch)
   return out
 end
 
+--- Write text to a file the user named, or fail naming it.
+local function write_output(path, text)
+  local f, err = io.open(path, "wb")
+  if not f then error("cannot write " .. err, 0) end
+  f:write(text)
+  f:close()
+end
+
 --- luaptx ptx script.lua [--arch A] [-o out] [--no-line-info]
-local function cmd_ptx(args)
-  local opts, pos = parse_options(args, 2, { ["--arch"] = "arch", ["-o"] = "output", ["--no-line-info"] = true })
-  if not pos[1] then error("usage: luaptx ptx <script.lua> [--arch A] [-o out.ptx]", 0) end
+local function cmd_ptx(opts, pos)
   local script = M.load_kernel_script(pos[1])
   local chunks = {}
   local whole = script.module and require("pyptx.module").is(script.module.module) and script.module.module
@@ -126,9 +90,7 @@ local function cmd_ptx(args)
   end
   local text = table.concat(chunks, "\n")
   if opts.output then
-    local f = assert(io.open(opts.output, "wb"))
-    f:write(text)
-    f:close()
+    write_output(opts.output, text)
   else
     io.write(text)
   end
@@ -136,12 +98,10 @@ local function cmd_ptx(args)
 end
 
 --- luaptx check script.lua [--arch A]
-local function cmd_check(args)
+local function cmd_check(opts, pos)
   local toolkit = require "pyptx.toolkit"
-  local opts, pos = parse_options(args, 2, { ["--arch"] = "arch" })
-  if not pos[1] then error("usage: luaptx check <script.lua> [--arch A]", 0) end
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, toolkit or not
   if not toolkit.find("ptxas") then say_err(toolkit.missing_message("ptxas")) return 2 end
-  local script = M.load_kernel_script(pos[1])
   local failed = 0
   print(("%-28s %-8s %5s %6s %8s %8s %6s %6s"):format("kernel", "arch", "insts", "regs", "smem", "dyn.smem", "spills", "stack"))
   for _, e in ipairs(each_kernel(script, opts.arch)) do
@@ -160,26 +120,23 @@ local function cmd_check(args)
   return failed > 0 and 1 or 0
 end
 
---- luaptx run script.lua [args]
-local function cmd_run(args)
-  if not args[2] then error("usage: luaptx run <script.lua> [args]", 0) end
+--- luaptx run script.lua [args]: everything after the script is its own.
+local function cmd_run(_, pos)
   local rest = {}
-  for i = 3, #args do rest[#rest + 1] = args[i] end
-  local script = M.load_kernel_script(args[2], rest)
+  for i = 2, #pos do rest[#rest + 1] = pos[i] end
+  local script = M.load_kernel_script(pos[1], rest)
   if not script.main then
-    error(args[2] .. ": the script has no main(args) to run; `luaptx ptx` and `luaptx check` inspect its kernels", 0)
+    error(pos[1] .. ": the script has no main(args) to run; `luaptx ptx` and `luaptx check` inspect its kernels", 0)
   end
   local rc = script.main(rest)
   return type(rc) == "number" and rc or 0
 end
 
 --- luaptx compile script.lua [--arch A] [-o DIR] [--force]
-local function cmd_compile(args)
+local function cmd_compile(opts, pos)
   local compile = require "pyptx.compile"
-  local opts, pos = parse_options(args, 2, { ["--arch"] = "arch", ["-o"] = "dir", ["--force"] = true })
-  if not pos[1] then error("usage: luaptx compile <script.lua> [--arch A] [-o DIR] [--force]", 0) end
   local script = M.load_kernel_script(pos[1])
-  local core, ffi, sys = require "pyptx.core", require "ffi", require "pyptx.sys"
+  local sys = require "pyptx.sys"
   if opts.dir then sys.mkdirs(opts.dir) end
   print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
   local hash = ffi.new("char[33]")
@@ -202,9 +159,9 @@ local function cmd_compile(args)
 end
 
 --- luaptx cache ls|clear|stats
-local function cmd_cache(args)
+local function cmd_cache(_, pos)
   local compile = require "pyptx.compile"
-  local sub = args[2]
+  local sub = pos[1]
   if sub == "ls" then
     io.write(compile.cache_list())
   elseif sub == "clear" then
@@ -219,61 +176,272 @@ local function cmd_cache(args)
 end
 
 --- luaptx repl [--arch A] [--version V]
-local function cmd_repl(args)
-  local rest = {}
-  for i = 2, #args do rest[#rest + 1] = args[i] end
-  return require("luaptx.repl").main(rest)
+local function cmd_repl(opts)
+  return require("luaptx.repl").main(opts)
 end
 
---- luaptx transpile ...
-local function cmd_transpile(args)
-  local rest = {}
-  for i = 2, #args do rest[#rest + 1] = args[i] end
-  return require("luaptx.transpile").main(rest)
+--- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
+local function cmd_transpile(opts, pos)
+  opts.input = pos[1]
+  return require("luaptx.transpile").main(opts)
 end
 
---- luaptx fmt ...
-local function cmd_fmt(args)
-  local rest = {}
-  for i = 2, #args do rest[#rest + 1] = args[i] end
-  return require("luaptx.fmt").main(rest)
+--- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
+local function cmd_fmt(opts, pos)
+  opts.input = pos[1]
+  return require("luaptx.fmt").main(opts)
 end
 
---- luaptx tune ...
-local function cmd_tune(args)
-  local rest = {}
-  for i = 2, #args do rest[#rest + 1] = args[i] end
-  return require("luaptx.tune").main(rest)
+--- luaptx tune ...: the arguments, checked against the table, go to bin/tune.lua as given.
+local function cmd_tune(_, _, raw)
+  return require("luaptx.tune").main(raw)
 end
 
-local COMMANDS = { ptx = cmd_ptx, check = cmd_check, run = cmd_run, compile = cmd_compile, cache = cmd_cache,
-                   repl = cmd_repl, tune = cmd_tune, fmt = cmd_fmt,
-                   transpile = cmd_transpile }
+-- ------------------------------------------------------------- the table
+
+--- Is a --arch value one the core knows (or "auto")? Returns the list when not.
+local function arch_list()
+  local n = core.arch_list(nil, 0)
+  local buf = ffi.new("char[?]", n + 1)
+  core.arch_list(buf, n + 1)
+  return ffi.string(buf, n)
+end
+
+--- Check a --arch value against the core's target table.
+local function check_arch(v)
+  local sm = ffi.new("int32_t[2]")
+  if v == "auto" or core.arch_parse(v, sm, sm + 1) == 0 then return end
+  return ("unknown arch '%s'; valid: %s (or auto)"):format(v, arch_list())
+end
+
+--- Check a --version value: a PTX ISA version luaptx knows.
+local function check_version(v)
+  local ok, err = pcall(require("pyptx.kernel").parse_version, v:match("^%d+%.%d$") and v or {})
+  if not ok then return (err:gsub("a table without two numbers", v)) end
+end
+
+local ARCH = { "--arch", "A", key = "arch", check = check_arch, help = "target arch: sm_80, sm_90a, sm_100a, ... (see below)" }
+
+-- Each command: args (its positional arguments, as usage shows them),
+-- min/max positional counts (rest: everything after the first positional
+-- belongs to the script), flags { flag, VALUE|nil, key, check, help },
+-- help, and run(opts, positional, raw args).
+local COMMANDS = {
+  { name = "run", args = "<script.lua> [args]", min = 1, rest = true, run = cmd_run,
+    help = "load a kernel script and call its main(args) with the arguments after it" },
+  { name = "ptx", args = "<script.lua>", min = 1, max = 1, run = cmd_ptx,
+    help = "print the PTX of every kernel the script defines",
+    flags = { ARCH, { "-o", "FILE", key = "output", help = "write the PTX to FILE" },
+              { "--no-line-info", help = "leave out .file/.loc" } } },
+  { name = "check", args = "<script.lua>", min = 1, max = 1, run = cmd_check,
+    help = "assemble each kernel with ptxas: registers, shared memory, spills, stack",
+    flags = { ARCH } },
+  { name = "compile", args = "<script.lua>", min = 1, max = 1, run = cmd_compile,
+    help = "compile each kernel to a cubin through the cache",
+    flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
+              { "--force", help = "bypass the cache" } } },
+  { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
+    run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
+  { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",
+    flags = { ARCH, { "--version", "V", key = "version", check = check_version, help = "PTX ISA version, e.g. 8.3" } } },
+  { name = "tune", args = "<sweep.lua>", min = 1, run = cmd_tune,
+    help = "an autotuning sweep (docs/tuning.md)",
+    flags = { { "--csv", "F", key = "csv", help = "write the results as CSV" },
+              { "--json", "F", key = "json", help = "write the results as JSON" },
+              { "--plot", "F.svg", key = "plot", help = "write an SVG plot" },
+              { "--shard", "i/n", key = "shard", help = "run every n-th config starting at the i-th" },
+              { "--force", help = "re-time cached configs" },
+              { "--merge", help = "merge shard results: the arguments are --json files, not a sweep" } } },
+  { name = "transpile", args = "<in.ptx|->", min = 1, max = 1, run = cmd_transpile,
+    help = "PTX -> a kernel script in the DSL (traced, it re-emits the PTX); - reads standard input",
+    flags = { { "--name", "N", key = "name", help = "rename the (first) kernel" },
+              { "--sugar", key = "sugar", help = "a script a person reads: loops, short labels, builder chains" },
+              { "-o", "FILE", key = "output", help = "write the script to FILE" } } },
+  { name = "fmt", args = "<in.ptx|->", min = 1, max = 1, run = cmd_fmt,
+    help = "reformat PTX: lossless by default (byte-identical); - reads standard input",
+    flags = { { "--canonical", key = "canonical", help = "the tracer's normalized layout instead" },
+              { "-o", "FILE", key = "output", help = "write the result to FILE" } } },
+}
+local BY_NAME = {}
+for _, c in ipairs(COMMANDS) do BY_NAME[c.name] = c end
+M.COMMANDS = COMMANDS   -- for the specs: every flag here must be in `luaptx help`
+
+--- One command's synopsis: "ptx <script.lua> [--arch A] [-o FILE] [--no-line-info]".
+local function synopsis(c)
+  local parts = { c.name }
+  if c.args ~= "" then parts[#parts + 1] = c.args end
+  for _, f in ipairs(c.flags or {}) do parts[#parts + 1] = "[" .. f[1] .. (f[2] and " " .. f[2] or "") .. "]" end
+  return table.concat(parts, " ")
+end
+
+--- A command's full help: synopsis, what it does, one line per flag.
+local function command_help(c)
+  local lines = { "usage: luaptx " .. synopsis(c), "  " .. c.help }
+  for _, f in ipairs(c.flags or {}) do
+    lines[#lines + 1] = ("    %-18s %s"):format(f[1] .. (f[2] and " " .. f[2] or ""), f.help)
+  end
+  return table.concat(lines, "\n")
+end
+
+--- The text of `luaptx help`: every command with every flag.
+local function usage()
+  local out = {
+    "usage: luaptx <command> [options]",
+    "       luaptx script.lua [args]      run a Lua script (like luajit)",
+    "       luaptx -e 'chunk' [args]      run a Lua chunk",
+    "", "commands:",
+  }
+  for _, c in ipairs(COMMANDS) do
+    out[#out + 1] = "  " .. synopsis(c)
+    out[#out + 1] = "      " .. c.help
+    for _, f in ipairs(c.flags or {}) do
+      out[#out + 1] = ("      %-18s %s"):format(f[1] .. (f[2] and " " .. f[2] or ""), f.help)
+    end
+  end
+  out[#out + 1] = "  help [command]" .. "\n      this text, or one command's"
+  out[#out + 1] = "  --version" .. "\n      print the version"
+  out[#out + 1] = ""
+  out[#out + 1] = "Targets (--arch): " .. arch_list() .. ", or auto."
+  out[#out + 1] = [[
+Kernel scripts return a kernel, a list of kernels, or a table with
+`kernels` (what ptx/check take), `main` (what run calls) and optionally
+`module` (a pyptx.module: what ptx prints instead of each kernel).
+Environment: LUAPTX_LUA_DIR=lua loads luaptx's Lua modules from disk,
+LUAPTX_ARCH sets what arch = "auto" means, CUDA_HOME locates the toolkit,
+LUAPTX_TRACEBACK=1 adds a Lua traceback to errors.]]
+  return table.concat(out, "\n")
+end
+
+--- Edit distance of two short strings (for "did you mean").
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- "unknown option X": the valid ones, and the nearest when it is close.
+local function unknown_flag(c, a)
+  local names, best, bestd = {}, nil, 4
+  for _, f in ipairs(c.flags or {}) do
+    names[#names + 1] = f[1] .. (f[2] and " " .. f[2] or "")
+    local d = distance(a, f[1])
+    if d < bestd then best, bestd = f[1], d end
+  end
+  local valid = #names > 0 and "; valid: " .. table.concat(names, ", ") or "; it takes no options"
+  return ("%s: unknown option %s%s%s"):format(c.name, a, best and " (did you mean " .. best .. "?)" or "", valid)
+end
+
+--- The flag row of c that spells a, or nil.
+local function find_flag(c, a)
+  for _, f in ipairs(c.flags or {}) do
+    if f[1] == a then return f end
+  end
+end
+
+--- Parse a command's arguments against its row: opts (by key) and the
+-- positional arguments; errors say what is wrong and what is valid.
+local function parse(c, args)
+  local opts, pos, i, only_pos = {}, {}, 1, false
+  while i <= #args do
+    local a = args[i]
+    if only_pos or (c.rest and #pos > 0) or a == "-" or a:sub(1, 1) ~= "-" then pos[#pos + 1] = a
+    elseif a == "--" then only_pos = true
+    else
+      local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
+      local f = find_flag(c, name or a)
+      if not f then error(unknown_flag(c, a), 0) end
+      local key = f.key or f[1]
+      if not f[2] then
+        if inline then error(("%s: %s takes no value"):format(c.name, f[1]), 0) end
+        opts[key] = true
+      else
+        local v = inline or args[i + 1]
+        if v == nil then error(("%s: %s needs a value (%s)"):format(c.name, f[1], f[2]), 0) end
+        if not inline then i = i + 1 end
+        local bad = f.check and f.check(v)
+        if bad then error(("%s: %s: %s"):format(c.name, f[1], bad), 0) end
+        opts[key] = v
+      end
+    end
+    i = i + 1
+  end
+  return opts, pos
+end
+
+--- Check the positional arguments' count (and choices) against the row.
+local function check_positional(c, pos)
+  local n, want = #pos, c.args ~= "" and c.args or "no arguments"
+  if c.min and n < c.min then
+    error(("%s: missing %s\nusage: luaptx %s"):format(c.name, c.args:match("^%S+"), synopsis(c)), 0)
+  end
+  if c.max and n > c.max then
+    error(("%s: unexpected argument '%s' (it takes %s)\nusage: luaptx %s"):format(c.name, pos[c.max + 1], want, synopsis(c)), 0)
+  end
+  if c.choices and not c.choices[pos[1]] then
+    error(("%s: unknown subcommand '%s'; valid: %s"):format(c.name, pos[1], c.args), 0)
+  end
+end
+
+--- Run a command: -h/--help prints its help; else parse and run.
+local function run_command(c, args)
+  local raw = {}
+  for i = 2, #args do raw[#raw + 1] = args[i] end
+  if raw[1] == "-h" or raw[1] == "--help" then print(command_help(c)) return 0 end
+  local opts, pos = parse(c, raw)
+  check_positional(c, pos)
+  return c.run(opts, pos, raw)
+end
+
+--- The error handler of every mode: a user error as the user should see it.
+local function handler(err)
+  if type(err) ~= "string" then
+    local mt = getmetatable(err)
+    err = mt and mt.__tostring and tostring(err) or ("(error object is a " .. type(err) .. " value)")
+  end
+  return trace.relocate(err)
+end
+
+--- Run f(...) and report its error; returns f's status (a number) or 1.
+local function protected(f, ...)
+  local ok, rc = xpcall(f, handler, ...)
+  if not ok then say_err(rc) return 1 end
+  return type(rc) == "number" and rc or 0
+end
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)
   local args = {}
   for i = 1, #argv do args[i] = argv[i] end
   local first = args[1]
-  if first == nil or first == "help" or first == "--help" or first == "-h" then print(USAGE) return 0 end
+  if first == nil or first == "help" or first == "--help" or first == "-h" then
+    local c = first == "help" and args[2] and BY_NAME[args[2]]
+    if first == "help" and args[2] and not c then
+      say_err("help: unknown command '" .. args[2] .. "'; see `luaptx help`")
+      return 1
+    end
+    print(c and command_help(c) or usage())
+    return 0
+  end
   if first == "--version" or first == "-v" then
-    print("luaptx " .. require("pyptx.core").version .. " (" .. jit.version .. ")")
+    print("luaptx " .. core.version .. " (" .. jit.version .. ")")
     return 0
   end
   if first == "-e" then
     if not args[2] then say_err("-e needs a chunk") return 1 end
     local fn, err = loadstring(args[2], "=(command line)")
     if not fn then say_err(err) return 1 end
-    run_chunk(fn, "-e", args, 3)
-    return 0
+    return protected(function() run_chunk(fn, "-e", args, 3) end)
   end
-  local cmd = COMMANDS[first]
-  if cmd then
-    local ok, rc = pcall(cmd, args)
-    if not ok then say_err(tostring(rc)) return 1 end
-    return rc
-  end
-  if first:sub(1, 1) ~= "-" then return run_script(args) end
+  local c = BY_NAME[first]
+  if c then return protected(run_command, c, args) end
+  if first:sub(1, 1) ~= "-" then return protected(run_script, args) end
   say_err("unknown command or option '" .. first .. "'; see `luaptx help`")
   return 1
 end

@@ -5,24 +5,16 @@
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
+local kernel = require "pyptx.kernel"
+local sys = require "pyptx.sys"
 local toolkit = require "pyptx.toolkit"
+local trace = require "pyptx.trace"
 local lineedit = require "luaptx.lineedit"
 
 local M = {}
 
-local HELP = [[
-Type Lua: each ptx.* call (and each register operator) appends one PTX
-instruction, shown as it is appended. Locals persist between inputs.
-  :ptx               the whole snippet as a kernel
-  :check             assemble it with ptxas for the current arch
-  :run [threads]     run it on the emulator (or GPU) and print registers per lane
-  :arch sm_80        change the target (the session is re-traced)
-  :version 8.3       change the PTX ISA version
-  :reset             forget every input
-  :save file.lua     write the session as a runnable kernel script
-  :load file.lua     replay a script saved with :save (or any Lua lines)
-  :history           the accepted inputs
-  :help              this text;  :quit (or Ctrl-D) leaves]]
+local SIGHUP, SIGTERM = 1, 15
+local MAX_THREADS = 1024   -- :run's block size limit (the hardware's)
 
 --- The globals every input sees: the DSL and the type names.
 local function base_env()
@@ -53,10 +45,28 @@ function M.new(opts)
 end
 
 --- Compile one input to a function running in env; chunk name repl-N.
+-- Interpreted, never JIT-compiled: compiled loops do not check hooks, so
+-- Ctrl-C could not interrupt a runaway `while true do end`.
 local function compile_input(src, n, env)
   local fn, err = loadstring(globalize(src), "@repl-" .. n)
   if not fn then return nil, err end
+  jit.off(fn, true)
   return setfenv(fn, env)
+end
+
+--- A message as the REPL shows it: never a location inside luaptx.
+local function shown(err)
+  return trace.strip_own(tostring(err))
+end
+
+--- Call f(...) with interrupts armed (Ctrl-C stops the user code it runs);
+-- returns pcall's results. A trace left open by an interrupt is closed.
+local function interruptible(f, ...)
+  core.signals_arm(true)
+  local res = { pcall(f, ...) }
+  core.signals_arm(false)
+  if trace.current() then trace.finish() end
+  return unpack(res, 1, table.maxn(res))
 end
 
 --- Run the session's inputs (plus an optional new one) in the active trace.
@@ -105,9 +115,11 @@ M.incomplete = incomplete
 function Session:eval(src)
   local fn, err = loadstring(globalize(src), "@repl-" .. (#self.inputs + 1))
   if not fn then self.out:write("error: ", err, "\n") return false end
-  local ok, s, lines, count = pcall(self.try, self, src)
+  local ok, s, lines, count = interruptible(self.try, self, src)
   if not ok then
-    self.out:write("error: ", tostring(s), "\n")
+    local msg = shown(s)
+    if self.interactive and msg:match(": interrupted$") then self.out:write("\n") end   -- after the echoed ^C
+    self.out:write("error: ", msg, "\n")
     return false
   end
   self.inputs[#self.inputs + 1] = src
@@ -123,7 +135,9 @@ end
 
 --- :check: assemble with ptxas; resources, or ptxas's message mapped to inputs.
 function Session:check()
-  local ok, report, log = toolkit.ptxas(self:ptx(), self.arch)
+  local pok, text = pcall(self.ptx, self)
+  if not pok then self.out:write("error: ", shown(text), "\n") return end
+  local ok, report, log = toolkit.ptxas(text, self.arch)
   if ok == nil then self.out:write(log, "\n") return end
   if not ok then self.out:write("ptxas failed:\n", log, "\n") return end
   local r = report.repl or {}
@@ -134,7 +148,7 @@ end
 --- :save: a kernel script whose body is the session's inputs.
 function Session:save(path)
   local f, err = io.open(path, "w")
-  if not f then self.out:write("error: ", err, "\n") return end
+  if not f then self.out:write("error: :save: cannot write ", err, "\n") return end
   f:write("-- Saved from a luaptx repl session. Run: luaptx ptx ", path, "\n")
   f:write("local pyptx = require \"pyptx\"\nlocal reg, ptx, smem = pyptx.reg, pyptx.ptx, pyptx.smem\n")
   for _, t in ipairs(pyptx.types.all) do f:write(("local %s = pyptx.types.%s\n"):format(t.name, t.name)) end
@@ -151,10 +165,16 @@ end
 
 --- :load: replay the inputs of a saved session (or every line of a file).
 function Session:load(path)
+  local kind = sys.kind(path)
+  if kind ~= "file" and kind ~= "link" then
+    local why = kind == nil and "no such file" or kind == "directory" and "is a directory" or "is not a regular file"
+    self.out:write(("error: :load: %s: %s; give a Lua file (one saved with :save, or any Lua lines)\n"):format(path, why))
+    return
+  end
   local f, err = io.open(path, "r")
-  if not f then self.out:write("error: ", err, "\n") return end
-  local text = f:read("*a")
-  f:close()
+  local text = f and f:read("*a")
+  if f then f:close() end
+  if not text then self.out:write("error: :load: cannot read ", err or path, "\n") return end
   local body = text:match("%-%- luaptx%-repl%-begin\n(.-)\n%s*%-%- luaptx%-repl%-end") or text
   local pending = ""
   for line in (body .. "\n"):gmatch("([^\n]*)\n") do
@@ -171,30 +191,113 @@ end
 function Session:retarget(field, value)
   local old = self[field]
   self[field] = value
-  local ok, err = pcall(function() self:kernel():specialize {} end)
+  local ok, err = interruptible(function() self:kernel():specialize {} end)
   if not ok then
     self[field] = old
-    self.out:write("error: ", tostring(err), "\n")
+    self.out:write("error: ", shown(err), "\n")
   else
     self.out:write(field, " = ", tostring(value), "\n")
   end
 end
 
+--- The error for an arch the core does not know (nil when it does).
+local function bad_arch(arch)
+  local sm = ffi.new("int32_t[2]")
+  if core.arch_parse(arch, sm, sm + 1) == 0 then return nil end
+  local n = core.arch_list(nil, 0)
+  local buf = ffi.new("char[?]", n + 1)
+  core.arch_list(buf, n + 1)
+  return ("unknown arch '%s'; valid: %s"):format(arch, ffi.string(buf, n))
+end
+
+--- The error for a PTX version the session's arch cannot use (nil when fine).
+local function bad_version(v, arch)
+  if not v:match("^%d+%.%d$") then return ("the version is major.minor, e.g. 8.3; got '%s'"):format(v) end
+  local ok, err = pcall(kernel.parse_version, v)
+  if not ok then return err end
+  local min = core.arch_min_ptx(arch)
+  if err < min then
+    return ("PTX ISA %s does not know %s; use %d.%d or newer"):format(v, arch, math.floor(min / 10), min % 10)
+  end
+end
+
+--- :run's thread count: nil and the error unless an integer 1..MAX_THREADS.
+local function thread_count(arg, default)
+  if arg == "" then return default end
+  local n = tonumber(arg)
+  if n and n >= 1 and n <= MAX_THREADS and n % 1 == 0 then return n end
+  return nil, ("the thread count (the block size) is an integer from 1 to %d; got '%s'"):format(MAX_THREADS, arg)
+end
+
+-- The commands: name, argument ("": none, "[x]": optional, "x": required),
+-- help, and the handler (session, argument).
+local COMMANDS = {
+  { "ptx", "", "the whole snippet as a kernel", function(self)
+    local ok, text = pcall(self.ptx, self)
+    self.out:write(ok and text or ("error: " .. shown(text) .. "\n"))
+  end },
+  { "check", "", "assemble it with ptxas for the current arch", function(self) self:check() end },
+  { "run", "[threads]", "run it on the emulator (or GPU) and print registers per lane", function(self, arg)
+    local n, err = thread_count(arg, self.threads)
+    if not n then self.out:write("error: :run: ", err, "\n") return end
+    self:run(n)
+  end },
+  { "arch", "sm_80", "change the target (the session is re-traced)", function(self, arg)
+    local err = bad_arch(arg)
+    if err then self.out:write("error: :arch: ", err, "\n") return end
+    self:retarget("arch", arg)
+  end },
+  { "version", "8.3", "change the PTX ISA version", function(self, arg)
+    local err = bad_version(arg, self.arch)
+    if err then self.out:write("error: :version: ", err, "\n") return end
+    self:retarget("version", arg)
+  end },
+  { "reset", "", "forget every input", function(self)
+    self.inputs, self.items = {}, 0
+    self.out:write("session cleared\n")
+  end },
+  { "save", "file.lua", "write the session as a runnable kernel script", function(self, arg) self:save(arg) end },
+  { "load", "file.lua", "replay a script saved with :save (or any Lua lines)", function(self, arg) self:load(arg) end },
+  { "history", "", "the accepted inputs", function(self)
+    for i, src in ipairs(self.inputs) do self.out:write(("%3d  %s\n"):format(i, src)) end
+  end },
+  { "help", "", "this text", function(self) self.out:write(M.HELP, "\n") end },
+  { "quit", "", "leave (also :q, :exit, Ctrl-D); Ctrl-C stops a running input or clears the line" },
+}
+local BY_NAME = { q = COMMANDS[#COMMANDS], exit = COMMANDS[#COMMANDS] }
+for _, c in ipairs(COMMANDS) do BY_NAME[c[1]] = c end
+
+--- The :help text, from the command table.
+M.HELP = (function()
+  local lines = {
+    "Type Lua: each ptx.* call (and each register operator) appends one PTX",
+    "instruction, shown as it is appended. Locals persist between inputs.",
+  }
+  for _, c in ipairs(COMMANDS) do
+    lines[#lines + 1] = ("  %-18s %s"):format(":" .. c[1] .. (c[2] ~= "" and " " .. c[2] or ""), c[3])
+  end
+  return table.concat(lines, "\n")
+end)()
+
 --- Handle a :command line; returns false to leave the session.
 function Session:command(line)
-  local cmd, arg = line:match("^:(%S+)%s*(.-)%s*$")
-  if cmd == "quit" or cmd == "q" or cmd == "exit" then return false end
-  if cmd == "help" then self.out:write(HELP, "\n")
-  elseif cmd == "ptx" then self.out:write(self:ptx())
-  elseif cmd == "check" then self:check()
-  elseif cmd == "reset" then self.inputs, self.items = {}, 0; self.out:write("session cleared\n")
-  elseif cmd == "arch" and arg ~= "" then self:retarget("arch", arg)
-  elseif cmd == "version" and arg ~= "" then self:retarget("version", arg)
-  elseif cmd == "save" and arg ~= "" then self:save(arg)
-  elseif cmd == "load" and arg ~= "" then self:load(arg)
-  elseif cmd == "history" then for i, s in ipairs(self.inputs) do self.out:write(("%3d  %s\n"):format(i, s)) end
-  elseif cmd == "run" then self:run(tonumber(arg) or self.threads)
-  else self.out:write("unknown command :", tostring(cmd), " (or a missing argument); :help lists them\n") end
+  local name, arg = line:match("^%s*:(%S*)%s*(.-)%s*$")
+  local c = BY_NAME[name]
+  if not c then
+    self.out:write("unknown command :", name, "; :help lists them\n")
+    return true
+  end
+  local takes = c[2]
+  if takes == "" and arg ~= "" then
+    self.out:write(("error: :%s takes no argument; got '%s'\n"):format(c[1], arg))
+    return true
+  end
+  if takes ~= "" and takes:sub(1, 1) ~= "[" and arg == "" then
+    self.out:write(("error: :%s needs an argument: :%s %s\n"):format(c[1], c[1], takes))
+    return true
+  end
+  if not c[4] then return false end   -- :quit
+  c[4](self, arg)
   return true
 end
 
@@ -202,11 +305,11 @@ end
 function Session:run(threads)
   local ok, runner = pcall(require, "luaptx.repl_run")
   if not ok then
-    self.out:write(":run needs the device runtime: ", tostring(runner):match("[^\n]*"), "\n")
+    self.out:write(":run needs the device runtime: ", shown(runner):match("[^\n]*"), "\n")
     return
   end
-  local rok, err = pcall(runner.run, self, threads)
-  if not rok then self.out:write("error: ", tostring(err), "\n") end
+  local rok, err = interruptible(runner.run, self, threads)
+  if not rok then self.out:write("error: ", shown(err), "\n") end
 end
 
 -- ------------------------------------------------------------ completion
@@ -257,18 +360,9 @@ end
 
 -- ------------------------------------------------------------------ loop
 
---- Run the interactive loop on a terminal, or read stdin when piped.
-function M.main(args)
-  local opts = {}
-  local i = 1
-  while args[i] do
-    if args[i] == "--arch" then opts.arch = args[i + 1]; i = i + 1
-    elseif args[i] == "--version" then opts.version = args[i + 1]; i = i + 1 end
-    i = i + 1
-  end
-  local session = M.new(opts)
-  local input = lineedit.open { history = os.getenv("LUAPTX_HISTORY") or ((os.getenv("HOME") or ".") .. "/.luaptx_history"),
-                                complete = M.complete }
+--- The read-eval loop; returns the exit status (128 + the signal for
+-- SIGTERM/SIGHUP, which end the session with its history saved).
+local function loop(session, input)
   if input.interactive then
     io.stdout:write(("luaptx %s repl — %s, PTX %s. :help for commands.\n")
       :format(core.version, session.arch, session.version or "default"))
@@ -276,9 +370,17 @@ function M.main(args)
   local pending = nil
   while true do
     local line = input:read(pending and "...> " or ("ptx " .. session.arch .. "> "))
-    if line == nil then break end
-    if not pending and line:match("^%s*:") then
-      if not session:command(line) then break end
+    if line == nil then
+      if input.interactive then io.stdout:write("\n") end
+      return 0
+    end
+    if line == false then     -- a signal while waiting for input
+      local sig = core.signals_take()
+      if sig == SIGTERM or sig == SIGHUP then return 128 + sig end
+      if input.interactive then io.stdout:write("^C\n") end
+      pending = nil           -- Ctrl-C at the prompt: the line (and an unfinished chunk) is dropped
+    elseif not pending and line:match("^%s*:") then
+      if not session:command(line) then return 0 end
     elseif pending or line:match("%S") then
       local src = pending and (pending .. "\n" .. line) or line
       local _, err = loadstring(globalize(src))
@@ -287,11 +389,28 @@ function M.main(args)
         pending = nil
         session:eval(src)
       end
-      io.stdout:flush()
     end
+    io.stdout:flush()
+    local sig = core.signals_take()   -- Ctrl-C already stopped the input it hit
+    if sig == SIGTERM or sig == SIGHUP then return 128 + sig end
   end
+end
+
+--- Run the interactive loop on a terminal, or read stdin when piped.
+-- opts: arch, version (checked by the command line). History is written
+-- after every line, so any way out keeps it.
+function M.main(opts)
+  opts = opts or {}
+  local session = M.new(opts)
+  local sigfd = core.signals_open()
+  local input = lineedit.open { history = os.getenv("LUAPTX_HISTORY") or ((os.getenv("HOME") or ".") .. "/.luaptx_history"),
+                                complete = M.complete, signal_fd = sigfd }
+  session.interactive = input.interactive
+  local ok, rc = xpcall(loop, trace.relocate, session, input)
   input:close()
-  return 0
+  core.signals_close()
+  if not ok then error(rc, 0) end
+  return rc
 end
 
 return M

@@ -148,10 +148,10 @@ return { kernels = { { k, { V = 7 } } } }
     it("needs a script and known options", function()
       local _, err, rc = luaptx("ptx")
       assert.equal(1, rc)
-      assert.equal("luaptx: usage: luaptx ptx <script.lua> [--arch A] [-o out.ptx]\n", err)
+      assert.equal("luaptx: ptx: missing <script.lua>\nusage: luaptx ptx <script.lua> [--arch A] [-o FILE] [--no-line-info]\n", err)
       _, err, rc = luaptx("ptx", "spec/fixtures/vec_add.lua", "--arch")
       assert.equal(1, rc)
-      assert.equal("luaptx: option --arch needs a value\n", err)
+      assert.equal("luaptx: ptx: --arch needs a value (A)\n", err)
     end)
 
     it("reports a syntax error in the script", function()
@@ -194,7 +194,7 @@ return { kernels = { { k, { V = 7 } } } }
       assert.matches("the script has no main%(args%) to run", err)
       _, err, rc = luaptx("run")
       assert.equal(1, rc)
-      assert.equal("luaptx: usage: luaptx run <script.lua> [args]\n", err)
+      assert.equal("luaptx: run: missing <script.lua>\nusage: luaptx run <script.lua> [args]\n", err)
     end)
   end)
 
@@ -251,6 +251,186 @@ end }
       end
       p:close()
       assert.is_true(n >= 3, "found only " .. n .. " examples")
+    end)
+  end)
+
+  describe("flags", function()
+    local cli = require "luaptx.cli"
+    local ffi = require "ffi"
+    local core = require "pyptx.core"
+
+    --- The core's target list, as the CLI must print it.
+    local function targets()
+      local buf = ffi.new("char[1024]")
+      return ffi.string(buf, core.arch_list(buf, 1024))
+    end
+
+    it("refuse an unknown flag anywhere, naming the valid ones and the nearest", function()
+      local cases = {
+        { { "ptx", "spec/fixtures/vec_add.lua", "--no-lineinfo" },
+          "ptx: unknown option --no-lineinfo (did you mean --no-line-info?); valid: --arch A, -o FILE, --no-line-info" },
+        { { "ptx", "spec/fixtures/vec_add.lua", "--arhc", "sm_80" }, "ptx: unknown option --arhc (did you mean --arch?)" },
+        { { "check", "spec/fixtures/vec_add.lua", "--arhc", "sm_80" }, "check: unknown option --arhc (did you mean --arch?); valid: --arch A" },
+        { { "compile", "--forse", "spec/fixtures/vec_add.lua" }, "compile: unknown option --forse (did you mean --force?)" },
+        { { "cache", "ls", "--all" }, "cache: unknown option --all; it takes no options" },
+        { { "repl", "--versoin", "8.3" }, "repl: unknown option --versoin (did you mean --version?)" },
+        { { "tune", "x.lua", "--jsn", "r.json" }, "tune: unknown option --jsn (did you mean --json?)" },
+        { { "transpile", "spec/fixtures/vec_add.ptx", "--sugarr" }, "transpile: unknown option --sugarr (did you mean --sugar?)" },
+        { { "fmt", "spec/fixtures/vec_add.ptx", "--canon" }, "fmt: unknown option --canon" },
+        { { "run", "--x", "spec/fixtures/vec_add.lua" }, "run: unknown option --x; it takes no options" },
+      }
+      for _, c in ipairs(cases) do
+        local out, err, rc = H.luaptx(c[1])
+        assert.equal(1, rc, table.concat(c[1], " "))
+        assert.equal("", out)
+        assert.matches("luaptx: " .. c[2], err, 1, true)
+      end
+    end)
+
+    it("refuse an unknown arch with the core's list of targets", function()
+      local want = ("unknown arch 'sm_999'; valid: %s (or auto)\n"):format(targets())
+      for _, cmd in ipairs { "ptx", "check", "compile" } do
+        local _, err, rc = H.luaptx { cmd, "spec/fixtures/vec_add.lua", "--arch", "sm_999" }
+        assert.equal(1, rc)
+        assert.equal("luaptx: " .. cmd .. ": --arch: " .. want, err)
+      end
+      local _, err, rc = H.luaptx { "repl", "--arch=sm_999" }
+      assert.equal(1, rc)
+      assert.equal("luaptx: repl: --arch: " .. want, err)
+      _, err, rc = H.luaptx { "repl", "--version", "99.9" }
+      assert.equal(1, rc)
+      assert.matches("^luaptx: repl: %-%-version: PTX ISA 99%.9 is newer than luaptx knows", err)
+      local out
+      out, err, rc = H.luaptx { "ptx", "spec/fixtures/vec_add.lua", "--arch=sm_90a" }
+      assert.equal(0, rc, err)
+      assert.matches("\n%.target sm_90a\n", out)
+    end)
+
+    it("refuse a stray argument, a missing value and an unknown cache subcommand", function()
+      local _, err, rc = H.luaptx { "ptx", "spec/fixtures/vec_add.lua", "extra.lua" }
+      assert.equal(1, rc)
+      assert.matches("^luaptx: ptx: unexpected argument 'extra.lua' %(it takes <script.lua>%)\nusage: luaptx ptx ", err)
+      _, err, rc = H.luaptx { "transpile", "spec/fixtures/vec_add.ptx", "--name" }
+      assert.equal(1, rc)
+      assert.equal("luaptx: transpile: --name needs a value (N)\n", err)
+      _, err, rc = H.luaptx { "cache", "purge" }
+      assert.equal(1, rc)
+      assert.equal("luaptx: cache: unknown subcommand 'purge'; valid: ls|clear|stats\n", err)
+      _, err, rc = H.luaptx { "repl", "extra" }
+      assert.equal(1, rc)
+      assert.matches("^luaptx: repl: unexpected argument 'extra' %(it takes no arguments%)", err)
+    end)
+
+    it("list every flag of every subcommand in help, from the parser's own table", function()
+      local out, _, rc = H.luaptx { "help" }
+      assert.equal(0, rc)
+      assert.is_true(#cli.COMMANDS >= 9)
+      for _, c in ipairs(cli.COMMANDS) do
+        local syn = out:match("\n  (" .. c.name .. "[^\n]*)")
+        assert.is_string(syn, c.name .. " is missing from help")
+        for _, f in ipairs(c.flags or {}) do
+          local spelled = f[1] .. (f[2] and " " .. f[2] or "")
+          assert.matches("[" .. spelled .. "]", syn, 1, true)
+          assert.matches("\n      " .. spelled:gsub("%p", "%%%0") .. " +" .. f.help:gsub("%p", "%%%0"), out)
+          -- and the parser takes it: a bad value or a stray argument fails later, never "unknown option"
+          local _, err = H.luaptx { c.name, f[1] }
+          assert.is_nil(err:find("unknown option", 1, true), c.name .. " " .. f[1] .. ": " .. err)
+        end
+        local help = H.luaptx { c.name, "--help" }
+        assert.equal(help, (H.luaptx { "help", c.name }))
+        assert.matches("^usage: luaptx " .. c.name, help)
+      end
+      assert.matches("\n  transpile <in.ptx|-> [--name N] [--sugar] [-o FILE]\n", out, 1, true)
+      assert.matches("Targets (--arch): " .. targets() .. ", or auto.", out, 1, true)
+    end)
+
+    it("read standard input for transpile - as for fmt -", function()
+      local text = H.read("spec/fixtures/vec_add.ptx")
+      local from_file = H.luaptx { "transpile", "spec/fixtures/vec_add.ptx" }
+      local res = H.run({ H.BIN, "transpile", "-" }, { input = text })
+      assert.equal(0, res.status, res.stderr)
+      -- the same script, with the source named <stdin>
+      assert.equal(from_file:gsub("spec/fixtures/vec_add%.ptx", "<stdin>"), res.stdout)
+      res = H.run({ H.BIN, "fmt", "-" }, { input = text })
+      assert.equal(text, res.stdout)
+    end)
+
+    it("pass everything after the script to run's main, flags included", function()
+      local path = H.temp_file(KERNEL_HEAD .. "return { kernels = {}, main = function(a) print(table.concat(a, ' ')) end }\n", ".lua")
+      local out, err, rc = H.luaptx { "run", path, "--arch", "x", "--", "-o" }
+      H.cleanup()
+      assert.equal(0, rc, err)
+      assert.equal("--arch x -- -o\n", out)
+    end)
+  end)
+
+  describe("errors", function()
+    --- A failing command's stderr, with and without LUAPTX_TRACEBACK.
+    local function fails(args, traceback)
+      local _, err, rc = H.luaptx(args, { env = { LUAPTX_TRACEBACK = traceback and "1" or false } })
+      assert.equal(1, rc, table.concat(args, " ") .. "\n" .. err)
+      return err
+    end
+
+    it("name the user's file:line or nothing, never luaptx's own files", function()
+      local dir = H.temp_dir()
+      local helper = H.write(dir .. "/helper.lua", [[
+local pyptx = require "pyptx"
+local hopper = require "pyptx.hopper"
+return pyptx.kernel "k" { arch = "sm_90a", function()
+  local r = pyptx.reg.scalar(pyptx.types.u32)
+  hopper.swizzle_address(r, 128)
+end }
+]])
+      local inner = H.write(dir .. "/inner.lua", [[
+local tensor = require "pyptx.tensor"
+return { kernels = {}, main = function()
+  tensor.compare(1, 2)
+end }
+]])
+      local syntax = H.write(dir .. "/syntax.lua", "local = 1\n")
+      local sweep = H.write(dir .. "/sweep.lua", "return { name = 'x' }\n")
+      local cases = {
+        { { "check", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
+        { { "compile", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
+        { { "tune", sweep }, "luaptx: tune: a sweep needs build = function(cfg) ... end" },
+        { { "ptx", helper }, "luaptx: " .. helper .. ":5: hopper.swizzle_address: argument 1 (a) must be an integer; got a register\n" },
+        { { "run", inner }, "luaptx: " .. inner .. ":3: " },
+        { { "ptx", "spec/fixtures/vec_add.lua", "-o", dir .. "/no/such.ptx" }, "luaptx: cannot write " .. dir .. "/no/such.ptx: No such file or directory\n" },
+        { { "-e", "require('pyptx.hopper').swizzle_address(nil, 128)" },
+          "luaptx: (command line):1: hopper.swizzle_address: argument 1 (a) must be an integer; got nil\n" },
+        { { "transpile", dir .. "/missing.ptx" }, "luaptx: " },
+        { { "fmt", dir .. "/missing.ptx" }, "luaptx: " },
+        { { "tune", dir .. "/missing.lua" }, "luaptx: " },
+        { { "cache", "purge" }, "luaptx: cache: " },
+        { { "repl", "--arch", "sm_1" }, "luaptx: repl: --arch: unknown arch 'sm_1'" },
+      }
+      for _, c in ipairs(cases) do
+        local err = fails(c[1])
+        assert.equal(c[2], err:sub(1, #c[2]), table.concat(c[1], " "))
+        assert.is_nil(err:find("lua/pyptx/", 1, true), err)
+        assert.is_nil(err:find("bin/[%w_]+%.lua"), err)
+        assert.is_nil(err:find("stack traceback", 1, true), err)
+      end
+      H.cleanup()
+    end)
+
+    it("come with a traceback for every subcommand under LUAPTX_TRACEBACK=1", function()
+      local dir = H.temp_dir()
+      local bad = H.write(dir .. "/bad.lua", "return { kernels = {}, main = function() error('boom') end }\n")
+      local cases = {
+        { "run", bad }, { "ptx", dir .. "/missing.lua" }, { "check", "x.lua", "--arch", "sm_1" },
+        { "compile", dir .. "/missing.lua" }, { "cache", "purge" }, { "repl", "--arch", "sm_1" },
+        { "tune", dir .. "/missing.lua" }, { "transpile", dir .. "/missing.ptx" }, { "fmt", dir .. "/missing.ptx" },
+        { bad .. "x" }, { "-e", "error('boom')" },
+      }
+      for _, args in ipairs(cases) do
+        local err = fails(args, true)
+        assert.matches("\nstack traceback:\n", err, 1, true)
+      end
+      local _, err = H.luaptx({ "ptx", dir .. "/missing.lua" }, { env = { LUAPTX_TRACEBACK = "0" } })
+      assert.is_nil(err:find("stack traceback", 1, true))   -- 0 means off
+      H.cleanup()
     end)
   end)
 end)

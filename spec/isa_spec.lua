@@ -160,6 +160,20 @@ describe("the ISA table", function()
       assert.is_nil(parse("sm_9x"))
       assert.is_nil(parse("compute_90"))
       assert.is_nil(parse("sm_90b"))
+      assert.is_nil(parse("sm_999"))     -- well-formed, but no such target
+      assert.is_nil(parse("sm_90f"))
+      assert.is_nil(parse("sm_10"))
+    end)
+
+    it("list the targets the PTX ISA defines", function()
+      local buf = ffi.new("char[1024]")
+      local n = core.arch_list(buf, 1024)
+      local names = ffi.string(buf, n)
+      assert.matches("^sm_50 .* sm_80 .* sm_90a .* sm_100a .* sm_121f$", names)
+      for name in names:gmatch("%S+") do
+        assert.is_true(core.arch_min_ptx(name) >= 40 and core.arch_min_ptx(name) <= core.ptx_version_max(), name)
+      end
+      assert.equal(-1, core.arch_min_ptx("sm_999"))
     end)
 
     it("know every type's name and width", function()

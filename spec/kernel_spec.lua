@@ -105,6 +105,13 @@ describe("pyptx.kernel", function()
     it("refuse a malformed version", function()
       assert.matches("kernel_spec.lua:%d+: version must be {major, minor} or \"major.minor\", got 8",
         build_error(function() return pyptx.kernel "v" { version = "8", function() end }:ptx() end))
+      assert.matches("kernel_spec.lua:%d+: version must be {major, minor} or \"major.minor\", got a table without two numbers",
+        build_error(function() return pyptx.kernel "v" { version = {}, function() end }:ptx() end))
+    end)
+
+    it("refuse a version newer than the newest PTX ISA luaptx knows", function()
+      assert.matches("kernel_spec.lua:%d+: PTX ISA 99.9 is newer than luaptx knows; the newest is %d+%.%d",
+        build_error(function() return pyptx.kernel "v" { version = "99.9", function() end }:ptx() end))
     end)
 
     it("resolve arch = \"auto\" to something concrete", function()

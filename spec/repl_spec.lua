@@ -1,19 +1,31 @@
 -- The REPL, driven through stdin (a script) and through a pseudo-terminal.
+local lfs = require "lfs"
 local repl = require "luaptx.repl"
+local H = require "spec.helpers"
+local pty = require "spec.pty"
 
-local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
+local BIN = H.BIN
 
 --- Run the REPL with input text on stdin; returns what it printed.
-local function session(input, args)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(input)
-  f:close()
-  local p = io.popen(("%s repl %s < %s 2>&1"):format(BIN, args or "", path))
-  local out = p:read("*a")
-  p:close()
-  os.remove(path)
+local function session(input)
+  local out = H.luaptx({ "repl" }, { input = input, merge = true, timeout = 120 })
   return out
+end
+
+--- The REPL on a fresh pseudo-terminal with history in a temporary file;
+-- pending (with the reason) where no pty can be opened.
+local function terminal()
+  local dir = H.temp_dir()
+  local hist = dir .. "/history"
+  local ok, p = pcall(pty.spawn, { BIN, "repl" }, { LUAPTX_HISTORY = hist, TERM = "xterm", LUAPTX_TRACEBACK = false })
+  if not ok then H.pending("needs a pseudo-terminal: " .. tostring(p)) end
+  p:expect("sm_90a> ")
+  return p, hist
+end
+
+--- The history file's lines (libedit writes spaces as \040).
+local function history(path)
+  return (H.read(path) or ""):gsub("\\040", " ")
 end
 
 describe("luaptx repl", function()
@@ -63,14 +75,12 @@ describe("luaptx repl", function()
   end)
 
   it("saves the session as a kernel script and loads it back", function()
-    local path = os.tmpname() .. ".lua"
+    local path = H.temp_dir() .. "/saved.lua"
     local out = session(("local a = reg.scalar(u32, 7)\nptx.inst.add.u32(a, a, 1)\n:save %s\n:reset\n:load %s\n:history\n"):format(path, path))
     assert.matches("saved 2 inputs", out, 1, true)
     assert.matches("  2  ptx.inst.add.u32(a, a, 1)", out, 1, true)
-    local p = io.popen(BIN .. " ptx " .. path)
-    local ptx = p:read("*a")
-    p:close()
-    os.remove(path)
+    local ptx = H.luaptx { "ptx", path }
+    H.cleanup()
     assert.matches("add.u32 \t%r1, %r1, 1;", ptx, 1, true)
   end)
 
@@ -109,18 +119,110 @@ describe("luaptx repl", function()
   end)
 
   it("edits lines and saves history on a terminal", function()
-    if os.execute("command -v script >/dev/null 2>&1") ~= 0 then pending("needs script(1) for a pty") return end
-    local hist = os.tmpname()
-    local cmd = ("printf 'local a = reg.scalar(u32, 5)\\n' | LUAPTX_HISTORY=%s script -qec '%s repl' /dev/null 2>&1"):format(hist, BIN)
-    local p = io.popen(cmd)
-    local out = p:read("*a")
+    local p, hist = terminal()
+    p:write("local a = reg.scalar(u32, 5)\r")
+    p:expect("mov.u32 \t%r1, 5;")
+    p:expect("sm_90a> ")
+    p:write("\4")   -- Ctrl-D
+    assert.equal(0, p:wait(20))
     p:close()
-    assert.matches("repl — sm_90a", out, 1, true)
-    assert.matches("mov.u32 \t%r1, 5;", out, 1, true)
-    local f = io.open(hist, "r")
-    local saved = f and f:read("*a") or ""
-    if f then f:close() end
-    os.remove(hist)
-    assert.matches("reg.scalar(u32,", saved, 1, true)   -- libedit writes spaces as \040
+    assert.matches("repl — sm_90a", p.out, 1, true)
+    assert.matches("local a = reg.scalar(u32, 5)", history(hist), 1, true)
+    assert.equal("rw-------", lfs.attributes(hist, "permissions"))   -- history is private
+    H.cleanup()
+  end)
+
+  it("stops a runaway input with Ctrl-C and keeps the session and its locals", function()
+    local p, hist = terminal()
+    p:write("local a = reg.scalar(u32, 5)\r")
+    p:expect("sm_90a> ")
+    p:write("local n = 0; io.write('looping\\n') io.flush() while true do n = n + 1 end\r")
+    p:expect("\nlooping")            -- it runs now
+    p:drain(200)
+    p:write("\3")                    -- Ctrl-C, as typed
+    p:expect("error: repl-2:1: interrupted", 10)
+    p:expect("sm_90a> ")
+    p:write("ptx.inst.add.u32(a, a, 1)\r")
+    p:expect("add.u32 \t%r1, %r1, 1;")  -- the session (and a) survived
+    p:expect("sm_90a> ")
+    p:write(":history\r")
+    p:expect("  2  ptx.inst.add.u32(a, a, 1)")   -- the interrupted input was not kept
+    p:expect("sm_90a> ")
+    p:write(":quit\r")
+    assert.equal(0, p:wait(20))
+    p:close()
+    assert.matches("while true do n = n + 1 end", history(hist), 1, true)
+    H.cleanup()
+  end)
+
+  it("drops the line being typed (and an unfinished chunk) on Ctrl-C at the prompt", function()
+    local p = terminal()
+    p:write("local zz = ")
+    p:expect("local zz = ")
+    p:write("\3")
+    p:expect("^C")
+    p:expect("sm_90a> ")
+    p:write("for i = 1, 3 do\r")
+    p:expect("...> ")
+    p:write("\3")
+    p:expect("sm_90a> ")
+    -- had either partial input been kept, this line would not parse
+    p:write("local b = reg.scalar(u32, 6)\r")
+    p:expect("mov.u32 \t%r1, 6;")
+    p:expect("sm_90a> ")
+    p:write("\4")
+    assert.equal(0, p:wait(20))
+    p:close()
+    H.cleanup()
+  end)
+
+  it("saves history when ended by SIGTERM or SIGHUP, even in a runaway input", function()
+    for _, sig in ipairs { pty.SIGTERM, pty.SIGHUP } do
+      local p, hist = terminal()
+      p:write("local a = reg.scalar(u32, 5)\r")
+      p:expect("sm_90a> ")
+      p:write("io.write('looping\\n') io.flush() while true do end\r")
+      p:expect("\nlooping")
+      p:drain(200)
+      p:signal(sig)
+      assert.equal(128 + sig, p:wait(20))
+      p:close()
+      local saved = history(hist)
+      assert.matches("local a = reg.scalar(u32, 5)", saved, 1, true)
+      assert.matches("while true do end", saved, 1, true)
+      H.cleanup()
+    end
+    H.cleanup()
+  end)
+
+  it("checks every command's argument", function()
+    local dir = H.temp_dir()
+    local out = session(table.concat({
+      "local a = reg.scalar(u32, 7)",
+      ":run 0", ":run abc", ":run 1.5", ":run 2000",
+      ":version 99.9", ":version 7.0", ":version x", ":arch sm_999", ":arch",
+      ":load " .. dir, ":load " .. dir .. "/missing.lua", ":save", ":save " .. dir .. "/no/such/dir.lua",
+      ":ptx extra", ":reset now", ":history",
+    }, "\n") .. "\n")
+    H.cleanup()
+    local want = {
+      "error: :run: the thread count (the block size) is an integer from 1 to 1024; got '0'",
+      "error: :run: the thread count (the block size) is an integer from 1 to 1024; got 'abc'",
+      "got '1.5'", "got '2000'",
+      "error: :version: PTX ISA 99.9 is newer than luaptx knows; the newest is",
+      "error: :version: PTX ISA 7.0 does not know sm_90a; use 8.0 or newer",
+      "error: :version: the version is major.minor, e.g. 8.3; got 'x'",
+      "error: :arch: unknown arch 'sm_999'; valid: sm_50 ",
+      "error: :arch needs an argument: :arch sm_80",
+      "error: :load: " .. dir .. ": is a directory; give a Lua file",
+      "error: :load: " .. dir .. "/missing.lua: no such file",
+      "error: :save needs an argument: :save file.lua",
+      "error: :save: cannot write " .. dir .. "/no/such/dir.lua: No such file or directory",
+      "error: :ptx takes no argument; got 'extra'",
+      "error: :reset takes no argument; got 'now'",
+      "  1  local a = reg.scalar(u32, 7)",   -- the session survived all of it
+    }
+    for _, w in ipairs(want) do assert.matches(w, out, 1, true) end
+    assert.is_nil(out:find("bin/", 1, true))
   end)
 end)

@@ -86,7 +86,8 @@ describe("pyptx.smem", function()
       assert.is_false(ok)
       return e
     end
-    assert.matches("smem_spec.lua:%d+: smem.alloc: the first argument must be a type", err(function() smem.alloc("f32", 4) end))
+    assert.matches("smem_spec.lua:%d+: smem.alloc: argument 1 %(ty%) must be a pyptx type %(u32, f32, ...%); got a string %(\"f32\"%)",
+      err(function() smem.alloc("f32", 4) end))
     assert.matches("smem_spec.lua:%d+: smem.alloc: the shape must hold a positive integer count", err(function() smem.alloc(T.f32, 0) end))
     assert.matches("smem_spec.lua:%d+: smem.alloc: align must be a power of two, got 24",
       err(function() smem.alloc(T.f32, 4, { align = 24 }) end))

@@ -13,7 +13,9 @@ describe("pyptx.trace", function()
   describe("locations", function()
     it("formats file:line like Lua does", function()
       assert.equal("a/b.lua:12", trace.format_where("@a/b.lua", 12))
-      assert.equal("=stdin:3", trace.format_where("=stdin", 3))
+      assert.equal("stdin:3", trace.format_where("=stdin", 3))   -- Lua drops the "=" too
+      local _, err = pcall(loadstring("error('x')", "=stdin"))
+      assert.equal(err:match("^[^:]+:%d+"), trace.format_where("=stdin", 1))
     end)
 
     it("finds the first frame outside luaptx's own modules", function()

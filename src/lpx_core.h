@@ -128,6 +128,9 @@ int32_t lpx_modgroup_lookup(const char *name);
 int32_t lpx_modgroup_size(int32_t group);
 const char *lpx_modifier_name(int32_t group, int32_t value);
 int32_t lpx_tc_shape_regs(int32_t shape);
+int32_t lpx_arch_list(char *out, int32_t cap);
+int32_t lpx_arch_min_ptx(const char *arch);
+int32_t lpx_ptx_version_max(void);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

@@ -128,16 +128,59 @@ const char *lpx_isa_row_name(int32_t row)
   return (row >= 0 && row < LPX_OP__COUNT) ? lpx_isa_rows[row].name : NULL;
 }
 
-/* Parse "sm_90a" into sm=90, family=1 ('a'); 0 on success. */
+typedef struct target { const char *name; int ptx; } target;
+static const target targets[] = {
+#define X(name, ptx) { name, ptx },
+  LPX_TARGETS(X)
+#undef X
+};
+#define TARGET_COUNT ((int)(sizeof targets / sizeof targets[0]))
+
+/* The table row of a target name, or NULL. */
+static const target *target_find(const char *arch)
+{
+  for (int i = 0; arch && i < TARGET_COUNT; i++)
+    if (strcmp(targets[i].name, arch) == 0) return &targets[i];
+  return NULL;
+}
+
+/* Parse a known target ("sm_90a") into sm=90, family=1 ('a'; 2: 'f'); 0 on success. */
 int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family)
 {
+  if (!target_find(arch)) return -1;
   int n = 0, end = 0;
-  if (sscanf(arch, "sm_%d%n", &n, &end) != 1 || n < 10 || n > 999) return -1;
-  const char *rest = arch + end;
-  if (*rest && strcmp(rest, "a") && strcmp(rest, "f")) return -1;
+  if (sscanf(arch, "sm_%d%n", &n, &end) != 1) return -1;
   *sm = n;
-  *family = *rest == 'a' ? 1 : (*rest == 'f' ? 2 : 0);
+  *family = arch[end] == 'a' ? 1 : (arch[end] == 'f' ? 2 : 0);
   return 0;
+}
+
+/* The known targets, space-separated, into out (cap bytes); the full length. */
+int32_t lpx_arch_list(char *out, int32_t cap)
+{
+  int32_t len = 0;
+  for (int i = 0; i < TARGET_COUNT; i++) {
+    int n = snprintf(out && len < cap ? out + len : NULL, out && len < cap ? (size_t)(cap - len) : 0, "%s%s",
+                     i ? " " : "", targets[i].name);
+    len += n;
+  }
+  return len;
+}
+
+/* The oldest PTX ISA version (x10) that knows a target, or -1. */
+int32_t lpx_arch_min_ptx(const char *arch)
+{
+  const target *t = target_find(arch);
+  return t ? t->ptx : -1;
+}
+
+/* The newest PTX ISA version (x10) luaptx knows: the newest any target needs. */
+int32_t lpx_ptx_version_max(void)
+{
+  int32_t v = 0;
+  for (int i = 0; i < TARGET_COUNT; i++)
+    if (targets[i].ptx > v) v = targets[i].ptx;
+  return v;
 }
 
 /* ------------------------------------------------------- form parsing */

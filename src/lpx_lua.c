@@ -2,6 +2,7 @@
  * and the table of core entry points LuaJIT's FFI calls through (generated
  * from the cdef headers by cmake/bundle.lua). This is the only
  * core-adjacent file that sees lua.h. */
+#define _GNU_SOURCE
 #include "luaptx.h"
 #include "lpx_bundle.h"
 #include "lpx_core.h"
@@ -9,10 +10,14 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)
@@ -88,6 +93,122 @@ static int where(lua_State *L)
   return 0;
 }
 
+/* ---------------------------------------------------------------- signals
+ * The REPL's interrupts. The handler only records the signal and writes one
+ * byte to a self-pipe (so a prompt waiting in poll wakes up). While user
+ * code runs, a count hook looks at the record every few hundred
+ * instructions and raises "interrupted" at the next line of user code,
+ * never inside luaptx's own modules, whose state an error could leave
+ * half-updated. (The REPL runs user code interpreted: JIT-compiled loops
+ * do not call hooks.) */
+
+static lua_State *sig_L;                  /* the state the hook interrupts */
+static volatile sig_atomic_t sig_pending; /* the last signal caught, 0: none */
+static volatile sig_atomic_t sig_stop;    /* a signal the running code has not seen */
+static int sig_pipe[2] = { -1, -1 };
+static const int sig_list[] = { SIGINT, SIGTERM, SIGHUP };
+#define SIG_COUNT ((int)(sizeof sig_list / sizeof sig_list[0]))
+#define SIG_HOOK_COUNT 256
+static struct sigaction sig_saved[SIG_COUNT];
+
+/* Is a chunk luaptx's own code (a pyptx module, the command line) or C? */
+static int is_luaptx_source(const char *src)
+{
+  if (is_internal_source(src) || src[0] == '=') return 1;
+  if (strncmp(src, "@bin/", 5) == 0) return 1;
+  const char *p = strstr(src, "/../bin/");
+  return p && !strchr(p + 8, '/');
+}
+
+/* Count hook: once a signal came, raise "interrupted" at user code. */
+static void sig_hook(lua_State *L, lua_Debug *ar)
+{
+  if (!sig_stop) return;
+  if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0 || is_luaptx_source(ar->source)) return;
+  sig_stop = 0;
+  lua_pushfstring(L, "%s:%d: interrupted", ar->short_src, ar->currentline);
+  lua_error(L);
+}
+
+/* The handler: async-signal-safe stores and a write. */
+static void sig_handler(int sig)
+{
+  int saved = errno;
+  sig_pending = sig;
+  sig_stop = 1;
+  if (sig_pipe[1] >= 0) {
+    char c = (char)sig;
+    ssize_t n = write(sig_pipe[1], &c, 1);
+    (void)n;
+  }
+  errno = saved;
+}
+
+/* signals_open(): catch SIGINT/SIGTERM/SIGHUP (reads are interrupted, not
+ * restarted); returns the self-pipe's read end, or nil and a message. */
+static int signals_open(lua_State *L)
+{
+  if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot create a pipe: %s", strerror(errno));
+    return 2;
+  }
+  lua_pushthread(L);
+  sig_L = lua_tothread(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "luaptx.signals");   /* keeps the thread alive */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = sig_handler;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < SIG_COUNT; i++) sigaction(sig_list[i], &sa, &sig_saved[i]);
+  lua_pushinteger(L, sig_pipe[0]);
+  return 1;
+}
+
+/* signals_arm(on): user code starts (the hook watches; a signal already
+ * caught and not yet taken stops it at once) or ends (hook off). */
+static int signals_arm(lua_State *L)
+{
+  if (!sig_L) return 0;
+  if (lua_toboolean(L, 1)) lua_sethook(sig_L, sig_hook, LUA_MASKCOUNT, SIG_HOOK_COUNT);
+  else if (lua_gethook(sig_L) == sig_hook) lua_sethook(sig_L, NULL, 0, 0);
+  return 0;
+}
+
+/* signals_take(): the signal caught since the last call (0: none); drains
+ * the pipe, and a later input is no longer stopped by it. */
+static int signals_take(lua_State *L)
+{
+  char buf[64];
+  while (sig_pipe[0] >= 0 && read(sig_pipe[0], buf, sizeof buf) > 0) {}
+  int sig = sig_pending;
+  sig_pending = 0;
+  sig_stop = 0;
+  lua_pushinteger(L, sig);
+  return 1;
+}
+
+/* signals_close(): restore the previous handlers and close the pipe. */
+static int signals_close(lua_State *L)
+{
+  if (sig_pipe[0] < 0) return 0;
+  sig_stop = 0;
+  for (int i = 0; i < SIG_COUNT; i++) sigaction(sig_list[i], &sig_saved[i], NULL);
+  close(sig_pipe[0]);
+  close(sig_pipe[1]);
+  sig_pipe[0] = sig_pipe[1] = -1;
+  if (sig_L && lua_gethook(sig_L) == sig_hook) lua_sethook(sig_L, NULL, 0, 0);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "luaptx.signals");
+  sig_L = NULL;
+  return 0;
+}
+
+static const luaL_Reg signal_funcs[] = {
+  { "signals_open", signals_open }, { "signals_arm", signals_arm },
+  { "signals_take", signals_take }, { "signals_close", signals_close }, { NULL, NULL },
+};
+
 /* require "luaptx.core": the cdef text and a table of entry points. */
 static int open_core(lua_State *L)
 {
@@ -102,6 +223,10 @@ static int open_core(lua_State *L)
   lua_setfield(L, -2, "fn");
   lua_pushcfunction(L, where);
   lua_setfield(L, -2, "where");
+  for (const luaL_Reg *r = signal_funcs; r->name; r++) {
+    lua_pushcfunction(L, r->func);
+    lua_setfield(L, -2, r->name);
+  }
   lua_pushstring(L, LUAPTX_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

@@ -11,6 +11,7 @@ local types = require "pyptx.types"
 local operands = require "pyptx.operands"
 local reg = require "pyptx.reg"
 local isa = require "pyptx.isa"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -258,5 +259,16 @@ function M.fragments(shape, atype, ctype, zero)
   local acc_t = (ct == "f16" and types.b32) or types[ct]
   return { a = reg.array(in_t, cnt.a), b = reg.array(in_t, cnt.b), c = reg.fragments(acc_t, cnt.c, zero) }
 end
+
+argcheck.sign(M, "ampere", {
+  counts = { "shape: string", "atype: type|string", "ctype: type|string?", "dtype: type|string?" },
+  default_acc = { "a: type|string" },
+  layout = { "shape: string", "atype: type|string", "which: string", "acc_type: type|string?", "major: string?" },
+  ldmatrix_coord = { "lane: integer", "e: integer", "trans: boolean?" },
+  ldmatrix_row = { "lane: integer" },
+  mma = { "opts: table" },
+  ldmatrix = { "opts: table|register" },
+  fragments = { "shape: string", "atype: type|string", "ctype: type|string?" },
+})
 
 return M

@@ -16,6 +16,7 @@ local reg = require "pyptx.reg"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
 local isa = require "pyptx.isa"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local tc = {}
@@ -381,5 +382,11 @@ end
 function M.tmem_offset(lane, col)
   return field("lane", lane, 16) * 65536 + field("col", col, 16)
 end
+
+argcheck.sign(M, "blackwell", {
+  idesc = { "o: table" },
+  smem_desc = { "o: table" },
+  smem_desc_reg = { "addr: register|alloc", "o: table?" },
+})
 
 return M

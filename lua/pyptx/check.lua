@@ -5,6 +5,7 @@
 local ffi = require "ffi"
 local tensor = require "pyptx.tensor"
 local types = require "pyptx.types"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -28,6 +29,7 @@ end
 -- opts.output) with opts.reference. Returns ok, report { max_abs, max_rel,
 -- bad, count, ms, message, device }.
 function M.run(opts)
+  argcheck.fields("check.run", opts, { "kernel: table", "args: table", "reference: table|function" })
   local runtime = require "pyptx.runtime"
   local dev = opts.device or runtime.device()
   local args = {}
@@ -51,5 +53,10 @@ function M.report(name, ok, report)
     report.message, report.ms or 0))
   return ok and 0 or 1
 end
+
+argcheck.sign(M, "check", {
+  run = { "opts: table" },
+  report = { "name: string", "ok: any", "report: table" },
+})
 
 return M

@@ -4,6 +4,7 @@
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local toolkit = require "pyptx.toolkit"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -92,5 +93,11 @@ function M.cache_stats()
   if core.cache_stats(M.compiler(), v, v + 1, v + 2, v + 3) < 0 then error(core.error_message(), 0) end
   return { entries = tonumber(v[0]), bytes = tonumber(v[1]), hits = tonumber(v[2]), misses = tonumber(v[3]) }
 end
+
+argcheck.sign(M, "compile", {
+  cubin = { "ptx: string", "arch: string", "opts: table?" },
+  kernel_cubin = { "s: table", "opts: table?" },
+  cache_limit = { "bytes: integer" },
+})
 
 return M

@@ -23,6 +23,9 @@ end
 
 M.version = host.version
 M.where = host.where
+-- The REPL's interrupt handling (src/lpx_lua.c): open, arm, take, close.
+M.signals_open, M.signals_arm = host.signals_open, host.signals_arm
+M.signals_take, M.signals_close = host.signals_take, host.signals_close
 M.ctx = ffi.gc(M.ctx_new(), M.ctx_free)
 
 --- The core's last error message.

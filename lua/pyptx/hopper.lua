@@ -14,6 +14,8 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local isa = require "pyptx.isa"
+local smem = require "pyptx.smem"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -84,7 +86,6 @@ end
 -- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
 -- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
 function M.wgmma_tile(dtype, shape, major)
-  local smem = require "pyptx.smem"
   major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
   if not major then fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
   if major == "MN" and dtype.bytes ~= 2 then
@@ -368,5 +369,23 @@ function griddepcontrol.launch_dependents() return emit("griddepcontrol.launch_d
 function griddepcontrol.wait() return emit("griddepcontrol.wait") end
 
 M.griddepcontrol = griddepcontrol
+
+argcheck.sign(M, "hopper", {
+  choose_layout = { "kbytes: integer" },
+  tile_offset = { "tile: alloc|table", "r: integer", "k: integer" },
+  swizzle_address = { "a: integer", "span: integer", "base_offset: integer?" },
+  wgmma_tile = { "dtype: type", "shape: table", "major: string?" },
+  desc_bits = { "layout: string", "lbo: integer", "sbo: integer", "base_offset: integer?" },
+  desc = { "tile: alloc|register", "opts: table?" },
+})
+argcheck.sign(wgmma, "ptx.wgmma", {
+  wait_group = { "n: integer?" },
+  mma_async = { "opts: table" },
+  coord = { "t: integer", "i: integer" },
+  a_coord = { "t: integer", "r: integer", "e: integer", "atype: type|string?" },
+  fragments = { "n: integer", "zero: boolean|number?", "dtype: type|string?" },
+  desc = { "tile: alloc|register", "opts: table?" },
+  tile_offset = { "tile: alloc|table", "r: integer", "k: integer" },
+})
 
 return M

@@ -84,13 +84,26 @@ end
 
 --- Parse version = {8, 3} | "8.3" | 8.3 into x10.
 local function parse_version(v, where)
-  if type(v) == "table" then return v[1] * 10 + (v[2] or 0) end
-  if type(v) == "string" then
+  local n
+  if type(v) == "table" and type(v[1]) == "number" and (v[2] == nil or type(v[2]) == "number") then
+    n = v[1] * 10 + (v[2] or 0)
+  elseif type(v) == "string" then
     local a, b = v:match("^(%d+)%.(%d)$")
-    if a then return tonumber(a) * 10 + tonumber(b) end
+    if a then n = tonumber(a) * 10 + tonumber(b) end
+  elseif type(v) == "number" then
+    n = math.floor(v * 10 + 0.5)
   end
-  if type(v) == "number" then return math.floor(v * 10 + 0.5) end
-  error(where .. ": version must be {major, minor} or \"major.minor\", got " .. tostring(v), 0)
+  local at = where and where .. ": " or ""
+  if not n or n < 10 or n % 1 ~= 0 then
+    local shown = type(v) == "table" and "a table without two numbers" or tostring(v)
+    error(at .. "version must be {major, minor} or \"major.minor\", got " .. shown, 0)
+  end
+  local newest = core.ptx_version_max()
+  if n > newest then
+    error(("%sPTX ISA %d.%d is newer than luaptx knows; the newest is %d.%d"):format(at, math.floor(n / 10), n % 10,
+      math.floor(newest / 10), newest % 10), 0)
+  end
+  return n
 end
 M.parse_version = parse_version
 
@@ -269,12 +282,12 @@ function Kernel:trace(values, arch)
   local tensors = self:tensor_specs(values)
   local t = trace.begin { arch = arch, version = version, src = self.src, line = self.line, address_size = self.address_size,
     target_modifiers = self.target_modifiers }
-  local ok, err = pcall(function()
+  local ok, err = xpcall(function()
     for _, f in ipairs(self.funcs) do
       if type(f) == "string" then require("pyptx.ptxparse").append_module(f) else f:trace_into(t) end
     end
     self:trace_into(t, values, tensors)
-  end)
+  end, trace.relocate)
   trace.finish()
   if not ok then error(err, 0) end
   local opts = ffi.new("lpx_emit_opts", { self.line_info and 1 or 0, 1 })

@@ -33,7 +33,7 @@ function Module:trace()
   if core.arch_parse(arch, sm, sm + 1) < 0 then error(self.where .. ": unknown arch '" .. tostring(arch) .. "'", 0) end
   local version = self.version or kernel.default_version(sm[0], sm[1])
   local t = trace.begin { arch = arch, version = version, address_size = self.address_size, target_modifiers = self.target_modifiers }
-  local ok, err = pcall(function()
+  local ok, err = xpcall(function()
     for _, it in ipairs(self.items) do
       if type(it) == "string" then require("pyptx.ptxparse").append_module(it)
       elseif func.is(it) then it:trace_into(t)
@@ -43,7 +43,7 @@ function Module:trace()
       end
       t.fn = -1
     end
-  end)
+  end, trace.relocate)
   trace.finish()
   if not ok then error(err, 0) end
   local opts = ffi.new("lpx_emit_opts", { self.line_info and 1 or 0, 1 })

@@ -4,6 +4,7 @@ local ffi = require "ffi"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local OPD = trace.OPD
@@ -178,5 +179,10 @@ function M.sym(name, offset)
   end
   return setmetatable({ name = name, offset = offset }, SymOff)
 end
+
+argcheck.sign(M, "ptx", {
+  special = { "name: string" },
+  label_ref = { "name: string" },
+})
 
 return M

@@ -8,6 +8,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local F = reg.form
@@ -384,5 +385,17 @@ end
 M.warp.reduce_sum = warp_reduce("add", "reduce_sum")
 M.warp.reduce_max = warp_reduce("max", "reduce_max")
 M.warp.reduce_min = warp_reduce("min", "reduce_min")
+
+argcheck.sign(M, "ptx", {
+  if_ = { "p: any", "then_fn: function", "else_fn: function?" },
+  loop = { "body: function", "opts: table?" },
+  scope = { "body: function" },
+  shfl_sync = { "mode: string" },
+  vote_sync = { "mode: string" },
+  redux_sync = { "op: string" },
+  atom = { "op: string" },
+  red = { "op: string" },
+  cvt = { "d: any", "s: any", "rnd: string?" },
+})
 
 return M

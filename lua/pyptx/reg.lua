@@ -14,6 +14,7 @@
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local OPD = trace.OPD
@@ -85,6 +86,7 @@ M.new = new
 
 --- Is v a register?
 function M.is(v) return getmetatable(v) == Reg end
+argcheck.kind("register", "a register", M.is)
 
 --- Is v a predicate register or negated predicate view?
 function M.is_pred(v)

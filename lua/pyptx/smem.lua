@@ -9,6 +9,7 @@
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local OPD = trace.OPD
@@ -106,5 +107,14 @@ function M.finish(t, force_dynamic)
   if rc < 0 then error(core.error_message(), 0) end
   return dynamic and t.smem_size or 0
 end
+
+argcheck.kind("alloc", "a shared allocation (smem.alloc)", function(v) return getmetatable(v) == Alloc end)
+argcheck.sign(M, "smem", {
+  alloc = { "ty: type", "shape: integer|table?", "opts: table?" },
+  array = { "ty: type", "shape: integer|table?", "opts: table?" },
+  mbarrier = { "n: integer?" },
+  wgmma_tile = { "ty: type", "shape: table", "major: string?" },
+  swizzle = { "offset: integer", "mode: integer" },
+})
 
 return M

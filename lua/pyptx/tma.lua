@@ -4,6 +4,7 @@
 -- `X:tma_desc{box = ...}` / `X:tma_desc{mode = "im2col", ...}`.
 local ffi = require "ffi"
 local core = require "pyptx.core"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -45,6 +46,8 @@ end
 -- channels_per_pixel and pixels_per_column. Returns the C struct
 -- (innermost first inside).
 function M.describe(t)
+  argcheck.fields("tma.describe", t, { "shape: table", "dtype: type|string", "address: integer|cdata?", "strides: table?",
+    "box: table?", "elem_strides: table?", "mode: string?" })
   local d = ffi.new("lpx_tma_desc")
   local dtype = type(t.dtype) == "table" and t.dtype.name or t.dtype
   d.dtype = core.tma_dtype_lookup(tostring(dtype))
@@ -87,5 +90,14 @@ end
 function M.box_bytes(d)
   return core.tma_box_bytes(d)
 end
+
+argcheck.kind("tma_desc", "a TMA description (tma.describe's result)", function(v)
+  return ffi.istype("lpx_tma_desc", v) or ffi.istype("lpx_tma_desc *", v) and v ~= nil
+end)
+argcheck.sign(M, "tma", {
+  describe = { "t: table" },
+  validate = { "d: tma_desc", "name: string?" },
+  box_bytes = { "d: tma_desc" },
+})
 
 return M

@@ -1,6 +1,7 @@
 --- The CUDA toolkit on this machine: finding ptxas, assembling PTX with it,
 -- reading its resource report, and mapping its errors back to Lua lines.
 local sys = require "pyptx.sys"
+local argcheck = require "pyptx.args"
 
 local M = {}
 
@@ -106,5 +107,14 @@ function M.ptxas(ptx, arch, opts)
   if opts.keep_failed == false then os.remove(path) end
   return false, nil, log .. (opts.keep_failed ~= false and ("\n(the PTX is kept at " .. path .. ")") or "")
 end
+
+argcheck.sign(M, "toolkit", {
+  find = { "tool: string" },
+  missing_message = { "tool: string" },
+  temp_file = { "text: string?", "suffix: string?" },
+  parse_report = { "log: string" },
+  map_lines = { "log: string", "ptx: string" },
+  ptxas = { "ptx: string", "arch: string", "opts: table?" },
+})
 
 return M

@@ -55,7 +55,8 @@ end
 
 --- "file:line" for a chunk source and line, as Lua prints it.
 function M.format_where(src, line)
-  local file = src:sub(1, 1) == "@" and src:sub(2) or src
+  local first = src:sub(1, 1)
+  local file = (first == "@" or first == "=") and src:sub(2) or src
   return file .. ":" .. tostring(line)
 end
 
@@ -66,6 +67,67 @@ end
 function M.fail(msg, level) -- luacheck: ignore level
   local src, line = M.where(2)
   error(M.format_where(src, line) .. ": " .. msg, 0)
+end
+
+-- ---------------------------------------------------------- user errors
+
+--- Is a chunk source luaptx's own code: a pyptx module or one of the
+-- command line's (bundled as "@bin/x.lua", or "DIR/../bin/x.lua" from disk)?
+local function is_own(src)
+  return is_internal(src) or src:find("^@bin/[%w_]+%.lua$") ~= nil or src:find("/%.%./bin/[%w_]+%.lua$") ~= nil
+end
+M.is_own = is_own
+
+--- Does the user want Lua tracebacks with errors ($LUAPTX_TRACEBACK)?
+function M.traceback_wanted()
+  local v = os.getenv("LUAPTX_TRACEBACK")
+  return v ~= nil and v ~= "" and v ~= "0"
+end
+
+--- The first frame at or above level that is user code: source, line and
+-- the name the user called into luaptx by (nil when unknown); the active
+-- kernel's defining line when no user frame is left (a tail call).
+local function user_frame(level)
+  local called
+  while true do
+    local info = debug.getinfo(level, "Sln")
+    if not info then break end
+    if info.what ~= "C" and info.currentline > 0 and not is_own(info.source) then
+      return info.source, info.currentline, called
+    end
+    called = info.name
+    level = level + 1
+  end
+  if cur and cur.src then return cur.src, cur.line end
+end
+
+--- Strip every leading "file:line: " that points into luaptx's own code.
+local function strip_own(msg)
+  while true do
+    local file, rest = msg:match("^([^\n:]+):%d+: (.*)$")
+    if not file or not is_own("@" .. file) then return msg end
+    msg = rest
+  end
+end
+M.strip_own = strip_own
+
+--- An xpcall handler that makes an error a user error: a message located
+-- in luaptx's own code is moved to the user's file:line (or loses its
+-- location when the user has none), so no internal path leaks. With
+-- LUAPTX_TRACEBACK set, the message is kept and a traceback appended.
+function M.relocate(err)
+  if type(err) ~= "string" then return err end
+  if M.traceback_wanted() then
+    if err:find("\nstack traceback:\n", 1, true) then return err end
+    return debug.traceback(err, 2)
+  end
+  local rest = strip_own(err)
+  if rest == err then return err end
+  if rest:match("^[^\n:]+:%d+: ") then return rest end     -- already names the user's line
+  local src, line, called = user_frame(3)
+  if called then rest = called .. ": " .. rest end
+  if not src then return rest end
+  return M.format_where(src, line) .. ": " .. rest
 end
 
 -- ------------------------------------------------------------------ traces

@@ -3,6 +3,7 @@
 -- "s" signed, "b" bits, "f" float, "h" packed float, "p" predicate.
 local ffi = require "ffi"
 local core = require "pyptx.core"
+local trace = require "pyptx.trace"
 
 local M = {}
 
@@ -39,13 +40,22 @@ function M.name_of(t)
   return t
 end
 
+--- Fail at the user's line unless t is a type (what names the helper).
+local function need_type(t, what)
+  if getmetatable(t) ~= Type then
+    trace.fail(("%s: argument 1 (t) must be a pyptx type (u32, f32, ...); got %s"):format(what, type(t)), 3)
+  end
+end
+
 --- Is the type an integer-like type (u, s or b)?
 function M.is_int(t)
+  need_type(t, "types.is_int")
   return t.kind == "u" or t.kind == "s" or t.kind == "b"
 end
 
 --- Is the type a float (scalar or packed)?
 function M.is_float(t)
+  need_type(t, "types.is_float")
   return t.kind == "f" or t.kind == "h"
 end
 

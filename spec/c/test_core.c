@@ -247,6 +247,10 @@ int main(void)
   lpx_module *m = lpx_module_new(ctx, 80, "sm_80", 64);
   CHECK(m != NULL);
   CHECK(lpx_module_new(ctx, 80, "sm_9x", 64) == NULL);
+  CHECK(lpx_module_new(ctx, 80, "sm_999", 64) == NULL);
+  char archs[512];
+  CHECK(lpx_arch_list(archs, sizeof archs) < (int32_t)sizeof archs && strstr(archs, "sm_90a sm_100 "));
+  CHECK(lpx_arch_min_ptx("sm_90a") == 80 && lpx_arch_min_ptx("sm_999") == -1 && lpx_ptx_version_max() >= 90);
   int fn = lpx_func_begin(m, "k", 1, 1);
   CHECK(fn == 0);
   int f32 = lpx_type_lookup("f32"), u32 = lpx_type_lookup("u32");
