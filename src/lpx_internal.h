@@ -78,6 +78,10 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 
 #define LPX_MSG_MAX 2048
 
+/* How deep operand lists ({ }, ( ), [ ], d|p) may nest: the parser, the
+ * checker and the printers recurse that deep. */
+#define LPX_OPD_MAX_NESTING 64
+
 /* Interned opcode forms with their parsed facts. */
 typedef struct lpx_form {
   lpx_form_info info;
