@@ -26,7 +26,7 @@
   X(lpx_func_begin) X(lpx_func_param) X(lpx_func_directive) X(lpx_var_decl) \
   X(lpx_reg_new) X(lpx_reg_named) X(lpx_module_top_count) X(lpx_module_target_modifiers) X(lpx_module_hoist) X(lpx_func_return) X(lpx_param_attr) X(lpx_reg_type) X(lpx_label_place) X(lpx_append) \
   X(lpx_append_raw) X(lpx_func_inst_count) X(lpx_func_reg_count) \
-  X(lpx_func_name) X(lpx_emit) X(lpx_inst_text) \
+  X(lpx_func_name) X(lpx_func_info) X(lpx_func_param_info) X(lpx_emit) X(lpx_inst_text) \
   X(lpx_parse) X(lpx_parse_into) X(lpx_parse_module_decls) X(lpx_fmt_lossless) X(lpx_fmt_canonical) X(lpx_module_func_count) \
   X(lpx_reg_find) X(lpx_reg_rename) X(lpx_reg_name) X(lpx_transpile) \
   X(lpx_device_open) X(lpx_device_close) X(lpx_device_describe) X(lpx_device_kind) \
