@@ -611,21 +611,23 @@ static init_elem init_element(pstate *ps, size_t k, size_t b)
 }
 
 /* Fold the constant expression [k, e) into v's bytes; a malformed one
- * leaves the initializer symbolic, one nested too deep is an error. */
-static void init_expr(pstate *ps, lpx_var *v, size_t k, size_t e)
+ * leaves the initializer symbolic. One nested too deep is an error, but
+ * v's buffers must be freed before unwinding: 0, or that token + 1. */
+static size_t init_expr(pstate *ps, lpx_var *v, size_t k, size_t e)
 {
   lpx_cval c;
   size_t at;
   int rc = lpx_cexpr_eval(ps->src, ps->t, k, e, &c, &at);
-  if (rc == LPX_CEXPR_DEEP) perr(ps, at, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+  if (rc == LPX_CEXPR_DEEP) return at + 1;
   if (rc || init_folded(v, &c)) v->init_symbolic = 1;
+  return 0;
 }
 
 /* Decode the initializer tokens [k, b) of v (nested braces flattened;
  * generic(sym) and sym become relocations; constant expressions fold).
  * Each token is looked at a bounded number of times: braces nest without
- * cost. */
-static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
+ * cost. 0, or the token + 1 of an expression nested too deep. */
+static size_t decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
 {
   char buf[128];
   int negative = 0;
@@ -635,7 +637,8 @@ static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
     if (k >= el.end) el = init_element(ps, k, b);
     size_t e = el.end;
     if (e - k > 1 && !(e - k == 2 && is_punct(ps, tok, '-')) && el.bad1 <= k && el.num1 > k) {
-      init_expr(ps, v, k, e);
+      size_t deep = init_expr(ps, v, k, e);
+      if (deep) return deep;
       k = e - 1;
       continue;
     }
@@ -646,6 +649,7 @@ static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
     if (tok->len >= sizeof buf || init_literal(v, v->type, tok_text(ps, tok, buf, sizeof buf), negative)) v->init_symbolic = 1;
     negative = 0;
   }
+  return 0;
 }
 
 /* Record the variable a declaration's tokens [a, b) describe (best effort:
@@ -665,7 +669,12 @@ static void decl_var(pstate *ps, size_t a, size_t b)
     else if (is_punct(ps, tok, '[')) v.count = is_punct(ps, &ps->t[k + 1], ']') ? -1 : (int64_t)((uint64_t)(v.count ? v.count : 1) * (uint64_t)tok_int(ps, k + 1));
   }
   if (v.space < 0 || v.sym < 0 || v.type < 0) return;
-  if (k < b) decl_init(ps, &v, k + 1, b);
+  size_t deep = k < b ? decl_init(ps, &v, k + 1, b) : 0;
+  if (deep) {   /* v is not the module's yet: free its bytes before unwinding */
+    free(v.init);
+    free(v.relocs);
+    perr(ps, deep - 1, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+  }
   lpx_var **arr = ps->f ? &ps->f->vars : &ps->m->vars;
   size_t *n = ps->f ? &ps->f->nvars : &ps->m->nvars, *cap = ps->f ? &ps->f->vars_cap : &ps->m->vars_cap;
   if (lpx_grow((void **)arr, cap, *n + 1, sizeof(lpx_var))) poom(ps);
