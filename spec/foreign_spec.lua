@@ -7,6 +7,7 @@ local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.tensor"
 local foreign = require "pyptx.foreign"
 local half = require "pyptx.half"
+local H = require "spec.helpers"
 
 local types = pyptx.types
 local dev
@@ -110,6 +111,8 @@ local function words(n)
 end
 
 describe("pyptx.load_ptx", function()
+  after_each(H.cleanup)
+
   it("loads nvcc output from a file and launches by name (mod.name and mod:get)", function()
     local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/basic_sm80.ptx")
     assert.same({ "saxpy", "reduce", "warp_ops", "dyn_smem" }, mod:names())
@@ -203,6 +206,79 @@ describe("pyptx.load_ptx", function()
     fails({ o, 1, 2, 3, "123456789012", 0, 0, 0, foreign.f64(1), 0ULL }, "argument 9 (param p_b32) takes b32, got a f64 value")
     fails({ o, 1, 2, 3, "1234", 0, 0, 0, 0, 0ULL }, "argument 5 (param p_arr) takes 12 bytes, got a string of 4")
     fails({}, "grid[1] must be a positive integer", 0)
+  end)
+
+  it("reads entries and params from the parser's IR: .ptr .align is the pointee's, not the param's", function()
+    local mod = pyptx.load_ptx([[
+.version 8.0
+.target sm_80
+.address_size 64
+// .visible .entry commented_out(.param .u32 x)
+.visible .entry k(
+  .param .u32 k_n,  // a comment with .entry, commas (a, b) and ) inside
+  .param .u64 .ptr .global .align 1 k_p,
+  /* .param .u32 k_hidden, */ .param .align 16 .b8 k_arr[12]
+)
+{
+  ret;
+}
+]], "ir.ptx")
+    assert.same({ "k" }, mod:names())
+    local e = mod.k.entry
+    local got = {}
+    for i, p in ipairs(e.params) do got[i] = { p.name, p.type, p.offset, p.bytes } end
+    assert.same({ { "k_n", "u32", 0, 4 }, { "k_p", "u64", 8, 8 }, { "k_arr", "b8", 16, 12 } }, got)
+    assert.equal(28, e.size)
+  end)
+
+  it("loads a module of 4,000 entries in linear time (no rescan per entry)", function()
+    local parts = { ".version 8.0\n.target sm_80\n.address_size 64\n" }
+    for i = 1, 4000 do
+      parts[#parts + 1] = (".visible .entry k%d(\n\t.param .u64 k%d_p0,\n\t.param .f32 k%d_p1\n)\n{\n\tret;\n}\n"):format(i, i, i)
+    end
+    local text = table.concat(parts)
+    local t0 = os.clock()
+    local mod = pyptx.load_ptx(text, "many.ptx")
+    local t = os.clock() - t0
+    assert.equal(4000, #mod:names())
+    assert.same({ "k4000_p0", "k4000_p1" }, { mod.k4000.entry.params[1].name, mod.k4000.entry.params[2].name })
+    assert.equal(12, mod.k4000.entry.size)
+    assert.is_true(t < 2, ("4,000 entries took %.2f s"):format(t))   -- 15 s when a pattern rescanned the text per entry
+  end)
+
+  it("takes an existing file as a path even when its name contains .entry", function()
+    local dir = H.temp_dir()
+    local path = H.write(dir .. "/my.entry.ptx", H.read("spec/fixtures/ptx/nvcc/basic_sm80.ptx"))
+    local mod = pyptx.load_ptx(path)
+    assert.same({ "saxpy", "reduce", "warp_ops", "dyn_smem" }, mod:names())
+    assert.equal(path, mod.source)
+    local ok, err = pcall(pyptx.load_ptx, dir .. "/missing.entry.ptx")
+    assert.is_false(ok)
+    assert.matches("missing.entry.ptx", err, 1, true)
+  end)
+
+  it("names a directory given as the PTX file (load_ptx, fmt, transpile)", function()
+    local dir = H.temp_dir()
+    local ok, err = pcall(pyptx.load_ptx, dir)
+    assert.is_false(ok)
+    assert.equal("load_ptx: " .. dir .. " is a directory (expected a PTX file)", err)
+    for _, cmd in ipairs { "fmt", "transpile" } do
+      local _, stderr, status = H.luaptx({ cmd, dir })
+      assert.equal(1, status)
+      assert.equal("luaptx: " .. dir .. " is a directory (expected a PTX file)\n", stderr)
+    end
+  end)
+
+  it("refuses a launch without grid or block, naming the missing option", function()
+    local mod = pyptx.load_ptx(PARAMS_PTX)
+    local o = words(256)
+    local ok, err = pcall(mod.fill, { block = 64, args = { o, 7, 200, 0ULL }, device = emu() })
+    assert.is_false(ok)
+    assert.matches("entry _Z4fillPfji: grid is missing (give grid = n or {x, y, z}", err, 1, true)
+    ok, err = pcall(mod.fill, { grid = 4, args = { o, 7, 200, 0ULL }, device = emu() })
+    assert.is_false(ok)
+    assert.matches("entry _Z4fillPfji: block is missing", err, 1, true)
+    assert.equal(0xffffffff, tonumber(o:to_host()[0]))   -- nothing was launched
   end)
 
   it("reports launch failures from the device with the entry's name", function()

@@ -206,3 +206,108 @@ describe("ptx.raw", function()
     assert.matches("ptx.raw:1:12: expected ','", err, 1, true)
   end)
 end)
+
+describe("deeply nested PTX", function()
+  local H = require "spec.helpers"
+  local pyptx = require "pyptx"
+  local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
+  local HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+  local DEEP = "constant expression nested deeper than 256 levels (parentheses and ?: branches)"
+
+  after_each(H.cleanup)
+
+  --- A one-entry module whose body holds instruction line inst (line 7).
+  local function entry(inst)
+    return HEAD .. ".visible .entry k()\n{\n.reg .b32 %r<4>;\n" .. inst .. "\nret;\n}\n"
+  end
+
+  --- A 10 KB operand: 5,000 nested parentheses (this crashed with SIGSEGV).
+  local PARENS = entry("add.s32 %r1, %r2, " .. ("("):rep(5000) .. "1" .. (")"):rep(5000) .. ";")
+
+  --- Run luaptx on a file holding text; its merged output and exit status.
+  local function cli(cmd, text, ...)
+    local path = H.temp_file(text, ".ptx")
+    local out, _, status = H.luaptx({ cmd, path, ... }, { merge = true })
+    return out, status, path
+  end
+
+  it("refuses 5,000 nested parentheses in an operand with the limit and position (fmt, transpile, load_ptx)", function()
+    for _, cmd in ipairs { "fmt", "transpile" } do
+      local out, status, path = cli(cmd, PARENS)
+      assert.are.equal(1, status, out)
+      assert.matches(path .. ":7:275: " .. DEEP, out, 1, true)
+    end
+    local ok, err = pcall(pyptx.load_ptx, PARENS, "deep.ptx")
+    assert.is_false(ok)
+    assert.are.equal("deep.ptx:7:275: " .. DEEP, err)
+  end)
+
+  it("refuses nested parentheses and ?: in initializers, and accepts 256 levels", function()
+    local out, status = cli("fmt", HEAD .. ".global .u32 g[1] = {" .. ("("):rep(5000) .. "1" .. (")"):rep(5000) .. "};\n")
+    assert.are.equal(1, status, out)
+    assert.matches(":4:278: " .. DEEP, out, 1, true)
+    out, status = cli("transpile", HEAD .. ".global .u32 g[1] = {" .. ("1?"):rep(5000) .. "1" .. (":1"):rep(5000) .. "};\n")
+    assert.are.equal(1, status, out)
+    assert.matches(DEEP, out, 1, true)
+    out, status = cli("fmt", entry("add.s32 %r1, %r2, " .. ("("):rep(256) .. "5" .. (")"):rep(256) .. ";"), "--canonical")
+    assert.are.equal(0, status, out)
+    assert.matches("add.s32 \t%r1, %r2, 5;", out, 1, true)
+  end)
+
+  it("folds any number of prefix operators and chained ?: without recursion", function()
+    local out, status = cli("fmt", entry("add.s32 %r1, %r2, " .. ("-"):rep(200000) .. "3;"), "--canonical")
+    assert.are.equal(0, status, out)
+    assert.matches("add.s32 \t%r1, %r2, 3;", out, 1, true)
+    out, status = cli("fmt", entry("add.s32 %r1, %r2, " .. ("~"):rep(100001) .. "3;"), "--canonical")
+    assert.are.equal(0, status, out)
+    assert.matches("add.s32 \t%r1, %r2, -4;", out, 1, true)
+    out, status = cli("transpile", entry("add.s32 %r1, %r2, " .. ("0 ? 1 : "):rep(100000) .. "7;"))
+    assert.are.equal(0, status, out)
+    assert.matches('ptx.inst("add.s32", r[1], r[2], 7LL)', out, 1, true)
+  end)
+
+  it("refuses operand lists and blocks nested past their limits", function()
+    local out, status = cli("fmt", entry("mov.b32 %r1, " .. ("{"):rep(5000) .. "%r2" .. ("}"):rep(5000) .. ";"))
+    assert.are.equal(1, status, out)
+    assert.matches(":7:78: operands nested more than 64 deep", out, 1, true)
+    out, status = cli("transpile", HEAD .. ".visible .entry k()\n{\n" .. ("{\n"):rep(20000) .. ("}\n"):rep(20000) .. "}\n")
+    assert.are.equal(1, status, out)
+    assert.matches(":10007:1: blocks { } nested deeper than 10000 levels", out, 1, true)
+  end)
+
+  it("parses 400,000 nested initializer braces in linear time", function()
+    local text = HEAD .. ".global .u32 g[1] = " .. ("{"):rep(400000) .. "7" .. ("}"):rep(400000) .. ";\n"
+    local t0 = os.clock()
+    local out, status = cli("fmt", text)
+    assert.are.equal(0, status, out:sub(1, 200))
+    assert.are.equal(text, out)
+    local m = require("pyptx.ptxparse").parse(text, "braces.ptx")
+    assert.are.equal(text, m:lossless())
+    assert.is_true(os.clock() - t0 < 5, "took " .. os.clock() - t0 .. " s")   -- was 88 s (quadratic)
+  end)
+
+  it("gives ptx.raw and ptx.raw_module the same limits, positioned in the text", function()
+    --- The error of tracing a kernel whose body is fn.
+    local function fails(fn)
+      local ok, err = pcall(function() return pyptx.kernel "deep" { arch = "sm_80", fn }:ptx() end)
+      assert.is_false(ok)
+      return err
+    end
+    local err = fails(function()
+      local x = reg.scalar(T.u32)
+      ptx.raw("add.u32 %{x}, %{x}, " .. ("("):rep(5000) .. "1" .. (")"):rep(5000) .. ";", { x = x })
+    end)
+    assert.matches("parse_spec.lua:%d+: ptx.raw:1:275: " .. DEEP:gsub("%p", "%%%0"), err)
+    err = fails(function() ptx.raw_module(".global .u32 g[1] = {" .. ("("):rep(5000) .. "1" .. (")"):rep(5000) .. "};") end)
+    assert.matches("ptx.raw_module:1:278: " .. DEEP, err, 1, true)
+    err = fails(function() ptx.raw(("{\n"):rep(20000) .. ("}\n"):rep(20000)) end)
+    assert.matches("ptx.raw:10002:1: blocks { } nested deeper than 10000 levels", err, 1, true)
+    local text = pyptx.kernel "deep" { arch = "sm_80", function()
+      local x = reg.scalar(T.u32)
+      ptx.inst.mov.u32(x, 0)
+      ptx.raw("add.u32 %{x}, %{x}, " .. ("-"):rep(100000) .. "9;", { x = x })
+      ptx.raw_module(".global .u32 g[1] = " .. ("{"):rep(100000) .. "1" .. ("}"):rep(100000) .. ";")
+    end }:ptx()
+    assert.matches("add.u32 \t%r1, %r1, 9;", text, 1, true)
+  end)
+end)

@@ -153,6 +153,9 @@ int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32
 int32_t lpx_append_raw(lpx_module *m, int32_t fn, const char *text);
 int32_t lpx_func_inst_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_reg_count(lpx_module *m, int32_t fn);
+int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name);
+int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *nparams);
+int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char **name, int32_t *type, int32_t *align, int32_t *count);
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len);
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len);
 lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename);

@@ -112,6 +112,10 @@ extern const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT];
 
 #define LPX_MSG_MAX 2048
 
+/* How deep operand lists ({ }, ( ), [ ], d|p) may nest: the parser, the
+ * checker and the printers recurse that deep. */
+#define LPX_OPD_MAX_NESTING 64
+
 /* Interned opcode forms with their parsed facts: the record every
  * consumer reads instead of the opcode text. */
 typedef struct lpx_form {

@@ -132,6 +132,41 @@ int32_t lpx_module_hoist(lpx_module *m, int32_t from)
   return 0;
 }
 
+/* Name of a function. */
+int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  *name = lpx_strtab_get(&m->syms, f->sym);
+  return 0;
+}
+
+/* Whether function fn is an .entry, and how many params it declares. */
+int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *nparams)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  *is_entry = f->is_entry != 0;
+  *nparams = (int32_t)f->nparams;
+  return 0;
+}
+
+/* Param idx of function fn: its name, type id, .align (0: none) and array
+ * count (0: a scalar), as declared. */
+int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char **name, int32_t *type, int32_t *align,
+                            int32_t *count)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f) return -1;
+  if (idx < 0 || (size_t)idx >= f->nparams) return lpx_fail(m->ctx, "no param %d in function %d", idx, fn);
+  const lpx_param *p = &f->params[idx];
+  *name = lpx_strtab_get(&m->syms, p->sym);
+  *type = p->type;
+  *align = p->align;
+  *count = p->count;
+  return 0;
+}
+
 /* Append a parameter record to a list (params or return values). */
 static int32_t param_push(lpx_module *m, lpx_param **list, size_t *n, size_t *cap, const char *name,
                           int32_t type, int32_t align, int32_t count)

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NESTING 64
+#define MAX_NESTING LPX_OPD_MAX_NESTING
+#define MAX_BLOCKS 10000   /* { } scopes in a body (a counter, no recursion) */
 
 /* A declared register range (%r<100>): names prefix0 .. prefix(count-1). */
 typedef struct regrange {
@@ -589,18 +590,55 @@ static size_t init_element_end(pstate *ps, size_t k, size_t b)
   return k;
 }
 
+/* One initializer element: where it ends (init_element_end), and one past
+ * the last token in it that cannot be part of a constant expression and
+ * one past its last number (0: none), so that whether the tokens from any
+ * j to the end could be an expression is known without scanning again. */
+typedef struct init_elem {
+  size_t end, bad1, num1;
+} init_elem;
+
+/* Scan the element starting at token k. */
+static init_elem init_element(pstate *ps, size_t k, size_t b)
+{
+  init_elem el = { init_element_end(ps, k, b), 0, 0 };
+  for (size_t j = k; j < el.end; j++) {
+    int what = lpx_cexpr_token(ps->src, &ps->t[j]);
+    if (!what) el.bad1 = j + 1;
+    else if (what == 2) el.num1 = j + 1;
+  }
+  return el;
+}
+
+/* Fold the constant expression [k, e) into v's bytes; a malformed one
+ * leaves the initializer symbolic. One nested too deep is an error, but
+ * v's buffers must be freed before unwinding: 0, or that token + 1. */
+static size_t init_expr(pstate *ps, lpx_var *v, size_t k, size_t e)
+{
+  lpx_cval c;
+  size_t at;
+  int rc = lpx_cexpr_eval(ps->src, ps->t, k, e, &c, &at);
+  if (rc == LPX_CEXPR_DEEP) return at + 1;
+  if (rc || init_folded(v, &c)) v->init_symbolic = 1;
+  return 0;
+}
+
 /* Decode the initializer tokens [k, b) of v (nested braces flattened;
- * generic(sym) and sym become relocations; constant expressions fold). */
-static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
+ * generic(sym) and sym become relocations; constant expressions fold).
+ * Each token is looked at a bounded number of times: braces nest without
+ * cost. 0, or the token + 1 of an expression nested too deep. */
+static size_t decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
 {
   char buf[128];
   int negative = 0;
+  init_elem el = { k, 0, 0 };
   for (; k < b && !v->init_symbolic; k++) {
     const lpx_tok *tok = &ps->t[k];
-    size_t e = init_element_end(ps, k, b);
-    if (e - k > 1 && !(e - k == 2 && is_punct(ps, tok, '-')) && lpx_cexpr_tokens(ps->src, ps->t, k, e)) {
-      lpx_cval c;
-      if (lpx_cexpr_eval(ps->src, ps->t, k, e, &c) || init_folded(v, &c)) v->init_symbolic = 1;
+    if (k >= el.end) el = init_element(ps, k, b);
+    size_t e = el.end;
+    if (e - k > 1 && !(e - k == 2 && is_punct(ps, tok, '-')) && el.bad1 <= k && el.num1 > k) {
+      size_t deep = init_expr(ps, v, k, e);
+      if (deep) return deep;
       k = e - 1;
       continue;
     }
@@ -611,6 +649,7 @@ static void decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
     if (tok->len >= sizeof buf || init_literal(v, v->type, tok_text(ps, tok, buf, sizeof buf), negative)) v->init_symbolic = 1;
     negative = 0;
   }
+  return 0;
 }
 
 /* Record the variable a declaration's tokens [a, b) describe (best effort:
@@ -630,7 +669,12 @@ static void decl_var(pstate *ps, size_t a, size_t b)
     else if (is_punct(ps, tok, '[')) v.count = is_punct(ps, &ps->t[k + 1], ']') ? -1 : (int64_t)((uint64_t)(v.count ? v.count : 1) * (uint64_t)tok_int(ps, k + 1));
   }
   if (v.space < 0 || v.sym < 0 || v.type < 0) return;
-  if (k < b) decl_init(ps, &v, k + 1, b);
+  size_t deep = k < b ? decl_init(ps, &v, k + 1, b) : 0;
+  if (deep) {   /* v is not the module's yet: free its bytes before unwinding */
+    free(v.init);
+    free(v.relocs);
+    perr(ps, deep - 1, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+  }
   lpx_var **arr = ps->f ? &ps->f->vars : &ps->m->vars;
   size_t *n = ps->f ? &ps->f->nvars : &ps->m->nvars, *cap = ps->f ? &ps->f->vars_cap : &ps->m->vars_cap;
   if (lpx_grow((void **)arr, cap, *n + 1, sizeof(lpx_var))) poom(ps);
@@ -863,7 +907,10 @@ static int parse_const_expr(pstate *ps, lpx_operand *o)
   if (b - a < 2 || !lpx_cexpr_tokens(ps->src, ps->t, a, b)) return 0;
   if (b - a == 2 && is_punct(ps, t, '-')) return 0;   /* -5: the literal path keeps its notation */
   lpx_cval v;
-  if (lpx_cexpr_eval(ps->src, ps->t, a, b, &v)) perr(ps, a, "malformed constant expression (or a division by zero)");
+  size_t at;
+  int rc = lpx_cexpr_eval(ps->src, ps->t, a, b, &v, &at);
+  if (rc == LPX_CEXPR_DEEP) perr(ps, at, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+  if (rc) perr(ps, a, "malformed constant expression (or a division by zero)");
   const_operand(o, &v);
   while (ps->pos < b) take(ps);
   return 1;
@@ -1074,6 +1121,14 @@ static void body_reserve(pstate *ps, lpx_func *f)
   regs_reserve(ps, f, regs);
 }
 
+/* Count the { } scope the token at the cursor opens or closes (a counter:
+ * nothing recurses on scopes, but nothing needs them deeper either). */
+static void scope_depth(pstate *ps, int *depth)
+{
+  if (*depth > MAX_BLOCKS) perr(ps, ps->pos, "blocks { } nested deeper than %d levels", MAX_BLOCKS);
+  *depth += is_punct(ps, cur(ps), '{') - is_punct(ps, cur(ps), '}');
+}
+
 /* { statements } of a function; the function's closing brace is its tail. */
 static void parse_body(pstate *ps, lpx_func *f, const char *name)
 {
@@ -1083,8 +1138,7 @@ static void parse_body(pstate *ps, lpx_func *f, const char *name)
     const lpx_tok *tok = cur(ps);
     if (tok->kind == LPX_TK_EOF) perr(ps, ps->pos, "expected '}' to close the body of %s", name);
     if (is_punct(ps, tok, '}') && depth == 0) { f->tail_lex = take(ps); return; }
-    if (depth > 10000) perr(ps, ps->pos, "blocks nested too deeply");
-    depth += is_punct(ps, tok, '{') - is_punct(ps, tok, '}');
+    scope_depth(ps, &depth);
     parse_body_statement(ps);
   }
 }
@@ -1377,7 +1431,10 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
   map_existing_registers(&ps);
-  while (cur(&ps)->kind != LPX_TK_EOF) parse_body_statement(&ps);
+  for (int depth = 0; cur(&ps)->kind != LPX_TK_EOF;) {
+    scope_depth(&ps, &depth);
+    parse_body_statement(&ps);
+  }
   pstate_free(&ps);
   return 0;
 }

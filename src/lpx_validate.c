@@ -27,6 +27,24 @@ static uint32_t operand_span(const lpx_operand *ops, uint32_t i, uint32_t n)
   return span;
 }
 
+/* Do the operands ops[0, n) nest at most LPX_OPD_MAX_NESTING lists deep
+ * (the printers and operand_span recurse that deep)? Counted in a loop. */
+static int nesting_ok(const lpx_operand *ops, uint32_t n)
+{
+  int64_t left[LPX_OPD_MAX_NESTING];
+  int depth = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    while (depth > 0 && left[depth - 1] == 0) depth--;
+    if (depth > 0) left[depth - 1]--;
+    int k = ops[i].kind;
+    int64_t children = k == LPX_OPD_PIPE ? 2 : k == LPX_OPD_VEC || k == LPX_OPD_PAREN || k == LPX_OPD_BRACKET ? ops[i].aux : 0;
+    if (children <= 0) continue;
+    if (depth == LPX_OPD_MAX_NESTING) return 0;
+    left[depth++] = children;
+  }
+  return 1;
+}
+
 /* Count top-level operands; -1 when a vector's children run past the end. */
 static int top_count(const lpx_operand *ops, uint32_t n, uint32_t *starts, int cap)
 {
@@ -1197,6 +1215,8 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
 static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
   uint32_t starts[64];
+  if (!nesting_ok(ops, (uint32_t)nops))
+    return lpx_fail(m->ctx, "%s: operands nested more than %d deep", form->info.text, LPX_OPD_MAX_NESTING);
   int count = top_count(ops, (uint32_t)nops, starts, 64);
   if (count < 0) return lpx_fail(m->ctx, "%s: malformed operand list", form->info.text);
   const char *sig = form->info.op >= 0 ? lpx_isa_rows[form->info.op].sig : "*";

@@ -12,6 +12,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
 local half = require "pyptx.half"
+local sys = require "pyptx.sys"
 
 local M = {}
 
@@ -34,55 +35,52 @@ local RANGE = {
   u64 = { 0, 2 ^ 64 - 1 }, s64 = { -2 ^ 63, 2 ^ 63 - 1 },
 }
 
---- Remove // and /* */ comments (PTX strings never hold them).
-local function strip_comments(text)
-  return (text:gsub("/%*.-%*/", " "):gsub("//[^\n]*", ""))
-end
+local name_out = ffi.new("const char *[1]")
+local int_out = ffi.new("int32_t[4]")
 
---- One ".param ..." declaration as { name, type, align, count, bytes }.
-local function parse_param(decl, entry)
-  local p = { count = 1 }
-  for tok in decl:gmatch("%S+") do
-    if tok == ".param" or tok == ".ptr" or tok:match("^%.global$") or tok:match("^%.shared") or tok:match("^%.const$")
-      or tok:match("^%.local$") then -- luacheck: ignore 542
-    elseif tok == ".align" then p.want_align = true
-    elseif p.want_align then p.align, p.want_align = tonumber(tok), nil
-    elseif tok:sub(1, 1) == "." and SCALAR[tok:sub(2)] then p.type = tok:sub(2)
-    else
-      local name, n = tok:match("^([%w_$%%]+)%[(%d*)%]$")
-      if name then p.name, p.count = name, tonumber(n) or 0 else p.name = tok end
-    end
+--- Param idx of function fn of a parsed module as { name, type, align, count, bytes }.
+local function param_of(ptr, fn, idx, entry)
+  if core.func_param_info(ptr, fn, idx, name_out, int_out, int_out + 1, int_out + 2) ~= 0 then
+    error("load_ptx: " .. core.error_message(), 0)
   end
-  if not p.type or not p.name then error(("load_ptx: entry %s: cannot read param declaration '%s'"):format(entry, decl), 0) end
-  local size = SCALAR[p.type][1]
-  p.align = p.align or size
-  p.bytes = size * math.max(p.count, 1)
-  return p
+  local name, ty = ffi.string(name_out[0]), ffi.string(core.type_name(int_out[0]))
+  if not SCALAR[ty] then
+    error(("load_ptx: entry %s: param %s has type .%s, which cannot be passed from Lua (one of .u8 .s8 .b8 ... .u64 "
+      .. ".s64 .b64 .f16 .bf16 .f32 .f64, or an array of them)"):format(entry, name, ty), 0)
+  end
+  local size, count = SCALAR[ty][1], int_out[2] > 0 and int_out[2] or 1
+  return { name = name, type = ty, align = int_out[1] > 0 and int_out[1] or size, count = count, bytes = size * count }
 end
 
---- The entries of PTX text: a list of { name, params = {...}, size }.
-local function entries_of(text)
-  local list = {}
-  local src = strip_comments(text)
-  for name, rest in src:gmatch("%.entry%s+([%w_$]+)%s*(.?)") do
-    local e = { name = name, params = {} }
-    if rest == "(" then
-      local body = src:match("%.entry%s+" .. name:gsub("%$", "%%$") .. "%s*(%b())")
-      for decl in body:sub(2, -2):gmatch("[^,]+") do
-        if decl:match("%S") then e.params[#e.params + 1] = parse_param(decl, name) end
+--- The entries of a parsed module (ptxparse.parse's result), read from the
+-- parser's IR: a list of { name, params = {...}, size } in file order, each
+-- param at its offset (its .align, else its natural alignment).
+local function entries_of_ir(ir)
+  local list, ptr = {}, ir.ptr
+  for fn = 0, core.module_func_count(ptr) - 1 do
+    if core.func_info(ptr, fn, int_out, int_out + 3) == 0 and int_out[0] == 1 then
+      local nparams = int_out[3]
+      assert(core.func_name(ptr, fn, name_out) == 0)
+      local e = { name = ffi.string(name_out[0]), params = {} }
+      local off = 0
+      for i = 1, nparams do
+        local p = param_of(ptr, fn, i - 1, e.name)
+        off = math.ceil(off / p.align) * p.align
+        p.offset, off = off, off + p.bytes
+        e.params[i] = p
       end
+      e.size = off
+      list[#list + 1] = e
     end
-    local off = 0
-    for _, p in ipairs(e.params) do
-      off = math.ceil(off / p.align) * p.align
-      p.offset, off = off, off + p.bytes
-    end
-    e.size = off
-    list[#list + 1] = e
   end
   return list
 end
-M.entries_of = entries_of
+M.entries_of_ir = entries_of_ir
+
+--- The entries of PTX text (parsed; a malformed text raises file:line:col).
+function M.entries_of(text, name)
+  return entries_of_ir(ptxparse.parse(text, name))
+end
 
 -- ------------------------------------------------------------ typed values
 
@@ -199,9 +197,9 @@ end
 local Kernel = {}
 Kernel.__index = Kernel
 
---- A dim3 from a number or a table of up to 3 numbers.
+--- A dim3 from a number or a table of up to 3 numbers (required).
 local function dim3(v, what, name)
-  if v == nil then return { 1, 1, 1 } end
+  if v == nil then error(("entry %s: %s is missing (give %s = n or {x, y, z}; a foreign launch has no default)"):format(name, what, what), 0) end
   if type(v) == "number" then v = { v } end
   if type(v) ~= "table" or #v < 1 or #v > 3 then error(("%s: %s must be a number or {x[, y[, z]]}"):format(name, what), 0) end
   local d = { v[1], v[2] or 1, v[3] or 1 }
@@ -230,7 +228,7 @@ function Kernel:launch(opts)
   local ok, err = pcall(function()
     local dev = opts.device or require("pyptx.runtime").device()
     local grid, block = dim3(opts.grid, "grid", self.name), dim3(opts.block, "block", self.name)
-    local cluster = dim3(opts.cluster, "cluster", self.name)
+    local cluster = dim3(opts.cluster or 1, "cluster", self.name)
     local buf, size = M.pack(self.entry, opts.args or {})
     local cfg = ffi.new("lpx_launch_cfg")
     for d = 0, 2 do cfg.grid[d], cfg.block[d], cfg.cluster[d] = grid[d + 1], block[d + 1], cluster[d + 1] end
@@ -295,9 +293,19 @@ function Module:load_on(dev)
   return out[0]
 end
 
---- Does s look like PTX text rather than a file path?
-local function is_text(s)
-  return s:find("\n") ~= nil or s:find("%.entry") ~= nil or s:find("%.version") ~= nil
+--- Does a one-line s look like PTX text rather than a file path (asked
+-- when no file of that name exists)? Text has braces or semicolons, or
+-- starts with a module directive; "dir/my.entry.ptx" is a (missing) path.
+local function looks_like_text(s)
+  return s:find("[{};]") ~= nil or s:find("^%s*%.version%s") ~= nil or s:find("^%s*%.target%s") ~= nil
+end
+
+--- Is src a file path rather than PTX text? Text has line breaks; a
+-- one-line string is a path when something of that name exists
+-- ("dir/my.entry.ptx"), else when it does not look like PTX.
+local function is_path(src)
+  if src:find("\n") then return false end
+  return sys.kind(src) ~= nil or not looks_like_text(src)
 end
 
 --- Parse PTX text or a file into a module of launchable entries; a
@@ -305,15 +313,14 @@ end
 function M.load(src, name)
   if type(src) ~= "string" then error("load_ptx: expected PTX text or a file path, got " .. type(src), 2) end
   local text, source = src, name or "<ptx>"
-  if not is_text(src) then
-    local f, err = io.open(src, "rb")
-    if not f then error("load_ptx: " .. err, 0) end
-    text, source = f:read("*a"), name or src
-    f:close()
+  if is_path(src) then
+    local ok, res = pcall(ptxparse.read_file, src)
+    if not ok then error("load_ptx: " .. res, 0) end
+    text, source = res, name or src
   end
   local ok, ir = pcall(ptxparse.parse, text, source)
   if not ok then error(ir, 0) end -- already "file:line:col: ..."
-  local entries = entries_of(text)
+  local entries = entries_of_ir(ir)
   return setmetatable({ ir = ir, source = source, text = text, entries = entries, kernels = {},
                         loaded = setmetatable({}, { __mode = "k" }) }, Module)
 end

@@ -6,6 +6,7 @@
 --   m:canonical()   -- the tracer's normalized layout
 local ffi = require "ffi"
 local core = require "pyptx.core"
+local sys = require "pyptx.sys"
 
 local M = {}
 
@@ -97,12 +98,14 @@ function M.append_module(text, level)
   if t.fn >= 0 and core.module_hoist(t.mod, from) ~= 0 then fail() end
 end
 
---- Read a whole file (binary).
+--- Read a whole file (binary); a directory is named as one.
 function M.read_file(path)
+  if sys.kind(path) == "directory" then error(path .. " is a directory (expected a PTX file)", 0) end
   local f, err = io.open(path, "rb")
   if not f then error(err, 0) end
-  local text = f:read("*a")
+  local text, rerr = f:read("*a")
   f:close()
+  if not text then error(path .. ": " .. tostring(rerr), 0) end   -- a link to a directory
   return text
 end
 
