@@ -188,6 +188,28 @@ describe("pyptx.load_ptx", function()
     assert.matches("no entry named 'sxapy'; entries: saxpy, reduce, warp_ops, dyn_smem", err, 1, true)
   end)
 
+  it("names an unwritten register by the name the file gave it", function()
+    local mod = pyptx.load_ptx([=[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b32 %r<4>;
+  .reg .b32 %acc;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [p];
+  add.s32 %r1, %acc, 1;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+]=], "unwritten.ptx")
+    local out = tensor.empty({ 1 }, pyptx.types.u32, emu())
+    local ok, err = pcall(mod.k, { grid = 1, block = 1, args = { out }, device = emu() })
+    assert.is_false(ok)
+    assert.matches("PTX line 10: add.s32  %r1, %acc, 1: reads %acc, which this thread never wrote", err, 1, true)
+  end)
+
   it("names the parameter on a wrong argument count or type", function()
     local mod = pyptx.load_ptx(PARAMS_PTX)
     local o = words(16)

@@ -49,16 +49,14 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
 
 /* ---------------------------------------------------- uninitialised registers */
 
-/* A register's PTX name (%r3) for messages. */
+/* A register's PTX name for messages: as the emitter prints it (%r3, or
+ * the name a parsed file declared, such as %acc). */
 static void reg_name(const emu_prog *p, int32_t slot, char *out, size_t cap)
 {
-  static const char *const prefixes[LPX_RC__COUNT] = {
-#define X(id, decl, prefix) prefix,
-    LPX_REGCLASSES(X)
-#undef X
-  };
-  int t = p->f->reg_type[slot];
-  snprintf(out, cap, "%s%d", prefixes[lpx_types[t].regclass], p->f->reg_index[slot]);
+  lpx_buf b = { 0 };
+  lpx_put_reg(&b, p->m, p->f, slot);
+  snprintf(out, cap, "%.*s", b.p ? (int)b.n : 0, b.p ? b.p : "");
+  lpx_buf_free(&b);
 }
 
 /* Fail if the instruction reads a register some lane of m never wrote
@@ -70,7 +68,7 @@ int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
     uint32_t lanes = (in->guard >= 0 && k == in->nsrcs - 1) ? w->cur : m;
     uint32_t bad = lanes & ~w->wr[s];
     if (!bad) continue;
-    char name[32];
+    char name[128];
     reg_name(w->p, s, name, sizeof name);
     return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s, which this thread never wrote (%d lane(s) of the warp read it unwritten)",
                         name, __builtin_popcount(bad));
