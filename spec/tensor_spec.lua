@@ -64,6 +64,15 @@ describe("pyptx.tensor", function()
   if not ok_dev then pending("no emulator in this build: " .. tostring(dev)) return end
   runtime.use(dev)
 
+  it("refuses a non-number value and a shape no device can hold, at the caller's line", function()
+    local ok, err = pcall(function() local t = tensor.from_table({ 1, "a", 3 }, T.f32, { 3 }) return t end)
+    assert.is_false(ok)
+    assert.matches("tensor_spec.lua:%d+: tensor.from_table: element 2 is a string %(a%); expected a number", err)
+    ok, err = pcall(function() local t = tensor.empty({ 1e12, 1e12 }, T.f32) return t end)
+    assert.is_false(ok)
+    assert.matches("tensor_spec.lua:%d+: tensor: shape 1000000000000x1000000000000 holds 1e%+24 elements; no device holds that many", err)
+  end)
+
   it("poisons each dtype with its own pattern: quiet NaNs with a payload for floats", function()
     local want = { f32 = 0x7fc0dead, f16 = 0x7ead, bf16 = 0x7fed, e4m3 = 0x7f, e5m2 = 0x7f, u8 = 0xad,
                    s16 = 0xdead, u32 = 0xdeaddead, s32 = 0xdeaddead }

@@ -71,6 +71,9 @@ local function check_shape(shape)
     end
     n = n * d
   end
+  if n > 2 ^ 48 then   -- past any device's memory, and past exact Lua integers once in bytes
+    error(("tensor: shape %s holds %.3g elements; no device holds that many"):format(table.concat(shape, "x"), n), 3)
+  end
   return shape, n
 end
 
@@ -114,7 +117,13 @@ function M.from_table(tbl, dtype, shape, dev)
   local t = M.empty(shape, dtype, dev)
   if #values ~= t.numel then error(("tensor.from_table: %d values for shape of %d elements"):format(#values, t.numel), 2) end
   local buf = host_buffer(dtype, t.numel)
-  for i = 1, #values do buf[i - 1] = encode(dtype, values[i]) end
+  for i = 1, #values do
+    local v = values[i]
+    if type(v) ~= "number" and not (type(v) == "cdata" and tonumber(v)) then
+      error(("tensor.from_table: element %d is a %s (%s); expected a number"):format(i, type(v), tostring(v)), 2)
+    end
+    buf[i - 1] = encode(dtype, v)
+  end
   t:upload(buf)
   return t
 end
