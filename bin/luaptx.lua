@@ -22,10 +22,20 @@ local function run_chunk(fn, name, args, first)
   return fn(unpack(a, 1, #a))
 end
 
+--- A hint for a PTX file given where a Lua script belongs ("" otherwise).
+local function ptx_hint(path)
+  local f = io.open(path, "rb")
+  local head = f and f:read(4096) or ""
+  if f then f:close() end
+  if not (path:match("%.ptx$") or head:match("^%s*%.version") or head:match("\n%s*%.target%s")) then return "" end
+  return ("\n%s looks like PTX, not a Lua script: `luaptx transpile %s` turns it into one, "
+    .. "`luaptx fmt` formats it, and pyptx.load_ptx launches it from Lua"):format(path, path)
+end
+
 --- luaptx script.lua [args]
 local function run_script(args)
   local fn, err = loadfile(args[1])
-  if not fn then error(err, 0) end
+  if not fn then error(err .. ptx_hint(args[1]), 0) end
   run_chunk(fn, args[1], args, 2)
   return 0
 end
@@ -34,7 +44,7 @@ end
 function M.load_kernel_script(path, script_args)
   local pyptx = require "pyptx"
   local fn, err = loadfile(path)
-  if not fn then error(err, 0) end
+  if not fn then error(err .. ptx_hint(path), 0) end
   local a = { [0] = path }
   for i, v in ipairs(script_args or {}) do a[i] = v end
   _G.arg = a

@@ -372,6 +372,20 @@ end }
       return err
     end
 
+    it("say a PTX file is not a Lua script, and refuse to transpile text that is not a module", function()
+      local dir = H.temp_dir()
+      local ptx = H.write(dir .. "/k.ptx", ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n")
+      for _, args in ipairs { { ptx }, { "run", ptx }, { "ptx", ptx } } do
+        local err = fails(args)
+        assert.matches(ptx .. " looks like PTX, not a Lua script: `luaptx transpile " .. ptx .. "` turns it into one",
+          err, 1, true)
+      end
+      assert.equal("luaptx: /dev/null: not a PTX module: it has no .version directive "
+        .. "(a module starts with .version and .target)\n", fails { "transpile", "/dev/null" })
+      local half = H.write(dir .. "/v.ptx", ".version 8.0\n")
+      assert.matches("v.ptx: not a PTX module: it has no .target directive", fails { "transpile", half }, 1, true)
+    end)
+
     it("name the user's file:line or nothing, never luaptx's own files", function()
       local dir = H.temp_dir()
       local helper = H.write(dir .. "/helper.lua", [[

@@ -526,6 +526,9 @@ int32_t lpx_transpile(lpx_module *m, const char *source, const char **text, size
 {
   lpx_buf *b = &m->out;
   int nfuncs = 0;
+  if (!m->target[0] || !m->ptx_version)
+    return lpx_fail(m->ctx, "%s: not a PTX module: it has no %s directive (a module starts with .version and .target)",
+                    source ? source : "<ptx>", m->ptx_version ? ".target" : ".version");
   b->n = 0;
   put_preamble(b, source ? source : "PTX");
   for (size_t i = 0; i < m->ntop; i++) {
