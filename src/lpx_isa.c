@@ -229,15 +229,14 @@ static void list_types(uint64_t types, char *out, size_t cap)
 static int form_type(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, int t)
 {
   char valid[512];
-  int any = (row->groups & G_ANY) != 0;
-  if (!any && !(row->types >> t & 1)) {
+  if (!(row->types >> t & 1)) {
     list_types(row->types, valid, sizeof valid);
     return lpx_fail(ctx, "%s: type .%s is not valid here; valid types: %s",
                     f->info.text, lpx_types[t].name, valid[0] ? valid : "(none)");
   }
   if (f->info.type < 0) f->info.type = t;
   else if (f->info.type2 < 0) f->info.type2 = t;
-  else if (!any) return lpx_fail(ctx, "%s: too many type modifiers", f->info.text);
+  else return lpx_fail(ctx, "%s: too many type modifiers", f->info.text);
   return 0;
 }
 
@@ -297,7 +296,7 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
     return 0;
   }
   int shape = form_shape(f, tok);
-  if (shape > 0 || (row->groups & G_ANY)) return 0;
+  if (shape > 0) return 0;
   list_modifiers(f->info.op, valid, sizeof valid);
   return lpx_fail(ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s%s",
                   f->info.text, (int)n, tok, row->name, valid[0] ? valid : "(none)",
@@ -336,9 +335,9 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
   }
   int have = (f->info.type >= 0) + (f->info.type2 >= 0);
   int most = row->ntypes < 0 ? 1 : row->ntypes;
-  if (!(row->groups & G_ANY) && have > most)
+  if (have > most)
     return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
-  if ((row->groups & G_ANY) || lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
+  if (lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
   char valid[512];
   list_types(row->types, valid, sizeof valid);
   if (row->ntypes == 2)
