@@ -930,20 +930,50 @@ static int64_t hp_imm(const lpx_operand *o, int *ok)
   return 0;
 }
 
+/* Tensor modes with their own rank, coordinate count and direction. */
+static const struct tensor_mode { int rank, coords, dir; } tensor_modes[LPX_LOADMODE__END] = {
+#define X(mode, rank, coords, dir) [LPX_LOADMODE_##mode] = { rank, coords, dir },
+  LPX_TENSOR_MODES(X)
+#undef X
+};
+
+/* A tensor form's mode: its rank and direction (LPX_TENSOR_MODES); the
+ * number of coordinates it takes into *coords. */
+static int hp_tensor_mode(vctx *v, int *coords)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int mode = fo->modsel[LPX_GB_LOADMODE], rank = fo->info.rank;
+  const struct tensor_mode *tm = &tensor_modes[mode];
+  *coords = tm->coords ? tm->coords : rank;
+  if (!tm->rank) return 0;
+  const char *name = lpx_modifier_name(LPX_GB_LOADMODE, mode);
+  if (rank != tm->rank) return lpx_fail(v->m->ctx, "%s: .%s takes .%dd tensors only, not .%dd", text, name, tm->rank, rank);
+  int writes = IS(fo, SPACE, GLOBAL) && has_group(fo, LPX_GB_SPACE2);
+  if (tm->dir != (writes ? 2 : 1))
+    return lpx_fail(v->m->ctx, "%s: .%s %s", text, name, tm->dir == 1 ? "reads a tensor: loads (.shared::cluster.global or "
+                    ".shared::cta.global) and prefetches only" : "writes a tensor: stores and reductions (.global.shared::cta) only");
+  return 0;
+}
+
 /* cp.async.bulk.tensor.<N>d / prefetch / reduce: the coordinate list inside
- * [tensorMap, {c...}] has exactly N entries. */
+ * [tensorMap, {c...}] has N entries (or what the mode takes). */
 static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
 {
   const char *text = v->form->info.text;
-  int rank = v->form->info.rank;
+  int rank = v->form->info.rank, coords;
   if (!v->form->info.tensor) return 0;
   if (!rank) return lpx_fail(v->m->ctx, "%s: needs a rank: one of .1d .2d .3d .4d .5d (TMA tensors have 1 to 5 dimensions)", text);
+  if (hp_tensor_mode(v, &coords)) return -1;
   for (uint32_t i = 0; i + 2 < nops; i++) {
     if (ops[i].kind != LPX_OPD_BRACKET) continue;
     const lpx_operand *list = &ops[i + 2];
     if (list->kind != LPX_OPD_VEC || ops[i].aux != 2)
       return lpx_fail(v->m->ctx, "%s: the tensor operand must be [tensorMap, {coordinates}]", text);
-    if (list->aux != rank)
+    if (list->aux != coords && coords != rank)
+      return lpx_fail(v->m->ctx, "%s: the tensor coordinates list %d value(s); .%s takes %d", text, list->aux,
+                      lpx_modifier_name(LPX_GB_LOADMODE, v->form->modsel[LPX_GB_LOADMODE]), coords);
+    if (list->aux != coords)
       return lpx_fail(v->m->ctx, "%s: the tensor coordinates list %d value(s); .%dd takes %d", text, list->aux, rank, rank);
     return 0;
   }
