@@ -480,3 +480,97 @@ describe("examples/blackwell", function()
     end
   end)
 end)
+
+describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
+  local H = require "spec.helpers"
+  local tensor = require "pyptx.tensor"
+  local Tile = pyptx.Tile
+
+  --- The current source line (to name what a test plants).
+  local function here() return debug.getinfo(2, "l").currentline end
+
+  --- A kernel that gathers four rows of A into shared memory with
+  -- ptx.cp.async.bulk.tensor_2d (mode = "tile::gather4") and ptx.inst,
+  -- then scatters them back with mode = "tile::scatter4"; lines.gather
+  -- gets the wrapper's line.
+  local function gather_kernel(lines)
+    return pyptx.kernel "g4" { arch = "sm_100a", version = "8.6", block = { 128 },
+      in_specs = { Tile(64, 64, T.bf16) }, out_specs = {},
+      function(A)
+        local s, bar = smem.alloc(T.bf16, 4 * 64, { align = 1024 }), smem.mbarrier(1)
+        local c, r = reg.scalar(T.u32, 0), reg.scalar(T.u32, 1)
+        local d = A:tma_desc { box = { 1, 64 } }
+        ptx.mbarrier.init(bar[0], 1)
+        ptx.fence.mbarrier_init()
+        lines.gather = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, r, r, r, r }, mbar = bar[0],
+          mode = "tile::gather4" }
+        ptx.inst("cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes", s[0],
+          setmetatable({ base = d.base, list = { c, r, r, r, r } }, require("pyptx.async").Bracket), bar[0])
+        ptx.cp.async.bulk.tensor_2d { dst = d, src = s[0], coord = { c, r, r, r, r }, mode = "tile::scatter4" }
+        ptx.ret()
+      end }
+  end
+
+  it("spells the loads and the store through the generic wrappers and assembles them", function()
+    local k = gather_kernel({})
+    local text = k:ptx()
+    for _, want in ipairs {
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes \t[",
+      "cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes \t[",
+      "cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group \t[",
+    } do assert.truthy(text:find(want, 1, true), want .. "\n" .. text) end
+    assert.truthy(text:find("%+?%d*, {%%r%d+, %%r%d+, %%r%d+, %%r%d+, %%r%d+}%]"), text)
+    H.assert_ptxas(k, "sm_100a")
+  end)
+
+  it("are refused where PTX does not define them, at the caller's line", function()
+    local function err_of(body, arch, version)
+      local ok, err = pcall(function()
+        pyptx.kernel "bad" { arch = arch or "sm_100a", version = version or "8.6", block = { 128 },
+          in_specs = { Tile(64, 64, T.bf16) }, out_specs = {}, body }:ptx()
+      end)
+      assert.is_false(ok)
+      return err
+    end
+    local line
+    local e = err_of(function(A)
+      local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
+      line = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c },
+        mbar = bar[0], mode = "tile::gather4" }
+    end)
+    assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4."
+      .. "mbarrier::complete_tx::bytes: the tensor coordinates list 2 value(s); .tile::gather4 takes 5", e, 1, true)
+    e = err_of(function()
+      local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
+      line = here(); ptx.inst("cp.async.bulk.tensor.3d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes", s[0],
+        setmetatable({ base = reg.scalar(T.u64, 0), list = { c, c, c } }, require("pyptx.async").Bracket), bar[0])
+    end)
+    assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.3d.shared::cluster.global.tile::gather4."
+      .. "mbarrier::complete_tx::bytes: .tile::gather4 takes .2d tensors only, not .3d", e, 1, true)
+    e = err_of(function(A)
+      local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
+      line = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c, c, c, c },
+        mbar = bar[0], mode = "tile::scatter4" }
+    end)
+    assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.shared::cluster.global.tile::scatter4."
+      .. "mbarrier::complete_tx::bytes: .tile::scatter4 writes a tensor: stores and reductions (.global.shared::cta) only", e, 1, true)
+    e = err_of(function(A)
+      local s, c = smem.alloc(T.bf16, 256, { align = 128 }), reg.scalar(T.u32, 0)
+      line = here(); ptx.cp.async.bulk.tensor_2d { dst = A:tma_desc { box = { 1, 64 } }, src = s[0], coord = { c, c, c, c, c },
+        mode = "tile::scatter4" }
+    end, "sm_90a", "8.6")
+    assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group", e, 1, true)
+    assert.matches("sm_100", e, 1, true)
+  end)
+
+  it("are reported by the emulator as not implemented, at the caller's line", function()
+    local lines = {}
+    local k = gather_kernel(lines)
+    local zeros = {}
+    for i = 1, 64 * 64 do zeros[i] = 0 end
+    local ok, err = pcall(k, tensor.from_table(zeros, T.bf16, { 64, 64 }))
+    assert.is_false(ok)
+    assert.matches("blackwell_spec.lua:" .. lines.gather .. ": cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4", err, 1, true)
+    assert.matches("does not implement", err, 1, true)
+  end)
+end)

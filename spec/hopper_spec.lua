@@ -132,14 +132,15 @@ describe("pyptx.hopper wrappers", function()
       end }:ptx()
     end)
     assert.is_false(ok)
-    assert.matches("bf16 inputs cannot accumulate in f16", err, 1, true)
+    assert.matches("wgmma.mma_async.sync.aligned.m64n8k16.f16.bf16.bf16: .bf16 inputs accumulate in .f32, not .f16", err, 1, true)
     ok, err = pcall(function()
       kernel "mixed" { arch = "sm_90a", block = { 128 }, function()
         ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = T.s8, btype = T.u8 }
       end }:ptx()
     end)
     assert.is_false(ok)
-    assert.matches("mixed integer inputs (.s8.u8) need PTX ISA 8.4", err, 1, true)
+    assert.matches('wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.u8: mixed integer inputs (.s8.u8) need PTX ISA 8.4; '
+      .. 'this kernel uses 8.0 (version = "8.4")', err, 1, true)
     local k3 = kernel "mixed84" { arch = "sm_90a", version = "8.4", block = { 128 }, function()
       local acc = reg.array(T.s32, 4)
       for i = 0, 3 do ptx.mov(acc[i], 0) end
@@ -190,17 +191,19 @@ describe("pyptx.hopper wrappers", function()
     local e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, trans_b = 1 }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, "
-      .. "not e4m3", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 takes 6 operands: "
+      .. "{d}, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b; got 8; imm-trans-a/imm-trans-b (MN-major operands) are for "
+      .. ".f16 and .bf16 only, not .e4m3", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 40 }, d = reg.array(T.s32, 20), a = 0, b = 0, atype = T.s8 }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for s8 with N = 8..256, "
-      .. "a multiple of 8 up to 32 and of 16 above", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n40k32.s32.s8.s8: .s8 wgmma takes the shape "
+      .. ".m64nNk32 with N = 8, 16, 24, 32, then a multiple of 16 up to 256; got .m64n40k32", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", satfinite = true }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: satfinite is for s8/u8 inputs only, not b1", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k256.satfinite.s32.b1.b1.and.popc: "
+      .. ".satfinite applies to .s8/.u8 wgmma only, not .b1", e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
       line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1, 0, 1)
@@ -237,8 +240,8 @@ describe("pyptx.hopper wrappers", function()
     local e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
     end, "8.1")
-    assert.matches("hopper_spec.lua:" .. line .. ': wgmma.mma_async: sparse wgmma needs PTX ISA 8.2; this kernel uses 8.1 (version = "8.2")',
-      e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16: sparse wgmma (.sp) needs "
+      .. 'PTX ISA 8.2; this kernel uses 8.1 (version = "8.2")', e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
       line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
@@ -249,19 +252,23 @@ describe("pyptx.hopper wrappers", function()
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, sparse = { meta = meta(), sel = 1 } }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for e4m3 is 0; got 1", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.f32.e4m3.e4m3: operand 5 (sparsity "
+      .. "selector) must be the immediate 0 for .e4m3 inputs (8-bit inputs: all four threads of a group hold the metadata)", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.tf32, sparse = { meta = meta(), sel = 2 } }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: the sparsity selector for tf32 is 0 or 1; got 2", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32: operand 5 (sparsity "
+      .. "selector) must be the immediate 0 or 1 for .tf32 inputs", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", sparse = { meta = meta() } }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: b1 inputs have no sparse form", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k512.s32.b1.b1.and.popc: .b1 wgmma has no "
+      .. "sparse (.sp) form; sparse wgmma takes .f16 .bf16 .tf32 .e4m3/.e5m2 .s8/.u8", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
     end)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk32 for f16", e, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.f16.f16: .f16 sparse (.sp) wgmma "
+      .. "takes the shape .m64nNk32 with N = 8..256 in steps of 8; got .m64n8k16", e, 1, true)
     e = err_of(function()
       line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { sel = 0 } }
     end)
@@ -278,7 +285,8 @@ describe("pyptx.hopper wrappers", function()
       line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, meta(), 1, 1)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8: operand 5 "
-      .. "(sparsity selector) must be the immediate 0 for 8-bit inputs", e, 1, true)
+      .. "(sparsity selector) must be the immediate 0 for .u8 inputs (8-bit inputs: all four threads of a group hold the metadata)",
+      e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
       line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1)
@@ -314,6 +322,28 @@ describe("pyptx.hopper wrappers", function()
     assert.matches("the tensor coordinates list 2 value(s); .3d takes 3", e, 1, true)
   end)
 
+  it("refuse through ptx.inst and ptx.raw what the wrapper refuses, with the same message", function()
+    local want = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 takes 6 operands: {d}, a-desc, b-desc, scale-d, "
+      .. "imm-scale-a, imm-scale-b; got 8; imm-trans-a/imm-trans-b (MN-major operands) are for .f16 and .bf16 only, not .e4m3"
+    for _, body in ipairs {
+      function()
+        local acc, d = reg.array(f32, 4), reg.scalar(T.u64, 0)
+        ptx.inst("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", { acc[0], acc[1], acc[2], acc[3] }, d, d, 1, 1, 1, 0, 1)
+      end,
+      function()
+        ptx.raw [[
+          .reg .f32 %a<4>;
+          .reg .b64 %dd;
+          wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%a0, %a1, %a2, %a3}, %dd, %dd, 1, 1, 1, 0, 1;
+        ]]
+      end,
+    } do
+      local ok, err = pcall(function() kernel "raw" { arch = "sm_90a", block = { 128 }, body }:ptx() end)
+      assert.is_false(ok)
+      assert.matches(want, err, 1, true)
+    end
+  end)
+
   it("report bad shapes at the caller's line", function()
     local line
     local ok, err = pcall(function()
@@ -323,7 +353,8 @@ describe("pyptx.hopper wrappers", function()
       end }:ptx()
     end)
     assert.is_false(ok)
-    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: shape must be m64nNk16", err, 1, true)
+    assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n60k16.f32.bf16.bf16: .bf16 wgmma takes the "
+      .. "shape .m64nNk16 with N = 8..256 in steps of 8; got .m64n60k16", err, 1, true)
   end)
 end)
 

@@ -116,6 +116,18 @@ describe("the ISA table", function()
       assert.matches("unknown or repeated modifier .L1::evict_last for prefetch", refused("prefetch.global.L1::evict_last"))
     end)
 
+    it("refuses an mbarrier word PTX does not define, listing the valid ones", function()
+      assert.matches("^mbarrier%.arrive%.frob%.shared::cta%.b64: unknown or repeated modifier %.frob for mbarrier; valid modifiers: "
+        .. "%.global %.shared .* %.init %.inval %.arrive %.arrive_drop %.expect_tx %.complete_tx %.test_wait %.try_wait %.pending_count "
+        .. "%.noComplete$",
+        refused("mbarrier.arrive.frob.shared::cta.b64"))
+      assert.matches("mbarrier.init.shared::cta.b32: type .b32 is not valid here; valid types: .b64",
+        refused("mbarrier.init.shared::cta.b32"), 1, true)
+      assert.matches("too many type modifiers", refused("mbarrier.init.shared.b64.b64"), 1, true)
+      assert.truthy(form("mbarrier.arrive.noComplete.release.cta.shared::cta.b64"))
+      assert.truthy(form("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"))
+    end)
+
     it("interns an unknown opcode unchecked, with a warning", function()
       local id = core.form_intern(core.ctx, "frobnicate.zz.b32")
       assert.is_true(id >= 0)

@@ -182,33 +182,43 @@ static void wg_words(const lpx_form *fo, int *sat, int *and_popc, int *other)
            (s[LPX_GB_BOOL] && s[LPX_GB_BOOL] != LPX_BOOL_AND);
 }
 
-/* Is a wgmma.mma_async form one of the ISA's list (shape, family, K, the
- * family's accumulators, N steps, .satfinite, .and.popc, .sp)? 0 or -1
- * with the reason in why. The PTX versions some forms need are the
- * validator's (lpx_validate.c). */
+/* Fail for a wgmma shape: the one the family takes and the valid N. */
+static int wg_shape_fail(const lpx_form_info *fi, const lpx_wgmma_family *fam, unsigned want_k, char *why, size_t cap)
+{
+  char got[48];
+  if (fi->shape_m) snprintf(got, sizeof got, ".m%dn%dk%d", fi->shape_m, fi->shape_n, fi->shape_k);
+  else snprintf(got, sizeof got, "no shape");
+  return why_fail(why, cap, ".%s%s wgmma takes the shape .m64nNk%u with N = %s; got %s", mtypes[fi->atype].name,
+                  fi->sparse ? " sparse (.sp)" : "", want_k,
+                  fam->n16 ? "8, 16, 24, 32, then a multiple of 16 up to 256" : "8..256 in steps of 8", got);
+}
+
+/* Is a wgmma.mma_async form one of the ISA's list (family, shape with the
+ * family's K and N steps, the family's accumulators, .satfinite,
+ * .and.popc, .sp)? 0 or -1 with the reason (and what is valid) in why.
+ * The PTX versions some forms need are the validator's (lpx_validate.c). */
 int lpx_wgmma_form_check(const lpx_form *fo, char *why, size_t cap)
 {
   const lpx_form_info *fi = &fo->info;
   unsigned n = (unsigned)fi->shape_n, k = (unsigned)fi->shape_k;
   char want[64];
   int sat, and_popc, other;
-  if (fi->shape_m != 64 || !k || n < 8 || n > 256 || n % 8)
-    return why_fail(why, cap, "wgmma.mma_async needs a shape .m64nNk* with N = 8..256, a multiple of 8");
   wg_words(fo, &sat, &and_popc, &other);
   const lpx_wgmma_family *fam = lpx_wgmma_family_of(fi->atype);
   if (other || !fam || lpx_wgmma_family_of(fi->btype) != fam || (!fam->mixed && fi->atype != fi->btype))
     return why_fail(why, cap, "wgmma.mma_async takes .dtype.atype.btype with A/B .f16 .bf16 .tf32 (equal), "
-                    ".e4m3/.e5m2 or .s8/.u8 (any pair), or .s32.b1.b1.and.popc");
+                    ".e4m3/.e5m2 or .s8/.u8 (any pair), or .s32.b1.b1.and.popc; got .%s.%s",
+                    fi->atype ? mtypes[fi->atype].name : "?", fi->btype ? mtypes[fi->btype].name : "?");
   const char *an = mtypes[fi->atype].name;
-  if (fi->sparse && fam->sparse_sel < 0) return why_fail(why, cap, ".b1 wgmma has no sparse (.sp) form");
+  if (fi->sparse && fam->sparse_sel < 0)
+    return why_fail(why, cap, ".%s wgmma has no sparse (.sp) form; sparse wgmma takes .f16 .bf16 .tf32 .e4m3/.e5m2 .s8/.u8", an);
   unsigned want_k = (unsigned)fam->k << (fi->sparse ? 1 : 0);
-  if (k != want_k) return why_fail(why, cap, ".%s%s wgmma is k%u, not k%u", an, fi->sparse ? " sparse" : "", want_k, k);
+  if (fi->shape_m != 64 || k != want_k || n < 8 || n > 256 || n % 8 || (fam->n16 && n > 32 && n % 16))
+    return wg_shape_fail(fi, fam, want_k, why, cap);
   mtype_list(fam->accumulators, want, sizeof want);
   if (!(fam->accumulators >> fi->dtype & 1))
     return why_fail(why, cap, ".%s inputs accumulate in %s, not .%s", an, want, mtypes[fi->dtype].name);
-  if (fam->n16 && n > 32 && n % 16)
-    return why_fail(why, cap, "integer and .b1 wgmma take N = 8, 16, 24, 32, then multiples of 16 up to 256");
-  if (sat && !fam->satfinite) return why_fail(why, cap, ".satfinite applies to .s8/.u8 wgmma only");
+  if (sat && !fam->satfinite) return why_fail(why, cap, ".satfinite applies to .s8/.u8 wgmma only, not .%s", an);
   if ((and_popc == 2) != fam->popc)
     return why_fail(why, cap, ".b1 wgmma takes the operation .and.popc (and only it takes one)");
   return 0;

@@ -50,11 +50,14 @@ static const group_desc groups[LPX_GB__COUNT] = {
 #undef M
 };
 
-typedef struct gate { const char *op, *mod; int ptx, sm; } gate;
+/* A gate: a row, a type (group -1) or a group's named value, and the PTX/sm it needs. */
+typedef struct gate { int op, group, value, ptx, sm; } gate;
 static const gate gates[] = {
-#define X(op, mod, ptx, sm) { op, mod, ptx, sm },
-  LPX_GATES(X)
-#undef X
+#define T(op, type, ptx, sm) { LPX_OP_##op, -1, LPX_T_##type, ptx, sm },
+#define M(op, group, name, ptx, sm) { LPX_OP_##op, LPX_GB_##group, LPX_##group##_##name, ptx, sm },
+  LPX_GATES(T, M)
+#undef T
+#undef M
 };
 
 typedef struct special { const char *name; int type, ptx, sm; } special;
@@ -272,15 +275,14 @@ static void list_types(uint64_t types, char *out, size_t cap)
 static int form_type(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, int t)
 {
   char valid[512];
-  int any = (row->groups & G_ANY) != 0;
-  if (!any && !(row->types >> t & 1)) {
+  if (!(row->types >> t & 1)) {
     list_types(row->types, valid, sizeof valid);
     return lpx_fail(ctx, "%s: type .%s is not valid here; valid types: %s",
                     f->info.text, lpx_types[t].name, valid[0] ? valid : "(none)");
   }
   if (f->info.type < 0) f->info.type = t;
   else if (f->info.type2 < 0) f->info.type2 = t;
-  else if (!any) return lpx_fail(ctx, "%s: too many type modifiers", f->info.text);
+  else return lpx_fail(ctx, "%s: too many type modifiers", f->info.text);
   return 0;
 }
 
@@ -340,28 +342,25 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
     return 0;
   }
   int shape = form_shape(f, tok);
-  if (shape > 0 || (row->groups & G_ANY)) return 0;
+  if (shape > 0) return 0;
   list_modifiers(f->info.op, valid, sizeof valid);
   return lpx_fail(ctx, "%s: unknown or repeated modifier .%.*s for %s; valid modifiers: %s%s",
                   f->info.text, (int)n, tok, row->name, valid[0] ? valid : "(none)",
                   lpx_family_rows[f->info.op].shape ? " and a shape (.m16n8k16)" : "");
 }
 
-/* Does the form spell mod, as a type or as a modifier? */
-static int form_spells(const lpx_form *f, const char *mod)
+/* Does the form carry a gate's type or named modifier value? */
+static int form_has(const lpx_form *f, const gate *g)
 {
-  if ((f->info.type >= 0 && !strcmp(lpx_types[f->info.type].name, mod)) ||
-      (f->info.type2 >= 0 && !strcmp(lpx_types[f->info.type2].name, mod))) return 1;
-  for (int g = 0; g < LPX_GB__COUNT; g++)
-    if (f->modsel[g] && !strcmp(groups[g].spell[f->modsel[g]], mod)) return 1;
-  return 0;
+  if (g->group < 0) return f->info.type == g->value || f->info.type2 == g->value;
+  return f->modsel[g->group] == g->value;
 }
 
-/* Raise a form's minimum PTX/sm by the gates that name its modifiers. */
-static void form_gates(lpx_form *f, const lpx_isa_row *row)
+/* Raise a form's minimum PTX/sm by the gates of its row it carries. */
+static void form_gates(lpx_form *f)
 {
   for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
-    if (strcmp(gates[i].op, row->name) || !form_spells(f, gates[i].mod)) continue;
+    if (gates[i].op != f->info.op || !form_has(f, &gates[i])) continue;
     if (gates[i].ptx > f->info.min_ptx) f->info.min_ptx = gates[i].ptx;
     if (gates[i].sm > f->info.min_sm) f->info.min_sm = gates[i].sm;
   }
@@ -379,9 +378,9 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
   }
   int have = (f->info.type >= 0) + (f->info.type2 >= 0);
   int most = row->ntypes < 0 ? 1 : row->ntypes;
-  if (!(row->groups & G_ANY) && have > most)
+  if (have > most)
     return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
-  if ((row->groups & G_ANY) || lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
+  if (lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
   char valid[512];
   list_types(row->types, valid, sizeof valid);
   if (row->ntypes == 2)
@@ -498,7 +497,7 @@ int32_t lpx_form_intern(lpx_ctx *ctx, const char *text)
     f.info.max_sm = r->max_sm;
     if (form_parse(ctx, &f, r, text + used)) return -1;
     form_facts(&f);
-    form_gates(&f, r);
+    form_gates(&f);
   }
   id = lpx_strtab_intern(&ctx->form_names, text, len);
   if (id < 0 || LPX_RESERVE(ctx->forms, ctx->forms_cap, (size_t)id + 1))

@@ -948,20 +948,50 @@ static int64_t hp_imm(const lpx_operand *o, int *ok)
   return 0;
 }
 
+/* Tensor modes with their own rank, coordinate count and direction. */
+static const struct tensor_mode { int rank, coords, dir; } tensor_modes[LPX_LOADMODE__END] = {
+#define X(mode, rank, coords, dir) [LPX_LOADMODE_##mode] = { rank, coords, dir },
+  LPX_TENSOR_MODES(X)
+#undef X
+};
+
+/* A tensor form's mode: its rank and direction (LPX_TENSOR_MODES); the
+ * number of coordinates it takes into *coords. */
+static int hp_tensor_mode(vctx *v, int *coords)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text;
+  int mode = fo->modsel[LPX_GB_LOADMODE], rank = fo->info.rank;
+  const struct tensor_mode *tm = &tensor_modes[mode];
+  *coords = tm->coords ? tm->coords : rank;
+  if (!tm->rank) return 0;
+  const char *name = lpx_modifier_name(LPX_GB_LOADMODE, mode);
+  if (rank != tm->rank) return lpx_fail(v->m->ctx, "%s: .%s takes .%dd tensors only, not .%dd", text, name, tm->rank, rank);
+  int writes = IS(fo, SPACE, GLOBAL) && has_group(fo, LPX_GB_SPACE2);
+  if (tm->dir != (writes ? 2 : 1))
+    return lpx_fail(v->m->ctx, "%s: .%s %s", text, name, tm->dir == 1 ? "reads a tensor: loads (.shared::cluster.global or "
+                    ".shared::cta.global) and prefetches only" : "writes a tensor: stores and reductions (.global.shared::cta) only");
+  return 0;
+}
+
 /* cp.async.bulk.tensor.<N>d / prefetch / reduce: the coordinate list inside
- * [tensorMap, {c...}] has exactly N entries. */
+ * [tensorMap, {c...}] has N entries (or what the mode takes). */
 static int hp_tensor(vctx *v, const lpx_operand *ops, uint32_t nops)
 {
   const char *text = v->form->info.text;
-  int rank = v->form->info.rank;
+  int rank = v->form->info.rank, coords;
   if (!v->form->info.tensor) return 0;
   if (!rank) return lpx_fail(v->m->ctx, "%s: needs a rank: one of .1d .2d .3d .4d .5d (TMA tensors have 1 to 5 dimensions)", text);
+  if (hp_tensor_mode(v, &coords)) return -1;
   for (uint32_t i = 0; i + 2 < nops; i++) {
     if (ops[i].kind != LPX_OPD_BRACKET) continue;
     const lpx_operand *list = &ops[i + 2];
     if (list->kind != LPX_OPD_VEC || ops[i].aux != 2)
       return lpx_fail(v->m->ctx, "%s: the tensor operand must be [tensorMap, {coordinates}]", text);
-    if (list->aux != rank)
+    if (list->aux != coords && coords != rank)
+      return lpx_fail(v->m->ctx, "%s: the tensor coordinates list %d value(s); .%s takes %d", text, list->aux,
+                      lpx_modifier_name(LPX_GB_LOADMODE, v->form->modsel[LPX_GB_LOADMODE]), coords);
+    if (list->aux != coords)
       return lpx_fail(v->m->ctx, "%s: the tensor coordinates list %d value(s); .%dd takes %d", text, list->aux, rank, rank);
     return 0;
   }
@@ -1039,21 +1069,31 @@ static int hp_reduce(vctx *v)
   return 0;
 }
 
+/* Fail for a form that needs PTX ISA need (x10), naming the version the
+ * kernel asks for and the spelling that raises it (verb: "need(s)"). */
+static int ptx_need(vctx *v, const char *what, const char *verb, int need)
+{
+  int have = v->m->ptx_version;
+  return lpx_fail(v->m->ctx, "%s %s PTX ISA %d.%d; this kernel uses %d.%d (version = \"%d.%d\")", what, verb, need / 10, need % 10,
+                  have / 10, have % 10, need / 10, need % 10);
+}
+
 /* wgmma.mma_async: a form of the ISA's list (lpx_wgmma_form_check) and
  * the PTX versions the sparse and mixed-integer forms need. */
 static int wg_form(vctx *v, const char *text, const lpx_wgmma_family **fam)
 {
   const lpx_form_info *fi = &v->form->info;
-  char why[256];
+  char why[320];
   if (lpx_wgmma_form_check(v->form, why, sizeof why)) return lpx_fail(v->m->ctx, "%s: %s", text, why);
   *fam = lpx_wgmma_family_of(fi->atype);
-  if (fi->sparse && v->m->ptx_version < 82)
-    return lpx_fail(v->m->ctx, "%s: sparse wgmma (.sp) needs PTX ISA 8.2; this kernel uses %d.%d", text,
-                    v->m->ptx_version / 10, v->m->ptx_version % 10);
-  if ((*fam)->mixed_ptx && fi->atype != fi->btype && v->m->ptx_version < (*fam)->mixed_ptx)
-    return lpx_fail(v->m->ctx, "%s: mixed integer types (.%s.%s) need PTX ISA %d.%d; this kernel uses %d.%d", text,
-                    lpx_mtype_name(fi->atype), lpx_mtype_name(fi->btype), (*fam)->mixed_ptx / 10, (*fam)->mixed_ptx % 10,
-                    v->m->ptx_version / 10, v->m->ptx_version % 10);
+  if (fi->sparse && v->m->ptx_version < 82) {
+    snprintf(why, sizeof why, "%s: sparse wgmma (.sp)", text);
+    return ptx_need(v, why, "needs", 82);
+  }
+  if ((*fam)->mixed_ptx && fi->atype != fi->btype && v->m->ptx_version < (*fam)->mixed_ptx) {
+    snprintf(why, sizeof why, "%s: mixed integer inputs (.%s.%s)", text, lpx_mtype_name(fi->atype), lpx_mtype_name(fi->btype));
+    return ptx_need(v, why, "need", (*fam)->mixed_ptx);
+  }
   return 0;
 }
 
@@ -1062,15 +1102,44 @@ static int wg_form(vctx *v, const char *text, const lpx_wgmma_family **fam)
 static int hp_wgmma_sp(vctx *v, const lpx_wgmma_family *fam, const lpx_operand *ops, const uint32_t *starts)
 {
   const lpx_operand *m = &ops[starts[3]];
+  const char *an = lpx_mtype_name(v->form->info.atype);
+  char msg[160];
   v->pos = 4;
   if (m->kind != LPX_OPD_REG || (m->id >= 0 && (size_t)m->id < v->f->nregs && lpx_types[v->f->reg_type[m->id]].bits != 32))
     return opfail(v, "(sparsity metadata) must be a 32-bit register");
   int ok = 1;
   int64_t sel = hp_imm(&ops[starts[4]], &ok);
   v->pos = 5;
-  if (!ok || sel < 0 || sel > fam->sparse_sel)
-    return opfail(v, fam->sparse_sel ? "(sparsity selector) must be the immediate 0 or 1" : "(sparsity selector) must be the immediate 0 for 8-bit inputs");
-  return 0;
+  if (ok && sel >= 0 && sel <= fam->sparse_sel) return 0;
+  if (fam->sparse_sel) snprintf(msg, sizeof msg, "(sparsity selector) must be the immediate 0 or 1 for .%s inputs "
+                                "(the thread pair of each group of four that holds the metadata)", an);
+  else snprintf(msg, sizeof msg, "(sparsity selector) must be the immediate 0 for .%s inputs "
+                "(8-bit inputs: all four threads of a group hold the metadata)", an);
+  return opfail(v, msg);
+}
+
+/* The operand list a wgmma form takes, for messages. */
+static void wg_operands(char *out, size_t cap, int areg, int nsp, int nscale, int ntrans)
+{
+  snprintf(out, cap, "{d}, %s, b-desc%s, scale-d%s%s", areg ? "{a}" : "a-desc", nsp ? ", sp-meta, sp-sel" : "",
+           nscale ? ", imm-scale-a, imm-scale-b" : "", !ntrans ? "" : ntrans == 1 ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b");
+}
+
+/* A wgmma operand count that is not the form's: the operands it takes,
+ * and why when the extra ones are transposes the family (or A from
+ * registers) does not take. */
+static int wg_count_fail(vctx *v, const lpx_wgmma_family *fam, int areg, int want, int count)
+{
+  const lpx_form_info *fi = &v->form->info;
+  int nsp = fi->sparse ? 2 : 0, nscale = fam->scale ? 2 : 0, ntrans = fam->trans ? (areg ? 1 : 2) : 0;
+  char list[160], hint[160] = "";
+  wg_operands(list, sizeof list, areg, nsp, nscale, ntrans);
+  if (!fam->trans && count > want)
+    snprintf(hint, sizeof hint, "; imm-trans-a/imm-trans-b (MN-major operands) are for .f16 and .bf16 only, not .%s",
+             lpx_mtype_name(fi->atype));
+  else if (fam->trans && areg && count == want + 1)
+    snprintf(hint, sizeof hint, "; A from registers cannot be transposed (no imm-trans-a)");
+  return lpx_fail(v->m->ctx, "%s takes %d operands: %s; got %d%s", fi->text, want, list, count, hint);
 }
 
 /* wgmma.mma_async{.sp}: a form of the ISA's list, the accumulator vector, A
@@ -1087,10 +1156,7 @@ static int hp_wgmma(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
   int areg = count > 1 && ops[starts[1]].kind == LPX_OPD_VEC;
   int nscale = fam->scale ? 2 : 0, ntrans = fam->trans ? (areg ? 1 : 2) : 0, nsp = fi->sparse ? 2 : 0;
   int want = 4 + nsp + nscale + ntrans;
-  if (count != want)
-    return lpx_fail(v->m->ctx, "%s takes %d operands: {d}, %s, b-desc%s, scale-d%s%s; got %d", text, want, areg ? "{a}" : "a-desc",
-                    nsp ? ", sp-meta, sp-sel" : "", nscale ? ", imm-scale-a, imm-scale-b" : "",
-                    !ntrans ? "" : areg ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b", count);
+  if (count != want) return wg_count_fail(v, fam, areg, want, count);
   if (fi->sparse && hp_wgmma_sp(v, fam, ops, starts)) return -1;
   int f16d = fi->dtype == LPX_MT_F16, n = fi->shape_n;
   if (mx_vector(v, ops, starts, 0, f16d ? n / 4 : n / 2, 32, f16d ? 'B' : fi->dtype == LPX_MT_S32 ? 'I' : 'F', "d")) return -1;

@@ -55,9 +55,11 @@ function Bracket.__operand(v, o, t, k, put)
 end
 M.Bracket = Bracket
 
---- The tensor-map operand of a TMA copy: [desc, {c0, c1, ...}].
+--- The tensor-map operand of a TMA copy: [desc, {c0, c1, ...}]. rank
+-- nil: a mode with its own coordinate count (tile::gather4), which the
+-- validator checks.
 local function tensor_operand(desc, coord, rank, what)
-  if type(coord) ~= "table" or #coord ~= rank then
+  if type(coord) ~= "table" or (rank and #coord ~= rank) then
     fail(("%s: coord must list %d coordinate(s) (innermost first), got %s"):format(what, rank,
       type(coord) == "table" and #coord or tostring(coord)))
   end
@@ -145,15 +147,17 @@ function bulk.wait_group_read(n) return emit("cp.async.bulk.wait_group.read", n 
 
 --- The load mode of a tensor copy: "im2col" when the map (an X:tma_desc)
 -- was built for it or the arguments say so (mode = "im2col" or offsets
--- given), else "tile"; a mismatch fails.
+-- given), else "tile"; a mismatch fails. Any other mode is a spelling of
+-- the ISA table's (mode = "tile::gather4"), spelled as given and checked
+-- by the validator.
 local function load_mode(desc, a, what)
   local built = type(desc) == "table" and rawget(desc, "tma") and desc.tma.opts.mode
   local mode = a.mode or built or (a.offsets ~= nil and "im2col") or "tile"
   if mode == "tiled" then mode = "tile" end
-  if built and (built == "tiled" and "tile" or built) ~= mode then
+  if built and (built == "tiled" and "tile" or built) ~= tostring(mode):match("^[^:]*") then
     fail(("%s: the tensor map was built for %s mode, but the copy asks for %s"):format(what, built, mode))
   end
-  if mode ~= "tile" and mode ~= "im2col" then fail(what .. ": mode must be \"tile\" or \"im2col\", got " .. tostring(mode)) end
+  if type(mode) ~= "string" then fail(what .. ": mode must be a string (\"tile\", \"im2col\", \"tile::gather4\", ...)") end
   return mode
 end
 
@@ -172,6 +176,11 @@ local function im2col_offsets(offsets, rank, what)
   return offsets
 end
 
+--- The coordinate count a mode takes when it is the rank (tile, im2col).
+local function own_rank(mode, rank)
+  return (mode == "tile" or mode == "im2col") and rank or nil
+end
+
 --- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
 -- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
 -- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
@@ -181,7 +190,8 @@ local function tensor_copy(rank, a)
   if a.mbar ~= nil then
     local mode = load_mode(a.src, a, what)
     local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
-    local args = { as_addr(a.dst, what .. " dst"), tensor_operand(a.src, a.coord, rank, what), as_addr(a.mbar, what .. " mbar") }
+    local args = { as_addr(a.dst, what .. " dst"), tensor_operand(a.src, a.coord, own_rank(mode, rank), what),
+      as_addr(a.mbar, what .. " mbar") }
     if mode == "im2col" then args[#args + 1] = im2col_offsets(a.offsets, rank, what) end
     if a.multicast ~= nil then
       op = op .. ".multicast::cluster"
@@ -198,8 +208,8 @@ local function tensor_copy(rank, a)
   end
   local mode = load_mode(a.dst, a, what)
   if a.offsets ~= nil then fail(what .. ": a store takes no im2col offsets (it is .im2col_no_offs)") end
-  local tmap = tensor_operand(a.dst, a.coord, rank, what)
-  local op = what .. ".global.shared::cta." .. (mode == "im2col" and "im2col_no_offs" or "tile") .. ".bulk_group"
+  local tmap = tensor_operand(a.dst, a.coord, own_rank(mode, rank), what)
+  local op = what .. ".global.shared::cta." .. (mode == "im2col" and "im2col_no_offs" or mode) .. ".bulk_group"
   if a.cache_hint ~= nil then
     return emit(op .. ".L2::cache_hint", tmap, as_addr(a.src, what .. " src"), a.cache_hint)
   end

@@ -172,77 +172,59 @@ function wgmma.wait_group(n) return emit("wgmma.wait_group.sync.aligned", n or 0
 
 -- Input families by A/B type, the C table's (LPX_WGMMA_FAMILIES, read by
 -- pyptx.isa): K per instruction, element bits, the accumulator types
--- allowed (default_acc first), which immediates follow scale-d (scale-a/b,
--- trans-a/b), which types may pair (pair: the family of fp8 with fp8, s8/u8
--- with s8/u8), integer N steps (n16), .satfinite, the .b1 operation (op),
--- the largest sparsity selector and the PTX version mixed types need.
+-- (default_acc first), which immediates follow scale-d (scale-a/b,
+-- trans-a/b), the .b1 operation (op). The wrapper reads them only to spell
+-- the call; every rule (type pairs, N steps, accumulators, transposes,
+-- .satfinite, sparsity selectors, PTX versions) is the C validator's
+-- (lpx_wgmma_form_check and hp_wgmma in src/), which reports at the
+-- caller's line.
 local FAMILY = isa.wgmma_families
 M.FAMILY = FAMILY
 
 local tname = types.name_of
 
---- The accumulator registers of opts.d as a list of `count`.
-local function acc_list(d, count, shape)
-  if type(d) ~= "table" then fail("wgmma.mma_async: d must list the accumulator registers") end
-  local list, base = {}, d[0] ~= nil and 0 or 1
-  for i = 1, count do list[i] = d[i - 1 + base] end
-  if #list ~= count then fail(("wgmma.mma_async: %s needs %d accumulator registers, got %d"):format(shape, count, #list)) end
+--- The registers of a list (0- or 1-based), or fail with what it must be.
+local function reg_list(d, what)
+  if type(d) ~= "table" or reg.is(d) then fail("wgmma.mma_async: " .. what) end
+  local list, i = {}, d[0] ~= nil and 0 or 1
+  while d[i] ~= nil do
+    list[#list + 1] = d[i]
+    i = i + 1
+  end
   return list
 end
 
---- The A operand: a descriptor, or the register list (A from registers).
-local function a_operand(a, nregs)
-  if type(a) == "table" and not reg.is(a) then
-    local regs = a[0] ~= nil and {} or a
-    if a[0] ~= nil then for i = 0, nregs - 1 do regs[i + 1] = a[i] end end
-    if #regs ~= nregs then fail(("wgmma.mma_async: A from registers takes %d .b32 registers, got %d"):format(nregs, #regs)) end
-    return regs, true
+--- The spelling of opts.shape ({64, N[, K]} or "m64nNkK"); K defaults to k.
+local function shape_of(shape, k)
+  shape = shape or { 64, 64 }
+  if type(shape) == "string" then return shape end
+  if type(shape) ~= "table" or type(shape[1]) ~= "number" or type(shape[2]) ~= "number"
+    or (shape[3] ~= nil and type(shape[3]) ~= "number") then
+    fail("wgmma.mma_async: shape must be {64, N[, K]} or \"m64nNkK\", got " .. tostring(shape))
   end
-  return a, false
+  return ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or k)
 end
 
---- The family of (atype, btype) and their names, or fail.
-local function family(at, bt)
-  local a, b = tname(at), tname(bt or at)
-  local fam, bfam = FAMILY[a], FAMILY[b]
-  if not fam or not bfam or (a ~= b and not (fam.pair and fam.pair == bfam.pair)) then
-    fail("wgmma.mma_async: atype/btype must be f16, bf16, tf32 or b1 (equal), e4m3/e5m2 or s8/u8 pairs; got "
-      .. tostring(a) .. "/" .. tostring(b))
-  end
-  return fam, a, b
-end
-
---- The shape string and N of opts.shape for a family ({64, N[, K]} or
--- "m64nNkK"); fk is the family's K (doubled for the sparse form).
-local function shape_of(shape, fk, fam, a)
-  shape = shape or ("m64n64k" .. fk)
-  if type(shape) == "table" then shape = ("m%dn%dk%d"):format(shape[1], shape[2], shape[3] or fk) end
-  local m, n, k = shape:match("^m(%d+)n(%d+)k(%d+)$")
-  m, n, k = tonumber(m), tonumber(n), tonumber(k)
-  if m ~= 64 or k ~= fk or not n or n < 8 or n > 256 or n % 8 ~= 0 or (fam.n16 and n > 32 and n % 16 ~= 0) then
-    fail(("wgmma.mma_async: shape must be m64nNk%d for %s with N = 8..256, a multiple of %s; got %s")
-      :format(fk, a, fam.n16 and "8 up to 32 and of 16 above" or "8", tostring(shape)))
-  end
-  return shape, n
-end
-
---- The sparse form's operands {meta, sel} of opts.sparse (nil: dense).
--- The ISA lets a thread pair (sel 0 or 1) of each group of four hold the
--- metadata for 16-bit and tf32 inputs, all four (sel 0) for 8-bit ones.
-local function sparse_of(sp, fam, a)
+--- The operands {meta, sel} of opts.sparse (nil: the dense form).
+local function sparse_of(sp)
   if sp == nil or sp == false then return nil end
   if type(sp) ~= "table" or sp.meta == nil then fail("wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }") end
-  if not fam.sparse_sel then fail("wgmma.mma_async: " .. a .. " inputs have no sparse form") end
-  local sel, most = sp.sel or 0, fam.sparse_sel
-  if sel ~= 0 and sel ~= most then
-    fail(("wgmma.mma_async: the sparsity selector for %s is %s; got %s"):format(a, most == 0 and "0" or "0 or 1", tostring(sel)))
+  return { sp.meta, sp.sel or 0 }
+end
+
+--- The immediates after scale-d: imm-scale-a/-b for the families that
+-- take them, imm-trans-a/-b for f16/bf16 (no imm-trans-a with A from
+-- registers); given transposes are always spelled, so the validator
+-- refuses them where PTX does.
+local function immediates(args, opts, fam, areg)
+  local ta, tb = opts.trans_a or 0, opts.trans_b or 0
+  local trans = fam.trans or ta ~= 0 or tb ~= 0
+  if fam.scale or trans or opts.scale_a or opts.scale_b then
+    args[#args + 1] = opts.scale_a or 1
+    args[#args + 1] = opts.scale_b or 1
   end
-  local t = trace.need("ptx.wgmma.mma_async")
-  if t.version < 82 then
-    fail(("wgmma.mma_async: sparse wgmma needs PTX ISA 8.2; this kernel uses %d.%d (version = \"8.2\")")
-      :format(math.floor(t.version / 10), t.version % 10))
-  end
-  return { sp.meta, sel }
+  if trans and (not areg or ta ~= 0) then args[#args + 1] = ta end
+  if trans then args[#args + 1] = tb end
 end
 
 --- wgmma.mma_async.sync.aligned.m64nNk<K>.<d>.<a>.<b> d, a, b-desc, scale-d
@@ -250,46 +232,33 @@ end
 -- ({64, N, K} or "m64nNkK"; K defaults from the type), d (accumulators: N/2
 -- f32/s32 or N/4 packed f16x2 registers), a (u64 descriptor, or the A
 -- registers), b (u64 descriptor), atype/btype (f16, bf16, tf32, e4m3, e5m2,
--- s8, u8, "b1"), dtype (f32 default; f16; s32 for integers and b1), scale_d
--- (0/1 or a predicate; default 1), scale_a/scale_b (1/-1), trans_a/trans_b
--- (0/1, f16 and bf16 only: MN-major operands), satfinite (s8/u8).
+-- s8, u8, "b1"), dtype (the family's first accumulator by default: f32, or
+-- s32 for integers and b1; f16 possible), scale_d (0/1 or a predicate;
+-- default 1), scale_a/scale_b (1/-1), trans_a/trans_b (0/1, f16 and bf16
+-- only: MN-major operands), satfinite (s8/u8).
 -- sparse = { meta = r, sel = 0 } emits wgmma.mma_async.sp (A 2:4 sparse,
 -- 1:2 for tf32, stored compressed; K twice the dense K): the .b32
 -- metadata register and the selector (0 or 1; 0 for 8-bit inputs) go
 -- after b-desc.
 function wgmma.mma_async(opts)
-  local fam, an, bn = family(opts.atype or types.bf16, opts.btype)
-  local sp = sparse_of(opts.sparse, fam, an)
-  local shape, n = shape_of(opts.shape, sp and 2 * fam.k or fam.k, fam, an)
-  local dt = tname(opts.dtype) or fam.default_acc
-  if not fam.acc[dt] then fail(("wgmma.mma_async: %s inputs cannot accumulate in %s"):format(an, tostring(dt))) end
-  if (opts.trans_a or opts.trans_b) and not fam.trans and (opts.trans_a or 0) + (opts.trans_b or 0) ~= 0 then
-    fail(("wgmma.mma_async: trans_a/trans_b (MN-major operands) are for f16 and bf16 only, not %s"):format(an))
-  end
-  if opts.satfinite and not fam.satfinite then fail(("wgmma.mma_async: satfinite is for s8/u8 inputs only, not %s"):format(an)) end
-  local list = acc_list(opts.d, dt == "f16" and n / 4 or n / 2, shape)
+  local an = tname(opts.atype or types.bf16)
+  local bn = tname(opts.btype) or an
+  local fam = FAMILY[an] or {}
+  local sp = sparse_of(opts.sparse)
+  local shape = shape_of(opts.shape, (fam.k or 16) * (sp and 2 or 1))
+  local dt = tname(opts.dtype) or fam.default_acc or "f32"
+  local list = reg_list(opts.d, "d must list the accumulator registers")
   if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
-  local a, areg = a_operand(opts.a, 4)
-  if areg and opts.trans_a and opts.trans_a ~= 0 then fail("wgmma.mma_async: A from registers cannot be transposed (trans_a)") end
+  local a, areg = opts.a, type(opts.a) == "table" and not reg.is(opts.a)
+  if areg then a = reg_list(opts.a, "a must be a u64 descriptor or the list of A registers") end
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
   local op = ("wgmma.mma_async%s.sync.aligned.%s%s.%s.%s.%s%s"):format(sp and ".sp" or "", shape,
-    (fam.satfinite and opts.satfinite) and ".satfinite" or "", dt, an, bn, fam.op or "")
+    opts.satfinite and ".satfinite" or "", tostring(dt), tostring(an), tostring(bn), fam.op or "")
   local args = { list, a, opts.b }
   if sp then args[4], args[5] = sp[1], sp[2] end
   args[#args + 1] = sd
-  if not fam.scale then   -- integer and b1 inputs: no immediates after scale-d
-    local t, need = trace.need("ptx.wgmma.mma_async"), fam.mixed_ptx
-    if an ~= bn and t.version < need then
-      fail(("wgmma.mma_async: mixed integer inputs (.%s.%s) need PTX ISA %d.%d; this kernel uses %d.%d (version = \"%d.%d\")")
-        :format(an, bn, math.floor(need / 10), need % 10, math.floor(t.version / 10), t.version % 10, math.floor(need / 10), need % 10))
-    end
-    return emit(op, unpack(args))
-  end
-  args[#args + 1] = opts.scale_a or 1
-  args[#args + 1] = opts.scale_b or 1
-  if fam.trans and not areg then args[#args + 1] = opts.trans_a or 0 end
-  if fam.trans then args[#args + 1] = opts.trans_b or 0 end
+  immediates(args, opts, fam, areg)
   return emit(op, unpack(args))
 end
 
