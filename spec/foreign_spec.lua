@@ -8,6 +8,7 @@ local tensor = require "pyptx.tensor"
 local foreign = require "pyptx.foreign"
 local half = require "pyptx.half"
 local H = require "spec.helpers"
+local ptxparse = require "pyptx.ptxparse"
 
 local types = pyptx.types
 local dev
@@ -186,6 +187,37 @@ describe("pyptx.load_ptx", function()
     local ok, err = pcall(function() return mod.sxapy end)
     assert.is_false(ok)
     assert.matches("no entry named 'sxapy'; entries: saxpy, reduce, warp_ops, dyn_smem", err, 1, true)
+  end)
+
+  it("validates every instruction as a traced one is, at its PTX file:line:col", function()
+    local function refused(body, target, version)
+      local text = (".version %s\n.target %s\n.address_size 64\n.visible .entry k()\n{\n"
+        .. "  .reg .b32 %%r<4>;\n  .reg .f32 %%acc;\n%s\n  ret;\n}\n"):format(version or "8.0", target or "sm_80", body)
+      local ok, err = pcall(pyptx.load_ptx, text, "bad.ptx")
+      assert.is_false(ok)
+      return err
+    end
+    assert.equal("bad.ptx:8:3: add.u32: operand 2 is a f32 register (%acc); expected a u32/s32/b32 register or an integer",
+      refused("  add.u32 %r1, %acc, 1;"))
+    assert.equal("bad.ptx:8:3: elect.sync needs sm_90 or newer; this kernel targets sm_80", refused("  elect.sync %r1|_, 0xffffffff;"))
+    assert.equal("bad.ptx:8:3: frobnicate.u32: opcode not in luaptx's instruction table, so it can be neither checked nor run",
+      refused("  frobnicate.u32 %r1;"))
+    assert.matches("^bad.ptx:8:3: add.frob.u32: ", refused("  add.frob.u32 %r1, %r2, 1;"))
+    -- fmt stays tolerant: it formats what load_ptx refuses
+    local text = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n  .reg .b32 %r<4>;\n"
+      .. "  .reg .f32 %acc;\n  add.u32 %r1, %acc, 1;\n  ret;\n}\n"
+    assert.equal(text, ptxparse.parse(text, "bad.ptx"):lossless())
+  end)
+
+  it("loads every real PTX file of the corpus (nvcc output, emitted examples) under validation", function()
+    local files = H.find("spec/fixtures/ptx/nvcc", "%.ptx$")
+    for _, f in ipairs(H.find("spec/fixtures/ptx/examples", "%.ptx$")) do files[#files + 1] = f end
+    for _, f in ipairs(H.find("spec/fixtures/ptx/large", "%.ptx$")) do files[#files + 1] = f end
+    assert.is_true(#files >= 50)
+    for _, f in ipairs(files) do
+      local ok, err = pcall(pyptx.load_ptx, f)
+      assert(ok, err)
+    end
   end)
 
   it("names an unwritten register by the name the file gave it", function()

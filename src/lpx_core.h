@@ -159,6 +159,7 @@ int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char *
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len);
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len);
 lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename);
+lpx_module *lpx_parse_checked(lpx_ctx *ctx, const char *text, size_t len, const char *filename);
 int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, const char *filename, int32_t file, int32_t line);
 int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename);
 int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len);

@@ -265,6 +265,7 @@ struct lpx_module {
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
+int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */

@@ -351,7 +351,7 @@ int32_t lpx_append_raw(lpx_module *m, int32_t fn, const char *text)
 }
 
 /* Check the module's target and PTX version against a form's needs. */
-static int check_arch(lpx_module *m, const lpx_form_info *fi)
+int lpx_check_arch(lpx_module *m, const lpx_form_info *fi)
 {
   if (fi->max_sm && (m->family != 1 || m->sm < fi->min_sm || m->sm > fi->max_sm)) {
     if (fi->min_sm == fi->max_sm)
@@ -378,7 +378,7 @@ int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32
   if (nops < 0 || nops > 65535) return lpx_fail(m->ctx, "invalid operand count %d", nops);
   lpx_form_get(m->ctx, form);   /* refreshes the form's text pointer */
   const lpx_form *fo = &m->ctx->forms[form];
-  if (fo->info.op >= 0 && check_arch(m, &fo->info)) return -1;
+  if (fo->info.op >= 0 && lpx_check_arch(m, &fo->info)) return -1;
   if (guard >= 0 && ((size_t)guard >= f->nregs || f->reg_type[guard] != LPX_T_PRED))
     return lpx_fail(m->ctx, "%s: the guard must be a predicate register", fo->info.text);
   if (lpx_validate(m, f, fo, ops, nops, file, line)) return -1;

@@ -72,6 +72,7 @@ typedef struct pstate {
   int line, nesting;
   uint32_t lex_base;           /* lex index of token 0 (ptx.raw appends to a module) */
   int raw;                     /* parsing into a traced function (lpx_parse_into) */
+  int strict;                  /* validate every instruction (lpx_parse_checked) */
   int32_t fn, raw_file, raw_line;
 } pstate;
 
@@ -1032,6 +1033,29 @@ static void raw_commit(pstate *ps, size_t op, int32_t guard, int32_t neg, size_t
   }
 }
 
+/* lpx_parse_checked: validate a parsed instruction as lpx_append validates
+ * a traced one (opcode, arch and PTX version, guard, operand kinds and
+ * types), reporting the PTX file:line:col. */
+static void strict_check(pstate *ps, size_t op, lpx_item *it, lpx_operand *ops)
+{
+  char text[256], msg[LPX_MSG_MAX];
+  lpx_ctx *ctx = ps->ctx;
+  const lpx_form *fo = &ctx->forms[it->form];
+  lpx_form_get(ctx, it->form);
+  if (fo->info.op < 0) {   /* interned unchecked: ask a fresh context for the table's reason */
+    lpx_ctx *fresh = lpx_ctx_new();
+    tok_text(ps, &ps->t[op], text, sizeof text);
+    if (fresh && lpx_form_intern(fresh, text) < 0) snprintf(msg, sizeof msg, "%s", fresh->error);
+    else snprintf(msg, sizeof msg, "%s: opcode not in luaptx's instruction table, so it can be neither checked nor run", text);
+    lpx_ctx_free(fresh);
+    perr(ps, op, "%s", msg);
+  }
+  if (it->guard >= 0 && ps->f->reg_type[it->guard] != LPX_T_PRED) perr(ps, op, "%s: the guard must be a predicate register", fo->info.text);
+  if (lpx_check_arch(ps->m, &fo->info) == 0 && lpx_validate(ps->m, ps->f, fo, ops, it->nops, 0, it->line) == 0) return;
+  memcpy(msg, ctx->error, sizeof msg);
+  perr(ps, op, "%s", msg);
+}
+
 /* [@[!]p] opcode operand, ...; */
 static void parse_instruction(pstate *ps)
 {
@@ -1067,6 +1091,7 @@ static void parse_instruction(pstate *ps)
   it->form = form; it->guard = guard; it->guard_neg = (uint8_t)neg;
   it->line = line_of(ps, op);
   ps->f->ninsts++;
+  if (ps->strict) strict_check(ps, op, it, ps->f->ops + first_op);
 }
 
 /* name: */
@@ -1381,12 +1406,13 @@ static void pstate_free(pstate *ps)
   free(ps->names); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
 }
 
-/* Parse PTX text (len bytes, no NUL needed) into a new module; NULL on
- * error with "file:line:col: ..." in the context. */
-lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
+/* Parse a whole module (len bytes, no NUL needed); NULL on error with
+ * "file:line:col: ..." in the context; strict validates every instruction. */
+static lpx_module *parse_module(lpx_ctx *ctx, const char *text, size_t len, const char *filename, int strict)
 {
   pstate ps;
   pstate_init(&ps, ctx, NULL, text, filename ? filename : "<ptx>");
+  ps.strict = strict;
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return NULL; }
   ps.m = calloc(1, sizeof(lpx_module));
   if (!ps.m) { pstate_free(&ps); lpx_fail(ctx, "out of memory"); return NULL; }
@@ -1401,6 +1427,20 @@ lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *fi
   ps.m->eof_pre = eof->off > pre ? intern(&ps, ps.src + pre, eof->off - pre) : -1;
   pstate_free(&ps);
   return ps.m;
+}
+
+/* Parse PTX text into a new module, tolerantly: an instruction is kept as
+ * written even when the table would refuse it (fmt formats what it can). */
+lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
+{
+  return parse_module(ctx, text, len, filename, 0);
+}
+
+/* Parse PTX text and validate every instruction as a traced one is (what
+ * load_ptx runs): the first invalid one is an error at its file:line:col. */
+lpx_module *lpx_parse_checked(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
+{
+  return parse_module(ctx, text, len, filename, 1);
 }
 
 /* Map every register a (traced) function already has to its PTX name. */

@@ -318,7 +318,7 @@ function M.load(src, name)
     if not ok then error("load_ptx: " .. res, 0) end
     text, source = res, name or src
   end
-  local ok, ir = pcall(ptxparse.parse, text, source)
+  local ok, ir = pcall(ptxparse.parse_checked, text, source)
   if not ok then error(ir, 0) end -- already "file:line:col: ..."
   local entries = entries_of_ir(ir)
   return setmetatable({ ir = ir, source = source, text = text, entries = entries, kernels = {},
