@@ -1,12 +1,20 @@
 --- What the specs share: running programs (never through a shell), the
--- luaptx binary, temporary files, and the toolkit checks that mark a test
--- pending with its reason instead of passing without running.
--- Specs load it with `local H = require "spec.helpers"`.
+-- luaptx binary, temporary files, the emulator device, seeded random
+-- inputs, and the toolkit checks that mark a test pending with its reason
+-- instead of passing without running.
+-- .busted loads it as busted's helper (so temporaries are removed after
+-- every test); specs use it with `local H = require "spec.helpers"`.
+-- (One instance: while `require` runs this file package.loaded holds a
+-- sentinel, so only a table counts as already loaded.)
+if type(package.loaded["spec.helpers"]) == "table" then return package.loaded["spec.helpers"] end
+local ffi = require "ffi"
+local bit = require "bit"
 local sys = require "pyptx.sys"
 local toolkit = require "pyptx.toolkit"
 local lfs = require "lfs"
 
 local M = {}
+package.loaded["spec.helpers"] = M
 
 --- The working directory (the repository root when busted runs from there).
 local function cwd()
@@ -20,11 +28,12 @@ M.BIN = os.getenv("LUAPTX_BIN") or "build/luaptx"
 if M.BIN:sub(1, 1) ~= "/" then M.BIN = M.ROOT .. "/" .. M.BIN:gsub("^%./", "") end
 
 --- Mark the running test pending with a reason (busted's pending, found in
--- the calling spec's environment). Never returns.
+-- the calling spec's environment). Never returns; tail-called, so busted
+-- names the caller's line.
 function M.pending(reason)
   for level = 2, 8 do
     local ok, env = pcall(getfenv, level)
-    if ok and type(env) == "table" and type(env.pending) == "function" then env.pending(reason) end
+    if ok and type(env) == "table" and type(env.pending) == "function" then return env.pending(reason) end
   end
   error("spec.helpers.pending called outside a busted test: " .. reason, 2)
 end
@@ -49,51 +58,223 @@ end
 --- The path of ptxas, or the test goes pending with the reason.
 function M.need_ptxas()
   local exe = toolkit.find("ptxas")
-  if not exe then M.pending(toolkit.missing_message("ptxas")) end
-  return exe
+  if exe then return exe end
+  return M.pending(toolkit.missing_message("ptxas"))
 end
 
 --- The path of a toolkit program (nvcc, nvdisasm, ...), or the test goes pending.
 function M.need_tool(name)
   local exe = toolkit.find(name)
-  if not exe then M.pending(toolkit.missing_message(name)) end
-  return exe
+  if exe then return exe end
+  return M.pending(toolkit.missing_message(name))
 end
 
---- Assemble PTX text (or a kernel's PTX) with ptxas for arch and assert it
--- is accepted; pending without ptxas, so call it after a test's other checks.
--- Returns ptxas's report.
-function M.assert_ptxas(ptx_or_kernel, arch, opts)
-  M.need_ptxas()
-  local ptx = type(ptx_or_kernel) == "string" and ptx_or_kernel or ptx_or_kernel:ptx()
+--- The PTX text of a string, a kernel (k:ptx()) or a specialization (s.ptx).
+local function ptx_text(x)
+  if type(x) == "string" then return x end
+  if type(x) == "table" and type(x.ptx) == "string" then return x.ptx end
+  return x:ptx()
+end
+
+--- Run ptxas on PTX text (or a kernel or specialization) for arch (default
+-- sm_90a); the PTX of a failure is not kept. Pending without ptxas, so call
+-- it after a test's other checks. Returns ok, report, log.
+function M.ptxas(ptx_or_kernel, arch, opts)
+  if not toolkit.find("ptxas") then return M.pending(toolkit.missing_message("ptxas")) end
   local o = { keep_failed = false }
   for k, v in pairs(opts or {}) do o[k] = v end
-  local ok, report, log = toolkit.ptxas(ptx, arch or "sm_90a", o)
+  return toolkit.ptxas(ptx_text(ptx_or_kernel), arch or "sm_90a", o)
+end
+
+--- Assemble PTX text (or a kernel or specialization) with ptxas for arch
+-- and assert it is accepted; pending without ptxas, so call it after a
+-- test's other checks. Returns ptxas's report.
+function M.assert_ptxas(ptx_or_kernel, arch, opts)
+  if not toolkit.find("ptxas") then return M.pending(toolkit.missing_message("ptxas")) end
+  local ok, report, log = M.ptxas(ptx_or_kernel, arch, opts)
   assert(ok, log)
   return report
 end
 
---- A fresh private temporary directory; removed by M.cleanup().
-local made = {}
-function M.temp_dir()
-  local d = sys.temp_dir()
-  made[#made + 1] = d
-  return d
+--- Assert that ptxas refuses PTX text for arch; pending without ptxas.
+-- Returns ptxas's log.
+function M.assert_ptxas_refuses(ptx_or_kernel, arch, opts)
+  if not toolkit.find("ptxas") then return M.pending(toolkit.missing_message("ptxas")) end
+  local ok, _, log = M.ptxas(ptx_or_kernel, arch, opts)
+  assert(not ok, "ptxas accepted PTX it was expected to refuse")
+  return log
 end
 
---- A fresh private temporary file holding text; removed by M.cleanup().
-function M.temp_file(text, suffix)
-  local p = sys.temp_file(text or "", suffix)
-  made[#made + 1] = p
-  return p
+-- Temporaries made during a test are removed when it ends; those made
+-- outside a test (a describe body, before_each, setup) when its file ends.
+local made = { test = {}, file = {} }
+local scope = "file"
+
+--- Remember a temporary path for removal at the end of the current scope.
+local function track(path)
+  local list = made[scope]
+  list[#list + 1] = path
+  return path
 end
 
---- Remove every temporary this module made (call from after_each/teardown).
-function M.cleanup()
-  for i = #made, 1, -1 do
-    sys.remove_tree(made[i])
-    made[i] = nil
+--- Remove the temporaries of one scope (newest first).
+local function remove_all(list)
+  for i = #list, 1, -1 do
+    pcall(sys.remove_tree, list[i])
+    list[i] = nil
   end
+end
+
+--- A fresh private temporary directory; removed when the test ends (or
+-- the spec file, when made outside a test).
+function M.temp_dir()
+  return track(sys.temp_dir())
+end
+
+--- A fresh private temporary file holding text; removed like temp_dir's.
+function M.temp_file(text, suffix)
+  return track(sys.temp_file(text or "", suffix))
+end
+
+--- Remove the temporaries the running test made so far (busted's helper
+-- hook below does it when each test ends anyway).
+function M.cleanup()
+  remove_all(made.test)
+end
+
+--- With busted's API at hand, remove temporaries at the end of each test and file.
+local ok_busted, busted = pcall(require, "busted")
+if ok_busted and type(busted) == "table" and type(busted.subscribe) == "function" then
+  busted.subscribe({ "test", "start" }, function() scope = "test" return nil, true end)
+  busted.subscribe({ "test", "end" }, function() remove_all(made.test) scope = "file" return nil, true end)
+  busted.subscribe({ "file", "end" }, function() remove_all(made.file) return nil, true end)
+end
+
+--- Run fn with environment variables edited ({ NAME = "value" | false to
+-- unset }), restoring them afterwards even when fn errors. Returns fn's results.
+ffi.cdef [[
+int setenv(const char *name, const char *value, int overwrite);
+int unsetenv(const char *name);
+]]
+function M.with_env(edits, fn)
+  local saved = {}
+  local function set(name, value)
+    if value then ffi.C.setenv(name, value, 1) else ffi.C.unsetenv(name) end
+  end
+  for name, value in pairs(edits) do
+    saved[name] = os.getenv(name) or false
+    set(name, value)
+  end
+  local res = { pcall(fn) }
+  for name, value in pairs(saved) do set(name, value) end
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+--- The source of the nearest calling function outside this file (the spec file).
+local HERE = debug.getinfo(1, "S").source
+local function caller_file()
+  for level = 3, 20 do
+    local info = debug.getinfo(level, "S")
+    if not info then break end
+    if info.source ~= HERE and info.what ~= "C" then return info.source end
+  end
+  return "?"
+end
+
+--- The device of kind opened for the calling spec file (runtime.open errors pass through).
+local devices = {}
+local function device_for(kind)
+  local key = caller_file() .. "\0" .. kind
+  if not devices[key] then devices[key] = require("pyptx.runtime").open(kind) end
+  return devices[key]
+end
+
+--- A device of kind ("emu" by default), opened once per spec file.
+function M.device(kind) return device_for(kind or "emu") end
+
+--- The CPU emulator device, opened once per spec file.
+function M.emu() return device_for("emu") end
+
+--- The CUDA device, opened once per spec file; or nil and the pending
+-- reason ("needs a GPU: ...") when there is no driver or no GPU.
+function M.gpu()
+  local ok, dev = pcall(device_for, "cuda")
+  if ok then return dev end
+  return nil, "needs a GPU: " .. tostring(dev):gsub("\n.*", ""):gsub("^[^:\n]+:%d+: ", "")
+end
+
+--- A u32 from a Lua number holding a signed 32-bit pattern.
+local function u32(x) return x % 4294967296 end
+
+--- A xorshift generator of signed 32-bit integers (never 0) from a seed.
+function M.rng(seed)
+  local s = bit.tobit(seed * 2654435761 + 1)
+  if s == 0 then s = 1 end
+  return function()
+    s = bit.bxor(s, bit.lshift(s, 13))
+    s = bit.bxor(s, bit.rshift(s, 17))
+    s = bit.bxor(s, bit.lshift(s, 5))
+    return s
+  end
+end
+
+--- n random non-zero s32 values; edges (a list) are placed at the front; fn
+-- (optional) maps each random value.
+function M.rand_s32(n, seed, edges, fn)
+  local r, t = M.rng(seed), {}
+  for i = 1, n do t[i] = edges and edges[i] or (fn and fn(r()) or r()) end
+  return t
+end
+
+--- n random u32 values (odd and even, never all zero) from math.random seeded with seed.
+function M.rand_u32(n, seed)
+  math.randomseed(seed)
+  local t = {}
+  for i = 1, n do t[i] = math.random(1, 0x7fffffff) * 2 + math.random(0, 1) end
+  return t
+end
+
+--- n random numbers uniform in [lo, hi), never zero, from math.random seeded with seed.
+function M.rand_uniform(n, seed, lo, hi)
+  math.randomseed(seed)
+  local t = {}
+  for i = 1, n do
+    local x = lo + (hi - lo) * math.random()
+    t[i] = x == 0 and 0.5 or x
+  end
+  return t
+end
+
+local f32box = ffi.new("float[1]")
+--- x rounded to the nearest f32.
+function M.f32(x) f32box[0] = x return f32box[0] end
+
+--- n random f32 values with exponents in [-lo, hi] (any sign), edges in front.
+function M.rand_f32(n, seed, edges, lo, hi)
+  local r, t = M.rng(seed), {}
+  for i = 1, n do
+    if edges and edges[i] ~= nil then t[i] = M.f32(edges[i])
+    else
+      local m = 1 + (u32(r()) % 8388608) / 8388608
+      local e = u32(r()) % (lo + hi + 1) - lo
+      t[i] = M.f32((r() < 0 and -1 or 1) * m * 2 ^ e)
+    end
+  end
+  return t
+end
+
+--- n random doubles with exponents in [-lo, hi] (any sign), edges in front.
+function M.rand_f64(n, seed, edges, lo, hi)
+  local r, t = M.rng(seed), {}
+  for i = 1, n do
+    if edges and edges[i] ~= nil then t[i] = edges[i]
+    else
+      local m = 1 + (u32(r()) % 2 ^ 32) / 2 ^ 32 + (u32(r()) % 2 ^ 20) / 2 ^ 52
+      t[i] = (r() < 0 and -1 or 1) * m * 2 ^ (u32(r()) % (lo + hi + 1) - lo)
+    end
+  end
+  return t
 end
 
 --- Read a whole file (nil when missing).
