@@ -6,8 +6,6 @@ local sys = require "pyptx.sys"
 local H = require "spec.helpers"
 local ptx, T = pyptx.ptx, pyptx.types
 
-local have_ptxas = toolkit.find("ptxas") ~= nil
-
 local GOOD = [[
 .version 8.0
 .target sm_80
@@ -36,7 +34,6 @@ local BAD = [[
 ]]
 
 describe("pyptx.toolkit", function()
-  after_each(H.cleanup)
 
   it("runs ptxas from an argv: an output path with quotes and $() is just a name", function()
     local d = H.temp_dir()
@@ -48,24 +45,52 @@ describe("pyptx.toolkit", function()
     assert.same({ out }, H.list(d))
   end)
 
-  it("searches CUDA_HOME, /usr/local/cuda and PATH", function()
-    local dirs = toolkit.search_dirs()
-    local joined = table.concat(dirs, ":")
-    assert.truthy(joined:find("/usr/local/cuda/bin", 1, true))
-    assert.is_nil(toolkit.find("no-such-tool-xyz"))
+  it("searches one toolkit root, $CUDA_HOME (else $CUDA_PATH, else /usr/local/cuda), then $PATH", function()
+    local home, path = H.temp_dir(), H.temp_dir()
+    H.with_env({ CUDA_HOME = home, CUDA_PATH = path, PATH = "/nonexistent:/also-not" }, function()
+      assert.same({ home .. "/bin", "/nonexistent", "/also-not" }, toolkit.search_dirs())
+    end)
+    H.with_env({ CUDA_HOME = false, CUDA_PATH = path, PATH = "/nonexistent" }, function()
+      assert.same({ path .. "/bin", "/nonexistent" }, toolkit.search_dirs())
+    end)
+    H.with_env({ CUDA_HOME = "", CUDA_PATH = false, PATH = "/nonexistent" }, function()
+      assert.same({ "/usr/local/cuda/bin", "/nonexistent" }, toolkit.search_dirs())
+    end)
   end)
 
-  it("says how to get the toolkit when a tool is missing", function()
-    assert.equal("ptxas not found: install the CUDA toolkit, or point CUDA_HOME at it "
-      .. "(searched $CUDA_HOME/bin, /usr/local/cuda/bin, $PATH)", toolkit.missing_message("ptxas"))
+  it("finds a tool in $CUDA_HOME/bin, and nothing when CUDA_HOME names an empty directory", function()
+    local home, empty = H.temp_dir(), H.temp_dir()
+    sys.mkdirs(home .. "/bin")
+    H.write(home .. "/bin/ptxas", "")
+    H.with_env({ CUDA_HOME = home, PATH = empty }, function()
+      assert.equal(home .. "/bin/ptxas", toolkit.find("ptxas"))
+      assert.is_nil(toolkit.find("no-such-tool-xyz"))
+    end)
+    H.with_env({ CUDA_HOME = empty, PATH = empty }, function()   -- even with /usr/local/cuda installed
+      assert.is_nil(toolkit.find("ptxas"))
+      local ok, _, log = toolkit.ptxas(".version 8.0\n.target sm_80\n.address_size 64\n", "sm_80")
+      assert.is_nil(ok)
+      assert.equal(toolkit.missing_message("ptxas"), log)
+    end)
+  end)
+
+  it("says how to get the toolkit when a tool is missing, naming the root it searched", function()
+    H.with_env({ CUDA_HOME = "/opt/cuda-x", CUDA_PATH = false }, function()
+      assert.equal("ptxas not found: install the CUDA toolkit, or point CUDA_HOME at it "
+        .. "(searched $CUDA_HOME/bin = /opt/cuda-x/bin, then $PATH)", toolkit.missing_message("ptxas"))
+    end)
+    H.with_env({ CUDA_HOME = false, CUDA_PATH = "/opt/cp" }, function()
+      assert.matches("(searched $CUDA_PATH/bin = /opt/cp/bin, then $PATH)", toolkit.missing_message("nvdisasm"), 1, true)
+    end)
+    H.with_env({ CUDA_HOME = false, CUDA_PATH = false }, function()
+      assert.matches("(searched /usr/local/cuda/bin, then $PATH)", toolkit.missing_message("ptxas"), 1, true)
+    end)
   end)
 
   it("writes temp files with a suffix", function()
     local path = toolkit.temp_file("hello", ".ptx")
     assert.matches("%.ptx$", path)
-    local f = assert(io.open(path, "rb"))
-    assert.equal("hello", f:read("*a"))
-    f:close()
+    assert.equal("hello", H.read(path))
     os.remove(path)
   end)
 
@@ -96,7 +121,7 @@ ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]
 
   describe("ptxas", function()
     it("assembles valid PTX and returns its report", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+      H.need_ptxas()
       local ok, report, log = toolkit.ptxas(GOOD, "sm_80")
       assert.is_true(ok)
       assert.is_table(report.k)
@@ -105,33 +130,35 @@ ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]
     end)
 
     it("fails on invalid PTX with the log mapped to Lua lines and the PTX kept", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-      local ok, report, log = toolkit.ptxas(BAD, "sm_80")
+      H.need_ptxas()
+      local tmp = H.temp_dir()                            -- where the failed PTX is kept
+      local ok, report, log = H.with_env({ TMPDIR = tmp }, function() return toolkit.ptxas(BAD, "sm_80") end)
       assert.is_false(ok)
       assert.is_nil(report)
       assert.matches("line 9; error   : Unexpected instruction types specified for 'rem' %(from kern.lua:42%)", log)
       local kept = log:match("%(the PTX is kept at ([^)]+)%)")
       assert.truthy(kept)
-      local f = assert(io.open(kept, "rb"))
-      assert.equal(BAD, f:read("*a"))
-      f:close()
-      os.remove(kept)
+      assert.equal(tmp, kept:match("^(.*)/[^/]+$"))
+      assert.equal(BAD, H.read(kept))
       assert.is_nil(log:find("__luaptx_rc", 1, true))
     end)
 
     it("can drop the failed PTX instead of keeping it", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-      local ok, _, log = toolkit.ptxas(BAD, "sm_80", { keep_failed = false })
+      H.need_ptxas()
+      local tmp = H.temp_dir()
+      local ok, _, log = H.with_env({ TMPDIR = tmp }, function() return toolkit.ptxas(BAD, "sm_80", { keep_failed = false }) end)
       assert.is_false(ok)
       assert.is_nil(log:find("kept at", 1, true))
+      assert.same({}, H.list(tmp))
     end)
 
     it("accepts the PTX luaptx emits, with -lineinfo", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
       local k = pyptx.kernel "lined" { arch = "sm_90a", in_specs = { pyptx.Tile(4, T.f32) }, function(X)
         local p = ptx.global_ptrs(X)
         ptx.st.global(ptx.addr(p), pyptx.reg.scalar(T.f32, 1.0))
       end }
+      assert.matches("\tst.global.f32 \t[%rd", k:ptx(), 1, true)
+      H.need_ptxas()
       local ok, report, log = toolkit.ptxas(k:ptx(), "sm_90a")
       assert.is_true(ok, log)
       assert.is_table(report.lined)

@@ -58,16 +58,19 @@ static int file_exists(const char *path)
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Find a toolkit file under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda. */
+/* The one toolkit root: $CUDA_HOME, else $CUDA_PATH, else NULL (the default). */
+static const char *toolkit_root_var(void)
+{
+  const char *home = getenv("CUDA_HOME"), *path = getenv("CUDA_PATH");
+  return home && *home ? home : path && *path ? path : NULL;
+}
+
+/* Find a toolkit file under the toolkit root (/usr/local/cuda by default). */
 static int find_in_toolkit(const char *rel, char *out, size_t cap)
 {
-  const char *roots[] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
-  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
-    if (!roots[i] || !*roots[i]) continue;
-    snprintf(out, cap, "%s/%s", roots[i], rel);
-    if (file_exists(out)) return 1;
-  }
-  return 0;
+  const char *root = toolkit_root_var();
+  snprintf(out, cap, "%s/%s", root ? root : "/usr/local/cuda", rel);
+  return file_exists(out);
 }
 
 /* Find ptxas in the toolkit or on $PATH. */
@@ -102,8 +105,11 @@ static int jit_load(lpx_compiler *c)
 {
   char path[1024];
   const char *names[] = { path, "libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so" };
-  size_t first = find_in_toolkit("lib64/libnvJitLink.so", path, sizeof path) ? 0 : 1;
-  for (size_t i = first; i < sizeof names / sizeof names[0] && !c->lib; i++)
+  size_t first = (find_in_toolkit("lib64/libnvJitLink.so", path, sizeof path)
+                  || find_in_toolkit("lib/libnvJitLink.so", path, sizeof path)) ? 0 : 1;
+  /* a root named by CUDA_HOME/CUDA_PATH is the only place searched: no loader fallback */
+  size_t last = toolkit_root_var() ? 1 : sizeof names / sizeof names[0];
+  for (size_t i = first; i < last && !c->lib; i++)
     c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!c->lib) return -1;
   int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(c->lib, "nvJitLinkVersion");
@@ -144,7 +150,7 @@ static lpx_compiler *compiler_new(lpx_ctx *ctx)
   find_ptxas(c->ptxas, sizeof c->ptxas);
   if (jit_load(c) && !c->ptxas[0]) {
     lpx_fail(ctx, "no PTX compiler: neither libnvJitLink nor ptxas was found; install the CUDA toolkit "
-                  "or point CUDA_HOME at it (searched $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, $PATH)");
+                  "or point CUDA_HOME at it (searched $CUDA_HOME, else $CUDA_PATH, else /usr/local/cuda and the loader path; then $PATH)");
     free(c);
     return NULL;
   }

@@ -12,14 +12,19 @@ local function exists(path)
   return false
 end
 
---- Directories that may hold the toolkit's bin/, most specific first.
-function M.search_dirs()
-  local dirs = {}
+--- The one toolkit root searched: $CUDA_HOME when set, else $CUDA_PATH when
+-- set, else /usr/local/cuda. Returns the root and the variable naming it (or nil).
+function M.root()
   for _, var in ipairs { "CUDA_HOME", "CUDA_PATH" } do
     local v = os.getenv(var)
-    if v and v ~= "" then dirs[#dirs + 1] = v .. "/bin" end
+    if v and v ~= "" then return v, var end
   end
-  dirs[#dirs + 1] = "/usr/local/cuda/bin"
+  return "/usr/local/cuda", nil
+end
+
+--- Directories that may hold a toolkit program: the root's bin/, then $PATH.
+function M.search_dirs()
+  local dirs = { M.root() .. "/bin" }
   for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do dirs[#dirs + 1] = dir end
   return dirs
 end
@@ -32,9 +37,11 @@ function M.find(tool)
   return nil
 end
 
---- The message shown when the toolkit is missing.
+--- The message shown when the toolkit is missing; it names the root searched.
 function M.missing_message(tool)
-  return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched $CUDA_HOME/bin, /usr/local/cuda/bin, $PATH)"):format(tool)
+  local root, var = M.root()
+  local where = var and ("$%s/bin = %s/bin"):format(var, root) or (root .. "/bin")
+  return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched %s, then $PATH)"):format(tool, where)
 end
 
 --- Write text to a fresh private (0600) temporary file with a suffix;
