@@ -10,7 +10,8 @@ local ffi = require "ffi"
 ffi.cdef [[ struct lpx_bench_ts { long s, ns; }; int clock_gettime(int, struct lpx_bench_ts *);
             int setenv(const char *, const char *, int); ]]
 
--- A private cache, so the benchmark neither reads nor pollutes the user's.
+-- A private cache, so the benchmark neither reads nor pollutes the user's
+-- (removed at the end, even when a compile fails).
 local dir = sys.temp_dir()
 ffi.C.setenv("LUAPTX_CACHE_DIR", dir, 1)
 
@@ -32,31 +33,37 @@ local examples = {
   { "examples.ampere.layer_norm", "sm_80" }, { "examples.blackwell.swiglu", "sm_100a" },
 }
 
-print(("compiler: %s"):format(compile.identity()))
-print(("%-28s %-8s %10s %12s %10s"):format("kernel", "arch", "cold ms", "miss+store", "warm ms"))
-for _, e in ipairs(examples) do
-  local ok, mod = pcall(require, e[1])
-  if ok then
-    local k = mod.kernels[1]
-    local s = k:specialize {}
-    local cold, miss, warm = {}, {}, {}
-    for r = 1, repeats do
-      local t0 = now()
-      compile.cubin(s.ptx, s.arch, { no_cache = true })
-      cold[r] = now() - t0
-      local ptx = s.ptx .. ("// variant %d %f\n"):format(r, now())   -- a new key: a real miss
-      t0 = now()
-      compile.cubin(ptx, s.arch)
-      miss[r] = now() - t0
-      t0 = now()
-      local c = compile.cubin(ptx, s.arch)
-      warm[r] = now() - t0
-      assert(c.cache_hit, "expected a cache hit")
+--- Time every example and print its row.
+local function run_all()
+  print(("compiler: %s"):format(compile.identity()))
+  print(("%-28s %-8s %10s %12s %10s"):format("kernel", "arch", "cold ms", "miss+store", "warm ms"))
+  for _, e in ipairs(examples) do
+    local ok, mod = pcall(require, e[1])
+    if ok then
+      local k = mod.kernels[1]
+      local s = k:specialize {}
+      local cold, miss, warm = {}, {}, {}
+      for r = 1, repeats do
+        local t0 = now()
+        compile.cubin(s.ptx, s.arch, { no_cache = true })
+        cold[r] = now() - t0
+        local ptx = s.ptx .. ("// variant %d %f\n"):format(r, now())   -- a new key: a real miss
+        t0 = now()
+        compile.cubin(ptx, s.arch)
+        miss[r] = now() - t0
+        t0 = now()
+        local c = compile.cubin(ptx, s.arch)
+        warm[r] = now() - t0
+        assert(c.cache_hit, "expected a cache hit")
+      end
+      print(("%-28s %-8s %10.2f %12.2f %10.3f"):format(k.name, s.arch, median(cold) * 1e3, median(miss) * 1e3, median(warm) * 1e3))
+    else
+      print(("%-28s (not available: %s)"):format(e[1], tostring(mod):match("[^\n]*")))
     end
-    print(("%-28s %-8s %10.2f %12.2f %10.3f"):format(k.name, s.arch, median(cold) * 1e3, median(miss) * 1e3, median(warm) * 1e3))
-  else
-    print(("%-28s (not available: %s)"):format(e[1], tostring(mod):match("[^\n]*")))
   end
+  compile.cache_clear()
 end
-compile.cache_clear()
+
+local ok, err = pcall(run_all)
 sys.remove_tree(dir)
+if not ok then error(err, 0) end

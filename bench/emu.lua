@@ -7,6 +7,7 @@ package.path = "./?.lua;" .. package.path
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
+local sys = require "pyptx.sys"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local u32, f32 = pyptx.types.u32, pyptx.types.f32
 
@@ -68,7 +69,8 @@ local cases = {
   { "rms_norm(256, 4096)", rms.build(256, 4096):specialize(), "rms_norm", 3, 256 * 4096 * 4 },
   { ("alu loop (%d iterations)"):format(ITER), alu:specialize(), "alu_loop", 1, 256 * 64 * 4 },
 }
-local cores = tonumber(io.popen("nproc"):read("*l")) or 1
+local nproc = sys.run { "nproc" }
+local cores = nproc and tonumber(nproc.stdout:match("%d+")) or 1
 print(("%-28s %8s %12s %14s %16s"):format("kernel", "threads", "ms", "lane-insts", "M lane-insts/s"))
 for _, c in ipairs(cases) do
   for _, threads in ipairs { 1, cores } do

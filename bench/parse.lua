@@ -14,16 +14,24 @@
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
+local lfs = require "lfs"
 
 local repeats = tonumber(arg and arg[1]) or 15
 local clock = os.clock
 
 --- Every .ptx file of the corpus with its text.
 local function load_corpus()
-  local p = io.popen("find spec/fixtures/ptx -name '*.ptx' | sort")
   local files = {}
-  for path in p:lines() do files[#files + 1] = { path = path, text = ptxparse.read_file(path) } end
-  p:close()
+  local function walk(dir)
+    for name in lfs.dir(dir) do
+      local path = dir .. "/" .. name
+      local mode = name:sub(1, 1) ~= "." and lfs.symlinkattributes(path, "mode")
+      if mode == "directory" then walk(path)
+      elseif mode == "file" and name:match("%.ptx$") then files[#files + 1] = { path = path, text = ptxparse.read_file(path) } end
+    end
+  end
+  walk("spec/fixtures/ptx")
+  table.sort(files, function(a, b) return a.path < b.path end)
   return files
 end
 

@@ -9,7 +9,8 @@ local pyptx = require "pyptx"
 local ampere = require "pyptx.ampere"
 local half = require "pyptx.half"
 local tensor = require "pyptx.tensor"
-local toolkit = require "pyptx.toolkit"
+local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 
@@ -80,9 +81,9 @@ end)
 
 describe("every mma.sync form of the table", function()
   it("assembles with ptxas for its sm (sm_80 forms on sm_80, the rest on sm_90a)", function()
-    if not toolkit.find("ptxas") then pending(toolkit.missing_message("ptxas")) return end
     local FAMS = { f16 = { "f16" }, bf16 = { "bf16" }, tf32 = { "tf32" }, f64 = { "f64" }, s8 = { "s8", "u8" },
                    s4 = { "s4", "u4" }, b1 = { "b1" }, e4m3 = { "e4m3", "e5m2" } }
+    local assembly = {}                    -- { ptx, arch }: assembled once every form has traced
     for _, arch in ipairs { "sm_80", "sm_90a" } do
       local want = arch == "sm_80" and 80 or 90
       local n = 0
@@ -114,13 +115,12 @@ describe("every mma.sync form of the table", function()
             end
           end
         end)
-        local okq, _, logq = toolkit.ptxas(extra, arch)
-        assert.is_true(okq, logq)
+        assembly[#assembly + 1] = { extra, arch }
       end
       assert.is_true(n >= 20)
-      local ok, _, log = toolkit.ptxas(text, arch)
-      assert.is_true(ok, log)
+      assembly[#assembly + 1] = { text, arch }
     end
+    for _, a in ipairs(assembly) do H.assert_ptxas(a[1], a[2]) end
   end)
 end)
 
@@ -635,11 +635,13 @@ describe("Ampere GEMM examples", function()
     end)
 
     it(name .. " assembles with ptxas for sm_80", function()
-      if not toolkit.find("ptxas") then pending(toolkit.missing_message("ptxas")) return end
-      for _, k in ipairs(m.kernels) do
-        local s = k:specialize()
-        local ok, report, log = toolkit.ptxas(s.ptx, "sm_80")
-        assert.is_true(ok, log)
+      local specs = {}
+      for i, k in ipairs(m.kernels) do
+        specs[i] = k:specialize()
+        assert.equal("sm_80", specs[i].arch)
+      end
+      for i, k in ipairs(m.kernels) do
+        local report = H.assert_ptxas(specs[i], "sm_80")
         assert.equal(0, (report[k.name].spill_stores or 0) + (report[k.name].spill_loads or 0))
       end
     end)
@@ -660,19 +662,15 @@ describe("Ampere GEMM examples", function()
   end
 
   it("run through `luaptx run` at 256x256x128 and exit 0", function()
-    local bin = os.getenv("LUAPTX_BIN") or "./build/luaptx"
     for _, name in ipairs { "gemm", "gemm_pipelined" } do
-      local p = io.popen(("LUAPTX_DEVICE=emu %s run examples/ampere/%s.lua 2>&1; echo rc=$?"):format(bin, name))
-      local out = p:read("*a")
-      p:close()
+      local out, _, rc = H.luaptx({ "run", "examples/ampere/" .. name .. ".lua" }, { env = { LUAPTX_DEVICE = "emu" }, merge = true })
       assert.truthy(out:find(name .. "(256, 256, 128, bf16): ok on emu", 1, true), out)
-      assert.truthy(out:find("rc=0", 1, true), out)
-      if toolkit.find("ptxas") then
-        p = io.popen(("%s run examples/ampere/%s.lua --summary 2>&1"):format(bin, name))
-        out = p:read("*a")
-        p:close()
-        assert.truthy(out:find("\n" .. name .. "%s+sm_80 .- 0\n"), out)
-      end
+      assert.equal(0, rc, out)
+    end
+    H.need_ptxas()                                   -- --summary reports ptxas's registers and spills
+    for _, name in ipairs { "gemm", "gemm_pipelined" } do
+      local out = H.luaptx({ "run", "examples/ampere/" .. name .. ".lua", "--summary" }, { merge = true })
+      assert.truthy(out:find("\n" .. name .. "%s+sm_80 .- 0\n"), out)
     end
   end)
 
@@ -710,13 +708,7 @@ end)
 -- -------------------------------------------------- nvcc differential
 
 describe("nvcc-compiled mma.sync on the emulator", function()
-  local runtime = require "pyptx.runtime"
-  local dev
-  --- The emulator device (opened once).
-  local function emu()
-    dev = dev or runtime.open("emu")
-    return dev
-  end
+  local emu = H.emu
   local KERNELS = {
     { "mma_bf16_m16n8k16", m = 16, k = 16, dt = T.bf16, acc = T.f32, tol = 1e-6,
       gen = function() return half.from_bf16(half.to_bf16(math.random() * 4 - 2)) end },
@@ -755,13 +747,7 @@ describe("nvcc-compiled mma.sync on the emulator", function()
 end)
 
 describe("nvcc-compiled fp8 mma.sync on the emulator", function()
-  local runtime = require "pyptx.runtime"
-  local dev
-  --- The emulator device (opened once).
-  local function emu()
-    dev = dev or runtime.open("emu")
-    return dev
-  end
+  local emu = H.emu
   local ENC = { e4m3 = half.to_e4m3, e5m2 = half.to_e5m2 }
   local KERNELS = {
     { "mma_e4m3_e5m2_m16n8k32_f32", k = 32, a = "e4m3", b = "e5m2", acc = "f32" },
@@ -858,12 +844,8 @@ end)
 -- ---------------------------------------------------------------- GPU
 
 describe("Ampere GEMMs on a CUDA GPU #gpu", function()
-  local runtime = require "pyptx.runtime"
-  local okdev, dev = pcall(runtime.open, "cuda")
-  if not okdev then
-    pending("no CUDA device: " .. tostring(dev):gsub("\n.*", ""))
-    return
-  end
+  local dev, why = H.gpu()
+  if not dev then pending(why) return end
   ffi.cdef [[ struct amp_ts { long s, ns; }; int clock_gettime(int, struct amp_ts *); ]]
   local ts = ffi.new("struct amp_ts")
   local function now() ffi.C.clock_gettime(1, ts); return tonumber(ts.s) + tonumber(ts.ns) * 1e-9 end

@@ -7,13 +7,13 @@
 -- and the mbarrier deadlock report, named at the Lua line.
 local bit = require "bit"
 local pyptx = require "pyptx"
-local toolkit = require "pyptx.toolkit"
+local H = require "spec.helpers"
 local tensor = require "pyptx.tensor"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local f32, u32, bf16 = T.f32, T.u32, T.bf16
 
-local have_ptxas = toolkit.find("ptxas") ~= nil
+local assert_ptxas = H.assert_ptxas       -- for sm_90a; pending without ptxas, so last in a test
 
 --- The current source line (to name planted bugs).
 local function here() return debug.getinfo(2, "l").currentline end
@@ -32,12 +32,6 @@ local function body_lines(k)
   return table.concat(out, "\n")
 end
 
---- Assert ptxas assembles the kernel for sm_90a (pending without ptxas).
-local function assert_ptxas(k)
-  if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-  local ok, _, log = toolkit.ptxas(k:ptx(), "sm_90a", { keep_failed = false })
-  assert(ok, log)
-end
 
 --- The full-API kernel (also the ptxas case).
 local function everything()
@@ -271,7 +265,6 @@ describe("the emulator's TMA copies", function()
     it("load and store a 2-D f32 box with swizzle " .. swizzle .. ", out-of-bounds boxes zero-filled and clipped", function()
       local R, C, BR = 50, 68, 32
       local k = roundtrip(R, C, BR, BC, swizzle)
-      assert_ptxas(k)
       local a = tensor.rand({ R, C }, f32)
       local c, raw = k(a)
       local av, cv, rv = a:values(), c:values(), raw:values()
@@ -291,6 +284,7 @@ describe("the emulator's TMA copies", function()
           end
         end
       end
+      assert_ptxas(k)
     end)
   end
 
@@ -359,12 +353,12 @@ describe("the emulator's TMA copies", function()
         ptx.cluster.sync()
         ptx.ret()
       end }
-    assert_ptxas(k)
     local a = tensor.rand({ 32, 32 }, f32)
     local av, out = a:values(), k(a):values()
     for r = 0, 1 do
       for i = 1, 1024 do assert.are.equal(av[i], out[r * 1024 + i]) end
     end
+    assert_ptxas(k)
   end)
 
   it("reports a wait on the wrong mbarrier parity as a deadlock at its Lua line", function()
@@ -876,7 +870,6 @@ describe("the emulator's TMA layouts", function()
         end)
         ptx.ret()
       end }
-    assert_ptxas(k)
     k(tensor.rand({ 2, 5, 6, 8 }, f32), tensor.rand({ 64, 64 }, f32))
     local line
     local bad = kernel "pf_bad" { arch = "sm_90a", in_specs = { Tile(64, 64, f32) }, out_specs = {}, block = { 32 },
@@ -889,6 +882,7 @@ describe("the emulator's TMA layouts", function()
     assert.is_false(ok)
     assert.matches("async_spec.lua:" .. line .. ": cp.async.bulk.prefetch.L2.global", err, 1, true)
     assert.matches("the size must be a multiple of 16 and the address 16-byte aligned", err, 1, true)
+    assert_ptxas(k)
   end)
 end)
 
@@ -993,7 +987,6 @@ describe("the emulator's bulk reductions", function()
           end)
           ptx.ret()
         end }
-      assert_ptxas(k)
       local src, dst = {}, {}
       for i = 1, N do src[i] = red_value(tname, math.random) end
       for i = 1, #ops * N do dst[i] = red_value(tname, math.random) end
@@ -1015,6 +1008,7 @@ describe("the emulator's bulk reductions", function()
           end
         end
       end
+      assert_ptxas(k)
     end)
   end
 
@@ -1055,7 +1049,6 @@ describe("the emulator's bulk reductions", function()
         ptx.cluster.sync()
         ptx.ret()
       end }
-    assert_ptxas(k)
     local sv, dv = {}, {}
     for i = 1, 4 * N do sv[i], dv[i] = red_value("u32", math.random), red_value("u32", math.random) end
     local out = k(tensor.from_table(sv, u32, { 2, 2 * N }), tensor.from_table(dv, u32, { 2, 2 * N })):values()
@@ -1068,6 +1061,7 @@ describe("the emulator's bulk reductions", function()
         end
       end
     end
+    assert_ptxas(k)
   end)
 
   -- The element types the tensor form reduces (from the map's dtype) and their operations.
@@ -1112,7 +1106,6 @@ describe("the emulator's bulk reductions", function()
           end)
           ptx.ret()
         end }
-      assert_ptxas(k)
       local sv, dv = {}, {}
       for i = 1, 64 do sv[i] = round_to(tname, red_value(tname, math.random)) end
       for i = 1, #ops * R * C do dv[i] = round_to(tname, red_value(tname, math.random)) end
@@ -1131,6 +1124,7 @@ describe("the emulator's bulk reductions", function()
           end
         end
       end
+      assert_ptxas(k)
     end)
   end
 
@@ -1281,7 +1275,6 @@ describe("tensormap.replace and griddepcontrol", function()
       r { map = map, field = "fill_mode", value = "nan", space = space }
       r.elemtype(map, f32, space); r.swizzle_mode(map, "none", space); r.interleave_layout(map, "none", space)
     end, 24, { 40, 30 })
-    assert_ptxas(k)
     local text = k:ptx()
     for _, want in ipairs { "tensormap.replace.tile.global_address.global.b1024.b64", "tensormap.replace.tile.box_dim.shared::cta.b1024.b32",
       "fence.proxy.tensormap::generic.release.gpu;" } do
@@ -1298,6 +1291,7 @@ describe("tensormap.replace and griddepcontrol", function()
       for i = 1, 24 do part[i] = got[j * 24 + i] end
       same_words(part, want, j == 0 and "map edited in global memory" or "map edited in shared memory")
     end
+    assert_ptxas(k)
   end)
 
   it("report a map that is no tensor map, a field value out of range, and a TMA through a shared map", function()
@@ -1392,11 +1386,12 @@ describe("tensormap.replace and griddepcontrol", function()
     local bw, bh = 4 * math.random(1, 4), math.random(2, 4)
     local coord = { math.random(0, dims[1] - 1), math.random(0, dims[2] - 1) }   -- the box may run past the edge
     local nw = bw * math.ceil(bh / 2)                                      -- element stride 2 along rows
+    local ks = {}
     for _, scope in ipairs { "cta", "cluster", "gpu", "sys" } do
       local k = cp_fenceproxy_kernel(dims, bw, bh, coord, nw, function(pw, sm)
         ptx.tensormap.cp_fenceproxy { dst = ptx.addr(pw), src = sm[0], size = 128, scope = scope }
       end)
-      assert_ptxas(k)
+      ks[#ks + 1] = k
       assert.truthy(k:ptx():find("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release." .. scope ..
         ".sync.aligned \t[%rd", 1, true))
       local b = tensor.rand({ dims[2], dims[1] }, f32, { lo = 1, hi = 2 })
@@ -1404,6 +1399,7 @@ describe("tensormap.replace and griddepcontrol", function()
       local want = ref_load(f32_bits(b), { dims = dims, box = { bw, bh }, es = { 1, 2 }, coord = coord }, nw, SENT, 0)
       same_words(f32_bits(out), want, "box through the copied map (" .. scope .. ")")
     end
+    for _, k in ipairs(ks) do assert_ptxas(k) end
   end)
 
   it("tensormap.cp_fenceproxy: the warp must be converged; the DSL checks size and scope, the ISA PTX 8.3 and sm_90", function()
@@ -1489,7 +1485,6 @@ describe("tensormap.replace and griddepcontrol", function()
     local text = body_lines(k)
     assert.truthy(text:find("griddepcontrol.wait;", 1, true))
     assert.truthy(text:find("griddepcontrol.launch_dependents;", 1, true))
-    assert_ptxas(k)
     local x = tensor.rand({ 64 }, f32, { lo = 1, hi = 2 })
     local xv, yv = x:values(), k(x):values()
     for i = 1, 64 do assert.are.equal(xv[i] * 2, yv[i]) end
@@ -1501,5 +1496,6 @@ describe("tensormap.replace and griddepcontrol", function()
     end)
     assert.is_false(ok)
     assert.matches("async_spec.lua:" .. line .. ": griddepcontrol.wait needs sm_90 or newer", err, 1, true)
+    assert_ptxas(k)
   end)
 end)

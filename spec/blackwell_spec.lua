@@ -6,10 +6,8 @@
 -- ptxas, emitted as text, so a rule of ours that is wrong shows up here.
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
-local toolkit = require "pyptx.toolkit"
+local H = require "spec.helpers"
 local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
-
-local have_ptxas = toolkit.find("ptxas") ~= nil
 
 --- Trace body in a kernel for arch; returns ok, the PTX or the error.
 local function trace(body, arch, version)
@@ -30,11 +28,18 @@ local function body_lines(text)
   return out
 end
 
---- Assert that text assembles for arch (pending-free when ptxas is absent).
+--- Assert that text assembles for arch (default sm_100a); pending without
+-- ptxas, so last in a test.
 local function assembles(text, arch)
-  if not have_ptxas then return end
-  local ok, _, log = toolkit.ptxas(text, arch or "sm_100a")
+  local ok, _, log = H.ptxas(text, arch or "sm_100a")
   assert(ok, "ptxas refused:\n" .. tostring(log) .. "\n" .. text)
+end
+
+--- Assert that ptxas assembles a specialization without spills; pending without ptxas.
+local function assembles_unspilled(s, name)
+  local ok, report, log = H.ptxas(s.ptx, s.arch)
+  assert(ok, name .. ":\n" .. tostring(log))
+  assert.are.equal(0, report[name].spill_stores + report[name].spill_loads)
 end
 
 local function b32() return reg.scalar(T.b32) end
@@ -364,31 +369,27 @@ describe("tcgen05 validation", function()
   end
 
   it("is matched by ptxas refusing the same text", function()
-    if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-    for _, raw in ipairs(BAD) do
-      local line = case(raw)[5]
-      if line then
-        local ok = toolkit.ptxas(unchecked(line), "sm_100a")
-        assert(not ok, "ptxas accepted what the validator refuses: " .. line)
-      end
+    local lines = {}
+    for _, raw in ipairs(BAD) do lines[#lines + 1] = case(raw)[5] end
+    assert.is_true(#lines >= 5, "only " .. #lines .. " refused forms carry their text")
+    H.need_ptxas()
+    for _, line in ipairs(lines) do
+      assert.is_false((H.ptxas(unchecked(line), "sm_100a")), "ptxas accepted what the validator refuses: " .. line)
     end
     for _, arch in ipairs { "sm_90a", "sm_100" } do
-      assert.is_false((toolkit.ptxas(unchecked("tcgen05.fence::before_thread_sync;", arch), arch)))
+      assert.is_false((H.ptxas(unchecked("tcgen05.fence::before_thread_sync;", arch), arch)))
     end
     local i8 = "tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r2, %p1;"
-    assert.is_false((toolkit.ptxas(unchecked(i8, "sm_103a"), "sm_103a")))
-    assert.is_true((toolkit.ptxas(unchecked(i8, "sm_100a"), "sm_100a")))
+    assert.is_false((H.ptxas(unchecked(i8, "sm_103a"), "sm_103a")))
+    assert.is_true((H.ptxas(unchecked(i8, "sm_100a"), "sm_100a")))
   end)
 
   it("accepts tcgen05 on sm_103a (PTX 8.8) and parses nvcc's tcgen05 PTX", function()
     local ok, text = trace(function() ptx.tcgen05.fence("before") end, "sm_103a")
     assert(ok, text)
-    assembles(text, "sm_103a")
-    local f = assert(io.open("spec/fixtures/ptx/nvcc/blackwell_sm100a.ptx"))
-    local src = f:read("*a")
-    f:close()
-    local m = pyptx.load_ptx(src, "blackwell_sm100a.ptx")
+    local m = pyptx.load_ptx(H.read("spec/fixtures/ptx/nvcc/blackwell_sm100a.ptx"), "blackwell_sm100a.ptx")
     assert.is_truthy(m)
+    assembles(text, "sm_103a")
   end)
 end)
 
@@ -398,18 +399,14 @@ describe("examples/blackwell", function()
 
   it("has one kernel per tcgen05 primitive, each assembling for sm_100a", function()
     assert.is_true(#suite.kernels >= 14)
-    local seen = {}
-    for _, k in ipairs(suite.kernels) do
+    local seen, specs = {}, {}
+    for i, k in ipairs(suite.kernels) do
       local s = k:specialize()
+      specs[i] = s
       assert.are.equal("sm_100a", s.arch)
       for _, l in ipairs(body_lines(s.ptx)) do
         seen[l:match("^(tcgen05%.[%w_:]+)")] = true
         if l:find("^tcgen05%.mma%.sp%.") then seen["tcgen05.mma.sp"] = true end
-      end
-      if have_ptxas then
-        local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
-        assert(ok, k.name .. ":\n" .. tostring(log))
-        assert.are.equal(0, report[k.name].spill_stores + report[k.name].spill_loads)
       end
     end
     for _, op in ipairs { "tcgen05.alloc", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit", "tcgen05.mma",
@@ -418,6 +415,7 @@ describe("examples/blackwell", function()
                           "tcgen05.wait::ld", "tcgen05.wait::st", "tcgen05.mma.sp" } do
       assert(seen[op], "the suite never emits " .. op)
     end
+    for i, k in ipairs(suite.kernels) do assembles_unspilled(specs[i], k.name) end
   end)
 
   it("builds 1-SM and 2-SM (cta_group::2) GEMMs that assemble for sm_100a without spills", function()
@@ -427,19 +425,15 @@ describe("examples/blackwell", function()
     assert.is_truthy(two.ptx:find("tcgen05.mma.cta_group::2.kind::f16", 1, true))
     assert.is_truthy(two.ptx:find(".reqnctapercluster 2, 1, 1", 1, true))
     assert.is_truthy(one.ptx:find("cp.async.bulk.tensor.2d", 1, true))
-    for _, k in ipairs(gemm.kernels) do
-      local s = k:specialize()
-      if have_ptxas then
-        local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
-        assert(ok, k.name .. ":\n" .. tostring(log))
-        assert.are.equal(0, report[k.name].spill_stores + report[k.name].spill_loads)
-      end
-    end
     -- other shapes and pipeline depths
-    for _, o in ipairs { { BN = 128, stages = 2 }, { BN = 64, stages = 8, cta_group = 2 } } do
-      local s = gemm.build(512, 512, 256, o):specialize()
-      if have_ptxas then assert((toolkit.ptxas(s.ptx, s.arch))) end
+    local others = {}
+    for i, o in ipairs { { BN = 128, stages = 2 }, { BN = 64, stages = 8, cta_group = 2 } } do
+      others[i] = gemm.build(512, 512, 256, o):specialize()
+      assert.are.equal("sm_100a", others[i].arch)
     end
+    assembles_unspilled(one, gemm.kernels[1].name)
+    assembles_unspilled(two, gemm.kernels[2].name)
+    for _, s in ipairs(others) do assembles(s.ptx, s.arch) end
   end)
 
   it("rejects GEMM shapes that break its constraints, at the caller's line", function()
@@ -482,7 +476,6 @@ describe("examples/blackwell", function()
 end)
 
 describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
-  local H = require "spec.helpers"
   local tensor = require "pyptx.tensor"
   local Tile = pyptx.Tile
 

@@ -8,17 +8,15 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
-local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.tensor"
+local H = require "spec.helpers"
 
 local types = pyptx.types
 local ARCHS = { "sm80", "sm90a" }
-local dev
 
 --- The emulator device (opened once; $LUAPTX_DIFF_DEVICE picks another).
 local function emu()
-  dev = dev or runtime.open(os.getenv("LUAPTX_DIFF_DEVICE") or "emu")
-  return dev
+  return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu")
 end
 
 --- Load spec/fixtures/ptx/nvcc/<name>_<arch>.ptx.
@@ -26,24 +24,7 @@ local function load(name, arch)
   return pyptx.load_ptx(("spec/fixtures/ptx/nvcc/%s_%s.ptx"):format(name, arch))
 end
 
---- A xorshift generator of signed 32-bit integers (never 0).
-local function rng(seed)
-  local s = bit.tobit(seed * 2654435761 + 1)
-  if s == 0 then s = 1 end
-  return function()
-    s = bit.bxor(s, bit.lshift(s, 13))
-    s = bit.bxor(s, bit.rshift(s, 17))
-    s = bit.bxor(s, bit.lshift(s, 5))
-    return s
-  end
-end
-
---- n random non-zero s32 values; edges (a table) are placed at the front.
-local function rand_s32(n, seed, edges, fn)
-  local r, t = rng(seed), {}
-  for i = 1, n do t[i] = edges and edges[i] or (fn and fn(r()) or r()) end
-  return t
-end
+local rng, rand_s32, rand_f32, rand_f64 = H.rng, H.rand_s32, H.rand_f32, H.rand_f64
 
 --- A device tensor of dtype holding vals.
 local function input(vals, dtype)
@@ -726,20 +707,6 @@ local function fdividef_ok(g, x, y, ftz)
   return math.abs(g - w) <= 2 * ulp
 end
 
---- n random f32 values with exponents in [-lo, hi], with edges in front.
-local function rand_f32(n, seed, edges, lo, hi)
-  local r, t = rng(seed), {}
-  for i = 1, n do
-    if edges and edges[i] ~= nil then t[i] = f32(edges[i])
-    else
-      local m = 1 + (u32(r()) % 8388608) / 8388608
-      local e = u32(r()) % (lo + hi + 1) - lo
-      t[i] = f32((r() < 0 and -1 or 1) * m * 2 ^ e)
-    end
-  end
-  return t
-end
-
 for _, arch in ipairs(ARCHS) do
   for _, ftz in ipairs { false, true } do
     local name = ftz and "diff_float_ftz" or "diff_float"
@@ -1118,19 +1085,6 @@ local function int128_ref(a, b, t, n)
   local slo = plo - ylo
   local shi = phi - yhi - ((plo < ylo) and 1ULL or 0ULL)
   return { plo, phi, slo, shi, U64(bit.arshift(I64(shi), 13)) }
-end
-
---- n random doubles with exponents in [-lo, hi], edges in front.
-local function rand_f64(n, seed, edges, lo, hi)
-  local r, t = rng(seed), {}
-  for i = 1, n do
-    if edges and edges[i] ~= nil then t[i] = edges[i]
-    else
-      local m = 1 + (u32(r()) % 2 ^ 32) / 2 ^ 32 + (u32(r()) % 2 ^ 20) / 2 ^ 52
-      t[i] = (r() < 0 and -1 or 1) * m * 2 ^ (u32(r()) % (lo + hi + 1) - lo)
-    end
-  end
-  return t
 end
 
 for _, arch in ipairs(ARCHS) do

@@ -7,23 +7,15 @@ local bit = require "bit"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
 local half = require "pyptx.half"
+local H = require "spec.helpers"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local f32, u32, s32, u64, b32 = T.f32, T.u32, T.s32, T.u64, T.b32
 
 pcall(ffi.cdef, "float nextafterf(float x, float y);")
 
-local dev
-
---- The emulator device (opened once for the whole file).
-local function emu()
-  if not dev then
-    dev = core.device_open(core.ctx, "emu")
-    assert(dev ~= nil, core.error_message())
-    dev = ffi.gc(dev, core.device_close)
-  end
-  return dev
-end
+--- The emulator's device handle (the file's one emulator, opened on first use).
+local function emu() return H.emu().handle end
 
 --- The current source line (to name planted bugs).
 local function here() return debug.getinfo(2, "l").currentline end
@@ -67,25 +59,7 @@ local function run(k, bufs, opts)
   return true, hosts
 end
 
---- Random u32 values (never all zero) from a seeded generator.
-local function rand_u32(n, seed)
-  math.randomseed(seed)
-  local t = {}
-  for i = 1, n do t[i] = math.random(1, 0x7fffffff) * 2 + math.random(0, 1) end
-  return t
-end
-
---- Random floats in [lo, hi), never zero.
-local function rand_f32(n, seed, lo, hi)
-  math.randomseed(seed)
-  local t = {}
-  for i = 1, n do
-    local x = lo + (hi - lo) * math.random()
-    t[i] = x == 0 and 0.5 or x
-  end
-  return t
-end
-
+local rand_u32, rand_f32 = H.rand_u32, H.rand_uniform
 --- The value of x rounded to f32.
 local function f32r(x) return tonumber(ffi.new("float", x)) end
 
@@ -306,8 +280,8 @@ describe("the emulator's numerics", function()
     local k = kernel "hist" {
       in_specs = { Tile(4096, u32) }, out_specs = { Tile(16, u32), Tile(2, f32) },
       grid = { 16, 1, 1 }, block = { 256, 1, 1 },
-      function(A, H, S)
-        local pa, ph, ps = ptx.global_ptrs(A, H, S)
+      function(A, Hist, S)
+        local pa, ph, ps = ptx.global_ptrs(A, Hist, S)
         local bins = smem.alloc(u32, 16)
         local t = reg.from(ptx.special.tid.x(), u32)
         local base = bins:base()
@@ -346,8 +320,8 @@ describe("the emulator's numerics", function()
     local N = 512
     local k = kernel "halfs" {
       in_specs = { Tile(N, f32) }, out_specs = { Tile(N, u32), Tile(N, f32) }, block = { 128, 1, 1 }, grid = { 4, 1, 1 },
-      function(X, H, Y)
-        local px, ph, py = ptx.global_ptrs(X, H, Y)
+      function(X, Hv, Y)
+        local px, ph, py = ptx.global_ptrs(X, Hv, Y)
         local i = reg.from(ptx.special.ctaid.x(), u32) * 128 + reg.from(ptx.special.tid.x(), u32)
         local off = i:mul_wide(4)
         local x = reg.scalar(f32)
@@ -388,8 +362,8 @@ describe("the emulator's numerics", function()
     local N = 256
     local k = kernel "fp8s" { arch = "sm_90a",
       in_specs = { Tile(2 * N, f32), Tile(N, u32), Tile(N, u32) }, out_specs = { Tile(7 * N, u32) }, block = { N, 1, 1 },
-      function(X, H, P, O)
-        local px, ph, pp, po = ptx.global_ptrs(X, H, P, O)
+      function(X, Hv, P, O)
+        local px, ph, pp, po = ptx.global_ptrs(X, Hv, P, O)
         local t = reg.from(ptx.special.tid.x(), u32)
         local a, b, h2, pat = reg.scalar(f32), reg.scalar(f32), reg.scalar(b32), reg.scalar(b32)
         ptx.ld.global(a, ptx.addr(px + t:mul_wide(8)))
@@ -784,7 +758,6 @@ end)
 describe("the emulator on nvcc output", function()
   --- Parse an nvcc fixture (spec/fixtures/cuda/basic.cu compiled for sm_80) and load it.
   local function load_fixture()
-    if not core.parse then return nil end
     local path = "spec/fixtures/ptx/nvcc/basic_sm80.ptx"
     local f = assert(io.open(path, "rb"))
     local text = f:read("*a")
@@ -819,7 +792,6 @@ describe("the emulator on nvcc output", function()
 
   it("runs reduce (grid-stride loop, shared tree, bar.sync, float atomics)", function()
     local _, mod = load_fixture()
-    if not mod then pending("this build has no PTX parser") return end
     local n = 5000
     local vals = rand_f32(n, 37, -1, 1)
     local din = buffer("float", n, vals)
@@ -834,7 +806,6 @@ describe("the emulator on nvcc output", function()
 
   it("runs dyn_smem (extern shared float4, generic addressing)", function()
     local _, mod = load_fixture()
-    if not mod then pending("this build has no PTX parser") return end
     local N = 96
     local dout, hout = buffer("float", 4 * N)
     assert.equal(0, launch(mod, "dyn_smem", 1, N, 16 * N, "struct { uint64_t out; }", { dout }), core.error_message())
@@ -846,7 +817,6 @@ describe("the emulator on nvcc output", function()
 
   it("calls device functions (saxpy calls scale)", function()
     local _, mod = load_fixture()
-    if not mod then pending("this build has no PTX parser") return end
     local n = 200
     local x, y = rand_f32(n, 41, -2, 2), rand_f32(n, 43, -2, 2)
     local dx = buffer("float", n, x)
@@ -864,7 +834,6 @@ describe("the emulator on nvcc output", function()
   end)
 
   it("runs mma_tile (cp.async, ldmatrix .x4 and .x2.trans, mma.sync m16n8k16 f16 -> f32)", function()
-    if not core.parse then pending("this build has no PTX parser") return end
     local path = "spec/fixtures/ptx/nvcc/ampere_sm80.ptx"
     local f = assert(io.open(path, "rb"))
     local text = f:read("*a")
@@ -905,7 +874,6 @@ describe("the emulator on nvcc output", function()
   end
 
   it("runs divergent, nested device-function calls with parameters and returns", function()
-    if not core.parse then pending("this build has no PTX parser") return end
     local keep, mod = load_text([[
 .version 8.0
 .target sm_80
@@ -972,7 +940,6 @@ SKIP:
   end)
 
   it("reports calls it cannot make (an extern function) at the call's PTX line", function()
-    if not core.parse then pending("this build has no PTX parser") return end
     local _, mod = load_text([[
 .version 8.0
 .target sm_80

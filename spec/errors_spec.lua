@@ -24,7 +24,8 @@ describe("errors", function()
 
     setup(function()
       local _, rc
-      out, _, rc = H.luaptx({ "spec/fixtures/bad_args.lua" }, { env = { LUAPTX_TRACEBACK = false } })
+      -- toolkit.temp_file and friends really make files: in a directory removed with the file's temporaries
+      out, _, rc = H.luaptx({ "spec/fixtures/bad_args.lua" }, { env = { LUAPTX_TRACEBACK = false, TMPDIR = H.temp_dir() } })
       out = out .. "status " .. tostring(rc)
       rows = {}
       for name, case, msg in out:gmatch("\n([%w_.]+)#(%d+)\t([^\n]*)") do

@@ -2,8 +2,9 @@
 -- script (build, kernels, main, reference), every kernel assembles with
 -- ptxas for the arch its directory targets, traces deterministically, and
 -- build() rejects shapes that break the constraints it documents.
-local toolkit = require "pyptx.toolkit"
 local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 
 local FAMILIES = {
   { dir = "hopper", arch = "sm_90a" },
@@ -90,10 +91,14 @@ for _, fam in ipairs(FAMILIES) do
       end)
 
       it("assembles every kernel with ptxas for " .. fam.arch, function()
-        if not toolkit.find("ptxas") then pending(toolkit.missing_message("ptxas")) return end
-        for _, k in ipairs(m.kernels) do
-          local s = k:specialize()
-          local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+        local specs = {}
+        for i, k in ipairs(m.kernels) do
+          specs[i] = k:specialize()
+          assert.are.equal(fam.arch, specs[i].arch)
+        end
+        for i, k in ipairs(m.kernels) do
+          local s = specs[i]
+          local ok, report, log = H.ptxas(s.ptx, s.arch)
           assert(ok, ("%s (%s) does not assemble:\n%s"):format(k.name, s.arch, tostring(log)))
           local r = report[k.name]
           assert.is_table(r)
@@ -203,10 +208,7 @@ describe("example references", function()
 end)
 
 describe("examples on the emulator", function()
-  local runtime = require "pyptx.runtime"
-  local ok_dev, dev = pcall(runtime.open, "emu")
-  if not ok_dev then pending("no emulator in this build: " .. tostring(dev)) return end
-  runtime.use(dev)
+  runtime.use(H.emu())
 
   local SIZES = {
     rms_norm = { { 3, 512 }, { 5, 4096, { threads = 128 } } },
@@ -244,11 +246,8 @@ describe("examples on the emulator", function()
   end)
 
   it("exits non-zero from main on a mismatch and zero on a match", function()
-    local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
-    local p = io.popen(BIN .. " run examples/hopper/softmax.lua 4 512 2>&1; echo rc=$?")
-    local out = p:read("*a")
-    p:close()
+    local out, _, rc = H.luaptx({ "run", "examples/hopper/softmax.lua", "4", "512" }, { merge = true })
     assert.matches("softmax%(4, 512%): ok on emu", out)
-    assert.matches("rc=0", out, 1, true)
+    assert.equal(0, rc, out)
   end)
 end)

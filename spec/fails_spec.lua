@@ -2,30 +2,11 @@
 -- says what must happen (`-- expect: <message>` for an error, `-- warn:
 -- <message>` for a warning that still emits PTX) and the line that must be
 -- named ends with `-- here`. Each runs as `luaptx ptx spec/fails/<name>.lua`.
-local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
+local H = require "spec.helpers"
 
---- Run a shell command; returns stdout, stderr and the exit status.
-local function run(cmd)
-  local err_path = os.tmpname()
-  local p = io.popen(cmd .. " 2>" .. err_path .. "; echo \"__rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local f = io.open(err_path, "rb")
-  local err = f and f:read("*a") or ""
-  if f then f:close() end
-  os.remove(err_path)
-  local rc = tonumber(out:match("__rc=(%d+)%s*$"))
-  return (out:gsub("__rc=%d+%s*$", "")), err, rc
-end
-
---- The scripts in spec/fails/, sorted.
-local function scripts()
-  local list = {}
-  local p = io.popen("ls spec/fails/*.lua 2>/dev/null")
-  for path in p:lines() do list[#list + 1] = path end
-  p:close()
-  table.sort(list)
-  return list
+--- Run `luaptx ptx path`; returns stdout, stderr and the exit status.
+local function ptx_of(path)
+  return H.luaptx { "ptx", path }
 end
 
 --- The expectation of a script: kind ("expect"/"warn"), message, marked line.
@@ -41,7 +22,7 @@ local function expectation(path)
 end
 
 describe("spec/fails", function()
-  local list = scripts()
+  local list = H.list("spec/fails", "%.lua$")
 
   it("holds a script per validation rule", function()
     assert.is_true(#list >= 20, "only " .. #list .. " scripts")
@@ -52,7 +33,7 @@ describe("spec/fails", function()
     it(path .. " " .. (kind == "warn" and "warns" or "fails") .. " naming its line", function()
       assert.is_truthy(kind == "expect" or kind == "warn", path .. ": the first line must be -- expect: or -- warn:")
       assert.is_number(here, path .. ": no line is marked -- here")
-      local out, err, rc = run(BIN .. " ptx " .. path)
+      local out, err, rc = ptx_of(path)
       local want = path .. ":" .. here .. ": " .. (kind == "warn" and "warning: " or "") .. text
       assert.is_truthy(err:find(want, 1, true), "stderr lacks\n  " .. want .. "\ngot\n  " .. err)
       if kind == "expect" then
@@ -67,7 +48,7 @@ describe("spec/fails", function()
   end
 
   it("emits the unknown raw opcode unchecked", function()
-    local out = run(BIN .. " ptx spec/fails/raw_unknown_opcode.lua")
+    local out = ptx_of("spec/fails/raw_unknown_opcode.lua")
     assert.matches("\tfrobnicate%.sync%.b32 \t%%r1, %%r1, 4294967295;", out)
   end)
 end)

@@ -11,13 +11,7 @@ local H = require "spec.helpers"
 local ptxparse = require "pyptx.ptxparse"
 
 local types = pyptx.types
-local dev
-
---- The emulator device (opened once).
-local function emu()
-  dev = dev or runtime.open("emu")
-  return dev
-end
+local emu = H.emu
 
 -- Every scalar param kind, an aligned .b8 array and a .f16; the kernel
 -- copies the param space bytes it reads into out so packing can be checked.
@@ -346,8 +340,7 @@ end)
 
 describe("double literals in f32 instructions", function()
   it("are rounded to f32 as ptxas does (0d and decimal forms)", function()
-    local ok, emu_dev = pcall(runtime.open, "emu")
-    if not ok then pending("no emulator: " .. tostring(emu_dev)) return end
+    local emu_dev = emu()
     runtime.use(emu_dev)
     local mod = require("pyptx").load_ptx([[
 .version 8.0

@@ -5,7 +5,7 @@
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.tensor"
-local toolkit = require "pyptx.toolkit"
+local H = require "spec.helpers"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 
 --- add_one(a) = a + 1 as a .func with a .param return value.
@@ -55,8 +55,7 @@ describe("pyptx.func", function()
   end)
 
   it("runs a call through it on the emulator, every element", function()
-    local ok, dev = pcall(runtime.open, "emu")
-    if not ok then pending("no emulator: " .. tostring(dev)) return end
+    local dev = H.emu()
     runtime.use(dev)
     local mod = pyptx.load_ptx(caller:ptx())
     local host = {}
@@ -99,9 +98,9 @@ describe("pyptx.func", function()
   end)
 
   it("assembles with ptxas", function()
-    if not toolkit.find("ptxas") then pending(toolkit.missing_message("ptxas")) return end
-    local ok, _, log = toolkit.ptxas(caller:ptx(), "sm_80")
-    assert(ok, log)
+    local text = caller:ptx()
+    assert.matches("call.uni \t(retval0), add_one, (param0);", text, 1, true)
+    H.assert_ptxas(text, "sm_80")
   end)
 end)
 
@@ -121,10 +120,7 @@ describe("pyptx.module", function()
     local a, f, k1, k2 = text:find("counter", 1, true), text:find("add_one", 1, true), text:find(".entry first", 1, true), text:find(".entry second", 1, true)
     assert.is_true(a < f and f < k1 and k1 < k2)
     assert.are.equal(2, #two_kernels():kernels())
-    if toolkit.find("ptxas") then
-      local ok, _, log = toolkit.ptxas(text, "sm_80")
-      assert(ok, log)
-    end
+    H.assert_ptxas(text, "sm_80")
   end)
 
   it("carries address_size and target modifiers", function()

@@ -6,11 +6,10 @@
 -- repository root:
 --   LUAPTX_UPDATE_GOLDEN=1 ./build/luaptx /usr/bin/busted spec/golden_spec.lua
 -- then review `git diff spec/fixtures/*.ptx`.
-local toolkit = require "pyptx.toolkit"
+local H = require "spec.helpers"
 
 local NAMES = { "vec_add", "warp_sum", "smem_rows", "histogram", "half_convert", "cluster_flags" }
 local UPDATE = os.getenv("LUAPTX_UPDATE_GOLDEN") == "1"
-local have_ptxas = toolkit.find("ptxas") ~= nil
 
 --- Load a fixture script afresh and trace its kernel.
 local function trace(name)
@@ -18,14 +17,7 @@ local function trace(name)
   return chunk():ptx()
 end
 
---- Read a file, or nil.
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = H.read
 
 describe("golden PTX", function()
   for _, name in ipairs(NAMES) do
@@ -51,15 +43,12 @@ describe("golden PTX", function()
     end)
 
     it(name .. " assembles with ptxas for its target, with and without -lineinfo", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
       local golden = read(golden_path) or trace(name)
       local arch = golden:match("\n%.target ([%w_]+)")
       assert.is_string(arch)
-      local ok, report, log = toolkit.ptxas(golden, arch, { keep_failed = false })
-      assert.is_true(ok, log)
-      assert.is_table(report[name], log)
-      ok, _, log = toolkit.ptxas(golden, arch, { lineinfo = false, keep_failed = false })
-      assert.is_true(ok, log)
+      local report = H.assert_ptxas(golden, arch)
+      assert.is_table(report[name])
+      H.assert_ptxas(golden, arch, { lineinfo = false })
     end)
   end
 

@@ -4,13 +4,12 @@ local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.tensor"
 
-local ok, dev = pcall(runtime.open, "cuda")
+local H = require "spec.helpers"
+
+local dev, why = H.gpu()
 
 describe("on a CUDA GPU #gpu", function()
-  if not ok then
-    pending("no CUDA device: " .. tostring(dev):gsub("\n.*", ""))
-    return
-  end
+  if not dev then pending(why) return end
 
   local examples = {
     "examples.hopper.rms_norm", "examples.hopper.layer_norm", "examples.hopper.softmax", "examples.hopper.swiglu",

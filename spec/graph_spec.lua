@@ -3,6 +3,7 @@
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.tensor"
+local H = require "spec.helpers"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32
 
@@ -21,8 +22,7 @@ local step = kernel "step" {
 }
 
 describe("graphs", function()
-  local ok, dev = pcall(runtime.open, "emu")
-  if not ok then pending("no emulator: " .. tostring(dev)) return end
+  local dev = H.emu()
 
   it("capture launches without running them and replay them in order", function()
     runtime.use(dev)

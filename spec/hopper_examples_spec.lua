@@ -4,20 +4,21 @@
 -- softmax, S = Q.K^T and O += P.V with wgmma, P from registers): both
 -- assemble with ptxas for sm_90a at their default sizes and match their
 -- CPU references on the emulator at two sizes, every element, fresh inputs.
-local toolkit = require "pyptx.toolkit"
 local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 
-local have_ptxas = toolkit.find("ptxas") ~= nil
-
---- Assemble k for sm_90a; fail with the log, or on spills.
-local function assert_ptxas(k)
-  if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
+--- Trace k for sm_90a now, and return a check to run last: ptxas assembles
+-- it without spills (pending without ptxas).
+local function traced(k)
   local s = k:specialize()
-  local ok, report, log = toolkit.ptxas(s.ptx, "sm_90a", { keep_failed = false })
-  assert(ok, log)
-  local r = report[k.name]
-  assert.is_table(r)
-  assert.are.equal(0, r.spill_stores + r.spill_loads)
+  assert.are.equal("sm_90a", s.arch)
+  return function()
+    local report = H.assert_ptxas(s.ptx, "sm_90a")
+    local r = report[k.name]
+    assert.is_table(r)
+    assert.are.equal(0, r.spill_stores + r.spill_loads)
+  end
 end
 
 --- Call main(args) with print captured; returns main's result and the output.
@@ -33,15 +34,6 @@ local function run_main(m, args)
   _G.print = saved
   if not ok then error(rc, 0) end
   return rc, table.concat(lines, "\n")
-end
-
---- Use the emulator for the launches of this file (pending when the build has none).
-local function use_emu()
-  local runtime = require "pyptx.runtime"
-  local ok, dev = pcall(runtime.open, "emu")
-  if not ok then return false, dev end
-  runtime.use(dev)
-  return true
 end
 
 --- Assert build(...) fails naming `names`, at the caller's line.
@@ -65,9 +57,9 @@ describe("examples/hopper/grouped_gemm.lua", function()
   end)
 
   it("assembles with ptxas for sm_90a at the default size and small ones, no spills", function()
-    assert_ptxas(gg.kernels[1])
-    assert_ptxas(gg.build({ 64, 128, 192, 128 }, 256, 128, { PERSISTENT = 4 }))
-    assert_ptxas(gg.build({ 37, 200 }, 512, 256, { BN = 256, STAGES = 3 }))
+    local checks = { traced(gg.kernels[1]), traced(gg.build({ 64, 128, 192, 128 }, 256, 128, { PERSISTENT = 4 })),
+      traced(gg.build({ 37, 200 }, 512, 256, { BN = 256, STAGES = 3 })) }
+    for _, check in ipairs(checks) do check() end
   end)
 
   it("plans (group, tile) pairs: rows and first tiles per group", function()
@@ -92,8 +84,7 @@ describe("examples/hopper/grouped_gemm.lua", function()
   end)
 
   describe("on the emulator", function()
-    local ok_emu, why = use_emu()
-    if not ok_emu then pending("no emulator in this build: " .. tostring(why)) return end
+    runtime.use(H.emu())
 
     it("matches the CPU reference for 4 groups {64, 128, 192, 128}, N = 256, K = 128 (every element)", function()
       local ok, report = gg.check({ 64, 128, 192, 128 }, 256, 128, { PERSISTENT = 4 })
@@ -125,8 +116,10 @@ describe("examples/hopper/flash_attention.lua", function()
   end)
 
   it("assembles with ptxas for sm_90a at the default size (16 heads, 4096 tokens, d 64), no spills", function()
-    for _, k in ipairs(fa.kernels) do assert_ptxas(k) end      -- full and causal
-    assert_ptxas(fa.build(2, 256, 64, { STAGES = 3 }))
+    local checks = {}
+    for _, k in ipairs(fa.kernels) do checks[#checks + 1] = traced(k) end      -- full and causal
+    checks[#checks + 1] = traced(fa.build(2, 256, 64, { STAGES = 3 }))
+    for _, check in ipairs(checks) do check() end
   end)
 
   it("uses wgmma with P from registers for O += P.V", function()
@@ -156,8 +149,7 @@ describe("examples/hopper/flash_attention.lua", function()
   end)
 
   describe("on the emulator", function()
-    local ok_emu, why = use_emu()
-    if not ok_emu then pending("no emulator in this build: " .. tostring(why)) return end
+    runtime.use(H.emu())
 
     it("matches the double-precision reference at 2 heads x 256 tokens, d 64 (every element)", function()
       local ok, report = fa.check(2, 256, 64)

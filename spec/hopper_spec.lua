@@ -13,23 +13,17 @@ local ffi = require "ffi"
 local pyptx = require "pyptx"
 local half = require "pyptx.half"
 local hopper = require "pyptx.hopper"
-local toolkit = require "pyptx.toolkit"
+local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 local tensor = require "pyptx.tensor"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local f32, u32, bf16, f16 = T.f32, T.u32, T.bf16, T.f16
 
-local have_ptxas = toolkit.find("ptxas") ~= nil
+local assert_ptxas = H.assert_ptxas       -- for sm_90a; pending without ptxas, so last in a test
 
 --- The current source line (to name planted bugs).
 local function here() return debug.getinfo(2, "l").currentline end
-
---- Assert ptxas assembles the kernel for sm_90a (pending without ptxas).
-local function assert_ptxas(k)
-  if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-  local ok, _, log = toolkit.ptxas(k:ptx(), "sm_90a", { keep_failed = false })
-  assert(ok, log)
-end
 
 describe("pyptx.hopper wrappers", function()
   local k = kernel "wg" { arch = "sm_90a", block = { 128 },
@@ -125,7 +119,6 @@ describe("pyptx.hopper wrappers", function()
       "m64n64k16.f16.f16.f16", "m64n64k8.f32.tf32.tf32", "m64n64k32.f32.e4m3.e5m2", "m64n64k32.f16.e5m2.e5m2",
       "m64n64k32.s32.s8.s8", "m64n64k32.satfinite.s32.u8.u8",
     } do assert.truthy(text:find("wgmma.mma_async.sync.aligned." .. want, 1, true), want) end
-    assert_ptxas(k2)
     local ok, err = pcall(function()
       kernel "bad_acc" { arch = "sm_90a", block = { 128 }, function()
         ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.b32, 2), a = 0, b = 0, atype = bf16, dtype = f16 }
@@ -148,6 +141,7 @@ describe("pyptx.hopper wrappers", function()
       ptx.ret()
     end }
     assert_ptxas(k3)
+    assert_ptxas(k2)
   end)
 
   it("give the ISA's A register fragment for every input width (a_coord)", function()
@@ -229,7 +223,6 @@ describe("pyptx.hopper wrappers", function()
     local text = ks:ptx()
     assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 1, 1, 1, 1, 1, 0;"), text)
     assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n64k64.f32.e4m3.e4m3 \t{%%f[^}]*}, %%rd1, %%rd1, %%r1, 0, 1, 1, 1;"), text)
-    assert_ptxas(ks)
     local function err_of(body, version)
       local ok, err = pcall(function() kernel "bad" { arch = "sm_90a", version = version or "8.4", block = { 128 }, body }:ptx() end)
       assert.is_false(ok)
@@ -293,6 +286,7 @@ describe("pyptx.hopper wrappers", function()
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 takes 8 operands: "
       .. "{d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, imm-scale-a, imm-scale-b; got 6", e, 1, true)
+    assert_ptxas(ks)
   end)
 
   it("are validated when written raw: accumulator count, immediates, tensor coordinates", function()
@@ -432,7 +426,6 @@ describe("the emulator's wgmma", function()
       for i = 0, 16383 do words[i + 1] = w32[i] end
       local scale_a = n == 8 and -1 or 1
       local k = mma_kernel(n, at, layout, lbo, sbo, scale_a)
-      assert_ptxas(k)
       local out = k(tensor.from_table(words, u32, { 16384 })):values()
       for t = 0, 127 do
         for i = 0, n / 2 - 1 do
@@ -445,6 +438,7 @@ describe("the emulator's wgmma", function()
           end
         end
       end
+      assert_ptxas(k)
     end)
   end
 
@@ -503,7 +497,6 @@ describe("the emulator's wgmma", function()
         ptx.ret()
       end }
     assert.truthy(k:ptx():find("%f32}, {%r", 1, true))
-    assert_ptxas(k)
     local out = k(tensor.from_table(words, u32, { 16384 }), tensor.from_table(areg, u32, { 512 })):values()
     for t = 0, 127 do
       for i = 0, n / 2 - 1 do
@@ -516,6 +509,7 @@ describe("the emulator's wgmma", function()
         end
       end
     end
+    assert_ptxas(k)
   end)
 
   it("reports wgmma reading st.shared data without fence.proxy.async", function()
@@ -828,13 +822,13 @@ describe("the emulator's wgmma: every sm_90a form from the ISA's layouts", funct
       local dwords, dvals = d_init(c)
       local use_d = f.use_d ~= false
       local k = form_kernel(c)
-      assert_ptxas(k)
       local flag = (use_d ~= (c.neg_d == true)) and 1 or 0
       local aw = c.areg and a_regs(c, A) or {}
       for i = #aw + 1, 512 do aw[i] = 0 end
       local out = k(tensor.from_table(image(c, A, B), u32, { 12288 }), tensor.from_table(aw, u32, { 512 }),
         tensor.from_table(dwords, u32, { #dwords }), tensor.from_table({ flag }, u32, { 1 })):values()
       check_form(c, A, B, dvals, out, use_d)
+      assert_ptxas(k)
     end)
   end
 end)
@@ -1016,12 +1010,12 @@ describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU
       local A, B = sparse_a(c.at), sparse_b(c.bt, c.n, c.k)
       local dwords, dvals = d_init(c)
       local k = sparse_kernel(c)
-      assert_ptxas(k)
       local aw = c.areg and sparse_a_regs(c, A) or {}
       for i = #aw + 1, 512 do aw[i] = 0 end
       local out = k(tensor.from_table(sparse_image(c, A, B), u32, { 12288 }), tensor.from_table(aw, u32, { 512 }),
         tensor.from_table(dwords, u32, { #dwords }), tensor.from_table(sparse_meta(c.at, A, c.sel), u32, { 128 })):values()
       check_form(c, A, B, dvals, out, true)
+      assert_ptxas(k)
     end)
   end
 
@@ -1064,9 +1058,7 @@ describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU
 end)
 
 describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)", function()
-  local runtime = require "pyptx.runtime"
-  local dev
-  local function emu() dev = dev or runtime.open("emu") return dev end
+  local emu = H.emu
   local function bits32(v) return v % 4294967296 end
   -- name, N, K, A / B element generators (bits, value), C generator, D type, layout of the
   -- host arrays (At: A given K x 64; B: given K x N; else A 64 x K and Bt N x K), scale, sat
@@ -1312,12 +1304,12 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
       end
       local boa, bob = bit.band(bit.rshift(offa, 7), 7), bit.band(bit.rshift(offb, 7), 7)
       local k = base_offset_kernel(layout, sbo, offa, offb, boa, bob)
-      assert_ptxas(k)
       local bad, first = d_mismatches(k(tensor.from_table(words, u32, { 16384 })):values(), ref)
       assert.are.equal(0, bad, first)
       -- A read with the pattern of the address bits alone (base offset 0) is another matrix
       local wrong = base_offset_kernel(layout, sbo, offa, offb, 0, bob)
       assert.is_true(d_mismatches(wrong(tensor.from_table(words, u32, { 16384 })):values(), ref) > 0)
+      assert_ptxas(k)
     end)
   end
 
@@ -1328,7 +1320,6 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
     local A, B = tensor.from_table(av, bf16, { 64, 64 }), tensor.from_table(bv, bf16, { 64, 64 })
     local lines = {}
     local k = tma_base_offset_kernel(offa, offb, 0, lines)
-    assert_ptxas(k)
     local function ref(r, col)
       local d = 0
       for kk = 0, 3 do
@@ -1348,6 +1339,7 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
     assert.matches("hopper_spec.lua:" .. lines.tma .. ": cp.async.bulk.tensor.2d", err, 1, true)
     assert.matches(("wrote the tile at 0x%x with its 128B swizzle pattern starting at a 1024-byte boundary: the matching "
       .. "base offset is 0"):format(offa), err, 1, true)
+    assert_ptxas(k)
   end)
 
   it("report a base offset without a swizzle at the Lua line; the DSL refuses one, and out of range", function()
@@ -1397,8 +1389,9 @@ describe("examples/hopper/gemm.lua", function()
   local gemm = require "examples.hopper.gemm"
 
   it("assembles with ptxas for sm_90a", function()
-    assert_ptxas(gemm.kernels[1])
-    assert_ptxas(gemm.build(256, 256, 128, { BN = 256, STAGES = 3 }))
+    local ks = { gemm.kernels[1], gemm.build(256, 256, 128, { BN = 256, STAGES = 3 }) }
+    for _, k in ipairs(ks) do assert.matches("\n.target sm_90a\n", k:ptx(), 1, true) end
+    for _, k in ipairs(ks) do assert_ptxas(k) end
   end)
 
   it("matches the CPU reference at 256x256x128 on fresh random inputs (every element)", function()
@@ -1414,25 +1407,25 @@ describe("examples/hopper/gemm.lua", function()
   end)
 
   it("matches with a persistent grid walking the tiles (ring position carried across tiles)", function()
-    assert_ptxas(gemm.build(4096, 4096, 4096, { PERSISTENT = 132 }))
+    local big = gemm.build(4096, 4096, 4096, { PERSISTENT = 132 })
+    assert.is_string(big:ptx())
     local ok, report = gemm.check(384, 256, 192, { STAGES = 2, PERSISTENT = 4 })
     assert(ok, report.message)
+    assert_ptxas(big)
   end)
 
   it("matches with clusters of 2 CTAs sharing A through TMA multicast and remote releases", function()
-    assert_ptxas(gemm.build(4096, 4096, 4096, { CLUSTER = 2 }))
+    local big = gemm.build(4096, 4096, 4096, { CLUSTER = 2 })
+    assert.is_string(big:ptx())
     local ok, report = gemm.check(256, 512, 384, { STAGES = 2, CLUSTER = 2 })
     assert(ok, report.message)
+    assert_ptxas(big)
   end)
 end)
 
 describe("examples/hopper/gemm.lua on a CUDA GPU #gpu", function()
-  local runtime = require "pyptx.runtime"
-  local ok, dev = pcall(runtime.open, "cuda")
-  if not ok then
-    pending("no CUDA device: " .. tostring(dev):gsub("\n.*", ""))
-    return
-  end
+  local dev, why = H.gpu()
+  if not dev then pending(why) return end
   it("matches the CPU reference with driver-encoded tensor maps (cuTensorMapEncodeTiled)", function()
     local previous = runtime.device()
     runtime.use(dev)

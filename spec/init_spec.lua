@@ -3,6 +3,7 @@
 local pyptx = require "pyptx"
 local tensor = require "pyptx.tensor"
 local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 
 local PTX = [[
 .version 8.0
@@ -39,8 +40,7 @@ local PTX = [[
 ]]
 
 describe("initialized module variables", function()
-  local ok, dev = pcall(runtime.open, "emu")
-  if not ok then pending("no emulator: " .. tostring(dev)) return end
+  local dev = H.emu()
 
   it("are loaded with their values (integers in every notation, 0f floats, decimals, 64-bit)", function()
     runtime.use(dev)

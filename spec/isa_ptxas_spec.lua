@@ -6,10 +6,10 @@
 -- (refusing valid PTX or accepting invalid PTX) shows up here.
 local pyptx = require "pyptx"
 local trace = require "pyptx.trace"
-local toolkit = require "pyptx.toolkit"
+local ampere = require "pyptx.ampere"
+local H = require "spec.helpers"
 local reg, ptx, smem, T, Tile = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types, pyptx.Tile
 
-local have_ptxas = toolkit.find("ptxas") ~= nil
 local ARCHS = { "sm_80", "sm_90a", "sm_100a" }
 
 local function sm_of(arch) return tonumber(arch:match("^sm_(%d+)")) end
@@ -700,9 +700,7 @@ describe("the ISA table against ptxas", function()
       for _, arch in ipairs(ARCHS) do
         it(fam.name .. " on " .. arch .. ": the validator and ptxas accept them", function()
           local text = family_kernel(fam, arch):ptx()
-          if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-          local ok, _, log = toolkit.ptxas(text, arch, { keep_failed = false })
-          assert.is_true(ok, log)
+          H.assert_ptxas(text, arch)
         end)
       end
     end
@@ -714,9 +712,7 @@ describe("the ISA table against ptxas", function()
         ptx.inst.cvt.rn.satfinite.e5m2x2.f32(r(T.b16), x, x)
         ptx.inst.cvt.rn.f16x2.e5m2x2(r(T.f16x2), r(T.b16))
       end }:ptx()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-      local ok, _, log = toolkit.ptxas(text, "sm_89", { keep_failed = false })
-      assert.is_true(ok, log)
+      H.assert_ptxas(text, "sm_89")
     end)
   end)
 
@@ -748,13 +744,11 @@ describe("the ISA table against ptxas", function()
     end }:ptx()
     assert.are.equal(2 * 4 * (2 * 2 + 2 + 2 + 2 + 1 + 1 + 1), n)
     assert.truthy(text:find("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16", 1, true))
-    if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-    local ok, _, log = toolkit.ptxas(text, "sm_90a", { keep_failed = false })
-    assert.is_true(ok, log)
+    H.assert_ptxas(text, "sm_90a")
   end)
 
   it("fp8 mma.sync on sm_89 and sm_90a: every pair, shape and accumulator at PTX 8.7, m16n8k32 .f32 at 8.4", function()
-    local ampere = require "pyptx.ampere"
+    local texts = {}                                  -- { ptx, arch }, assembled once all have traced
     for _, arch in ipairs { "sm_89", "sm_90a" } do
       for _, version in ipairs { "8.4", "8.7" } do
         local n = 0
@@ -774,21 +768,18 @@ describe("the ISA table against ptxas", function()
           end
         end }:ptx()
         assert.are.equal(version == "8.7" and 16 or 4, n)
-        if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
-        local ok, _, log = toolkit.ptxas(text, arch, { keep_failed = false })
-        assert.is_true(ok, log)
+        texts[#texts + 1] = { text, arch }
       end
     end
+    for _, t in ipairs(texts) do H.assert_ptxas(t[1], t[2]) end
   end)
 
   describe("invalid forms", function()
     it("are checked through an unchecked emission that ptxas accepts for a valid form", function()
-      if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
       local valid = { "sm_80", "add.u32", function() return u32(), u32(), 1 end }
       local text = quietly(function() return invalid_kernel(valid, true):ptx() end):gsub("zz__%.", "")
       assert.truthy(text:find("\tadd.u32 \t", 1, true))
-      local ok, _, log = toolkit.ptxas(text, "sm_80", { keep_failed = false })
-      assert.is_true(ok, log)
+      H.assert_ptxas(text, "sm_80")
     end)
 
     for _, case in ipairs(INVALID) do
@@ -796,10 +787,9 @@ describe("the ISA table against ptxas", function()
         local ok, err = pcall(function() return invalid_kernel(case, false):ptx() end)
         assert.is_false(ok, "the validator accepted " .. case[2])
         assert.matches("^spec/isa_ptxas_spec.lua:%d+: ", err)
-        if not have_ptxas then pending(toolkit.missing_message("ptxas")) return end
         local text = quietly(function() return invalid_kernel(case, true):ptx() end):gsub("zz__%.", "")
         assert.truthy(text:find("\t" .. case[2] .. " \t", 1, true) or text:find("\t" .. case[2] .. ";", 1, true), text)
-        local assembled, _, log = toolkit.ptxas(text, case[1], { keep_failed = false })
+        local assembled, _, log = H.ptxas(text, case[1])
         assert.is_false(assembled, "ptxas accepts " .. case[2] .. " (our validator said: " .. err .. ")\n" .. (log or ""))
       end)
     end

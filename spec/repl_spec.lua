@@ -6,9 +6,9 @@ local pty = require "spec.pty"
 
 local BIN = H.BIN
 
---- Run the REPL with input text on stdin; returns what it printed.
-local function session(input)
-  local out = H.luaptx({ "repl" }, { input = input, merge = true, timeout = 120 })
+--- Run the REPL with input text on stdin (env: edits); returns what it printed.
+local function session(input, env)
+  local out = H.luaptx({ "repl" }, { input = input, merge = true, timeout = 120, env = env })
   return out
 end
 
@@ -67,11 +67,14 @@ describe("luaptx repl", function()
 
   it("assembles the snippet with :check, good and bad", function()
     local out = session("local a = reg.scalar(u32, 7)\n:check\n")
-    if out:match("ptxas not found") then pending("needs ptxas (the CUDA toolkit)") return end
+    assert.matches("\tmov.u32 \t%r1, 7;", out, 1, true)
+    H.need_ptxas()
     assert.matches("ok: sm_90a, %d+ registers", out)
-    local bad = session("ptx.inst(\"frob.b32\", reg.scalar(u32), 1)\n:check\n")
+    local tmp = H.temp_dir()                                -- where the failed PTX is kept
+    local bad = session("ptx.inst(\"frob.b32\", reg.scalar(u32), 1)\n:check\n", { TMPDIR = tmp })
     assert.matches("ptxas failed", bad, 1, true)
     assert.matches("from repl%-1:1", bad)
+    assert.matches("(the PTX is kept at " .. tmp .. "/", bad, 1, true)
   end)
 
   it("saves the session as a kernel script and loads it back", function()

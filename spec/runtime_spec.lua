@@ -3,6 +3,7 @@
 -- a 32-bit grid field is 0).
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 local tensor = require "pyptx.tensor"
 local kernel, ptx, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.Tile, pyptx.types
 
@@ -20,8 +21,7 @@ local function noop(block)
 end
 
 describe("launching", function()
-  local ok_dev, dev = pcall(runtime.open, "emu")
-  if not ok_dev then pending("no emulator in this build: " .. tostring(dev)) return end
+  local dev = H.emu()
   runtime.use(dev)
   local x = tensor.from_table({ 1 }, T.f32)
   local GRID = "valid: x in 1..2147483647 (2^31-1), y and z in 1..65535"

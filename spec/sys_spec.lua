@@ -4,7 +4,6 @@ local sys = require "pyptx.sys"
 local H = require "spec.helpers"
 
 describe("pyptx.sys", function()
-  after_each(H.cleanup)
 
   it("runs an argv and captures status, stdout, stderr and stdin", function()
     local r = sys.run({ "sh", "-c", "echo out; echo err >&2; cat; exit 3" }, { input = "in\n" })
@@ -108,5 +107,21 @@ describe("pyptx.sys", function()
     assert.is_nil(sys.kind(d))
     assert.is_nil(sys.kind(f))
     assert.equal("p", H.read(keep .. "/precious"))
+  end)
+
+  it("finds no shell escape in the project", function()
+    local offenders = {}
+    local banned = { "os%.execute", "io%.popen", "[^_%w]popen%s*%(", "[^_%w]system%s*%(", "os%.tmpname" }
+    for _, dir in ipairs { "src", "lua", "bin", "spec", "bench", "examples", "cmake" } do
+      for _, path in ipairs(H.find(dir, "%.[chl]u?a?$")) do
+        local text = H.read(path)
+        for _, pat in ipairs(banned) do
+          if path ~= "spec/sys_spec.lua" and text:find(pat) then
+            offenders[#offenders + 1] = path .. ": " .. pat
+          end
+        end
+      end
+    end
+    assert.same({}, offenders)
   end)
 end)

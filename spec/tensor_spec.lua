@@ -4,6 +4,7 @@
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
+local H = require "spec.helpers"
 local tensor = require "pyptx.tensor"
 local check = require "pyptx.check"
 local core = require "pyptx.core"
@@ -60,8 +61,7 @@ local function store_dwords(words)
 end
 
 describe("pyptx.tensor", function()
-  local ok_dev, dev = pcall(runtime.open, "emu")
-  if not ok_dev then pending("no emulator in this build: " .. tostring(dev)) return end
+  local dev = H.emu()
   runtime.use(dev)
 
   it("refuses a non-number value and a shape no device can hold, at the caller's line", function()

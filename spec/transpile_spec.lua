@@ -4,10 +4,9 @@
 -- to the same cubin as the input.
 local transpile = require "luaptx.transpile"
 local ptxparse = require "pyptx.ptxparse"
-local toolkit = require "pyptx.toolkit"
 local sugar = require "pyptx.sugar"
+local H = require "spec.helpers"
 
-local BIN = os.getenv("LUAPTX_BIN") or "./build/luaptx"
 local CORPUS = "spec/fixtures/ptx"
 
 --- Transpile a PTX file (sugared when asked) and trace the script's
@@ -43,25 +42,20 @@ local function labels(text)
   return table.concat(out, "\n")
 end
 
---- Assemble PTX text for arch; the cubin bytes, or nil and ptxas's log.
-local function assemble(ptxas, text, arch)
-  local src, out = toolkit.temp_file(text, ".ptx"), os.tmpname()
-  local p = io.popen(("%s -arch=%s %s -o %s 2>&1"):format(ptxas, arch, src, out))
-  local log = p:read("*a")
-  p:close()
-  local f = io.open(out, "rb")
-  local bin = f and f:read("*a")
-  if f then f:close() end
-  os.remove(src); os.remove(out)
-  if not bin or #bin == 0 then return nil, log end
+--- Assemble PTX text for arch in dir; the cubin bytes, or nil and ptxas's log.
+local function assemble(ptxas, dir, text, arch)
+  local src, out = dir .. "/in.ptx", dir .. "/out.cubin"
+  H.write(src, text)
+  os.remove(out)
+  local res = H.run({ ptxas, "-arch=" .. arch, src, "-o", out }, { merge = true })
+  local bin = H.read(out)
+  if res.status ~= 0 or not bin or #bin == 0 then return nil, res.stdout end
   return bin
 end
 
 --- Every .ptx file of the corpus.
 local function corpus()
-  local out = {}
-  for path in io.popen("find " .. CORPUS .. " -name '*.ptx' | sort"):lines() do out[#out + 1] = path end
-  return out
+  return H.find(CORPUS, "%.ptx$")
 end
 
 describe("luaptx transpile", function()
@@ -77,18 +71,22 @@ describe("luaptx transpile", function()
   --- Every corpus file ptxas takes assembles transpiled (sugared or not),
   -- to the same cubin when the input has no debug information.
   local function assembles_all(sweet)
-    local ptxas = toolkit.find("ptxas")
-    if not ptxas then pending("ptxas not found: " .. toolkit.missing_message("ptxas")) return end
-    local same = 0
-    for _, path in ipairs(corpus()) do
+    local cases = {}
+    for _, path in ipairs(corpus()) do                   -- transpiled and traced first: no ptxas needed
       local text = ptxparse.read_file(path)
-      local arch = text:match("%.target%s+([%w_]+)")
-      local want = assemble(ptxas, text, arch)
+      cases[#cases + 1] = { path = path, text = text, arch = text:match("%.target%s+([%w_]+)"),
+        traced = (round_trip(path, sweet)) }
+    end
+    local ptxas = H.need_ptxas()
+    local dir = H.temp_dir()
+    local same = 0
+    for _, c in ipairs(cases) do
+      local want = assemble(ptxas, dir, c.text, c.arch)
       if want then   -- edge/ files exercise grammar ptxas refuses
-        local got, log = assemble(ptxas, (round_trip(path, sweet)), arch)
-        assert(got, path .. ": " .. tostring(log))
-        if not (text:find("\t%.loc") or text:find("%.section")) then
-          assert.are.equal(want, got, path)
+        local got, log = assemble(ptxas, dir, c.traced, c.arch)
+        assert(got, c.path .. ": " .. tostring(log))
+        if not (c.text:find("\t%.loc") or c.text:find("%.section")) then
+          assert.are.equal(want, got, c.path)
           same = same + 1
         end
       end
@@ -176,25 +174,15 @@ describe("luaptx transpile", function()
   end)
 
   it("runs from the command line, with --sugar too", function()
-    local out = os.tmpname()
-    local p = io.popen(BIN .. " transpile " .. CORPUS .. "/edge/crlf.ptx --name renamed -o " .. out .. " 2>&1; echo rc=$?")
-    local log = p:read("*a")
-    p:close()
-    assert.matches("rc=0", log, 1, true)
-    local script = ptxparse.read_file(out)
-    os.remove(out)
-    assert.matches('kernel "renamed"', script, 1, true)
-    p = io.popen(BIN .. " transpile --sugar " .. CORPUS .. "/nvcc/basic_sm80.ptx -o " .. out .. " 2>&1; echo rc=$?")
-    log = p:read("*a")
-    p:close()
-    assert.matches("rc=0", log, 1, true)
-    script = ptxparse.read_file(out)
-    assert.matches("local scale = func", script, 1, true)
-    p = io.popen(BIN .. " ptx " .. out .. " 2>&1; echo rc=$?")
-    log = p:read("*a")
-    p:close()
-    os.remove(out)
-    assert.matches("rc=0", log, 1, true)
+    local out = H.temp_dir() .. "/out.lua"
+    local log, _, rc = H.luaptx({ "transpile", CORPUS .. "/edge/crlf.ptx", "--name", "renamed", "-o", out }, { merge = true })
+    assert.equal(0, rc, log)
+    assert.matches('kernel "renamed"', ptxparse.read_file(out), 1, true)
+    log, _, rc = H.luaptx({ "transpile", "--sugar", CORPUS .. "/nvcc/basic_sm80.ptx", "-o", out }, { merge = true })
+    assert.equal(0, rc, log)
+    assert.matches("local scale = func", ptxparse.read_file(out), 1, true)
+    log, _, rc = H.luaptx({ "ptx", out }, { merge = true })
+    assert.equal(0, rc, log)
     assert.matches(".func (.param .b32 func_retval0) _Z5scaleff(", log, 1, true)
     assert.matches(".visible .entry saxpy(", log, 1, true)
   end)

@@ -130,8 +130,7 @@ describe("pyptx.tune on the emulator", function()
     assert.has_error(function() tune.decode_json("{ nope") end)
   end)
 
-  local ok_dev, dev = pcall(runtime.open, "emu")
-  if not ok_dev then pending("no emulator: " .. tostring(dev)) return end
+  local dev = H.emu()
   runtime.use(dev)
   local cache
   local function opts(extra)
