@@ -780,12 +780,23 @@ describe("the emulator on nvcc output", function()
     return core.device_launch(emu(), fn[0], cfg)
   end
 
+  -- What buffer() allocated in the running test: freed after it, since
+  -- device memory keeps its device (and every module loaded on it) alive.
+  local allocated = {}
+  after_each(function()
+    for i = #allocated, 1, -1 do
+      assert.equal(0, core.device_free(emu(), allocated[i]), core.error_message())
+      allocated[i] = nil
+    end
+  end)
+
   --- Device memory holding n values of ctype (optionally from a table).
   local function buffer(ctype, n, vals)
     local h = ffi.new(ctype .. "[?]", n)
     for i = 0, n - 1 do h[i] = vals and vals[i + 1] or 0 end
     local p = ffi.new("uint64_t[1]")
     assert.equal(0, core.device_alloc(emu(), n * ffi.sizeof(ctype), p))
+    allocated[#allocated + 1] = p[0]
     assert.equal(0, core.device_upload(emu(), p[0], h, n * ffi.sizeof(ctype)))
     return p[0], h
   end

@@ -110,7 +110,7 @@ static int jit_load(lpx_compiler *c)
   /* a root named by CUDA_HOME/CUDA_PATH is the only place searched: no loader fallback */
   size_t last = toolkit_root_var() ? 1 : sizeof names / sizeof names[0];
   for (size_t i = first; i < last && !c->lib; i++)
-    c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);   /* never unmapped: its leaks stay attributable */
   if (!c->lib) return -1;
   int (*version)(unsigned *, unsigned *) = (int (*)(unsigned *, unsigned *))dlsym(c->lib, "nvJitLinkVersion");
   unsigned major = 12, minor = 0;
