@@ -11,7 +11,7 @@ end
 
 -- Helpers whose argument checks live in a file reserved for another
 -- branch (tensor.lua): only the no-leak and no-crash checks apply to them.
-local DEFERRED = { ["tensor.compare"] = true, ["tensor.storage"] = true }
+local DEFERRED = {}
 
 --- Does a message mention one of luaptx's own source files?
 local function leaks(msg)

@@ -214,6 +214,16 @@ describe("pyptx.load_ptx", function()
     end
   end)
 
+  it("refuses a grid or block beyond the hardware's limits before launching", function()
+    local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/basic_sm80.ptx")
+    local ok, err = pcall(mod.saxpy, { grid = 2 ^ 32, block = 1, args = {}, device = emu() })
+    assert.is_false(ok)
+    assert.matches("entry saxpy: grid (4294967296, 1, 1) is out of range; valid: x in 1..2147483647", err, 1, true)
+    ok, err = pcall(mod.saxpy, { grid = 1, block = { 32, 32, 2 }, args = {}, device = emu() })
+    assert.is_false(ok)
+    assert.matches("entry saxpy: block (32, 32, 2) has 2048 threads; valid: at most 1024 threads in all", err, 1, true)
+  end)
+
   it("names an unwritten register by the name the file gave it", function()
     local mod = pyptx.load_ptx([=[
 .version 8.0

@@ -226,8 +226,11 @@ end
 function Kernel:launch(opts)
   if type(opts) ~= "table" then error("entry " .. self.name .. ": call it with a table { grid =, block =, smem =, args = }", 2) end
   local ok, err = pcall(function()
-    local dev = opts.device or require("pyptx.runtime").device()
+    local runtime = require("pyptx.runtime")
+    local dev = opts.device or runtime.device()
     local grid, block = dim3(opts.grid, "grid", self.name), dim3(opts.block, "block", self.name)
+    local bad = runtime.dims_error("entry " .. self.name, grid, block)
+    if bad then error(bad, 0) end
     local cluster = dim3(opts.cluster or 1, "cluster", self.name)
     local buf, size = M.pack(self.entry, opts.args or {})
     local cfg = ffi.new("lpx_launch_cfg")

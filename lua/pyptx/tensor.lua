@@ -20,6 +20,9 @@ local STORAGE = {
 
 --- The FFI element type that holds a dtype on the host.
 function M.storage(dtype)
+  if not types.is(dtype) then
+    error(("tensor.storage: argument 1 (dtype) must be a pyptx type (f32, bf16, ...); got %s"):format(type(dtype)), 2)
+  end
   local s = STORAGE[dtype.name]
   if not s then error("tensor: dtype " .. dtype.name .. " is not supported for tensors", 3) end
   return s
@@ -281,7 +284,7 @@ end
 --- The expected values of want (tensor, flat table or nested table).
 local function expected(want)
   if getmetatable(want) == Tensor then return want:values() end
-  if type(want) ~= "table" then error("tensor.compare: expected values must be a tensor or a table of numbers, got " .. type(want), 3) end
+  if type(want) ~= "table" then error("tensor.compare: argument 2 (want) must be a tensor or a table of numbers; got " .. type(want), 3) end
   return type(want[1]) == "table" and flatten(want) or want
 end
 
@@ -317,9 +320,15 @@ end
 -- integers when it differs from want. opts: atol, rtol, output (the
 -- output's number, for the message).
 function M.compare(got, want, opts)
+  if not M.is(got) then error("tensor.compare: argument 1 (got) must be a tensor; got " .. type(got), 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("tensor.compare: argument 3 (opts) must be a table { atol =, rtol = } or nil; got " .. type(opts), 2)
+  end
   opts = opts or {}
   local atol, rtol = opts.atol or 1e-5, opts.rtol or 1e-5
-  if not M.is(got) then error("tensor.compare: the first argument must be a tensor, got " .. type(got), 2) end
+  if type(atol) ~= "number" or type(rtol) ~= "number" then
+    error("tensor.compare: opts.atol and opts.rtol must be numbers", 2)
+  end
   local a, poisoned = got:read()
   local b = expected(want)
   if #a ~= #b then
