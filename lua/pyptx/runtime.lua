@@ -166,24 +166,24 @@ local function bind_dims(k, args, values)
   local bound_by = {}
   for i, spec in ipairs(k.in_specs) do
     local t = args[i]
-    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 3) end
+    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 4) end
     if t.dtype ~= spec.dtype then
-      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 3)
+      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 4)
     end
     if #t.shape ~= #spec.dims then
-      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 3)
+      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 4)
     end
     for d, dim in ipairs(spec.dims) do
       local got = t.shape[d]
       if type(dim) == "number" and dim ~= got then
-        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 3)
+        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 4)
       elseif type(dim) == "string" then
         if values[dim] == nil then values[dim], bound_by[dim] = got, { i, t.shape }
         elseif values[dim] ~= got then
           local prev = bound_by[dim]
           error(("kernel \"%s\": dimension %s is %d from input %d (shape %s) but %d from input %d (shape %s)")
             :format(k.name, dim, values[dim], prev and prev[1] or 0, prev and table.concat(prev[2], "x") or "option",
-              got, i, table.concat(t.shape, "x")), 3)
+              got, i, table.concat(t.shape, "x")), 4)
         end
       end
     end
@@ -232,32 +232,49 @@ function M.make_cfg(s, buf, size)
   return cfg
 end
 
---- Prepare a launch once: bind shapes, allocate outputs, pack parameters;
--- returns a launcher whose call only launches (no Lua-side work per call),
--- and the output tensors. launcher() launches; launcher.outputs holds them.
-function M.prepare(k, ...)
-  local args = { ... }
-  local n = select("#", ...)
+--- Split k(x, w[, opts]) arguments into the input tensors and the options.
+local function split_args(...)
+  local args, n = { ... }, select("#", ...)
   local opts = {}
   if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
+  return args, opts
+end
+
+--- The one host launch path: check and bind the inputs, specialize, load,
+-- allocate the outputs (poisoned unless opts.poison == false) and pack the
+-- parameters. Errors name the caller of the public function that called
+-- this one (level 3 here). Returns { dev, s, fn, outs, buf, cfg }.
+local function stage(k, args, opts)
+  if #args ~= #k.in_specs then
+    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 3)
+  end
   local dev = opts.device or M.device()
   local values = {}
-  for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
+  for key, v in pairs(opts) do if key ~= "device" and key ~= "poison" then values[key] = v end end
   bind_dims(k, args, values)
   local s = k:specialize(values)
-  check_dims(s, 2)
+  check_dims(s, 3)
   local fn = dev:function_of(s)
-  local all, outs = {}, {}
+  local outs, all = {}, {}
   for i, t in ipairs(args) do all[i] = t end
   for i = #args + 1, #s.tensors do
     local spec = s.tensors[i]
     outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
+    if opts.poison ~= false then outs[#outs]:poison() end
     all[#all + 1] = outs[#outs]
   end
   local buf, size = M.pack_params(s, all, s.values)
-  local cfg = M.make_cfg(s, buf, size)
-  local handle, launch = dev.handle, core.device_launch
-  return setmetatable({ outputs = outs, inputs = args, buffer = buf, cfg = cfg, specialization = s }, {
+  return { dev = dev, s = s, fn = fn, outs = outs, buf = buf, cfg = M.make_cfg(s, buf, size) }
+end
+
+--- Prepare a launch once: bind shapes, allocate outputs, pack parameters;
+-- returns a launcher whose call only launches (no Lua-side work per call),
+-- and the output tensors. launcher() launches; launcher.outputs holds them.
+function M.prepare(k, ...)
+  local args, opts = split_args(...)
+  local st = stage(k, args, opts)
+  local handle, launch, fn, cfg = st.dev.handle, core.device_launch, st.fn, st.cfg
+  return setmetatable({ outputs = st.outs, inputs = args, buffer = st.buf, cfg = cfg, specialization = st.s }, {
     __call = function()
       if launch(handle, fn, cfg) < 0 then error(("launching kernel \"%s\": %s"):format(k.name, core.error_message()), 2) end
     end,
@@ -265,34 +282,13 @@ function M.prepare(k, ...)
 end
 
 --- k(x, w[, opts]): bind dims, allocate outputs, launch, return outputs.
--- opts may carry template values, raw param values, and `device`.
+-- opts may carry template values, raw param values, `device`, and
+-- poison = false to leave the outputs unpoisoned.
 function M.launch(k, ...)
-  local args = { ... }
-  local n = select("#", ...)
-  local opts = {}
-  if n > 0 and type(args[n]) == "table" and not tensor.is(args[n]) then opts = table.remove(args, n) end
-  if #args ~= #k.in_specs then
-    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 2)
-  end
-  local dev = opts.device or M.device()
-  local values = {}
-  for key, v in pairs(opts) do if key ~= "device" then values[key] = v end end
-  bind_dims(k, args, values)
-  local s = k:specialize(values)
-  check_dims(s, 2)
-  local fn = dev:function_of(s)
-  local outs = {}
-  for i = #args + 1, #s.tensors do
-    local spec = s.tensors[i]
-    outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
-    if opts.poison ~= false then outs[#outs]:poison() end
-  end
-  local all = {}
-  for i, t in ipairs(args) do all[i] = t end
-  for _, t in ipairs(outs) do all[#all + 1] = t end
-  local buf, size = M.pack_params(s, all, s.values)
-  check(core.device_launch(dev.handle, fn, M.make_cfg(s, buf, size)), ("launching kernel \"%s\""):format(k.name))
-  return unpack(outs)
+  local args, opts = split_args(...)
+  local st = stage(k, args, opts)
+  check(core.device_launch(st.dev.handle, st.fn, st.cfg), ("launching kernel \"%s\""):format(k.name))
+  return unpack(st.outs)
 end
 
 return M
