@@ -185,27 +185,22 @@ local function cmd_cache(_, pos)
   return 0
 end
 
---- luaptx repl [--arch A] [--version V]
-local function cmd_repl(opts)
-  return require("luaptx.repl").main(opts)
+--- A subcommand that lives in its own module (bin/<name>.lua, loaded on
+-- first use): its main takes the options, with the input path when the
+-- command takes one ("input"), or the raw arguments ("raw").
+local function forward(name, how)
+  return function(opts, pos, raw)
+    local main = require("luaptx." .. name).main
+    if how == "raw" then return main(raw) end
+    if how == "input" then opts.input = pos[1] end
+    return main(opts)
+  end
 end
 
---- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
-local function cmd_transpile(opts, pos)
-  opts.input = pos[1]
-  return require("luaptx.transpile").main(opts)
-end
-
---- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
-local function cmd_fmt(opts, pos)
-  opts.input = pos[1]
-  return require("luaptx.fmt").main(opts)
-end
-
---- luaptx tune ...: the arguments, checked against the table, go to bin/tune.lua as given.
-local function cmd_tune(_, _, raw)
-  return require("luaptx.tune").main(raw)
-end
+local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] [--version V]
+local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
+local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
+local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
 
 -- ------------------------------------------------------------- the table
 
