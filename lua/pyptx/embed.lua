@@ -155,9 +155,16 @@ local function launch_addrs(ctx, entry, values, addrs, stream)
   local dev = device(ctx)
   local s = entry.kernel:specialize(values)
   local fn = dev:function_of(s)
-  local fake = {}
-  for i, a in ipairs(addrs) do fake[i] = { ptr = a } end
-  local buf, size = runtime.pack_params(s, fake, s.values)
+  -- what the runtime needs of a tensor (its address, and for TMA maps its
+  -- shape, compact row-major strides, dtype and device), from the specs
+  local tensor = require "pyptx.tensor"
+  local views = {}
+  for i, a in ipairs(addrs) do
+    local spec = s.tensors[i]
+    views[i] = { ptr = a, shape = spec.shape, dtype = spec.dtype, strides = tensor.row_major(spec.shape),
+                 elem_size = ffi.sizeof(tensor.storage(spec.dtype)), device = dev }
+  end
+  local buf, size = runtime.pack_params(s, views, s.values)
   if dev.kind == "cuda" then core.device_set_option(dev.handle, "stream", ffi.cast("intptr_t", stream)) end
   local cfg = runtime.make_cfg(s, buf, size)
   if core.device_launch(dev.handle, fn, cfg) < 0 then

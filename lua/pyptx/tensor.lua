@@ -62,6 +62,7 @@ local function row_major(shape)
   for i = #shape, 1, -1 do strides[i] = s; s = s * shape[i] end
   return strides
 end
+M.row_major = row_major
 
 --- Check a shape is a list of positive integers; returns the element count.
 local function check_shape(shape)
