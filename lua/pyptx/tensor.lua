@@ -62,7 +62,16 @@ local function row_major(shape)
   for i = #shape, 1, -1 do strides[i] = s; s = s * shape[i] end
   return strides
 end
-M.row_major = row_major
+
+--- Row-major strides (in elements) of a shape, for hosts that describe
+-- tensors themselves (the C API's launches).
+function M.row_major(shape)
+  if type(shape) ~= "table" then error("tensor.row_major: argument 1 (shape) must be a list of integers; got " .. type(shape), 2) end
+  for i, d in ipairs(shape) do
+    if type(d) ~= "number" then error(("tensor.row_major: shape[%d] must be an integer; got %s"):format(i, type(d)), 2) end
+  end
+  return row_major(shape)
+end
 
 --- Check a shape is a list of positive integers; returns the element count.
 local function check_shape(shape)
