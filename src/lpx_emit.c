@@ -39,6 +39,16 @@ void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg
   lpx_buf_puti(b, f->reg_index[reg]);
 }
 
+/* The same name into a fixed buffer, for messages (validator, emulator). */
+const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap)
+{
+  if ((size_t)reg < f->nreg_names && f->reg_name[reg] >= 0)
+    snprintf(buf, cap, "%s", lpx_strtab_get(&m->syms, f->reg_name[reg]));
+  else
+    snprintf(buf, cap, "%s%d", class_prefix[lpx_types[f->reg_type[reg]].regclass], f->reg_index[reg]);
+  return buf;
+}
+
 /* Write a symbol with an optional signed offset (sym+8, sym+-8). */
 static void put_sym_offset(lpx_buf *b, const lpx_module *m, int32_t sym, int64_t off)
 {

@@ -274,5 +274,6 @@ void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n,
 uint64_t lpx_operand_digest(const lpx_operand *o);
 /* A register's PTX name: its parsed name, else class prefix + index. */
 void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg);
+const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap);
 
 #endif

@@ -59,17 +59,6 @@ static int top_count(const lpx_operand *ops, uint32_t n, uint32_t *starts, int c
   return count;
 }
 
-/* Write a register's PTX name into buf, as the emitter prints it ("%r3",
- * or the name a parsed file or reg.named gave it, "%acc"). */
-static const char *reg_name(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap)
-{
-  lpx_buf b = { 0 };
-  lpx_put_reg(&b, m, f, reg);
-  snprintf(buf, cap, "%.*s", b.p ? (int)b.n : 0, b.p ? b.p : "");
-  lpx_buf_free(&b);
-  return buf;
-}
-
 /* May a register of type have be used where the instruction wants want? */
 static int type_compat(int have, int want, int relaxed)
 {
@@ -149,7 +138,7 @@ static int check_reg(vctx *v, const lpx_operand *o, int want, int allow_neg)
   if (o->aux && !allow_neg) return opfail(v, "is a negated predicate; negation is only valid on predicate sources");
   if (type_compat(have, want, v->relaxed)) return 0;
   snprintf(msg, sizeof msg, "is a %s register (%s); expected %s", lpx_types[have].name,
-           reg_name(v->m, v->f, o->id, name, sizeof name), want_words(want, words, sizeof words));
+           lpx_reg_text(v->m, v->f, o->id, name, sizeof name), want_words(want, words, sizeof words));
   return opfail(v, msg);
 }
 
@@ -849,7 +838,7 @@ static int mx_vector(vctx *v, lpx_operand *ops, uint32_t *starts, int k, int n, 
     if (!ok) {
       char name[32];
       snprintf(msg, sizeof msg, "(%s) element %d is a %s register (%s); expected a %d-bit %s register", what, e,
-               t->name, reg_name(v->m, v->f, r->id, name, sizeof name), bits,
+               t->name, lpx_reg_text(v->m, v->f, r->id, name, sizeof name), bits,
                kind == 'F' ? (bits == 64 ? "f64" : "f32") : kind == 'I' ? "s32/u32/b32" : "b32");
       return opfail(v, msg);
     }

@@ -49,16 +49,6 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
 
 /* ---------------------------------------------------- uninitialised registers */
 
-/* A register's PTX name for messages: as the emitter prints it (%r3, or
- * the name a parsed file declared, such as %acc). */
-static void reg_name(const emu_prog *p, int32_t slot, char *out, size_t cap)
-{
-  lpx_buf b = { 0 };
-  lpx_put_reg(&b, p->m, p->f, slot);
-  snprintf(out, cap, "%.*s", b.p ? (int)b.n : 0, b.p ? b.p : "");
-  lpx_buf_free(&b);
-}
-
 /* Fail if the instruction reads a register some lane of m never wrote
  * (the guard itself is checked for every lane of the running group). */
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
@@ -69,7 +59,7 @@ int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
     uint32_t bad = lanes & ~w->wr[s];
     if (!bad) continue;
     char name[128];
-    reg_name(w->p, s, name, sizeof name);
+    lpx_reg_text(w->p->m, w->p->f, s, name, sizeof name);
     return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s, which this thread never wrote (%d lane(s) of the warp read it unwritten)",
                         name, __builtin_popcount(bad));
   }
