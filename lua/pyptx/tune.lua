@@ -22,22 +22,23 @@ local M = {}
 
 -- ------------------------------------------------------------ JSON
 
---- Every string key in a value, sorted: dkjson's keyorder, so output is
--- deterministic (it writes keys outside keyorder in table order).
-local function sorted_keys(v, seen, out)
-  seen, out = seen or {}, out or {}
-  if type(v) ~= "table" then return out end
+--- Gather every string key in a value (nested tables too) into out.
+local function gather_keys(v, seen, out)
+  if type(v) ~= "table" then return end
   for k, x in pairs(v) do
     if type(k) == "string" and not seen[k] then seen[k] = true out[#out + 1] = k end
-    sorted_keys(x, seen, out)
+    gather_keys(x, seen, out)
   end
-  table.sort(out)
-  return out
 end
 
---- Encode a value as indented JSON with sorted keys (NaN and inf as null).
+--- Encode a value as indented JSON with sorted keys (NaN and inf as null):
+-- every key goes into dkjson's keyorder, which would otherwise write keys
+-- in table order.
 function M.encode_json(v)
-  return dkjson.encode(v, { indent = true, keyorder = sorted_keys(v) })
+  local keys = {}
+  gather_keys(v, {}, keys)
+  table.sort(keys)
+  return dkjson.encode(v, { indent = true, keyorder = keys })
 end
 
 --- Decode JSON text; raises with dkjson's message on malformed text.
