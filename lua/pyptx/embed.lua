@@ -4,6 +4,7 @@
 local ffi = require "ffi"
 local types = require "pyptx.types"
 local script = require "pyptx.script"
+local tensor = require "pyptx.tensor"
 
 local M = {}
 
@@ -157,7 +158,6 @@ local function launch_addrs(ctx, entry, values, addrs, stream)
   local fn = dev:function_of(s)
   -- what the runtime needs of a tensor (its address, and for TMA maps its
   -- shape, compact row-major strides, dtype and device), from the specs
-  local tensor = require "pyptx.tensor"
   local views = {}
   for i, a in ipairs(addrs) do
     local spec = s.tensors[i]

@@ -20,24 +20,26 @@ local function fail()
   error(core.error_message(), 0)
 end
 
+--- A parsed module from one of the core's whole-file parsers.
+local function parse_with(parser, what, text, name)
+  assert(type(text) == "string", what .. ": text must be a string")
+  local m = parser(core.ctx, text, #text, name or "<ptx>")
+  if m == nil then fail() end
+  return setmetatable({ ptr = ffi.gc(m, core.module_free), name = name }, Module)
+end
+
 --- Parse PTX text; name is used in error messages (default "<ptx>").
 -- Tolerant: an instruction the ISA table would refuse is kept as written
 -- (what fmt and transpile need to reproduce any file).
 function M.parse(text, name)
-  assert(type(text) == "string", "ptxparse.parse: text must be a string")
-  local m = core.parse(core.ctx, text, #text, name or "<ptx>")
-  if m == nil then fail() end
-  return setmetatable({ ptr = ffi.gc(m, core.module_free), name = name }, Module)
+  return parse_with(core.parse, "ptxparse.parse", text, name)
 end
 
 --- Parse PTX text and validate every instruction as a traced one is
 -- (opcode, operands, arch, PTX version): what load_ptx runs. The first
 -- invalid instruction raises "name:line:col: ...".
 function M.parse_checked(text, name)
-  assert(type(text) == "string", "ptxparse.parse_checked: text must be a string")
-  local m = core.parse_checked(core.ctx, text, #text, name or "<ptx>")
-  if m == nil then fail() end
-  return setmetatable({ ptr = ffi.gc(m, core.module_free), name = name }, Module)
+  return parse_with(core.parse_checked, "ptxparse.parse_checked", text, name)
 end
 
 --- Call a core printer and return its text.
