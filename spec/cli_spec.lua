@@ -231,27 +231,22 @@ end }
         if ARCH[dir] then examples[#examples + 1] = { path = path, arch = ARCH[dir] } end
       end
       assert.is_true(#examples >= 3, "found only " .. #examples .. " examples")
-      for _, e in ipairs(examples) do                -- the target of every kernel, without ptxas
-        local out, err, rc = luaptx("ptx", e.path)
-        assert.equal(0, rc, e.path .. ":\n" .. err)
-        local targets = 0
-        for arch in out:gmatch("\n%.target (sm_%w+)") do
-          assert.equal(e.arch, arch, e.path)
-          targets = targets + 1
+      --- Run cmd on every example; each arch its output names (pattern) is the example's.
+      local function every_arch(cmd, pattern)
+        for _, e in ipairs(examples) do
+          local out, err, rc = luaptx(cmd, e.path)
+          assert.equal(0, rc, e.path .. ":\n" .. out .. err)
+          local kernels = 0
+          for arch in out:gmatch(pattern) do
+            assert.equal(e.arch, arch, e.path)
+            kernels = kernels + 1
+          end
+          assert.is_true(kernels > 0, e.path .. " defines no kernels")
         end
-        assert.is_true(targets > 0, e.path .. " defines no kernels")
       end
+      every_arch("ptx", "\n%.target (sm_%w+)")                -- the target of every kernel, without ptxas
       H.need_ptxas()
-      for _, e in ipairs(examples) do
-        local out, err, rc = luaptx("check", e.path)
-        assert.equal(0, rc, e.path .. ":\n" .. out .. err)
-        local rows = 0
-        for arch in out:gmatch("\n[%w_]+%s+(sm_%w+)%s+%d+") do
-          assert.equal(e.arch, arch, e.path)
-          rows = rows + 1
-        end
-        assert.is_true(rows > 0, e.path .. " defines no kernels")
-      end
+      every_arch("check", "\n[%w_]+%s+(sm_%w+)%s+%d+")       -- what ptxas assembled
     end)
   end)
 

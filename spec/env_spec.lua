@@ -94,17 +94,9 @@ describe("luaptx's environment variables", function()
   end)
 end)
 
---- The text of a file.
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
 describe("docs/cli.md's environment table", function()
   it("names every variable the C core, the Lua modules and bin/ read", function()
-    local doc = read("docs/cli.md"):match("## Environment(.*)")
+    local doc = assert(H.read("docs/cli.md")):match("## Environment(.*)")
     local sources = {}
     for _, dir in ipairs { "src", "src/emu", "lua/pyptx", "bin" } do
       for _, f in ipairs(H.list(dir, "%.[cl]u?a?$")) do sources[#sources + 1] = f end
@@ -112,7 +104,7 @@ describe("docs/cli.md's environment table", function()
     assert.is_true(#sources > 60, "found only " .. #sources .. " source files")
     local seen = {}
     for _, path in ipairs(sources) do
-      local text = read(path)
+      local text = assert(H.read(path))
       for name in text:gmatch('getenv%("([%w_]+)"%)') do seen[name] = path end
       for name in text:gmatch('"(LUAPTX_[%u_]+)"') do seen[name] = path end
     end

@@ -73,14 +73,17 @@ CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm", size = { { 64, 128 }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
 
+--- A case's title: module(sizes) and its options.
+local function label(c)
+  local t = {}
+  for i, v in ipairs(c.size) do t[i] = type(v) == "table" and "{" .. table.concat(v, ",") .. "}" or tostring(v) end
+  for key in pairs(c.opts or {}) do t[#t + 1] = key end
+  return ("%s(%s)"):format(c.mod, table.concat(t, ", "))
+end
+
 describe("emitted PTX text", function()
   for _, c in ipairs(CASES) do
-    local label = c.mod .. "(" .. table.concat((function()
-      local t = {}
-      for i, v in ipairs(c.size) do t[i] = type(v) == "table" and "{" .. table.concat(v, ",") .. "}" or tostring(v) end
-      return t
-    end)(), ", ") .. ")" .. (c.opts and c.opts.fused and " fused" or "") .. (c.opts and c.opts.causal and " causal" or "")
-    it("runs bit-identically to the traced IR: " .. label, function()
+    it("runs bit-identically to the traced IR: " .. label(c), function()
       local m = require(c.mod)
       local sz = c.size
       local k, inputs

@@ -28,32 +28,18 @@ local function copy_some(n, keep, dtype)
   }
 end
 
---- A kernel storing the given 32-bit words (f32 NaN bit patterns) into y.
-local function store_words(words)
-  return kernel "store_words" {
-    arch = "sm_80", in_specs = { Tile(1, T.f32) }, out_specs = { Tile(#words, T.f32) },
+--- A kernel storing the given words (NaN bit patterns) into y: 32-bit
+-- words into an f32 output, or 64-bit ones into an f64 output.
+local function store_bits(words, bits)
+  local dtype, b = bits == 64 and T.f64 or T.f32, bits == 64 and T.b64 or T.b32
+  return kernel("store_b" .. bits) {
+    arch = "sm_80", in_specs = { Tile(1, T.f32) }, out_specs = { Tile(#words, dtype) },
     function(_, Y)
       local py = ptx.global_ptrs(Y)
-      local r = reg.scalar(T.b32)
+      local r = reg.scalar(b)
       for i, w in ipairs(words) do
-        ptx.inst.mov.b32(r, w)
-        ptx.inst.st.global.b32(ptx.addr(py, 4 * (i - 1)), r)
-      end
-      ptx.ret()
-    end,
-  }
-end
-
---- The same for 64-bit words into an f64 output.
-local function store_dwords(words)
-  return kernel "store_dwords" {
-    arch = "sm_80", in_specs = { Tile(1, T.f32) }, out_specs = { Tile(#words, T.f64) },
-    function(_, Y)
-      local py = ptx.global_ptrs(Y)
-      local r = reg.scalar(T.b64)
-      for i, w in ipairs(words) do
-        ptx.inst.mov.b64(r, w)
-        ptx.inst.st.global.b64(ptx.addr(py, 8 * (i - 1)), r)
+        ptx.inst.mov[b.name](r, w)
+        ptx.inst.st.global[b.name](ptx.addr(py, bits / 8 * (i - 1)), r)
       end
       ptx.ret()
     end,
@@ -95,7 +81,7 @@ describe("pyptx.tensor", function()
 
   it("reads every NaN bit pattern a kernel stores as Lua's NaN, never nil (f32)", function()
     local words = { 0xffffffff, 0xfff80000, 0xffc00000, 0x7fc00000, 0x7f800001, 0xff800001, 0x3f800000 }
-    local y = store_words(words)(tensor.from_table({ 0 }, T.f32))
+    local y = store_bits(words, 32)(tensor.from_table({ 0 }, T.f32))
     local v = y:values()
     assert.equal(#words, #v)
     for i = 1, #words - 1 do
@@ -117,7 +103,7 @@ describe("pyptx.tensor", function()
   it("reads every NaN bit pattern a kernel stores as Lua's NaN, never nil (f64)", function()
     local words = { 0xffffffffffffffffULL, 0xfff8000000000000ULL, 0xfff0000000000001ULL, 0x7ff8000000000000ULL,
                     0xffffffff00000000ULL, 0x3ff0000000000000ULL }
-    local y = store_dwords(words)(tensor.from_table({ 0 }, T.f32))
+    local y = store_bits(words, 64)(tensor.from_table({ 0 }, T.f32))
     local v = y:values()
     for i = 1, #words - 1 do
       assert.equal("number", type(v[i]), tostring(words[i]))
