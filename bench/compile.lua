@@ -2,8 +2,8 @@
 -- Cold: the compiler with the cache bypassed (nvJitLink's own time plus
 -- our call); cached miss: a compile that also writes the entry; warm: a
 -- load from the cache. usage: luaptx bench/compile.lua [repeats]
-local compile = require "pyptx.compile"
-local sys = require "pyptx.sys"
+local compile = require "pyptx.runtime.compile"
+local sys = require "pyptx.core.sys"
 local repeats = tonumber(arg and arg[1]) or 9
 
 local ffi = require "ffi"

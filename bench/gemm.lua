@@ -4,7 +4,7 @@
 -- and Hopper examples, checked against their CPU references.
 -- usage: luaptx bench/gemm.lua [reps]
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
 local ffi = require "ffi"
 

@@ -4,7 +4,7 @@
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local kernel, ptx, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.Tile, pyptx.types
 
 --- The current line of the caller.

@@ -2,7 +2,7 @@
 --   local pyptx = require "pyptx"
 --   local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local core = require "pyptx.core"
-local specs = require "pyptx.specs"
+local tile = require "pyptx.tile"
 
 local M = {}
 
@@ -13,15 +13,15 @@ M.smem = require "pyptx.smem"
 M.kernel = require("pyptx.kernel").kernel
 M.func = require("pyptx.func").func
 M.module = require("pyptx.module").module
-M.Tile = specs.Tile
-M.Layout = specs.Layout
-M.toolkit = require "pyptx.toolkit"
+M.Tile = tile.Tile
+M.Layout = tile.Layout
+M.toolkit = require "pyptx.runtime.toolkit"
 M.version = core.version
-M.load_ptx = function(src, name) return require("pyptx.foreign").load(src, name) end
+M.load_ptx = function(src, name) return require("pyptx.runtime.ptx_loader").load(src, name) end
 
---- Run an autotuning sweep (see pyptx.tune): returns the best config's result.
+--- Run an autotuning sweep (see pyptx.tools.tune): returns the best config's result.
 function M.tune(spec, opts)
-  local result = require("pyptx.tune").run(spec, opts)
+  local result = require("pyptx.tools.tune").run(spec, opts)
   return result.best, result
 end
 

@@ -5,10 +5,10 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
-local specs = require "pyptx.specs"
+local tile = require "pyptx.tile"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
-local env = require "pyptx.env"
+local env = require "pyptx.core.env"
 
 local M = {}
 
@@ -161,10 +161,10 @@ function M.new(name, opts, where)
     end
   end
   for i, s in ipairs(k.in_specs) do
-    if not specs.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+    if not tile.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
   end
   for i, s in ipairs(k.out_specs) do
-    if not specs.is_tile(s) then error(("%s: out_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+    if not tile.is_tile(s) then error(("%s: out_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
   end
   return k
 end
@@ -213,7 +213,7 @@ function Kernel:tensor_specs(values)
       error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024}")
         :format(self.where, self.name, missing, pair[2], pair[3], missing), 0)
     end
-    out[i] = specs.tensor_spec(self.name, i, pair[1], shape, pair[2])
+    out[i] = tile.tensor_spec(self.name, i, pair[1], shape, pair[2])
   end
   return out
 end

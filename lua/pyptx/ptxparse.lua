@@ -6,7 +6,7 @@
 --   m:canonical()   -- the tracer's normalized layout
 local ffi = require "ffi"
 local core = require "pyptx.core"
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 
 local M = {}
 

@@ -21,7 +21,7 @@ local select, type, getmetatable = select, type, getmetatable
 
 --- Is a chunk one of luaptx's own modules (skipped when locating the user)?
 local function is_internal(src)
-  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") ~= nil
+  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") or src:find("/pyptx/[%w_]+/[%w_]+%.lua$") ~= nil
 end
 M.is_internal = is_internal
 

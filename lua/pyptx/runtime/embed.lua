@@ -3,8 +3,8 @@
 -- and launches from DLPack tensors or raw device addresses.
 local ffi = require "ffi"
 local types = require "pyptx.types"
-local script = require "pyptx.script"
-local tensor = require "pyptx.tensor"
+local script = require "pyptx.runtime.script"
+local tensor = require "pyptx.runtime.tensor"
 
 local M = {}
 
@@ -105,7 +105,7 @@ function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx
 
 --- Cubin of an entry's specialization (through the cache).
 function M.kernel_cubin(_, entry)
-  return require("pyptx.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
+  return require("pyptx.runtime.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
 end
 
 --- Bind dims and check dtypes of DLTensors against the kernel's specs;

@@ -4,8 +4,8 @@
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local types = require "pyptx.types"
-local tensor = require "pyptx.tensor"
-local env = require "pyptx.env"
+local tensor = require "pyptx.runtime.tensor"
+local env = require "pyptx.core.env"
 
 local M = {}
 

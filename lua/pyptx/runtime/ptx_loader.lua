@@ -6,13 +6,13 @@
 --   mod:get("saxpy") { ... }                        -- the same kernel
 -- Arguments are packed by the entry's .param list: tensors (or device
 -- addresses) for 64-bit integer params, Lua numbers for scalars, strings
--- / cdata / tables for .b8 arrays; foreign.f32(2), foreign.u32(7), ...
+-- / cdata / tables for .b8 arrays; ptx_loader.f32(2), ptx_loader.u32(7), ...
 -- force a type for untyped .b32/.b64 params.
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
-local half = require "pyptx.half"
-local sys = require "pyptx.sys"
+local floats = require "pyptx.runtime.floats"
+local sys = require "pyptx.core.sys"
 
 local M = {}
 
@@ -137,7 +137,7 @@ local function store_scalar(dst, ty, v)
   end
   if kind == "f16" or kind == "bf16" then
     if type(v) ~= "number" then return ("takes %s, got %s"):format(ty, describe(v)) end
-    v = kind == "f16" and half.to_f16(v) or half.to_bf16(v)
+    v = kind == "f16" and floats.to_f16(v) or floats.to_bf16(v)
   elseif kind == "float" then
     if type(v) ~= "number" then return ("takes %s, got %s"):format(ty, describe(v)) end
   elseif type(v) ~= "number" and type(v) ~= "cdata" then
