@@ -2,8 +2,8 @@
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
 -- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
 -- tensor-map edits (`tensormap.replace`, `tensormap.cp_fenceproxy`), `mbarrier`, `fence` and cluster
--- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
--- `ptx.tensormap` load this module on first use.
+-- helpers, reached as `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster`
+-- and `ptx.tensormap`.
 --
 -- Every function appends exactly one instruction unless its comment says
 -- otherwise. Arguments are positional or one keyword table:
@@ -13,6 +13,9 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
+local flow = require "pyptx.flow"
+local tma = require "pyptx.tma"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local F = reg.form
@@ -390,10 +393,9 @@ mbarrier.test_wait = waiter("test_wait")
 -- try_wait.parity and a guarded branch back (three items, two instructions).
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
-  local ptx = require "pyptx.ptx"
-  local top = ptx.label(trace.fresh_label(t, "mbar_wait"))
+  local top = flow.label(trace.fresh_label(t, "mbar_wait"))
   local p = mbarrier.try_wait(bar, parity)
-  ptx.at(-p).bra(top)
+  flow.bra(top, -p)
 end
 
 --- mbarrier.pending_count.b64 count, state; returns the u32 count.
@@ -492,6 +494,9 @@ function cluster.ctarank()
   return d
 end
 
+argcheck.sign(cluster, "ptx.cluster", {
+  arrive = { "opts: table?" }, wait = { "opts: table?" }, sync = { "opts: table?" },
+})
 M.cluster = cluster
 
 -- ------------------------------------- tensormap.replace / cp_fenceproxy
@@ -641,7 +646,6 @@ end
 
 --- Build and validate a description; errors name the tensor.
 local function tma_build(d, address, shape, dtype, strides)
-  local tma = require "pyptx.tma"
   local desc = tma.describe(tma_fields(d, address, shape, dtype, strides))
   tma.validate(desc, d.tensor)
   return desc
@@ -656,7 +660,7 @@ local function declare_tma(t, spec, opts, key)
     name = spec.param .. "_tma" .. (n > 0 and ("_" .. n) or "") }
   local ok, desc = pcall(tma_build, d, 1024, spec.shape, spec.dtype, nil)
   if not ok then fail((tostring(desc):gsub("^[^:]*:%d+: ", ""))) end
-  d.bytes = require("pyptx.tma").box_bytes(desc)
+  d.bytes = tma.box_bytes(desc)
   if core.func_param(t.mod, t.fn, d.name, types.b8.id, 64, 128) < 0 then fail(core.error_message()) end
   t.tma[#t.tma + 1] = d
   return d
