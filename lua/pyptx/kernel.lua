@@ -9,6 +9,7 @@ local tile = require "pyptx.tile"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
 local env = require "pyptx.core.env"
+local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
@@ -43,6 +44,13 @@ local function check_int_option(k, v, name, where)
   end
 end
 
+-- The host runtime (pyptx.runtime, the layer above this one) registers how
+-- a kernel launches and which arch "auto" means on the current device.
+local host = nil
+
+--- Register the runtime: { launch = fn(kernel, ...), current_arch = fn() }.
+function M.use_runtime(runtime) host = runtime end
+
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
 function M.auto_arch()
   local given = env.get("LUAPTX_ARCH")
@@ -53,9 +61,8 @@ function M.auto_arch()
     end
     return given
   end
-  local ok, runtime = pcall(require, "pyptx.runtime")
-  if ok and runtime.current_arch then
-    local found, arch = pcall(runtime.current_arch)   -- a build without devices falls back
+  if host then
+    local found, arch = pcall(host.current_arch)   -- no device opens: the default
     if found then return arch end
   end
   return "sm_90a"
@@ -284,7 +291,7 @@ function Kernel:trace(values, arch)
     target_modifiers = self.target_modifiers }
   local ok, err = xpcall(function()
     for _, f in ipairs(self.funcs) do
-      if type(f) == "string" then require("pyptx.ptxparse").append_module(f) else f:trace_into(t) end
+      if type(f) == "string" then ptxparse.append_module(f) else f:trace_into(t) end
     end
     self:trace_into(t, values, tensors)
   end, trace.relocate)
@@ -343,14 +350,14 @@ function Kernel:module(given)
   }
 end
 
---- Launching lives in the runtime (pyptx.runtime); without it, say so.
+--- k(x, w[, opts]): launching lives in the runtime (pyptx.runtime), which
+-- registers itself when loaded (require "pyptx" loads it).
 Kernel.__call = function(self, ...)
-  local ok, runtime = pcall(require, "pyptx.runtime")
-  if not ok then
-    error(("kernel \"%s\": launching needs a device runtime, which this build does not include yet; "
-      .. "inspect it with k:ptx{} or `luaptx check`"):format(self.name), 2)
+  if not host then
+    error(("kernel \"%s\": launching needs pyptx.runtime; require \"pyptx\" (or \"pyptx.runtime\") first, "
+      .. "or inspect the kernel with k:ptx{}"):format(self.name), 2)
   end
-  return runtime.launch(self, ...)
+  return host.launch(self, ...)
 end
 
 Kernel.__tostring = function(k) return ("kernel \"%s\" (%s)"):format(k.name, k.arch) end

@@ -4,6 +4,7 @@
 local ffi = require "ffi"
 local types = require "pyptx.types"
 local floats = require "pyptx.runtime.floats"
+local device = require "pyptx.runtime.device"
 
 local M = {}
 
@@ -95,7 +96,7 @@ function M.empty(shape, dtype, dev)
   local n
   shape, n = check_shape(shape)
   if not types.is(dtype) then error("tensor.empty: dtype must be a type (pyptx.types.f32, ...)", 2) end
-  dev = dev or require("pyptx.runtime").device()
+  dev = dev or device.device()
   local esize = ffi.sizeof(M.storage(dtype))
   local t = setmetatable({ shape = shape, strides = row_major(shape), dtype = dtype, numel = n,
                            nbytes = n * esize, elem_size = esize, device = dev }, Tensor)
