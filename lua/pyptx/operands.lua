@@ -5,6 +5,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local reg = require "pyptx.reg"
 
 local M = {}
 local OPD = trace.OPD
@@ -76,7 +77,6 @@ function M.addr(base, offset)
     local a = base:address()
     return setmetatable({ base = a.base, offset = a.offset + offset }, Addr)
   end
-  local reg = require "pyptx.reg"
   if not (type(base) == "string" or reg.is(base)) then
     trace.fail("ptx.addr: the base must be a register or a symbol name, got " .. tostring(base), 2)
   end

@@ -5,6 +5,9 @@ local ffi = require "ffi"
 local types = require "pyptx.types"
 local script = require "pyptx.runtime.script"
 local tensor = require "pyptx.runtime.tensor"
+local core = require "pyptx.core"
+local runtime = require "pyptx.runtime"
+local compile = require "pyptx.runtime.compile"
 
 local M = {}
 
@@ -48,7 +51,6 @@ end
 --- The context's device, opened on first use.
 local function device(ctx)
   if ctx.device then return ctx.device end
-  local runtime = require "pyptx.runtime"
   if ctx.device_kind == "auto" then
     local ok, dev = pcall(runtime.open, "cuda")
     ctx.device = ok and dev or runtime.open("emu")
@@ -105,7 +107,7 @@ function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx
 
 --- Cubin of an entry's specialization (through the cache).
 function M.kernel_cubin(_, entry)
-  return require("pyptx.runtime.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
+  return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
 end
 
 --- Bind dims and check dtypes of DLTensors against the kernel's specs;
@@ -151,8 +153,6 @@ end
 
 --- Launch a specialization with device addresses, on the device's stream.
 local function launch_addrs(ctx, entry, values, addrs, stream)
-  local runtime = require "pyptx.runtime"
-  local core = require "pyptx.core"
   local dev = device(ctx)
   local s = entry.kernel:specialize(values)
   local fn = dev:function_of(s)

@@ -13,6 +13,7 @@ local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
 local floats = require "pyptx.runtime.floats"
 local sys = require "pyptx.core.sys"
+local runtime = require "pyptx.runtime"
 
 local M = {}
 
@@ -226,7 +227,6 @@ end
 function Kernel:launch(opts)
   if type(opts) ~= "table" then error("entry " .. self.name .. ": call it with a table { grid =, block =, smem =, args = }", 2) end
   local ok, err = pcall(function()
-    local runtime = require("pyptx.runtime")
     local dev = opts.device or runtime.device()
     local grid, block = dim3(opts.grid, "grid", self.name), dim3(opts.block, "block", self.name)
     local bad = runtime.dims_error("entry " .. self.name, grid, block)

@@ -6,6 +6,7 @@ local ffi = require "ffi"
 local tensor = require "pyptx.runtime.tensor"
 local types = require "pyptx.types"
 local argcheck = require "pyptx.args"
+local runtime = require "pyptx.runtime"
 
 local M = {}
 
@@ -30,7 +31,6 @@ end
 -- bad, count, ms, message, device }.
 function M.run(opts)
   argcheck.fields("verify.run", opts, { "kernel: table", "args: table", "reference: table|function" })
-  local runtime = require "pyptx.runtime"
   local dev = opts.device or runtime.device()
   local args = {}
   for i, a in ipairs(opts.args) do
