@@ -32,6 +32,11 @@ describe("pyptx.trace", function()
       assert.falsy(trace.is_internal("@spec/trace_spec.lua"))
     end)
 
+    it("takes no level: fail(msg) and form(opcode, strict) find the user's line themselves", function()
+      assert.equal(1, debug.getinfo(trace.fail, "u").nparams)
+      assert.equal(2, debug.getinfo(trace.form, "u").nparams)
+    end)
+
     it("prefixes failures with the user's file:line", function()
       local ok, err = pcall(function() trace.fail("boom") end)
       assert.is_false(ok)

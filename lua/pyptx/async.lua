@@ -28,7 +28,7 @@ local function emit(opcode, ...)
 end
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 --- A fresh register of type ty in the active trace.
 local function fresh(ty, what)

@@ -24,9 +24,9 @@ end
 function M.label(name)
   local t = trace.need("ptx.label")
   if type(name) ~= "string" or not name:match("^[%a_$][%w_$]*$") then
-    trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name), 2)
+    trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name))
   end
-  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message(), 2) end
+  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message()) end
   return operands.label_ref(name)
 end
 
@@ -34,7 +34,7 @@ end
 function M.bra(target, p)
   if p ~= nil then
     local t = trace.need("ptx.bra")
-    if not reg.is_pred(p) then trace.fail("ptx.bra: the condition must be a predicate (or -p), got " .. tostring(p), 2) end
+    if not reg.is_pred(p) then trace.fail("ptx.bra: the condition must be a predicate (or -p), got " .. tostring(p)) end
     M.set_guard(t, p)
   end
   if type(target) == "string" then target = operands.label_ref(target) end
@@ -56,7 +56,7 @@ function M.exit() return trace.emit(F("exit")) end
 --- if p then then_fn() else else_fn() end, as branches around the blocks.
 function M.if_(p, then_fn, else_fn)
   local t = trace.need("ptx.if_")
-  if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p), 2) end
+  if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p)) end
   local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
   M.bra(l_else, -p)
   then_fn()
@@ -82,7 +82,7 @@ function M.loop(body, opts)
   local again = body(loop)
   if again == nil then M.bra_uni(top)
   elseif reg.is_pred(again) then M.bra(top, again)
-  else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing", 2) end
+  else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing") end
   if exit then M.label(exit) end
 end
 
@@ -92,7 +92,7 @@ function M.range(lo, hi, step, body)
   if body == nil then body, step = step, 1 end
   local t = trace.need("ptx.range")
   if type(step) == "number" and (step <= 0 or step ~= math.floor(step)) then
-    trace.fail("ptx.range counts up: the step must be a positive integer, got " .. tostring(step), 2)
+    trace.fail("ptx.range counts up: the step must be a positive integer, got " .. tostring(step))
   end
   local ty = reg.source_type(lo) or reg.source_type(hi) or types.u32
   local i = reg.scalar(ty, lo)

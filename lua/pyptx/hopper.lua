@@ -27,7 +27,7 @@ local function emit(opcode, ...)
 end
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 -- ------------------------------------------------ canonical SMEM layouts
 

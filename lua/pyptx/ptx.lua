@@ -65,12 +65,12 @@ Node.__call = function(node, ...)
   if not rawget(node, "opcode") then
     -- ptx.inst("ld.global.nc.v4.f32", dst, addr): the raw escape hatch.
     local opcode = ...
-    if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string", 2) end
-    return trace.emit((trace.form(opcode, false, 2)), select(2, ...))
+    if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string") end
+    return trace.emit((trace.form(opcode, false)), select(2, ...))
   end
   local form = rawget(node, "form")
   if not form then
-    form = trace.form(node.opcode, true, 2)
+    form = trace.form(node.opcode, true)
     rawset(node, "form", form)
   end
   return trace.emit(form, ...)
@@ -110,9 +110,9 @@ end
 -- namespace: the instruction called through it carries the guard.
 function M.at(p)
   local t = trace.need("ptx.at")
-  if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p), 2) end
+  if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p)) end
   if t.at_where then
-    trace.fail("the ptx.at at " .. t.at_where .. " guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 2)
+    trace.fail("the ptx.at at " .. t.at_where .. " guards nothing; call the instruction through it: ptx.at(p).inst.op(...)")
   end
   t.at_where = trace.format_where(trace.where(2))
   return guarded(M, t, p)
@@ -161,7 +161,7 @@ end
 local function value_type(v, what)
   if type(v) == "table" and getmetatable(v) == nil then v = v[1] end
   local ty = reg.source_type(v)
-  if not ty then trace.fail(what .. ": cannot infer the type; pass a register", 3) end
+  if not ty then trace.fail(what .. ": cannot infer the type; pass a register") end
   return ty
 end
 
@@ -274,7 +274,7 @@ M.warp = {}
 local function warp_reduce(opname, public)
   return function(x, width)
     width = width or 32
-    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp." .. public .. " needs a 32-bit register", 2) end
+    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp." .. public .. " needs a 32-bit register") end
     local t = trace.need("ptx.warp." .. public)
     local ty = x.type.kind == "b" and types.u32 or x.type
     local op = F(opname .. "." .. ty.name)

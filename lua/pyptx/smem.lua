@@ -61,12 +61,12 @@ end
 --- Reserve shape elements of type ty; opts.align (bytes, power of two).
 function M.alloc(ty, shape, opts)
   local t = trace.need("smem.alloc")
-  if not types.is(ty) then trace.fail("smem.alloc: the first argument must be a type", 2) end
+  if not types.is(ty) then trace.fail("smem.alloc: the first argument must be a type") end
   local n = count(shape or 1)
-  if n < 1 or n ~= math.floor(n) then trace.fail("smem.alloc: the shape must hold a positive integer count", 2) end
+  if n < 1 or n ~= math.floor(n) then trace.fail("smem.alloc: the shape must hold a positive integer count") end
   local align = (opts and opts.align) or math.max(ty.bytes, 4)
   if align < 1 or align ~= 2 ^ math.floor(math.log(align) / math.log(2) + 0.5) then
-    trace.fail("smem.alloc: align must be a power of two, got " .. tostring(align), 2)
+    trace.fail("smem.alloc: align must be a power of two, got " .. tostring(align))
   end
   local off = math.ceil(t.smem_size / align) * align
   t.smem_size = off + n * ty.bytes
@@ -121,7 +121,7 @@ end
 -- computed at trace time: bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16).
 function M.swizzle(offset, mode)
   if mode ~= 32 and mode ~= 64 and mode ~= 128 then
-    trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode), 2)
+    trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode))
   end
   local mask = mode / 16 - 1
   local row_bits = math.floor(offset / 128) % (mask + 1)
