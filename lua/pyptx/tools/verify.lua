@@ -10,8 +10,8 @@ local runtime = require "pyptx.runtime"
 
 local M = {}
 
-ffi.cdef [[ struct lpx_check_ts { long s, ns; }; int clock_gettime(int, struct lpx_check_ts *); ]]
-local ts = ffi.new("struct lpx_check_ts")
+ffi.cdef [[ struct lpx_verify_ts { long s, ns; }; int clock_gettime(int, struct lpx_verify_ts *); ]]
+local ts = ffi.new("struct lpx_verify_ts")
 
 --- Wall-clock milliseconds.
 local function now_ms()
