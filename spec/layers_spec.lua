@@ -159,6 +159,20 @@ print(err)
     end
   end)
 
+  it("matches the layer map in docs/architecture.md, module for module", function()
+    local documented, actual = {}, {}
+    for layer, names in H.read(H.ROOT .. "/docs/architecture.md"):gmatch("\n| (%l+) | `pyptx/[%l/]*` | ([^\n]*) |") do
+      for name in names:gsub("%b()", ""):gmatch("`([%w_]+)`") do documented[#documented + 1] = layer .. " " .. name end
+    end
+    for _, path in ipairs(files) do
+      local layer = layer_of(module_of(path))
+      if layer ~= "entry" then actual[#actual + 1] = layer .. " " .. path:match("([%w_]+)%.lua$") end
+    end
+    table.sort(documented)
+    table.sort(actual)
+    assert.same(actual, documented)
+  end)
+
   it("tells a nested require and an upward one from sound code", function()
     local dir = H.temp_dir()
     local sound = H.write(dir .. "/sound.lua", 'local trace = require "pyptx.trace"\nreturn function() return trace end\n')
