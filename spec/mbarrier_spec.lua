@@ -1,9 +1,11 @@
 -- mbarrier: the state spaces each operation takes (lpx_isa.def
--- LPX_MBAR_SPACES, checked by the validator) against ptxas for sm_90a.
+-- LPX_MBAR_SPACES, checked by the validator) against ptxas for sm_90a, and
+-- .noComplete arrivals on the emulator: they count, and one that would
+-- complete the phase (undefined in the PTX ISA) is reported at its line.
 local pyptx = require "pyptx"
 local trace = require "pyptx.trace"
 local H = require "spec.helpers"
-local kernel, reg, ptx = pyptx.kernel, pyptx.reg, pyptx.ptx
+local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local u32, b64 = T.u32, T.b64
 
@@ -167,5 +169,47 @@ describe("mbarrier state spaces", function()
     local good = {}
     for i, c in ipairs(list) do if verdict[i] then good[#good + 1] = c end end
     H.assert_ptxas(cases_kernel(good, true), "sm_90a")
+  end)
+end)
+
+describe("mbarrier.arrive.noComplete on the emulator", function()
+  --- A kernel where thread 0 inits a barrier for 3 arrivals, arrives with
+  -- .noComplete (count nc), then arrives plainly `plain` times; out gets the
+  -- pending count after the .noComplete arrival and whether phase 0 completed.
+  local function nc_kernel(nc, plain, lines)
+    return kernel "nc" { arch = "sm_90a", out_specs = { Tile(2, u32) }, block = { 32 },
+      function(Out)
+        local bar = smem.mbarrier(1)
+        local po = ptx.global_ptrs(Out)
+        ptx.if_(reg.from(ptx.special.tid.x(), u32):eq(0), function()
+          ptx.mbarrier.init(bar[0], 3)
+          local st = reg.scalar(b64)
+          lines.nc = here(); ptx.inst("mbarrier.arrive.noComplete.shared::cta.b64", st, bar[0], nc)
+          local st2 = reg.scalar(b64)
+          ptx.inst("mbarrier.arrive.shared::cta.b64", st2, bar[0])
+          ptx.inst.st.global.u32(ptx.addr(po), ptx.mbarrier.pending_count(st2))
+          for _ = 2, plain do ptx.mbarrier.arrive(bar[0]) end
+          local done = ptx.mbarrier.test_wait(bar[0], 0)
+          local r = reg.scalar(u32)
+          ptx.inst.selp.u32(r, 1, 0, done)
+          ptx.inst.st.global.u32(ptx.addr(po, 4), r)
+        end)
+        ptx.ret()
+      end }
+  end
+
+  it("counts its arrivals without completing the phase; a plain arrival completes it", function()
+    local out = nc_kernel(2, 1, {})():values()
+    assert.are.same({ 1, 1 }, out)                 -- 3 - 2 pending before the last arrival; then complete
+    out = nc_kernel(1, 1, {})():values()
+    assert.are.same({ 2, 0 }, out)                 -- one arrival still missing: not complete
+  end)
+
+  it("reports a .noComplete arrival that would complete the phase, at its line", function()
+    local lines = {}
+    local ok, err = pcall(nc_kernel(3, 1, lines))
+    assert.is_false(ok)
+    assert.truthy(err:find("mbarrier_spec.lua:" .. lines.nc .. ":", 1, true), err)
+    assert.truthy(err:find("would complete the phase; the PTX ISA leaves that undefined", 1, true), err)
   end)
 end)

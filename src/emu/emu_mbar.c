@@ -1,6 +1,7 @@
 /* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
- * memory (init, arrive, arrive_drop, expect_tx, complete_tx, test_wait /
- * try_wait with phase tokens or parity, pending_count, inval) and the bulk
+ * memory (init, arrive, arrive_drop, their .noComplete forms, expect_tx,
+ * complete_tx, test_wait / try_wait with phase tokens or parity,
+ * pending_count, inval) and the bulk
  * copies that complete transactions on them (cp.async.bulk, non-tensor),
  * with the classification of every cp.async.bulk / cp.reduce.async.bulk
  * form. Copies happen at once, a valid schedule of an asynchronous copy; a
@@ -84,6 +85,16 @@ static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
   return in->mod[LPX_GB_PARITY] ? (int)(v & 1) : (int)(v >> 63);
 }
 
+/* A .noComplete arrival that would complete the phase: undefined in the
+ * PTX ISA (a GPU gives no error), so the emulator reports it. */
+static int no_complete_fail(emu_warp *w, const emu_inst *in, int lane, int64_t count)
+{
+  return lpx_emu_fail(w, in, lane, "this .noComplete arrival (count %lld) takes the last pending arrival(s) of the mbarrier's "
+                      "phase with no transaction bytes pending, so it would complete the phase; the PTX ISA leaves that "
+                      "undefined (a GPU reports nothing): the arrival that completes a phase must not carry .noComplete",
+                      (long long)count);
+}
+
 /* Apply one lane's operation to its barrier word; *out gets the result. */
 static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
 {
@@ -110,6 +121,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
     if (kind == LPX_MBAR_ARRIVE_DROP) b.expected -= count;
+    if (in->mod[LPX_GB_NOCOMP] && !b.pending && !b.tx && b.expected) return no_complete_fail(w, in, lane, count);
     settle(c, &b);
   } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
     int want = wait_parity(w, in, k, lane);
