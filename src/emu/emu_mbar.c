@@ -268,6 +268,12 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
   return fn ? fn : lpx_emu_pick_tma(in);
 }
 
+/* The tensor load modes the emulator runs (1), the four-row ones (2). */
+static const uint8_t modes_run[LPX_LOADMODE__END] = {
+  [LPX_LOADMODE_TILE] = 1, [LPX_LOADMODE_IM2COL] = 1, [LPX_LOADMODE_IM2COL_NO_OFFS] = 1,
+  [LPX_LOADMODE_TILE_GATHER4] = 2, [LPX_LOADMODE_TILE_SCATTER4] = 2,
+};
+
 /* The EMU_BULK_* kind of a bulk form from its record: the forms the
  * emulator runs (copies, tensor loads/stores/prefetches/reductions,
  * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
@@ -275,8 +281,7 @@ static int bulk_kind(const lpx_form *fo)
 {
   const lpx_form_info *fi = &fo->info;
   int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
-  if ((mode && mode != LPX_LOADMODE_TILE && mode != LPX_LOADMODE_IM2COL && mode != LPX_LOADMODE_IM2COL_NO_OFFS) ||
-      fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  if ((mode && !modes_run[mode]) || fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
   if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
   if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
   if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
@@ -285,10 +290,12 @@ static int bulk_kind(const lpx_form *fo)
 }
 
 /* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
- * ext[2] im2col (loads, prefetches) or im2col_no_offs. */
+ * ext[2] im2col (loads, prefetches) or im2col_no_offs, ext[3]
+ * tile::gather4 / tile::scatter4 (one column, four rows). */
 void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
 {
   in->ext[1] = (uint8_t)fo->info.multicast;
   in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
+  in->ext[3] = modes_run[fo->info.im2col] == 2;
   in->ext[0] = (uint8_t)bulk_kind(fo);
 }
