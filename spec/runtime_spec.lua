@@ -1,7 +1,8 @@
 --- Launching: grid and block sizes the hardware cannot run are refused
 -- before launch, at the line that launches, instead of wrapping (2^32 in
 -- a 32-bit grid field is 0); one shape binding for k(x, w) and the C API
--- (pyptx.embed), with the same messages.
+-- (pyptx.embed), with the same messages; TMA maps encoded by the device at
+-- launch, their errors at the launching line.
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
@@ -203,5 +204,71 @@ describe("shape binding", function()
     local ok, err = pcall(runtime.bind, k, { 1, 2 }, {})
     assert.is_false(ok)
     assert.equal('kernel "bind": input 1 must be a tensor, got 1', err)
+  end)
+end)
+
+-- --------------------------------------------------------------- TMA maps
+
+describe("TMA maps at launch", function()
+  local dev = H.emu()
+  runtime.use(dev)
+
+  --- A kernel with one tensor map on its input (the map is only declared).
+  local function tma_kernel()
+    return kernel "tmak" {
+      arch = "sm_90a", in_specs = { Tile(64, 64, T.bf16) }, out_specs = { Tile(1, T.f32) }, block = { 32 },
+      function(A) A:tma_desc { box = { 64, 64 }, swizzle = "128B" }; ptx.ret() end,
+    }
+  end
+
+  --- The map of a prepared launch (after the two tensor pointers, 64-byte aligned).
+  local function map_of(launch) return ffi.string(ffi.cast("const uint8_t *", launch.buffer) + 64, 128) end
+
+  --- What the device encodes for the kernel's map on tensor t.
+  local function encoded(t)
+    local desc = require("pyptx.tma").describe { address = t.ptr, shape = { 64, 64 }, dtype = "bf16",
+      box = { 64, 64 }, swizzle = "128B" }
+    return ffi.string(dev:tma_encode(desc, "A"), 128)
+  end
+
+  it("are encoded by the device in C: the emulator's record for the launched tensor", function()
+    local k, a = tma_kernel(), tensor.empty({ 64, 64 }, T.bf16)
+    local launch = runtime.prepare(k, a)
+    assert.equal(1, #launch.specialization.tma)
+    assert.equal("XTMA", map_of(launch):sub(1, 4))   -- the emulator's record (its magic, little-endian)
+    assert.equal(encoded(a), map_of(launch))
+  end)
+
+  it("patch the address of a map already encoded when only the tensor moves", function()
+    local k = tma_kernel()
+    local a, b = tensor.empty({ 64, 64 }, T.bf16), tensor.empty({ 64, 64 }, T.bf16)
+    local m1, m2 = runtime.prepare(k, a), runtime.prepare(k, b)
+    assert.equal(encoded(a), map_of(m1))
+    assert.equal(encoded(b), map_of(m2))
+    assert.not_equal(map_of(m1), map_of(m2))
+  end)
+
+  it("report a map the device refuses at the launching line, naming the tensor, encoded or patched", function()
+    local k, a, b = tma_kernel(), tensor.empty({ 64, 64 }, T.bf16), tensor.empty({ 64, 64 }, T.bf16)
+    a.ptr = a.ptr + 8   -- a view 8 bytes in: TMA needs 16-byte aligned tensors
+    local want = "runtime_spec.lua:%d: kernel \"tmak\": TMA descriptor for tmak_param_0: global address 0x%x is not "
+      .. "16-byte aligned"
+    local line
+    local ok, err = pcall(function() line = here(); k(a) end)   -- a new map: tma_encode
+    assert.is_false(ok)
+    assert.equal(want:format(line, a.ptr), tostring(err):match("[^/]*$"))
+    k(b)
+    ok, err = pcall(function() line = here(); k(a) end)         -- b's map moved: tma_replace_address
+    assert.is_false(ok)
+    assert.equal(want:format(line, a.ptr), tostring(err):match("[^/]*$"))
+  end)
+
+  it("refuse an invalid description in C, naming the tensor, on the emulator", function()
+    local desc = require("pyptx.tma").describe { address = 1024, shape = { 64, 512 }, dtype = "bf16", box = { 64, 300 } }
+    local line
+    local ok, err = pcall(function() line = here(); dev:tma_encode(desc, "A") end)
+    assert.is_false(ok)
+    assert.equal(("runtime_spec.lua:%d: TMA descriptor for A: box [0, innermost first] = 300 must be in 1..256"):format(line),
+      tostring(err):match("[^/]*$"))
   end)
 end)

@@ -6,6 +6,7 @@ local core = require "pyptx.core"
 local types = require "pyptx.types"
 local tensor = require "pyptx.tensor"
 local env = require "pyptx.env"
+local async = require "pyptx.async"
 
 local M = {}
 
@@ -108,6 +109,22 @@ function Device:capture(fn)
   end
 end
 
+--- Validate a TMA description (pyptx.tma.describe's) and encode it into
+-- the 128 bytes a kernel takes: the driver's cuTensorMapEncode* on CUDA,
+-- the emulator's record on emu, both in C (lpx_device_tma_encode); name
+-- is the tensor errors name. Returns a uint8_t[128].
+function Device:tma_encode(desc, name)
+  local out = ffi.new("uint8_t[128]")
+  if core.device_tma_encode(self.handle, name, desc, out) < 0 then error(core.error_message(), 2) end
+  return out
+end
+
+--- Point a map tma_encode returned at a new global address in place
+-- (checked as tma_encode checks it; name as there).
+function Device:tma_replace_address(map, address, name)
+  if core.device_tma_replace_address(self.handle, name, map, address) < 0 then error(core.error_message(), 2) end
+end
+
 --- The device function of a specialization (loaded once per device).
 function Device:function_of(s)
   s.loaded = s.loaded or {}
@@ -123,9 +140,9 @@ end
 -- ------------------------------------------------------------ parameters
 
 --- Pack params in declaration order with natural alignment: tensor
--- pointers, raw params (values by name), then the TMA maps of s.tma.
--- Returns buffer, size. Errors are raised at level (relative to the
--- caller; nil: no position).
+-- pointers, raw params (values by name), then the TMA maps of s.tma,
+-- encoded by each tensor's device. Returns buffer, size. Errors are
+-- raised at level (relative to the caller; nil: no position).
 function M.pack_params(s, tensors, values, level)
   level = level and level + 1 or 0
   local layout, size = {}, 0
@@ -143,7 +160,9 @@ function M.pack_params(s, tensors, values, level)
     add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
   for _, d in ipairs(s.tma or {}) do   -- TMA tensor maps (X:tma_desc): built from the actual tensor
-    add(types.b8, require("pyptx.async").tma_bytes(d, tensors[d.index]), d.name, 128, 64)
+    local bytes, err = async.tma_bytes(d, tensors[d.index])
+    if not bytes then error(("kernel \"%s\": %s"):format(s.kernel.name, err), level) end
+    add(types.b8, bytes, d.name, 128, 64)
   end
   local buf = ffi.new("uint8_t[?]", math.max(size, 1))
   for _, e in ipairs(layout) do

@@ -102,6 +102,12 @@ static void test_tma_kernel(const char *root)
       bad += !(d[i * NN + j] == (float)want);
     }
   CHECK(bad == 0);
+  /* the maps are validated and encoded in C by the device: a misaligned
+   * address is refused before launch, naming the kernel and the tensor */
+  uint64_t ptrs[3] = { 0x1008, 0x2000, 0x3000 };
+  CHECK(luaptx_launch_ptrs(k, ptrs, 3, NULL) == -1
+        && strcmp(luaptx_error(S), "kernel \"hopper_gemm\": TMA descriptor for hopper_gemm_param_0: global address 0x1008 "
+                  "is not 16-byte aligned") == 0);
   luaptx_close(S);
 }
 
