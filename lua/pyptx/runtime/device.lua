@@ -107,6 +107,22 @@ function Device:capture(fn)
   end
 end
 
+--- Validate a TMA description (pyptx.tma.describe's) and encode it into
+-- the 128 bytes a kernel takes: the driver's cuTensorMapEncode* on CUDA,
+-- the emulator's record on emu, both in C (lpx_device_tma_encode); name
+-- is the tensor errors name. Returns a uint8_t[128].
+function Device:tma_encode(desc, name)
+  local out = ffi.new("uint8_t[128]")
+  if core.device_tma_encode(self.handle, name, desc, out) < 0 then error(core.error_message(), 2) end
+  return out
+end
+
+--- Point a map tma_encode returned at a new global address in place
+-- (checked as tma_encode checks it; name as there).
+function Device:tma_replace_address(map, address, name)
+  if core.device_tma_replace_address(self.handle, name, map, address) < 0 then error(core.error_message(), 2) end
+end
+
 --- The device function of a specialization (loaded once per device).
 function Device:function_of(s)
   s.loaded = s.loaded or {}
