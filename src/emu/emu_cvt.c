@@ -250,6 +250,7 @@ static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
   if (sk != 'F') {
     uint64_t u;
     int64_t s = int_in(st, v, &u);
+    if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) return float_out(in, dt, sk == 'S' ? (s > 0) : (u > 0), rnd);  /* [0, 1] */
     if (dt == LPX_T_F32) { float f = sk == 'S' ? (float)s : (float)u; return emu_f2u(f); }
     if (dt == LPX_T_F64) { double g = sk == 'S' ? (double)s : (double)u; return emu_d2u(g); }
     x = sk == 'S' && s < 0 ? -u64_round_odd(0 - (uint64_t)s) : u64_round_odd(sk == 'S' ? (uint64_t)s : u);
