@@ -4,29 +4,17 @@
 -- load from the cache. usage: luaptx bench/compile.lua [repeats]
 local compile = require "pyptx.compile"
 local sys = require "pyptx.sys"
+local common = require "bench.common"
+local now, median = common.now, common.median
 local repeats = tonumber(arg and arg[1]) or 9
 
 local ffi = require "ffi"
-ffi.cdef [[ struct lpx_bench_ts { long s, ns; }; int clock_gettime(int, struct lpx_bench_ts *);
-            int setenv(const char *, const char *, int); ]]
+ffi.cdef [[ int setenv(const char *, const char *, int); ]]
 
 -- A private cache, so the benchmark neither reads nor pollutes the user's
 -- (removed at the end, even when a compile fails).
 local dir = sys.temp_dir()
 ffi.C.setenv("LUAPTX_CACHE_DIR", dir, 1)
-
---- Wall-clock seconds (the compiler may use threads; os.clock would not see it).
-local ts = ffi.new("struct lpx_bench_ts")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
-end
-
---- Median of a list.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
-end
 
 local examples = {
   { "examples.hopper.rms_norm", "sm_90a" }, { "examples.hopper.softmax", "sm_90a" },
