@@ -272,3 +272,61 @@ describe("TMA maps at launch", function()
       tostring(err):match("[^/]*$"))
   end)
 end)
+
+describe("device options", function()
+  --- A kernel where thread t writes shared word t and reads word t ^ 32 with no barrier: a race.
+  local function racy()
+    return kernel "opt_race" {
+      out_specs = { Tile(64, T.u32) }, block = { 64 },
+      function(O)
+        local po = ptx.global_ptrs(O)
+        local t = pyptx.reg.from(ptx.special.tid.x(), T.u32)
+        local s = pyptx.smem.alloc(T.u32, 64)
+        ptx.st.shared(ptx.addr(s:base() + t:shl(2)), t)
+        local v = pyptx.reg.scalar(T.u32)
+        ptx.ld.shared(v, ptx.addr(s:base() + t:bxor(32):shl(2)))
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
+        ptx.ret()
+      end,
+    }
+  end
+
+  it("are set and read on the current device through Device:set_option / option", function()
+    local dev = runtime.open("emu")
+    for _, name in ipairs { "race_check", "uninit_check", "align_check" } do
+      dev:set_option(name, false)
+      assert.equal(0, dev:option(name))
+      dev:set_option(name, true)
+      assert.equal(1, dev:option(name))
+    end
+    dev:set_option("budget", 5e6)
+    assert.equal(5000000, dev:option("budget"))
+  end)
+
+  it("switch the emulator's race check off and on for the launches that follow", function()
+    local dev, k = runtime.open("emu"), racy()
+    local saved = runtime.device()
+    runtime.use(dev)
+    dev:set_option("uninit_check", false)   -- the other warp's word may not be written yet
+    dev:set_option("race_check", false)
+    local ok, err0 = pcall(k)
+    dev:set_option("race_check", true)
+    local ok2, err = pcall(k)
+    runtime.use(saved)
+    assert.is_true(ok, err0)
+    assert.is_false(ok2)
+    assert.matches("shared-memory race", err, 1, true)
+  end)
+
+  it("refuse unknown names and bad values at the caller's line, saying what is valid", function()
+    local dev = runtime.open("emu")
+    local line = here(); local ok, err = pcall(dev.set_option, dev, "speed", 1)
+    assert.is_false(ok)
+    assert.matches("unknown emu option 'speed'; valid: budget, threads, checks, race_check, uninit_check, align_check", err, 1, true)
+    ok, err = pcall(function() dev:set_option("race_check", 2) end)
+    assert.matches("runtime_spec.lua:" .. here() - 1 .. ": set_option: emu option race_check = 2: valid 0 or 1", err, 1, true)
+    ok, err = pcall(function() dev:set_option("budget", 1.5) end)
+    assert.matches("runtime_spec.lua:" .. here() - 1 .. ": set_option(\"budget\"): the value must be an integer or a boolean", err, 1, true)
+    assert.is_number(line)
+  end)
+end)

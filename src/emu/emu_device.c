@@ -40,21 +40,30 @@ static const char *emu_describe(lpx_device *d)
   return e->desc;
 }
 
-/* Set one bit of the checks mask from a boolean option. */
-static int check_flag(emu_dev *e, int64_t bit, int64_t value)
-{
-  e->checks = value ? (e->checks | bit) : (e->checks & ~bit);
-  return 0;
-}
+/* The boolean options: each sets or clears bits of the checks mask. */
+typedef struct flag_option { const char *name; int64_t bits; } flag_option;
+
+static const flag_option flag_options[] = {
+  { "race_check", EMU_CHECK_RACE },
+  { "uninit_check", EMU_CHECK_UNINIT_REG | EMU_CHECK_UNINIT_SHARED },
+  { "align_check", EMU_CHECK_ALIGN },
+};
+
+#define NOPTIONS (sizeof options / sizeof options[0])
+#define NFLAGS (sizeof flag_options / sizeof flag_options[0])
+#define VALID_OPTIONS "budget, threads, checks, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)
 {
   emu_dev *e = EMU(d);
-  if (strcmp(name, "race_check") == 0) return check_flag(e, EMU_CHECK_RACE, value);
-  if (strcmp(name, "uninit_check") == 0) return check_flag(e, EMU_CHECK_UNINIT_REG | EMU_CHECK_UNINIT_SHARED, value);
-  if (strcmp(name, "align_check") == 0) return check_flag(e, EMU_CHECK_ALIGN, value);
-  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+  for (size_t i = 0; i < NFLAGS; i++) {
+    if (strcmp(flag_options[i].name, name)) continue;
+    if (value != 0 && value != 1) return lpx_fail(d->ctx, "emu option %s = %" PRId64 ": valid 0 or 1 (off or on)", name, value);
+    e->checks = value ? (e->checks | flag_options[i].bits) : (e->checks & ~flag_options[i].bits);
+    return 0;
+  }
+  for (size_t i = 0; i < NOPTIONS; i++) {
     if (strcmp(options[i].name, name)) continue;
     if (value < options[i].lo || value > options[i].hi)
       return lpx_fail(d->ctx, "emu option %s = %" PRId64 ": valid %" PRId64 "..%" PRId64 " (%s)", name, value,
@@ -62,17 +71,18 @@ static int emu_set_option(lpx_device *d, const char *name, int64_t value)
     *(int64_t *)((char *)e + options[i].off) = value;
     return 0;
   }
-  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check, uninit_check, align_check", name);
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: " VALID_OPTIONS, name);
 }
 
-/* Read an option by name. */
+/* Read an option by name (a boolean option is 1 when all its bits are set). */
 static int emu_get_option(lpx_device *d, const char *name, int64_t *value)
 {
   emu_dev *e = EMU(d);
-  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+  for (size_t i = 0; i < NOPTIONS; i++)
     if (strcmp(options[i].name, name) == 0) { *value = *(int64_t *)((char *)e + options[i].off); return 0; }
-  if (strcmp(name, "race_check") == 0) { *value = (e->checks & EMU_CHECK_RACE) != 0; return 0; }
-  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check", name);
+  for (size_t i = 0; i < NFLAGS; i++)
+    if (strcmp(flag_options[i].name, name) == 0) { *value = (e->checks & flag_options[i].bits) == flag_options[i].bits; return 0; }
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: " VALID_OPTIONS, name);
 }
 
 /* ------------------------------------------------------------- memory */
