@@ -5,6 +5,7 @@
 -- aligned .b8 array) and a short body, as nvcc writes them. CPU time,
 -- median of repeats (one repeat for the largest sizes).
 -- usage: luaptx bench/load_ptx.lua [sizes...]   (default 500 1000 2000 4000 16000)
+local median = require("bench.common").median
 local foreign = require "pyptx.foreign"
 local ptxparse = require "pyptx.ptxparse"
 
@@ -35,12 +36,6 @@ local function module_text(n)
 ]]):format(i, i, i, i, i, i, i, i)
   end
   return table.concat(parts)
-end
-
---- Median of a list of numbers.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
 end
 
 --- CPU seconds of fn(), median of reps runs.

@@ -151,6 +151,36 @@ describe("pyptx.compile", function()
     assert.matches(": 1 entries", H.luaptx({ "cache", "stats" }, { env = { LUAPTX_CACHE_DIR = dir } }))
   end)
 
+  it("loads no compiler on a warm cache, and still names it", function()
+    local ptx = fresh_ptx()
+    local chunk = compiling(ptx) .. [[
+      print(require('pyptx.compile').identity())
+      local maps = io.open('/proc/self/maps'):read('*a')
+      print(maps:find('libnvJitLink', 1, true) and 'jit mapped' or 'jit not mapped')
+    ]]
+    local cold = run_lua(dir, chunk)
+    local warm = run_lua(dir, chunk)
+    local name = cold:match("\n([^\n]+)\njit")
+    assert.matches("false", cold:match("^[^\n]+"))
+    assert.matches("true", warm:match("^[^\n]+"))
+    assert.equal(name, warm:match("\n([^\n]+)\njit"))
+    assert.matches("^nvJitLink %d+%.%d+$", name)
+    assert.matches("jit mapped", cold, 1, true)
+    assert.matches("jit not mapped", warm, 1, true)
+  end)
+
+  it("rebuilds the compiler's name when its memo is forged for another compiler", function()
+    local chunk = compiling(fresh_ptx()) .. "print(require('pyptx.compile').identity())\n"
+    run_lua(dir, chunk)
+    local memo = H.find(dir, "%.identity$")[1]
+    assert.truthy(memo, "no memo written")
+    local facts = assert(H.read(memo)):match("^[^\n]+")
+    sys.write_file(memo, "not|" .. facts .. "\nforged 1.0\n")
+    local out = run_lua(dir, chunk)
+    assert.not_matches("forged", out, 1, true)
+    assert.matches("nvJitLink %d", out)
+  end)
+
   it("creates the cache directory 0700 and every file in it 0600", function()
     local cache = dir .. "/new/luaptx"
     assert.matches("false", run_lua(cache, compiling(ptx_storing(12))))
@@ -158,7 +188,7 @@ describe("pyptx.compile", function()
     assert.equal("700", mode(cache))
     assert.equal("700", mode(cache .. "/failed"))
     local files = H.find(cache)
-    assert.are.equal(3, #files)          -- the entry, its PTX, the failed PTX
+    assert.are.equal(4, #files)          -- the entry, its PTX, the compiler's name memo, the failed PTX
     for _, f in ipairs(files) do assert.equal("600", mode(f), f) end
   end)
 

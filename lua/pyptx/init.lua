@@ -10,6 +10,7 @@ M.types = require "pyptx.types"
 M.reg = require "pyptx.reg"
 M.ptx = require "pyptx.ptx"
 M.smem = require "pyptx.smem"
+M.pipeline = require "pyptx.pipeline"
 M.kernel = require("pyptx.kernel").kernel
 M.func = require("pyptx.func").func
 M.module = require("pyptx.module").module

@@ -6,6 +6,7 @@ local core = require "pyptx.core"
 local types = require "pyptx.types"
 local tensor = require "pyptx.tensor"
 local env = require "pyptx.env"
+local async = require "pyptx.async"
 
 local M = {}
 
@@ -108,6 +109,22 @@ function Device:capture(fn)
   end
 end
 
+--- Validate a TMA description (pyptx.tma.describe's) and encode it into
+-- the 128 bytes a kernel takes: the driver's cuTensorMapEncode* on CUDA,
+-- the emulator's record on emu, both in C (lpx_device_tma_encode); name
+-- is the tensor errors name. Returns a uint8_t[128].
+function Device:tma_encode(desc, name)
+  local out = ffi.new("uint8_t[128]")
+  if core.device_tma_encode(self.handle, name, desc, out) < 0 then error(core.error_message(), 2) end
+  return out
+end
+
+--- Point a map tma_encode returned at a new global address in place
+-- (checked as tma_encode checks it; name as there).
+function Device:tma_replace_address(map, address, name)
+  if core.device_tma_replace_address(self.handle, name, map, address) < 0 then error(core.error_message(), 2) end
+end
+
 --- The device function of a specialization (loaded once per device).
 function Device:function_of(s)
   s.loaded = s.loaded or {}
@@ -123,8 +140,11 @@ end
 -- ------------------------------------------------------------ parameters
 
 --- Pack params in declaration order with natural alignment: tensor
--- pointers, then raw params (values by name). Returns buffer, size.
-function M.pack_params(s, tensors, values)
+-- pointers, raw params (values by name), then the TMA maps of s.tma,
+-- encoded by each tensor's device. Returns buffer, size. Errors are
+-- raised at level (relative to the caller; nil: no position).
+function M.pack_params(s, tensors, values, level)
+  level = level and level + 1 or 0
   local layout, size = {}, 0
   local function add(ty, value, name, bytes, align)
     align = align or math.min(bytes, 8)
@@ -136,11 +156,13 @@ function M.pack_params(s, tensors, values)
   for _, p in ipairs(s.kernel.raw_params) do
     local ty = types.get(p[1]) or p[1]
     local v = values[p[2]]
-    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), 3) end
+    if v == nil then error(("kernel \"%s\": raw param '%s' has no value; pass it in the options table"):format(s.kernel.name, p[2]), level) end
     add(ty, v, p[2], ty.bytes * math.max(p.count or 1, 1), p.align)
   end
   for _, d in ipairs(s.tma or {}) do   -- TMA tensor maps (X:tma_desc): built from the actual tensor
-    add(types.b8, require("pyptx.async").tma_bytes(d, tensors[d.index]), d.name, 128, 64)
+    local bytes, err = async.tma_bytes(d, tensors[d.index])
+    if not bytes then error(("kernel \"%s\": %s"):format(s.kernel.name, err), level) end
+    add(types.b8, bytes, d.name, 128, 64)
   end
   local buf = ffi.new("uint8_t[?]", math.max(size, 1))
   for _, e in ipairs(layout) do
@@ -149,7 +171,7 @@ function M.pack_params(s, tensors, values)
     if type(v) == "string" or (type(v) == "cdata" and e.bytes > 8) then
       -- an array parameter (a TMA descriptor, a struct): copy its bytes
       if type(v) == "string" and #v ~= e.bytes then
-        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), 3)
+        error(("kernel \"%s\": raw param '%s' takes %d bytes, got %d"):format(s.kernel.name, e.name, e.bytes, #v), level)
       end
       ffi.copy(buf + e.offset, v, e.bytes)
     else
@@ -159,36 +181,82 @@ function M.pack_params(s, tensors, values)
   return buf, size
 end
 
--- ---------------------------------------------------------------- launch
+-- --------------------------------------------------------------- binding
 
---- Bind the symbolic dims of in_specs from the input tensors' shapes.
-local function bind_dims(k, args, values)
-  local bound_by = {}
-  for i, spec in ipairs(k.in_specs) do
-    local t = args[i]
-    if not tensor.is(t) then error(("kernel \"%s\": input %d must be a tensor, got %s"):format(k.name, i, tostring(t)), 4) end
-    if t.dtype ~= spec.dtype then
-      error(("kernel \"%s\": input %d is %s but in_specs[%d] is %s"):format(k.name, i, t.dtype.name, i, tostring(spec)), 4)
-    end
-    if #t.shape ~= #spec.dims then
-      error(("kernel \"%s\": input %d has rank %d (%s) but in_specs[%d] is %s"):format(k.name, i, #t.shape, table.concat(t.shape, "x"), i, tostring(spec)), 4)
-    end
-    for d, dim in ipairs(spec.dims) do
-      local got = t.shape[d]
-      if type(dim) == "number" and dim ~= got then
-        error(("kernel \"%s\": input %d dim %d is %d but in_specs[%d] fixes it at %d"):format(k.name, i, d, got, i, dim), 4)
-      elseif type(dim) == "string" then
-        if values[dim] == nil then values[dim], bound_by[dim] = got, { i, t.shape }
-        elseif values[dim] ~= got then
-          local prev = bound_by[dim]
-          error(("kernel \"%s\": dimension %s is %d from input %d (shape %s) but %d from input %d (shape %s)")
-            :format(k.name, dim, values[dim], prev and prev[1] or 0, prev and table.concat(prev[2], "x") or "option",
-              got, i, table.concat(t.shape, "x")), 4)
-        end
-      end
+--- "input 2" / "output 1" and its spec's name ("in_specs[2]") for
+-- argument i of a launch whose first nin tensors are the inputs.
+local function arg_names(i, nin)
+  if i <= nin then return ("input %d"):format(i), ("in_specs[%d]"):format(i) end
+  return ("output %d"):format(i - nin), ("out_specs[%d]"):format(i - nin)
+end
+
+--- A shape as text: 4x512.
+local function shape_text(shape) return #shape > 0 and table.concat(shape, "x") or "scalar" end
+
+--- Check one tensor against its spec and bind the spec's symbolic dims;
+-- returns an error text or nil. bound_by[name] = { argument, shape }.
+local function bind_one(spec, t, arg, spec_name, values, bound_by)
+  local shape = t.shape
+  if t.dtype ~= spec.dtype then
+    return ("%s is %s but %s is %s"):format(arg, t.dtype_text or t.dtype.name, spec_name, tostring(spec))
+  end
+  if #shape ~= #spec.dims then
+    return ("%s has rank %d (shape %s) but %s is %s"):format(arg, #shape, shape_text(shape), spec_name, tostring(spec))
+  end
+  for d, dim in ipairs(spec.dims) do
+    local got = shape[d]
+    if type(dim) == "number" and dim ~= got then
+      return ("%s dim %d is %d but %s fixes it at %d"):format(arg, d, got, spec_name, dim)
+    elseif type(dim) == "string" and values[dim] == nil then
+      values[dim], bound_by[dim] = got, { arg, shape }
+    elseif type(dim) == "string" and values[dim] ~= got then
+      local prev = bound_by[dim]
+      return ("dimension %s is %d %s but %d from %s (shape %s)"):format(dim, values[dim],
+        prev and ("from %s (shape %s)"):format(prev[1], shape_text(prev[2])) or "(a given value)", got, arg, shape_text(shape))
     end
   end
+  local expect = 1
+  for d = #shape, 1, -1 do
+    if t.strides and t.strides[d] ~= expect then
+      return ("%s is not compact row-major: strides %s (elements), expected %s"):format(arg,
+        table.concat(t.strides, "x"), table.concat(tensor.row_major(shape), "x"))
+    end
+    expect = expect * shape[d]
+  end
 end
+
+--- The one shape binding of every host launch: k(x, w) and runtime.prepare
+-- pass the inputs (runtime tensors); the C API (pyptx.embed) passes the
+-- inputs then the outputs as views of its DLPack tensors ({ dtype,
+-- dtype_text, shape, strides } in elements, outermost first). Checks the
+-- count, then each tensor's dtype, rank, fixed dims and compact row-major
+-- strides, and that each symbolic dim takes one value; values holds the
+-- values given (options, template values) and receives the bound dims.
+-- Errors name the kernel and the argument, raised at level (relative to
+-- the caller; nil: no position).
+function M.bind(k, tensors, values, with_outputs, level)
+  level = level and level + 1 or 0
+  local nin, specs = #k.in_specs, {}
+  for _, s in ipairs(k.in_specs) do specs[#specs + 1] = s end
+  if with_outputs then for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end end
+  if #tensors ~= #specs then
+    error(with_outputs
+      and ("kernel \"%s\" takes %d tensors (%d input(s), then %d output(s)), got %d"):format(k.name, #specs, nin, #specs - nin, #tensors)
+      or ("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, nin, #tensors), level)
+  end
+  local bound_by = {}
+  for i, spec in ipairs(specs) do
+    local t, arg, spec_name = tensors[i], arg_names(i, nin)
+    if type(t) ~= "table" or type(t.shape) ~= "table" or not (t.dtype or t.dtype_text) then
+      error(("kernel \"%s\": %s must be a tensor, got %s"):format(k.name, arg, tostring(t)), level)
+    end
+    local err = bind_one(spec, t, arg, spec_name, values, bound_by)
+    if err then error(("kernel \"%s\": %s"):format(k.name, err), level) end
+  end
+  return values
+end
+
+-- ---------------------------------------------------------------- launch
 
 -- The hardware's launch limits: grid x, y, z; block x, y, z; threads per block.
 local GRID_MAX, BLOCK_MAX, THREADS_MAX = { 2 ^ 31 - 1, 65535, 65535 }, { 1024, 1024, 64 }, 1024
@@ -245,13 +313,10 @@ end
 -- parameters. Errors name the caller of the public function that called
 -- this one (level 3 here). Returns { dev, s, fn, outs, buf, cfg }.
 local function stage(k, args, opts)
-  if #args ~= #k.in_specs then
-    error(("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, #k.in_specs, #args), 3)
-  end
-  local dev = opts.device or M.device()
   local values = {}
   for key, v in pairs(opts) do if key ~= "device" and key ~= "poison" then values[key] = v end end
-  bind_dims(k, args, values)
+  M.bind(k, args, values, false, 3)
+  local dev = opts.device or M.device()
   local s = k:specialize(values)
   check_dims(s, 3)
   local fn = dev:function_of(s)
@@ -263,7 +328,7 @@ local function stage(k, args, opts)
     if opts.poison ~= false then outs[#outs]:poison() end
     all[#all + 1] = outs[#outs]
   end
-  local buf, size = M.pack_params(s, all, s.values)
+  local buf, size = M.pack_params(s, all, s.values, 3)
   return { dev = dev, s = s, fn = fn, outs = outs, buf = buf, cfg = M.make_cfg(s, buf, size) }
 end
 
