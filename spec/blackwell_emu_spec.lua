@@ -131,7 +131,7 @@ describe("tcgen05.mma numerics", function()
   local suite = dofile "examples/blackwell/tcgen05_suite.lua"
 
   for _, name in ipairs { "bf16_128B", "f16_f16acc_m64", "tf32_64B", "e4m3_e5m2_32B", "s8_u8", "bf16_mn_major",
-                          "bf16_mn_none", "bf16_a_tmem", "cta2_m256" } do
+                          "bf16_mn_none", "bf16_a_tmem", "cta2_m256", "cta2_m128" } do
     it("gives exactly A * B^T of exact inputs for " .. name .. " (a matmul written here from the raw inputs)", function()
       local c = suite.case["mma_" .. name]
       local s = c.spec

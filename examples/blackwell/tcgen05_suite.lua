@@ -421,13 +421,17 @@ local function mma_case(c)
       end)
       ptx.mbarrier.wait(bar[0], 0)
       tc.fence_after_thread_sync()
-      -- D row r of this CTA: lane r (M = 128, 256) or 32 (r / 16) + r % 16 (M = 64)
+      -- D row r of this CTA: lane r (M = 128, 256: layouts D, A); lane 32 (r / 16)
+      -- + r % 16 (M = 64: F); 2-CTA M = 128 (B): lane r holds columns 0..N/2-1,
+      -- lane 64 + r columns N/2..N-1
       local lane = tid % 32
-      local row = Mc == 64 and warp * 16 + lane or tid
+      local folded = cta == 2 and Mc == 64
+      local row = folded and tid % 64 or (Mc == 64 and warp * 16 + lane or tid)
       if rank then row = row + rank * Mc end
       local prow = pd + (row * N):mul_wide(4)
-      local keep = Mc == 64 and lane:lt(16) or nil
-      read_lanes(lanes, N, function(col, r)
+      if folded then prow = prow + tid:shr(6):mul_wide(N * 2) end      -- lanes 64..: the second half of the columns
+      local keep = (Mc == 64 and not folded) and lane:lt(16) or nil
+      read_lanes(lanes, folded and N / 2 or N, function(col, r)
         local st = keep and ptx.at(keep).inst or ptx.inst
         if c.d == "f16" then
           local h, f = reg.scalar(T.b16), reg.scalar(T.f32)
@@ -505,6 +509,7 @@ M.MMA_CASES = {
   { name = "scale_mask", kind = "f16", a = "f16", d = "f32", M = 128, N = 32, swizzle = "64B", scale_d = 1,
     mask = { 0x0000ffff, 0, 0xf0f0f0f0, 0 } },
   { name = "cta2_m256", kind = "f16", a = "bf16", d = "f32", M = 256, N = 64, swizzle = "128B", cta = 2 },
+  { name = "cta2_m128", kind = "f16", a = "f16", d = "f32", M = 128, N = 64, swizzle = "64B", cta = 2 },
 }
 
 -- ------------------------------------------------------------------ cp, shift

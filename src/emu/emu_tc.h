@@ -13,6 +13,9 @@
 #define TM_COLS 512
 #define TM_POISON 0xffffffffu   /* freshly allocated cells: an f32 NaN, s32 -1 */
 
+/* What lpx_emu_decode_tcgen05 records in an instruction's ext. */
+enum { TM_X_NUM, TM_X_CTAGRP, TM_X_MCAST, TM_X_SP };
+
 /* Tags: who last wrote a (lane quadrant, column) without the readers knowing it finished. */
 enum { TM_TAG_NONE = 0, TM_TAG_ASYNC = 1u << 30, TM_TAG_ST = 2u << 30, TM_TAG_KIND = 3u << 30 };
 #define TM_TAG_INDEX(t) ((t) & ~(uint32_t)TM_TAG_KIND)
@@ -57,6 +60,7 @@ struct emu_tmem {
   tm_group *groups; int ngroups, gcap;  /* the cluster's (used on rank 0's only) */
   int settled;                          /* groups before this every warp of every CTA has seen */
   tm_commit *commits; int ncommits, ccap;   /* the cluster's (rank 0's) */
+  int csettled;                         /* commits before this track settled groups only */
 };
 
 /* What lpx_emu_tm_ready treats as a write in flight. */

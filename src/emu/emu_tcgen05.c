@@ -19,7 +19,6 @@
 
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-enum { X_NUM, X_CTAGRP, X_MCAST, X_SP };       /* in->ext, as emu_tmem.c decodes it */
 
 /* ------------------------------------------------------------ async groups */
 
@@ -78,7 +77,7 @@ void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity)
   emu_tmem *s = w->cta->group[0].tm;
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   uint32_t off = (uint32_t)(p - c->shared);
-  for (int i = 0; i < s->ncommits; i++) {
+  for (int i = s->csettled; i < s->ncommits; i++) {
     const tm_commit *t = &s->commits[i];
     if ((t->armed >> c->rank & 1) && t->mbar_off == off && t->parity[c->rank] == parity && t->upto > s->settled)
       seen_upto(s, t, w);
@@ -99,6 +98,7 @@ void lpx_emu_tmem_sync(emu_cta *c, int cluster)
     if (g->commit >= 0 && any) for (int r = lo; r < hi; r++) g->seen[r] = all_warps(&g0[r]);
   }
   while (s->settled < s->ngroups && fully_seen(g0, &s->groups[s->settled])) s->settled++;
+  while (s->csettled < s->ncommits && s->commits[s->csettled].upto <= s->settled) s->csettled++;
 }
 
 /* ------------------------------------------------------------ descriptors */
@@ -242,7 +242,7 @@ static int idesc_of(emu_warp *w, const emu_inst *in, int lane, uint32_t v, tc_mm
   if (o->at == LPX_MT_TF32 && (o->ta || o->tb))
     return lpx_emu_fail(w, in, lane, "a transposed (MN-major) tf32 operand needs the 128B swizzle with 32-byte atomicity, "
                         "which the emulator does not model");
-  return shape_of(w, in, lane, o, in->ext[X_CTAGRP] == 2 ? 2 : 1);
+  return shape_of(w, in, lane, o, in->ext[TM_X_CTAGRP] == 2 ? 2 : 1);
 }
 
 /* Read the operands of one thread's tcgen05.mma: [d], a-desc | [a-tmem],
@@ -446,7 +446,7 @@ static int cp_one(emu_warp *w, const emu_inst *in, int lane, const tc_cp *s)
   if (lane0 + span > TM_LANES)
     return lpx_emu_fail(w, in, lane, "tcgen05.cp at tensor-memory address 0x%x covers lanes %u..%u, beyond lane 127", taddr,
                         lane0, lane0 + span - 1);
-  int ctas = in->ext[X_CTAGRP] == 2 ? 2 : 1;
+  int ctas = in->ext[TM_X_CTAGRP] == 2 ? 2 : 1;
   int32_t g = -1;
   for (int p = 0; p < ctas; p++) {
     emu_cta *c = ctas == 2 ? lpx_emu_tm_peer(w, in, lane, p) : w->cta;
@@ -483,7 +483,7 @@ static int shift_one(emu_warp *w, const emu_inst *in, int lane)
   if (lane0 % 32 || lane0 >= TM_LANES)
     return lpx_emu_fail(w, in, lane, "tcgen05.shift at tensor-memory address 0x%x: the lane (%u) must be a multiple of 32 "
                         "below 128", taddr, lane0);
-  int ctas = in->ext[X_CTAGRP] == 2 ? 2 : 1;
+  int ctas = in->ext[TM_X_CTAGRP] == 2 ? 2 : 1;
   int32_t g = -1;
   for (int p = 0; p < ctas; p++) {
     emu_cta *c = ctas == 2 ? lpx_emu_tm_peer(w, in, lane, p) : w->cta;
@@ -547,7 +547,7 @@ static int commit_one(emu_warp *w, const emu_inst *in, int lane)
   int32_t g = find_open(w, lane);
   tm_commit *t = commit_new(w, in, lane);
   if (!t) return -1;
-  if (!in->ext[X_MCAST]) {
+  if (!in->ext[TM_X_MCAST]) {
     const emu_op *ao = EMU_OP(w, in, 0);
     int sp = lpx_emu_space(in);
     if (ao->reg < 0 && ao->space != EMU_SP_GENERIC) sp = ao->space;
@@ -574,15 +574,16 @@ HANDLER(op_commit)
   return 0;
 }
 
+/* Handlers of mma, cp, shift and commit by ISA row. */
+static const emu_fn async_handlers[LPX_OP__COUNT] = {
+  [LPX_OP_TCMMA] = op_mma, [LPX_OP_TCCP] = op_cp, [LPX_OP_TCSHIFT] = op_shift, [LPX_OP_TCCOMMIT] = op_commit,
+};
+
 /* Handler of mma, cp, shift and commit (NULL, reported as not
  * implemented: tcgen05.mma.sp, decompressing tcgen05.cp). */
 emu_fn lpx_emu_pick_tc_async(const emu_inst *in)
 {
-  switch (in->op) {
-  case LPX_OP_TCMMA: return in->ext[X_SP] || !in->mod[LPX_GB_TCKIND] ? NULL : op_mma;
-  case LPX_OP_TCCP: return in->mod[LPX_GB_B8X16] || in->mod[LPX_GB_SRCFMT] || !cp_shape(in) ? NULL : op_cp;
-  case LPX_OP_TCSHIFT: return op_shift;
-  case LPX_OP_TCCOMMIT: return op_commit;
-  default: return NULL;
-  }
+  if (in->op == LPX_OP_TCMMA && (in->ext[TM_X_SP] || !in->mod[LPX_GB_TCKIND])) return NULL;
+  if (in->op == LPX_OP_TCCP && (in->mod[LPX_GB_B8X16] || in->mod[LPX_GB_SRCFMT] || !cp_shape(in))) return NULL;
+  return in->op >= 0 && in->op < LPX_OP__COUNT ? async_handlers[in->op] : NULL;
 }

@@ -18,7 +18,6 @@
 
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-enum { X_NUM, X_CTAGRP, X_MCAST, X_SP };       /* in->ext of the tcgen05 rows */
 
 /* The rows this file and emu_tcgen05.c run. */
 static const uint8_t tc_rows[LPX_OP__COUNT] = {
@@ -72,7 +71,7 @@ void lpx_emu_tmem_reset(emu_cta *c)
   emu_tmem *tm = c->tm;
   memset(tm->cell, 0xff, sizeof tm->cell);
   memset(tm->tag, 0, sizeof tm->tag);
-  tm->nallocs = 0; tm->relinquished = 0; tm->ngroups = 0; tm->settled = 0; tm->ncommits = 0;
+  tm->nallocs = 0; tm->relinquished = 0; tm->ngroups = 0; tm->settled = 0; tm->ncommits = 0; tm->csettled = 0;
   memset(tm->npend, 0, (size_t)tm->nwarps * sizeof *tm->npend);
 }
 
@@ -384,8 +383,8 @@ static int access_setup(emu_warp *w, const emu_inst *in, uint32_t m, int kaddr, 
   uint32_t taddr = (uint32_t)lpx_emu_tm_arg(w, in, kaddr, l0);
   tm_geom g = geoms[in->mod[LPX_GB_TCSHAPE]];
   *a = (tm_access){ in->mod[LPX_GB_TCSHAPE], taddr >> 16, taddr & 0xffff, ksplit >= 0 ? (uint32_t)lpx_emu_tm_arg(w, in, ksplit, l0) : 0,
-                    (uint32_t)in->ext[X_NUM] * (uint32_t)lpx_tc_shape_regs(in->mod[LPX_GB_TCSHAPE]), wide ? 2u : 1u, 0, w->id % 4 };
-  a->span = (uint32_t)g.cols * in->ext[X_NUM] * a->wide;
+                    (uint32_t)in->ext[TM_X_NUM] * (uint32_t)lpx_tc_shape_regs(in->mod[LPX_GB_TCSHAPE]), wide ? 2u : 1u, 0, w->id % 4 };
+  a->span = (uint32_t)g.cols * in->ext[TM_X_NUM] * a->wide;
   if (a->lane0 < 32 * a->quad || a->lane0 + g.lanes > 32 * a->quad + 32)
     return lpx_emu_fail(w, in, -1, "warp %u (warp %u of its warpgroup) may access tensor-memory lanes %u..%u only; this "
                         "access covers lanes %u..%u (taddr 0x%x)", w->id, a->quad, 32 * a->quad, 32 * a->quad + 31, a->lane0,
@@ -517,10 +516,10 @@ HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
 void lpx_emu_decode_tcgen05(emu_inst *in, const lpx_form *fo)
 {
   if (!is_tc(in->op)) return;
-  in->ext[X_NUM] = (uint8_t)(fo->info.num ? fo->info.num : 1);
-  in->ext[X_CTAGRP] = (uint8_t)fo->info.cta_group;
-  in->ext[X_MCAST] = (uint8_t)fo->info.multicast;
-  in->ext[X_SP] = (uint8_t)fo->info.sparse;
+  in->ext[TM_X_NUM] = (uint8_t)(fo->info.num ? fo->info.num : 1);
+  in->ext[TM_X_CTAGRP] = (uint8_t)fo->info.cta_group;
+  in->ext[TM_X_MCAST] = (uint8_t)fo->info.multicast;
+  in->ext[TM_X_SP] = (uint8_t)fo->info.sparse;
   if (in->op == LPX_OP_TCLD) { in->ndsts = 0; in->ndst_vec = 0; }
 }
 
