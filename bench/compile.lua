@@ -3,8 +3,8 @@
 -- our call); cached miss: a compile that also writes the entry; warm: a
 -- load from the cache; then whole-process `luaptx ptx` against a warm
 -- `luaptx compile`. usage: luaptx bench/compile.lua [repeats]
-local compile = require "pyptx.compile"
-local sys = require "pyptx.sys"
+local compile = require "pyptx.runtime.compile"
+local sys = require "pyptx.core.sys"
 local common = require "bench.common"
 local now, median = common.now, common.median
 local repeats = tonumber(arg and arg[1]) or 9

@@ -6,9 +6,9 @@
 -- the date and the GPU, for docs/emulator.md, and writes it to
 -- build/gpu-check.txt. Exit status: 0 all passed, 1 a step failed, 2 no GPU.
 -- usage: luaptx bench/gpu_check.lua [reps]   (from the repository root)
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 local runtime = require "pyptx.runtime"
-local toolkit = require "pyptx.toolkit"
+local toolkit = require "pyptx.runtime.toolkit"
 local now = require("bench.common").now
 
 local reps = tonumber(arg and arg[1]) or 20
@@ -81,7 +81,7 @@ step("#gpu specs", { BIN, "/usr/bin/busted", "--tags=gpu", "spec" }, { LUAPTX_BI
 for _, f in ipairs(examples()) do
   step("example " .. f, { BIN, "run", f }, { LUAPTX_DEVICE = "cuda" })
 end
-step("nvcc differential on the GPU", { BIN, "/usr/bin/busted", "spec/diff_spec.lua" },
+step("nvcc differential on the GPU", { BIN, "/usr/bin/busted", "spec/diff_spec.lua", "spec/diff_scalar_spec.lua" },
   { LUAPTX_BIN = BIN, LUAPTX_DIFF_DEVICE = "cuda" })
 local gemm_ok, gemm_out = step("GEMM benchmark", { BIN, "bench/gemm.lua", tostring(reps) }, { LUAPTX_DEVICE = "cuda" })
 

@@ -3,7 +3,7 @@
 local H = require "spec.helpers"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 
 --- The fenced code blocks of a markdown file with their language.
 local function blocks(path)

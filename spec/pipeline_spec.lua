@@ -5,7 +5,7 @@
 local pyptx = require "pyptx"
 local H = require "spec.helpers"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local pipeline = require "pyptx.pipeline"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types

@@ -6,9 +6,9 @@
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local embed = require "pyptx.embed"
+local embed = require "pyptx.runtime.embed"
 local H = require "spec.helpers"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local kernel, ptx, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.Tile, pyptx.types
 
 --- The current line of the caller.

@@ -182,7 +182,7 @@ function M.build(H, L, D, opts)
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs: q, k in [-2, 2), v in [-1, 1), all (H*L) x D row-major.
 function M.inputs(H, L, D, seed)
@@ -248,7 +248,7 @@ M.TOLERANCE = { atol = 2 ^ -8, rtol = 2 ^ -7 }
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(H, L, D, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(H, L, D, opts)
   local inputs = M.inputs(H, L, D, check.fresh_seed())
   inputs.causal = opts and opts.causal
@@ -266,7 +266,7 @@ function M.main(args)
   local H, L, S = tonumber(args[1]) or 2, tonumber(args[2]) or 256, tonumber(args[3]) or 2
   local causal = args[4] == "causal"
   local ok, report = M.check(H, L, 64, { STAGES = S, causal = causal })
-  return require("pyptx.check").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
+  return require("pyptx.tools.verify").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
     causal and ", causal" or ""), ok, report)
 end
 

@@ -135,7 +135,7 @@ function M.build(Md, N, K, opts)
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
 function M.inputs(Md, N, K, seed)
@@ -174,7 +174,7 @@ end
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(Md, N, K, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(Md, N, K, opts)
   local inputs = M.inputs(Md, N, K, check.fresh_seed())
   return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
@@ -190,7 +190,7 @@ function M.main(args)
   local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
   local opts = { STAGES = tonumber(args[4]) or 4, CLUSTER = tonumber(args[5]) or 1, PERSISTENT = tonumber(args[6]) }
   local ok, report = M.check(Md, N, K, opts)
-  return require("pyptx.check").report(("hopper gemm(%d, %d, %d, %d stages, cluster %d%s)"):format(Md, N, K, opts.STAGES,
+  return require("pyptx.tools.verify").report(("hopper gemm(%d, %d, %d, %d stages, cluster %d%s)"):format(Md, N, K, opts.STAGES,
     opts.CLUSTER, opts.PERSISTENT and (", persistent " .. opts.PERSISTENT) or ""), ok, report)
 end
 

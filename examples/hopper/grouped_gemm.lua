@@ -146,7 +146,7 @@ function M.build(groups, N, K, opts)
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (rows x K), b (G*N x K), groups, N, K }.
 function M.inputs(groups, N, K, seed)
@@ -193,7 +193,7 @@ end
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(groups, N, K, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(groups, N, K, opts)
   local inputs = M.inputs(groups, N, K, check.fresh_seed())
   return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
@@ -214,7 +214,7 @@ function M.main(args)
   for i = 4, #args do groups[#groups + 1] = tonumber(args[i]) end
   if #groups == 0 then groups = { 64, 128, 192, 128 } end
   local ok, report = M.check(groups, N, K, { PERSISTENT = P })
-  return require("pyptx.check").report(("hopper grouped gemm({%s}, %d, %d, persistent %d)"):format(
+  return require("pyptx.tools.verify").report(("hopper grouped gemm({%s}, %d, %d, persistent %d)"):format(
     table.concat(groups, ", "), N, K, P), ok, report)
 end
 

@@ -2,8 +2,8 @@
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
 -- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
 -- tensor-map edits (`tensormap.replace`, `tensormap.cp_fenceproxy`), `mbarrier`, `fence` and cluster
--- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
--- `ptx.tensormap` load this module on first use.
+-- helpers, reached as `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster`
+-- and `ptx.tensormap`.
 --
 -- Every function appends exactly one instruction unless its comment says
 -- otherwise. Arguments are positional or one keyword table:
@@ -13,7 +13,9 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
+local flow = require "pyptx.flow"
 local tma = require "pyptx.tma"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local F = reg.form
@@ -26,7 +28,7 @@ local function emit(opcode, ...)
 end
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 --- A fresh register of type ty in the active trace.
 local function fresh(ty, what)
@@ -395,10 +397,9 @@ mbarrier.test_wait = waiter("test_wait")
 -- try_wait.parity and a guarded branch back (three items, two instructions).
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
-  local ptx = require "pyptx.ptx"
-  local top = ptx.label(trace.fresh_label(t, "mbar_wait"))
+  local top = flow.label(trace.fresh_label(t, "mbar_wait"))
   local p = mbarrier.try_wait(bar, parity)
-  ptx.at(-p).bra(top)
+  flow.bra(top, -p)
 end
 
 --- mbarrier.pending_count.b64 count, state; returns the u32 count.
@@ -497,6 +498,9 @@ function cluster.ctarank()
   return d
 end
 
+argcheck.sign(cluster, "ptx.cluster", {
+  arrive = { "opts: table?" }, wait = { "opts: table?" }, sync = { "opts: table?" },
+})
 M.cluster = cluster
 
 -- ------------------------------------- tensormap.replace / cp_fenceproxy
@@ -649,7 +653,7 @@ local function declare_tma(t, spec, opts, key)
   return d
 end
 
---- X:tma_desc{...} (see specs.lua): declare the 128-byte tensor-map param
+--- X:tma_desc{...} (see tile.lua): declare the 128-byte tensor-map param
 -- once per tensor and options, validate the box against the spec's shape at
 -- trace time, and return its operand (`.bytes` = bytes one box moves).
 function M.tma_param(spec, opts)

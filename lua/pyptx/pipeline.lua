@@ -28,7 +28,7 @@ local u32 = types.u32
 local mbarrier = async.mbarrier
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 --- Is v an integer register of 32 bits (u32, s32, b32)?
 local function is_int32(v)

@@ -3,10 +3,11 @@
 -- and launches from DLPack tensors or raw device addresses.
 local ffi = require "ffi"
 local types = require "pyptx.types"
-local script = require "pyptx.script"
-local tensor = require "pyptx.tensor"
-local runtime = require "pyptx.runtime"
+local script = require "pyptx.runtime.script"
+local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
+local runtime = require "pyptx.runtime"
+local compile = require "pyptx.runtime.compile"
 
 local M = {}
 
@@ -106,7 +107,7 @@ function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx
 
 --- Cubin of an entry's specialization (through the cache).
 function M.kernel_cubin(_, entry)
-  return require("pyptx.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
+  return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
 end
 
 --- What the runtime's binding reads of a DLTensor: its pyptx dtype (nil
