@@ -10,7 +10,7 @@ local bit = require "bit"
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
 local runtime = require "pyptx.runtime"
-local check = require "pyptx.check"
+local check = require "pyptx.tools.verify"
 local H = require "spec.helpers"
 local reg, ptx, smem, Tile, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile, pyptx.types
 

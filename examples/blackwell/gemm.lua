@@ -209,7 +209,7 @@ function M.build(m, n, k, opts)
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
 function M.inputs(m, n, k, seed)
@@ -249,7 +249,7 @@ end
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(m, n, k, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local kern = M.build(m, n, k, opts)
   local inputs = M.inputs(m, n, k, check.fresh_seed())
   return check.run { kernel = kern, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(k) }
@@ -262,7 +262,7 @@ M.kernels = { M.build(4096, 4096, 4096), M.build(4096, 4096, 4096, { cta_group =
 function M.main(args)
   args = args or {}
   if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local m, n, k = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
   local groups = args[4] and { tonumber(args[4]) } or { 1, 2 }
   local rc = 0

@@ -20,7 +20,7 @@
 local bit = require "bit"
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
-local half = require "pyptx.half"
+local half = require "pyptx.runtime.floats"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 
@@ -651,7 +651,7 @@ for _, c in ipairs(M.cases) do M.case[c.name] = c end
 
 --- Run case (a name or an entry of M.cases) on fresh inputs; returns ok, report.
 function M.check(case, seed)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local c = type(case) == "string" and assert(M.case[case], "no tcgen05_suite case " .. case) or case
   local inputs = c.inputs(seed or check.fresh_seed())
   return check.run { kernel = c.kernel, args = c.args(inputs), reference = c.reference(inputs), tolerance = c.tolerance }
@@ -691,7 +691,7 @@ for _, kn in ipairs(M.ptxas_only) do M.kernels[#M.kernels + 1] = kn end
 function M.main(args)
   args = args or {}
   if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local rc = 0
   local todo = #args > 0 and args or nil
   for _, c in ipairs(M.cases) do
