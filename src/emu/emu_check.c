@@ -58,6 +58,8 @@ int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
     uint32_t lanes = (in->guard >= 0 && k == in->nsrcs - 1) ? w->cur : m;
     uint32_t bad = lanes & ~w->wr[s];
     if (!bad) continue;
+    if (w->cta->tm && lpx_emu_tmem_pending(w, in, s, bad)) return -1;
+    if (!(w->cta->L->checks & EMU_CHECK_UNINIT_REG)) continue;   /* here for tcgen05.ld's registers only */
     char name[128];
     lpx_reg_text(w->p->m, w->p->f, s, name, sizeof name);
     return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s, which this thread never wrote (%d lane(s) of the warp read it unwritten)",

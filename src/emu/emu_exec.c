@@ -194,6 +194,7 @@ static void bar_release(emu_cta *c, uint32_t id)
   c->bar[id].arrived = c->bar[id].used = c->bar[id].popc = c->bar[id].any = c->bar[id].kind = 0;
   c->bar[id].all = 1;
   c->epoch++;
+  if (c->tm) lpx_emu_tmem_sync(c, 0);
 }
 
 /* Lanes m arrive at barrier id expecting count threads (0: the whole CTA). */
@@ -268,6 +269,7 @@ static int cluster_settle(emu_cta *g0)
   if (!g0->cl_arrived || g0->cl_arrived < cluster_live(g0)) return 0;
   g0->cl_phase++;
   g0->cl_arrived = 0;
+  if (g0->tm) lpx_emu_tmem_sync(g0, 1);
   for (int i = 0; i < g0->group_size; i++) {
     emu_cta *c = &g0->group[i];
     c->epoch++;
@@ -367,7 +369,7 @@ static void refresh_clock(emu_warp *w)
 int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
 {
   const emu_inst *insts = w->p->insts;
-  int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0;
+  int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0 || w->cta->tm;   /* tcgen05.ld's pending registers */
   uint64_t n = 0, lanes = 0;
   int rc = 0;
   for (int q = 0; q < QUANTUM; q++) {
@@ -543,6 +545,7 @@ static int group_run(emu_cta *g, int n)
     /* Threads that exited can complete the cluster barrier's phase. */
     if (!progress && !cluster_settle(g)) return deadlock(g, n);
   }
+  if (g[0].tm && lpx_emu_tmem_exit(g, n)) return -1;
   return pending ? lpx_emu_charge(&g[0], &g[0].warps[0], pending) : 0;
 }
 
@@ -584,7 +587,7 @@ static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
     w->frame = p->frame_size ? malloc((size_t)p->frame_size * 32) : NULL;
     if (!w->r || !w->wr || (p->local_size && !w->local) || (p->frame_size && !w->frame)) return -1;
   }
-  return 0;
+  return lpx_emu_tmem_init(c);
 }
 
 /* Allocate a worker's cluster of CTAs (reused for every cluster it runs). */
@@ -609,6 +612,7 @@ static void worker_free(worker *wk)
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
+    lpx_emu_tmem_free(c);
   }
   free(wk->ctas);
 }
@@ -625,6 +629,7 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   c->cl_arrived = c->cl_phase = 0;
   c->ntma_rgn = 0;
   if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
+  if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);
 }
 
