@@ -364,9 +364,13 @@ describe("LUAPTX_EMU_SCHEDULE and the schedule option", function()
 
   it("refuses a schedule option below -1 through the device", function()
     local dev = runtime.open("emu")
-    local ok, err = pcall(dev.set_option, dev, "schedule", -2)
+    local line
+    local ok, err = pcall(function()
+      line = here(); dev:set_option("schedule", -2)
+    end)
     assert.is_false(ok)
-    assert.matches("emu option schedule = %-2: valid %-1%.%.9223372036854775807 %(%-1 for the default schedule", err)
+    assert.matches("^[^\n]*schedule_spec%.lua:" .. line .. ": device option schedule: emu option schedule = %-2: valid "
+      .. "%-1%.%.9223372036854775807 %(%-1 for the default schedule", err)
     assert.equal(-1, core.device_set_option(dev.handle, "schedule", -5))
     assert.equal(-1, dev:option("schedule"))
   end)

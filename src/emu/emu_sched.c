@@ -242,6 +242,16 @@ static void mark_regs(emu_sched *s, uint32_t id, int pending)
   }
 }
 
+/* A record with nothing left pending: its lists go (messages still name
+ * its instruction, so the record itself stays until the CTA ends). */
+static void drop(sched_rec *r)
+{
+  r->live = 0;
+  free(r->rng); free(r->tx);
+  r->rng = NULL; r->tx = NULL;
+  r->nrng = r->rng_cap = r->ntx = r->tx_cap = 0;
+}
+
 /* Retire a record: every range released, accumulators readable. */
 static void retire(emu_sched *s, uint32_t id)
 {
@@ -249,6 +259,7 @@ static void retire(emu_sched *s, uint32_t id)
   for (size_t k = 0; k < r->nrng; k++) if (r->rng[k].live) clear_range(s, id, &r->rng[k]);
   r->live = 0;
   if (r->kind == SK_WGMMA && r->lanes) mark_regs(s, id, 0);
+  drop(r);
 }
 
 /* Drop retired records from the active list. */
@@ -325,7 +336,7 @@ static void wait_groups(emu_sched *s, emu_warp *w, int kind, uint32_t m, int64_t
       }
       left |= g->live;
     }
-    if (!left) r->live = 0;
+    if (!left) drop(r);
   }
   compact(s);
 }
