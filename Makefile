@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps run test check-lua asan clean
+.PHONY: all build deps run test gpu-check check-lua asan clean
 
 all: build
 
@@ -32,13 +32,20 @@ deps:
 run: deps build
 	$(LUAPTX) ptx examples/hopper/rms_norm.lua -o $(BUILD)/rms_norm.ptx
 	@echo "traced PTX: $(BUILD)/rms_norm.ptx ($$(wc -l < $(BUILD)/rms_norm.ptx) lines)"
-	@if $(LUAPTX) -e 'os.exit(require("pyptx.toolkit").find("ptxas") and 0 or 1)'; then \
+	@if $(LUAPTX) -e 'os.exit(require("pyptx.runtime.toolkit").find("ptxas") and 0 or 1)'; then \
 	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
 # Every test: C unit tests and the busted specs, through ctest.
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure
+
+# Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
+# specs, every example on the GPU against its CPU reference, the nvcc
+# differential on the GPU and the GEMM benchmark beside cuBLAS (see
+# docs/emulator.md). Exits 2 with the reason when there is no GPU.
+gpu-check: deps build
+	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) bench/gpu_check.lua
 
 check-lua:
 	luacheck lua bin spec examples bench

@@ -8,7 +8,7 @@
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local core = require "pyptx.core"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
@@ -51,14 +51,33 @@ local function line_of(src, text)
   return select(2, src:sub(1, at):gsub("\n", "")) + 1
 end
 
---- An example module with one planted bug: old (found exactly once) becomes
--- new (as many lines). Returns the module, its source and the bug's line.
+--- A module loaded afresh from path, with one planted bug when old is given:
+-- old (found exactly once) becomes new (as many lines). Returns the module
+-- and its source as written.
 local function planted(path, old, new)
   local src = assert(H.read(path))
-  local at = assert(src:find(old, 1, true), "no " .. old .. " in " .. path)
-  assert(not src:find(old, at + 1, true), "more than one " .. old .. " in " .. path)
-  local patched = src:sub(1, at - 1) .. new .. src:sub(at + #old)
-  return assert(load(patched, "@" .. path))(), patched, line_of(src, old)
+  local patched = src
+  if old then
+    local at = assert(src:find(old, 1, true), "no " .. old .. " in " .. path)
+    assert(not src:find(old, at + 1, true), "more than one " .. old .. " in " .. path)
+    patched = src:sub(1, at - 1) .. new .. src:sub(at + #old)
+  end
+  return assert(load(patched, "@" .. path))(), src
+end
+
+local PIPE, PIPE_MODULE = "examples/lib/tma_pipeline.lua", "examples.lib.tma_pipeline"
+
+--- An example loaded afresh on the shared TMA pipeline (examples/lib) with
+-- a planted bug: old becomes new there. Returns the example and the
+-- sources of the example and of the pipeline.
+local function on_planted_pipeline(path, old, new)
+  local pipe, pipe_src = planted(PIPE, old, new)
+  local saved = package.loaded[PIPE_MODULE]
+  package.loaded[PIPE_MODULE] = pipe
+  local ok, m, src = pcall(planted, path)
+  package.loaded[PIPE_MODULE] = saved
+  if not ok then error(m, 0) end
+  return m, src, pipe_src
 end
 
 --- Escape text for a Lua pattern.
@@ -204,12 +223,13 @@ describe("the adversarial schedule", function()
     -- The consumer releases the stage with its wgmma group still in flight:
     -- wait_group(1) keeps the group just committed pending.
     local path = "examples/hopper/gemm.lua"
-    local m, src = planted(path, "ptx.wgmma.wait_group(0)", "ptx.wgmma.wait_group(1)")
+    local m, src, pipe_src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "ptx.wgmma.wait_group(1)")
     assert.is_true((on(H.emu(), m.check, 128, 128, 256, { STAGES = 2 })))
     local want = ("^[^\n]*%s:%d: cp%%.async%%.bulk%%.tensor%%.2d[^\n]*: writes shared memory at offset 0x%%x+ that %s:%d: "
       .. "wgmma%%.mma_async[^\n]* still reads: wgmma%%.mma_async reads its shared%%-memory operands until a wgmma%%.wait_group "
       .. "covers its group; release the buffer after that wait"):format(lit(path),
-      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE)"), lit(path), line_of(src, "ptx.wgmma.mma_async{"))
+      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE))"), lit(PIPE),
+      line_of(pipe_src, "ptx.wgmma.mma_async {"))
     for _, seed in ipairs(SEEDS) do
       assert.matches(want, error_on(adversarial(seed), m.check, 128, 128, 256, { STAGES = 2 }))
     end
@@ -217,11 +237,11 @@ describe("the adversarial schedule", function()
 
   it("reports wgmma accumulators read before wgmma.wait_group (default misses it)", function()
     local path = "examples/hopper/flash_attention.lua"
-    local m, src = planted(path, "ptx.wgmma.wait_group(0)\n          if o.causal", "\n          if o.causal")
+    local m, src, pipe_src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "-- no wgmma.wait_group")
     assert.is_true((on(H.emu(), m.check, 1, 128, 64)))
     local want = ("^[^\n]*%s:%d: max%%.f32 [^\n]*: reads %%%%f%%d+, an accumulator of %s:%d: wgmma%%.mma_async[^\n]*, before a "
       .. "wgmma%%.wait_group covers its group: the result is not there yet"):format(lit(path),
-      line_of(src, "local mx = sacc[2 * h]:max"), lit(path), line_of(src, "ptx.wgmma.mma_async{ shape = { 64, BN, 16 }"))
+      line_of(src, "local mx = sacc[2 * h]:max"), lit(PIPE), line_of(pipe_src, "ptx.wgmma.mma_async {"))
     for _, seed in ipairs(SEEDS) do assert.matches(want, error_on(adversarial(seed), m.check, 1, 128, 64)) end
   end)
 
