@@ -16,18 +16,20 @@
  * Any program that runs without a report therefore computes what it would
  * with the data landing at the last moment. The transaction bytes of bulk
  * and TMA loads are held back from their mbarrier until an mbarrier
- * instruction touches it with nothing else pending, so a phase completes
- * only when some thread looks at it.
+ * instruction touches it with nothing else pending (a wait only when it
+ * would fail without them), so a phase completes only when some thread
+ * needs it.
  *
  * Hostile order: the warps of a cluster run from one queue. A warp's turn
  * ends where it would hand work to others: an mbarrier arrive (without
- * expect_tx), a failed test_wait / try_wait, a commit_group, a bar /
- * barrier instruction. It then goes to the back of the queue, so every
- * other warp runs before it resumes; after an arrive, the warps spinning
- * on that barrier move to the front; after a CTA or cluster barrier
- * completes, the queue is shuffled. Shuffles draw from a generator seeded
- * by the seed and the cluster's index, so a seed reproduces a run whatever
- * the number of host threads. */
+ * expect_tx), a failed test_wait / try_wait (a successful one on a coin),
+ * a commit_group, a bar / barrier instruction. It then goes to the back of
+ * the queue, so every other warp runs before it resumes; after an arrive,
+ * the warps spinning on that barrier move to the front; after a CTA or
+ * cluster barrier or an mbarrier phase completes, the rest of the queue is
+ * shuffled; one pick in four passes over the first warp for the next. The
+ * choices draw from a generator seeded by the seed and the cluster's
+ * index, so a seed reproduces a run whatever the number of host threads. */
 #include "emu_sched.h"
 #include <stdio.h>
 #include <stdlib.h>
