@@ -154,12 +154,18 @@ static sched_warp *warp_of(emu_sched *s, const emu_warp *w)
   return &s->warps[w->cta->rank * s->nwarps + (int)w->id];
 }
 
+/* The rows the schedule tracks: what closing one does (lpx_emu_sched_end). */
+enum { R_NONE, R_CPASYNC, R_BULK, R_WGMMA, R_CPA_COMMIT, R_CPA_WAIT, R_CPA_WAITALL, R_WG_COMMIT, R_WG_WAIT, R_MBAR, R__COUNT };
+static const uint8_t rows[LPX_OP__COUNT] = {
+  [LPX_OP_CPASYNC] = R_CPASYNC, [LPX_OP_CPBULK] = R_BULK, [LPX_OP_CPREDBULK] = R_BULK, [LPX_OP_WGMMA] = R_WGMMA,
+  [LPX_OP_CPACOMMIT] = R_CPA_COMMIT, [LPX_OP_CPAWAIT] = R_CPA_WAIT, [LPX_OP_CPAWAITALL] = R_CPA_WAITALL,
+  [LPX_OP_WGCOMMIT] = R_WG_COMMIT, [LPX_OP_WGWAIT] = R_WG_WAIT, [LPX_OP_MBARRIER] = R_MBAR,
+};
+
 /* Does the schedule track this ISA row? */
 int lpx_emu_sched_row(int op)
 {
-  return op == LPX_OP_CPASYNC || op == LPX_OP_CPACOMMIT || op == LPX_OP_CPAWAIT || op == LPX_OP_CPAWAITALL ||
-         op == LPX_OP_CPBULK || op == LPX_OP_CPREDBULK || op == LPX_OP_WGMMA || op == LPX_OP_WGCOMMIT ||
-         op == LPX_OP_WGWAIT || op == LPX_OP_MBARRIER;
+  return op >= 0 && op < LPX_OP__COUNT && rows[op] != R_NONE;
 }
 
 /* Does the instruction move data asynchronously (a record per execution)? */
@@ -433,27 +439,43 @@ static int mbar_after(emu_sched *s, emu_warp *w, const emu_inst *in, uint32_t m)
   return !sw->woken && (next_rand(s) & 1);
 }
 
+typedef int (*sched_after)(emu_sched *s, emu_warp *w, const emu_inst *in, uint32_t m);
+#define AFTER(name) static int name(emu_sched *s, emu_warp *w, const emu_inst *in, uint32_t m)
+
+/* cp.async / wgmma issued: close their records. */
+AFTER(after_cpasync) { (void)in; finish(s, w, SK_CPASYNC, m); return 0; }
+AFTER(after_wgmma) { (void)in; finish(s, w, SK_WGMMA, m); return 0; }
+
+/* A bulk row: a copy or reduction (its record), or the bulk group's commit or wait. */
+AFTER(after_bulk)
+{
+  int grp = in->mod[LPX_GB_BULKGRP];
+  if (grp == LPX_BULKGRP_COMMIT_GROUP) { commit(s, w, SK_BULK, m); return 1; }
+  if (grp == LPX_BULKGRP_WAIT_GROUP) wait_groups(s, w, SK_BULK, m, wait_count(w, in, m));
+  else finish(s, w, SK_BULK, m);
+  return 0;
+}
+
+/* commit_group of cp.async and wgmma: the warp hands its work off and yields. */
+AFTER(after_cpa_commit) { (void)in; commit(s, w, SK_CPASYNC, m); return 1; }
+AFTER(after_wg_commit) { (void)in; commit(s, w, SK_WGMMA, m); return 1; }
+
+/* wait_group n of cp.async and wgmma; cp.async.wait_all commits and waits for everything. */
+AFTER(after_cpa_wait) { wait_groups(s, w, SK_CPASYNC, m, wait_count(w, in, m)); return 0; }
+AFTER(after_wg_wait) { wait_groups(s, w, SK_WGMMA, m, wait_count(w, in, m)); return 0; }
+AFTER(after_cpa_waitall) { (void)in; commit(s, w, SK_CPASYNC, m); wait_groups(s, w, SK_CPASYNC, m, -1); return 0; }
+
+static const sched_after afters[R__COUNT] = {
+  [R_CPASYNC] = after_cpasync, [R_BULK] = after_bulk, [R_WGMMA] = after_wgmma, [R_CPA_COMMIT] = after_cpa_commit,
+  [R_CPA_WAIT] = after_cpa_wait, [R_CPA_WAITALL] = after_cpa_waitall, [R_WG_COMMIT] = after_wg_commit,
+  [R_WG_WAIT] = after_wg_wait, [R_MBAR] = mbar_after,
+};
+
 /* Close an EI_ASYNC instruction: records, groups, events. 1: the warp yields. */
 int lpx_emu_sched_end(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  emu_sched *s = w->cta->sched;
-  int grp = in->mod[LPX_GB_BULKGRP];
-  switch (in->op) {
-  case LPX_OP_CPASYNC: finish(s, w, SK_CPASYNC, m); return 0;
-  case LPX_OP_WGMMA: finish(s, w, SK_WGMMA, m); return 0;
-  case LPX_OP_CPBULK: case LPX_OP_CPREDBULK:
-    if (grp == LPX_BULKGRP_COMMIT_GROUP) { commit(s, w, SK_BULK, m); return 1; }
-    if (grp == LPX_BULKGRP_WAIT_GROUP) { wait_groups(s, w, SK_BULK, m, wait_count(w, in, m)); return 0; }
-    finish(s, w, SK_BULK, m);
-    return 0;
-  case LPX_OP_CPACOMMIT: commit(s, w, SK_CPASYNC, m); return 1;
-  case LPX_OP_CPAWAIT: wait_groups(s, w, SK_CPASYNC, m, wait_count(w, in, m)); return 0;
-  case LPX_OP_CPAWAITALL: commit(s, w, SK_CPASYNC, m); wait_groups(s, w, SK_CPASYNC, m, -1); return 0;
-  case LPX_OP_WGCOMMIT: commit(s, w, SK_WGMMA, m); return 1;
-  case LPX_OP_WGWAIT: wait_groups(s, w, SK_WGMMA, m, wait_count(w, in, m)); return 0;
-  case LPX_OP_MBARRIER: return mbar_after(s, w, in, m);
-  default: return 0;
-  }
+  sched_after fn = afters[rows[in->op]];
+  return fn ? fn(w->cta->sched, w, in, m) : 0;
 }
 
 /* ------------------------------------------------------------- reports */
