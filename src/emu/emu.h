@@ -53,7 +53,8 @@ typedef struct emu_op {
 } emu_op;
 
 /* Flags of a decoded instruction. */
-enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16 };
+enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16,
+       EI_ASYNC = 32 };   /* EI_ASYNC: an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
 
 struct emu_inst {
   emu_fn fn;
@@ -120,6 +121,7 @@ typedef struct emu_dev {
   emu_prog **progs; size_t nprogs, progs_cap;
   emu_mod *mods; size_t nmods, mods_cap;
   int64_t budget, threads, checks;
+  int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
   uint64_t warp_insts, lane_insts;
   char desc[128];
 } emu_dev;
@@ -129,6 +131,7 @@ typedef struct emu_dev {
 typedef struct emu_launch emu_launch;
 typedef struct emu_cta emu_cta;
 typedef struct emu_tmem emu_tmem;    /* a CTA's tensor memory and tcgen05 state (emu_tmem.c) */
+typedef struct emu_sched emu_sched;
 
 struct emu_warp {
   emu_cta *cta;
@@ -170,6 +173,7 @@ struct emu_cta {
   int ntma_rgn;                           /* with their swizzle (checked against wgmma descriptors) */
   uint8_t *pdirty;                        /* per shared byte: written by the generic proxy, no fence.proxy.async since */
   emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
+  emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
 };
 
 struct emu_launch {
@@ -181,6 +185,7 @@ struct emu_launch {
   int cluster_size;               /* CTAs run together (1 without clusters) */
   uint64_t budget, used;          /* warp instructions, used atomically */
   int64_t checks;
+  int64_t schedule;               /* the device's schedule option at launch */
   int nworkers;
   int failed;                     /* read and set atomically */
   uint64_t fail_cta;              /* grid index of the CTA whose error is kept */

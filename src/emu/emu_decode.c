@@ -4,6 +4,7 @@
  * instruction indices, symbols become space offsets, and every
  * instruction gets its handler from the family table indexed by ISA row. */
 #include "emu.h"
+#include "emu_sched.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +362,7 @@ static int resolve_labels(dec *d)
     }
     in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
+    else if (lpx_emu_sched_row(in->op)) in->flags |= EI_ASYNC;
   }
   return 0;
 }

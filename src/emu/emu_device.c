@@ -18,7 +18,16 @@ static const option options[] = {
   { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped", "LUAPTX_EMU_BUDGET" },
   { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
   { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
+  { "schedule", offsetof(emu_dev, schedule), -1, INT64_MAX, "-1 for the default schedule, else the seed of the adversarial one", NULL },
 };
+
+#define SCHEDULE_HELP "the emulator's schedule: default, or adversarial with a seed"
+
+/* LUAPTX_EMU_SCHEDULE: "default" or "adversarial:<seed>" (the schedule option). */
+static int env_schedule(lpx_device *d, emu_dev *e)
+{
+  return lpx_env_keyed_int(d->ctx, "LUAPTX_EMU_SCHEDULE", "default", "adversarial", 0, INT64_MAX, SCHEDULE_HELP, &e->schedule);
+}
 
 /* Set the options that have an environment variable from it (strictly
  * parsed: a bad value is an error naming the variable and the range). */
@@ -28,7 +37,7 @@ static int env_options(lpx_device *d, emu_dev *e)
     const option *o = &options[i];
     if (o->env && lpx_env_int(d->ctx, o->env, o->lo, o->hi, o->help, (int64_t *)((char *)e + o->off))) return -1;
   }
-  return 0;
+  return env_schedule(d, e);
 }
 
 /* Write a description: kind, threads, budget. */
@@ -36,7 +45,11 @@ static const char *emu_describe(lpx_device *d)
 {
   emu_dev *e = EMU(d);
   long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
-  snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s)", n, n == 1 ? "" : "s");
+  if (e->schedule >= 0)
+    snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s, adversarial schedule seed %lld)", n, n == 1 ? "" : "s",
+             (long long)e->schedule);
+  else
+    snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s)", n, n == 1 ? "" : "s");
   return e->desc;
 }
 
@@ -51,7 +64,7 @@ static const flag_option flag_options[] = {
 
 #define NOPTIONS (sizeof options / sizeof options[0])
 #define NFLAGS (sizeof flag_options / sizeof flag_options[0])
-#define VALID_OPTIONS "budget, threads, checks, race_check, uninit_check, align_check"
+#define VALID_OPTIONS "budget, threads, checks, schedule, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)
@@ -275,6 +288,7 @@ int lpx_emu_open(lpx_device *d)
   e->d = d;
   e->budget = DEFAULT_BUDGET;
   e->checks = EMU_CHECK_ALL;
+  e->schedule = -1;
   if (env_options(d, e)) { free(e); return -1; }
   d->vt = &emu_vt;
   d->impl = e;

@@ -8,6 +8,7 @@
  * barrier's phase completes when its pending arrivals and its
  * transaction count both reach zero. */
 #include "emu.h"
+#include "emu_sched.h"
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
@@ -43,6 +44,7 @@ static void settle(emu_cta *c, mbar *b)
   b->phase ^= 1;
   b->pending = b->expected;
   c->epoch++;
+  if (c->sched) lpx_emu_sched_shuffle(c->sched);   /* the adversarial schedule reshuffles at every completed phase */
 }
 
 /* The CTA of the cluster whose shared memory holds the barrier word p. */
@@ -100,9 +102,11 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
 {
   int kind = in->mod[LPX_GB_MBAR];
   uint64_t word;
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  int waits = kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT;
+  if (c->sched) lpx_emu_sched_mbar_touch(c, p, waits ? wait_parity(w, in, k, lane) : -1);   /* held-back copy bytes */
   memcpy(&word, p, 8);
   mbar b = unpack(word);
-  emu_cta *c = lpx_emu_mbar_owner(w, p);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
   if (kind == LPX_MBAR_INIT) {
     if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
@@ -192,6 +196,7 @@ static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, em
   memcpy(&word, p, 8);
   mbar b = unpack(word);
   if (!b.expected) return lpx_emu_fail(w, in, lane, "the copy completes on an mbarrier that is not initialised (mbarrier.init)");
+  if (c->sched && lpx_emu_sched_defer_tx(c, p, lane, bytes)) return 0;   /* the adversarial schedule completes it late */
   b.tx -= bytes;
   if (!b.pending && !b.tx) { b.phase ^= 1; b.pending = b.expected; c->epoch++; }
   c->mbar_gen++;
@@ -233,6 +238,25 @@ int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *
   word = pack(b);
   memcpy(p, &word, 8);
   return 0;
+}
+
+/* Complete bytes the adversarial schedule held back on the barrier word p
+ * of CTA c, when nothing else keeps its phase open (no pending arrivals and
+ * exactly that many pending transaction bytes) and a wait for the phase
+ * with parity want (-1: not a wait) would fail without them. 1 if the
+ * phase completed. */
+int lpx_emu_mbar_take_tx(emu_cta *c, uint8_t *p, int64_t bytes, int want)
+{
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  if (!b.expected || b.pending || b.tx != bytes || (want >= 0 && b.phase != want)) return 0;
+  b.tx = 0;
+  settle(c, &b);
+  c->mbar_gen++;
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 1;
 }
 
 /* cp.async.bulk [dst], [src], size{, [mbar]}: copy at once, then complete

@@ -112,6 +112,21 @@ end
 --- Wait for all work on the device.
 function Device:sync() check(core.device_sync(self.handle), "sync") end
 
+--- Set a device option by name (the emulator's: budget, threads, checks,
+-- schedule, race_check, uninit_check, align_check; see docs/emulator.md),
+-- e.g. dev:set_option("schedule", 7) for the adversarial schedule with seed 7.
+function Device:set_option(name, value)
+  check(core.device_set_option(self.handle, name, value), "device option " .. tostring(name))
+  self.name = ffi.string(core.device_describe(self.handle))
+end
+
+--- The value of a device option.
+function Device:option(name)
+  local v = ffi.new("int64_t[1]")
+  check(core.device_get_option(self.handle, name, v), "device option " .. tostring(name))
+  return tonumber(v[0])
+end
+
 --- Capture the launches fn makes into a graph; returns a function that
 -- replays them (a CUDA graph on a GPU, a recorded sequence on the emulator).
 function Device:capture(fn)
