@@ -330,3 +330,67 @@ describe("device options", function()
     assert.is_number(line)
   end)
 end)
+
+describe("outputs the caller provides", function()
+  --- y = y + 2 * x over N f32 (an accumulating kernel: it reads its output).
+  local acc = kernel "acc2x" {
+    in_specs = { Tile("N", T.f32) }, out_specs = { Tile("N", T.f32) }, block = { 64 },
+    grid = function(p) return { p.N / 64 } end,
+    function(X, Y)
+      local px, py = ptx.global_ptrs(X, Y)
+      local i = pyptx.reg.from(ptx.special.ctaid.x(), T.u32) * 64 + pyptx.reg.from(ptx.special.tid.x(), T.u32)
+      local off = i:mul_wide(4)
+      local x, y = pyptx.reg.scalar(T.f32), pyptx.reg.scalar(T.f32)
+      ptx.ld.global(x, ptx.addr(px + off))
+      ptx.ld.global(y, ptx.addr(py + off))
+      ptx.st.global(ptx.addr(py + off), x:fma(2.0, y))
+      ptx.ret()
+    end,
+  }
+  local emu
+  before_each(function() emu = H.emu(); runtime.use(emu) end)
+
+  it("launches into a tensor passed as opts.out, keeps its contents and returns it", function()
+    local x = tensor.rand({ 128 }, T.f32, { seed = 3 })
+    local y = tensor.rand({ 128 }, T.f32, { seed = 4 })
+    local before, xs = y:totable(), x:totable()
+    local got = acc(x, { out = y })
+    assert.equal(y, got)
+    local after = y:totable()
+    for i = 1, 128 do assert.equal(ffi.new("float", 2 * xs[i] + before[i]), ffi.new("float", after[i]), i) end
+    local l2 = runtime.prepare(acc, x, { out = { y } })
+    assert.equal(y, l2.outputs[1])
+    l2()
+    for i = 1, 128 do assert.equal(tonumber(ffi.new("float", 2 * xs[i] + after[i])), y:totable()[i]) end
+  end)
+
+  it("runs in place when an input is also the output", function()
+    local x = tensor.rand({ 64 }, T.f32, { seed = 5 })
+    local xs = x:totable()
+    acc(x, { out = x })
+    for i = 1, 64 do assert.equal(tonumber(ffi.new("float", 3 * xs[i])), x:totable()[i]) end
+  end)
+
+  it("refuses outputs of the wrong count, shape, kind or device at the launching line", function()
+    local x = tensor.rand({ 64 }, T.f32, { seed = 6 })
+    local cases = {
+      { { tensor.empty({ 64 }, T.f32), tensor.empty({ 64 }, T.f32) }, "opts.out holds 2 tensor(s); the kernel has 1 output(s)" },
+      { tensor.empty({ 32 }, T.f32), "dimension N is 64 from input 1 (shape 64) but 32 from output 1 (shape 32)" },
+      { tensor.empty({ 64 }, T.s32), "output 1" },
+      { { 7 }, "output 1 (opts.out[1]) must be a tensor, got number" },
+      { "y", "opts.out must be a tensor or a list of tensors" },
+      { tensor.empty({ 64 }, T.f32, runtime.open("emu")), "output 1 (opts.out[1]) lives on" },
+    }
+    for _, c in ipairs(cases) do
+      local line
+      local ok, err = pcall(function() line = here(); acc(x, { out = c[1] }) end)
+      assert.is_false(ok)
+      assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\": ", err, 1, true)
+      assert.matches(c[2], err, 1, true)
+    end
+    local line
+    local ok, err = pcall(function() line = here(); acc({ out = x }) end)
+    assert.is_false(ok)
+    assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\" takes 1 input tensor(s) (its in_specs), got 0", err, 1, true)
+  end)
+end)
