@@ -346,6 +346,7 @@ int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
   int32_t sym = lpx_sym(m, name);
   if (sym < 0) return -1;
   f->reg_name[reg] = sym;
+  lpx_lookup_free(f);   /* names changed: rebuilt on the next lookup */
   return 0;
 }
 

@@ -39,6 +39,7 @@ static void func_free(lpx_func *f)
   free(f->reg_type); free(f->reg_index);
   free(f->items); free(f->ops);
   free(f->reg_name); free(f->ops_lex);
+  lpx_lookup_free(f);
 }
 
 /* Free a module and everything it owns. */
@@ -329,9 +330,9 @@ int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 {
   lpx_func *f = func_at(m, fn);
   if (!f) return -1;
-  for (size_t i = 0; i < f->nitems; i++)
-    if (f->items[i].kind == LPX_ITEM_LABEL && f->items[i].form == sym)
-      return lpx_fail(m->ctx, "label '%s' is placed twice", lpx_strtab_get(&m->syms, sym));
+  int placed = lpx_lookup_label_placed(m, f, sym);
+  if (placed < 0) return -1;
+  if (placed) return lpx_fail(m->ctx, "label '%s' is placed twice", lpx_strtab_get(&m->syms, sym));
   lpx_item *it = item_new(m, f, LPX_ITEM_LABEL);
   if (!it) return -1;
   it->form = sym;
