@@ -15,6 +15,11 @@ static const char *const class_prefix[LPX_RC__COUNT] = {
   LPX_REGCLASSES(X)
 #undef X
 };
+static const uint8_t class_prefix_len[LPX_RC__COUNT] = {
+#define X(id, decl, prefix) sizeof(prefix) - 1,
+  LPX_REGCLASSES(X)
+#undef X
+};
 /* nvcc declares register classes in this order. */
 static const int class_order[LPX_RC__COUNT] = {
   LPX_RC_PRED, LPX_RC_B16, LPX_RC_B32, LPX_RC_F32, LPX_RC_B64, LPX_RC_F64, LPX_RC_B128
@@ -35,8 +40,9 @@ void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg
     lpx_buf_puts(b, lpx_strtab_get(&m->syms, f->reg_name[reg]));
     return;
   }
-  lpx_buf_puts(b, class_prefix[lpx_types[f->reg_type[reg]].regclass]);
-  lpx_buf_puti(b, f->reg_index[reg]);
+  int cls = lpx_types[f->reg_type[reg]].regclass;
+  lpx_buf_put(b, class_prefix[cls], class_prefix_len[cls]);
+  lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);
 }
 
 /* The same name into a fixed buffer, for messages (validator, emulator). */

@@ -270,12 +270,18 @@ struct lpx_module {
   lpx_item *top; size_t ntop, top_cap;
   lpx_lex *lex; size_t nlex, lex_cap;
   int32_t eof_pre;
+  /* Per form id: 1 + the operand count its form rules passed with in
+   * this module (0: not yet), so lpx_validate checks them once. */
+  uint8_t *rules_ok; size_t rules_cap;
+  int64_t rules_key;   /* the target and version they passed under */
 };
 
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
 int32_t lpx_lookup_reg(lpx_module *m, lpx_func *f, int32_t sym, const char *s, size_t n);
 int lpx_lookup_label_placed(lpx_module *m, lpx_func *f, int32_t sym);
+int32_t lpx_lookup_numbered(lpx_module *m, lpx_func *f, const char *s, size_t n);
+int lpx_lookup_range_clash(const lpx_func *f, const char *prefix, int32_t n, char *out, size_t cap);
 void lpx_lookup_free(lpx_func *f);
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
 int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);

@@ -4,6 +4,7 @@
  * registers as in one of ten thousand: registers by their PTX name, and
  * the labels already placed. */
 #include "lpx_internal.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,34 @@ static int32_t numbered_find(const lpx_lookup *lk, const char *s, size_t n)
     if (i == n) return idx < lk->numbered_cap[c] ? lk->numbered[c][idx] : -1;
   }
   return -1;
+}
+
+/* The automatic (class-numbered) register of f that a name denotes, or -1. */
+int32_t lpx_lookup_numbered(lpx_module *m, lpx_func *f, const char *s, size_t n)
+{
+  if (regs_sync(f)) return lpx_fail(m->ctx, "out of memory"), -2;
+  return numbered_find(&f->lookup, s, n);
+}
+
+/* Does a name of the range prefix0 .. prefix(n-1) name an automatic
+ * register f already has? The first such name goes to out. Only a prefix
+ * that is a class prefix plus digits (%r, %r1) can: its smallest name is
+ * prefix1 (prefix0 has a leading zero) or, after digits, prefix0. */
+int lpx_lookup_range_clash(const lpx_func *f, const char *prefix, int32_t n, char *out, size_t cap)
+{
+  size_t plen = strlen(prefix);
+  for (int c = 0; c < LPX_RC__COUNT; c++) {
+    size_t cp = strlen(class_prefix[c]);
+    if (plen < cp || memcmp(prefix, class_prefix[c], cp) || (plen > cp && prefix[cp] == '0') || plen - cp > 8) continue;
+    uint64_t r = 0;
+    size_t i = cp;
+    while (i < plen && prefix[i] >= '0' && prefix[i] <= '9') r = r * 10 + (uint64_t)(prefix[i++] - '0');
+    int32_t first = plen > cp ? 0 : 1;
+    if (i < plen || first >= n || (plen > cp ? r * 10 : 1) > (uint64_t)f->class_count[c]) continue;
+    snprintf(out, cap, "%s%d", prefix, (int)first);
+    return 1;
+  }
+  return 0;
 }
 
 /* The register of function f that the name (symbol sym, text s of n

@@ -21,37 +21,11 @@ int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---------------------------------------------------------------- buffers */
 
-/* Append n raw bytes; the buffer stays NUL-terminated. */
-int lpx_buf_put(lpx_buf *b, const char *s, size_t n)
+/* Make room for n more bytes and the NUL (the slow path of the writers
+ * in lpx_util.h); -1 when out of memory. */
+int lpx_buf_grow(lpx_buf *b, size_t n)
 {
-  if (lpx_grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) return -1;
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-  return 0;
-}
-
-/* Append a NUL-terminated string. */
-int lpx_buf_puts(lpx_buf *b, const char *s) { return lpx_buf_put(b, s, strlen(s)); }
-
-/* Append one character. */
-int lpx_buf_putc(lpx_buf *b, char c) { return lpx_buf_put(b, &c, 1); }
-
-/* Append an unsigned decimal without going through printf (hot path). */
-int lpx_buf_putu(lpx_buf *b, uint64_t v)
-{
-  char tmp[24];
-  int i = 24;
-  do { tmp[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-  return lpx_buf_put(b, tmp + i, (size_t)(24 - i));
-}
-
-/* Append a signed decimal. */
-int lpx_buf_puti(lpx_buf *b, int64_t v)
-{
-  if (v >= 0) return lpx_buf_putu(b, (uint64_t)v);
-  if (lpx_buf_putc(b, '-')) return -1;
-  return lpx_buf_putu(b, (uint64_t)0 - (uint64_t)v);
+  return lpx_grow((void **)&b->p, &b->cap, b->n + n + 1, 1);
 }
 
 /* Append printf-formatted text (cold paths only). */

@@ -1315,6 +1315,35 @@ static int check_mbarrier(vctx *v, const lpx_operand *ops, const uint32_t *start
 
 /* ================================================== end of mbarrier spaces */
 
+/* What the form rules read of a module: its target and PTX version. */
+static int64_t rules_key(const lpx_module *m)
+{
+  return ((int64_t)m->ptx_version << 32) | ((int64_t)m->sm << 8) | (int64_t)(m->family & 0xff);
+}
+
+/* Did the form's rules (check_rules) already pass in this module with
+ * count operands? They read only the form, the count and the module's
+ * target and PTX version, so each form is checked once per count. */
+static int rules_passed(const lpx_module *m, const lpx_form *form, int count)
+{
+  size_t id = (size_t)(form - m->ctx->forms);
+  return count < 255 && id < m->rules_cap && m->rules_ok[id] == count + 1 && m->rules_key == rules_key(m);
+}
+
+/* Remember that the form's rules passed with count operands (best effort:
+ * without memory they are simply checked again next time). */
+static void rules_remember(lpx_module *m, const lpx_form *form, int count)
+{
+  size_t id = (size_t)(form - m->ctx->forms), old = m->rules_cap;
+  if (m->rules_key != rules_key(m)) {   /* a parsed .target or .version changed the module */
+    if (m->rules_cap) memset(m->rules_ok, 0, m->rules_cap);
+    m->rules_key = rules_key(m);
+  }
+  if (count >= 255 || LPX_RESERVE(m->rules_ok, m->rules_cap, id + 1)) return;
+  if (m->rules_cap > old) memset(m->rules_ok + old, 0, m->rules_cap - old);
+  m->rules_ok[id] = (uint8_t)(count + 1);
+}
+
 /* Validate an instruction's operands; untyped numbers get their type here. */
 static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
@@ -1327,7 +1356,10 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
   vctx v = { m, f, form, 0, 0, 0, file, line };
   int op = form->info.op;
   v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT;
-  if (op >= 0 && check_rules(m, form, count)) return -1;
+  if (op >= 0 && !rules_passed(m, form, count)) {
+    if (check_rules(m, form, count)) return -1;
+    rules_remember(m, form, count);
+  }
   int tc = count <= 64 ? tcgen05_check(&v, ops, starts, count) : 1;
   if (tc <= 0) return tc;
   v.relaxed = op == LPX_OP_LD || op == LPX_OP_ST || op == LPX_OP_LDU || op == LPX_OP_CVT;
@@ -1343,7 +1375,8 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
     return 0;
   }
   int first_err = 0;
-  char saved[LPX_MSG_MAX] = "";
+  char saved[LPX_MSG_MAX];   /* not zero-filled: this runs for every instruction */
+  saved[0] = '\0';
   for (const char *alt = sig;;) {
     const char *end = strchr(alt, ';');
     size_t len = end ? (size_t)(end - alt) : strlen(alt);

@@ -167,7 +167,7 @@ end
 function M.open(t, name, is_entry, linkage)
   local fn = core.func_begin(t.mod, name, is_entry and 1 or 0, linkage or 0)
   if fn < 0 then error(core.error_message(), 0) end
-  t.fn, t.name, t.guard, t.at_where, t.reg_names, t.auto_names = fn, name, nil, nil, nil, nil
+  t.fn, t.name, t.guard, t.at_where, t.reg_names, t.reg_ranges = fn, name, nil, nil, nil, nil
   return fn
 end
 
