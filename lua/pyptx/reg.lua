@@ -15,6 +15,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local table_new = require "table.new"
 
 local M = {}
 local OPD = trace.OPD
@@ -54,7 +55,6 @@ local function TF(prefix, ty)
   end
   return id
 end
-M.typed_form = TF
 
 --- The active trace; what (a function returning the operation's name, so
 -- no message string is built on the hot path) names it in the error.
@@ -224,7 +224,8 @@ function M.range(ty, prefix, n)
   local first = core.reg_range(t.mod, t.fn, ty.id, prefix, n)
   if first < 0 then trace.fail("reg.range: " .. core.error_message()) end
   t.reg_ranges[#t.reg_ranges + 1] = { prefix, n }
-  local a = { n = n }
+  local a = table_new(n, 1)
+  a.n = n
   for i = 0, n - 1 do a[i] = setmetatable({ id = first + i, type = ty, trace = t }, Reg) end
   if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message()) end
   return a
