@@ -63,12 +63,6 @@ uint32_t lpx_hash(const char *s, size_t len)
   return (uint32_t)XXH3_64bits(s, len - 1) + ((uint8_t)s[len - 1] & 15);
 }
 
-/* Length of the string behind an id: the next string starts one NUL later. */
-static size_t strtab_len(const lpx_strtab *t, int32_t id)
-{
-  size_t end = (size_t)id + 1 < t->n ? t->offs[id + 1] : t->arena.n;
-  return end - t->offs[id] - 1;
-}
 
 /* Probe for s (hash h); return its slot index (holding its id or empty).
  * The stored hash and length settle almost every mismatch without
@@ -79,7 +73,7 @@ static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len, uint3
   for (;; i = (i + 1) & mask) {
     const lpx_strslot *e = &t->slots[i];
     if (!e->id) return i;
-    if (e->hash == h && strtab_len(t, e->id - 1) == len && memcmp(t->arena.p + t->offs[e->id - 1], s, len) == 0) return i;
+    if (e->hash == h && lpx_strtab_len(t, e->id - 1) == len && memcmp(t->arena.p + t->offs[e->id - 1], s, len) == 0) return i;
   }
 }
 
@@ -136,12 +130,6 @@ int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len)
   t->arena.n += len + 1;
   t->slots[slot] = (lpx_strslot){ h, (int32_t)++t->n };
   return (int32_t)t->n - 1;
-}
-
-/* The string behind an id. */
-const char *lpx_strtab_get(const lpx_strtab *t, int32_t id)
-{
-  return t->arena.p + t->offs[id];
 }
 
 /* Release every allocation of a string table. */

@@ -95,7 +95,24 @@ typedef struct lpx_strtab {
 int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len);
 int lpx_strtab_reserve(lpx_strtab *t, size_t n, size_t bytes);
 int32_t lpx_strtab_find(const lpx_strtab *t, const char *s, size_t len);
-const char *lpx_strtab_get(const lpx_strtab *t, int32_t id);
+/* The string behind an id. */
+static inline const char *lpx_strtab_get(const lpx_strtab *t, int32_t id)
+{
+  return t->arena.p + t->offs[id];
+}
+
+/* Length of the string behind an id: the next string starts one NUL later. */
+static inline size_t lpx_strtab_len(const lpx_strtab *t, int32_t id)
+{
+  size_t end = (size_t)id + 1 < t->n ? t->offs[id + 1] : t->arena.n;
+  return end - t->offs[id] - 1;
+}
+
+/* Append the string behind an id (its length known: no strlen). */
+static inline int lpx_buf_putsym(lpx_buf *b, const lpx_strtab *t, int32_t id)
+{
+  return lpx_buf_put(b, lpx_strtab_get(t, id), lpx_strtab_len(t, id));
+}
 void lpx_strtab_free(lpx_strtab *t);
 uint32_t lpx_hash(const char *s, size_t len);
 
