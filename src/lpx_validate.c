@@ -117,8 +117,8 @@ static int type_number(vctx *v, lpx_operand *o, int want)
     snprintf(msg, sizeof msg, "is %.17g, expected an integer for .%s", x, w->name);
     return opfail(v, msg);
   }
-  double lo = w->bits >= 64 ? -9223372036854775808.0 : -ldexp(1.0, w->bits - 1);
-  double hi = w->bits >= 64 ? 18446744073709551615.0 : ldexp(1.0, w->bits) - 1;
+  double lo = w->bits >= 64 ? -9223372036854775808.0 : -(double)((uint64_t)1 << (w->bits - 1));
+  double hi = w->bits >= 64 ? 18446744073709551615.0 : (double)(((uint64_t)1 << w->bits) - 1);
   if (x < lo || x > hi) {
     snprintf(msg, sizeof msg, "is %.17g, which does not fit in %d bits", x, w->bits);
     return opfail(v, msg);
@@ -318,11 +318,13 @@ static int check_alt(vctx *v, const char *alt, size_t alen, lpx_operand *ops, ui
   for (size_t i = 0; i < alen; i++) {
     if (alt[i] == ' ') continue;
     v->pos = k + 1;
-    /* a vector where the letter wants none (or the reverse) fails this
-     * alternative with a weaker message than a real mismatch would */
-    int vec = ops[starts[k]].kind == LPX_OPD_VEC;
-    int fits = vec ? strchr("vVwyk", alt[i]) != NULL : strchr("wy", alt[i]) == NULL;
-    if (check_letter(v, alt[i], ops, starts[k])) return fits ? -1 : -2;
+    if (check_letter(v, alt[i], ops, starts[k])) {
+      /* a vector where the letter wants none (or the reverse) fails this
+       * alternative with a weaker message than a real mismatch would */
+      int vec = ops[starts[k]].kind == LPX_OPD_VEC;
+      int fits = vec ? strchr("vVwyk", alt[i]) != NULL : strchr("wy", alt[i]) == NULL;
+      return fits ? -1 : -2;
+    }
     k++;
   }
   return 0;
@@ -596,6 +598,14 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
  * here: the variable operand lists (mma, ld/st, commit, cp, shift), the
  * spellings a row's shared group does not allow, and target rules. */
 
+/* Is row op one of the tcgen05 family ("tcgen05.mma", ...)? (The first
+ * byte settles it for nearly every row: this runs for every instruction.) */
+static int is_tcgen05(int op)
+{
+  const char *name = lpx_isa_rows[op].name;
+  return name[0] == 't' && strncmp(name, "tcgen05.", 8) == 0;
+}
+
 /* Fail with "<form>: <message>". */
 static int tc_fail(vctx *v, const char *msg)
 {
@@ -789,7 +799,7 @@ static int tc_target(vctx *v)
 static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
   int op = v->form->info.op;
-  if (op < 0 || strncmp(lpx_isa_rows[op].name, "tcgen05.", 8)) return 1;
+  if (op < 0 || !is_tcgen05(op)) return 1;
   if (tc_target(v) || tc_cta_group(v)) return -1;
   switch (op) {
   case LPX_OP_TCMMA: return tc_mma(v, ops, starts, count);
@@ -1404,7 +1414,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
   if (validate(m, f, form, ops, nops, file, line)) return -1;
-  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && !strncmp(lpx_isa_rows[form->info.op].name, "tcgen05.", 8)) {
+  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && is_tcgen05(form->info.op)) {
     f->tc_cta_group = form->info.cta_group;
     f->tc_cta_file = file;
     f->tc_cta_line = line;

@@ -43,18 +43,18 @@ function M.bra(target, p)
     M.set_guard(t, p)
   end
   if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra"), target)
+  return trace.emit_n(F("bra"), 1, target)
 end
 
 --- Uniform branch (all threads take it together).
 function M.bra_uni(target)
   if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra.uni"), target)
+  return trace.emit_n(F("bra.uni"), 1, target)
 end
 
 --- ret; / exit;
-function M.ret() return trace.emit(F("ret")) end
-function M.exit() return trace.emit(F("exit")) end
+function M.ret() return trace.emit_n(F("ret"), 0) end
+function M.exit() return trace.emit_n(F("exit"), 0) end
 
 -- ------------------------------------------------------ structured control
 
@@ -108,7 +108,7 @@ function M.range(lo, hi, step, body)
   M.label(top)
   body(i, { top = operands.label_ref(top), exit = operands.label_ref(exit) })
   local suffix = (ty.kind == "b" and "u" .. ty.bits) or ty.name
-  trace.emit(F("add." .. suffix), i, i, step)
+  trace.emit_n(F("add." .. suffix), 3, i, i, step)
   M.bra(top, i:lt(hi))
   M.label(exit)
   return i

@@ -16,6 +16,7 @@ local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
 local table_new = require "table.new"
+local emit_n = trace.emit_n
 
 local M = {}
 local OPD = trace.OPD
@@ -142,7 +143,7 @@ M.mov_name = mov_name
 --- A new register of type ty; with init, also `mov` init into it.
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, init) end
+  if init ~= nil then emit_n(F("mov." .. mov_name(ty)), 2, r, init) end
   return r
 end
 
@@ -234,7 +235,7 @@ end
 --- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
 function M.fragments(ty, n, zero)
   local a = M.array(ty, n)
-  if zero then for i = 0, n - 1 do trace.emit(F("mov." .. mov_name(ty)), a[i], 0) end end
+  if zero then for i = 0, n - 1 do emit_n(F("mov." .. mov_name(ty)), 2, a[i], 0) end end
   return a
 end
 
@@ -274,13 +275,13 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  trace.emit(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), r, src)
+  emit_n(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), 2, r, src)
   return r
 end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  trace.emit(F("mov." .. mov_name(self.type)), self, v)
+  emit_n(F("mov." .. mov_name(self.type)), 2, self, v)
   return self
 end
 
@@ -324,7 +325,7 @@ local function binop(int, float, sym)
     local ty = join(sym, a, b)
     local at = arith_type(ty)
     local d = new(active(what), ty)
-    trace.emit(TF(is_int(at) and int or float, at), d, a, b)
+    emit_n(TF(is_int(at) and int or float, at), 3, d, a, b)
     return d
   end
 end
@@ -346,7 +347,7 @@ Reg.__unm = function(a)
   local at = arith_type(a.type)
   if at.kind == "u" then at = types["s" .. at.bits] end
   local d = new(trace.need("operator -"), a.type)
-  trace.emit(TF("neg", at), d, a)
+  emit_n(TF("neg", at), 2, d, a)
   return d
 end
 
@@ -356,7 +357,7 @@ local function compare(cmp)
   return function(a, b)
     local ty = arith_type(join(cmp, a, b))
     local p = new(active(what), types.pred)
-    trace.emit(TF(prefix, ty), p, a, b)
+    emit_n(TF(prefix, ty), 3, p, a, b)
     return p
   end
 end
@@ -383,7 +384,7 @@ local function bitop(opname)
   return function(a, b)
     local ty = join(opname, a, b)
     local d = new(active(what), ty)
-    trace.emit(sized_form(opname, "b", ty, true), d, a, b)
+    emit_n(sized_form(opname, "b", ty, true), 3, d, a, b)
     return d
   end
 end
@@ -393,7 +394,7 @@ Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
 --- Bitwise / logical not.
 function Reg:bnot()
   local d = new(trace.need(":bnot"), self.type)
-  trace.emit(sized_form("not", "b", self.type, true), d, self)
+  emit_n(sized_form("not", "b", self.type, true), 2, d, self)
   return d
 end
 Reg.not_ = Reg.bnot
@@ -401,14 +402,14 @@ Reg.not_ = Reg.bnot
 --- Shift left by n bits.
 function Reg:shl(n)
   local d = new(trace.need(":shl"), self.type)
-  trace.emit(sized_form("shl", "b", self.type), d, self, n)
+  emit_n(sized_form("shl", "b", self.type), 3, d, self, n)
   return d
 end
 
 --- Shift right (arithmetic for signed registers, logical otherwise).
 function Reg:shr(n)
   local d = new(trace.need(":shr"), self.type)
-  trace.emit(self.type.kind == "s" and TF("shr", self.type) or sized_form("shr", "u", self.type), d, self, n)
+  emit_n(self.type.kind == "s" and TF("shr", self.type) or sized_form("shr", "u", self.type), 3, d, self, n)
   return d
 end
 
@@ -419,7 +420,7 @@ local function typed(opname, float_mods)
     local ty = arith_type(b ~= nil and join(opname, a, b) or a.type)
     local d = new(active(what), a.type)
     local op = TF(is_float(ty) and float or opname, ty)
-    if b ~= nil then trace.emit(op, d, a, b) else trace.emit(op, d, a) end
+    if b ~= nil then emit_n(op, 3, d, a, b) else emit_n(op, 2, d, a) end
     return d
   end
 end
@@ -429,7 +430,7 @@ Reg.min, Reg.max, Reg.abs = typed("min", ""), typed("max", ""), typed("abs", "")
 function Reg:fma(b, c)
   local ty = arith_type(join("fma", self, b))
   local d = new(trace.need(":fma"), self.type)
-  trace.emit(TF(is_float(ty) and "fma.rn" or "mad.lo", ty), d, self, b, c)
+  emit_n(TF(is_float(ty) and "fma.rn" or "mad.lo", ty), 4, d, self, b, c)
   return d
 end
 
@@ -440,7 +441,7 @@ function Reg:mul_wide(b)
     trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name)
   end
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
-  trace.emit(F("mul.wide." .. ty.name), d, self, b)
+  emit_n(F("mul.wide." .. ty.name), 3, d, self, b)
   return d
 end
 

@@ -260,11 +260,15 @@ local function append(t, form, k, level)
   return rc
 end
 
---- emit for up to eight operands. It takes them as fixed parameters: a
--- trace the JIT starts here can return to interpreted code (straight-line
--- kernel bodies, transpiled scripts), which it cannot from a vararg
--- function.
-local function emit_fixed(t, form, n, a, b, c, d, e, f, g, h)
+--- Pack up to eight operands and append, the user's line found from level
+-- (counted from append). Fixed parameters, no vararg: a trace the JIT
+-- starts here, or resumes here after the C call that finds the line, can
+-- return through it to the caller, which it cannot through a vararg
+-- function's frame (interpreted callers: straight-line kernel bodies,
+-- transpiled scripts; compiled ones: the loop goes on in the same trace).
+local function emit_fixed(level, form, n, a, b, c, d, e, f, g, h)
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = 0
   if n > 0 then
     k = put(t, k, a)
@@ -288,19 +292,27 @@ local function emit_fixed(t, form, n, a, b, c, d, e, f, g, h)
       end
     end
   end
-  local rc = append(t, form, k, 4)   -- append < emit_fixed < emit < the caller
+  local rc = append(t, form, k, level)
+  return rc
+end
+
+--- Append one instruction of form with n (at most eight) operands given
+-- as fixed arguments: the emit of the hot paths (operators, control flow,
+-- the family wrappers), which the JIT compiles end to end.
+function M.emit_n(form, n, a, b, c, d, e, f, g, h)
+  local rc = emit_fixed(4, form, n, a, b, c, d, e, f, g, h)   -- append < emit_fixed < emit_n < the caller
   return rc
 end
 
 --- Append one instruction of an interned form with Lua operands.
 function M.emit(form, ...)
-  local t = cur
-  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local n = select("#", ...)
   if n <= 8 then
-    local rc = emit_fixed(t, form, n, ...)
+    local rc = emit_fixed(4, form, n, ...)   -- append < emit_fixed < emit < the caller
     return rc
   end
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = 0
   for i = 1, n do k = put(t, k, (select(i, ...))) end
   local rc = append(t, form, k, 3)   -- append < emit < the caller
