@@ -201,6 +201,7 @@ local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] 
 local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
+local cmd_sass = forward("sass", "input")             -- luaptx sass <script.lua> [--arch A] [--summary]
 
 -- ------------------------------------------------------------- the table
 
@@ -245,6 +246,9 @@ local COMMANDS = {
     help = "compile each kernel to a cubin through the cache",
     flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
               { "--force", help = "bypass the cache" } } },
+  { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
+    help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
+    flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",
