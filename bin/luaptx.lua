@@ -201,7 +201,12 @@ local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] 
 local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
-local cmd_sass = forward("sass", "input")             -- luaptx sass <script.lua> [--arch A] [--summary]
+
+--- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
+local function cmd_sass(opts, pos)
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
+  return require("luaptx.sass").main(each_kernel(script, opts.arch), opts)
+end
 
 -- ------------------------------------------------------------- the table
 
