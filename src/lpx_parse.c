@@ -809,34 +809,57 @@ static int bracket_is_list(pstate *ps)
   return 0;
 }
 
-/* An optional "+off", "-off" or "+-off" after a base; added to *ival. */
+static size_t operand_end(pstate *ps, size_t k);
+
+/* Fold tokens [a, b) (a number or a constant expression) into an integer
+ * offset; the cursor moves past them. */
+static int64_t fold_offset(pstate *ps, size_t a, size_t b)
+{
+  lpx_operand one;
+  lpx_cval v;
+  size_t at;
+  if (b == a + 1) {
+    parse_number(ps, a, &one);
+    if (one.kind != LPX_OPD_INT) perr(ps, a, "expected an integer offset");
+    v.i = one.ival;
+  } else {
+    int rc = lpx_cexpr_eval(ps->src, ps->t, a, b, &v, &at);
+    if (rc == LPX_CEXPR_DEEP) perr(ps, at, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+    if (rc) perr(ps, a, "malformed constant expression (or a division by zero)");
+    if (v.is_float) perr(ps, a, "expected an integer offset (the expression folds to a floating-point value)");
+  }
+  while (ps->pos < b) take(ps);
+  return v.i;
+}
+
+/* An optional offset after a base, added to *ival: "+expr" (a number or a
+ * constant expression up to the operand's end, as in [%r1+288+4] or
+ * [%r1+(4*2)]), "-off" or "+-off". */
 static void parse_offset(pstate *ps, int64_t *ival)
 {
   int plus = is_punct(ps, cur(ps), '+'), minus = is_punct(ps, cur(ps), '-');
   if (!plus && !minus) return;
-  int neg = minus, two = is_punct(ps, peek(ps, 1), '-');
-  if (peek(ps, two ? 2 : 1)->kind != LPX_TK_NUM) return;
+  size_t a = ps->pos + 1, b = operand_end(ps, a);
+  if (!lpx_cexpr_tokens(ps->src, ps->t, a, b)) return;
+  if (minus && b != a + 1)
+    perr(ps, ps->pos, "after '-' an offset is one number; write an offset expression after '+' ([%%r1+-4+8]), as ptxas does");
   take(ps);
-  if (two) { neg = !neg; take(ps); }
-  lpx_operand off;
-  parse_number(ps, ps->pos, &off);
-  if (off.kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer offset");
-  take(ps);
-  *ival = (int64_t)((uint64_t)*ival + (neg ? 0 - (uint64_t)off.ival : (uint64_t)off.ival));   /* wraps, no UB */
+  int64_t off = fold_offset(ps, a, b);
+  *ival = (int64_t)((uint64_t)*ival + (minus ? 0 - (uint64_t)off : (uint64_t)off));   /* wraps, no UB */
 }
 
-/* An address [base], [base+off], [base+-off], [imm]: one ADDR operand. */
+/* An address [base], [base+off], [base+-off], [imm] (an absolute address
+ * may be a constant expression: [4*2]): one ADDR operand. */
 static void parse_address(pstate *ps, lpx_operand *o)
 {
   take(ps);
   const lpx_tok *tok = cur(ps);
-  if (tok->kind == LPX_TK_NUM) {
-    parse_number(ps, ps->pos, o);
-    if (o->kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer address");
+  size_t end = operand_end(ps, ps->pos);
+  if (lpx_cexpr_tokens(ps->src, ps->t, ps->pos, end)) {
+    o->ival = fold_offset(ps, ps->pos, end);
     o->kind = LPX_OPD_ADDR;   /* an absolute address stays an address */
     o->aux = 0;
     o->id = -1;
-    take(ps);
   } else if (tok->kind == LPX_TK_WORD) {
     int32_t reg;
     uint32_t x = take_register(ps, &reg);
@@ -845,10 +868,10 @@ static void parse_address(pstate *ps, lpx_operand *o)
     o->id = reg >= 0 ? reg : sym;
     if (reg >= 0) lex_set_reg(ps, x, ps->pos - 1, reg);
     o->ival = 0;
+    parse_offset(ps, &o->ival);
   } else {
     perr(ps, ps->pos, "expected a register, symbol or integer address after '['");
   }
-  parse_offset(ps, &o->ival);
   expect(ps, ']', "to close the address");
 }
 
