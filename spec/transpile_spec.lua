@@ -157,6 +157,9 @@ describe("luaptx transpile", function()
     local _, named = round_trip(CORPUS .. "/edge/operands.ptx")
     assert.matches('local v = reg.named(T.b32, { "acc", "%tmp", "$weird_name" })', named, 1, true)
     assert.matches('ptx.inst("ld.global.u32", r[7], ptx.addr(4096))', named, 1, true)
+    local _, rets = round_trip(CORPUS .. "/edge/reg_returns.ptx")   -- .reg returns are registers, not "rv"
+    assert.matches('ptx.inst("add.s32", P["rv"], P["x"], P["x"])', rets, 1, true)
+    assert.matches('ptx.inst("mov.b64", {P["lo"], P["hi"]}, P["v"])', rets, 1, true)
   end)
 
   it("keeps a multi-entry module one module, each kernel also traceable alone", function()

@@ -1314,8 +1314,10 @@ static void parse_function(pstate *ps)
   }
   if (ps->raw) perr(ps, ps->pos, "function definitions cannot be added to a traced module (declarations only)");
   lpx_func *f = ps->f;
-  for (size_t i = 0; i < f->nparams; i++)   /* .reg parameters are registers of the body */
-    if (f->params[i].is_reg) reg_create(ps, f->params[i].sym, f->params[i].type);
+  for (size_t i = 0; i < f->nrets; i++)   /* .reg returns and parameters are registers of the body */
+    if (ps->f->rets[i].is_reg) reg_create(ps, ps->f->rets[i].sym, ps->f->rets[i].type);
+  for (size_t i = 0; i < f->nparams; i++)
+    if (ps->f->params[i].is_reg) reg_create(ps, ps->f->params[i].sym, ps->f->params[i].type);
   f = ps->f;
   f->head_lex = ps->lex_base + (uint32_t)start;
   take(ps);

@@ -115,6 +115,8 @@ static void map_register(tx *x, int32_t r)
   const char *name = lpx_strtab_get(&x->m->syms, sym);
   for (size_t i = 0; i < f->nparams; i++)
     if (f->params[i].is_reg && f->params[i].sym == sym) { e->kind = RX_PARAM; return; }
+  for (size_t i = 0; i < f->nrets; i++)
+    if (f->rets[i].is_reg && f->rets[i].sym == sym) { e->kind = RX_PARAM; return; }
   for (size_t i = 0; i < x->ndecl; i++) {
     const rdecl *d = &x->decl[i];
     if (d->kind != RX_RANGE || d->type != f->reg_type[r]) continue;
