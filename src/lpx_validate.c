@@ -168,6 +168,11 @@ static int check_src(vctx *v, lpx_operand *o, int want, int allow_special)
         snprintf(msg, sizeof msg, "%s needs sm_%d or newer; this kernel targets %s", lpx_special_name(o->id), sm, v->m->target);
         return opfail(v, msg);
       }
+      if (v->m->ptx_version < ptx) {
+        snprintf(msg, sizeof msg, "%s needs PTX ISA %d.%d; this kernel uses %d.%d (raise the kernel's version)",
+                 lpx_special_name(o->id), ptx / 10, ptx % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
+        return opfail(v, msg);
+      }
       return 0;
     }
     snprintf(msg, sizeof msg, "is the special register %s, valid only as a mov/cvt source of type .%s",

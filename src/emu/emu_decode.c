@@ -207,7 +207,8 @@ static void special_operand(dec *d, const lpx_operand *src, emu_inst *in, emu_op
 {
   if (d->p->special_slot[src->id] < 0) d->p->special_slot[src->id] = d->p->nslots++;
   o->kind = EO_REG; o->bits = 64; o->reg = d->p->special_slot[src->id];
-  if (src->id == LPX_SR_CLOCK || src->id == LPX_SR_CLOCK64 || src->id == LPX_SR_CLOCK_HI || src->id == LPX_SR_GLOBALTIMER)
+  if (src->id == LPX_SR_CLOCK || src->id == LPX_SR_CLOCK64 || src->id == LPX_SR_CLOCK_HI || src->id == LPX_SR_GLOBALTIMER
+      || src->id == LPX_SR_GLOBALTIMER_LO || src->id == LPX_SR_GLOBALTIMER_HI)
     in->flags |= EI_READS_CLOCK;
 }
 

@@ -358,12 +358,12 @@ static uint64_t now_ns(void)
 static void refresh_clock(emu_warp *w)
 {
   const emu_prog *p = w->p;
-  uint64_t v[4] = { w->steps, w->steps >> 32, w->steps, now_ns() };
-  const int ids[4] = { LPX_SR_CLOCK, LPX_SR_CLOCK_HI, LPX_SR_CLOCK64, LPX_SR_GLOBALTIMER };
-  for (int k = 0; k < 4; k++) {
+  uint64_t ns = now_ns(), v[6] = { w->steps, w->steps >> 32, ns, ns >> 32, w->steps, ns };
+  const int ids[6] = { LPX_SR_CLOCK, LPX_SR_CLOCK_HI, LPX_SR_GLOBALTIMER_LO, LPX_SR_GLOBALTIMER_HI, LPX_SR_CLOCK64, LPX_SR_GLOBALTIMER };
+  for (int k = 0; k < 6; k++) {
     if (p->special_slot[ids[k]] < 0) continue;
     uint64_t *r = EMU_R(w, p->special_slot[ids[k]]);
-    uint64_t x = k < 2 ? (uint32_t)v[k] : v[k];
+    uint64_t x = k < 4 ? (uint32_t)v[k] : v[k];
     for (int l = 0; l < 32; l++) r[l] = x;
   }
 }
@@ -455,7 +455,7 @@ static void fill_specials(emu_warp *w, const emu_cta *c)
       case LPX_SR_LANEMASK_GE: v = ~((1u << l) - 1); break;
       case LPX_SR_LANEMASK_GT: v = (uint32_t)~((2ull << l) - 1); break;
       case LPX_SR_DYN_SMEM: v = g->dynamic_smem; break;
-      case LPX_SR_TOTAL_SMEM: v = c->shared_size; break;
+      case LPX_SR_TOTAL_SMEM: case LPX_SR_AGGR_SMEM: v = c->shared_size; break;
       case LPX_SR_CLUSTERID_X: case LPX_SR_CLUSTERID_Y: case LPX_SR_CLUSTERID_Z:
         d = s - LPX_SR_CLUSTERID_X; v = c->ctaid[d] / g->cluster[d]; break;
       case LPX_SR_NCLUSTERID_X: case LPX_SR_NCLUSTERID_Y: case LPX_SR_NCLUSTERID_Z:
