@@ -2,6 +2,7 @@
  * and a flat item list (instructions, labels, raw lines) whose operands
  * live in one side array. Built by the tracer and the PTX parser. */
 #include "lpx_internal.h"
+#include "lpx_labels.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,9 +330,8 @@ int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 {
   lpx_func *f = func_at(m, fn);
   if (!f) return -1;
-  for (size_t i = 0; i < f->nitems; i++)
-    if (f->items[i].kind == LPX_ITEM_LABEL && f->items[i].form == sym)
-      return lpx_fail(m->ctx, "label '%s' is placed twice", lpx_strtab_get(&m->syms, sym));
+  if (lpx_labels_placed_here(m, f, sym))   /* a { } block may place a name again (inline asm pasted twice) */
+    return lpx_fail(m->ctx, "label '%s' is placed twice in one block", lpx_strtab_get(&m->syms, sym));
   lpx_item *it = item_new(m, f, LPX_ITEM_LABEL);
   if (!it) return -1;
   it->form = sym;

@@ -5,6 +5,7 @@
  * instruction gets its handler from the family table indexed by ISA row. */
 #include "emu.h"
 #include "emu_sched.h"
+#include "../lpx_labels.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,11 @@ typedef struct dec {
   emu_mod *mod;
   int8_t *sym_space;      /* per module symbol: EMU_SP_* + 1, 0 = not a variable */
   uint64_t *sym_addr;
-  int32_t *label_at;      /* per symbol: instruction index of a label, -1 */
+  int32_t *label_at;      /* per symbol: instruction index of a label of that name, -1 */
   uint8_t *sym_use;       /* per frame symbol: 1 stored by st.param, 2 named by a call */
   int32_t *frame_syms; size_t nframe, frame_cap;   /* frame symbols in order of appearance */
+  lpx_labels lab;         /* { } blocks: a branch goes to the label its block sees */
+  int32_t *inst_at;       /* per item: the index of the next instruction */
 } dec;
 
 /* ------------------------------------------------------------ families */
@@ -357,9 +360,11 @@ static int resolve_labels(dec *d)
     for (uint32_t k = 0; k < in->nops && !(in->flags & EI_CALL); k++) {
       emu_op *o = &p->ops[in->o + k];
       if (o->kind != EO_LABEL) continue;
-      if (d->label_at[o->reg] < 0)
-        return lpx_fail(d->m->ctx, "emu: %s: label '%s' is never placed", p->name, lpx_strtab_get(&d->m->syms, o->reg));
-      in->target = d->label_at[o->reg];
+      int32_t k = in->item >= 0 ? lpx_labels_find(&d->lab, (size_t)in->item, o->reg) : -1;
+      if (k < 0)
+        return lpx_fail(d->m->ctx, "emu: %s: label '%s' is never placed where this branch sees it", p->name,
+                        lpx_strtab_get(&d->m->syms, o->reg));
+      in->target = d->inst_at[k];
     }
     in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
@@ -374,10 +379,12 @@ static int decode_body(dec *d)
   const lpx_func *f = d->f;
   emu_prog *p = d->p;
   p->insts = calloc(f->ninsts + 1, sizeof *p->insts);
-  if (!p->insts) return -1;
+  d->inst_at = malloc((f->nitems + 1) * sizeof *d->inst_at);
+  if (!p->insts || !d->inst_at || lpx_labels_build(d->m, f, &d->lab)) return -1;
   int32_t at = 0;
   for (size_t i = 0; i < f->nitems; i++) {
     if (f->items[i].kind == LPX_ITEM_LABEL) d->label_at[f->items[i].form] = at;
+    d->inst_at[i] = at;
     at += f->items[i].kind == LPX_ITEM_INST;
   }
   for (size_t i = 0; i < f->nitems; i++) {
@@ -426,7 +433,7 @@ static int finish_slots(dec *d)
 /* Decode function fn of module m into an executable program. */
 int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out)
 {
-  dec d = { e, m, &m->funcs[fn], NULL, mod, NULL, NULL, NULL, NULL, NULL, 0, 0 };
+  dec d = { .e = e, .m = m, .f = &m->funcs[fn], .mod = mod };
   emu_prog *p = calloc(1, sizeof *p);
   size_t nsyms = m->syms.n + 1;
   d.sym_space = calloc(nsyms, 1);
@@ -446,6 +453,7 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
   rc = 0;
 done:
   free(d.sym_space); free(d.sym_addr); free(d.label_at); free(d.sym_use); free(d.frame_syms);
+  free(d.inst_at); lpx_labels_free(&d.lab);
   if (rc) { lpx_emu_prog_free(p); p = NULL; }
   *out = p;
   return rc;
