@@ -374,3 +374,34 @@ describe("double literals in f32 instructions", function()
     assert.equal(f[0], out:values()[1])
   end)
 end)
+
+describe("a braced scalar operand, { %r1 } (Triton's inline asm)", function()
+  local TEXT = [[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry one(.param .u64 out, .param .u64 inp)
+{
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<3>;
+	ld.param.u64 	%rd1, [out];
+	ld.param.u64 	%rd2, [inp];
+	mov.u32 %r2, 0x0;
+	ld.global.b32 { %r2 }, [ %rd2 + 4 ];
+	add.u32 %r2, %r2, 1;
+	st.global.b32 [ %rd1 + 0 ], { %r2 };
+	ret;
+}
+]]
+
+  it("loads, runs on the emulator and assembles as the scalar", function()
+    local dev = emu()
+    runtime.use(dev)
+    local mod = pyptx.load_ptx(TEXT)
+    local inp = tensor.from_table({ 5, 41 }, types.u32, { 2 }, dev)
+    local out = tensor.empty({ 1 }, types.u32, dev):fill_bytes(0xff)
+    mod.one { grid = { 1 }, block = { 1 }, args = { out, inp } }
+    assert.equal(42, tonumber(out:to_host()[0]))
+    H.assert_ptxas(TEXT, "sm_80")
+  end)
+end)

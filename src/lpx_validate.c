@@ -198,10 +198,12 @@ static int check_dst(vctx *v, const lpx_operand *o, int want)
   return opfail(v, msg);
 }
 
-/* Check a vector operand {a, b, ...} of width vec, or a scalar when vec == 1. */
+/* Check a vector operand {a, b, ...} of width vec, or a scalar when vec == 1
+ * (also braced, {a}, as Triton writes it and ptxas takes it). */
 static int check_vec(vctx *v, lpx_operand *ops, uint32_t i, int want, int dest)
 {
   int vec = v->form->info.vec;
+  if (vec == 1 && ops[i].kind == LPX_OPD_VEC && ops[i].aux == 1) i++;
   if (vec == 1) return dest ? check_dst(v, &ops[i], want) : check_src(v, &ops[i], want, 0);
   char msg[128];
   if (ops[i].kind != LPX_OPD_VEC || ops[i].aux != vec) {

@@ -316,6 +316,13 @@ static void collect_srcs(dec *d, emu_inst *in)
   if (in->guard >= 0 && in->nsrcs < 6) in->srcs[in->nsrcs++] = in->guard;
 }
 
+/* Rows whose scalar data operand may be written braced, {a} (Triton's
+ * ld.global.b32 { %r1 }, [ %rd1 + 0 ]). */
+static int braced_scalar(int op)
+{
+  return op == LPX_OP_LD || op == LPX_OP_LDU || op == LPX_OP_ST || op == LPX_OP_ATOM || op == LPX_OP_RED;
+}
+
 /* Decode one instruction item. */
 static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
 {
@@ -330,8 +337,12 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, fo);
   in->o = (uint32_t)d->p->nops;
   in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);
-  for (uint32_t k = 0; k < it->nops; k++)
-    if (decode_operand(d, &d->f->ops[it->ops + k], in)) return -1;
+  int braced = in->vec == 1 && braced_scalar(in->op);
+  for (uint32_t k = 0; k < it->nops; k++) {
+    const lpx_operand *src = &d->f->ops[it->ops + k];
+    if (braced && src->kind == LPX_OPD_VEC && src->aux == 1) { in->nops--; continue; }   /* {a} is a */
+    if (decode_operand(d, src, in)) return -1;
+  }
   if (in->op == LPX_OP_CALL) {
     for (uint32_t k = 0; k < it->nops && !(in->flags & EI_CALL); k++) {
       const lpx_operand *o = &d->f->ops[it->ops + k];
