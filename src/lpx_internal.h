@@ -268,6 +268,9 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
 int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
+void lpx_emit_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent);
+void lpx_emit_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info, const int32_t *file_map);
+int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */
 void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
 /* A 64-bit digest of every field of an operand (lpx_fmt.c). */
