@@ -8,6 +8,7 @@ local M = {}
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
+local script_require = require "pyptx.runtime.script_require"
 
 --- Print to stderr with the program's prefix.
 local function say_err(msg)
@@ -494,6 +495,7 @@ end
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)
+  script_require.install()   -- a script's require finds its own tree's modules from any directory
   local args = {}
   for i = 1, #argv do args[i] = argv[i] end
   local first = args[1]

@@ -424,6 +424,17 @@ int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap)
   return 0;
 }
 
+/* The absolute path of an existing file or directory, links resolved
+ * (realpath(3)), into out[cap]. */
+int lpx_fs_real_path(lpx_ctx *ctx, const char *path, char *out, size_t cap)
+{
+  char buf[PATH_MAX];
+  if (!realpath(path, buf)) return lpx_fail(ctx, "%s: %s", path, strerror(errno));
+  if (strlen(buf) >= cap) return lpx_fail(ctx, "%s: path too long", path);
+  memcpy(out, buf, strlen(buf) + 1);
+  return 0;
+}
+
 static __thread int remove_errno;
 static __thread char remove_failed[512];
 
