@@ -96,6 +96,9 @@ struct emu_prog {
   uint32_t frame_size;            /* per-thread bytes of FRAME space */
   uint32_t ret_off[4]; int nret;  /* a .func's return .params (func_retvalN) in the frame */
   emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
+  uint64_t *prof;                 /* profile counters: ninsts rows of EMU_PC__COUNT (emu_prof.c), or NULL */
+  uint8_t *prof_kind;             /* per instruction: what the profiler counts for it */
+  uint64_t *prof_flops;           /* per instruction: FLOPs of one warp's matrix instruction */
 };
 
 /* ----------------------------------------------------------- memory */
@@ -122,6 +125,7 @@ typedef struct emu_dev {
   emu_mod *mods; size_t nmods, mods_cap;
   int64_t budget, threads, checks;
   int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
+  int64_t profile;                /* 1: count performance counters per instruction (emu_prof.c) */
   uint64_t warp_insts, lane_insts;
   char desc[128];
 } emu_dev;
@@ -153,6 +157,7 @@ struct emu_warp {
   int depth;                      /* call depth (0: the entry) */
   uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
   uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
+  uint64_t *prow;                 /* profiled launches: the counters of the instruction running now */
 };
 
 struct emu_cta {
@@ -186,6 +191,7 @@ struct emu_launch {
   uint64_t budget, used;          /* warp instructions, used atomically */
   int64_t checks;
   int64_t schedule;               /* the device's schedule option at launch */
+  int prof;                       /* counting (emu_prof.c): the profiled warp loop, one host thread */
   int nworkers;
   int failed;                     /* read and set atomically */
   uint64_t fail_cta;              /* grid index of the CTA whose error is kept */

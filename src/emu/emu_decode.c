@@ -455,6 +455,7 @@ void lpx_emu_prog_free(emu_prog *p)
 {
   if (!p) return;
   free(p->insts); free(p->ops); free(p->cvals); free(p->slot_bits); free(p->param_off);
+  free(p->prof); free(p->prof_kind); free(p->prof_flops);
   free(p);
 }
 

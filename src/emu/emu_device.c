@@ -19,6 +19,7 @@ static const option options[] = {
   { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
   { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
   { "schedule", offsetof(emu_dev, schedule), -1, INT64_MAX, "-1 for the default schedule, else the seed of the adversarial one", NULL },
+  { "profile", offsetof(emu_dev, profile), 0, 1, "1 counts performance counters per instruction (luaptx profile; one host thread)", "LUAPTX_EMU_PROFILE" },
 };
 
 #define SCHEDULE_HELP "the emulator's schedule: default, or adversarial with a seed"
@@ -64,7 +65,7 @@ static const flag_option flag_options[] = {
 
 #define NOPTIONS (sizeof options / sizeof options[0])
 #define NFLAGS (sizeof flag_options / sizeof flag_options[0])
-#define VALID_OPTIONS "budget, threads, checks, schedule, race_check, uninit_check, align_check"
+#define VALID_OPTIONS "budget, threads, checks, schedule, profile, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)

@@ -6,6 +6,7 @@
  * still blocked the CTA has deadlocked, which is reported, not hung. */
 #include "emu.h"
 #include "emu_sched.h"
+#include "emu_prof.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -389,14 +390,17 @@ static int control_yields(const emu_warp *w, const emu_inst *in)
   return w->cta->sched && (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER || in->op == LPX_OP_BARCLUS);
 }
 
-/* Run a warp for up to QUANTUM instructions; 0, or -1 on an error. */
-int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
+/* The warp loop: run up to QUANTUM instructions; 0, or -1 on an error. Instantiated
+ * twice: prof = 0 (the plain loop, no profiling code) and prof = 1 (every
+ * instruction counted by emu_prof.c before and after it runs). */
+static inline __attribute__((always_inline)) int warp_run(emu_warp *w, uint64_t *steps, const int prof)
 {
   const emu_inst *insts = w->p->insts;
   /* tcgen05.ld's pending registers, and the adversarial schedule's pending wgmma accumulators, are reported through this check. */
   int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0 || w->cta->tm || w->cta->sched;
   uint64_t n = 0, lanes = 0;
   int rc = 0;
+  emu_prof_snap snap;
   for (int q = 0; q < QUANTUM; q++) {
     if (!w->cur && !regroup(w)) break;
     const emu_inst *in = &insts[w->cur_pc];
@@ -406,22 +410,38 @@ int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
     lanes += m == EMU_FULL ? 32u : (uint64_t)__builtin_popcount(m);
     if (check_uninit && in->nsrcs && !lpx_emu_srcs_written(w, in, m) && (rc = lpx_emu_check_srcs(w, in, m))) break;
     if (in->flags & EI_READS_CLOCK) refresh_clock(w);
+    if (prof) lpx_emu_prof_before(w, in, m, &snap);
     if (in->flags & (EI_CONTROL | EI_ASYNC)) {
       int yield = 0;
       if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; yield = control_yields(w, in); }
       else if ((rc = async_step(w, in, m, &yield))) break;
+      if (prof) lpx_emu_prof_after(w, in, m, &snap);
       if (yield) break;
       continue;
     }
     if (m && (rc = in->fn(w, in, m))) break;
+    if (prof) lpx_emu_prof_after(w, in, m, &snap);
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
     if (in->ndst_vec) mark_vec_written(w, in, m);
     if (++w->cur_pc >= w->other_min) flush(w);
   }
+  if (prof) w->prow = NULL;
   w->steps += n;
   w->lane_steps += lanes;
   *steps += n;
   return rc;
+}
+
+/* The plain warp loop. */
+static int warp_run_plain(emu_warp *w, uint64_t *steps) { return warp_run(w, steps, 0); }
+
+/* The profiled warp loop. */
+static int warp_run_prof(emu_warp *w, uint64_t *steps) { return warp_run(w, steps, 1); }
+
+/* Run a warp for up to one quantum, with the loop its launch chose. */
+int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
+{
+  return w->cta->L->prof ? warp_run_prof(w, steps) : warp_run_plain(w, steps);
 }
 
 /* ------------------------------------------------------------- CTAs */
@@ -774,6 +794,9 @@ int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg)
   L.cluster_size = (int)(cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2]);
   if (L.cluster_size < 1) L.cluster_size = 1;
   L.nworkers = thread_count(e, L.nctas / (uint64_t)L.cluster_size);
+  L.prof = e->profile != 0;
+  if (L.prof && lpx_emu_prof_prepare(e)) return -1;
+  if (L.prof) L.nworkers = 1;        /* counters without atomics: the profile is exact and deterministic */
   pthread_mutex_init(&L.lock, NULL);
   worker *wk = calloc((size_t)L.nworkers, sizeof *wk);
   pthread_t *th = calloc((size_t)L.nworkers, sizeof *th);
