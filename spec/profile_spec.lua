@@ -177,3 +177,162 @@ describe("the profiler's counters", function()
     assert.truthy(tostring(err):find("the counters come from the CPU emulator", 1, true))
   end)
 end)
+
+describe("occupancy", function()
+  local occ = require "pyptx.tools.occupancy"
+
+  -- { arch, threads, registers, smem, CTAs/SM, limiter }: what the CUDA occupancy calculator gives
+  local cases = {
+    { "sm_90a", 256, 32, 0, 8, "warps+registers" },    -- 32 registers: exactly 64 warps
+    { "sm_90a", 256, 128, 0, 2, "registers" },
+    { "sm_90a", 256, 168, 0, 1, "registers" },          -- 5376 registers per warp: 3 warps per sub-partition
+    { "sm_90a", 128, 32, 100 * 1024, 2, "smem" },       -- 100 KB + 1 KB reserved per CTA of 228 KB
+    { "sm_80", 64, 32, 0, 32, "warps+registers+ctas" },
+    { "sm_80", 128, 64, 48 * 1024, 3, "smem" },         -- 49 KB per CTA of 164 KB
+    { "sm_89", 1024, 64, 0, 1, "warps+registers" },     -- 48 warps per SM: one CTA of 32
+    { "sm_86", 32, 16, 0, 16, "ctas" },
+    { "sm_100a", 384, 80, 0, 2, "registers" },          -- 2560 per warp: 6 per sub-partition, 24 warps
+    { "sm_120", 256, 40, 0, 6, "warps+registers" },     -- 48 warps per SM; 1280 per warp: 12 per sub-partition
+  }
+  for _, t in ipairs(cases) do
+    it(("gives %s, %d threads, %d registers, %d B smem: %d CTAs limited by %s"):format(unpack(t)), function()
+      local r = assert(occ.compute { arch = t[1], threads = t[2], registers = t[3], smem = t[4] })
+      assert.same({ t[5], t[6] }, { r.ctas, r.limiter })
+    end)
+  end
+
+  it("refuses shapes no SM can run and names the valid range", function()
+    local r, err = occ.compute { arch = "sm_90a", threads = 128, registers = 32, smem = 240 * 1024 }
+    assert.is_nil(r)
+    assert.truthy(err:find("the most is 232448", 1, true))
+    r, err = occ.compute { arch = "sm_70", threads = 128 }
+    assert.is_nil(r)
+    assert.truthy(err:find("known: sm_100, sm_120, sm_80", 1, true))
+  end)
+end)
+
+describe("the roofline", function()
+  local gpus = require "pyptx.tools.gpus"
+
+  it("bounds a memory-bound and a tensor-bound launch on a named GPU", function()
+    local z = { gld_sectors = 0, gst_sectors = 0, tma_bytes = 0, bulk_bytes = 0, flops = 0, flops_fp8 = 0, fp32_flops = 0 }
+    local h100 = assert(gpus.find("h100 sxm"))
+    local c = setmetatable({ gld_sectors = 3350e6 / 32 }, { __index = z })   -- 3.35 GB: one millisecond
+    local r = gpus.roofline(h100, c)
+    assert.equal("memory", r.bound)
+    assert.near(1e-3, r.seconds, 1e-9)
+    c = setmetatable({ flops = 989.4e12, tma_bytes = 1e6 }, { __index = z })
+    r = gpus.roofline(h100, c)
+    assert.equal("tensor", r.bound)
+    assert.near(1, r.seconds, 1e-9)
+    assert.is_nil(gpus.find("V100"))
+  end)
+end)
+
+describe("luaptx profile", function()
+  local sys = require "pyptx.core.sys"
+  local tune = require "pyptx.tools.tune"
+
+  --- A script whose main launches a kernel with a planted strided load at line 13.
+  local SCRIPT = [[
+local pyptx = require "pyptx"
+local tensor = require "pyptx.runtime.tensor"
+local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
+local f32, u32 = pyptx.types.f32, pyptx.types.u32
+local k = kernel "planted" {
+  arch = "sm_90a", in_specs = { Tile(32 * 32, f32) }, out_specs = { Tile(32, f32) }, block = { 32, 1, 1 },
+  function(X, O)
+    local px, po = ptx.global_ptrs(X, O)
+    local t = reg.from(ptx.special.tid.x(), u32)
+    local a, b = reg.scalar(f32), reg.scalar(f32)
+    ptx.ld.global(a, ptx.addr(px + t:mul_wide(4)))
+    -- the strided load:
+    ptx.ld.global(b, ptx.addr(px + (t * 32):mul_wide(4)))
+    ptx.st.global(ptx.addr(po + t:mul_wide(4)), a + b)
+    ptx.ret()
+  end,
+}
+return { kernels = { k }, main = function() k(tensor.rand({ 32 * 32 }, f32)) end }
+]]
+
+  it("prints the totals and names the planted line among the worst, and writes JSON", function()
+    local dir = H.temp_dir()
+    local path, json = dir .. "/planted.lua", dir .. "/p.json"
+    H.write(path, SCRIPT)
+    local out, err, status = H.luaptx { "profile", path, "--json", json, "--gpu", "h100" }
+    assert.equal(0, status, err)
+    assert.truthy(out:find("kernel planted  (sm_90a, 1 launch, grid 1,1,1 block 32,1,1", 1, true), out)
+    assert.truthy(out:find("global: 2 load requests (18.00 sectors/req)", 1, true), out)
+    assert.truthy(out:find("worst lines by wasted sector bytes (uncoalesced):\n    planted.lua:13 ", 1, true), out)
+    assert.truthy(out:find("roofline on H100: >= ", 1, true), out)
+    local rep = tune.decode_json(H.read(json))
+    assert.equal("planted", rep.kernels[1].name)
+    assert.equal(36, rep.kernels[1].counters.gld_sectors)
+    assert.equal(32, rep.kernels[1].counters.fp32_flops)
+  end)
+
+  it("finds no bank conflicts in the swizzled Ampere GEMM and 8-way ones without the swizzle", function()
+    local dir = H.temp_dir()
+    local src = H.read("examples/ampere/gemm_pipelined.lua")
+    local plain, n = src:gsub("return x:bxor%(x:shr%(shift%):band%(0x70%)%)", "return x + 0 * shift")
+    assert.equal(1, n)
+    H.write(dir .. "/noswizzle.lua", plain)
+    local function shared(path)
+      local _, err, status = H.luaptx { "profile", path, "--json", dir .. "/p.json" }
+      assert.equal(0, status, err)
+      return tune.decode_json(H.read(dir .. "/p.json")).kernels[1].counters
+    end
+    local c = shared("examples/ampere/gemm_pipelined.lua")
+    assert.same({ 1536, 6144, 6144, 1 }, { c.shared_requests, c.shared_wavefronts, c.shared_ideal, c.shared_max_ways })
+    c = shared(dir .. "/noswizzle.lua")
+    assert.same({ 1536, 26624, 6144, 8 }, { c.shared_requests, c.shared_wavefronts, c.shared_ideal, c.shared_max_ways })
+  end)
+
+  it("names what is wrong: a kernel that did not run, an unknown GPU, a script without main", function()
+    local dir = H.temp_dir()
+    local path = dir .. "/planted.lua"
+    H.write(path, SCRIPT)
+    local _, err, status = H.luaptx { "profile", path, "--kernel", "nope" }
+    assert.equal(1, status)
+    assert.truthy(err:find("no kernel 'nope' was launched; launched: planted", 1, true), err)
+    _, err, status = H.luaptx { "profile", path, "--gpu", "V100" }
+    assert.equal(1, status)
+    assert.truthy(err:find("unknown GPU 'V100'; known: A100, H100", 1, true), err)
+    H.write(path, (SCRIPT:gsub("main = function%(%) .- end }", "}")))
+    _, err, status = H.luaptx { "profile", path }
+    assert.equal(1, status)
+    assert.truthy(err:find("has no main(args) to profile", 1, true), err)
+  end)
+
+  it("writes a page chromium renders: annotated source, summary, occupancy and roofline charts", function()
+    local dir = H.temp_dir()
+    local page = dir .. "/gemm.html"
+    local out, err, status = H.luaptx { "profile", "examples/hopper/gemm.lua", "--html", page }
+    assert.equal(0, status, err)
+    assert.truthy(out:find("kernel hopper_gemm", 1, true), out)
+    local res, why = sys.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://" .. page },
+      { timeout = 120, env = { HOME = dir } })
+    if not res then
+      H.pending("needs Debian's chromium for the headless browser check (apt-get install chromium): " .. why)
+      return
+    end
+    assert.equal(0, res.status, res.stderr)
+    local dom = res.stdout
+    local lines = tonumber(dom:match('id="status">rendered 1 kernel%(s%), (%d+) annotated line%(s%)'))
+    assert.truthy(lines and lines > 20, dom:sub(1, 2000))
+    assert.truthy(dom:find('<section class="kernel" id="k0"><h2>hopper_gemm</h2>', 1, true))
+    assert.truthy(dom:find('class="hot" data%-k="0" data%-l="0" data%-v="%d+" style="background: rgba%(230, 60, 20'))
+    assert.truthy(dom:find('<td class="m">warps %d+</td>'))
+    assert.truthy(dom:find('class="point"', 1, true))
+    assert.truthy(dom:find("hopper_gemm: 32.00 FLOP/B, memory-bound", 1, true))
+    if not require("pyptx.runtime.toolkit").find("ptxas") then
+      assert.truthy(dom:find("occupancy: unknown (no ptxas report)", 1, true))
+      H.pending("the occupancy chart needs ptxas -v (the rest of the page was checked)")
+      return
+    end
+    local _, bars = dom:gsub('class="bar"', "")
+    assert.equal(4, bars)
+    assert.truthy(dom:find('fill="#d33" class="bar" data%-name="registers"'))   -- 168 registers: the limit
+    assert.truthy(dom:find("<td>occupancy</td><td>19% (1 CTAs/SM, limited by registers+smem)</td>", 1, true))
+  end)
+end)

@@ -6,8 +6,9 @@
 #define LPX_PROFILE_H
 #include "lpx_device.h"
 
-/* Where a row's instruction is: its function, Lua (or PTX) file and line, index, PTX text. */
-typedef struct lpx_prof_loc { const char *func; const char *file; int32_t line; int32_t pc; char text[240]; } lpx_prof_loc;
+/* Where a row's instruction is: its function, Lua (or PTX) file and line, index, PTX text, its module
+ * (for lpx_emit and ptxas), and the function's profiled launches with the last one's grid, block and dynamic smem. */
+typedef struct lpx_prof_loc { const char *func; const char *file; int32_t line; int32_t pc; char text[240]; lpx_module *module; uint64_t launches; uint32_t grid[3], block[3], dynamic_smem; } lpx_prof_loc;
 
 int32_t lpx_prof_ncounters(void);
 const char *lpx_prof_counter_name(int32_t i);

@@ -98,7 +98,9 @@ struct emu_prog {
   emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
   uint64_t *prof;                 /* profile counters: ninsts rows of EMU_PC__COUNT (emu_prof.c), or NULL */
   uint8_t *prof_kind;             /* per instruction: what the profiler counts for it */
-  uint64_t *prof_flops;           /* per instruction: FLOPs of one warp's matrix instruction */
+  uint64_t *prof_flops;           /* per instruction: FLOPs of one warp's matrix instruction << 1 | fp8 inputs */
+  uint64_t prof_launches;         /* profiled launches of this entry, and the last one's shape */
+  uint32_t prof_grid[3], prof_block[3], prof_dsmem;
 };
 
 /* ----------------------------------------------------------- memory */

@@ -1,6 +1,7 @@
 /* The "emu" device: the device interface's operations over the emulator's
  * memory table, decoded programs and launcher, and its options. */
 #include "emu.h"
+#include "emu_prof.h"
 #include "../lpx_env.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -234,6 +235,7 @@ static int emu_launch_op(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
   emu_dev *e = EMU(d);
   if (fn < 0 || (size_t)fn >= e->nprogs || !e->progs[fn]->f->is_entry) return lpx_fail(d->ctx, "launch: no entry %d", fn);
+  if (e->profile) lpx_emu_prof_launch(e->progs[fn], cfg);
   return lpx_emu_run(e, e->progs[fn], cfg);
 }
 

@@ -10,7 +10,7 @@
 
 /* What kind of work an instruction is, decided once per program. */
 enum { PK_NONE, PK_LD, PK_ST, PK_ATOM, PK_LDMATRIX, PK_STMATRIX, PK_CPASYNC, PK_BRA, PK_BAR, PK_MBAR_WAIT,
-       PK_MMA, PK_WGMMA, PK_TCMMA };
+       PK_MMA, PK_WGMMA, PK_TCMMA, PK_FP32_1, PK_FP32_2 };
 
 static const char *const counter_names[] = {
 #define X(e, name, help) name,
@@ -34,6 +34,11 @@ static uint8_t kind_of(const emu_inst *in)
     [LPX_OP_BRA] = PK_BRA, [LPX_OP_BAR] = PK_BAR, [LPX_OP_BARRIER] = PK_BAR, [LPX_OP_MMA] = PK_MMA,
     [LPX_OP_WGMMA] = PK_WGMMA, [LPX_OP_TCMMA] = PK_TCMMA,
   };
+  static const uint8_t fp32[LPX_OP__COUNT] = {
+    [LPX_OP_ADD] = PK_FP32_1, [LPX_OP_SUB] = PK_FP32_1, [LPX_OP_MUL] = PK_FP32_1, [LPX_OP_MIN] = PK_FP32_1,
+    [LPX_OP_MAX] = PK_FP32_1, [LPX_OP_FMA] = PK_FP32_2, [LPX_OP_MAD] = PK_FP32_2,
+  };
+  if (in->type == LPX_T_F32 && in->op >= 0 && in->op < LPX_OP__COUNT && fp32[in->op]) return fp32[in->op];
   if (in->op == LPX_OP_MBARRIER)
     return in->mod[LPX_GB_MBAR] == LPX_MBAR_TEST_WAIT || in->mod[LPX_GB_MBAR] == LPX_MBAR_TRY_WAIT ? PK_MBAR_WAIT : PK_NONE;
   return in->op >= 0 && in->op < LPX_OP__COUNT ? by_op[in->op] : PK_NONE;
@@ -46,7 +51,9 @@ static uint64_t flops_of(const emu_prog *p, const emu_inst *in, uint8_t kind)
   if ((kind != PK_MMA && kind != PK_WGMMA) || in->item < 0) return 0;
   const lpx_form_info *fi = &p->m->ctx->forms[p->f->items[in->item].form].info;
   uint64_t f = 2ull * (uint64_t)fi->shape_m * (uint64_t)fi->shape_n * (uint64_t)fi->shape_k;
-  return kind == PK_WGMMA ? f / 4 : f;
+  f = kind == PK_WGMMA ? f / 4 : f;
+  int fp8 = fi->atype == LPX_MT_E4M3 || fi->atype == LPX_MT_E5M2;
+  return f << 1 | (uint64_t)fp8;      /* the low bit: fp8 inputs */
 }
 
 /* Give program p its counter rows (zeroed) and instruction kinds. */
@@ -70,6 +77,15 @@ int lpx_emu_prof_prepare(emu_dev *e)
   for (size_t i = 0; i < e->nprogs; i++)
     if (prog_prepare(e->progs[i])) return lpx_fail(e->d->ctx, "profile: out of memory for the counters");
   return 0;
+}
+
+/* Count a profiled launch of entry p and keep its shape. */
+void lpx_emu_prof_launch(emu_prog *p, const lpx_launch_cfg *cfg)
+{
+  p->prof_launches++;
+  memcpy(p->prof_grid, cfg->grid, sizeof p->prof_grid);
+  memcpy(p->prof_block, cfg->block, sizeof p->prof_block);
+  p->prof_dsmem = cfg->dynamic_smem;
 }
 
 /* ------------------------------------------------------------ memory */
@@ -244,7 +260,13 @@ void lpx_emu_prof_before(emu_warp *w, const emu_inst *in, uint32_t m, emu_prof_s
   case PK_LDMATRIX: case PK_STMATRIX: if (m) count_matrix(w, in, kind); break;
   case PK_CPASYNC: count_cpasync(w, in, m); break;
   case PK_BRA: row[EMU_PC_DIV_BRANCHES] += m && m != w->cur; break;
-  case PK_MMA: case PK_WGMMA: if (m) { row[EMU_PC_TC_OPS]++; row[EMU_PC_FLOPS] += p->prof_flops[pc]; } break;
+  case PK_MMA: case PK_WGMMA:
+    if (!m) break;
+    row[EMU_PC_TC_OPS]++;
+    row[EMU_PC_FLOPS] += p->prof_flops[pc] >> 1;
+    if (p->prof_flops[pc] & 1) row[EMU_PC_FLOPS_FP8] += p->prof_flops[pc] >> 1;
+    break;
+  case PK_FP32_1: case PK_FP32_2: row[EMU_PC_FP32_FLOPS] += (uint64_t)__builtin_popcount(m) * (uint64_t)(kind - PK_FP32_1 + 1); break;
   case PK_TCMMA: if (m) row[EMU_PC_TC_OPS]++; break;   /* FLOPs: the handler adds them from the descriptor */
   default: break;
   }
@@ -302,6 +324,9 @@ static void row_fill(const emu_prog *p, size_t pc, lpx_prof_loc *loc, uint64_t *
   const emu_inst *in = &p->insts[pc];
   memset(loc, 0, sizeof *loc);
   loc->func = p->name; loc->pc = (int32_t)pc; loc->file = ""; loc->line = 0;
+  loc->module = p->m; loc->launches = p->prof_launches; loc->dynamic_smem = p->prof_dsmem;
+  memcpy(loc->grid, p->prof_grid, sizeof loc->grid);
+  memcpy(loc->block, p->prof_block, sizeof loc->block);
   if (in->item >= 0) {
     const lpx_item *it = &p->f->items[in->item];
     if (it->file > 0 && (size_t)it->file <= p->m->nfiles) loc->file = lpx_strtab_get(&p->m->syms, p->m->files[it->file - 1]);
@@ -334,6 +359,9 @@ int32_t lpx_device_profile_reset(lpx_device *d)
   emu_dev *e = emu_of(d);
   if (!e) return -1;
   for (size_t i = 0; i < e->nprogs; i++)
-    if (e->progs[i]->prof) memset(e->progs[i]->prof, 0, e->progs[i]->ninsts * EMU_PC__COUNT * sizeof(uint64_t));
+    if (e->progs[i]->prof) {
+      memset(e->progs[i]->prof, 0, e->progs[i]->ninsts * EMU_PC__COUNT * sizeof(uint64_t));
+      e->progs[i]->prof_launches = 0;
+    }
   return 0;
 }

@@ -31,6 +31,8 @@
   X(MBAR_FAILS, "mbar_fails", "of those, the ones whose phase had not completed (a warp waited)") \
   X(TC_OPS, "tc_ops", "tensor-core warp-instructions (mma, wgmma, tcgen05.mma)") \
   X(FLOPS, "flops", "floating-point (or integer) operations of those, 2*M*N*K per matrix product") \
+  X(FLOPS_FP8, "flops_fp8", "the part of flops with fp8 (e4m3/e5m2) inputs") \
+  X(FP32_FLOPS, "fp32_flops", "f32 operations of the CUDA cores: add/sub/mul/min/max 1 per lane, fma/mad 2") \
   X(ATOM_GLOBAL, "atom_global", "lane atomics and reductions on global memory") \
   X(ATOM_SHARED, "atom_shared", "lane atomics and reductions on shared memory")
 
@@ -52,6 +54,7 @@ static inline void lpx_emu_prof_add(emu_warp *w, int c, uint64_t v)
 typedef struct emu_prof_snap { uint32_t blocked, fails; uint64_t gen; } emu_prof_snap;
 
 int lpx_emu_prof_prepare(emu_dev *e);
+void lpx_emu_prof_launch(emu_prog *p, const lpx_launch_cfg *cfg);
 void lpx_emu_prof_before(emu_warp *w, const emu_inst *in, uint32_t m, emu_prof_snap *s);
 void lpx_emu_prof_after(emu_warp *w, const emu_inst *in, uint32_t m, const emu_prof_snap *s);
 

@@ -6,6 +6,9 @@
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local runtime = require "pyptx.runtime"
+local toolkit = require "pyptx.runtime.toolkit"
+local occupancy = require "pyptx.tools.occupancy"
+local gpus = require "pyptx.tools.gpus"
 
 local M = {}
 
@@ -35,7 +38,9 @@ function M.rows(dev)
     check(core.device_profile_row(dev.handle, r, loc, c, NC), "profile")
     if c[0] > 0 then
       local row = { func = ffi.string(loc.func), file = ffi.string(loc.file), line = loc.line, pc = loc.pc,
-                    text = ffi.string(loc.text), c = {} }
+                    text = ffi.string(loc.text), c = {}, module = loc.module, launches = tonumber(loc.launches),
+                    grid = { loc.grid[0], loc.grid[1], loc.grid[2] }, block = { loc.block[0], loc.block[1], loc.block[2] },
+                    dynamic_smem = loc.dynamic_smem }
       for k = 1, NC do row.c[M.COUNTERS[k]] = tonumber(c[k - 1]) end
       out[#out + 1] = row
     end
@@ -86,7 +91,11 @@ function M.kernels(rows)
   local out, by = {}, {}
   for _, r in ipairs(rows) do
     local k = by[r.func]
-    if not k then k = { name = r.func, c = {} }; by[r.func] = k; out[#out + 1] = k end
+    if not k then
+      k = { name = r.func, c = {}, module = r.module, launches = r.launches, grid = r.grid, block = r.block,
+            dynamic_smem = r.dynamic_smem }
+      by[r.func] = k; out[#out + 1] = k
+    end
     fold(k.c, r.c)
   end
   for _, k in ipairs(out) do k.d = M.derived(k.c) end
@@ -126,16 +135,120 @@ function M.worst(lines, score, n)
   return out
 end
 
---- Scores for M.worst: extra sectors, extra wavefronts, idle lanes.
+--- Scores for M.worst: sector bytes fetched beyond the bytes the lanes
+-- used (uncoalesced access), extra shared wavefronts (bank conflicts),
+-- idle lanes (divergence).
 M.SCORES = {
   sectors = function(l)
     local c = l.c
-    local req = c.gld_requests + c.gst_requests
-    if req == 0 then return nil end
-    return (c.gld_sectors + c.gst_sectors) / req
+    local waste = 32 * (c.gld_sectors + c.gst_sectors) - (c.gld_bytes + c.gst_bytes)
+    return waste > 0 and waste or nil
   end,
   conflicts = function(l) return l.d.excess_wavefronts end,
   divergence = function(l) return l.c.warps > 0 and (32 * l.c.warps - l.c.lanes) or nil end,
 }
+
+--- The share of fetched sector bytes the lanes used (1: perfectly coalesced), or nil.
+function M.sector_use(c)
+  local s = c.gld_sectors + c.gst_sectors
+  return s > 0 and math.min(1, (c.gld_bytes + c.gst_bytes) / (32 * s)) or nil
+end
+
+-- ------------------------------------------------------------- reports
+
+--- The PTX of a loaded module (its .target names the arch).
+local function module_ptx(m)
+  local opts = ffi.new("lpx_emit_opts", { 1, 1 })
+  local text, len = ffi.new("const char*[1]"), ffi.new("size_t[1]")
+  if core.emit(m, opts, text, len) < 0 then return nil end
+  return ffi.string(text[0], len[0])
+end
+
+--- The default GPU of a target arch (sm_90a: H100).
+local BY_SM = { [80] = "A100", [86] = "A100", [89] = "RTX4090", [90] = "H100", [100] = "B200", [120] = "RTX5090" }
+
+--- The source lines of a file, or an empty table.
+local function source_lines(path, cache)
+  if cache[path] then return cache[path] end
+  local out, f = {}, path ~= "" and io.open(path, "rb")
+  if f then
+    for l in f:lines() do out[#out + 1] = l end
+    f:close()
+  end
+  cache[path] = out
+  return out
+end
+
+--- ptxas -v resources of kernel k (its module's PTX at its target): { registers, smem, spills, stack } or nil, why.
+local function resources(k)
+  local ptx = k.module and module_ptx(k.module)
+  if not ptx then return nil, "no PTX for the kernel" end
+  local arch = ptx:match("\n%s*%.target%s+(sm_%w+)")
+  if not arch then return nil, "the PTX names no sm_ target" end
+  if not toolkit.find("ptxas") then return nil, "ptxas not found: " .. toolkit.missing_message("ptxas"), arch end
+  local ok, report = toolkit.ptxas(ptx, arch, { keep_failed = false })
+  if not ok then return nil, "ptxas refused the kernel", arch end
+  local r = report[k.name] or {}
+  return { registers = r.registers or 0, smem = r.smem or 0, spills = (r.spill_stores or 0) + (r.spill_loads or 0),
+           stack = r.stack or 0 }, nil, arch
+end
+
+--- One kernel's report: totals, derived figures, resources and occupancy
+-- (ptxas -v), the roofline on the GPU, every line and the worst ones.
+local function kernel_report(k, rows, opts, cache)
+  local res, why, arch = resources(k)
+  local sm = arch and tonumber(arch:match("%d+"))
+  local g = opts.gpu and assert(gpus.find(opts.gpu)) or gpus.find(BY_SM[sm] or "H100")
+  local threads = k.block[1] * k.block[2] * k.block[3]
+  local rep = { name = k.name, arch = arch, launches = k.launches, grid = k.grid, block = k.block,
+                dynamic_smem = k.dynamic_smem, counters = k.c, derived = k.d, gpu = g.name, resources = res,
+                resources_note = why }
+  if res then
+    local occ, err = occupancy.compute { arch = g.sm, threads = threads, registers = res.registers,
+                                         smem = res.smem + k.dynamic_smem }
+    rep.occupancy, rep.occupancy_note = occ, err
+  end
+  rep.roofline = gpus.roofline(g, k.c)
+  local lines = M.lines(rows, k.name)
+  for _, l in ipairs(lines) do l.source = source_lines(l.file, cache)[l.line] end
+  rep.lines = lines
+  rep.worst = {}
+  for name, score in pairs(M.SCORES) do rep.worst[name] = M.worst(lines, score, opts.top or 5) end
+  return rep
+end
+
+--- A copy of v for JSON: no cdata, no functions, finite numbers only.
+function M.plain(v)
+  if type(v) == "number" then return (v == v and v ~= math.huge and v ~= -math.huge) and v or nil end
+  if type(v) ~= "table" then return (type(v) == "string" or type(v) == "boolean") and v or nil end
+  local out = {}
+  for k, x in pairs(v) do
+    if k ~= "module" then out[k] = M.plain(x) end
+  end
+  return out
+end
+
+--- The report of profiled rows: opts.kernel (only that one), opts.gpu (a
+-- name of pyptx.tools.gpus), opts.top (worst lines per list). Returns
+-- { kernels = { report... } } or nil and why (an unknown kernel or GPU).
+function M.report(rows, opts)
+  opts = opts or {}
+  if opts.gpu then
+    local g, err = gpus.find(opts.gpu)
+    if not g then return nil, err end
+  end
+  local out, names, cache = { kernels = {} }, {}, {}
+  for _, k in ipairs(M.kernels(rows)) do
+    names[#names + 1] = k.name
+    if (not opts.kernel or opts.kernel == k.name) and k.launches > 0 then
+      out.kernels[#out.kernels + 1] = kernel_report(k, rows, opts, cache)
+    end
+  end
+  if #out.kernels == 0 then
+    if opts.kernel then return nil, ("no kernel '%s' was launched; launched: %s"):format(opts.kernel, table.concat(names, ", ")) end
+    return nil, "no kernel was launched"
+  end
+  return out
+end
 
 return M
