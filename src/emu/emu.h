@@ -95,6 +95,7 @@ struct emu_prog {
   uint32_t frame_size;            /* per-thread bytes of FRAME space */
   uint32_t ret_off[4]; int nret;  /* a .func's return .params (func_retvalN) in the frame */
   emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
+  int32_t unimpl;          /* the first instruction of a form not emulated, or -1 */
 };
 
 /* ----------------------------------------------------------- memory */
@@ -244,6 +245,8 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
 int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
 void lpx_emu_prog_free(emu_prog *p);
 emu_fn lpx_emu_pick(const emu_inst *in);
+int lpx_emu_cover(const emu_prog *p);
+int lpx_emu_runnable(const emu_prog *p, lpx_ctx *ctx);
 int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */
