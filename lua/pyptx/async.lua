@@ -60,7 +60,7 @@ M.Bracket = Bracket
 -- validator checks.
 local function tensor_operand(desc, coord, rank, what)
   if type(coord) ~= "table" or (rank and #coord ~= rank) then
-    fail(("%s: coord must list %d coordinate(s) (innermost first), got %s"):format(what, rank,
+    fail(("%s: coord must list %s coordinate(s) (innermost first), got %s"):format(what, rank or "the mode's",
       type(coord) == "table" and #coord or tostring(coord)))
   end
   local base = desc
@@ -216,14 +216,15 @@ local function tensor_copy(rank, a)
   return emit(op, tmap, as_addr(a.src, what .. " src"))
 end
 
---- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}.
+--- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}
+-- (mode "tile", "im2col" or another of the ISA's, such as "tile::gather4").
 local function tensor_prefetch(rank, a)
   local what = ("cp.async.bulk.prefetch.tensor.%dd"):format(rank)
   local src = a.src or a.desc
   local mode = load_mode(src, a, what)
-  local tmap = tensor_operand(src, a.coord, rank, what)
+  local tmap = tensor_operand(src, a.coord, own_rank(mode, rank), what)
   if mode == "im2col" then return emit(what .. ".L2.global.im2col", tmap, im2col_offsets(a.offsets, rank, what)) end
-  return emit(what .. ".L2.global.tile", tmap)
+  return emit(what .. ".L2.global." .. mode, tmap)
 end
 
 --- cp.async.bulk.prefetch.L2.global [src], size: a hint to pull size bytes into L2.
@@ -298,14 +299,15 @@ end
 
 local reduce_bulk_t = {}
 for r = 1, 5 do
-  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, cache_hint]}: reduce a
-  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map).
+  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, mode][, cache_hint]}: reduce a
+  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map;
+  -- mode = "tile::scatter4": four rows, coord = {x, y0, y1, y2, y3}).
   reduce_bulk_t["tensor_" .. r .. "d"] = function(a)
     local what = ("cp.reduce.async.bulk.tensor.%dd"):format(r)
     if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, coord =, op =}") end
-    local mode = load_mode(a.dst, a, what) == "im2col" and "im2col_no_offs" or "tile"
-    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode)
-    local tmap, src = tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src")
+    local mode = load_mode(a.dst, a, what)
+    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode == "im2col" and "im2col_no_offs" or mode)
+    local tmap, src = tensor_operand(a.dst, a.coord, own_rank(mode, r), what), as_addr(a.src, what .. " src")
     if a.cache_hint ~= nil then return emit(op .. ".L2::cache_hint", tmap, src, a.cache_hint) end
     return emit(op, tmap, src)
   end

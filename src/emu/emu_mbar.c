@@ -1,6 +1,7 @@
 /* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
- * memory (init, arrive, arrive_drop, expect_tx, complete_tx, test_wait /
- * try_wait with phase tokens or parity, pending_count, inval) and the bulk
+ * memory (init, arrive, arrive_drop, their .noComplete forms, expect_tx,
+ * complete_tx, test_wait / try_wait with phase tokens or parity,
+ * pending_count, inval) and the bulk
  * copies that complete transactions on them (cp.async.bulk, non-tensor),
  * with the classification of every cp.async.bulk / cp.reduce.async.bulk
  * form. Copies happen at once, a valid schedule of an asynchronous copy; a
@@ -84,6 +85,16 @@ static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
   return in->mod[LPX_GB_PARITY] ? (int)(v & 1) : (int)(v >> 63);
 }
 
+/* A .noComplete arrival that would complete the phase: undefined in the
+ * PTX ISA (a GPU gives no error), so the emulator reports it. */
+static int no_complete_fail(emu_warp *w, const emu_inst *in, int lane, int64_t count)
+{
+  return lpx_emu_fail(w, in, lane, "this .noComplete arrival (count %lld) takes the last pending arrival(s) of the mbarrier's "
+                      "phase with no transaction bytes pending, so it would complete the phase; the PTX ISA leaves that "
+                      "undefined (a GPU reports nothing): the arrival that completes a phase must not carry .noComplete",
+                      (long long)count);
+}
+
 /* Apply one lane's operation to its barrier word; *out gets the result. */
 static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
 {
@@ -110,6 +121,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
     if (kind == LPX_MBAR_ARRIVE_DROP) b.expected -= count;
+    if (in->mod[LPX_GB_NOCOMP] && !b.pending && !b.tx && b.expected) return no_complete_fail(w, in, lane, count);
     settle(c, &b);
   } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
     int want = wait_parity(w, in, k, lane);
@@ -256,6 +268,12 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
   return fn ? fn : lpx_emu_pick_tma(in);
 }
 
+/* The tensor load modes the emulator runs (1), the four-row ones (2). */
+static const uint8_t modes_run[LPX_LOADMODE__END] = {
+  [LPX_LOADMODE_TILE] = 1, [LPX_LOADMODE_IM2COL] = 1, [LPX_LOADMODE_IM2COL_NO_OFFS] = 1,
+  [LPX_LOADMODE_TILE_GATHER4] = 2, [LPX_LOADMODE_TILE_SCATTER4] = 2,
+};
+
 /* The EMU_BULK_* kind of a bulk form from its record: the forms the
  * emulator runs (copies, tensor loads/stores/prefetches/reductions,
  * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
@@ -263,8 +281,7 @@ static int bulk_kind(const lpx_form *fo)
 {
   const lpx_form_info *fi = &fo->info;
   int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
-  if ((mode && mode != LPX_LOADMODE_TILE && mode != LPX_LOADMODE_IM2COL && mode != LPX_LOADMODE_IM2COL_NO_OFFS) ||
-      fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  if ((mode && !modes_run[mode]) || fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
   if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
   if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
   if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
@@ -273,10 +290,12 @@ static int bulk_kind(const lpx_form *fo)
 }
 
 /* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
- * ext[2] im2col (loads, prefetches) or im2col_no_offs. */
+ * ext[2] im2col (loads, prefetches) or im2col_no_offs, ext[3]
+ * tile::gather4 / tile::scatter4 (one column, four rows). */
 void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
 {
   in->ext[1] = (uint8_t)fo->info.multicast;
   in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
+  in->ext[3] = modes_run[fo->info.im2col] == 2;
   in->ext[0] = (uint8_t)bulk_kind(fo);
 }
