@@ -32,7 +32,7 @@ deps:
 run: deps build
 	$(LUAPTX) ptx examples/hopper/rms_norm.lua -o $(BUILD)/rms_norm.ptx
 	@echo "traced PTX: $(BUILD)/rms_norm.ptx ($$(wc -l < $(BUILD)/rms_norm.ptx) lines)"
-	@if $(LUAPTX) -e 'os.exit(require("pyptx.toolkit").find("ptxas") and 0 or 1)'; then \
+	@if $(LUAPTX) -e 'os.exit(require("pyptx.runtime.toolkit").find("ptxas") and 0 or 1)'; then \
 	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 

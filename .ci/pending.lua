@@ -3,7 +3,7 @@
 -- CUDA toolkit, a GPU, root or a pty missing). Prints the counts per reason.
 -- usage: build/luaptx .ci/pending.lua   (from the repository root; the
 -- environment, e.g. CUDA_HOME=/nonexistent PATH=/usr/bin:/bin, is passed on)
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 
 --- Why a test may be pending: a label and a text its message contains.
 local KNOWN = {

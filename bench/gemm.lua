@@ -5,7 +5,7 @@
 -- usage: luaptx bench/gemm.lua [reps]
 local median = require("bench.common").median
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
 local ffi = require "ffi"
 

@@ -6,9 +6,9 @@
 -- the date and the GPU, for docs/emulator.md, and writes it to
 -- build/gpu-check.txt. Exit status: 0 all passed, 1 a step failed, 2 no GPU.
 -- usage: luaptx bench/gpu_check.lua [reps]   (from the repository root)
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 local runtime = require "pyptx.runtime"
-local toolkit = require "pyptx.toolkit"
+local toolkit = require "pyptx.runtime.toolkit"
 local now = require("bench.common").now
 
 local reps = tonumber(arg and arg[1]) or 20

@@ -4,7 +4,7 @@
 -- usage: luaptx bench/launch.lua [launches]
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local now = require("bench.common").now
 local f32 = pyptx.types.f32
 

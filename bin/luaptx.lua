@@ -109,7 +109,7 @@ end
 
 --- luaptx check script.lua [--arch A]
 local function cmd_check(opts, pos)
-  local toolkit = require "pyptx.toolkit"
+  local toolkit = require "pyptx.runtime.toolkit"
   local script = M.load_kernel_script(pos[1])   -- a broken script says so, toolkit or not
   if not toolkit.find("ptxas") then say_err(toolkit.missing_message("ptxas")) return 2 end
   local failed = 0
@@ -144,9 +144,9 @@ end
 
 --- luaptx compile script.lua [--arch A] [-o DIR] [--force]
 local function cmd_compile(opts, pos)
-  local compile = require "pyptx.compile"
+  local compile = require "pyptx.runtime.compile"
   local script = M.load_kernel_script(pos[1])
-  local sys = require "pyptx.sys"
+  local sys = require "pyptx.core.sys"
   if opts.dir then sys.mkdirs(opts.dir) end
   print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
   local hash = ffi.new("char[33]")
@@ -170,7 +170,7 @@ end
 
 --- luaptx cache ls|clear|stats
 local function cmd_cache(_, pos)
-  local compile = require "pyptx.compile"
+  local compile = require "pyptx.runtime.compile"
   local sub = pos[1]
   if sub == "ls" then
     io.write(compile.cache_list())

@@ -477,7 +477,7 @@ describe("examples/blackwell", function()
 end)
 
 describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
-  local tensor = require "pyptx.tensor"
+  local tensor = require "pyptx.runtime.tensor"
   local Tile = pyptx.Tile
 
   --- The current source line (to name what a test plants).

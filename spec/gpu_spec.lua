@@ -2,7 +2,7 @@
 -- a GPU; without one every test here is reported pending, with the reason.
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 
 local H = require "spec.helpers"
 

@@ -6,8 +6,8 @@ local ffi = require "ffi"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
-local check = require "pyptx.check"
+local tensor = require "pyptx.runtime.tensor"
+local verify = require "pyptx.tools.verify"
 
 local T = pyptx.types
 
@@ -89,10 +89,10 @@ describe("emitted PTX text", function()
       local k, inputs
       if #sz == 3 then
         k = m.build(sz[1], sz[2], sz[3], c.opts)
-        inputs = m.inputs(sz[1], sz[2], sz[3], check.fresh_seed())
+        inputs = m.inputs(sz[1], sz[2], sz[3], verify.fresh_seed())
       else
         k = m.build(sz[1], sz[2], c.opts)
-        inputs = m.inputs(sz[1], sz[2], check.fresh_seed(), c.opts and c.opts.fused)
+        inputs = m.inputs(sz[1], sz[2], verify.fresh_seed(), c.opts and c.opts.fused)
       end
       assert_roundtrip(k, m.args(inputs))
     end)

@@ -1,8 +1,8 @@
--- pyptx.toolkit: finding ptxas, running it, reading its resource report and
+-- pyptx.runtime.toolkit: finding ptxas, running it, reading its resource report and
 -- mapping its line numbers back to Lua lines.
 local pyptx = require "pyptx"
-local toolkit = require "pyptx.toolkit"
-local sys = require "pyptx.sys"
+local toolkit = require "pyptx.runtime.toolkit"
+local sys = require "pyptx.core.sys"
 local H = require "spec.helpers"
 local ptx, T = pyptx.ptx, pyptx.types
 
@@ -33,7 +33,7 @@ local BAD = [[
 }
 ]]
 
-describe("pyptx.toolkit", function()
+describe("pyptx.runtime.toolkit", function()
 
   it("runs ptxas from an argv: an output path with quotes and $() is just a name", function()
     local d = H.temp_dir()

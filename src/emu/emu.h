@@ -215,8 +215,9 @@ static inline int emu_srcs_written_impl(const uint32_t *wr, const int32_t *srcs,
 
 /* ------------------------------------------------------- tensor maps */
 
-/* The emulator's 128-byte tensor-map encoding: what pyptx.async packs for a
- * validated description (its cdef must match), and what tensormap.replace
+/* The emulator's 128-byte tensor-map encoding: what the emu device's
+ * tma_encode (lpx_emu_tmap_encode) builds from a validated description, as
+ * the driver's cuTensorMapEncode* does on CUDA, and what tensormap.replace
  * edits in place. Arrays are innermost dimension first, as the driver's. */
 typedef struct emu_tmap {
   uint32_t magic;                 /* EMU_TMAP_MAGIC */
@@ -287,6 +288,9 @@ void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
 emu_fn lpx_emu_pick_tmap(const emu_inst *in);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
+struct lpx_tma_desc;
+int lpx_emu_tmap_encode(lpx_ctx *ctx, const char *tensor, const struct lpx_tma_desc *d, void *out128);
+int lpx_emu_tmap_replace_address(lpx_ctx *ctx, const char *tensor, void *map128, uint64_t address);
 int lpx_emu_op_reduce(emu_warp *w, const emu_inst *in, uint32_t m);
 int lpx_emu_reduce_type_ok(int op, int type);
 int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);

@@ -225,6 +225,18 @@ static int emu_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_insts)
   return 0;
 }
 
+/* Encode a validated TMA description into the emulator's 128-byte record. */
+static int emu_tma_encode(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128)
+{
+  return lpx_emu_tmap_encode(d->ctx, tensor, desc, out128);
+}
+
+/* Point an encoded record at a new global address. */
+static int emu_tma_replace_address(lpx_device *d, const char *tensor, void *map128, uint64_t address)
+{
+  return lpx_emu_tmap_replace_address(d->ctx, tensor, map128, address);
+}
+
 /* Free everything the emulator holds. */
 static void emu_close(lpx_device *d)
 {
@@ -243,7 +255,7 @@ static const lpx_device_vt emu_vt = {
   emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
   NULL, NULL,         /* host-clock events: launches run to completion */
   NULL, NULL, NULL,   /* graphs: the dispatcher records and replays launches */
-  NULL, NULL,         /* TMA: pyptx.async packs the emulator's own encoding */
+  emu_tma_encode, emu_tma_replace_address,   /* TMA: the emulator's emu_tmap record */
 };
 
 /* Open the emulator on a device object. */

@@ -3,8 +3,8 @@
  * rows of one column range), global -> shared::cluster (multicast too) completing
  * bytes on an mbarrier and shared::cta -> global in a bulk group; tensor
  * reductions into global memory (cp.reduce.async.bulk.tensor) and tensor
- * prefetches. The tensor map is the 128-byte emu_tmap luaptx's runtime
- * packs for the emulator. Elements outside the tensor read as zero (NaN
+ * prefetches. The tensor map is the 128-byte emu_tmap the emu device's
+ * tma_encode builds (emu_tmap.c). Elements outside the tensor read as zero (NaN
  * with oob_fill 1) and are not written back. Shared memory holds the box
  * row by row (a row: the elements along dimension 0, or one im2col pixel)
  * with the layouts measured on hardware: an unswizzled row takes its own

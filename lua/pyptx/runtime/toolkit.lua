@@ -1,6 +1,6 @@
 --- The CUDA toolkit on this machine: finding ptxas, assembling PTX with it,
 -- reading its resource report, and mapping its errors back to Lua lines.
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 local argcheck = require "pyptx.args"
 
 local M = {}
