@@ -7,7 +7,7 @@
 -- usage: build/luaptx spec/emu_coverage.lua [OUT.md]   (`make emulator-coverage`)
 local ffi = require "ffi"
 local core = require "pyptx.core"
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 
 local M = {}
 

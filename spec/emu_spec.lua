@@ -1131,7 +1131,7 @@ describe("the emulator's checks", function()
 }
 ]], "callee.ptx")
     local dev = H.device("emu")
-    local out = require("pyptx.tensor").empty({ 1 }, u32, dev)
+    local out = require("pyptx.runtime.tensor").empty({ 1 }, u32, dev)
     local ok, err = pcall(m.uses, { grid = { 1 }, block = { 32 }, args = { out }, device = dev })
     assert.is_false(ok)
     assert.matches("helper, PTX line 11: cp.async.bulk.shared::cluster", err, 1, true)
