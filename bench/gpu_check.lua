@@ -81,7 +81,7 @@ step("#gpu specs", { BIN, "/usr/bin/busted", "--tags=gpu", "spec" }, { LUAPTX_BI
 for _, f in ipairs(examples()) do
   step("example " .. f, { BIN, "run", f }, { LUAPTX_DEVICE = "cuda" })
 end
-step("nvcc differential on the GPU", { BIN, "/usr/bin/busted", "spec/diff_spec.lua" },
+step("nvcc differential on the GPU", { BIN, "/usr/bin/busted", "spec/diff_spec.lua", "spec/diff_scalar_spec.lua" },
   { LUAPTX_BIN = BIN, LUAPTX_DIFF_DEVICE = "cuda" })
 local gemm_ok, gemm_out = step("GEMM benchmark", { BIN, "bench/gemm.lua", tostring(reps) }, { LUAPTX_DEVICE = "cuda" })
 

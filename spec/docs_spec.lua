@@ -39,6 +39,25 @@ describe("docs", function()
     assert.are.equal(doc_error, (out:gsub("\n$", "")))
   end)
 
+  it("getting-started.md: main matches its reference, and the planted bug is reported as shown", function()
+    local code
+    for _, b in ipairs(blocks("docs/getting-started.md")) do if b.lang == "lua" and not code then code = b.body end end
+    local dir = H.temp_dir()
+    H.write(dir .. "/axpy.lua", code)
+    local env = { LUAPTX_DEVICE = "emu" }
+    local out, err, status = H.luaptx({ "run", "axpy.lua" }, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    assert.equal(H.read("docs/getting-started.md"):match("```\n(axpy: [^\n]+)\n```"), (out:gsub("\n$", "")))
+    local bad, n = code:gsub("ptx%.addr%(pz %+ off%)", "ptx.addr(pz + off + 4)")
+    assert.equal(1, n)
+    H.write(dir .. "/axpy.lua", bad)
+    local report = H.read("docs/getting-started.md"):match("\n(luaptx: axpy%.lua:%d+: launching [^\n]+)")
+    local _, err2, status2 = H.luaptx({ "run", "axpy.lua" }, { cwd = dir, env = env })
+    err, status = err2, status2
+    assert.equal(1, status)
+    assert.equal(report, (err:gsub("\n$", "")))
+  end)
+
   it("repl.md: the session transcript is what the REPL prints", function()
     local transcript = blocks("docs/repl.md")[1].body
     local inputs, expected = {}, {}

@@ -72,6 +72,8 @@ CASES[#CASES + 1] = { mod = "examples.hopper.gemm", size = { 128, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm", size = { { 64, 128 }, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 128, 256, 128 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 256, 256, 128 }, opts = { cta_group = 2 } }
 
 --- A case's title: module(sizes) and its options.
 local function label(c)

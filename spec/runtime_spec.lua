@@ -272,3 +272,127 @@ describe("TMA maps at launch", function()
       tostring(err):match("[^/]*$"))
   end)
 end)
+
+describe("device options", function()
+  --- A kernel where thread t writes shared word t and reads word t ^ 32 with no barrier: a race.
+  local function racy()
+    return kernel "opt_race" {
+      out_specs = { Tile(64, T.u32) }, block = { 64 },
+      function(O)
+        local po = ptx.global_ptrs(O)
+        local t = pyptx.reg.from(ptx.special.tid.x(), T.u32)
+        local s = pyptx.smem.alloc(T.u32, 64)
+        ptx.st.shared(ptx.addr(s:base() + t:shl(2)), t)
+        local v = pyptx.reg.scalar(T.u32)
+        ptx.ld.shared(v, ptx.addr(s:base() + t:bxor(32):shl(2)))
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
+        ptx.ret()
+      end,
+    }
+  end
+
+  it("are set and read on the current device through Device:set_option / option", function()
+    local dev = runtime.open("emu")
+    for _, name in ipairs { "race_check", "uninit_check", "align_check" } do
+      dev:set_option(name, false)
+      assert.equal(0, dev:option(name))
+      dev:set_option(name, true)
+      assert.equal(1, dev:option(name))
+    end
+    dev:set_option("budget", 5e6)
+    assert.equal(5000000, dev:option("budget"))
+  end)
+
+  it("switch the emulator's race check off and on for the launches that follow", function()
+    local dev, k = runtime.open("emu"), racy()
+    local saved = runtime.device()
+    runtime.use(dev)
+    dev:set_option("uninit_check", false)   -- the other warp's word may not be written yet
+    dev:set_option("race_check", false)
+    local ok, err0 = pcall(k)
+    dev:set_option("race_check", true)
+    local ok2, err = pcall(k)
+    runtime.use(saved)
+    assert.is_true(ok, err0)
+    assert.is_false(ok2)
+    assert.matches("shared-memory race", err, 1, true)
+  end)
+
+  it("refuse unknown names and bad values at the caller's line, saying what is valid", function()
+    local dev = runtime.open("emu")
+    local line = here(); local ok, err = pcall(dev.set_option, dev, "speed", 1)
+    assert.is_false(ok)
+    assert.matches("unknown emu option 'speed'; valid: budget, threads, checks, schedule, race_check, uninit_check, align_check", err, 1, true)
+    ok, err = pcall(function() line = here(); dev:set_option("race_check", 2) end)
+    assert.is_false(ok)
+    assert.matches("runtime_spec.lua:" .. line .. ": device option race_check: emu option race_check = 2: valid 0 or 1", err, 1, true)
+    ok, err = pcall(function() line = here(); dev:set_option("budget", 1.5) end)
+    assert.is_false(ok)
+    assert.matches("runtime_spec.lua:" .. line .. ": set_option(\"budget\"): the value must be an integer or a boolean", err, 1, true)
+    assert.is_number(line)
+  end)
+end)
+
+describe("outputs the caller provides", function()
+  --- y = y + 2 * x over N f32 (an accumulating kernel: it reads its output).
+  local acc = kernel "acc2x" {
+    in_specs = { Tile("N", T.f32) }, out_specs = { Tile("N", T.f32) }, block = { 64 },
+    grid = function(p) return { p.N / 64 } end,
+    function(X, Y)
+      local px, py = ptx.global_ptrs(X, Y)
+      local i = pyptx.reg.from(ptx.special.ctaid.x(), T.u32) * 64 + pyptx.reg.from(ptx.special.tid.x(), T.u32)
+      local off = i:mul_wide(4)
+      local x, y = pyptx.reg.scalar(T.f32), pyptx.reg.scalar(T.f32)
+      ptx.ld.global(x, ptx.addr(px + off))
+      ptx.ld.global(y, ptx.addr(py + off))
+      ptx.st.global(ptx.addr(py + off), x:fma(2.0, y))
+      ptx.ret()
+    end,
+  }
+  local emu
+  before_each(function() emu = H.emu(); runtime.use(emu) end)
+
+  it("launches into a tensor passed as opts.out, keeps its contents and returns it", function()
+    local x = tensor.rand({ 128 }, T.f32, { seed = 3 })
+    local y = tensor.rand({ 128 }, T.f32, { seed = 4 })
+    local before, xs = y:totable(), x:totable()
+    local got = acc(x, { out = y })
+    assert.equal(y, got)
+    local after = y:totable()
+    for i = 1, 128 do assert.equal(ffi.new("float", 2 * xs[i] + before[i]), ffi.new("float", after[i]), i) end
+    local l2 = runtime.prepare(acc, x, { out = { y } })
+    assert.equal(y, l2.outputs[1])
+    l2()
+    for i = 1, 128 do assert.equal(tonumber(ffi.new("float", 2 * xs[i] + after[i])), y:totable()[i]) end
+  end)
+
+  it("runs in place when an input is also the output", function()
+    local x = tensor.rand({ 64 }, T.f32, { seed = 5 })
+    local xs = x:totable()
+    acc(x, { out = x })
+    for i = 1, 64 do assert.equal(tonumber(ffi.new("float", 3 * xs[i])), x:totable()[i]) end
+  end)
+
+  it("refuses outputs of the wrong count, shape, kind or device at the launching line", function()
+    local x = tensor.rand({ 64 }, T.f32, { seed = 6 })
+    local cases = {
+      { { tensor.empty({ 64 }, T.f32), tensor.empty({ 64 }, T.f32) }, "opts.out holds 2 tensor(s); the kernel has 1 output(s)" },
+      { tensor.empty({ 32 }, T.f32), "dimension N is 64 from input 1 (shape 64) but 32 from output 1 (shape 32)" },
+      { tensor.empty({ 64 }, T.s32), "output 1" },
+      { { 7 }, "output 1 (opts.out[1]) must be a tensor, got number" },
+      { "y", "opts.out must be a tensor or a list of tensors" },
+      { tensor.empty({ 64 }, T.f32, runtime.open("emu")), "output 1 (opts.out[1]) lives on" },
+    }
+    for _, c in ipairs(cases) do
+      local line
+      local ok, err = pcall(function() line = here(); acc(x, { out = c[1] }) end)
+      assert.is_false(ok)
+      assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\": ", err, 1, true)
+      assert.matches(c[2], err, 1, true)
+    end
+    local line
+    local ok, err = pcall(function() line = here(); acc({ out = x }) end)
+    assert.is_false(ok)
+    assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\" takes 1 input tensor(s) (its in_specs), got 0", err, 1, true)
+  end)
+end)

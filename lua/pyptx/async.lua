@@ -185,7 +185,8 @@ local function own_rank(mode, rank)
 end
 
 --- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
--- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
+-- on mbar, optionally multicast to the CTAs in the u16 mask; cta_group = 2
+-- lets mbar be the peer CTA's, sm_100a) when mbar is
 -- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
 -- (tma_desc{mode = "im2col"}) load with `offsets` and store .im2col_no_offs.
 local function tensor_copy(rank, a)
@@ -200,6 +201,7 @@ local function tensor_copy(rank, a)
       op = op .. ".multicast::cluster"
       args[#args + 1] = a.multicast
     end
+    if a.cta_group ~= nil then op = op .. ".cta_group::" .. tostring(a.cta_group) end
     if a.cache_hint ~= nil then
       op = op .. ".L2::cache_hint"
       args[#args + 1] = a.cache_hint
@@ -244,7 +246,7 @@ local tensor = {}
 local prefetch = {}
 for r = 1, 5 do
   local key = "tensor_" .. r .. "d"
-  --- tensor_Nd{dst=, src=, coord=, mbar=[, multicast=][, cache_hint=]} or (dst, src, coord[, mbar]).
+  --- tensor_Nd{dst=, src=, coord=, mbar=[, multicast=][, cta_group=][, cache_hint=]} or (dst, src, coord[, mbar]).
   tensor[key] = function(dst, src, coord, mbar)
     if is_kw(dst) then return tensor_copy(r, dst) end
     return tensor_copy(r, { dst = dst, src = src, coord = coord, mbar = mbar })

@@ -9,7 +9,7 @@
 -- (src/lpx_isa.def), for ptx.inst and parsed PTX alike.
 -- `idesc{...}` and `smem_desc{...}` pack descriptors at trace time (pure
 -- Lua, PTX ISA layouts); `smem_desc_reg` builds one from a runtime shared
--- address (four instructions). The emulator does not execute tcgen05.
+-- address (four instructions). The emulator runs tcgen05 (docs/emulator.md).
 local bit = require "bit"
 local trace = require "pyptx.trace"
 local reg = require "pyptx.reg"

@@ -89,6 +89,28 @@ function Device:memset(dst, b, n) check(core.device_memset(self.handle, dst, b, 
 --- Fill count elements of width bytes at a device address with pattern.
 function Device:fill(dst, pattern, width, count) check(core.device_fill(self.handle, dst, pattern, width, count), "fill") end
 
+--- Set one of the device's options by name (the emulator's: budget,
+-- threads, checks, schedule, race_check, uninit_check, align_check; see
+-- docs/emulator.md), e.g. dev:set_option("schedule", 7) for the
+-- adversarial schedule with seed 7; an unknown name or a bad value is an
+-- error at the caller's line that lists what is valid.
+function Device:set_option(name, value)
+  if type(name) ~= "string" then error("set_option: the option name must be a string, not " .. type(name), 2) end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  if type(value) ~= "number" or value ~= math.floor(value) then
+    error(("set_option(%q): the value must be an integer or a boolean, not %s"):format(name, tostring(value)), 2)
+  end
+  check(core.device_set_option(self.handle, name, value), "device option " .. name)
+  self.name = ffi.string(core.device_describe(self.handle))   -- the description names the schedule
+end
+
+--- The value of one of the device's options (an integer).
+function Device:option(name)
+  local v = ffi.new("int64_t[1]")
+  check(core.device_get_option(self.handle, name, v), "device option " .. tostring(name))
+  return tonumber(v[0])
+end
+
 --- Wait for all work on the device.
 function Device:sync() check(core.device_sync(self.handle), "sync") end
 

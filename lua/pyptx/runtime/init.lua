@@ -185,25 +185,57 @@ local function split_args(...)
   return args, opts
 end
 
---- The one host launch path: check and bind the inputs, specialize, load,
--- allocate the outputs (poisoned unless opts.poison == false) and pack the
+--- The output tensors opts.out provides (a tensor, or a list of one per
+-- out_specs), or nil when the call allocates them; errors at level.
+local function provided_outputs(k, out, dev, level)
+  if out == nil then return nil end
+  if tensor.is(out) then out = { out } end
+  if type(out) ~= "table" then
+    error(("kernel \"%s\": opts.out must be a tensor or a list of tensors (one per out_specs), got %s"):format(k.name, type(out)), level)
+  end
+  if #out ~= #k.out_specs then
+    error(("kernel \"%s\": opts.out holds %d tensor(s); the kernel has %d output(s) (its out_specs)"):format(k.name, #out, #k.out_specs), level)
+  end
+  for i, t in ipairs(out) do
+    if not tensor.is(t) then error(("kernel \"%s\": output %d (opts.out[%d]) must be a tensor, got %s"):format(k.name, i, i, type(t)), level) end
+    if t.device ~= dev then
+      error(("kernel \"%s\": output %d (opts.out[%d]) lives on %s, the launch runs on %s"):format(k.name, i, i, t.device.name, dev.name), level)
+    end
+  end
+  return out
+end
+
+--- The one host launch path: check and bind the inputs (and the outputs
+-- the caller provides in opts.out), specialize, load, allocate the other
+-- outputs (poisoned unless opts.poison == false; provided ones are left
+-- as they are: a kernel may accumulate into them) and pack the
 -- parameters. Errors name the caller of the public function that called
 -- this one (level 3 here). Returns { dev, s, fn, outs, buf, cfg }.
 local function stage(k, args, opts)
   local values = {}
-  for key, v in pairs(opts) do if key ~= "device" and key ~= "poison" then values[key] = v end end
-  M.bind(k, args, values, false, 3)
+  for key, v in pairs(opts) do if key ~= "device" and key ~= "poison" and key ~= "out" then values[key] = v end end
   local dev = opts.device or M.device()
+  local given = provided_outputs(k, opts.out, dev, 4)
+  local bound = args
+  if given then
+    bound = {}
+    for i, t in ipairs(args) do bound[i] = t end
+    for _, t in ipairs(given) do bound[#bound + 1] = t end
+  end
+  if given and #args ~= #k.in_specs then M.bind(k, args, values, false, 3) end   -- the inputs' own message
+  M.bind(k, bound, values, given ~= nil, 3)
   local s = k:specialize(values)
   check_dims(s, 3)
   local fn = dev:function_of(s)
-  local outs, all = {}, {}
+  local outs, all = given or {}, {}
   for i, t in ipairs(args) do all[i] = t end
   for i = #args + 1, #s.tensors do
-    local spec = s.tensors[i]
-    outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
-    if opts.poison ~= false then outs[#outs]:poison() end
-    all[#all + 1] = outs[#outs]
+    if not given then
+      local spec = s.tensors[i]
+      outs[#outs + 1] = tensor.empty(spec.shape, spec.dtype, dev)
+      if opts.poison ~= false then outs[#outs]:poison() end
+    end
+    all[#all + 1] = outs[i - #args]
   end
   local buf, size = M.pack_params(s, all, s.values, 3)
   return { dev = dev, s = s, fn = fn, outs = outs, buf = buf, cfg = M.make_cfg(s, buf, size) }
@@ -224,8 +256,10 @@ function M.prepare(k, ...)
 end
 
 --- k(x, w[, opts]): bind dims, allocate outputs, launch, return outputs.
--- opts may carry template values, raw param values, `device`, and
--- poison = false to leave the outputs unpoisoned.
+-- opts may carry template values, raw param values, `device`, `out` (the
+-- output tensors, allocated by the caller: pre-allocated, accumulated
+-- into, or an input for in place) and poison = false to leave the
+-- outputs it allocates unpoisoned.
 function M.launch(k, ...)
   local args, opts = split_args(...)
   local st = stage(k, args, opts)
