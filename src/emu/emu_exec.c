@@ -166,10 +166,11 @@ static int op_exit(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
-/* trap: abort the launch. */
+/* trap: abort the launch when a lane executes it (a guard may leave none). */
 static int op_trap(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  return lpx_emu_fail(w, in, m ? __builtin_ctz(m) : -1, "trap executed");
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "trap executed");
 }
 
 /* The value a bar.red barrier hands its threads: popc, or .and / .or as 0/1. */
