@@ -329,6 +329,26 @@ for _, arch in ipairs(ARCHS) do
       end)
     end)
 
+    it("bar.warp.sync orders shared memory between lanes, converged and in divergent branches", function()
+      local n = 256
+      local x = rand(n, 91)
+      local out = output(3 * n)
+      launch(load(arch), "warpsyncs", n / 64, 64, { input(x), out, n })
+      compare("warpsyncs", out:to_host(), 3, n, function(k, t)
+        local lane = t % 32
+        local function X(j) return x[t - lane + j + 1] end
+        if k == 0 then return u32(X(bit.bxor(lane, 1)) * 5) end
+        if k == 1 then
+          if lane < 16 then return u32(bxor(X(lane + 16), 0xf0f0) * 3) end
+          return u32(X(lane - 16) + 1 + 11)
+        end
+        if lane < 8 then return u32(X(lane + 8) * 9) end
+        if lane < 16 then return bxor(u32(X(lane - 8) * 7), 1) end
+        if lane < 24 then return u32(X(lane + 8) * 15 + 2) end
+        return u32(X(lane - 8) * 13 - 3)
+      end)
+    end)
+
     it("membar.cta/gl/sys and nanosleep: one warp publishes behind a flag, another spins for it", function()
       local n = 128
       local x = rand(n, 101)
@@ -433,5 +453,83 @@ describe("nvcc sm90a elect.sync", function()
       if k == 5 then return lowest(8, true) end
       return lane == lowest(8, true) and 1 or 0
     end, function(t) return ("x 0x%08x"):format(x[t + 1]) end)
+  end)
+end)
+
+describe("bar.warp.sync on the emulator", function()
+  -- The lower half-warp waits at a bar.warp.sync naming the whole warp;
+  -- the upper half exits (mode 0), waits at a CTA barrier (mode 1) or runs
+  -- a bar.warp.sync whose mask leaves it out (mode 2).
+  local PTX = [[
+.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry halves(.param .u64 out, .param .u32 mode)
+{
+	.reg .pred %p<4>;
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	ld.param.u32 %r1, [mode];
+	mov.u32 %r2, %laneid;
+	cvta.to.global.u64 %rd1, %rd1;
+	mul.wide.u32 %rd2, %r2, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	setp.ge.u32 %p1, %r2, 16;
+	@%p1 bra UPPER;
+	bar.warp.sync -1;
+	st.global.u32 [%rd3], 1;
+	ret;
+UPPER:
+	setp.eq.u32 %p2, %r1, 0;
+	@%p2 ret;
+	setp.eq.u32 %p3, %r1, 1;
+	@%p3 bra CTA;
+	bar.warp.sync 0x0000ffff;
+	ret;
+CTA:
+	bar.sync 0;
+	ret;
+}
+]]
+
+  --- The line of PTX holding a Lua pattern.
+  local function line_of(pattern)
+    local i = 0
+    for l in PTX:gmatch("([^\n]*)\n") do
+      i = i + 1
+      if l:match(pattern) then return i end
+    end
+  end
+
+  --- Run halves with mode; returns ok, the error and the 32 outputs.
+  local function run(mode)
+    local mod = pyptx.load_ptx(PTX)
+    local out = output(32, H.emu())
+    local ok, err = pcall(launch, mod, "halves", 1, 32, { out, mode }, H.emu())
+    return ok, tostring(err), out:to_host()
+  end
+
+  it("does not wait for lanes that exited", function()
+    local ok, err, got = run(0)
+    assert(ok, err)
+    for l = 0, 31 do assert.equal(l < 16 and 1 or FULL, got[l]) end
+  end)
+
+  it("reports a deadlock with lanes that wait at a CTA barrier instead, naming its line", function()
+    local ok, err = run(1)
+    assert.is_false(ok)
+    assert.matches(("halves, PTX line %d: bar.warp.sync"):format(line_of("bar.warp.sync %-1")), err, 1, true)
+    assert.matches("-1: deadlock: bar.warp.sync (member mask 0xffffffff) waits for lane(s) 0xffff0000 of warp 0, which are "
+      .. "blocked elsewhere (at a CTA barrier)", err, 1, true)
+  end)
+
+  it("refuses lanes that are not in their own member mask", function()
+    local ok, err = run(2)
+    assert.is_false(ok)
+    assert.matches(("halves, PTX line %d: bar.warp.sync"):format(line_of("bar.warp.sync 0x0000ffff")), err, 1, true)
+    assert.matches("65535: lane(s) 0xffff0000 execute bar.warp.sync but are not in its member mask 0x0000ffff; valid: a mask "
+      .. "naming every lane that executes it [thread (16,0,0)", err, 1, true)
   end)
 end)

@@ -32,6 +32,7 @@ enum {                              /* bits of the "checks" option */
 
 #define EMU_FULL 0xffffffffu
 #define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
+#define EMU_WARP_BAR 17                /* bar_of of a lane waiting at bar.warp.sync */
 #define EMU_MSG 1536
 
 /* ------------------------------------------------------- decoded form */
@@ -147,6 +148,7 @@ struct emu_warp {
   int32_t bar_of[32];             /* barrier a blocked lane waits at */
   int32_t red_dst[32];            /* bar.red: the slot a blocked lane's result goes to, or -1 */
   uint32_t cl_arr[32];            /* barrier.cluster: 1 + the phase a lane arrived in, 0: not arrived */
+  uint32_t wsync[32];             /* bar.warp.sync: the member mask a blocked lane waits with */
   uint32_t id;
   uint64_t steps, lane_steps;
   uint8_t *local;                 /* 32 * local_size bytes */
