@@ -429,6 +429,9 @@ for _, arch in ipairs(ARCHS) do
       stops("traps", "trap")
     end)
 
+    it("brkpt stops the launch like trap (ptxas compiles both to BPT.TRAP), and only when reached", function()
+      stops("brkpts", "brkpt")
+    end)
   end)
 end
 

@@ -207,6 +207,15 @@ static int op_trap(emu_warp *w, const emu_inst *in, uint32_t m)
   return lpx_emu_fail(w, in, __builtin_ctz(m), "trap executed");
 }
 
+/* brkpt: without a debugger a GPU stops the launch as at trap (ptxas
+ * compiles both to the same BPT.TRAP instruction). */
+static int op_brkpt(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "brkpt executed (a GPU stops the launch here, as at trap, unless a debugger is "
+                      "attached; ptxas compiles both to BPT.TRAP)");
+}
+
 /* The value a bar.red barrier hands its threads: popc, or .and / .or as 0/1. */
 static uint64_t bar_result(const emu_cta *c, uint32_t id)
 {
@@ -367,6 +376,7 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
   case LPX_OP_BRA: return op_bra;
   case LPX_OP_RET: case LPX_OP_EXIT: return op_exit;
   case LPX_OP_TRAP: return op_trap;
+  case LPX_OP_BRKPT: return op_brkpt;
   case LPX_OP_BARWARP: return op_barwarp;
   case LPX_OP_BAR: case LPX_OP_BARRIER: return op_bar;
   case LPX_OP_BARCLUS: return op_cluster_bar;
@@ -377,7 +387,8 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
 /* Is a handler one of the control handlers that manage PCs themselves? */
 int lpx_emu_is_control(emu_fn fn)
 {
-  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar || fn == op_barwarp;
+  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar || fn == op_barwarp ||
+         fn == op_brkpt;
 }
 
 /* ------------------------------------------------------------ warps */
