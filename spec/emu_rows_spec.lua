@@ -51,11 +51,7 @@ local function shr(a, k) return u32(bit.rshift(a, k)) end
 
 --- n random u32 values, never 0, from a seed; edges (a list) in front.
 local function rand(n, seed, edges)
-  local t = H.rand_s32(n, seed, edges and (function()
-    local e = {}
-    for i, v in ipairs(edges) do e[i] = s32(v) end
-    return e
-  end)())
+  local t = H.rand_s32(n, seed, edges)
   for i = 1, n do t[i] = u32(t[i]) end
   return t
 end
