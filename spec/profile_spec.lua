@@ -55,6 +55,7 @@ describe("the profiler's counters", function()
     assert.equal(2 * 32 * 4, s1.c.gld_bytes)
     assert.equal(4, total.d.st_sectors_per_req)
     assert.equal(1, total.d.simt)
+    assert.equal(64, total.c.fp32_flops)          -- a + b on 64 lanes
   end)
 
   it("count a 2-way and a 32-way shared bank conflict and none for a broadcast", function()

@@ -10,7 +10,7 @@
 
 /* What kind of work an instruction is, decided once per program. */
 enum { PK_NONE, PK_LD, PK_ST, PK_ATOM, PK_LDMATRIX, PK_STMATRIX, PK_CPASYNC, PK_BRA, PK_BAR, PK_MBAR_WAIT,
-       PK_MMA, PK_WGMMA, PK_TCMMA, PK_FP32_1, PK_FP32_2 };
+       PK_MMA, PK_WGMMA, PK_TCMMA, PK_FP32_1, PK_FP32_2, PK__COUNT };
 
 static const char *const counter_names[] = {
 #define X(e, name, help) name,
@@ -244,6 +244,56 @@ static void count_cpasync(emu_warp *w, const emu_inst *in, uint32_t m)
 
 /* ------------------------------------------------------------ the hooks */
 
+/* ld / st / atom / red. */
+static void pre_ldst(emu_warp *w, const emu_inst *in, uint32_t m, int kind) { count_ldst(w, in, m, kind); }
+
+/* ldmatrix / stmatrix. */
+static void pre_matrix(emu_warp *w, const emu_inst *in, uint32_t m, int kind) { if (m) count_matrix(w, in, kind); }
+
+/* cp.async. */
+static void pre_cpasync(emu_warp *w, const emu_inst *in, uint32_t m, int kind) { (void)kind; count_cpasync(w, in, m); }
+
+/* bra: does the guard split the running group? */
+static void pre_bra(emu_warp *w, const emu_inst *in, uint32_t m, int kind)
+{
+  (void)in; (void)kind;
+  w->prow[EMU_PC_DIV_BRANCHES] += m && m != w->cur;
+}
+
+/* mma.sync / wgmma: one tensor-core operation and its FLOPs (from the form). */
+static void pre_mma(emu_warp *w, const emu_inst *in, uint32_t m, int kind)
+{
+  (void)kind;
+  uint64_t f = w->p->prof_flops[in - w->p->insts];
+  if (!m) return;
+  w->prow[EMU_PC_TC_OPS]++;
+  w->prow[EMU_PC_FLOPS] += f >> 1;
+  if (f & 1) w->prow[EMU_PC_FLOPS_FP8] += f >> 1;
+}
+
+/* tcgen05.mma: the operation (its FLOPs come from the descriptor, in the handler). */
+static void pre_tcmma(emu_warp *w, const emu_inst *in, uint32_t m, int kind)
+{
+  (void)in; (void)kind;
+  if (m) w->prow[EMU_PC_TC_OPS]++;
+}
+
+/* f32 add/sub/mul/min/max (1 per lane) and fma/mad (2). */
+static void pre_fp32(emu_warp *w, const emu_inst *in, uint32_t m, int kind)
+{
+  (void)in;
+  w->prow[EMU_PC_FP32_FLOPS] += (uint64_t)__builtin_popcount(m) * (uint64_t)(kind - PK_FP32_1 + 1);
+}
+
+typedef void (*pre_fn)(emu_warp *w, const emu_inst *in, uint32_t m, int kind);
+
+/* What to count before an instruction, by its kind (NULL: issue only). */
+static const pre_fn pre_by_kind[] = {
+  [PK_LD] = pre_ldst, [PK_ST] = pre_ldst, [PK_ATOM] = pre_ldst, [PK_LDMATRIX] = pre_matrix, [PK_STMATRIX] = pre_matrix,
+  [PK_CPASYNC] = pre_cpasync, [PK_BRA] = pre_bra, [PK_MMA] = pre_mma, [PK_WGMMA] = pre_mma, [PK_TCMMA] = pre_tcmma,
+  [PK_FP32_1] = pre_fp32, [PK_FP32_2] = pre_fp32, [PK__COUNT] = NULL,
+};
+
 /* Count what instruction in does for the lanes of m, before it runs
  * (addresses are read before a load can overwrite its base register). */
 void lpx_emu_prof_before(emu_warp *w, const emu_inst *in, uint32_t m, emu_prof_snap *s)
@@ -255,21 +305,7 @@ void lpx_emu_prof_before(emu_warp *w, const emu_inst *in, uint32_t m, emu_prof_s
   row[EMU_PC_WARPS]++;
   row[EMU_PC_LANES] += (uint64_t)__builtin_popcount(m);
   s->blocked = w->blocked; s->fails = w->mbar_wait_fails; s->gen = w->mbar_wait_gen;
-  switch (kind) {
-  case PK_LD: case PK_ST: case PK_ATOM: count_ldst(w, in, m, kind); break;
-  case PK_LDMATRIX: case PK_STMATRIX: if (m) count_matrix(w, in, kind); break;
-  case PK_CPASYNC: count_cpasync(w, in, m); break;
-  case PK_BRA: row[EMU_PC_DIV_BRANCHES] += m && m != w->cur; break;
-  case PK_MMA: case PK_WGMMA:
-    if (!m) break;
-    row[EMU_PC_TC_OPS]++;
-    row[EMU_PC_FLOPS] += p->prof_flops[pc] >> 1;
-    if (p->prof_flops[pc] & 1) row[EMU_PC_FLOPS_FP8] += p->prof_flops[pc] >> 1;
-    break;
-  case PK_FP32_1: case PK_FP32_2: row[EMU_PC_FP32_FLOPS] += (uint64_t)__builtin_popcount(m) * (uint64_t)(kind - PK_FP32_1 + 1); break;
-  case PK_TCMMA: if (m) row[EMU_PC_TC_OPS]++; break;   /* FLOPs: the handler adds them from the descriptor */
-  default: break;
-  }
+  if (pre_by_kind[kind]) pre_by_kind[kind](w, in, m, kind);
 }
 
 /* Count what instruction in did: barrier arrivals that blocked, mbarrier waits that failed. */
