@@ -44,6 +44,7 @@ typedef struct lpx_form_info {
   int32_t op;          /* ISA row, -1 when the opcode is unknown */
   int32_t type;        /* first type modifier, -1 if none */
   int32_t type2;       /* second type modifier, -1 if none */
+  int32_t type3;       /* third type modifier (video .dtype.atype.btype, cvt.pack), -1 if none */
   int32_t vec;         /* vector width from .v2/.v4/.v8, else 1 */
   int32_t min_ptx;     /* PTX ISA version x10 this form needs */
   int32_t min_sm;
@@ -131,6 +132,7 @@ int32_t lpx_tc_shape_regs(int32_t shape);
 int32_t lpx_arch_list(char *out, int32_t cap);
 int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
+int64_t lpx_video_selector(const char *text);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

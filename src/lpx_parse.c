@@ -6,6 +6,7 @@
  * Errors are "file:line:col: what was expected"; a longjmp unwinds to
  * lpx_parse, which frees the partial module. */
 #include "lpx_parse.h"
+#include "lpx_video.h"
 #include "lpx_cexpr.h"
 #include <setjmp.h>
 #include <stdarg.h>
@@ -384,14 +385,12 @@ static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
   return (int32_t)f->nregs++;
 }
 
-/* Resolve token k (already interned as sym) to a register: a declared name,
- * or a member of a declared %r<N> range (created on first use); -1 if none. */
-static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
+/* Resolve the name s (n bytes, interned as sym) to a register: a declared
+ * name, or a member of a declared %r<N> range (created on first use); -1 if none. */
+static int32_t reg_lookup_text(pstate *ps, const char *s, uint32_t n, int32_t sym)
 {
   int32_t id = map_get(ps, sym);
   if (id >= 0 || !ps->f) return id;
-  const char *s = ps->src + ps->t[k].off;
-  uint32_t n = ps->t[k].len;
   for (size_t r = ps->nranges; r-- > 0;) {
     const regrange *g = &ps->ranges[r];
     if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
@@ -400,6 +399,12 @@ static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
     return reg_create(ps, sym, g->type);
   }
   return -1;
+}
+
+/* Resolve token k (already interned as sym) to a register; -1 if none. */
+static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
+{
+  return reg_lookup_text(ps, ps->src + ps->t[k].off, ps->t[k].len, sym);
 }
 
 /* The cache slot for token k's name and the name as a word (bytes past it
@@ -852,17 +857,40 @@ static void parse_address(pstate *ps, lpx_operand *o)
   expect(ps, ']', "to close the address");
 }
 
-/* A word operand: register, special register, sink, symbol or label. */
+/* A register with a video selector (%r1.b0, %r2.h10): the register, or -1;
+ * *sel the selector. The token keeps its text (the formatter prints it). */
+static int32_t selected_register(pstate *ps, size_t k, int64_t *sel)
+{
+  const char *s = ps->src + ps->t[k].off;
+  uint32_t n = ps->t[k].len, dot = n;
+  while (dot > 0 && s[dot - 1] != '.') dot--;
+  if (dot < 2 || n - dot > 5) return -1;
+  char suffix[8];
+  memcpy(suffix, s + dot, n - dot);
+  suffix[n - dot] = '\0';
+  *sel = lpx_video_selector(suffix);
+  if (!*sel) return -1;
+  int32_t sym = intern(ps, s, dot - 1);
+  return reg_lookup_text(ps, s, dot - 1, sym);
+}
+
+/* A word operand: register (with a video selector), special register,
+ * sink, symbol or label. */
 static void parse_word_operand(pstate *ps, uint32_t i, int labels)
 {
   size_t k = ps->pos;
   int32_t reg;
+  int64_t sel = 0;
   uint32_t x = take_register(ps, &reg);
   int32_t sym = ps->m->lex[x].spell;
   lpx_operand *o = &ps->f->ops[i];
   if (reg >= 0) {
     o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
     lex_set_reg(ps, x, k, reg);
+    return;
+  }
+  if (ps->f && (reg = selected_register(ps, k, &sel)) >= 0) {
+    o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg]; o->ival = sel;
     return;
   }
   if (ps->t[k].len == 1 && ps->src[ps->t[k].off] == '_') { o->kind = LPX_OPD_SINK; return; }
@@ -936,6 +964,13 @@ static void parse_primary(pstate *ps, uint32_t i, int labels)
     ps->f->ops[i].aux = 1;
     return;
   }
+  if (is_punct(ps, tok, '-') && peek(ps, 1)->kind == LPX_TK_WORD) {   /* vmad's -%r */
+    take(ps);
+    parse_word_operand(ps, i, labels);
+    if (ps->f->ops[i].kind != LPX_OPD_REG) perr(ps, ps->pos - 1, "expected a register after '-'");
+    ps->f->ops[i].aux = LPX_OPD_NEGATED;
+    return;
+  }
   if (is_punct(ps, tok, '[') && !bracket_is_list(ps)) { o->kind = LPX_OPD_ADDR; parse_address(ps, o); return; }
   char close = is_punct(ps, tok, '[') ? ']' : is_punct(ps, tok, '{') ? '}' : is_punct(ps, tok, '(') ? ')' : 0;
   if (!close) perr(ps, ps->pos, "expected an operand (register, number, symbol, [address], {vector})");
@@ -998,7 +1033,7 @@ static int32_t form_intern_text(pstate *ps, size_t k)
   if (id < 0 || LPX_RESERVE(ctx->forms, ctx->forms_cap, (size_t)id + 1)) poom(ps);
   memset(&ctx->forms[id], 0, sizeof(lpx_form));
   lpx_form_info *fi = &ctx->forms[id].info;
-  fi->op = -1; fi->type = fi->type2 = -1; fi->vec = 1;
+  fi->op = -1; fi->type = fi->type2 = fi->type3 = -1; fi->vec = 1;
   fi->text = lpx_strtab_get(&ctx->form_names, id);
   return id;
 }

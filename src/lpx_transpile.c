@@ -10,6 +10,7 @@
  * debug information (.loc, .file, DWARF sections) is dropped: it points at
  * the source the PTX came from, not at the script. */
 #include "lpx_parse.h"
+#include "lpx_video.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -188,7 +189,7 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   const lpx_operand *o = &ops[(*i)++];
   int ok = 1;
   switch (o->kind) {
-  case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE;
+  case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE && !o->ival && o->aux != LPX_OPD_NEGATED;   /* selectors, -%r: ptx.raw */
   case LPX_OPD_SYM: return 1;
   case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->reg[o->id].kind != RX_NONE);
   case LPX_OPD_NUM: return 0;
