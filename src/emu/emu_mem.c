@@ -136,10 +136,11 @@ static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t o
   return c->shared + off;
 }
 
-/* Translate a local-space offset of one lane. */
+/* Translate a local-space offset of one lane (.local variables, or alloca's stack). */
 static uint8_t *local_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n)
 {
   uint32_t size = w->p->local_size;
+  if (off >= EMU_STACK_TOP - EMU_STACK_MAX && off < EMU_STACK_TOP) return lpx_emu_stack_ptr(w, in, lane, off, n);
   if (off > size || n > size - off) {
     lpx_emu_fail(w, in, lane, "out-of-bounds local access of %u bytes at local offset 0x%" PRIx64 "; the thread has %u bytes of .local",
                  n, off, size);
