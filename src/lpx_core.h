@@ -13,7 +13,7 @@ typedef struct lpx_module lpx_module;
 
 /* Operand kinds of an instruction. */
 enum {
-  LPX_OPD_REG = 1,   /* id = register, aux = 1 if negated predicate */
+  LPX_OPD_REG = 1,   /* id = register; aux LPX_REG_NOT or LPX_REG_NEG; ival a video selector (0: none) */
   LPX_OPD_NUM,       /* a Lua number, typed by the validator (fval) */
   LPX_OPD_IMM,       /* typed integer bits (ival); type = its type */
   LPX_OPD_FIMM,      /* typed float bits (ival); type = F32 or F64; aux 1: an f64 literal read as f32 */
@@ -28,6 +28,9 @@ enum {
   LPX_OPD_INT,       /* an integer literal given exactly (ival; aux 1: print it unsigned) */
   LPX_OPD_BRACKET    /* [a, {b, c}] (tex, tensor): aux = count; the elements follow */
 };
+
+/* A register operand's aux: a negated predicate (!%p1) or register (-%r1, vmad). */
+enum { LPX_REG_NOT = 1, LPX_REG_NEG = 2 };
 
 typedef struct lpx_operand {
   int32_t kind;

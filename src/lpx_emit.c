@@ -85,7 +85,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   char tmp[40];
   switch (o->kind) {
   case LPX_OPD_REG:
-    if (o->aux) lpx_buf_putc(b, o->aux == LPX_OPD_NEGATED ? '-' : '!');
+    if (o->aux) lpx_buf_putc(b, o->aux == LPX_REG_NEG ? '-' : '!');
     put_reg(b, m, f, o->id);
     if (o->ival) { lpx_video_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
     break;

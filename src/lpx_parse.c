@@ -968,7 +968,7 @@ static void parse_primary(pstate *ps, uint32_t i, int labels)
     take(ps);
     parse_word_operand(ps, i, labels);
     if (ps->f->ops[i].kind != LPX_OPD_REG) perr(ps, ps->pos - 1, "expected a register after '-'");
-    ps->f->ops[i].aux = LPX_OPD_NEGATED;
+    ps->f->ops[i].aux = LPX_REG_NEG;
     return;
   }
   if (is_punct(ps, tok, '[') && !bracket_is_list(ps)) { o->kind = LPX_OPD_ADDR; parse_address(ps, o); return; }

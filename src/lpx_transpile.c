@@ -189,7 +189,7 @@ static int operand_ok(const tx *x, const lpx_operand *ops, uint32_t *i)
   const lpx_operand *o = &ops[(*i)++];
   int ok = 1;
   switch (o->kind) {
-  case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE && !o->ival && o->aux != LPX_OPD_NEGATED;   /* selectors, -%r: ptx.raw */
+  case LPX_OPD_REG: return x->reg[o->id].kind != RX_NONE && !o->ival && o->aux != LPX_REG_NEG;   /* selectors, -%r: ptx.raw */
   case LPX_OPD_SYM: return 1;
   case LPX_OPD_ADDR: return o->aux == LPX_OPD_SYM || o->aux == 0 || (o->aux == LPX_OPD_REG && x->reg[o->id].kind != RX_NONE);
   case LPX_OPD_NUM: return 0;

@@ -136,7 +136,7 @@ static int check_reg(vctx *v, const lpx_operand *o, int want, int allow_neg)
   char name[32], words[128], msg[320];
   if (o->id < 0 || (size_t)o->id >= v->f->nregs) return opfail(v, "names a register of another kernel");
   int have = v->f->reg_type[o->id];
-  if (o->aux == 1 && !allow_neg) return opfail(v, "is a negated predicate; negation is only valid on predicate sources");
+  if (o->aux == LPX_REG_NOT && !allow_neg) return opfail(v, "is a negated predicate; negation is only valid on predicate sources");
   if (type_compat(have, want, v->relaxed)) return 0;
   snprintf(msg, sizeof msg, "is a %s register (%s); expected %s", lpx_types[have].name,
            lpx_reg_text(v->m, v->f, o->id, name, sizeof name), want_words(want, words, sizeof words));

@@ -118,7 +118,7 @@ static int lpx_vfail(lpx_module *m, const lpx_form *fo, const char *fmt, ...)
 /* Is a register operand marked with a selector or a '-'? */
 static int marked(const lpx_operand *o)
 {
-  return o->kind == LPX_OPD_REG && (o->ival != 0 || o->aux == LPX_OPD_NEGATED);
+  return o->kind == LPX_OPD_REG && (o->ival != 0 || o->aux == LPX_REG_NEG);
 }
 
 /* --------------------------------------------------------------- video */
@@ -128,7 +128,7 @@ static int video_operand(lpx_module *m, const lpx_form *fo, const lpx_operand *o
 {
   int op = fo->info.op, kind = vkind[op], dest = k == 0;
   char sel[16];
-  if (o->kind == LPX_OPD_REG && o->aux == LPX_OPD_NEGATED) {
+  if (o->kind == LPX_OPD_REG && o->aux == LPX_REG_NEG) {
     if (op != LPX_OP_VMAD || dest) return FAIL("operand %d: '-' negates the sources of vmad only", k + 1);
     if (fo->modsel[LPX_GB_VPO]) return FAIL("operand %d: .po adds one and takes no negated source", k + 1);
   }
@@ -166,7 +166,7 @@ static int video_form(lpx_module *m, const lpx_form *fo, int count)
 /* Is top-level operand k a register negated with '-'? */
 static int negated(const lpx_operand *ops, const uint32_t *starts, int k)
 {
-  return ops[starts[k]].kind == LPX_OPD_REG && ops[starts[k]].aux == LPX_OPD_NEGATED;
+  return ops[starts[k]].kind == LPX_OPD_REG && ops[starts[k]].aux == LPX_REG_NEG;
 }
 
 /* All rules of a video row. */

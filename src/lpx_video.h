@@ -13,10 +13,6 @@
 #define LPX_SEL_HALF(s) ((int)((uint64_t)(s) >> 3 & 1))
 #define LPX_SEL_DIGIT(s, k) ((int)((uint64_t)(s) >> (4 + 4 * (k)) & 15))
 
-/* lpx_operand.aux of a register negated arithmetically (-%r4, vmad);
- * 1 is a negated predicate (!%p1). */
-#define LPX_OPD_NEGATED 2
-
 /* Is the row one of the video instructions? */
 int lpx_video_row(int op);
 /* Elements a video row works on: 1 (scalar), 2 or 4 (SIMD); 0 for other rows. */

@@ -17,6 +17,39 @@ M.addr, M.imm, M.sink, M.pipe, M.paren = operands.addr, operands.imm, operands.s
 M.bracket, M.sym = operands.bracket, operands.sym
 M["_"] = operands.sink
 
+-- Video-instruction operands: a register with a byte/half selector
+-- (ptx.vsel(r, "b0") -> %r1.b0) and vmad's negated source (ptx.vneg(r) -> -%r1).
+local VideoOpd, REG_NEG = {}, tonumber(ffi.C.LPX_REG_NEG)
+VideoOpd.__operand = function(v, o, t, k)
+  if v.reg.trace ~= t then trace.fail("register " .. tostring(v.reg) .. " belongs to another kernel trace", 4) end
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = trace.OPD.REG, v.reg.type.id, v.reg.id, v.neg and REG_NEG or 0, v.sel, 0
+  return k + 1
+end
+VideoOpd.__source_type = function(v) return v.reg.type end
+
+--- The register view a video operand helper wraps, or a failure naming who.
+local function video_reg(r, who)
+  if getmetatable(r) == VideoOpd then return r end
+  if not reg.is(r) then trace.fail(who .. ": expected a register, got " .. tostring(r), 3) end
+  return { reg = r, sel = 0, neg = false }
+end
+
+--- r with a video selector: "b0".."b3", "h0"/"h1", "h10", "b3210", "b7654" ...
+function M.vsel(r, sel)
+  local v = video_reg(r, "ptx.vsel")
+  local code = type(sel) == "string" and core.video_selector(sel) or 0
+  if code == 0 then
+    trace.fail("ptx.vsel: " .. tostring(sel) .. " is not a video selector (a b or h and 1-4 digits: \"b0\", \"h1\", \"h10\", \"b3210\")", 2)
+  end
+  return setmetatable({ reg = v.reg, sel = code, neg = v.neg }, VideoOpd)
+end
+
+--- r negated, as vmad's sources take it (-%r1).
+function M.vneg(r)
+  local v = video_reg(r, "ptx.vneg")
+  return setmetatable({ reg = v.reg, sel = v.sel, neg = true }, VideoOpd)
+end
+
 -- ----------------------------------------------------------- the builder
 
 -- Spellings Lua cannot index with a dot, and their PTX modifiers.
