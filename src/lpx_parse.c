@@ -32,6 +32,14 @@ typedef struct nameslot {
   uint32_t gen;
 } nameslot;
 
+/* A register name a .reg inside a { } block declared: what the name meant
+ * before, restored when the block at that depth closes. */
+typedef struct shadow {
+  int32_t key;
+  nameslot prev;
+  int depth;
+} shadow;
+
 /* A spelling cache entry: a text of up to 16 bytes as two words (bytes
  * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
  * its symbol. Trivia, punctuation and opcodes repeat all through a file. */
@@ -63,6 +71,9 @@ typedef struct pstate {
   uint32_t names_gen;
   regrange *ranges;
   size_t nranges, ranges_cap;
+  shadow *shadows;             /* names declared in { } blocks, innermost last */
+  size_t nshadows, shadows_cap;
+  int block_depth;             /* { } blocks open in the current body */
   regcache *rc;                /* register names already resolved, by name word */
   uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
@@ -735,15 +746,46 @@ static void parse_reg_name(pstate *ps, int32_t type)
     return;
   }
   uint32_t x = take(ps);
-  lex_set_reg(ps, x, k, reg_create(ps, ps->m->lex[x].spell, type));
+  int32_t key = ps->m->lex[x].spell;
+  if (ps->block_depth > 0) {   /* shadows the name until the block closes */
+    GROW(ps, ps->shadows, ps->shadows_cap, ps->nshadows + 1);
+    nameslot prev = (size_t)key < ps->names_cap ? ps->names[key] : (nameslot){ -1, 0 };
+    ps->shadows[ps->nshadows++] = (shadow){ key, prev, ps->block_depth };
+  }
+  lex_set_reg(ps, x, k, reg_create(ps, key, type));
   regcache_forget(ps);
 }
 
-/* .reg [.v2] .type name, name<N>, ...; */
+/* Is tok a .reg directive: ".reg", or ".reg.b32" with the type glued on
+ * (cuda_fp16.h's inline PTX writes "{.reg.b32 f;")? */
+static int is_reg_directive(pstate *ps, const lpx_tok *tok)
+{
+  return is_word(ps, tok, ".reg") || (is_dotword(ps, tok) && tok->len > 5 && memcmp(ps->src + tok->off, ".reg.", 5) == 0);
+}
+
+/* The last type among the dotted words of the n bytes at s (".v2.b32"), or -1. */
+static int32_t glued_type(const char *s, size_t n)
+{
+  int32_t type = -1;
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && s[b] != '.') b++;
+    char buf[16];
+    if (b - a - 1 < sizeof buf) {
+      memcpy(buf, s + a + 1, b - a - 1);
+      buf[b - a - 1] = '\0';
+      if (lpx_type_lookup(buf) >= 0) type = lpx_type_lookup(buf);
+    }
+    a = b;
+  }
+  return type;
+}
+
+/* .reg [.v2] .type name, name<N>, ...; (or .reg.type ...) */
 static void parse_reg_decl(pstate *ps)
 {
   size_t start = ps->pos;
-  int32_t type = -1;
+  int32_t type = glued_type(ps->src + cur(ps)->off + 4, cur(ps)->len - 4);
   take(ps);
   while (is_dotword(ps, cur(ps))) {
     if (type_of(ps, cur(ps)) >= 0) type = type_of(ps, cur(ps));
@@ -1157,7 +1199,7 @@ static void parse_body_statement(pstate *ps)
 {
   const lpx_tok *tok = cur(ps);
   if (is_punct(ps, tok, '{') || is_punct(ps, tok, '}')) { size_t s = ps->pos; take(ps); item_add(ps, LPX_ITEM_DIR, (uint32_t)s); return; }
-  if (is_word(ps, tok, ".reg")) { parse_reg_decl(ps); return; }
+  if (is_reg_directive(ps, tok)) { parse_reg_decl(ps); return; }
   if (word_index(ps, tok, line_directives) >= 0) { parse_line_directive(ps); return; }
   if (is_dotword(ps, tok)) { parse_decl(ps); return; }
   if (is_ident(ps, tok) && is_punct(ps, peek(ps, 1), ':')) { parse_label(ps); return; }
@@ -1187,6 +1229,13 @@ static void scope_depth(pstate *ps, int *depth)
 {
   if (*depth > MAX_BLOCKS) perr(ps, ps->pos, "blocks { } nested deeper than %d levels", MAX_BLOCKS);
   *depth += is_punct(ps, cur(ps), '{') - is_punct(ps, cur(ps), '}');
+  if (*depth >= ps->block_depth) { ps->block_depth = *depth; return; }
+  ps->block_depth = *depth;   /* a block closed: its names mean what they meant before it */
+  while (ps->nshadows > 0 && ps->shadows[ps->nshadows - 1].depth > *depth) {
+    const shadow *sh = &ps->shadows[--ps->nshadows];
+    ps->names[sh->key] = sh->prev;
+  }
+  regcache_forget(ps);
 }
 
 /* { statements } of a function; the function's closing brace is its tail. */
@@ -1281,6 +1330,8 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   ps->f = f;
   ps->names_gen++;
   ps->nranges = 0;
+  ps->nshadows = 0;
+  ps->block_depth = 0;
   regcache_forget(ps);
   return (int32_t)m->nfuncs++;
 }
@@ -1438,7 +1489,7 @@ static void pstate_free(pstate *ps)
   } else {
     free(ps->t);
   }
-  free(ps->names); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
+  free(ps->names); free(ps->ranges); free(ps->shadows); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse a whole module (len bytes, no NUL needed); NULL on error with
