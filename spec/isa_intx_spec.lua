@@ -1,6 +1,6 @@
 -- The rows for madc, fns, dp4a/dp2a, bmsk, szext, cvt.pack, lop3 d|p,
 -- 16x2 add/min/max, alloca/stacksave/stackrestore, applypriority, discard,
--- createpolicy and the video instructions: the parser and validator accept
+-- createpolicy, pmevent and the video instructions: the parser and validator accept
 -- the forms ptxas accepts and refuse those it refuses (ptxas assembles and
 -- refuses the same texts when the toolkit is present), the emitter prints
 -- selectors and negation back, and the DSL spells them (ptx.inst, ptx.vsel,
@@ -63,6 +63,7 @@ local GOOD = {
   "vset2.s32.u32.lt %r1, %r2, %r3, %r4;", "vset2.u32.u32.ne.add %r1.h1, %r2.h03, %r3, %r4;",
   "vadd4.s32.s32.s32.sat %r1.b320, %r2.b7654, %r3.b0123, %r4;", "vavrg4.u32.u32.u32.add %r1.b31, %r2, %r3, %r4;",
   "vabsdiff4.u32.u32.u32.add %r1, %r2, %r3, %r4;", "vset4.u32.u32.eq.add %r1.b3210, %r2.b7777, %r3, %r4;",
+  "pmevent 3;", "pmevent.mask 0x0a;",
 }
 
 -- Forms ptxas refuses, with what our message says.
@@ -99,6 +100,8 @@ local BAD = {
   { "vadd.s32.u32.u32 %r1, -%r2, %r3;", "negates the sources of vmad only" },
   { "vadd.u32.u32.u32.add %r1.b0, %r2, %r3, %r4;", "merges into c" },
   { "vadd.u32.u32.u32.add %r1, %r2, %r3, %r4.b0;", "takes no selector" },
+  { "pmevent 16;", "event number 0..15" },
+  { "pmevent %r1;", "takes an immediate event" },
 }
 
 --- The line of a module's instruction as the canonical printer writes it.
@@ -107,7 +110,7 @@ local function canonical_line(text)
 end
 
 --- The instruction with its operands spaced as the printer spaces them.
-local function normal(line) return (line:gsub(";$", ""):gsub("%s+", " "):gsub("0x3f", "63")) end
+local function normal(line) return (line:gsub(";$", ""):gsub("%s+", " "):gsub("0x3f", "63"):gsub("0x0a", "10")) end
 
 describe("the extended integer, video, stack and cache-policy rows", function()
   it("parse, validate and print back every form ptxas accepts", function()

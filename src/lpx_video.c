@@ -1,5 +1,5 @@
 /* Video-instruction selectors and negation, and the rules of the rows that
- * came with them (lpx_video.h): what ptxas accepts beyond the table's
+ * came with them (lpx_video.h; and pmevent): what ptxas accepts beyond the table's
  * columns, checked after the signature so that messages name the operand. */
 #include "lpx_video.h"
 #include <math.h>
@@ -285,6 +285,12 @@ static int other_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, cons
   case LPX_OP_APPLYPRI: case LPX_OP_DISCARD: return cache_line_op(m, fo, &ops[starts[1]]);
   case LPX_OP_CREATEPOL: return createpolicy(m, fo, ops, starts, count);
   case LPX_OP_ALLOCA: return alloca_align(m, fo, ops, starts, count);
+  case LPX_OP_PMEVENT: {
+    int64_t v = -1, most = fo->modsel[LPX_GB_PMMASK] ? 0xffff : 15;
+    if (!imm_value(&ops[starts[0]], &v) || v < 0 || v > most)
+      return FAIL("takes an immediate event %s", most == 15 ? "number 0..15" : "mask 0..0xffff");
+    return 0;
+  }
   case LPX_OP_ADD: case LPX_OP_MIN: case LPX_OP_MAX:
     if ((t == LPX_T_U16X2 || t == LPX_T_S16X2) && (fo->modsel[LPX_GB_CC] || fo->modsel[LPX_GB_SAT]))
       return FAIL(".%s takes neither .sat nor .cc", lpx_types[t].name);

@@ -74,7 +74,7 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_VAVRG4] = lpx_emu_pick_video, [LPX_OP_VABSDIFF4] = lpx_emu_pick_video, [LPX_OP_VMIN4] = lpx_emu_pick_video,
   [LPX_OP_VMAX4] = lpx_emu_pick_video, [LPX_OP_VSET4] = lpx_emu_pick_video,
   [LPX_OP_ALLOCA] = lpx_emu_pick_stack, [LPX_OP_STACKSAVE] = lpx_emu_pick_stack, [LPX_OP_STACKRESTORE] = lpx_emu_pick_stack,
-  [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
+  [LPX_OP_PMEVENT] = lpx_emu_pick_hint, [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
 };
 
 /* The handler of a decoded instruction (the unsupported reporter if none).
@@ -293,7 +293,7 @@ static int no_dest(int op)
 {
   return op == LPX_OP_ST || op == LPX_OP_RED || op == LPX_OP_BAR || op == LPX_OP_BARRIER ||
          op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL ||
-         op == LPX_OP_STACKRESTORE || op == LPX_OP_APPLYPRI || op == LPX_OP_DISCARD;
+         op == LPX_OP_STACKRESTORE || op == LPX_OP_APPLYPRI || op == LPX_OP_DISCARD || op == LPX_OP_PMEVENT;
 }
 
 /* Record the register slots an instruction reads (for the uninitialised check). */

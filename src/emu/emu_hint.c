@@ -2,7 +2,7 @@
  * (the line's bytes become indeterminate: the emulator writes 0xff so a
  * read that relies on them shows), and createpolicy (an opaque 64-bit
  * policy; the cache ops that take one, .L2::cache_hint, ignore it, as
- * they may). */
+ * they may); and pmevent, a performance-monitor trigger nothing counts. */
 #include "emu.h"
 #include <inttypes.h>
 
@@ -64,10 +64,14 @@ HANDLER(op_createpolicy)
   return 0;
 }
 
-/* Handler for a cache-hint row. */
+/* pmevent: a performance-monitor event, which nothing counts here. */
+HANDLER(op_pmevent) { return 0; }
+
+/* Handler for a cache-hint row (and pmevent). */
 emu_fn lpx_emu_pick_hint(const emu_inst *in)
 {
   switch (in->op) {
+  case LPX_OP_PMEVENT: return op_pmevent;
   case LPX_OP_APPLYPRI: return op_applypriority;
   case LPX_OP_DISCARD: return op_discard;
   case LPX_OP_CREATEPOL: return op_createpolicy;
