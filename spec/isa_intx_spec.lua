@@ -1,6 +1,6 @@
 -- The rows for madc, fns, dp4a/dp2a, bmsk, szext, cvt.pack, lop3 d|p,
 -- 16x2 add/min/max, alloca/stacksave/stackrestore, applypriority, discard,
--- createpolicy, pmevent and the video instructions: the parser and validator accept
+-- createpolicy, pmevent, isspacep, getctarank and the video instructions: the parser and validator accept
 -- the forms ptxas accepts and refuse those it refuses (ptxas assembles and
 -- refuses the same texts when the toolkit is present), the emitter prints
 -- selectors and negation back, and the DSL spells them (ptx.inst, ptx.vsel,
@@ -64,6 +64,8 @@ local GOOD = {
   "vadd4.s32.s32.s32.sat %r1.b320, %r2.b7654, %r3.b0123, %r4;", "vavrg4.u32.u32.u32.add %r1.b31, %r2, %r3, %r4;",
   "vabsdiff4.u32.u32.u32.add %r1, %r2, %r3, %r4;", "vset4.u32.u32.eq.add %r1.b3210, %r2.b7777, %r3, %r4;",
   "pmevent 3;", "pmevent.mask 0x0a;",
+  "isspacep.global %p1, %rd1;", "isspacep.shared::cluster %p1, %rd1;", "isspacep.local %p1, %r1;", "isspacep.const %p1, %rd1;",
+  "isspacep.param %p1, %rd1;", "getctarank.u64 %r1, %rd1;", "getctarank.shared::cluster.u32 %r1, %r2;",
 }
 
 -- Forms ptxas refuses, with what our message says.
@@ -102,6 +104,10 @@ local BAD = {
   { "vadd.u32.u32.u32.add %r1, %r2, %r3, %r4.b0;", "takes no selector" },
   { "pmevent 16;", "event number 0..15" },
   { "pmevent %r1;", "takes an immediate event" },
+  { "isspacep.generic %p1, %rd1;", "not .generic" },
+  { "isspacep.global %p1, %f1;", "operand 2 is the address" },
+  { "getctarank.u32 %r1, %rd2;", "operand 2 is a b64 register" },
+  { "getctarank.global.u32 %r1, %r2;", "generic or .shared::cluster address" },
 }
 
 --- The line of a module's instruction as the canonical printer writes it.

@@ -1297,7 +1297,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
     const char *end = strchr(alt, ';');
     size_t len = end ? (size_t)(end - alt) : strlen(alt);
     int rc = check_alt(&v, alt, len, ops, starts, count);
-    if (rc == 0) return count <= 64 ? lpx_video_check(m, form, ops, nops, starts, count) : 0;
+    if (rc == 0) return count <= 64 ? lpx_video_check(m, f, form, ops, nops, starts, count) : 0;
     if (rc < 0 && (!first_err || (first_err == -2 && rc == -1))) { first_err = rc; memcpy(saved, m->ctx->error, LPX_MSG_MAX); }
     if (!end) break;
     alt = end + 1;

@@ -1,6 +1,7 @@
 /* Video-instruction selectors and negation, and the rules of the rows that
- * came with them (lpx_video.h; and pmevent): what ptxas accepts beyond the table's
- * columns, checked after the signature so that messages name the operand. */
+ * came with them (lpx_video.h; also pmevent, isspacep, getctarank): what
+ * ptxas accepts beyond the table's columns, checked after the signature so
+ * that messages name the operand. */
 #include "lpx_video.h"
 #include <math.h>
 #include <stdarg.h>
@@ -272,11 +273,31 @@ static int alloca_align(lpx_module *m, const lpx_form *fo, const lpx_operand *op
   return 0;
 }
 
+/* isspacep's space (not .generic or .param::func) and its address: a 32- or
+ * 64-bit integer register or an integer. */
+static int isspacep(lpx_module *m, const lpx_func *f, const lpx_form *fo, const lpx_operand *a)
+{
+  int sp = fo->modsel[LPX_GB_SPACE];
+  if (sp == LPX_SPACE_GENERIC || sp == LPX_SPACE_PARAM_FUNC)
+    return FAIL("asks .const .global .local .shared(::cta, ::cluster) or .param(::entry), not .%s", lpx_modifier_name(LPX_GB_SPACE, sp));
+  if (a->kind == LPX_OPD_INT || a->kind == LPX_OPD_IMM || (a->kind == LPX_OPD_NUM && a->fval == floor(a->fval))) return 0;
+  if (a->kind == LPX_OPD_REG && !a->aux && a->id >= 0 && (size_t)a->id < f->nregs) {
+    const lpx_type_desc *t = &lpx_types[f->reg_type[a->id]];
+    if ((t->bits == 32 || t->bits == 64) && (t->kind == 'B' || t->kind == 'U' || t->kind == 'S')) return 0;
+  }
+  return FAIL("operand 2 is the address: a 32- or 64-bit integer register, or an integer");
+}
+
 /* The rules of the non-video rows of this file. */
-static int other_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, const uint32_t *starts, int count)
+static int other_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx_operand *ops, const uint32_t *starts, int count)
 {
   int op = fo->info.op, t = fo->info.type;
   switch (op) {
+  case LPX_OP_ISSPACEP: return isspacep(m, f, fo, &ops[starts[1]]);
+  case LPX_OP_GETCTARANK:
+    if (fo->modsel[LPX_GB_SPACE] && fo->modsel[LPX_GB_SPACE] != LPX_SPACE_SHARED_CLUSTER)
+      return FAIL("takes a generic or .shared::cluster address");
+    return 0;
   case LPX_OP_MADC: case LPX_OP_DP2A:
     if (fo->modsel[LPX_GB_MULMODE] == LPX_MULMODE_WIDE) return FAIL("takes .lo or .hi, not .wide");
     return 0;
@@ -301,7 +322,7 @@ static int other_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, cons
 
 /* Rules of the rows above beyond their table columns; 0 or -1 (message
  * set). Selectors and '-' anywhere but on a video row are refused. */
-int lpx_video_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count)
+int lpx_video_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count)
 {
   int op = fo->info.op;
   if (!lpx_video_row(op)) {
@@ -310,7 +331,7 @@ int lpx_video_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, int nop
       return FAIL("%s", ops[i].ival ? "byte/half selectors (.b0 .h1 ...) belong to the video instructions"
                                     : "'-' on a register negates vmad sources only");
     }
-    return other_check(m, fo, ops, starts, count);
+    return other_check(m, f, fo, ops, starts, count);
   }
   return video_check(m, fo, ops, starts, count);
 }

@@ -1,7 +1,8 @@
 /* Operand selectors of the video instructions (%r1.b0, %r2.h10, %r3.b3210)
  * and vmad's source negation (-%r4): how a register operand carries them,
  * their spelling, and the rules of the rows added with them (video, dp2a,
- * dp4a, cvt.pack, madc, lop3 with a predicate, alloca, cache policies). */
+ * dp4a, cvt.pack, madc, lop3 with a predicate, alloca, cache policies,
+ * pmevent, isspacep, getctarank). */
 #ifndef LPX_VIDEO_H
 #define LPX_VIDEO_H
 #include "lpx_internal.h"
@@ -20,6 +21,6 @@ int lpx_video_lanes(int op);
 /* Write ".b0" / ".h10" for a selector (nothing for 0) into out. */
 void lpx_video_sel_text(int64_t sel, char *out, size_t cap);
 /* Rules of the rows above beyond their table columns; 0 or -1 (message set). */
-int lpx_video_check(lpx_module *m, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count);
+int lpx_video_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count);
 
 #endif

@@ -106,6 +106,7 @@ struct emu_prog {
 typedef struct emu_alloc {
   uint64_t base, size;
   uint8_t *host;
+  int is_const;                   /* a module .const variable (isspacep.const) */
 } emu_alloc;
 
 typedef struct emu_mod {
@@ -300,6 +301,7 @@ emu_fn lpx_emu_pick_intx(const emu_inst *in);
 emu_fn lpx_emu_pick_video(const emu_inst *in);
 emu_fn lpx_emu_pick_stack(const emu_inst *in);
 emu_fn lpx_emu_pick_hint(const emu_inst *in);
+emu_fn lpx_emu_pick_space(const emu_inst *in);
 uint8_t *lpx_emu_stack_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n);
 void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);

@@ -74,6 +74,7 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_VAVRG4] = lpx_emu_pick_video, [LPX_OP_VABSDIFF4] = lpx_emu_pick_video, [LPX_OP_VMIN4] = lpx_emu_pick_video,
   [LPX_OP_VMAX4] = lpx_emu_pick_video, [LPX_OP_VSET4] = lpx_emu_pick_video,
   [LPX_OP_ALLOCA] = lpx_emu_pick_stack, [LPX_OP_STACKSAVE] = lpx_emu_pick_stack, [LPX_OP_STACKRESTORE] = lpx_emu_pick_stack,
+  [LPX_OP_ISSPACEP] = lpx_emu_pick_space, [LPX_OP_GETCTARANK] = lpx_emu_pick_space,
   [LPX_OP_PMEVENT] = lpx_emu_pick_hint, [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
 };
 

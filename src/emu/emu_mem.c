@@ -20,7 +20,7 @@ int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
   if (!e->next_addr) e->next_addr = EMU_GLOBAL_BASE;
   uint64_t base = e->next_addr;
   e->next_addr = (base + bytes + 256 + 255) & ~(uint64_t)255;   /* >= 256 bytes of gap */
-  e->allocs[e->nallocs++] = (emu_alloc){ base, bytes, host };
+  e->allocs[e->nallocs++] = (emu_alloc){ base, bytes, host, 0 };
   e->gen++;
   *dptr = base;
   return 0;
