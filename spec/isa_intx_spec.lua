@@ -193,6 +193,10 @@ describe("the new rows through the DSL", function()
       i.setp.lt.s32(q, c, 0)
       i.lop3.or_.b32(ptx.pipe(r[6], p), a, b, c, 0x96, q)
       i.selp.u32(r[7], 1, 0, p)
+      -- spelled and run, results unused: the rows docs/dsl.md names
+      local x, y = reg.scalar(T.u32), reg.scalar(T.u64)
+      i.fns.b32(x, a, 3, 1); i.bmsk.clamp.b32(x, a, b); i.szext.wrap.s32(x, a, b); i.cvt.pack.sat.u8.s32.b32(x, a, b, c)
+      i.alloca.u64(y, 64, 16); i.createpolicy.fractional.L2_evict_last.b64(reg.scalar(T.b64), 0.5)
       for j = 1, K do ptx.st.global(ptx.addr(po + (t + (j - 1) * N):mul_wide(4)), r[j]) end
       ptx.ret()
     end,
@@ -205,6 +209,8 @@ describe("the new rows through the DSL", function()
     assert.matches("vadd%.s32%.s32%.s32%.sat%s+%%r%d+%.b1, %%r%d+%.b2, %%r%d+%.h0, %%r%d+;", text)
     assert.matches("vmad%.s32%.s32%.s32%s+%%r%d+, %-%%r%d+%.h1, %%r%d+, %%r%d+;", text)
     assert.matches("lop3%.or%.b32%s+%%r%d+|%%p%d+, ", text)
+    assert.matches("createpolicy%.fractional%.L2::evict_last%.b64%s+%%rd%d+, 0f3F000000;", text)
+    assert.matches("alloca%.u64%s+%%rd%d+, 64, 16;", text)
     local line
     local bad = kernel "badsel" {
       arch = "sm_90a", out_specs = { Tile(1, T.u32) }, grid = { 1 }, block = { 32 },
@@ -217,6 +223,7 @@ describe("the new rows through the DSL", function()
     local ok, err = pcall(function() return bad:ptx() end)
     assert.is_false(ok)
     assert.matches("isa_intx_spec.lua:" .. line .. ": ptx.vsel: q9 is not a video selector", tostring(err))
+    H.assert_ptxas(text, "sm_90a")
   end)
 
   it("runs them on the emulator as the GPU computes them", function()
