@@ -1,32 +1,21 @@
 --- Cold compile vs warm cache load per kernel, in milliseconds (median).
 -- Cold: the compiler with the cache bypassed (nvJitLink's own time plus
 -- our call); cached miss: a compile that also writes the entry; warm: a
--- load from the cache. usage: luaptx bench/compile.lua [repeats]
-local compile = require "pyptx.compile"
-local sys = require "pyptx.sys"
+-- load from the cache; then whole-process `luaptx ptx` against a warm
+-- `luaptx compile`. usage: luaptx bench/compile.lua [repeats]
+local compile = require "pyptx.runtime.compile"
+local sys = require "pyptx.core.sys"
+local common = require "bench.common"
+local now, median = common.now, common.median
 local repeats = tonumber(arg and arg[1]) or 9
 
 local ffi = require "ffi"
-ffi.cdef [[ struct lpx_bench_ts { long s, ns; }; int clock_gettime(int, struct lpx_bench_ts *);
-            int setenv(const char *, const char *, int); ]]
+ffi.cdef [[ int setenv(const char *, const char *, int); ]]
 
 -- A private cache, so the benchmark neither reads nor pollutes the user's
 -- (removed at the end, even when a compile fails).
 local dir = sys.temp_dir()
 ffi.C.setenv("LUAPTX_CACHE_DIR", dir, 1)
-
---- Wall-clock seconds (the compiler may use threads; os.clock would not see it).
-local ts = ffi.new("struct lpx_bench_ts")
-local function now()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) + tonumber(ts.ns) * 1e-9
-end
-
---- Median of a list.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
-end
 
 local examples = {
   { "examples.hopper.rms_norm", "sm_90a" }, { "examples.hopper.softmax", "sm_90a" },
@@ -64,6 +53,29 @@ local function run_all()
   compile.cache_clear()
 end
 
-local ok, err = pcall(run_all)
+--- Whole process, median of repeats: `luaptx ptx` against a warm
+-- `luaptx compile` of the same script (the cache holds every cubin, so
+-- the second should cost no more than the first: no compiler is loaded).
+local function whole_process()
+  local bin = os.getenv("LUAPTX_BIN") or (arg and arg[-1]) or "build/luaptx"
+  local script = "examples/hopper/rms_norm.lua"
+  local function time(argv)
+    local xs = {}
+    for r = 1, repeats do
+      local t0 = now()
+      local res = sys.run(argv, { env = { LUAPTX_CACHE_DIR = dir } })
+      xs[r] = now() - t0
+      assert(res and res.status == 0, table.concat(argv, " ") .. " failed: " .. (res and res.stderr or ""))
+    end
+    return median(xs) * 1e3
+  end
+  sys.run({ bin, "compile", script }, { env = { LUAPTX_CACHE_DIR = dir } })   -- warm the cache
+  local ptx_ms = time { bin, "ptx", script, "-o", dir .. "/out.ptx" }
+  local warm_ms = time { bin, "compile", script }
+  print(("whole process, %s: luaptx ptx %.2f ms, warm luaptx compile %.2f ms (+%.2f)"):format(
+    script, ptx_ms, warm_ms, warm_ms - ptx_ms))
+end
+
+local ok, err = pcall(function() run_all() whole_process() end)
 sys.remove_tree(dir)
 if not ok then error(err, 0) end

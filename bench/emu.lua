@@ -7,7 +7,7 @@ package.path = "./?.lua;" .. package.path
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local u32, f32 = pyptx.types.u32, pyptx.types.f32
 

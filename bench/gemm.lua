@@ -3,19 +3,14 @@
 -- one: the emulator's time for the small GEMMs (256x256x128) of the Ampere
 -- and Hopper examples, checked against their CPU references.
 -- usage: luaptx bench/gemm.lua [reps]
+local median = require("bench.common").median
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
 local ffi = require "ffi"
 
 local reps = tonumber(arg and arg[1]) or 20
 local dev = runtime.device()
-
---- Median of a list.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
-end
 
 if dev.kind ~= "cuda" then
   print(("no GPU: emulator times on %s (each checked against its CPU reference)"):format(dev.name))

@@ -4,8 +4,8 @@
 -- usage: luaptx bench/launch.lua [launches]
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
-local ffi = require "ffi"
+local tensor = require "pyptx.runtime.tensor"
+local now = require("bench.common").now
 local f32 = pyptx.types.f32
 
 local n = tonumber(arg and arg[1]) or 10000
@@ -17,13 +17,8 @@ if not ok then
 end
 runtime.use(dev)
 
-ffi.cdef [[ struct lpx_bench_ts2 { long s, ns; }; int clock_gettime(int, struct lpx_bench_ts2 *); ]]
-local ts = ffi.new("struct lpx_bench_ts2")
 --- Monotonic microseconds.
-local function now_us()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) * 1e6 + tonumber(ts.ns) * 1e-3
-end
+local function now_us() return now() * 1e6 end
 
 --- Median host time of n calls of f, in microseconds.
 local function time_calls(f)

@@ -5,7 +5,8 @@
 -- aligned .b8 array) and a short body, as nvcc writes them. CPU time,
 -- median of repeats (one repeat for the largest sizes).
 -- usage: luaptx bench/load_ptx.lua [sizes...]   (default 500 1000 2000 4000 16000)
-local foreign = require "pyptx.foreign"
+local median = require("bench.common").median
+local ptx_loader = require "pyptx.runtime.ptx_loader"
 local ptxparse = require "pyptx.ptxparse"
 
 local clock = os.clock
@@ -37,12 +38,6 @@ local function module_text(n)
   return table.concat(parts)
 end
 
---- Median of a list of numbers.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
-end
-
 --- CPU seconds of fn(), median of reps runs.
 local function timed(reps, fn)
   local ts = {}
@@ -65,7 +60,7 @@ for _, n in ipairs(sizes) do
   local reps = n <= 4000 and 5 or 1
   local t_parse = timed(reps, function() ptxparse.parse(text, "bench.ptx") end)
   local mod
-  local t_load = timed(reps, function() mod = foreign.load(text, "bench.ptx") end)
+  local t_load = timed(reps, function() mod = ptx_loader.load(text, "bench.ptx") end)
   assert(#mod:names() == n and #mod.entries[n].params == 4 and mod.entries[n].size == 28)
   print(("%8d %10.0f %12.3f %14.3f %12.0f"):format(n, #text / 1024, t_parse, t_load, n / t_load))
 end

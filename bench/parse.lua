@@ -11,6 +11,7 @@
 -- -> free loop, where fresh pages for the printed text make the next parse
 -- fault its memory in again.
 -- usage: luaptx bench/parse.lua [repeats]
+local median = require("bench.common").median
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
@@ -33,12 +34,6 @@ local function load_corpus()
   walk("spec/fixtures/ptx")
   table.sort(files, function(a, b) return a.path < b.path end)
   return files
-end
-
---- Median of a list of numbers.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
 end
 
 local out_text, out_len = ffi.new("const char *[1]"), ffi.new("size_t[1]")

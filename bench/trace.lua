@@ -1,6 +1,7 @@
 --- Trace + emit speed: rms_norm(2048, 8192) and a synthetic kernel of
 -- 12,000 instructions. Median of repeats, per kernel and per instruction.
 -- usage: luaptx bench/trace.lua [repeats]
+local median = require("bench.common").median
 local pyptx = require "pyptx"
 local kernel, reg, ptx = pyptx.kernel, pyptx.reg, pyptx.ptx
 local u32, f32 = pyptx.types.u32, pyptx.types.f32
@@ -29,12 +30,6 @@ local function synthetic(n)
       ptx.ret()
     end,
   }
-end
-
---- Median of a list of numbers.
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor(#xs / 2) + 1]
 end
 
 --- Time fresh traces (new kernel object each time: no trace cache hits).

@@ -4,7 +4,7 @@
 -- poll(2) on stdin and a signal pipe, so a signal (Ctrl-C) wakes a waiting
 -- prompt: the line being typed is dropped and read says so.
 local ffi = require "ffi"
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 
 local M = {}
 

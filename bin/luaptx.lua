@@ -109,7 +109,7 @@ end
 
 --- luaptx check script.lua [--arch A]
 local function cmd_check(opts, pos)
-  local toolkit = require "pyptx.toolkit"
+  local toolkit = require "pyptx.runtime.toolkit"
   local script = M.load_kernel_script(pos[1])   -- a broken script says so, toolkit or not
   if not toolkit.find("ptxas") then say_err(toolkit.missing_message("ptxas")) return 2 end
   local failed = 0
@@ -144,9 +144,9 @@ end
 
 --- luaptx compile script.lua [--arch A] [-o DIR] [--force]
 local function cmd_compile(opts, pos)
-  local compile = require "pyptx.compile"
+  local compile = require "pyptx.runtime.compile"
   local script = M.load_kernel_script(pos[1])
-  local sys = require "pyptx.sys"
+  local sys = require "pyptx.core.sys"
   if opts.dir then sys.mkdirs(opts.dir) end
   print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
   local hash = ffi.new("char[33]")
@@ -170,7 +170,7 @@ end
 
 --- luaptx cache ls|clear|stats
 local function cmd_cache(_, pos)
-  local compile = require "pyptx.compile"
+  local compile = require "pyptx.runtime.compile"
   local sub = pos[1]
   if sub == "ls" then
     io.write(compile.cache_list())
@@ -201,6 +201,12 @@ local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] 
 local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
+
+--- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
+local function cmd_sass(opts, pos)
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
+  return require("luaptx.sass").main(each_kernel(script, opts.arch), opts)
+end
 
 -- ------------------------------------------------------------- the table
 
@@ -245,6 +251,9 @@ local COMMANDS = {
     help = "compile each kernel to a cubin through the cache",
     flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
               { "--force", help = "bypass the cache" } } },
+  { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
+    help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
+    flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",

@@ -7,7 +7,7 @@ local pyptx = require "pyptx"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local reg = require "pyptx.reg"
-local half = require "pyptx.half"
+local floats = require "pyptx.runtime.floats"
 
 local M = {}
 local types, ptx = pyptx.types, pyptx.ptx
@@ -46,10 +46,10 @@ end
 --- Decode the 8 stored bytes (two u32 words) of a register as text.
 local function decode(t, lo, hi)
   if t.kind == "p" then return lo % 2 == 1 and "true" or "false" end
-  if t == types.f32 then return ("%.9g"):format(half.from_f32_bits(lo)) end
-  if t == types.f16 then return ("%.5g"):format(half.from_f16(lo % 65536)) end
-  if t == types.bf16 then return ("%.4g"):format(half.from_bf16(lo % 65536)) end
-  if t == types.f64 then return ("%.17g"):format(half.from_f64_bits(lo, hi)) end
+  if t == types.f32 then return ("%.9g"):format(floats.from_f32_bits(lo)) end
+  if t == types.f16 then return ("%.5g"):format(floats.from_f16(lo % 65536)) end
+  if t == types.bf16 then return ("%.4g"):format(floats.from_bf16(lo % 65536)) end
+  if t == types.f64 then return ("%.17g"):format(floats.from_f64_bits(lo, hi)) end
   if t.bits == 64 then
     local u = ffi.new("uint64_t", hi) * 4294967296ULL + lo
     if t.kind == "s" then return tostring(ffi.cast("int64_t", u)):gsub("LL$", "") end

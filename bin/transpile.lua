@@ -21,7 +21,7 @@ end
 function M.main(o)
   local stdin = o.input == "-"
   local script = M.transpile(stdin and io.read("*a") or ptxparse.read_file(o.input), stdin and "<stdin>" or o.input)
-  if o.sugar then script = require("pyptx.sugar").sugar(script) end
+  if o.sugar then script = require("pyptx.tools.transpile_sugar").sugar(script) end
   if o.name then
     script = script:gsub('kernel "([%w_$]+)"', function() return ('kernel "%s"'):format(o.name) end, 1)
   end

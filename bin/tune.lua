@@ -1,9 +1,9 @@
 --- `luaptx tune sweep.lua [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]`
 -- and `luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F]`.
--- A sweep script returns the table pyptx.tune.run takes.
-local tune = require "pyptx.tune"
-local report = require "pyptx.tune_report"
-local sys = require "pyptx.sys"
+-- A sweep script returns the table pyptx.tools.tune.run takes.
+local tune = require "pyptx.tools.tune"
+local report = require "pyptx.tools.tune_report"
+local sys = require "pyptx.core.sys"
 
 local M = {}
 

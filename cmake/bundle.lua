@@ -44,7 +44,7 @@ for path in cdef_paths:gmatch("[^,]+") do
 end
 local cdef = table.concat(cdef_parts, "\n")
 -- Each declaration in the cdef is one line: "ret name(args);" (the same
--- pattern lua/pyptx/core.lua reads the signatures with).
+-- pattern lua/pyptx/core/init.lua reads the signatures with).
 local funcs, seen = {}, {}
 for name in cdef:gmatch("\n[%w_ ]-[%w_]+[%s%*]+(lpx_[%w_]+)%([^)]*%);") do
   if not seen[name] then

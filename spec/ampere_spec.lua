@@ -7,8 +7,8 @@ local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
 local ampere = require "pyptx.ampere"
-local half = require "pyptx.half"
-local tensor = require "pyptx.tensor"
+local floats = require "pyptx.runtime.floats"
+local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
@@ -258,8 +258,8 @@ end)
 --- Encoders of one A/B element into its bits, per input type, and a
 -- random value generator exact in that type.
 local INPUTS = {
-  f16 = { bits = 16, gen = function() return half.from_f16(half.to_f16(math.random() * 4 - 2)) end, enc = half.to_f16 },
-  bf16 = { bits = 16, gen = function() return half.from_bf16(half.to_bf16(math.random() * 4 - 2)) end, enc = half.to_bf16 },
+  f16 = { bits = 16, gen = function() return floats.from_f16(floats.to_f16(math.random() * 4 - 2)) end, enc = floats.to_f16 },
+  bf16 = { bits = 16, gen = function() return floats.from_bf16(floats.to_bf16(math.random() * 4 - 2)) end, enc = floats.to_bf16 },
   tf32 = { bits = 32, gen = function() return (math.random(0, 2047) - 1024) / 256 end,
            enc = function(x) local f = ffi.new("float[1]", x); return ffi.cast("uint32_t *", f)[0] end },
   s8 = { bits = 8, gen = function() return math.random(-128, 127) end, enc = function(x) return x % 256 end },
@@ -267,7 +267,7 @@ local INPUTS = {
   s4 = { bits = 4, gen = function() return math.random(-8, 7) end, enc = function(x) return x % 16 end },
   u4 = { bits = 4, gen = function() return math.random(0, 15) end, enc = function(x) return x end },
   b1 = { bits = 1, gen = function() return math.random(0, 1) end, enc = function(x) return x end },
-  e4m3 = { bits = 8, enc = half.to_e4m3 }, e5m2 = { bits = 8, enc = half.to_e5m2 },
+  e4m3 = { bits = 8, enc = floats.to_e4m3 }, e5m2 = { bits = 8, enc = floats.to_e5m2 },
   f64 = { bits = 64, gen = function() return math.random() * 4 - 2 end },
 }
 
@@ -285,8 +285,8 @@ local function run_mma(shape, atype, ctype, opts)
   for k = 0, cnt.k - 1 do Bm[k] = {} for j = 0, 7 do Bm[k][j] = (opts.gen or inb.gen)(opts.btype or atype) end end
   for i = 0, cnt.m - 1 do
     for j = 0, 7 do
-      Cm[i][j] = (ctype == "s32" and math.random(-1000, 1000)) or (ctype == "f16" and half.from_f16(half.to_f16(math.random() - 0.5)))
-        or half.from_f32_bits(half.f32_bits(math.random() - 0.5))       -- exact in the f32 the kernel reads
+      Cm[i][j] = (ctype == "s32" and math.random(-1000, 1000)) or (ctype == "f16" and floats.from_f16(floats.to_f16(math.random() - 0.5)))
+        or floats.from_f32_bits(floats.f32_bits(math.random() - 0.5))       -- exact in the f32 the kernel reads
     end
   end
   -- registers laid out [reg][lane]: A regs, then B, then C
@@ -310,7 +310,7 @@ local function run_mma(shape, atype, ctype, opts)
     for lane = 0, 31 do
       local v = 0
       if ctype == "f16" then
-        for e = 0, 1 do local row, col = LC.coord(lane, r, e); v = v + half.to_f16(Cm[row][col]) * 2 ^ (16 * e) end
+        for e = 0, 1 do local row, col = LC.coord(lane, r, e); v = v + floats.to_f16(Cm[row][col]) * 2 ^ (16 * e) end
       else
         local row, col = LC.coord(lane, r, 0)
         v = Cm[row][col]
@@ -354,7 +354,7 @@ local function run_mma(shape, atype, ctype, opts)
         v = tonumber(v)
         for e = 0, 1 do
           local row, col = LC.coord(lane, r, e)
-          D[row][col] = half.from_f16(math.floor(v / 2 ^ (16 * e)) % 65536)
+          D[row][col] = floats.from_f16(math.floor(v / 2 ^ (16 * e)) % 65536)
         end
       else
         local row, col = LC.coord(lane, r, 0)
@@ -401,7 +401,7 @@ describe("emulator mma.sync per shape and type", function()
   }
   for _, c in ipairs(cases) do
     it(("runs %s .%s -> .%s in the ISA's fragment layouts"):format(c[1], c[2], c[3]), function()
-      math.randomseed(require("pyptx.check").fresh_seed())
+      math.randomseed(require("pyptx.tools.verify").fresh_seed())
       local D, ref, cnt = run_mma(c[1], c[2], c[3], c[5])
       assert_close(D, ref, cnt.m, c[4], c[1] .. "." .. c[2])
     end)
@@ -438,7 +438,7 @@ local function fp8_value(t, maxexp)
   local shift, mask = t == "e4m3" and 3 or 2, t == "e4m3" and 15 or 31
   while true do
     local b = math.random(0, 255)
-    local v = t == "e4m3" and half.from_e4m3(b) or half.from_e5m2(b)
+    local v = t == "e4m3" and floats.from_e4m3(b) or floats.from_e5m2(b)
     if v == v and v ~= 0 and math.abs(v) < math.huge and bit.band(bit.rshift(b, shift), mask) <= (maxexp or mask) then
       return v
     end
@@ -460,7 +460,7 @@ local function f16_of(x)
 end
 
 --- x rounded once to f32.
-local function f32_of(x) return half.from_f32_bits(half.f32_bits(x)) end
+local function f32_of(x) return floats.from_f32_bits(floats.f32_bits(x)) end
 
 describe("emulator mma.sync with fp8 inputs (sm_89)", function()
   local PAIRS = { { "e4m3", "e4m3" }, { "e4m3", "e5m2" }, { "e5m2", "e4m3" }, { "e5m2", "e5m2" } }
@@ -468,7 +468,7 @@ describe("emulator mma.sync with fp8 inputs (sm_89)", function()
     for _, acc in ipairs { "f32", "f16" } do
       for _, p in ipairs(PAIRS) do
         it(("runs %s .%s.%s.%s.%s: every D element is the exact sum rounded once"):format(shape, acc, p[1], p[2], acc), function()
-          math.randomseed(require("pyptx.check").fresh_seed())
+          math.randomseed(require("pyptx.tools.verify").fresh_seed())
           -- f16 sums: values below 8 keep 32 products inside f16's range; f32: any finite byte
           local gen = acc == "f16" and function(t) return fp8_value(t, t == "e4m3" and 9 or 17) end or fp8_value
           local D, ref, cnt = run_mma(shape, p[1], acc, { btype = p[2], arch = "sm_89", version = "8.7", gen = gen })
@@ -484,7 +484,7 @@ describe("emulator mma.sync with fp8 inputs (sm_89)", function()
   end
 
   it("runs m16n8k32 .f32.e4m3.e4m3.f32 under PTX ISA 8.4 on sm_90a", function()
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local D, ref = run_mma("m16n8k32", "e4m3", "f32", { arch = "sm_90a", version = "8.4", gen = fp8_value })
     for i = 0, 15 do
       for j = 0, 7 do assert.are.equal(f32_of(ref[i][j]), D[i][j], ("D[%d][%d]"):format(i, j)) end
@@ -498,7 +498,7 @@ describe("emulator mma.sync m8n8k4 .f16 (sm_70 quad pairs)", function()
   local function run_quad(al, bl, acc)
     local LA, LB = ampere.layout("m8n8k4", "f16", "a", acc, al), ampere.layout("m8n8k4", "f16", "b", acc, bl)
     local LC = ampere.layout("m8n8k4", "f16", "c", acc)
-    local function gen() return half.from_f16(half.to_f16(math.random() * 4 - 2)) end
+    local function gen() return floats.from_f16(floats.to_f16(math.random() * 4 - 2)) end
     local Am, Bm, Cm = {}, {}, {}
     for q = 0, 3 do
       Am[q], Bm[q], Cm[q] = {}, {}, {}
@@ -513,7 +513,7 @@ describe("emulator mma.sync m8n8k4 .f16 (sm_70 quad pairs)", function()
           local v = 0
           for e = 0, L.elems - 1 do
             local row, col, q = L.coord(lane, r, e)
-            if L.elems == 1 then v = Mx[q][row][col] else v = v + half.to_f16(Mx[q][row][col]) * 2 ^ (16 * e) end
+            if L.elems == 1 then v = Mx[q][row][col] else v = v + floats.to_f16(Mx[q][row][col]) * 2 ^ (16 * e) end
           end
           out[r * 32 + lane + 1] = v
         end
@@ -544,7 +544,7 @@ describe("emulator mma.sync m8n8k4 .f16 (sm_70 quad pairs)", function()
         for e = 0, LC.elems - 1 do
           local row, col, q = LC.coord(lane, r, e)
           local v = tonumber(got[r * 32 + lane])
-          if acc == "f16" then v = half.from_f16(math.floor(v / 2 ^ (16 * e)) % 65536) end
+          if acc == "f16" then v = floats.from_f16(math.floor(v / 2 ^ (16 * e)) % 65536) end
           local s = Cm[q][row][col]
           for kk = 0, 3 do s = s + Am[q][row][kk] * Bm[q][kk][col] end
           assert.is_true(math.abs(v - s) <= (acc == "f16" and 4e-3 or 1e-6) * math.max(1, math.abs(s)),
@@ -558,7 +558,7 @@ describe("emulator mma.sync m8n8k4 .f16 (sm_70 quad pairs)", function()
     for _, bl in ipairs { "row", "col" } do
       for _, acc in ipairs { "f32", "f16" } do
         it(("runs .%s.%s with .%s accumulators in CUTLASS's SM70 layouts"):format(al, bl, acc), function()
-          math.randomseed(require("pyptx.check").fresh_seed())
+          math.randomseed(require("pyptx.tools.verify").fresh_seed())
           run_quad(al, bl, acc)
         end)
       end
@@ -711,7 +711,7 @@ describe("nvcc-compiled mma.sync on the emulator", function()
   local emu = H.emu
   local KERNELS = {
     { "mma_bf16_m16n8k16", m = 16, k = 16, dt = T.bf16, acc = T.f32, tol = 1e-6,
-      gen = function() return half.from_bf16(half.to_bf16(math.random() * 4 - 2)) end },
+      gen = function() return floats.from_bf16(floats.to_bf16(math.random() * 4 - 2)) end },
     { "mma_tf32_m16n8k8", m = 16, k = 8, dt = T.f32, acc = T.f32, tol = 1e-6,
       gen = function() return (math.random(0, 2047) - 1024) / 256 end },
     { "mma_s8_m16n8k32", m = 16, k = 32, dt = T.s8, acc = T.s32, tol = 0, gen = function() return math.random(-128, 127) end },
@@ -720,7 +720,7 @@ describe("nvcc-compiled mma.sync on the emulator", function()
   for _, arch in ipairs { "sm80", "sm90a" } do
     for _, K in ipairs(KERNELS) do
       it(("%s %s matches A*B+C (fragments gathered by CUDA code, not pyptx.ampere)"):format(arch, K[1]), function()
-        math.randomseed(require("pyptx.check").fresh_seed())
+        math.randomseed(require("pyptx.tools.verify").fresh_seed())
         local mod = pyptx.load_ptx(("spec/fixtures/ptx/nvcc/diff_mma_%s.ptx"):format(arch))
         local A, Bt, C = {}, {}, {}
         for i = 1, K.m * K.k do A[i] = K.gen() end
@@ -748,7 +748,7 @@ end)
 
 describe("nvcc-compiled fp8 mma.sync on the emulator", function()
   local emu = H.emu
-  local ENC = { e4m3 = half.to_e4m3, e5m2 = half.to_e5m2 }
+  local ENC = { e4m3 = floats.to_e4m3, e5m2 = floats.to_e5m2 }
   local KERNELS = {
     { "mma_e4m3_e5m2_m16n8k32_f32", k = 32, a = "e4m3", b = "e5m2", acc = "f32" },
     { "mma_e5m2_e5m2_m16n8k16_f32", k = 16, a = "e5m2", b = "e5m2", acc = "f32" },
@@ -758,7 +758,7 @@ describe("nvcc-compiled fp8 mma.sync on the emulator", function()
   for _, arch in ipairs { "sm89", "sm90a" } do
     for _, K in ipairs(KERNELS) do
       it(("%s %s matches A*B+C (fragments gathered by CUDA code, not pyptx.ampere)"):format(arch, K[1]), function()
-        math.randomseed(require("pyptx.check").fresh_seed())
+        math.randomseed(require("pyptx.tools.verify").fresh_seed())
         local mod = pyptx.load_ptx(("spec/fixtures/ptx/nvcc/diff_mma_fp8_%s.ptx"):format(arch))
         local f16 = K.acc == "f16"
         local function gen(t) return fp8_value(t, f16 and (t == "e4m3" and 9 or 17) or nil) end
@@ -766,8 +766,8 @@ describe("nvcc-compiled fp8 mma.sync on the emulator", function()
         for i = 1, 16 * K.k do A[i] = gen(K.a); Ab[i] = ENC[K.a](A[i]) end
         for i = 1, 8 * K.k do Bt[i] = gen(K.b); Bb[i] = ENC[K.b](Bt[i]) end
         for i = 1, 128 do
-          C[i] = f16 and half.round_f16(math.random() * 8 - 4) or f32_of(math.random() * 8 - 4)
-          Cb[i] = f16 and half.to_f16(C[i]) or C[i]
+          C[i] = f16 and floats.round_f16(math.random() * 8 - 4) or f32_of(math.random() * 8 - 4)
+          Cb[i] = f16 and floats.to_f16(C[i]) or C[i]
         end
         local acc_t = f16 and T.u16 or T.f32
         local D = tensor.empty({ 128 }, acc_t, emu())
@@ -780,7 +780,7 @@ describe("nvcc-compiled fp8 mma.sync on the emulator", function()
           for j = 0, 7 do
             local s = C[i * 8 + j + 1]
             for kk = 0, K.k - 1 do s = s + A[i * K.k + kk + 1] * Bt[j * K.k + kk + 1] end
-            local g = f16 and half.from_f16(tonumber(got[i * 8 + j])) or tonumber(got[i * 8 + j])
+            local g = f16 and floats.from_f16(tonumber(got[i * 8 + j])) or tonumber(got[i * 8 + j])
             assert.are.equal(f16 and f16_of(s) or f32_of(s), g, ("%s D[%d][%d] (sum %.17g)"):format(K[1], i, j, s))
           end
         end

@@ -8,7 +8,7 @@
 local bit = require "bit"
 local pyptx = require "pyptx"
 local H = require "spec.helpers"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local f32, u32, bf16 = T.f32, T.u32, T.bf16
@@ -1381,7 +1381,7 @@ describe("tensormap.replace and griddepcontrol", function()
   end
 
   it("tensormap.cp_fenceproxy copies a map edited in shared memory to global memory; TMA loads through it (emulator)", function()
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local dims = { 16 * math.random(2, 4), 8 * math.random(3, 6) }          -- B: dims[2] rows of dims[1] f32
     local bw, bh = 4 * math.random(1, 4), math.random(2, 4)
     local coord = { math.random(0, dims[1] - 1), math.random(0, dims[2] - 1) }   -- the box may run past the edge

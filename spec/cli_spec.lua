@@ -393,7 +393,7 @@ return pyptx.kernel "k" { arch = "sm_90a", function()
 end }
 ]])
       local inner = H.write(dir .. "/inner.lua", [[
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 return { kernels = {}, main = function()
   tensor.compare(1, 2)
 end }
@@ -447,7 +447,7 @@ end)
 
 describe("luaptx compile -o DIR", function()
   local lfs = require "lfs"
-  local compile = require "pyptx.compile"
+  local compile = require "pyptx.runtime.compile"
   after_each(H.cleanup)
 
   --- The permission bits of a path, e.g. "rwx------".

@@ -1,5 +1,5 @@
-local compile = require "pyptx.compile"
-local sys = require "pyptx.sys"
+local compile = require "pyptx.runtime.compile"
+local sys = require "pyptx.core.sys"
 local H = require "spec.helpers"
 
 --- A valid PTX module whose kernel stores a constant c.
@@ -35,7 +35,7 @@ end
 
 --- A chunk that compiles ptx and prints "key hit size".
 local function compiling(ptx)
-  return ("local c = require('pyptx.compile').cubin(%q, 'sm_80')\n"
+  return ("local c = require('pyptx.runtime.compile').cubin(%q, 'sm_80')\n"
     .. "print(c.key, c.cache_hit, c.size, c.data:sub(1, 4) == '\\127ELF')\n"):format(ptx)
 end
 
@@ -47,13 +47,13 @@ end
 describe("the PTX compiler search", function()
   it("finds no compiler when CUDA_HOME names an empty directory (nvJitLink is not taken from the loader path)", function()
     local empty = H.temp_dir()
-    local out = H.luaptx({ "-e", "print(pcall(require('pyptx.compile').compiler))" },
+    local out = H.luaptx({ "-e", "print(pcall(require('pyptx.runtime.compile').compiler))" },
       { env = { CUDA_HOME = empty, CUDA_PATH = false, PATH = empty }, merge = true })
     assert.matches("^false\tno PTX compiler: neither libnvJitLink nor ptxas was found", out)
   end)
 end)
 
-describe("pyptx.compile", function()
+describe("pyptx.runtime.compile", function()
   if not has_compiler then pending((tostring(no_compiler):gsub("^[^:\n]+:%d+: ", ""))) return end
 
   local dir
@@ -90,7 +90,7 @@ describe("pyptx.compile", function()
 
   it("lets 8 processes compile the same and different kernels at once without a broken entry", function()
     local script = H.temp_file(([[
-      local compile = require "pyptx.compile"
+      local compile = require "pyptx.runtime.compile"
       local which = tonumber(arg[1])
       local ptx = (%q):gsub("CONST", tostring(which %% 3))
       local c = compile.cubin(ptx, "sm_80")
@@ -124,7 +124,7 @@ describe("pyptx.compile", function()
 
   it("lists, measures and clears the cache from the command line", function()
     local env = { env = { LUAPTX_CACHE_DIR = dir } }
-    run_lua(dir, ("require('pyptx.compile').cubin(%q, 'sm_80')"):format(ptx_storing(11)))
+    run_lua(dir, ("require('pyptx.runtime.compile').cubin(%q, 'sm_80')"):format(ptx_storing(11)))
     assert.matches("entries=k", H.luaptx({ "cache", "ls" }, env))
     assert.matches("1 entries", H.luaptx({ "cache", "stats" }, env))
     run_lua(dir, compiling(BAD_PTX))                       -- kept under failed/
@@ -151,6 +151,36 @@ describe("pyptx.compile", function()
     assert.matches(": 1 entries", H.luaptx({ "cache", "stats" }, { env = { LUAPTX_CACHE_DIR = dir } }))
   end)
 
+  it("loads no compiler on a warm cache, and still names it", function()
+    local ptx = fresh_ptx()
+    local chunk = compiling(ptx) .. [[
+      print(require('pyptx.runtime.compile').identity())
+      local maps = io.open('/proc/self/maps'):read('*a')
+      print(maps:find('libnvJitLink', 1, true) and 'jit mapped' or 'jit not mapped')
+    ]]
+    local cold = run_lua(dir, chunk)
+    local warm = run_lua(dir, chunk)
+    local name = cold:match("\n([^\n]+)\njit")
+    assert.matches("false", cold:match("^[^\n]+"))
+    assert.matches("true", warm:match("^[^\n]+"))
+    assert.equal(name, warm:match("\n([^\n]+)\njit"))
+    assert.matches("^nvJitLink %d+%.%d+$", name)
+    assert.matches("jit mapped", cold, 1, true)
+    assert.matches("jit not mapped", warm, 1, true)
+  end)
+
+  it("rebuilds the compiler's name when its memo is forged for another compiler", function()
+    local chunk = compiling(fresh_ptx()) .. "print(require('pyptx.runtime.compile').identity())\n"
+    run_lua(dir, chunk)
+    local memo = H.find(dir, "%.identity$")[1]
+    assert.truthy(memo, "no memo written")
+    local facts = assert(H.read(memo)):match("^[^\n]+")
+    sys.write_file(memo, "not|" .. facts .. "\nforged 1.0\n")
+    local out = run_lua(dir, chunk)
+    assert.not_matches("forged", out, 1, true)
+    assert.matches("nvJitLink %d", out)
+  end)
+
   it("creates the cache directory 0700 and every file in it 0600", function()
     local cache = dir .. "/new/luaptx"
     assert.matches("false", run_lua(cache, compiling(ptx_storing(12))))
@@ -158,7 +188,7 @@ describe("pyptx.compile", function()
     assert.equal("700", mode(cache))
     assert.equal("700", mode(cache .. "/failed"))
     local files = H.find(cache)
-    assert.are.equal(3, #files)          -- the entry, its PTX, the failed PTX
+    assert.are.equal(4, #files)          -- the entry, its PTX, the compiler's name memo, the failed PTX
     for _, f in ipairs(files) do assert.equal("600", mode(f), f) end
   end)
 

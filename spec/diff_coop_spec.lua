@@ -5,7 +5,7 @@
 -- their own lanes. References from the cooperative groups' definitions.
 local bit = require "bit"
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 
 local types = pyptx.types

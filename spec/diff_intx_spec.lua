@@ -11,7 +11,7 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 
 local types = pyptx.types

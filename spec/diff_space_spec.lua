@@ -5,7 +5,7 @@
 -- the CUDA definitions of __isGlobal, __isShared, __isLocal, __isConstant,
 -- __isClusterShared and __cluster_query_shared_rank.
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 
 local types = pyptx.types

@@ -8,7 +8,7 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 
 local types = pyptx.types
@@ -626,9 +626,10 @@ local function round_fint(x, mode)
   return r
 end
 
---- Integer conversion with PTX saturation (NaN to 0) to [lo, hi].
-local function to_int(x, mode, lo, hi)
-  if x ~= x then return 0 end
+--- Integer conversion with PTX saturation to [lo, hi]; NaN gives nanv
+-- (default 0: the ISA's value from an f32 into 32 bits or fewer).
+local function to_int(x, mode, lo, hi, nanv)
+  if x ~= x then return nanv or 0 end
   local r = round_int(x, mode)
   if r < lo then return lo end
   if r > hi then return hi end
@@ -752,7 +753,8 @@ for _, arch in ipairs(ARCHS) do
             to_int(x, "rn", S32[1], S32[2]), to_int(x, "rz", S32[1], S32[2]), to_int(x, "ru", S32[1], S32[2]),
             to_int(x, "rd", S32[1], S32[2]), s32(to_int(x, "rn", U32[1], U32[2])), s32(to_int(x, "rz", U32[1], U32[2])),
             to_int(x, "rz", S32[1], S32[2]), s32(to_int(x, "rz", U32[1], U32[2])),
-            to_int(d, "rn", S32[1], S32[2]), s32(to_int(d, "rz", U32[1], U32[2])),
+            -- from an f64, NaN gives 1 << 31 (the ISA's cvt notes; F2I.F64 without .NTZ)
+            to_int(d, "rn", S32[1], S32[2], -2 ^ 31), s32(to_int(d, "rz", U32[1], U32[2], 2 ^ 31)),
             sext(to_int(x, "rz", S32[1], S32[2]), 8),
           }
           return want[k + 1]
@@ -761,15 +763,16 @@ for _, arch in ipairs(ARCHS) do
           local x = vals[t + 1]
           if ftz then x = flush(x) end
           local d = x * 3
+          -- into 64 bits, NaN gives 1 << 63 (the ISA's cvt notes; F2I.S64 without .NTZ)
           local function s64(v, mode)
-            if v ~= v then return 0LL end
+            if v ~= v then return -0x7fffffffffffffffLL - 1 end
             local r = round_int(v, mode)
             if r >= 2 ^ 63 then return 0x7fffffffffffffffLL end
             if r < -2 ^ 63 then return -0x7fffffffffffffffLL - 1 end
             return I64(r)
           end
           local function u64(v, mode)
-            if v ~= v then return 0LL end
+            if v ~= v then return -0x7fffffffffffffffLL - 1 end
             local r = round_int(v, mode)
             if r >= 2 ^ 64 then return -1LL end
             if r <= 0 then return 0LL end

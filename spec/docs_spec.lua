@@ -1,6 +1,9 @@
 -- The worked examples in docs/ are run here, so the docs keep matching
 -- what luaptx does.
 local H = require "spec.helpers"
+local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local tensor = require "pyptx.runtime.tensor"
 
 --- The fenced code blocks of a markdown file with their language.
 local function blocks(path)
@@ -34,6 +37,25 @@ describe("docs", function()
     local doc_error = H.read("docs/getting-started.md"):match("\n(luaptx: axpy%.lua:%d+: [^\n]+)")
     local out = H.luaptx({ "ptx", dir .. "/axpy.lua" }, { merge = true }):gsub(dir:gsub("%p", "%%%0") .. "/", "")
     assert.are.equal(doc_error, (out:gsub("\n$", "")))
+  end)
+
+  it("getting-started.md: main matches its reference, and the planted bug is reported as shown", function()
+    local code
+    for _, b in ipairs(blocks("docs/getting-started.md")) do if b.lang == "lua" and not code then code = b.body end end
+    local dir = H.temp_dir()
+    H.write(dir .. "/axpy.lua", code)
+    local env = { LUAPTX_DEVICE = "emu" }
+    local out, err, status = H.luaptx({ "run", "axpy.lua" }, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    assert.equal(H.read("docs/getting-started.md"):match("```\n(axpy: [^\n]+)\n```"), (out:gsub("\n$", "")))
+    local bad, n = code:gsub("ptx%.addr%(pz %+ off%)", "ptx.addr(pz + off + 4)")
+    assert.equal(1, n)
+    H.write(dir .. "/axpy.lua", bad)
+    local report = H.read("docs/getting-started.md"):match("\n(luaptx: axpy%.lua:%d+: launching [^\n]+)")
+    local _, err2, status2 = H.luaptx({ "run", "axpy.lua" }, { cwd = dir, env = env })
+    err, status = err2, status2
+    assert.equal(1, status)
+    assert.equal(report, (err:gsub("\n$", "")))
   end)
 
   it("repl.md: the session transcript is what the REPL prints", function()
@@ -79,6 +101,27 @@ describe("docs", function()
     for _, file in ipairs { "scale.csv", "scale.json", "scale.svg" } do assert.is_truthy(H.read(dir .. "/" .. file), file) end
     for line in shards:gmatch("[^\n]+") do assert.matches("best: ", run(line), 1, true) end
     assert.is_truthy(H.read(dir .. "/all.csv"))
+  end)
+
+  it("dsl.md: the Pipelines kernel runs on the emulator, keeps running sums and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n## Pipelines: `pyptx%.pipeline`\n(.-)\n## ")
+    assert.is_string(section, "docs/dsl.md has no Pipelines section")
+    local code = section:match("```lua\n(.-)```")
+    local k = assert(loadstring(code, "=dsl.md"))()
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local x = H.rand_f32(8 * 64, 7, nil, 4, 4)
+    local ok, out = pcall(function() return k(tensor.from_table(x, pyptx.types.f32, { 8 * 64 })):values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    local sum = {}
+    for b = 0, 7 do
+      for t = 1, 64 do
+        sum[t] = H.f32((sum[t] or 0) + x[b * 64 + t])
+        assert.are.equal(sum[t], out[b * 64 + t])
+      end
+    end
+    H.assert_ptxas(k:ptx(), "sm_90a")
   end)
 
   it("embedding.md: the C and CMake snippets are those of the tested host", function()

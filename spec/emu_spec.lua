@@ -6,7 +6,7 @@ local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
-local half = require "pyptx.half"
+local floats = require "pyptx.runtime.floats"
 local H = require "spec.helpers"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
@@ -346,11 +346,11 @@ describe("the emulator's numerics", function()
     local ok, out = run(k, { { f32, N, x }, { u32, N }, { f32, N } })
     assert.is_true(ok, out)
     for i = 1, N do
-      local want_h, want_b = half.to_f16(x[i]), half.to_bf16(x[i])
+      local want_h, want_b = floats.to_f16(x[i]), floats.to_bf16(x[i])
       local got = tonumber(out[2][i - 1])
       assert.equal(want_h, got % 65536, "f16 of " .. x[i])
       assert.equal(want_b, math.floor(got / 65536), "bf16 of " .. x[i])
-      local a, b = half.from_f16(want_h), half.from_bf16(want_b)
+      local a, b = floats.from_f16(want_h), floats.from_bf16(want_b)
       local s = a + b                                          -- exact in double
       local r = f32r(s)
       if math.abs(r) > math.abs(s) then r = ffi.C.nextafterf(r, 0) end -- round toward zero
@@ -393,7 +393,7 @@ describe("the emulator's numerics", function()
         ptx.ret()
       end,
     }
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local specials = { 0 / 0, math.huge, -math.huge, 0, -0.0, 448, 464, 480, -470, 57344, 61440, -61439, 1e9,
                        2 ^ -9, 2 ^ -10, 3 * 2 ^ -11, 2 ^ -16, 2 ^ -17, 1.0625, 1.1875, -1.125 * 2 ^ -6, 2 ^ -7 * 1.5 }
     local x = {}
@@ -404,7 +404,7 @@ describe("the emulator's numerics", function()
     end
     local h, p = {}, {}
     for i = 1, N do
-      h[i] = half.to_f16(x[2 * i - 1] * 1.5) * 65536 + half.to_f16(x[2 * i] / 3)
+      h[i] = floats.to_f16(x[2 * i - 1] * 1.5) * 65536 + floats.to_f16(x[2 * i] / 3)
       p[i] = { i - 1, ((i - 1) * 37 + 11) % 256, ((i - 1) * 101 + 5) % 256, ((i - 1) * 53 + 200) % 256 }
     end
     local words = {}
@@ -413,20 +413,20 @@ describe("the emulator's numerics", function()
     assert.is_true(ok, out)
     local function relu(v) return (v > 0 or v ~= v) and v or 0 end
     local function pair(enc, hi, lo) return enc(hi) * 256 + enc(lo) end
-    local function f16(v) return v ~= v and 0x7fff or half.to_f16(v) end
+    local function f16(v) return v ~= v and 0x7fff or floats.to_f16(v) end
     local function back(dec, code, r) local v = dec(code); return f16(r and relu(v) or v) end
     for i = 1, N do
       local a, b = x[2 * i - 1], x[2 * i]
-      local ha, hb = half.from_f16(math.floor(h[i] / 65536)), half.from_f16(h[i] % 65536)
+      local ha, hb = floats.from_f16(math.floor(h[i] / 65536)), floats.from_f16(h[i] % 65536)
       local c = p[i]
       local want = {
-        pair(half.to_e4m3, a, b) + 65536 * pair(half.to_e5m2, a, b),
-        pair(half.to_e4m3, relu(a), relu(b)) + 65536 * pair(half.to_e5m2, relu(a), relu(b)),
-        pair(half.to_e4m3, ha, hb) + 65536 * pair(half.to_e5m2, ha, hb),
-        back(half.from_e4m3, c[1], false) + 65536 * back(half.from_e4m3, c[2], false),
-        back(half.from_e5m2, c[1], false) + 65536 * back(half.from_e5m2, c[2], false),
-        back(half.from_e4m3, c[3], true) + 65536 * back(half.from_e4m3, c[4], true),
-        back(half.from_e5m2, c[3], true) + 65536 * back(half.from_e5m2, c[4], true),
+        pair(floats.to_e4m3, a, b) + 65536 * pair(floats.to_e5m2, a, b),
+        pair(floats.to_e4m3, relu(a), relu(b)) + 65536 * pair(floats.to_e5m2, relu(a), relu(b)),
+        pair(floats.to_e4m3, ha, hb) + 65536 * pair(floats.to_e5m2, ha, hb),
+        back(floats.from_e4m3, c[1], false) + 65536 * back(floats.from_e4m3, c[2], false),
+        back(floats.from_e5m2, c[1], false) + 65536 * back(floats.from_e5m2, c[2], false),
+        back(floats.from_e4m3, c[3], true) + 65536 * back(floats.from_e4m3, c[4], true),
+        back(floats.from_e5m2, c[3], true) + 65536 * back(floats.from_e5m2, c[4], true),
       }
       for j = 1, 7 do
         local got = tonumber(out[4][7 * (i - 1) + j - 1])
@@ -678,12 +678,12 @@ describe("the emulator's numerics", function()
       local av, bv = rand_f32(16 * K, 61, -2, 2), rand_f32(K * 8, 67, -2, 2)
       local ah, bh, aval, bval = {}, {}, {}, {}
       for i = 1, 16 * K do
-        if atype == "bf16" then ah[i] = half.to_bf16(av[i]); aval[i] = half.from_bf16(ah[i])
-        else ah[i] = bit.band(half.f32_bits(av[i]), 0xffffe000); aval[i] = half.from_f32_bits(ah[i]) end
+        if atype == "bf16" then ah[i] = floats.to_bf16(av[i]); aval[i] = floats.from_bf16(ah[i])
+        else ah[i] = bit.band(floats.f32_bits(av[i]), 0xffffe000); aval[i] = floats.from_f32_bits(ah[i]) end
       end
       for i = 1, K * 8 do
-        if atype == "bf16" then bh[i] = half.to_bf16(bv[i]); bval[i] = half.from_bf16(bh[i])
-        else bh[i] = bit.band(half.f32_bits(bv[i]), 0xffffe000); bval[i] = half.from_f32_bits(bh[i]) end
+        if atype == "bf16" then bh[i] = floats.to_bf16(bv[i]); bval[i] = floats.from_bf16(bh[i])
+        else bh[i] = bit.band(floats.f32_bits(bv[i]), 0xffffe000); bval[i] = floats.from_f32_bits(bh[i]) end
         bh[i] = bh[i] % 4294967296
       end
       for i = 1, 16 * K do ah[i] = ah[i] % 4294967296 end
@@ -856,14 +856,14 @@ describe("the emulator on nvcc output", function()
     assert.equal(0, core.device_load_ir(emu(), m, mod), core.error_message())
     local a, b = rand_f32(256, 47, -2, 2), rand_f32(256, 53, -2, 2)
     local ha, hb = {}, {}
-    for i = 1, 256 do ha[i], hb[i] = half.to_f16(a[i]), half.to_f16(b[i]) end
+    for i = 1, 256 do ha[i], hb[i] = floats.to_f16(a[i]), floats.to_f16(b[i]) end
     local da, db = buffer("uint16_t", 256, ha), buffer("uint16_t", 256, hb)
     local dc, hc = buffer("float", 128)
     assert.equal(0, launch(mod[0], "mma_tile", 1, 32, 0, "struct { uint64_t a, b, c; }", { da, db, dc }), core.error_message())
     assert.equal(0, core.device_download(emu(), hc, dc, 512))
     -- the kernel's ldmatrix addresses repeat A's first 8 columns as its last 8 (row (t % 16), column 0)
-    local function A(i, k) return half.from_f16(ha[i * 16 + k % 8 + 1]) end
-    local function B(k, n) return half.from_f16(hb[k * 16 + n + 1]) end
+    local function A(i, k) return floats.from_f16(ha[i * 16 + k % 8 + 1]) end
+    local function B(k, n) return floats.from_f16(hb[k * 16 + n + 1]) end
     for t = 0, 31 do
       local g, q = math.floor(t / 4), t % 4
       for r = 0, 3 do

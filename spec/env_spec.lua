@@ -1,8 +1,8 @@
 --- Environment variables are parsed strictly: a bad value is an error
--- naming the variable, the value and what is valid (pyptx.env and the C
+-- naming the variable, the value and what is valid (pyptx.core.env and the C
 -- side, src/lpx_env.c, through the emulator's variables).
 local ffi = require "ffi"
-local env = require "pyptx.env"
+local env = require "pyptx.core.env"
 local runtime = require "pyptx.runtime"
 local kernel = require "pyptx.kernel"
 local core = require "pyptx.core"
@@ -26,7 +26,7 @@ local function err_of(fn, ...)
   return not ok and tostring(err) or nil
 end
 
-describe("pyptx.env", function()
+describe("pyptx.core.env", function()
   it("reads choices, integers (also 1e6) and switches, defaults when unset or empty", function()
     with_env("LPX_SPEC", nil, function()
       assert.equal("auto", env.choice("LPX_SPEC", { "auto", "emu" }, "auto"))

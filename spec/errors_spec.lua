@@ -5,7 +5,8 @@
 local H = require "spec.helpers"
 local args = require "pyptx.args"
 local pyptx = require "pyptx"
-for _, m in ipairs { "hopper", "ampere", "blackwell", "tma", "half", "check", "compile", "toolkit", "operands" } do
+for _, m in ipairs { "hopper", "ampere", "blackwell", "tma", "runtime.floats", "tools.verify", "runtime.compile",
+  "runtime.toolkit", "operands" } do
   require("pyptx." .. m)
 end
 
@@ -99,7 +100,7 @@ describe("errors", function()
     it("keep hot helpers as fast as unchecked ones (the JIT compiles the checks)", function()
       local checked, unchecked
       for _, s in ipairs(args.signed) do
-        if s.name == "half.to_bf16" then checked, unchecked = s.fn, s.unchecked end
+        if s.name == "floats.to_bf16" then checked, unchecked = s.fn, s.unchecked end
       end
       local function time(f)
         local t0, sum = os.clock(), 0

@@ -236,11 +236,11 @@ describe("examples on the emulator", function()
 
   it("catches a kernel that skips part of its output (outputs are poisoned)", function()
     local base = require "examples.hopper.rms_norm"
-    local check = require "pyptx.check"
+    local verify = require "pyptx.tools.verify"
     local k = base.build(4, 512)
     k.grid = { 3, 1, 1 }               -- one CTA per row: the last row is never stored
     local inputs = base.inputs(4, 512, 7)
-    local ok, report = check.run { kernel = k, args = base.args(inputs), reference = base.reference(inputs) }
+    local ok, report = verify.run { kernel = k, args = base.args(inputs), reference = base.reference(inputs) }
     assert.is_false(ok)
     assert.matches("^512 elements of output 1 were never written %(first at flat index 1536%)", report.message)
   end)

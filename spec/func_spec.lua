@@ -4,7 +4,7 @@
 -- through a traced .func running on the emulator.
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 

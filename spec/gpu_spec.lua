@@ -2,7 +2,7 @@
 -- a GPU; without one every test here is reported pending, with the reason.
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 
 local H = require "spec.helpers"
 
@@ -47,5 +47,36 @@ describe("on a CUDA GPU #gpu", function()
     local y = k(x)
     local same, report = tensor.compare(y, x, { atol = 0, rtol = 0 })
     assert.is_true(same, report.message)
+  end)
+end)
+
+describe("make gpu-check", function()
+  it("refuses, naming what is missing, when there is no GPU", function()
+    if dev then return H.pending("has a GPU: make gpu-check itself is the test here") end
+    local out, err, status = H.luaptx({ "bench/gpu_check.lua" })
+    assert.are.equal(2, status)
+    assert.are.equal("", out)
+    assert.matches("make gpu%-check needs an NVIDIA GPU and its driver: ", err)
+    assert.matches("make test", err)
+  end)
+
+  it("builds its cuBLAS reference helper with nvcc", function()
+    local nvcc = H.need_tool("nvcc")
+    local dir = H.temp_dir()
+    local exe = dir .. "/cublas_gemm"
+    local res = H.run({ nvcc, "-O2", "-arch=compute_80", "-o", exe, "bench/cublas_gemm.cu", "-lcublas" }, { merge = true })
+    assert.are.equal(0, res.status, res.stdout)
+    res = H.run({ exe, "100" }, { merge = true })
+    assert.are.equal(2, res.status)
+    assert.matches("usage: cublas_gemm N", res.stdout)
+    if dev then
+      res = H.run({ exe, "256", "3" }, { merge = true })
+      assert.are.equal(0, res.status, res.stdout)
+      assert.matches("^cublas 256 [%d.]+ [%d.]+\n$", res.stdout)
+    else
+      res = H.run({ exe, "256", "3" }, { merge = true })
+      assert.are.equal(2, res.status)
+      assert.matches("^cublas_gemm: cudaGetDeviceCount: ", res.stdout)
+    end
   end)
 end)

@@ -2,7 +2,7 @@
 -- recorded sequence of launches; on a GPU a CUDA graph).
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32

@@ -9,8 +9,8 @@
 if type(package.loaded["spec.helpers"]) == "table" then return package.loaded["spec.helpers"] end
 local ffi = require "ffi"
 local bit = require "bit"
-local sys = require "pyptx.sys"
-local toolkit = require "pyptx.toolkit"
+local sys = require "pyptx.core.sys"
+local toolkit = require "pyptx.runtime.toolkit"
 local lfs = require "lfs"
 
 local M = {}

@@ -11,11 +11,11 @@
 local bit = require "bit"
 local ffi = require "ffi"
 local pyptx = require "pyptx"
-local half = require "pyptx.half"
+local floats = require "pyptx.runtime.floats"
 local hopper = require "pyptx.hopper"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local f32, u32, bf16, f16 = T.f32, T.u32, T.bf16, T.f16
@@ -416,8 +416,8 @@ describe("the emulator's wgmma", function()
       local img = ffi.new("uint16_t[?]", 32768)
       for i = 0, 32767 do img[i] = 0x7fc0 end                     -- NaN everywhere the layout does not put data
       local a, b = {}, {}
-      local enc = at == bf16 and half.to_bf16 or half.to_f16
-      local dec = at == bf16 and half.from_bf16 or half.from_f16
+      local enc = at == bf16 and floats.to_bf16 or floats.to_f16
+      local dec = at == bf16 and floats.from_bf16 or floats.from_f16
       local function put(off, x) local h = enc(x); img[off / 2] = h; return dec(h) end
       for r = 0, 63 do for k = 0, 15 do a[r * 16 + k] = put(canonical(layout, lbo, sbo, r, k), math.random() * 2 - 1) end end
       for r = 0, n - 1 do for k = 0, 15 do b[r * 16 + k] = put(16384 + canonical(layout, lbo, sbo, r, k), math.random() * 2 - 1) end end
@@ -448,12 +448,12 @@ describe("the emulator's wgmma", function()
     local img = ffi.new("uint16_t[?]", 32768)
     for i = 0, 32767 do img[i] = 0x7fc0 end
     local a, b, areg = {}, {}, {}
-    for r = 0, 63 do for kk = 0, 15 do a[r * 16 + kk] = half.from_bf16(half.to_bf16(math.random() * 2 - 1)) end end
+    for r = 0, 63 do for kk = 0, 15 do a[r * 16 + kk] = floats.from_bf16(floats.to_bf16(math.random() * 2 - 1)) end end
     for r = 0, n - 1 do
       for kk = 0, 15 do
-        local h = half.to_bf16(math.random() * 2 - 1)
+        local h = floats.to_bf16(math.random() * 2 - 1)
         img[canonical("64B", 16, 512, r, kk) / 2] = h
-        b[r * 16 + kk] = half.from_bf16(h)
+        b[r * 16 + kk] = floats.from_bf16(h)
       end
     end
     for t = 0, 127 do
@@ -461,7 +461,7 @@ describe("the emulator's wgmma", function()
         local word = 0
         for e = 0, 1 do
           local row, kk = ptx.wgmma.a_coord(t, r, e)
-          word = word + half.to_bf16(a[row * 16 + kk]) * (e == 0 and 1 or 65536)
+          word = word + floats.to_bf16(a[row * 16 + kk]) * (e == 0 and 1 or 65536)
         end
         areg[t * 4 + r + 1] = word
       end
@@ -564,21 +564,21 @@ end)
 -- a random non-zero element (its bits and its value).
 local band, bor, lshift, rshift = bit.band, bit.bor, bit.lshift, bit.rshift
 local function nonzero() local x = math.random() * 1.9 - 0.95 return math.abs(x) < 0.05 and 0.5 or x end
-local function f32r(x) return half.from_f32_bits(half.f32_bits(x)) end
+local function f32r(x) return floats.from_f32_bits(floats.f32_bits(x)) end
 local INPUT = {
-  f16 = { bits = 16, k = 16, gen = function() local h = half.to_f16(nonzero()) return h, half.from_f16(h) end },
-  bf16 = { bits = 16, k = 16, gen = function() local h = half.to_bf16(nonzero()) return h, half.from_bf16(h) end },
+  f16 = { bits = 16, k = 16, gen = function() local h = floats.to_f16(nonzero()) return h, floats.from_f16(h) end },
+  bf16 = { bits = 16, k = 16, gen = function() local h = floats.to_bf16(nonzero()) return h, floats.from_bf16(h) end },
   tf32 = { bits = 32, k = 8, gen = function()     -- tf32 values: f32 bits with the low 13 bits clear
-    local u = band(half.f32_bits(nonzero()), 0xffffe000) % 4294967296
-    return u, half.from_f32_bits(u)
+    local u = band(floats.f32_bits(nonzero()), 0xffffe000) % 4294967296
+    return u, floats.from_f32_bits(u)
   end },
   e4m3 = { bits = 8, k = 32, gen = function()   -- every finite non-zero code up to 16 (sums stay in f16 range)
-    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(half.from_e4m3(c)) <= 16
-    return c, half.from_e4m3(c)
+    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(floats.from_e4m3(c)) <= 16
+    return c, floats.from_e4m3(c)
   end },
   e5m2 = { bits = 8, k = 32, gen = function()
-    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(half.from_e5m2(c)) <= 16
-    return c, half.from_e5m2(c)
+    local c repeat c = math.random(0, 255) until band(c, 0x7f) ~= 0 and math.abs(floats.from_e5m2(c)) <= 16
+    return c, floats.from_e5m2(c)
   end },
   s8 = { bits = 8, k = 32, gen = function() local v = math.random(-128, 127) return v % 256, v end },
   u8 = { bits = 8, k = 32, gen = function() local v = math.random(0, 255) return v, v end },
@@ -675,14 +675,14 @@ local function d_init(c)
   for t = 0, 127 do
     for i = 0, c.n / 2 - 1 do
       if c.dt == "f32" then vals[t * 256 + i] = f32r(nonzero() * 4)
-      elseif c.dt == "f16" then vals[t * 256 + i] = half.round_f16(nonzero() * 4)
+      elseif c.dt == "f16" then vals[t * 256 + i] = floats.round_f16(nonzero() * 4)
       else vals[t * 256 + i] = math.random() < 0.3 and (math.random(0, 1) * 2 - 1) * (2 ^ 31 - math.random(1, 40000))
         or math.random(-100000, 100000) end
     end
     for r = 0, nd - 1 do
       local v
-      if c.dt == "f16" then v = half.to_f16(vals[t * 256 + 2 * r]) + 65536 * half.to_f16(vals[t * 256 + 2 * r + 1])
-      elseif c.dt == "f32" then v = half.f32_bits(vals[t * 256 + r]) % 4294967296
+      if c.dt == "f16" then v = floats.to_f16(vals[t * 256 + 2 * r]) + 65536 * floats.to_f16(vals[t * 256 + 2 * r + 1])
+      elseif c.dt == "f32" then v = floats.f32_bits(vals[t * 256 + r]) % 4294967296
       else v = vals[t * 256 + r] % 4294967296 end
       words[t * nd + r + 1] = v
     end
@@ -738,7 +738,7 @@ local function form_kernel(c)
 end
 
 --- The f16 value of the 16-bit half h (0 low) of an output word.
-local function f16_half(word, h) return half.from_f16(h == 0 and word % 65536 or math.floor(word / 65536)) end
+local function f16_half(word, h) return floats.from_f16(h == 0 and word % 65536 or math.floor(word / 65536)) end
 
 --- One ulp of f16 at x (normal range; 2^-24 below).
 local function ulp16(x) local _, e = math.frexp(math.abs(x)) return math.max(2 ^ (e - 11), 2 ^ -24) end
@@ -759,7 +759,7 @@ local function check_form(c, A, B, dvals, out, use_d)
       local want = old + scale * s
       local got
       if c.dt == "f16" then got = f16_half(tonumber(out[t * nd + math.floor(i / 2) + 1]), i % 2)
-      elseif c.dt == "f32" then got = half.from_f32_bits(tonumber(out[t * nd + i + 1]))
+      elseif c.dt == "f32" then got = floats.from_f32_bits(tonumber(out[t * nd + i + 1]))
       else
         got = tonumber(out[t * nd + i + 1])
         got = got >= 2 ^ 31 and got - 2 ^ 32 or got
@@ -817,7 +817,7 @@ describe("the emulator's wgmma: every sm_90a form from the ISA's layouts", funct
     local c = { name = f[1], n = f[2], at = f[3], bt = f[4], dt = f[5], A = f[6], B = f[7], areg = f[6] == nil, ta = f.ta,
                 tb = f.tb, sa = f.sa, sb = f.sb, sat = f.sat, version = f.version, neg_d = f.neg_d }
     it(("m64n%dk%d %s"):format(c.n, INPUT[c.at].k, c.name), function()
-      math.randomseed(require("pyptx.check").fresh_seed() + c.n)
+      math.randomseed(require("pyptx.tools.verify").fresh_seed() + c.n)
       local A, B = operands(c.at, c.bt, c.n)
       local dwords, dvals = d_init(c)
       local use_d = f.use_d ~= false
@@ -1006,7 +1006,7 @@ describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU
     local c = { name = f[1], n = f[2], at = f[3], bt = f[4], dt = f[5], A = f[6], B = f[7], sel = f[8], areg = f[6] == nil,
                 ta = f.ta, tb = f.tb, sat = f.sat, k = 2 * INPUT[f[3]].k }
     it(("m64n%dk%d %s"):format(c.n, c.k, c.name), function()
-      math.randomseed(require("pyptx.check").fresh_seed() + c.n)
+      math.randomseed(require("pyptx.tools.verify").fresh_seed() + c.n)
       local A, B = sparse_a(c.at), sparse_b(c.bt, c.n, c.k)
       local dwords, dvals = d_init(c)
       local k = sparse_kernel(c)
@@ -1022,7 +1022,7 @@ describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU
   it("reports a K-major sparse B in a 32B swizzle (64 bytes of K per row; the ISA does not place the second half)", function()
     local c = { name = "32B B", n = 8, at = "bf16", bt = "bf16", dt = "f32", A = L("128B", 16, 1024, A0),
                 B = L("32B", 16, 256, B0), sel = 0, k = 32 }
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local A = sparse_a("bf16")
     local lines = {}
     local k = sparse_kernel(c, lines)
@@ -1039,7 +1039,7 @@ describe("the emulator's sparse wgmma (wgmma.mma_async.sp) against the dense CPU
   it("reports metadata the ISA leaves undefined (two equal indices) at the wgmma's line", function()
     local c = { name = "bad meta", n = 8, at = "f16", bt = "f16", dt = "f32", A = L("128B", 16, 1024, A0),
                 B = L("128B", 16, 1024, B0), sel = 0, k = 32 }
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local A, B = sparse_a("f16"), sparse_b("f16", 8, 32)
     local meta = sparse_meta("f16", A, 0)
     meta[32 + 5] = bit.band(meta[32 + 5], bit.bnot(0xf0)) % 2 ^ 32 + 0x50     -- lane 5 of warp 1: chunk 1 of row 17 = 0b0101
@@ -1062,8 +1062,8 @@ describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)
   local function bits32(v) return v % 4294967296 end
   -- name, N, K, A / B element generators (bits, value), C generator, D type, layout of the
   -- host arrays (At: A given K x 64; B: given K x N; else A 64 x K and Bt N x K), scale, sat
-  local f16g = function() local h = half.to_f16(nonzero()) return h, half.from_f16(h) end
-  local bf16g = function() local h = half.to_bf16(nonzero()) return h, half.from_bf16(h) end
+  local f16g = function() local h = floats.to_f16(nonzero()) return h, floats.from_f16(h) end
+  local bf16g = function() local h = floats.to_bf16(nonzero()) return h, floats.from_bf16(h) end
   local KERNELS = {      -- et: the host arrays' element type (b1: rows of 32-bit words)
     { "wg_f16_rega_nmajor", 32, 16, f16g, f16g, dt = "f16", et = T.u16, b_kn = true, scale = -1 },
     { "wg_bf16_mmajor", 16, 16, bf16g, bf16g, dt = "f32", et = T.u16, a_km = true },
@@ -1095,7 +1095,7 @@ describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)
   for _, K in ipairs(KERNELS) do
     for _, sd in ipairs { 1, 0 } do
       it(("%s (scale-d %d) matches A*B(+C): layouts and fragments written in CUDA"):format(K[1], sd), function()
-        math.randomseed(require("pyptx.check").fresh_seed())
+        math.randomseed(require("pyptx.tools.verify").fresh_seed())
         local n, kk = K[2], K[3]
         local A, B, Cv, Cw = {}, {}, {}, {}
         local abits, bbits = {}, {}
@@ -1104,7 +1104,7 @@ describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)
         for i = 0, 64 * n - 1 do
           if K.dt == "s32" then Cv[i] = math.random() < 0.2 and (math.random(0, 1) * 2 - 1) * (2 ^ 31 - math.random(1, 3000))
             or math.random(-5000, 5000); Cw[i + 1] = Cv[i]
-          elseif K.dt == "f16" then Cw[i + 1] = half.to_f16(nonzero()); Cv[i] = half.from_f16(Cw[i + 1])
+          elseif K.dt == "f16" then Cw[i + 1] = floats.to_f16(nonzero()); Cv[i] = floats.from_f16(Cw[i + 1])
           else Cv[i] = f32r(nonzero()); Cw[i + 1] = Cv[i] end
         end
         local ha = host(abits, 64, kk, K.packed and "packed" or K.a_km and "t")
@@ -1122,7 +1122,7 @@ describe("the emulator's wgmma on nvcc output (spec/fixtures/cuda/diff_wgmma.cu)
             for k = 0, kk - 1 do local p = A[m * kk + k] * B[c * kk + k]; s, mag = s + p, mag + math.abs(p) end
             local want = sd * Cv[m * n + c] + (K.scale or 1) * s
             local g = tonumber(got[m * n + c])
-            if K.dt == "f16" then g = half.from_f16(g) end
+            if K.dt == "f16" then g = floats.from_f16(g) end
             if K.dt == "s32" then
               want = K.sat and math.max(-2 ^ 31, math.min(2 ^ 31 - 1, want)) or (bits32(want + 2 ^ 31) - 2 ^ 31)
             end
@@ -1171,7 +1171,7 @@ end)
 -- ------------------------------------------------ matrix base offset
 
 --- x rounded once to f32.
-local function f32_of(x) return half.from_f32_bits(half.f32_bits(x)) end
+local function f32_of(x) return floats.from_f32_bits(floats.f32_bits(x)) end
 
 --- The byte offset of K-major element (r, k) of a 16-bit tile in the
 -- ISA's canonical layout whose swizzle pattern starts at the tile itself
@@ -1252,7 +1252,7 @@ local function bf16_values(n)
   local t = {}
   for i = 1, n do
     local x = math.random() * 1.9 - 0.95
-    t[i] = half.from_bf16(half.to_bf16(math.abs(x) < 0.05 and 0.5 or x))
+    t[i] = floats.from_bf16(floats.to_bf16(math.abs(x) < 0.05 and 0.5 or x))
   end
   return t
 end
@@ -1279,7 +1279,7 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
   for _, c in ipairs { { "128B", 1024, 8 }, { "64B", 512, 4 }, { "32B", 256, 2 } } do
     local layout, sbo, lines = c[1], c[2], c[3]
     it(("read %s tiles whose pattern starts at the tile, with base offset (start >> 7) & 7"):format(layout), function()
-      math.randomseed(require("pyptx.check").fresh_seed())
+      math.randomseed(require("pyptx.tools.verify").fresh_seed())
       local function off()
         local j
         repeat j = math.random(1, 15) until j % lines ~= 0
@@ -1291,8 +1291,8 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
       local av, bv = bf16_values(64 * 16), bf16_values(64 * 16)
       for r = 0, 63 do
         for k = 0, 15 do
-          img[(offa + own_pattern(layout, sbo, r, k)) / 2] = half.to_bf16(av[r * 16 + k + 1])
-          img[(16384 + offb + own_pattern(layout, sbo, r, k)) / 2] = half.to_bf16(bv[r * 16 + k + 1])
+          img[(offa + own_pattern(layout, sbo, r, k)) / 2] = floats.to_bf16(av[r * 16 + k + 1])
+          img[(16384 + offb + own_pattern(layout, sbo, r, k)) / 2] = floats.to_bf16(bv[r * 16 + k + 1])
         end
       end
       local words, w32 = {}, ffi.cast("uint32_t*", img)
@@ -1314,7 +1314,7 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
   end
 
   it("read TMA tiles at 128-byte (not 1024-byte) aligned addresses with base offset 0; report another one at both lines", function()
-    math.randomseed(require("pyptx.check").fresh_seed())
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
     local offa, offb = 128 * math.random(1, 7), 9216 + 128 * math.random(1, 7)
     local av, bv = bf16_values(64 * 64), bf16_values(64 * 64)
     local A, B = tensor.from_table(av, bf16, { 64, 64 }), tensor.from_table(bv, bf16, { 64, 64 })

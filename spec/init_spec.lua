@@ -1,7 +1,7 @@
 -- Initialized module variables in parsed PTX (.global/.const "= {...}") are
 -- loaded with their values on the emulator.
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
 

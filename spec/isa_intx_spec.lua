@@ -10,7 +10,7 @@ local bit = require "bit"
 local pyptx = require "pyptx"
 local pp = require "pyptx.ptxparse"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 local kernel, reg, ptx, Tile, T = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile, pyptx.types
 

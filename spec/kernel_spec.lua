@@ -1,5 +1,6 @@
 -- pyptx.kernel: kernel "name" { options..., body }, option checking, the
 -- entry header it emits, specialization and its cache, k:module.
+local H = require "spec.helpers"
 local pyptx = require "pyptx"
 local kernel_mod = require "pyptx.kernel"
 local reg, ptx, T, Tile = pyptx.reg, pyptx.ptx, pyptx.types, pyptx.Tile
@@ -254,6 +255,19 @@ describe("pyptx.kernel", function()
         grid = { 1, 1, 1 }, block = { 64, 1, 1 }, cluster = { 1, 1, 1 }, dynamic_smem = 0,
       }, m)
     end)
+  end)
+
+  it("launches through the runtime, which registers itself, and says so when none is loaded", function()
+    local script = H.write(H.temp_dir() .. "/bare.lua", [[
+local kernel = require "pyptx.kernel"
+local k = kernel.kernel "bare" { function() end }
+print(pcall(function() k() end))
+require "pyptx.runtime"
+print(pcall(function() k() end))
+]])
+    local out = H.luaptx({ script }, { env = { LUAPTX_DEVICE = "emu" } })
+    assert.equal("false\t" .. script .. ':3: kernel "bare": launching needs pyptx.runtime; require "pyptx" '
+      .. '(or "pyptx.runtime") first, or inspect the kernel with k:ptx{}\ntrue\n', out)
   end)
 
   it("prints as kernel \"name\" (arch)", function()

@@ -6,8 +6,8 @@ local ffi = require "ffi"
 local pyptx = require "pyptx"
 local core = require "pyptx.core"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
-local check = require "pyptx.check"
+local tensor = require "pyptx.runtime.tensor"
+local verify = require "pyptx.tools.verify"
 
 local T = pyptx.types
 
@@ -72,6 +72,8 @@ CASES[#CASES + 1] = { mod = "examples.hopper.gemm", size = { 128, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm", size = { { 64, 128 }, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 128, 256, 128 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 256, 256, 128 }, opts = { cta_group = 2 } }
 
 --- A case's title: module(sizes) and its options.
 local function label(c)
@@ -89,10 +91,10 @@ describe("emitted PTX text", function()
       local k, inputs
       if #sz == 3 then
         k = m.build(sz[1], sz[2], sz[3], c.opts)
-        inputs = m.inputs(sz[1], sz[2], sz[3], check.fresh_seed())
+        inputs = m.inputs(sz[1], sz[2], sz[3], verify.fresh_seed())
       else
         k = m.build(sz[1], sz[2], c.opts)
-        inputs = m.inputs(sz[1], sz[2], check.fresh_seed(), c.opts and c.opts.fused)
+        inputs = m.inputs(sz[1], sz[2], verify.fresh_seed(), c.opts and c.opts.fused)
       end
       assert_roundtrip(k, m.args(inputs))
     end)

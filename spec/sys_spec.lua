@@ -1,9 +1,9 @@
--- pyptx.sys: programs from an argv (no shell), private files and
+-- pyptx.core.sys: programs from an argv (no shell), private files and
 -- directories, temporaries.
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
 local H = require "spec.helpers"
 
-describe("pyptx.sys", function()
+describe("pyptx.core.sys", function()
 
   it("runs an argv and captures status, stdout, stderr and stdin", function()
     local r = sys.run({ "sh", "-c", "echo out; echo err >&2; cat; exit 3" }, { input = "in\n" })

@@ -5,8 +5,8 @@ local ffi = require "ffi"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
-local tensor = require "pyptx.tensor"
-local check = require "pyptx.check"
+local tensor = require "pyptx.runtime.tensor"
+local verify = require "pyptx.tools.verify"
 local core = require "pyptx.core"
 local kernel, reg, ptx, Tile, T = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile, pyptx.types
 
@@ -46,7 +46,7 @@ local function store_bits(words, bits)
   }
 end
 
-describe("pyptx.tensor", function()
+describe("pyptx.runtime.tensor", function()
   local dev = H.emu()
   runtime.use(dev)
 
@@ -125,10 +125,10 @@ describe("pyptx.tensor", function()
     assert.equal(1, hv[2])
   end)
 
-  it("reports elements a kernel never stores in their own message (check.run)", function()
+  it("reports elements a kernel never stores in their own message (verify.run)", function()
     local x = {}
     for i = 1, 64 do x[i] = i * 0.5 end
-    local ok, report = check.run { kernel = copy_some(64, 60, T.f32), args = { { x, { 64 } } }, reference = x }
+    local ok, report = verify.run { kernel = copy_some(64, 60, T.f32), args = { { x, { 64 } } }, reference = x }
     assert.is_false(ok)
     assert.equal("4 elements of output 1 were never written (first at flat index 60); max abs err 0, max rel err 0",
       report.message)
@@ -142,11 +142,11 @@ describe("pyptx.tensor", function()
     local want = {}
     for i = 1, 32 do want[i] = x[i] end
     want[3] = 99
-    local ok, r = check.run { kernel = copy_some(32, 31, T.f64), args = { { x, { 32 }, dtype = T.f64 } }, reference = want }
+    local ok, r = verify.run { kernel = copy_some(32, 31, T.f64), args = { { x, { 32 }, dtype = T.f64 } }, reference = want }
     assert.is_false(ok)
     assert.equal("1 element of output 1 was never written (first at flat index 31); other than those, 1 of 32 elements differ;"
       .. " first at flat index 2: got 3, expected 99; max abs err 96, max rel err 0.97", r.message)
-    local ok2, r2 = check.run { kernel = copy_some(32, 30, T.s32), args = { { x, { 32 }, dtype = T.s32 } }, reference = x }
+    local ok2, r2 = verify.run { kernel = copy_some(32, 30, T.s32), args = { { x, { 32 }, dtype = T.s32 } }, reference = x }
     assert.is_false(ok2)
     assert.matches("^2 elements of output 1 were never written %(first at flat index 30%)", r2.message)
   end)

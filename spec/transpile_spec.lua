@@ -4,7 +4,7 @@
 -- to the same cubin as the input.
 local transpile = require "luaptx.transpile"
 local ptxparse = require "pyptx.ptxparse"
-local sugar = require "pyptx.sugar"
+local sugar = require "pyptx.tools.transpile_sugar"
 local H = require "spec.helpers"
 
 local CORPUS = "spec/fixtures/ptx"

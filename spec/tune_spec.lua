@@ -7,13 +7,13 @@ local ffi = require "ffi"
 pcall(ffi.cdef, "int setenv(const char *, const char *, int); int unsetenv(const char *);")
 local lfs = require "lfs"
 local pyptx = require "pyptx"
-local tune = require "pyptx.tune"
-local report = require "pyptx.tune_report"
-local tensor = require "pyptx.tensor"
+local tune = require "pyptx.tools.tune"
+local report = require "pyptx.tools.tune_report"
+local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
-local compile = require "pyptx.compile"
-local toolkit = require "pyptx.toolkit"
-local sys = require "pyptx.sys"
+local compile = require "pyptx.runtime.compile"
+local toolkit = require "pyptx.runtime.toolkit"
+local sys = require "pyptx.core.sys"
 local core = require "pyptx.core"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32
@@ -205,7 +205,7 @@ describe("pyptx.tune on the emulator", function()
       local bad = entry(r, "BLOCK=" .. b .. ",MODE=unwritten")
       assert.equal("failed", bad.status)
       assert.matches("(output 1)", bad.reason, 1, true)
-      assert.not_matches("pyptx/[%w_]+%.lua:%d+", bad.reason)
+      assert.not_matches("pyptx/[%w_/]+%.lua:%d+", bad.reason)
     end
   end)
 

@@ -382,6 +382,51 @@ int lpx_cache_ls(lpx_cache *c, lpx_buf *out)
   return 0;
 }
 
+/* ------------------------------------------------------------ memos */
+
+/* Path of the memo of a compiler (its identity text, so that a warm run
+ * need not load the compiler to name it): <dir>/<hash of facts>.identity. */
+static void memo_path(const lpx_cache *c, const char *facts, char *out, size_t cap)
+{
+  char h[33];
+  lpx_content_hash(facts, strlen(facts), h);
+  snprintf(out, cap, "%s/%s.identity", c->dir, h);
+}
+
+/* Read the identity memo of facts into out: 0, or 1 when there is none
+ * (or it is not a regular file of ours, or it was written for other facts). */
+int lpx_cache_memo_get(lpx_cache *c, const char *facts, char *out, size_t cap)
+{
+  char path[1400], buf[4608];
+  if (!c->dir[0]) return 1;
+  memo_path(c, facts, path, sizeof path);
+  int fd = lpx_fs_open_regular(c->ctx, path, 1);
+  if (fd < 0) return 1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 1;
+  buf[n] = '\0';
+  size_t fl = strlen(facts);
+  if ((size_t)n < fl + 3 || memcmp(buf, facts, fl) || buf[fl] != '\n') return 1;
+  char *id = buf + fl + 1, *end = strchr(id, '\n');
+  if (!end || end == id) return 1;
+  snprintf(out, cap, "%.*s", (int)(end - id), id);
+  return 0;
+}
+
+/* Store the identity memo of facts (best effort: a cache that cannot be
+ * written only costs a compiler load next time). */
+void lpx_cache_memo_put(lpx_cache *c, const char *facts, const char *identity)
+{
+  char path[1400];
+  lpx_buf b = { 0, 0, 0 };
+  if (!c->dir[0]) return;
+  memo_path(c, facts, path, sizeof path);
+  lpx_buf_printf(&b, "%s\n%s\n", facts, identity);
+  if (b.p) lpx_fs_write_file(c->ctx, path, b.p, b.n, FILE_MODE);
+  lpx_buf_free(&b);
+}
+
 /* Remove the temporaries a crashed writer left (".tmp-" files older than
  * ten minutes: younger ones may belong to a writer still running). */
 static void sweep_temporaries(lpx_cache *c)

@@ -15,6 +15,8 @@ typedef struct lpx_cache {
 int lpx_cache_open(lpx_cache *c, lpx_ctx *ctx, const char *dir);
 void lpx_cache_close(lpx_cache *c);
 void lpx_cache_warn(lpx_ctx *ctx, const char *msg);
+int lpx_cache_memo_get(lpx_cache *c, const char *facts, char *out, size_t cap);
+void lpx_cache_memo_put(lpx_cache *c, const char *facts, const char *identity);
 void lpx_cache_key(const char *identity, const char *path, const char *ptx, size_t len,
                    char opts[][48], int nopts, char out[33]);
 int lpx_cache_load(lpx_cache *c, const char *key, uint8_t **image, size_t *size);

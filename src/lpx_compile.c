@@ -40,8 +40,11 @@ struct lpx_compiler {
   lpx_ctx *ctx;
   void *lib;
   jit_api jit;
-  char identity[160];
+  char identity[160];     /* for people: "nvJitLink 13.0"; "" until asked for */
   char ptxas[1024];
+  char jit_path[1024];     /* the nvJitLink to load at the first miss ("" if none found) */
+  int jit_tried;           /* its dlopen was attempted */
+  char jit_facts[4200], ptxas_facts[4200];   /* cache-key identities: path, size, mtime */
   lpx_cache cache;
   uint8_t *image;
   size_t image_size;
@@ -100,13 +103,24 @@ static void *jit_symbol(void *lib, const char *name, unsigned major)
   return dlsym(lib, sym);
 }
 
-/* dlopen nvJitLink and resolve its table; 0 on success. */
+/* What names a compiler binary in cache keys without loading or running
+ * it: "kind|real path|size|mtime". 0, or -1 when path does not resolve. */
+static int binary_facts(const char *kind, const char *path, char *out, size_t cap)
+{
+  char real[4096];
+  struct stat st;
+  if (!realpath(path, real) || stat(real, &st)) { out[0] = '\0'; return -1; }
+  snprintf(out, cap, "%s|%s|%lld|%lld.%09ld", kind, real, (long long)st.st_size,
+           (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  return 0;
+}
+
+/* dlopen nvJitLink (c->jit_path, else the loader's names when no toolkit
+ * root is named) and resolve its table; 0 on success. */
 static int jit_load(lpx_compiler *c)
 {
-  char path[1024];
-  const char *names[] = { path, "libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so" };
-  size_t first = (find_in_toolkit("lib64/libnvJitLink.so", path, sizeof path)
-                  || find_in_toolkit("lib/libnvJitLink.so", path, sizeof path)) ? 0 : 1;
+  const char *names[] = { c->jit_path, "libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so" };
+  size_t first = c->jit_path[0] ? 0 : 1;
   /* a root named by CUDA_HOME/CUDA_PATH is the only place searched: no loader fallback */
   size_t last = toolkit_root_var() ? 1 : sizeof names / sizeof names[0];
   for (size_t i = first; i < last && !c->lib; i++)
@@ -120,6 +134,36 @@ static int jit_load(lpx_compiler *c)
   LPX_JIT_FUNCS(X)
 #undef X
   snprintf(c->identity, sizeof c->identity, "nvJitLink %u.%u", major, minor);
+  Dl_info info;
+  if (!c->jit_facts[0] && dladdr((void *)c->jit.Create, &info) && info.dli_fname)
+    binary_facts("nvJitLink", info.dli_fname, c->jit_facts, sizeof c->jit_facts);
+  return 0;
+}
+
+/* Find nvJitLink in the toolkit without loading it (loaded at the first
+ * cache miss); found only through the loader, it is loaded now. */
+static void jit_locate(lpx_compiler *c)
+{
+  if ((find_in_toolkit("lib64/libnvJitLink.so", c->jit_path, sizeof c->jit_path)
+       || find_in_toolkit("lib/libnvJitLink.so", c->jit_path, sizeof c->jit_path))
+      && binary_facts("nvJitLink", c->jit_path, c->jit_facts, sizeof c->jit_facts) == 0) return;
+  c->jit_path[0] = '\0';
+  c->jit_tried = 1;
+  if (!toolkit_root_var() && jit_load(c) == 0 && !c->jit_facts[0])
+    snprintf(c->jit_facts, sizeof c->jit_facts, "%s", c->identity);
+}
+
+/* Is nvJitLink loaded, or found and not yet tried? */
+static int has_jit(const lpx_compiler *c) { return c->lib || (c->jit_path[0] && !c->jit_tried); }
+
+/* Load the nvJitLink jit_locate found, once; 0 when it is usable. */
+static int jit_ready(lpx_compiler *c)
+{
+  if (c->lib) return 0;
+  if (c->jit_tried) return -1;
+  c->jit_tried = 1;
+  if (jit_load(c)) return -1;
+  lpx_cache_memo_put(&c->cache, c->jit_facts, c->identity);
   return 0;
 }
 
@@ -141,20 +185,22 @@ static void ptxas_identity(lpx_compiler *c)
 
 /* ------------------------------------------------------------ lifecycle */
 
-/* A compiler without its cache: nvJitLink when it loads, else ptxas; NULL when neither. */
+/* A compiler without its cache: nvJitLink when one is found, else ptxas;
+ * NULL when neither. Neither is loaded nor run here: a warm cache needs
+ * no compiler (jit_ready, lpx_compiler_identity do it when needed). */
 static lpx_compiler *compiler_new(lpx_ctx *ctx)
 {
   lpx_compiler *c = calloc(1, sizeof *c);
   if (!c) { lpx_fail(ctx, "out of memory"); return NULL; }
   c->ctx = ctx;
-  find_ptxas(c->ptxas, sizeof c->ptxas);
-  if (jit_load(c) && !c->ptxas[0]) {
+  if (find_ptxas(c->ptxas, sizeof c->ptxas)) binary_facts("ptxas", c->ptxas, c->ptxas_facts, sizeof c->ptxas_facts);
+  jit_locate(c);
+  if (!has_jit(c) && !c->ptxas[0]) {
     lpx_fail(ctx, "no PTX compiler: neither libnvJitLink nor ptxas was found; install the CUDA toolkit "
                   "or point CUDA_HOME at it (searched $CUDA_HOME, else $CUDA_PATH, else /usr/local/cuda and the loader path; then $PATH)");
     free(c);
     return NULL;
   }
-  if (!c->lib) ptxas_identity(c);
   return c;
 }
 
@@ -183,8 +229,21 @@ void lpx_compiler_close(lpx_compiler *c)
   free(c);
 }
 
-/* "nvJitLink 13.0" or "ptxas <version>": part of every cache key. */
-const char *lpx_compiler_identity(lpx_compiler *c) { return c->identity; }
+/* "nvJitLink 13.0" or "ptxas <version>", for people: from the cache's
+ * memo when a run before wrote it, else by loading or running the compiler. */
+const char *lpx_compiler_identity(lpx_compiler *c)
+{
+  if (c->identity[0]) return c->identity;
+  int jit = has_jit(c);
+  if (lpx_cache_memo_get(&c->cache, jit ? c->jit_facts : c->ptxas_facts, c->identity, sizeof c->identity) == 0)
+    return c->identity;
+  if (jit && jit_ready(c) == 0) return c->identity;
+  c->identity[0] = '\0';
+  if (!c->ptxas[0]) return "nvJitLink (could not be loaded)";
+  ptxas_identity(c);
+  lpx_cache_memo_put(&c->cache, c->ptxas_facts, c->identity);
+  return c->identity;
+}
 
 /* The cache directory in use ("" when the cache is off). */
 const char *lpx_compiler_cache_dir(lpx_compiler *c) { return c->cache.dir; }
@@ -325,19 +384,26 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
 {
   char opts[4][48];
   int nopts = build_options(arch, o, opts);
-  int use_jit = c->lib && !(o && o->force_ptxas);
+  int use_jit = has_jit(c) && !(o && o->force_ptxas);
   if (!use_jit && !c->ptxas[0]) return lpx_fail(c->ctx, "ptxas was asked for but not found");
   if (use_jit && o && o->opt_level != -1 && o->opt_level != 0 && o->opt_level != 3)
     return lpx_fail(c->ctx, "opt_level %d: nvJitLink accepts 0 or 3 (ptxas, with force_ptxas, takes 0-3)", o->opt_level);
   memset(out, 0, sizeof *out);
-  lpx_cache_key(c->identity, use_jit ? "jit" : "ptxas", ptx, (size_t)len, opts, nopts, out->key);
   c->log.n = 0;
   lpx_buf_puts(&c->log, "");
   int cached = !(o && o->no_cache);
   if (cached) warn_off(c);
-  if (cached && lpx_cache_load(&c->cache, out->key, &c->image, &c->image_size) == 0) {
-    out->data = c->image; out->size = c->image_size; out->log = c->log.p; out->cache_hit = 1;
-    return 0;
+  for (;;) {
+    lpx_cache_key(use_jit ? c->jit_facts : c->ptxas_facts, use_jit ? "jit" : "ptxas", ptx, (size_t)len, opts, nopts, out->key);
+    if (cached && lpx_cache_load(&c->cache, out->key, &c->image, &c->image_size) == 0) {
+      out->data = c->image; out->size = c->image_size; out->log = c->log.p; out->cache_hit = 1;
+      return 0;
+    }
+    if (!use_jit || jit_ready(c) == 0) break;
+    if (!c->ptxas[0])   /* nvJitLink was found but does not load, and there is nothing to fall back on */
+      return lpx_fail(c->ctx, "no PTX compiler: %s could not be loaded (%s) and ptxas was not found", c->jit_path, dlerror());
+    use_jit = 0;        /* fall back to ptxas: its own key, its own name */
+    c->identity[0] = '\0';
   }
   int rc = use_jit ? compile_jit(c, ptx, (size_t)len, opts, nopts) : compile_ptxas(c, ptx, (size_t)len, opts, nopts);
   out->log = c->log.p;
@@ -345,7 +411,7 @@ int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *
     char kept[4200];
     keep_failed(c, ptx, (size_t)len, out->key, kept, sizeof kept);
     return lpx_fail(c->ctx, "%s could not compile the PTX for %s (the PTX is kept at %s):\n%s",
-                    use_jit ? c->identity : "ptxas", arch, kept, c->log.p ? c->log.p : "");
+                    use_jit ? lpx_compiler_identity(c) : "ptxas", arch, kept, c->log.p ? c->log.p : "");
   }
   if (cached && lpx_cache_store(&c->cache, out->key, c->image, c->image_size, ptx, (size_t)len, arch))
     lpx_cache_warn(c->ctx, lpx_ctx_error(c->ctx));   /* an unwritable cache must not fail the compile */

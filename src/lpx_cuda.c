@@ -351,40 +351,49 @@ typedef CUresult (*encode_tiled_fn)(void *, int, unsigned, void *, const uint64_
 typedef CUresult (*encode_im2col_fn)(void *, int, unsigned, void *, const uint64_t *, const uint64_t *, const int *,
                                      const int *, unsigned, unsigned, const unsigned *, int, int, int, int);
 
+/* Fail a tensor-map call, naming the tensor as lpx_tma_validate does. */
+static int tma_fail(lpx_device *d, const char *call, CUresult rc, const char *tensor)
+{
+  char what[256];
+  snprintf(what, sizeof what, "TMA descriptor for %s", tensor);
+  return cu_fail(d, call, rc, what);
+}
+
 /* cuTensorMapEncodeIm2col of a validated im2col description (corners W first). */
-static int cuda_tma_encode_im2col(lpx_device *d, const struct lpx_tma_desc *t, const unsigned *es, void *out128)
+static int cuda_tma_encode_im2col(lpx_device *d, const char *tensor, const struct lpx_tma_desc *t, const unsigned *es,
+                                  void *out128)
 {
   encode_im2col_fn enc = (encode_im2col_fn)dlsym(DEV(d)->lib, "cuTensorMapEncodeIm2col");
   if (!enc) return lpx_fail(d->ctx, "the CUDA driver lacks cuTensorMapEncodeIm2col (CUDA 12 or newer is needed for TMA)");
   CUresult rc = enc(out128, t->dtype, (unsigned)t->rank, (void *)(uintptr_t)t->global_address, t->dims, t->strides,
                     t->lower, t->upper, t->channels, t->pixels, es, t->interleave, t->swizzle, t->l2_promotion, t->oob_fill);
-  return rc ? cu_fail(d, "cuTensorMapEncodeIm2col", rc, "encoding an im2col TMA tensor map") : 0;
+  return rc ? tma_fail(d, "cuTensorMapEncodeIm2col", rc, tensor) : 0;
 }
 
 /* cuTensorMapEncodeTiled (or ...Im2col) of a validated description
  * (resolved on first use, so drivers before CUDA 12 still open). Enum
  * fields use the driver's numbering. */
-static int cuda_tma_encode(lpx_device *d, const struct lpx_tma_desc *t, void *out128)
+static int cuda_tma_encode(lpx_device *d, const char *tensor, const struct lpx_tma_desc *t, void *out128)
 {
   unsigned es[5];
   for (int i = 0; i < 5; i++) es[i] = t->elem_strides[i] ? t->elem_strides[i] : 1;
-  if (t->mode == 1) return cuda_tma_encode_im2col(d, t, es, out128);
+  if (t->mode == 1) return cuda_tma_encode_im2col(d, tensor, t, es, out128);
   encode_tiled_fn enc = (encode_tiled_fn)dlsym(DEV(d)->lib, "cuTensorMapEncodeTiled");
   if (!enc) return lpx_fail(d->ctx, "the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12 or newer is needed for TMA)");
   CUresult rc = enc(out128, t->dtype, (unsigned)t->rank, (void *)(uintptr_t)t->global_address, t->dims, t->strides,
                     t->box, es, t->interleave, t->swizzle, t->l2_promotion, t->oob_fill);
-  return rc ? cu_fail(d, "cuTensorMapEncodeTiled", rc, "encoding a TMA tensor map") : 0;
+  return rc ? tma_fail(d, "cuTensorMapEncodeTiled", rc, tensor) : 0;
 }
 
 typedef int (*replace_address_fn)(void *, void *);
 
 /* Patch the global address of an encoded tensor map in place. */
-static int cuda_tma_replace_address(lpx_device *d, void *map128, uint64_t address)
+static int cuda_tma_replace_address(lpx_device *d, const char *tensor, void *map128, uint64_t address)
 {
   replace_address_fn fn = (replace_address_fn)dlsym(DEV(d)->lib, "cuTensorMapReplaceAddress");
   if (!fn) return lpx_fail(d->ctx, "the CUDA driver lacks cuTensorMapReplaceAddress (CUDA 12 or newer is needed for TMA)");
   CUresult rc = fn(map128, (void *)(uintptr_t)address);
-  return rc ? cu_fail(d, "cuTensorMapReplaceAddress", rc, "patching a TMA tensor map") : 0;
+  return rc ? tma_fail(d, "cuTensorMapReplaceAddress", rc, tensor) : 0;
 }
 
 static const lpx_device_vt cuda_vt = {

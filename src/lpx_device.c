@@ -2,6 +2,7 @@
  * checks common to every kind, dispatch through the kind's operation
  * table, and host-clock events for kinds that run synchronously. */
 #include "lpx_device_impl.h"
+#include "lpx_tma.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -206,22 +207,27 @@ int32_t lpx_device_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_ins
   return d->vt->stats(d, warp_insts, lane_insts);
 }
 
-/* Encode a validated TMA description into the 128 bytes a kernel takes
- * (CUDA: cuTensorMapEncodeTiled). The emulator's encoding is built in Lua. */
-int32_t lpx_device_tma_encode(lpx_device *d, const struct lpx_tma_desc *desc, void *out128)
+/* Validate a TMA description (lpx_tma_validate: errors name the tensor)
+ * and encode it into the 128 bytes a kernel takes: the driver's
+ * cuTensorMapEncode* on CUDA, the emulator's emu_tmap record on emu. */
+int32_t lpx_device_tma_encode(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128)
 {
-  if (!d->vt->tma_encode) return lpx_fail(d->ctx, "tma_encode: the %s device has no driver tensor-map encoding", d->vt->kind);
-  return d->vt->tma_encode(d, desc, out128);
+  if (!d->vt->tma_encode) return lpx_fail(d->ctx, "tma_encode: the %s device has no tensor-map encoding", d->vt->kind);
+  if (!tensor || !*tensor) tensor = "tensor";
+  if (lpx_tma_validate(d->ctx, tensor, desc)) return -1;
+  return d->vt->tma_encode(d, tensor, desc, out128);
 }
 
 /* Point an encoded tensor map at a new global address without encoding it
- * again (the driver's cuTensorMapReplaceAddress). */
-int32_t lpx_device_tma_replace_address(lpx_device *d, void *map128, uint64_t address)
+ * again (the driver's cuTensorMapReplaceAddress); errors name the tensor
+ * as lpx_tma_validate's do. */
+int32_t lpx_device_tma_replace_address(lpx_device *d, const char *tensor, void *map128, uint64_t address)
 {
   if (!d->vt->tma_replace_address)
-    return lpx_fail(d->ctx, "tma_replace_address: the %s device has no driver tensor maps", d->vt->kind);
-  if (address % 16) return lpx_fail(d->ctx, "tma_replace_address: 0x%llx is not 16-byte aligned", (unsigned long long)address);
-  return d->vt->tma_replace_address(d, map128, address);
+    return lpx_fail(d->ctx, "tma_replace_address: the %s device has no tensor maps", d->vt->kind);
+  if (!tensor || !*tensor) tensor = "tensor";
+  if (lpx_tma_check_address(d->ctx, tensor, address, 0)) return -1;
+  return d->vt->tma_replace_address(d, tensor, map128, address);
 }
 
 /* ------------------------------------------------------------- events */

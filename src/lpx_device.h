@@ -19,8 +19,8 @@ typedef struct lpx_launch_cfg {
 
 lpx_device *lpx_device_open(lpx_ctx *ctx, const char *kind);
 struct lpx_tma_desc;
-int32_t lpx_device_tma_encode(lpx_device *d, const struct lpx_tma_desc *desc, void *out128);
-int32_t lpx_device_tma_replace_address(lpx_device *d, void *map128, uint64_t address);
+int32_t lpx_device_tma_encode(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128);
+int32_t lpx_device_tma_replace_address(lpx_device *d, const char *tensor, void *map128, uint64_t address);
 void lpx_device_close(lpx_device *d);
 const char *lpx_device_describe(lpx_device *d);
 const char *lpx_device_kind(lpx_device *d);

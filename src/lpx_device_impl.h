@@ -28,9 +28,10 @@ typedef struct lpx_device_vt {
   int (*graph_begin)(lpx_device *d);
   int (*graph_end)(lpx_device *d, int32_t *graph);
   int (*graph_launch)(lpx_device *d, int32_t graph);
-  /* Optional: encode a validated TMA description into the 128 launch bytes. */
-  int (*tma_encode)(lpx_device *d, const struct lpx_tma_desc *desc, void *out128);
-  int (*tma_replace_address)(lpx_device *d, void *map128, uint64_t address);
+  /* Encode a TMA description (validated by the dispatcher) into the 128
+   * launch bytes, and patch an encoded map's address; tensor names it. */
+  int (*tma_encode)(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128);
+  int (*tma_replace_address)(lpx_device *d, const char *tensor, void *map128, uint64_t address);
 } lpx_device_vt;
 
 /* A launch recorded for replay (its parameters copied). */

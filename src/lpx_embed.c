@@ -1,5 +1,5 @@
 /* The embedding API of luaptx.h: a luaptx_state owns a LuaJIT state with
- * luaptx installed, and each call runs a function of lua/pyptx/embed.lua
+ * luaptx installed, and each call runs a function of lua/pyptx/runtime/embed.lua
  * under pcall, keeping its error message on the state. */
 #include "luaptx.h"
 #include <lauxlib.h>
@@ -18,7 +18,7 @@ struct luaptx_kernel {
 
 struct luaptx_state {
   lua_State *L;
-  int embed;               /* registry reference to the pyptx.embed module */
+  int embed;               /* registry reference to the pyptx.runtime.embed module */
   int ctx;                 /* registry reference to its context table */
   char error[4096];
   char device[256];
@@ -56,13 +56,13 @@ static int call(luaptx_state *S, int nargs, int nres)
 
 /* --------------------------------------------------------------- states */
 
-/* Build the Lua state, load pyptx.embed and open its context. */
+/* Build the Lua state, load pyptx.runtime.embed and open its context. */
 static int setup(luaptx_state *S, const luaptx_options *o)
 {
   luaL_openlibs(S->L);
   if (luaptx_install(S->L)) return set_error(S, lua_tostring(S->L, -1));
   lua_getglobal(S->L, "require");
-  lua_pushstring(S->L, "pyptx.embed");
+  lua_pushstring(S->L, "pyptx.runtime.embed");
   if (lua_pcall(S->L, 1, 1, 0)) return set_error(S, lua_tostring(S->L, -1));
   S->embed = luaL_ref(S->L, LUA_REGISTRYINDEX);
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, S->embed);

@@ -83,3 +83,17 @@ int lpx_env_flag(lpx_ctx *ctx, const char *name, int *out)
   *out = s[0] == '1';
   return 0;
 }
+
+/* Read a mode word: plain (-1) or key:<integer in lo..hi> into *out. */
+int lpx_env_keyed_int(lpx_ctx *ctx, const char *name, const char *plain, const char *key, int64_t lo, int64_t hi,
+                      const char *what, int64_t *out)
+{
+  const char *s = value_of(name);
+  size_t k = strlen(key);
+  int64_t v = 0;
+  if (!s) return 0;
+  if (strcmp(s, plain) == 0) { *out = -1; return 0; }
+  if (strncmp(s, key, k) == 0 && s[k] == ':' && parse_int(s + k + 1, &v) == 0 && v >= lo && v <= hi) { *out = v; return 0; }
+  return lpx_fail(ctx, "%s=%s: valid: %s, or %s:<n> with n an integer in %" PRId64 "..%" PRId64 " (%s)", name, s, plain, key,
+                  lo, hi, what);
+}

@@ -15,4 +15,9 @@ int lpx_env_real(lpx_ctx *ctx, const char *name, double lo, double hi, const cha
 /* A switch: "0" or "1". */
 int lpx_env_flag(lpx_ctx *ctx, const char *name, int *out);
 
+/* A mode word: `plain` (*out = -1) or `key:<integer in lo..hi>` (*out = the
+ * integer), e.g. "default" or "adversarial:7". */
+int lpx_env_keyed_int(lpx_ctx *ctx, const char *name, const char *plain, const char *key, int64_t lo, int64_t hi,
+                      const char *what, int64_t *out);
+
 #endif

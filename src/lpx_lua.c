@@ -27,17 +27,30 @@ static const lpx_bundle_entry *bundle_find(const char *name)
   return NULL;
 }
 
-/* The on-disk path of a module under $LUAPTX_LUA_DIR (development mode):
- * pyptx[.x] -> DIR/pyptx/{init,x}.lua, luaptx.cli -> DIR/../bin/luaptx.lua,
- * luaptx.x -> DIR/../bin/x.lua. Returns 0 when the name is not ours. */
+/* Write the formatted path into path; 1 when it fits and names a regular file. */
+static int dev_file(char *path, size_t cap, const char *fmt, const char *dir, const char *rel)
+{
+  struct stat st;
+  int n = snprintf(path, cap, fmt, dir, rel);
+  return n > 0 && (size_t)n < cap && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The on-disk file of a module under $LUAPTX_LUA_DIR (development mode):
+ * pyptx[.a.b] -> DIR/pyptx/a/b.lua, else DIR/pyptx/a/b/init.lua;
+ * luaptx.cli -> DIR/../bin/luaptx.lua, luaptx.x -> DIR/../bin/x.lua.
+ * Returns 0 when the name is not ours or has no file there. */
 static int dev_path(const char *dir, const char *name, char *path, size_t cap)
 {
-  if (strcmp(name, "pyptx") == 0) return snprintf(path, cap, "%s/pyptx/init.lua", dir) > 0;
-  if (strncmp(name, "pyptx.", 6) == 0) return snprintf(path, cap, "%s/pyptx/%s.lua", dir, name + 6) > 0;
-  if (strcmp(name, "luaptx.cli") == 0) return snprintf(path, cap, "%s/../bin/luaptx.lua", dir) > 0;
+  if (strchr(name, '/')) return 0;
+  if (strcmp(name, "luaptx.cli") == 0) return dev_file(path, cap, "%s/../bin/%s.lua", dir, "luaptx");
   if (strncmp(name, "luaptx.", 7) == 0 && strcmp(name, "luaptx.core"))
-    return snprintf(path, cap, "%s/../bin/%s.lua", dir, name + 7) > 0;
-  return 0;
+    return dev_file(path, cap, "%s/../bin/%s.lua", dir, name + 7);
+  if (strcmp(name, "pyptx") && strncmp(name, "pyptx.", 6)) return 0;
+  char rel[512];
+  if (snprintf(rel, sizeof rel, "%s", name) >= (int)sizeof rel) return 0;
+  for (char *c = rel; *c; c++)
+    if (*c == '.') *c = '/';
+  return dev_file(path, cap, "%s/%s.lua", dir, rel) || dev_file(path, cap, "%s/%s/init.lua", dir, rel);
 }
 
 /* package.loaders entry: luaptx's modules from disk in development mode
@@ -48,12 +61,8 @@ static int searcher(lua_State *L)
   const char *dir = getenv("LUAPTX_LUA_DIR");
   char path[4096];
   if (dir && *dir && dev_path(dir, name, path, sizeof path)) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      fclose(f);
-      if (luaL_loadfile(L, path)) return lua_error(L);
-      return 1;
-    }
+    if (luaL_loadfile(L, path)) return lua_error(L);
+    return 1;
   }
   const lpx_bundle_entry *e = bundle_find(name);
   if (!e) {
@@ -66,12 +75,16 @@ static int searcher(lua_State *L)
   return 1;
 }
 
-/* Is a chunk name one of luaptx's own Lua modules? */
+/* Is a chunk name one of luaptx's own Lua modules (pyptx/x.lua, or one
+ * directory down: pyptx/runtime/x.lua)? */
 static int is_internal_source(const char *src)
 {
   if (strncmp(src, "@lua/pyptx/", 11) == 0) return 1;
   const char *p = strstr(src, "/pyptx/");
-  return p && !strchr(p + 7, '/') && strstr(p, ".lua") != NULL;
+  if (!p) return 0;
+  const char *slash = strchr(p + 7, '/');
+  if (slash && strchr(slash + 1, '/')) return 0;
+  return strstr(p, ".lua") != NULL;
 }
 
 /* where(level[, want_name]): the first frame at or above level that is not

@@ -84,12 +84,14 @@ static int check_kinds(const rule_ctx *r)
   return 0;
 }
 
-/* The global address alignment. */
-static int check_address(const rule_ctx *r)
+/* A map's global address: 16-byte aligned, 32 under a 32B interleave
+ * (also what an encoded map's address patch checks). */
+int32_t lpx_tma_check_address(lpx_ctx *ctx, const char *tensor, uint64_t address, int32_t interleave)
 {
-  uint64_t align = r->d->interleave == 2 ? 32 : 16;
-  if (r->d->global_address % align)
-    return bad(r, "global address", "0x%llx is not %llu-byte aligned", (unsigned long long)r->d->global_address, (unsigned long long)align);
+  uint64_t align = interleave == 2 ? 32 : 16;
+  if (address % align)
+    return lpx_fail(ctx, "TMA descriptor for %s: global address 0x%llx is not %llu-byte aligned", tensor && *tensor ? tensor : "tensor",
+                    (unsigned long long)address, (unsigned long long)align);
   return 0;
 }
 
@@ -174,6 +176,6 @@ int32_t lpx_tma_validate(lpx_ctx *ctx, const char *tensor, const lpx_tma_desc *d
   rule_ctx r = { ctx, tensor && *tensor ? tensor : "tensor", d, 0 };
   if (check_kinds(&r)) return -1;
   r.esize = dtypes[d->dtype].bytes;
-  if (check_address(&r) || check_dims(&r) || check_strides(&r)) return -1;
+  if (lpx_tma_check_address(ctx, r.tensor, d->global_address, d->interleave) || check_dims(&r) || check_strides(&r)) return -1;
   return d->mode == 1 ? check_im2col(&r) : check_box(&r);
 }

@@ -28,6 +28,7 @@ typedef struct lpx_tma_desc {
 } lpx_tma_desc;
 
 int32_t lpx_tma_validate(lpx_ctx *ctx, const char *tensor, const lpx_tma_desc *d);
+int32_t lpx_tma_check_address(lpx_ctx *ctx, const char *tensor, uint64_t address, int32_t interleave);
 int32_t lpx_tma_dtype_size(int32_t dtype);
 int32_t lpx_tma_dtype_lookup(const char *name);
 int32_t lpx_tma_box_bytes(const lpx_tma_desc *d);

@@ -1265,6 +1265,57 @@ static int check_hopper(vctx *v, lpx_operand *ops, uint32_t nops, uint32_t *star
 
 /* ======================================= end of Hopper: TMA copies and wgmma */
 
+/* ======================================================== mbarrier spaces */
+
+/* Per mbarrier operation: the SPACE values it takes, those with
+ * .noComplete, and whether its .shared::cluster form returns no state. */
+static const struct mbar_rule { uint32_t spaces, nocomplete; int cluster_sink; } mbar_rules[LPX_MBAR__END] = {
+#define X(op, spaces, nocomplete, sink) [LPX_MBAR_##op] = { spaces, nocomplete, sink },
+  LPX_MBAR_SPACES(X)
+#undef X
+};
+
+/* Write ".shared, .shared::cta or .shared::cluster" for a set of SPACE values. */
+static void space_list(uint32_t set, char *out, size_t cap)
+{
+  size_t n = 0;
+  int left = 0;
+  out[0] = '\0';
+  for (uint32_t s = set; s; s &= s - 1) left++;
+  for (int sp = 1; sp < LPX_SPACE__END && n + 1 < cap; sp++) {
+    if (!(set >> sp & 1)) continue;
+    n += (size_t)snprintf(out + n, cap - n, "%s.%s", n ? (left == 1 ? " or " : ", ") : "", lpx_modifier_name(LPX_GB_SPACE, sp));
+    left--;
+  }
+}
+
+/* mbarrier: the state space the operation takes (LPX_MBAR_SPACES), the
+ * operations and operands .noComplete goes with, and the sink destination
+ * of an arrival on a .shared::cluster barrier. */
+static int check_mbarrier(vctx *v, const lpx_operand *ops, const uint32_t *starts, int count)
+{
+  const lpx_form *fo = v->form;
+  const char *text = fo->info.text, *name = lpx_modifier_name(LPX_GB_MBAR, fo->modsel[LPX_GB_MBAR]);
+  const struct mbar_rule *r = &mbar_rules[fo->modsel[LPX_GB_MBAR]];
+  int nocomp = has_group(fo, LPX_GB_NOCOMP), sp = fo->modsel[LPX_GB_SPACE];
+  uint32_t ok = nocomp ? r->nocomplete : r->spaces;
+  char want[128];
+  if (nocomp && !r->nocomplete) return lpx_fail(v->m->ctx, "%s: .noComplete goes with mbarrier.arrive and mbarrier.arrive_drop only", text);
+  if (nocomp && has_group(fo, LPX_GB_EXPECT)) return lpx_fail(v->m->ctx, "%s: .noComplete does not combine with .expect_tx", text);
+  if (sp && !ok) return lpx_fail(v->m->ctx, "%s: mbarrier.%s takes no state space (it reads a state token, not a barrier)", text, name);
+  if (sp && !(ok >> sp & 1)) {
+    space_list(ok, want, sizeof want);
+    return lpx_fail(v->m->ctx, "%s: mbarrier.%s%s takes %s (or no space: a generic address), not .%s", text, name,
+                    nocomp ? ".noComplete" : "", want, lpx_modifier_name(LPX_GB_SPACE, sp));
+  }
+  if (nocomp && count < 3) return lpx_fail(v->m->ctx, "%s: .noComplete needs the count operand (state, [addr], count)", text);
+  if (r->cluster_sink && IS(fo, SPACE, SHARED_CLUSTER) && count > 0 && ops[starts[0]].kind != LPX_OPD_SINK)
+    return lpx_fail(v->m->ctx, "%s: an arrival on a .shared::cluster barrier returns no state; its destination is the sink _", text);
+  return 0;
+}
+
+/* ================================================== end of mbarrier spaces */
+
 /* Validate an instruction's operands; untyped numbers get their type here. */
 static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
@@ -1283,6 +1334,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
   v.relaxed = op == LPX_OP_LD || op == LPX_OP_ST || op == LPX_OP_LDU || op == LPX_OP_CVT;
   if (op >= 0 && count <= 64 && check_matrix(&v, ops, starts, count)) return -1;
   if (op >= 0 && count <= 64 && check_hopper(&v, ops, (uint32_t)nops, starts, count)) return -1;
+  if (op == LPX_OP_MBARRIER && count <= 64 && check_mbarrier(&v, ops, starts, count)) return -1;
   if (sig[0] == '*') {
     for (int k = 0; k < count && k < 64; k++) {
       lpx_operand *o = &ops[starts[k]];

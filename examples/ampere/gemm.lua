@@ -110,7 +110,7 @@ end
 
 --- The value a half-precision input holds after rounding (what the GPU sees).
 local function rounder(dt)
-  local half = require "pyptx.half"
+  local half = require "pyptx.runtime.floats"
   return dt == T.f16 and half.round_f16 or half.round_bf16
 end
 M.rounder = rounder

@@ -19,16 +19,18 @@
 --     .cta_group::2), and tcgen05.commit.multicast::cluster frees the stage
 --     in both. Each CTA holds its 128 accumulator rows in its own TMEM.
 --
--- The TMA tensor maps are raw .param .b8[128] parameters (tmap_a, tmap_b;
--- box 64 x 128 for A and 64 x BN/cta_group for B, bf16, SWIZZLE_128B) that
--- the host encodes with cuTensorMapEncodeTiled. The emulator does not
--- execute tcgen05, so `luaptx run` prints the PTX/ptxas summary only.
+-- The TMA tensor maps are A:tma_desc / B:tma_desc parameters (box 128 x 64
+-- for A and BN/cta_group x 64 for B, bf16, 128B swizzle): the runtime
+-- encodes them for the device it launches on (cuTensorMapEncodeTiled on a
+-- GPU, the emulator's record on the CPU emulator), so `luaptx run` checks
+-- the result against a CPU reference on either.
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 
 local M = {}
+local bf16 = T.bf16
 
 local BM, BK = 128, 64          -- rows of A per CTA, k-block (64 bf16 = one 128-byte swizzle row)
 local UMMA_K = 16               -- K of one tcgen05.mma.kind::f16
@@ -73,12 +75,12 @@ function M.build(m, n, k, opts)
   local log2s = math.floor(math.log(S) / math.log(2) + 0.5)
   return kernel(cta == 1 and "gemm_1sm" or "gemm_2sm") {
     arch = opts.arch or "sm_100a",
+    in_specs = { Tile(m, k, bf16), Tile(n, k, bf16) },
     out_specs = { Tile(m, n, T.f32) },
-    raw_params = { { "b8", "tmap_a", align = 64, count = 128 }, { "b8", "tmap_b", align = 64, count = 128 } },
     grid = { m / BM, n / BN, 1 },
     block = { 128, 1, 1 },
     cluster = cta == 2 and { 2, 1, 1 } or nil,
-    function(D)
+    function(A, B, D)
       local tc = ptx.tcgen05
       local pd = ptx.global_ptrs(D)
       local sA = smem.alloc(T.b8, S * A_BYTES, { align = 1024 })
@@ -125,31 +127,25 @@ function M.build(m, n, k, opts)
 
       -- TMA producer: wait for a free stage, expect its bytes, load A and B
       ptx.if_(tid:eq(0), function()
-        local ma, mb = reg.scalar(T.u64), reg.scalar(T.u64)
-        ptx.inst.mov.b64(ma, "tmap_a")
-        ptx.inst.cvta.param.u64(ma, ma)
-        ptx.inst.mov.b64(mb, "tmap_b")
-        ptx.inst.cvta.param.u64(mb, mb)
         ptx.range(0, KT, 1, function(kt)
           local s = kt:band(S - 1)
           wait(empty0 + s * 8, kt:shr(log2s):band(1):bxor(1))
           local fb = full0 + s * 8
           local kx = kt * BK
-          local tma = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
           if cta == 2 then
             -- both CTAs' loads complete on the leader's barrier
             local lb = reg.scalar(T.u32)
             ptx.inst("mapa.shared::cluster.u32", lb, fb, 0)
             ptx.at(leader).inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), 2 * (A_BYTES + B_BYTES))
             fb = lb
-            tma = "cp.async.bulk.tensor.2d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes"
           else
             ptx.inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), A_BYTES + B_BYTES)
           end
-          local env = { a = sA0 + s * A_BYTES, b = sB0 + s * B_BYTES, ma = ma, mb = mb, k = kx, m = m_cta,
-                        n = n_load, bar = fb }
-          ptx.raw(tma .. " [%{a}], [%{ma}, {%{k}, %{m}}], [%{bar}];", env)
-          ptx.raw(tma .. " [%{b}], [%{mb}, {%{k}, %{n}}], [%{bar}];", env)
+          local group = cta == 2 and 2 or nil
+          ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sA0 + s * A_BYTES), src = A:tma_desc { box = { BM, BK }, swizzle = "128B" },
+                                        coord = { kx, m_cta }, mbar = ptx.addr(fb), cta_group = group }
+          ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sB0 + s * B_BYTES), src = B:tma_desc { box = { BNL, BK }, swizzle = "128B" },
+                                        coord = { kx, n_load }, mbar = ptx.addr(fb), cta_group = group }
         end)
       end)
 
@@ -213,10 +209,24 @@ function M.build(m, n, k, opts)
   }
 end
 
---- D = A * B^T in double precision (A m x k, B n x k, row-major lists).
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
+
+--- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
+function M.inputs(m, n, k, seed)
+  math.randomseed(seed or 1)
+  local a, b = {}, {}
+  for i = 1, m * k do a[i] = math.random() * 2 - 1 end
+  for i = 1, n * k do b[i] = math.random() * 2 - 1 end
+  return { a = a, b = b, M = m, N = n, K = k }
+end
+
+--- D = A * B^T in double precision from the bf16 values the kernel reads
+-- (A m x k, B n x k, row-major lists).
 function M.reference(inp)
-  local m, n, k, a, b = inp.M, inp.N, inp.K, inp.a, inp.b
-  local d = {}
+  local m, n, k = inp.M, inp.N, inp.K
+  local a, b, d = {}, {}, {}
+  for i = 1, m * k do a[i] = to_bf16(inp.a[i]) end
+  for i = 1, n * k do b[i] = to_bf16(inp.b[i]) end
   for i = 0, m - 1 do
     for j = 0, n - 1 do
       local s = 0
@@ -227,13 +237,41 @@ function M.reference(inp)
   return d
 end
 
+--- The tensors a launch takes.
+function M.args(inp)
+  return { { inp.a, { inp.M, inp.K }, dtype = bf16 }, { inp.b, { inp.N, inp.K }, dtype = bf16 } }
+end
+
+--- Per-element tolerance: exact bf16 products, f32 accumulation per k16 MMA.
+function M.tolerance(k)
+  return { atol = 1e-5 * k, rtol = 1e-3 }
+end
+
+--- Build, launch on fresh random inputs, compare every element.
+function M.check(m, n, k, opts)
+  local check = require "pyptx.tools.verify"
+  local kern = M.build(m, n, k, opts)
+  local inputs = M.inputs(m, n, k, check.fresh_seed())
+  return check.run { kernel = kern, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(k) }
+end
+
 M.kernels = { M.build(4096, 4096, 4096), M.build(4096, 4096, 4096, { cta_group = 2 }) }
 
---- `luaptx run examples/blackwell/gemm.lua`: the PTX/ptxas summary of the
--- 1-SM and 2-SM kernels (the emulator does not execute tcgen05).
-function M.main()
-  print("tcgen05 is ptxas-only here: luaptx's emulator does not execute tcgen05 instructions.")
-  return require("examples.lib.runner").summary(M.kernels)
+--- `luaptx run examples/blackwell/gemm.lua [M N K [cta_group [BN [stages]]]] [--summary]`:
+-- run at 256x256x128 by default, 1-SM and 2-SM, and check against the CPU reference.
+function M.main(args)
+  args = args or {}
+  if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
+  local check = require "pyptx.tools.verify"
+  local m, n, k = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
+  local groups = args[4] and { tonumber(args[4]) } or { 1, 2 }
+  local rc = 0
+  for _, cta in ipairs(groups) do
+    local opts = { cta_group = cta, BN = tonumber(args[5]), stages = tonumber(args[6]) }
+    local ok, report = M.check(m, n, k, opts)
+    rc = math.max(rc, check.report(("blackwell gemm(%d, %d, %d, cta_group %d)"):format(m, n, k, cta), ok, report))
+  end
+  return rc
 end
 
 return M

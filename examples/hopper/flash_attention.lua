@@ -10,7 +10,8 @@
 -- runs); this example keeps V's transpose on the host.
 --
 -- A CTA of three warpgroups owns BM = 128 query rows of one head
--- (grid L/128 x H), warp-specialized like examples/hopper/gemm.lua:
+-- (grid L/128 x H), warp-specialized like examples/hopper/gemm.lua (the
+-- ring, roles and epilogue of examples/lib/tma_pipeline.lua):
 --  * warpgroup 0, one thread: the TMA producer. It loads the CTA's Q tile
 --    (128 x 64, 128B swizzle) once on qbar, then walks the key/value
 --    blocks j (BN = 64 tokens): waits until ring stage s is empty, arms
@@ -36,6 +37,8 @@
 --
 -- Shape rules: D == 64, L % 128 == 0, H >= 1.
 local pyptx = require "pyptx"
+local pipeline = require "pyptx.pipeline"
+local tp = require "examples.lib.tma_pipeline"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local bf16, f32, u32, b32 = T.bf16, T.f32, T.u32, T.b32
@@ -72,81 +75,46 @@ function M.build(H, L, D, opts)
       local sQ = smem.wgmma_tile(bf16, { BM, D })
       local sK = smem.wgmma_tile(bf16, { S * BN, D })       -- stage s: tokens s*BN..
       local sV = smem.wgmma_tile(bf16, { S * D, BN })       -- stage s: Vt rows (d) s*D..
-      local full, empty, qbar = smem.mbarrier(S), smem.mbarrier(S), smem.mbarrier(1)
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local wg = tid:shr(7)
       local head = reg.from(ptx.special.ctaid.y(), u32)
       local qt = reg.from(ptx.special.ctaid.x(), u32) * BM            -- first query token of the CTA
       local q0 = head * L + qt                                           -- its row in the stacked Q/O
       -- key/value blocks to visit: all, or (causal) those left of the CTA's last query
       local nblocks = o.causal and (qt + BM) / BN or NB
-
-      ptx.if_(tid:eq(0), function()
-        for s = 0, S - 1 do
-          ptx.mbarrier.init(full[s], 1)
-          ptx.mbarrier.init(empty[s], 8)       -- one arrival per consumer warp
-        end
-        ptx.mbarrier.init(qbar[0], 1)
-        ptx.fence.mbarrier_init()
-      end)
-      ptx.bar_sync(0)
-
-      --- Stage s of iteration i: its index and phase parity (registers).
-      local function stage_of(i)
-        return i % S, (i / S):band(1)
-      end
+      local pipe = tp.new { stages = S, bytes = 2 * KV_STAGE }
+      local qbar = pipeline.barriers(1, 1)
+      pipe:init(tid, { qbar })
 
       local producer = function()
-        ptx.setmaxnreg.dec(40)
-        ptx.if_(tid:eq(0), function()
-          local k_base, v_base = sK:base(), sV:base()
-          local full_base, empty_base = full:base(), empty:base()
-          ptx.mbarrier.arrive_expect_tx(qbar[0], Q_BYTES)
-          ptx.cp.async.bulk.tensor_2d{ dst = sQ[0], coord = { 0, q0 }, mbar = qbar[0],
-            src = Q:tma_desc{ box = { BM, D }, swizzle = "128B" } }
-          local kv0 = head * L
-          ptx.range(0, nblocks, 1, function(j)
-            local s, ph = stage_of(j)
-            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
-            local fb = ptx.addr(full_base + s * 8)
-            ptx.mbarrier.arrive_expect_tx(fb, 2 * KV_STAGE)
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(k_base + s * KV_STAGE), coord = { 0, kv0 + j * BN }, mbar = fb,
-              src = K:tma_desc{ box = { BN, D }, swizzle = "128B" } }
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(v_base + s * KV_STAGE), coord = { j * BN, head * D },
-              mbar = fb, src = Vt:tma_desc{ box = { D, BN }, swizzle = "128B" } }
-          end)
+        local k_base, v_base = sK:base(), sV:base()
+        qbar:at(0):arrive_expect_tx(Q_BYTES)
+        ptx.cp.async.bulk.tensor_2d{ dst = sQ[0], coord = { 0, q0 }, mbar = qbar:at(0),
+          src = Q:tma_desc{ box = { BM, D }, swizzle = "128B" } }
+        local kv0 = head * L
+        pipe:producer():loop(nblocks, function(j, s, full)
+          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(k_base, s, KV_STAGE)), coord = { 0, kv0 + j * BN },
+            mbar = full, src = K:tma_desc{ box = { BN, D }, swizzle = "128B" } }
+          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(v_base, s, KV_STAGE)), coord = { j * BN, head * D },
+            mbar = full, src = Vt:tma_desc{ box = { D, BN }, swizzle = "128B" } }
         end)
       end
 
-      local consumer = function()
-        ptx.setmaxnreg.inc(232)
-        local cw = wg - 1                                   -- consumer 0 or 1: query rows 64*cw..
+      local consumer = function(cw)                 -- consumer 0 or 1: query rows 64*cw..
         -- S block: 64 x 64; every block's first wgmma has scale-d = 0, so it needs no zeroing.
         local sacc = ptx.wgmma.fragments(BN)
         local oacc = ptx.wgmma.fragments(D, true)            -- O: 64 x D
         local pa = reg.array(b32, BN / 4)                    -- P in bf16x2: 4 registers per k16 step
         local m, l = {}, {}                                  -- per thread row h (0: +0, 1: +8)
         for h = 0, 1 do m[h], l[h] = reg.scalar(f32, -1e30), reg.scalar(f32, 0) end
-        local full_base, empty_base = full:base(), empty:base()
-        local dq = ptx.wgmma.desc(sQ:base() + cw * (64 * D * 2), { layout = sQ.layout, lbo = sQ.lbo, sbo = sQ.sbo })
+        local dq = tp.desc(sQ, sQ:base() + cw * (64 * D * 2))
         local k_base, v_base = sK:base(), sV:base()
-        local leader = (tid % 32):eq(0)
-        ptx.mbarrier.wait(qbar[0], 0)
+        qbar:at(0):wait(0)
         local lane = tid % 32
         local rtok = qt + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)   -- this thread's first query token
-        ptx.range(0, nblocks, 1, function(j)
-          local s, ph = stage_of(j)
-          ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
+        pipe:consumer(tid):loop(nblocks, function(j, s)
           -- S = Q . K^T
-          local dk = ptx.wgmma.desc(k_base + s * KV_STAGE, { layout = sK.layout, lbo = sK.lbo, sbo = sK.sbo })
-          ptx.wgmma.fence()
-          for kk = 0, D / 16 - 1 do
-            local step = sQ:k_offset(16 * kk) / 16
-            ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = sacc, atype = bf16, scale_d = kk == 0 and 0 or 1,
-              a = kk == 0 and dq or dq + step, b = kk == 0 and dk or dk + step }
-          end
-          ptx.wgmma.commit_group()
-          ptx.wgmma.wait_group(0)
+          tp.mma { d = sacc, n = BN, k = D, a = dq, a_tile = sQ, b = tp.desc(sK, tp.stage(k_base, s, KV_STAGE)),
+            b_tile = sK, scale_d = 0 }
           if o.causal then                   -- blocks reaching past the warpgroup's first query: mask j > i
             ptx.if_((j * BN + BN):gt(qt + cw * 64 + 1), function()
               local ctok = j * BN + (lane % 4) * 2            -- key token of register 0
@@ -195,40 +163,26 @@ function M.build(H, L, D, opts)
             ptx.inst.cvt.rn.bf16x2.f32(pa[i], sacc[base + 1], sacc[base])   -- high half: the odd column
           end
           -- O += P . V
-          local dv = ptx.wgmma.desc(v_base + s * KV_STAGE, { layout = sV.layout, lbo = sV.lbo, sbo = sV.sbo })
-          ptx.wgmma.fence()
-          for kk = 0, BN / 16 - 1 do
-            local step = sV:k_offset(16 * kk) / 16
-            ptx.wgmma.mma_async{ shape = { 64, D, 16 }, d = oacc, atype = bf16,
-              a = { pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3] }, b = kk == 0 and dv or dv + step }
-          end
-          ptx.wgmma.commit_group()
-          ptx.wgmma.wait_group(0)
-          ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+          tp.mma { d = oacc, n = D, k = BN, a = function(kk) return { pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2],
+            pa[4 * kk + 3] } end, b = tp.desc(sV, tp.stage(v_base, s, KV_STAGE)), b_tile = sV }
         end)
-        -- epilogue: O / l, f32, from the accumulator fragments
-        local row = q0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
-        local col = (lane % 4) * 2
-        local po = ptx.global_ptrs(O)
-        local p = po + (row * D + col):mul_wide(4)
+        -- epilogue: O / l, f32, from the accumulator fragments (each row's l summed over its four lanes)
+        local inv = {}
         for h = 0, 1 do
           ptx.warp.reduce_sum(l[h], 4)
-          local inv = reg.scalar(f32)
-          ptx.inst.rcp.rn.f32(inv, l[h])
-          for nb = 0, D / 8 - 1 do
-            local a, b = oacc[4 * nb + 2 * h] * inv, oacc[4 * nb + 2 * h + 1] * inv
-            ptx.st.global(ptx.addr(p, (8 * h * D + 8 * nb) * 4), { a, b })
-          end
+          inv[h] = reg.scalar(f32)
+          ptx.inst.rcp.rn.f32(inv[h], l[h])
         end
+        tp.store_acc(tid, oacc, D, { ptr = ptx.global_ptrs(O), ld = D, row = q0 + cw * 64, col = 0, scale = inv })
       end
 
-      ptx.if_(wg:eq(0), producer, consumer)
+      tp.roles(tid, producer, consumer)
       ptx.ret()
     end,
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs: q, k in [-2, 2), v in [-1, 1), all (H*L) x D row-major.
 function M.inputs(H, L, D, seed)
@@ -294,7 +248,7 @@ M.TOLERANCE = { atol = 2 ^ -8, rtol = 2 ^ -7 }
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(H, L, D, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(H, L, D, opts)
   local inputs = M.inputs(H, L, D, check.fresh_seed())
   inputs.causal = opts and opts.causal
@@ -312,7 +266,7 @@ function M.main(args)
   local H, L, S = tonumber(args[1]) or 2, tonumber(args[2]) or 256, tonumber(args[3]) or 2
   local causal = args[4] == "causal"
   local ok, report = M.check(H, L, 64, { STAGES = S, causal = causal })
-  return require("pyptx.check").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
+  return require("pyptx.tools.verify").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
     causal and ", causal" or ""), ok, report)
 end
 

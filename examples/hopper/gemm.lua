@@ -12,9 +12,10 @@
 --    through shared-memory descriptors, wait for them, then release the
 --    stage (lane 0 of each consumer warp arrives on empty[s], which
 --    expects 8: each warp's wgmma.wait_group covers its own reads).
--- The ring has STAGES stages; iteration i uses stage i % STAGES with phase
--- parity (i / STAGES) & 1 (the producer waits for the opposite parity on
--- empty[s], which a fresh barrier reports as completed).
+-- The ring (examples/lib/tma_pipeline.lua on pyptx.pipeline) has STAGES
+-- stages; producer and consumers each walk it with a pipeline.ring whose
+-- stage and phase registers advance after every k-block (the producer's
+-- starts at phase 1: a fresh empty[s] reports that phase as completed).
 -- Accumulators (BN/2 f32 per thread) go to C in wgmma's fragment layout.
 --
 -- With CLUSTER = 2 (opts.CLUSTER), pairs of CTAs along N form a cluster that
@@ -34,6 +35,7 @@
 -- Shape rules: M % BM == 0, N % BN == 0, K % BK == 0, BK == 64 (one
 -- 128-byte swizzled row per tile row), BM == 128, BN in {64, 128, 256}.
 local pyptx = require "pyptx"
+local tp = require "examples.lib.tma_pipeline"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local bf16, f32, u32 = T.bf16, T.f32, T.u32
@@ -77,24 +79,9 @@ function M.build(Md, N, K, opts)
     function(A, B, C)
       local sA = smem.wgmma_tile(bf16, { S * BM, BK })     -- stage s: rows s*BM.. (8 KB atoms)
       local sB = smem.wgmma_tile(bf16, { S * BN, BK })
-      local full, empty = smem.mbarrier(S), smem.mbarrier(S)
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local wg = tid:shr(7)
-      local rank = CL > 1 and ptx.cluster.ctarank() or nil
-
-      ptx.if_(tid:eq(0), function()
-        for s = 0, S - 1 do
-          ptx.mbarrier.init(full[s], 1)
-          ptx.mbarrier.init(empty[s], 8 * CL)  -- one arrival per consumer warp (of every CTA of the cluster)
-        end
-        ptx.fence.mbarrier_init()
-      end)
-      if CL > 1 then ptx.cluster.sync() else ptx.bar_sync(0) end
-
-      --- Stage s of iteration i: its index and phase parity (registers).
-      local function stage_of(i)
-        return i % S, (i / S):band(1)
-      end
+      local pipe = tp.new { stages = S, bytes = A_STAGE + B_STAGE, cluster = CL }
+      pipe:init(tid)                                -- a cluster barrier when CL > 1
 
       --- body(m0, n0) for this CTA's tile, or for each tile it owns when persistent.
       local function over_tiles(body)
@@ -107,87 +94,48 @@ function M.build(Md, N, K, opts)
       end
 
       local producer = function()
-        ptx.setmaxnreg.dec(40)
-        ptx.if_(tid:eq(0), function()
-          local a_base, b_base = sA:base(), sB:base()
-          local full_base, empty_base = full:base(), empty:base()
-          local it = reg.scalar(u32, 0)             -- k-blocks issued so far (the ring position)
-          over_tiles(function(m0, n0) ptx.range(0, KT, 1, function(i)
-            local s, ph = stage_of(it)
-            ptx.inst.add.u32(it, it, 1)
-            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
-            local fb = ptx.addr(full_base + s * 8)
-            ptx.mbarrier.arrive_expect_tx(fb, A_STAGE + B_STAGE)
-            local k0 = i * BK
-            if CL > 1 then                        -- my half of A's rows, to every CTA of the cluster
-              ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE + rank * (AROWS * BK * 2)),
-                coord = { k0, m0 + rank * AROWS }, mbar = fb, multicast = reg.scalar(T.u16, 2 ^ CL - 1),
-                src = A:tma_desc{ box = { AROWS, BK }, swizzle = "128B" } }
-            else
-              ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
-                src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
-            end
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(b_base + s * B_STAGE), coord = { k0, n0 }, mbar = fb,
-              src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
-          end) end)
-        end)
+        local a_base, b_base = sA:base(), sB:base()
+        local rank = CL > 1 and ptx.cluster.ctarank() or nil
+        local prod = pipe:producer()                -- the ring runs on across tiles
+        over_tiles(function(m0, n0) prod:loop(KT, function(i, s, full)
+          local k0 = i * BK
+          if CL > 1 then                            -- my half of A's rows, to every CTA of the cluster
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE) + rank * (AROWS * BK * 2)),
+              coord = { k0, m0 + rank * AROWS }, mbar = full, multicast = reg.scalar(T.u16, 2 ^ CL - 1),
+              src = A:tma_desc{ box = { AROWS, BK }, swizzle = "128B" } }
+          else
+            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE)), coord = { k0, m0 }, mbar = full,
+              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+          end
+          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(b_base, s, B_STAGE)), coord = { k0, n0 }, mbar = full,
+            src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+        end) end)
       end
 
-      local consumer = function()
-        ptx.setmaxnreg.inc(232)
+      local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
         local acc = ptx.wgmma.fragments(BN, not P)
-        local cw = wg - 1                                   -- consumer 0 or 1: rows 64*cw..
         local a_base = sA:base() + cw * (64 * BK * 2)
         local b_base = sB:base()
-        local full_base, empty_base = full:base(), empty:base()
-        local leader = (tid % 32):eq(0)
-        local peer_empty = {}                     -- empty[0] in each CTA of the cluster (shared::cluster)
-        for r = 0, CL - 1 do peer_empty[r] = CL > 1 and ptx.cluster.mapa(empty_base, r) or nil end
-        local it = reg.scalar(u32, 0)               -- k-blocks consumed so far
-        over_tiles(function(m0, n0)
-        if P then for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end end
-        ptx.range(0, KT, 1, function()
-          local s, ph = stage_of(it)
-          ptx.inst.add.u32(it, it, 1)
-          ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
-          local da = ptx.wgmma.desc(a_base + s * A_STAGE, { layout = sA.layout, lbo = sA.lbo, sbo = sA.sbo })
-          local db = ptx.wgmma.desc(b_base + s * B_STAGE, { layout = sB.layout, lbo = sB.lbo, sbo = sB.sbo })
-          ptx.wgmma.fence()
-          for kk = 0, BK / 16 - 1 do
-            local step = sA:k_offset(16 * kk) / 16               -- descriptor start address units
-            ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = acc, atype = bf16,
-              a = kk == 0 and da or da + step, b = kk == 0 and db or db + step }
-          end
-          ptx.wgmma.commit_group()
-          ptx.wgmma.wait_group(0)
-          if CL > 1 then
-            for r = 0, CL - 1 do ptx.at(leader).mbarrier.arrive_remote(ptx.addr(peer_empty[r] + s * 8)) end
-          else
-            ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
-          end
-        end)
-        -- epilogue: register 4*nb + 2*h + j holds row 16*warp + lane/4 + 8h, col 8*nb + 2*(lane%4) + j
-        local lane = tid % 32
-        local row = m0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
-        local col = n0 + (lane % 4) * 2
         local pc = ptx.global_ptrs(C)
-        local p = pc + (row * N + col):mul_wide(4)
-        for nb = 0, BN / 8 - 1 do
-          for h = 0, 1 do
-            ptx.st.global(ptx.addr(p, (8 * h * N + 8 * nb) * 4), { acc[4 * nb + 2 * h], acc[4 * nb + 2 * h + 1] })
-          end
-        end
+        local cons = pipe:consumer(tid)
+        over_tiles(function(m0, n0)
+          if P then for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end end
+          cons:loop(KT, function(_, s)
+            tp.mma { d = acc, n = BN, k = BK, a = tp.desc(sA, tp.stage(a_base, s, A_STAGE)), a_tile = sA,
+              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB }
+          end)
+          tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0 })
         end)
       end
 
-      ptx.if_(wg:eq(0), producer, consumer)
+      tp.roles(tid, producer, consumer)
       if CL > 1 then ptx.cluster.sync() end       -- no CTA leaves while a peer may still write into it
       ptx.ret()
     end,
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
 function M.inputs(Md, N, K, seed)
@@ -226,7 +174,7 @@ end
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(Md, N, K, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(Md, N, K, opts)
   local inputs = M.inputs(Md, N, K, check.fresh_seed())
   return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
@@ -242,7 +190,7 @@ function M.main(args)
   local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
   local opts = { STAGES = tonumber(args[4]) or 4, CLUSTER = tonumber(args[5]) or 1, PERSISTENT = tonumber(args[6]) }
   local ok, report = M.check(Md, N, K, opts)
-  return require("pyptx.check").report(("hopper gemm(%d, %d, %d, %d stages, cluster %d%s)"):format(Md, N, K, opts.STAGES,
+  return require("pyptx.tools.verify").report(("hopper gemm(%d, %d, %d, %d stages, cluster %d%s)"):format(Md, N, K, opts.STAGES,
     opts.CLUSTER, opts.PERSISTENT and (", persistent " .. opts.PERSISTENT) or ""), ok, report)
 end
 

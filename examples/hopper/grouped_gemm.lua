@@ -8,7 +8,7 @@
 -- The structure of examples/hopper/gemm.lua: a CTA of three warpgroups,
 -- warpgroup 0 a TMA producer (one thread), warpgroups 1 and 2 wgmma
 -- consumers of 64 rows each, around a STAGES-deep full/empty mbarrier ring
--- whose position runs on across tiles. The grid is persistent: P CTAs
+-- (examples/lib/tma_pipeline.lua) whose position runs on across tiles. The grid is persistent: P CTAs
 -- walk the (group, tile) pairs t = ctaid.x, ctaid.x + P, ... in order
 -- (group 0's tiles first, each group's tiles row-major over its
 -- ceil(M_g / BM) x N/BN grid). The scheduler finds a tile's group by
@@ -23,6 +23,7 @@
 --
 -- Shape rules: every M_g >= 1, N % BN == 0, K % 64 == 0, BN in {64, 128, 256}.
 local pyptx = require "pyptx"
+local tp = require "examples.lib.tma_pipeline"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local bf16, f32, u32 = T.bf16, T.f32, T.u32
@@ -79,23 +80,9 @@ function M.build(groups, N, K, opts)
     function(A, B, C)
       local sA = smem.wgmma_tile(bf16, { S * BM, BK })
       local sB = smem.wgmma_tile(bf16, { S * BN, BK })
-      local full, empty = smem.mbarrier(S), smem.mbarrier(S)
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local wg = tid:shr(7)
-
-      ptx.if_(tid:eq(0), function()
-        for s = 0, S - 1 do
-          ptx.mbarrier.init(full[s], 1)
-          ptx.mbarrier.init(empty[s], 8)       -- one arrival per consumer warp
-        end
-        ptx.fence.mbarrier_init()
-      end)
-      ptx.bar_sync(0)
-
-      --- Stage s of iteration i: its index and phase parity (registers).
-      local function stage_of(i)
-        return i % S, (i / S):band(1)
-      end
+      local pipe = tp.new { stages = S, bytes = A_STAGE + B_STAGE }
+      pipe:init(tid)
 
       --- The tile scheduler: tile t -> first row of A/C (m0, in the stacked
       -- rows), the row where its group ends, first row of B_g's tile (b0)
@@ -125,76 +112,41 @@ function M.build(groups, N, K, opts)
       end
 
       local producer = function()
-        ptx.setmaxnreg.dec(40)
-        ptx.if_(tid:eq(0), function()
-          local a_base, b_base = sA:base(), sB:base()
-          local full_base, empty_base = full:base(), empty:base()
-          local it = reg.scalar(u32, 0)             -- k-blocks issued so far (the ring position)
-          over_tiles(function(m0, _, b0) ptx.range(0, KT, 1, function(i)
-            local s, ph = stage_of(it)
-            ptx.inst.add.u32(it, it, 1)
-            ptx.mbarrier.wait(ptx.addr(empty_base + s * 8), ph:bxor(1))
-            local fb = ptx.addr(full_base + s * 8)
-            ptx.mbarrier.arrive_expect_tx(fb, A_STAGE + B_STAGE)
-            local k0 = i * BK
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(a_base + s * A_STAGE), coord = { k0, m0 }, mbar = fb,
-              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(b_base + s * B_STAGE), coord = { k0, b0 }, mbar = fb,
-              src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
-          end) end)
-        end)
+        local a_base, b_base = sA:base(), sB:base()
+        local prod = pipe:producer()                -- the ring runs on across tiles
+        over_tiles(function(m0, _, b0) prod:loop(KT, function(i, s, full)
+          local k0 = i * BK
+          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE)), coord = { k0, m0 }, mbar = full,
+            src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(b_base, s, B_STAGE)), coord = { k0, b0 }, mbar = full,
+            src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+        end) end)
       end
 
-      local consumer = function()
-        ptx.setmaxnreg.inc(232)
+      local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
         local acc = ptx.wgmma.fragments(BN, false)
-        local cw = wg - 1                                   -- consumer 0 or 1: rows 64*cw..
         local a_base = sA:base() + cw * (64 * BK * 2)
         local b_base = sB:base()
-        local full_base, empty_base = full:base(), empty:base()
-        local leader = (tid % 32):eq(0)
-        local lane = tid % 32
         local pc = ptx.global_ptrs(C)
-        local it = reg.scalar(u32, 0)               -- k-blocks consumed so far
+        local cons = pipe:consumer(tid)
         over_tiles(function(m0, rend, _, n0)
           for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end
-          ptx.range(0, KT, 1, function()
-            local s, ph = stage_of(it)
-            ptx.inst.add.u32(it, it, 1)
-            ptx.mbarrier.wait(ptx.addr(full_base + s * 8), ph)
-            local da = ptx.wgmma.desc(a_base + s * A_STAGE, { layout = sA.layout, lbo = sA.lbo, sbo = sA.sbo })
-            local db = ptx.wgmma.desc(b_base + s * B_STAGE, { layout = sB.layout, lbo = sB.lbo, sbo = sB.sbo })
-            ptx.wgmma.fence()
-            for kk = 0, BK / 16 - 1 do
-              local step = sA:k_offset(16 * kk) / 16
-              ptx.wgmma.mma_async{ shape = { 64, BN, 16 }, d = acc, atype = bf16,
-                a = kk == 0 and da or da + step, b = kk == 0 and db or db + step }
-            end
-            ptx.wgmma.commit_group()
-            ptx.wgmma.wait_group(0)
-            ptx.at(leader).inst.mbarrier.arrive.shared_cta.b64(ptx.sink, ptx.addr(empty_base + s * 8))
+          cons:loop(KT, function(_, s)
+            tp.mma { d = acc, n = BN, k = BK, a = tp.desc(sA, tp.stage(a_base, s, A_STAGE)), a_tile = sA,
+              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB }
           end)
-          -- epilogue: rows inside the group only (register 4*nb + 2*h + j: row +8h, col 8nb + j)
-          local row = m0 + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)
-          local col = n0 + (lane % 4) * 2
-          local p = pc + (row * N + col):mul_wide(4)
-          local ok = { [0] = row:lt(rend), [1] = (row + 8):lt(rend) }
-          for nb = 0, BN / 8 - 1 do
-            for h = 0, 1 do
-              ptx.at(ok[h]).st.global(ptx.addr(p, (8 * h * N + 8 * nb) * 4),
-                { acc[4 * nb + 2 * h], acc[4 * nb + 2 * h + 1] })
-            end
-          end
+          -- epilogue: the rows inside the group only
+          tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0, rows_end = rend })
         end)
       end
 
-      ptx.if_(wg:eq(0), producer, consumer)
+      tp.roles(tid, producer, consumer)
       ptx.ret()
     end,
   }
 end
 
-local to_bf16 = require("pyptx.half").round_bf16
+local to_bf16 = require("pyptx.runtime.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (rows x K), b (G*N x K), groups, N, K }.
 function M.inputs(groups, N, K, seed)
@@ -241,7 +193,7 @@ end
 
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(groups, N, K, opts)
-  local check = require "pyptx.check"
+  local check = require "pyptx.tools.verify"
   local k = M.build(groups, N, K, opts)
   local inputs = M.inputs(groups, N, K, check.fresh_seed())
   return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
@@ -262,7 +214,7 @@ function M.main(args)
   for i = 4, #args do groups[#groups + 1] = tonumber(args[i]) end
   if #groups == 0 then groups = { 64, 128, 192, 128 } end
   local ok, report = M.check(groups, N, K, { PERSISTENT = P })
-  return require("pyptx.check").report(("hopper grouped gemm({%s}, %d, %d, persistent %d)"):format(
+  return require("pyptx.tools.verify").report(("hopper grouped gemm({%s}, %d, %d, persistent %d)"):format(
     table.concat(groups, ", "), N, K, P), ok, report)
 end
 

@@ -7,7 +7,7 @@ local R = {}
 -- memory and, when ptxas is installed, registers and spills. Shared by
 -- every example's main so they all print the same table.
 function R.summary(kernels)
-  local toolkit = require "pyptx.toolkit"
+  local toolkit = require "pyptx.runtime.toolkit"
   local have_ptxas = toolkit.find("ptxas") ~= nil
   print(("%-14s %-8s %6s %-16s %-12s %6s %6s %5s %7s"):format(
     "kernel", "arch", "insts", "grid", "block", "smem", "dyn", "regs", "spills"))
@@ -37,7 +37,7 @@ function R.install(M, name, tolerance)
   -- GPU) on fresh random inputs, and compare every element with M.reference.
   -- Returns ok and the comparison report (max errors, time).
   function M.check(B, N, opts)
-    local check = require "pyptx.check"
+    local check = require "pyptx.tools.verify"
     local k = M.build(B, N, opts)
     local inputs = M.inputs(B, N, check.fresh_seed(), opts and opts.fused)
     return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = tolerance }
@@ -51,7 +51,7 @@ function R.install(M, name, tolerance)
     if args[1] == "--summary" then return R.summary(kernels or M.kernels) end
     local B, N = tonumber(args[1]) or 16, tonumber(args[2]) or 1024
     local ok, report = M.check(B, N, opts)
-    return require("pyptx.check").report(("%s(%d, %d)"):format(name, B, N), ok, report)
+    return require("pyptx.tools.verify").report(("%s(%d, %d)"):format(name, B, N), ok, report)
   end
 end
 
@@ -61,7 +61,7 @@ end
 function R.install_gemm(M, name)
   --- Build at (M, N, K), launch on fresh random inputs, compare with M.reference.
   function M.check(Md, N, K, opts)
-    local check = require "pyptx.check"
+    local check = require "pyptx.tools.verify"
     local k = M.build(Md, N, K, opts)
     local inputs = M.inputs(Md, N, K, check.fresh_seed(), opts and opts.dtype)
     return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.tolerance(K) }
@@ -75,7 +75,7 @@ function R.install_gemm(M, name)
     local types = require("pyptx").types
     local opts = { dtype = (args[4] == "f16") and types.f16 or types.bf16 }
     local ok, report = M.check(Md, N, K, opts)
-    return require("pyptx.check").report(("%s(%d, %d, %d, %s)"):format(name, Md, N, K, opts.dtype.name), ok, report)
+    return require("pyptx.tools.verify").report(("%s(%d, %d, %d, %s)"):format(name, Md, N, K, opts.dtype.name), ok, report)
   end
 end
 

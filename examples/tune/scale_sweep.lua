@@ -2,7 +2,7 @@
 -- the number of elements each thread handles as the template values.
 -- `luaptx tune examples/tune/scale_sweep.lua --csv out.csv --plot out.svg`
 local pyptx = require "pyptx"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local f32, u32 = pyptx.types.f32, pyptx.types.u32
 

@@ -154,9 +154,9 @@ end
 --- A fragment argument as a vector operand table: a reg.array (0-based with
 -- .n), a Lua list, or one register (a one-element vector).
 local function vec(v, what, want)
-  if v == nil then trace.fail(what .. " is missing", 3) end
+  if v == nil then trace.fail(what .. " is missing") end
   if reg.is(v) then v = { v } end
-  if type(v) ~= "table" then trace.fail(what .. " must be a register list or reg.array", 3) end
+  if type(v) ~= "table" then trace.fail(what .. " must be a register list or reg.array") end
   local out = {}
   if v.n and v[0] ~= nil then
     for i = 0, v.n - 1 do out[i + 1] = v[i] end
@@ -164,7 +164,7 @@ local function vec(v, what, want)
     for i = 1, #v do out[i] = v[i] end
   end
   if want and #out ~= want then
-    trace.fail(("%s must hold %d registers, got %d"):format(what, want, #out), 3)
+    trace.fail(("%s must hold %d registers, got %d"):format(what, want, #out))
   end
   return out
 end
@@ -181,7 +181,7 @@ local forms = {}
 local function form(op)
   local id = forms[op]
   if not id then
-    id = trace.form(op, true, 3)
+    id = trace.form(op, true)
     forms[op] = id
   end
   return id
@@ -197,7 +197,7 @@ end
 -- spells the opcode: the C validator checks the shape, types, layouts,
 -- accumulators and fragment counts (src/lpx_validate.c, check_mma).
 function M.mma(opts)
-  if type(opts) ~= "table" then trace.fail("ptx.mma{ shape = ..., atype = ..., d = , a = , b = , c = }: give a table", 2) end
+  if type(opts) ~= "table" then trace.fail("ptx.mma{ shape = ..., atype = ..., d = , a = , b = , c = }: give a table") end
   local a = tname(opts.atype or opts.type)
   local b = tname(opts.btype) or a
   local ct = tname(opts.ctype) or M.default_acc(a)
@@ -223,10 +223,10 @@ function M.ldmatrix(opts, addr, trans)
     opts = { d = opts, addr = addr, trans = trans }
   end
   local d = vec(opts.d, "ptx.ldmatrix: d")
-  if not X[#d] then trace.fail(("ptx.ldmatrix: d must hold 1, 2 or 4 registers (.x1 .x2 .x4), got %d"):format(#d), 2) end
+  if not X[#d] then trace.fail(("ptx.ldmatrix: d must hold 1, 2 or 4 registers (.x1 .x2 .x4), got %d"):format(#d)) end
   local op = ("ldmatrix.sync.aligned.%s.%s%s.shared.%s"):format(opts.shape or "m8n8", X[#d],
     opts.trans and ".trans" or "", tname(opts.type) or "b16")
-  if opts.addr == nil then trace.fail("ptx.ldmatrix: addr is missing", 2) end
+  if opts.addr == nil then trace.fail("ptx.ldmatrix: addr is missing") end
   return trace.emit(form(op), d, address(opts.addr))
 end
 
@@ -235,7 +235,7 @@ end
 function M.stmatrix(opts, s, trans)
   if type(opts) ~= "table" or opts.addr == nil then opts = { addr = opts, s = s, trans = trans } end
   local src = vec(opts.s or opts.src, "ptx.stmatrix: s")
-  if not X[#src] then trace.fail(("ptx.stmatrix: s must hold 1, 2 or 4 registers (.x1 .x2 .x4), got %d"):format(#src), 2) end
+  if not X[#src] then trace.fail(("ptx.stmatrix: s must hold 1, 2 or 4 registers (.x1 .x2 .x4), got %d"):format(#src)) end
   local op = ("stmatrix.sync.aligned.%s.%s%s.shared.%s"):format(opts.shape or "m8n8", X[#src],
     opts.trans and ".trans" or "", tname(opts.type) or "b16")
   return trace.emit(form(op), address(opts.addr), src)
@@ -245,7 +245,7 @@ end
 -- held one pair per lane (the ldmatrix layout) across the warp.
 function M.movmatrix(d, a)
   if type(d) == "table" and not reg.is(d) then d, a = d.d, d.a end
-  if not reg.is(d) or a == nil then trace.fail("ptx.movmatrix(d, a) takes two 32-bit registers", 2) end
+  if not reg.is(d) or a == nil then trace.fail("ptx.movmatrix(d, a) takes two 32-bit registers") end
   return trace.emit(form("movmatrix.sync.aligned.m8n8.trans.b16"), d, a)
 end
 

@@ -91,7 +91,7 @@ end
 --- Fail at the user's line: argument i of fname does not fit.
 local function reject(fname, params, i, v)
   local p = params[i]
-  trace.fail(("%s: argument %d (%s) must be %s; got %s"):format(fname, i, p.name, p.what, show(v)), 3)
+  trace.fail(("%s: argument %d (%s) must be %s; got %s"):format(fname, i, p.name, p.what, show(v)))
 end
 
 -- Wrappers are generated per arity with fixed parameters: a vararg loop
@@ -124,7 +124,7 @@ function M.fields(fname, t, specs)
     parsed[spec] = p
     local v = t[p.name]
     if not fits(p, v) then
-      trace.fail(("%s: field %s must be %s; got %s"):format(fname, p.name, p.what, show(v)), 3)
+      trace.fail(("%s: field %s must be %s; got %s"):format(fname, p.name, p.what, show(v)))
     end
   end
 end

@@ -2,8 +2,8 @@
 -- Hopper `cp.async.bulk`, TMA `cp.async.bulk.tensor` (1-5D, tile and
 -- im2col mode), bulk prefetches and reductions (`cp.reduce.async.bulk`),
 -- tensor-map edits (`tensormap.replace`, `tensormap.cp_fenceproxy`), `mbarrier`, `fence` and cluster
--- helpers. `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster` and
--- `ptx.tensormap` load this module on first use.
+-- helpers, reached as `ptx.cp`, `ptx.mbarrier`, `ptx.fence`, `ptx.cluster`
+-- and `ptx.tensormap`.
 --
 -- Every function appends exactly one instruction unless its comment says
 -- otherwise. Arguments are positional or one keyword table:
@@ -13,6 +13,9 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
+local flow = require "pyptx.flow"
+local tma = require "pyptx.tma"
+local argcheck = require "pyptx.args"
 
 local M = {}
 local F = reg.form
@@ -25,7 +28,7 @@ local function emit(opcode, ...)
 end
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 --- A fresh register of type ty in the active trace.
 local function fresh(ty, what)
@@ -60,7 +63,7 @@ M.Bracket = Bracket
 -- validator checks.
 local function tensor_operand(desc, coord, rank, what)
   if type(coord) ~= "table" or (rank and #coord ~= rank) then
-    fail(("%s: coord must list %d coordinate(s) (innermost first), got %s"):format(what, rank,
+    fail(("%s: coord must list %s coordinate(s) (innermost first), got %s"):format(what, rank or "the mode's",
       type(coord) == "table" and #coord or tostring(coord)))
   end
   local base = desc
@@ -182,7 +185,8 @@ local function own_rank(mode, rank)
 end
 
 --- cp.async.bulk.tensor.<r>d: a load (global -> shared::cluster, completing
--- on mbar, optionally multicast to the CTAs in the u16 mask) when mbar is
+-- on mbar, optionally multicast to the CTAs in the u16 mask; cta_group = 2
+-- lets mbar be the peer CTA's, sm_100a) when mbar is
 -- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
 -- (tma_desc{mode = "im2col"}) load with `offsets` and store .im2col_no_offs.
 local function tensor_copy(rank, a)
@@ -197,6 +201,7 @@ local function tensor_copy(rank, a)
       op = op .. ".multicast::cluster"
       args[#args + 1] = a.multicast
     end
+    if a.cta_group ~= nil then op = op .. ".cta_group::" .. tostring(a.cta_group) end
     if a.cache_hint ~= nil then
       op = op .. ".L2::cache_hint"
       args[#args + 1] = a.cache_hint
@@ -216,14 +221,15 @@ local function tensor_copy(rank, a)
   return emit(op, tmap, as_addr(a.src, what .. " src"))
 end
 
---- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}.
+--- cp.async.bulk.prefetch.tensor.<r>d.L2.global.<mode> [tmap, {coords}]{, {offsets}}
+-- (mode "tile", "im2col" or another of the ISA's, such as "tile::gather4").
 local function tensor_prefetch(rank, a)
   local what = ("cp.async.bulk.prefetch.tensor.%dd"):format(rank)
   local src = a.src or a.desc
   local mode = load_mode(src, a, what)
-  local tmap = tensor_operand(src, a.coord, rank, what)
+  local tmap = tensor_operand(src, a.coord, own_rank(mode, rank), what)
   if mode == "im2col" then return emit(what .. ".L2.global.im2col", tmap, im2col_offsets(a.offsets, rank, what)) end
-  return emit(what .. ".L2.global.tile", tmap)
+  return emit(what .. ".L2.global." .. mode, tmap)
 end
 
 --- cp.async.bulk.prefetch.L2.global [src], size: a hint to pull size bytes into L2.
@@ -240,7 +246,7 @@ local tensor = {}
 local prefetch = {}
 for r = 1, 5 do
   local key = "tensor_" .. r .. "d"
-  --- tensor_Nd{dst=, src=, coord=, mbar=[, multicast=][, cache_hint=]} or (dst, src, coord[, mbar]).
+  --- tensor_Nd{dst=, src=, coord=, mbar=[, multicast=][, cta_group=][, cache_hint=]} or (dst, src, coord[, mbar]).
   tensor[key] = function(dst, src, coord, mbar)
     if is_kw(dst) then return tensor_copy(r, dst) end
     return tensor_copy(r, { dst = dst, src = src, coord = coord, mbar = mbar })
@@ -298,14 +304,15 @@ end
 
 local reduce_bulk_t = {}
 for r = 1, 5 do
-  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, cache_hint]}: reduce a
-  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map).
+  --- tensor_Nd{dst = X:tma_desc{...}, src = smem, coord = {...}, op = "add"[, mode][, cache_hint]}: reduce a
+  -- box into the tensor (element type from the map; .im2col_no_offs for an im2col map;
+  -- mode = "tile::scatter4": four rows, coord = {x, y0, y1, y2, y3}).
   reduce_bulk_t["tensor_" .. r .. "d"] = function(a)
     local what = ("cp.reduce.async.bulk.tensor.%dd"):format(r)
     if not is_kw(a) then fail(what .. " takes a keyword table {dst =, src =, coord =, op =}") end
-    local mode = load_mode(a.dst, a, what) == "im2col" and "im2col_no_offs" or "tile"
-    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode)
-    local tmap, src = tensor_operand(a.dst, a.coord, r, what), as_addr(a.src, what .. " src")
+    local mode = load_mode(a.dst, a, what)
+    local op = ("%s.global.shared::cta.%s.%s.bulk_group"):format(what, redop(a, what), mode == "im2col" and "im2col_no_offs" or mode)
+    local tmap, src = tensor_operand(a.dst, a.coord, own_rank(mode, r), what), as_addr(a.src, what .. " src")
     if a.cache_hint ~= nil then return emit(op .. ".L2::cache_hint", tmap, src, a.cache_hint) end
     return emit(op, tmap, src)
   end
@@ -390,10 +397,9 @@ mbarrier.test_wait = waiter("test_wait")
 -- try_wait.parity and a guarded branch back (three items, two instructions).
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
-  local ptx = require "pyptx.ptx"
-  local top = ptx.label(trace.fresh_label(t, "mbar_wait"))
+  local top = flow.label(trace.fresh_label(t, "mbar_wait"))
   local p = mbarrier.try_wait(bar, parity)
-  ptx.at(-p).bra(top)
+  flow.bra(top, -p)
 end
 
 --- mbarrier.pending_count.b64 count, state; returns the u32 count.
@@ -492,6 +498,9 @@ function cluster.ctarank()
   return d
 end
 
+argcheck.sign(cluster, "ptx.cluster", {
+  arrive = { "opts: table?" }, wait = { "opts: table?" }, sync = { "opts: table?" },
+})
 M.cluster = cluster
 
 -- ------------------------------------- tensormap.replace / cp_fenceproxy
@@ -598,23 +607,6 @@ end }), cp_fenceproxy = tm_cp_fenceproxy }
 local ffi = require "ffi"
 local core = require "pyptx.core"
 
--- The emulator's 128-byte tensor-map encoding (emu_tmap in src/emu/emu.h).
-ffi.cdef [[
-typedef struct lpx_tma_emu {
-  uint32_t magic;
-  uint8_t rank, dtype, swizzle, interleave;
-  uint8_t oob, esize, elem_strides[5], mode;
-  uint64_t address;
-  uint32_t dims[5];
-  uint16_t box[5], channels;
-  uint64_t strides[4];
-  uint16_t pixels;
-  int16_t lower[3], upper[3];
-  uint8_t pad[26];
-} lpx_tma_emu;
-]]
-M.TMA_EMU_MAGIC = 0x414d5458   -- "XTMA"
-
 local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides", "mode", "lower_corner", "upper_corner",
   "channels_per_pixel", "pixels_per_column" }
 local TMA_KNOWN = {}
@@ -641,7 +633,6 @@ end
 
 --- Build and validate a description; errors name the tensor.
 local function tma_build(d, address, shape, dtype, strides)
-  local tma = require "pyptx.tma"
   local desc = tma.describe(tma_fields(d, address, shape, dtype, strides))
   tma.validate(desc, d.tensor)
   return desc
@@ -656,13 +647,13 @@ local function declare_tma(t, spec, opts, key)
     name = spec.param .. "_tma" .. (n > 0 and ("_" .. n) or "") }
   local ok, desc = pcall(tma_build, d, 1024, spec.shape, spec.dtype, nil)
   if not ok then fail((tostring(desc):gsub("^[^:]*:%d+: ", ""))) end
-  d.bytes = require("pyptx.tma").box_bytes(desc)
+  d.bytes = tma.box_bytes(desc)
   if core.func_param(t.mod, t.fn, d.name, types.b8.id, 64, 128) < 0 then fail(core.error_message()) end
   t.tma[#t.tma + 1] = d
   return d
 end
 
---- X:tma_desc{...} (see specs.lua): declare the 128-byte tensor-map param
+--- X:tma_desc{...} (see tile.lua): declare the 128-byte tensor-map param
 -- once per tensor and options, validate the box against the spec's shape at
 -- trace time, and return its operand (`.bytes` = bytes one box moves).
 function M.tma_param(spec, opts)
@@ -685,51 +676,36 @@ function M.tma_param(spec, opts)
   return setmetatable({ base = r, offset = 0, tma = d, bytes = d.bytes }, operands.Addr)
 end
 
---- Pack a validated description into the emulator's 128-byte encoding.
-function M.tma_encode_emu(desc)
-  local e = ffi.new("lpx_tma_emu")
-  e.magic, e.rank, e.dtype = M.TMA_EMU_MAGIC, desc.rank, desc.dtype
-  e.swizzle, e.interleave, e.oob = desc.swizzle, desc.interleave, desc.oob_fill
-  e.esize, e.address = core.tma_dtype_size(desc.dtype), desc.global_address
-  e.mode, e.channels, e.pixels = desc.mode, desc.channels, desc.pixels
-  for i = 0, 4 do
-    e.dims[i], e.box[i] = desc.dims[i], desc.box[i]
-    e.elem_strides[i] = desc.elem_strides[i] > 0 and desc.elem_strides[i] or 1
-    if i < 4 then e.strides[i] = desc.strides[i] end
-    if i < 3 then e.lower[i], e.upper[i] = desc.lower[i], desc.upper[i] end
-  end
-  return ffi.string(e, 128)
-end
-
---- The 128 launch bytes of tensor map d for the runtime tensor x: the
--- driver's encoding on CUDA (lpx_device_tma_encode), the emulator's otherwise.
--- Encoded driver maps by request, shape, strides and dtype: a launch on a
--- tensor that differs only in its address patches the map (one driver call)
--- instead of encoding it again.
-local encoded = setmetatable({}, { __mode = "k" })
+--- The 128 launch bytes of tensor map d for the runtime tensor x (or a
+-- host's view of one: ptr, shape, strides in elements, elem_size, dtype,
+-- device): the description built from x and d's options, validated and
+-- encoded by x's device (Device:tma_encode: the driver's map on CUDA, the
+-- emulator's record on emu; one path for both). Encoded maps are kept by
+-- device, shape, strides and dtype: a launch on a tensor that differs only
+-- in its address patches the map instead of encoding it again. Returns
+-- the bytes, or nil and the reason (naming the tensor).
+local encoded = setmetatable({}, { __mode = "k" })   -- d -> device -> key -> { map, address }
 
 function M.tma_bytes(d, x)
   local strides = {}
   for i, st in ipairs(x.strides) do strides[i] = st * x.elem_size end
   local dev = x.device
-  if dev and dev.kind == "cuda" then
-    local per = encoded[d] or {}
-    encoded[d] = per
-    local key = table.concat(x.shape, "x") .. "|" .. table.concat(strides, ",") .. "|" .. x.dtype.name
-    local hit = per[key]
-    if hit and hit.address == x.ptr then return ffi.string(hit.map, 128) end
-    if hit then
-      if core.device_tma_replace_address(dev.handle, hit.map, x.ptr) < 0 then error(core.error_message(), 0) end
-      hit.address = x.ptr
-      return ffi.string(hit.map, 128)
-    end
-    local desc = tma_build(d, x.ptr, x.shape, x.dtype, strides)
-    local out = ffi.new("uint8_t[128]")
-    if core.device_tma_encode(dev.handle, desc, out) < 0 then error(core.error_message(), 0) end
-    per[key] = { map = out, address = x.ptr }
-    return ffi.string(out, 128)
+  local by_dev = encoded[d] or setmetatable({}, { __mode = "k" })
+  encoded[d] = by_dev
+  local per = by_dev[dev] or {}
+  by_dev[dev] = per
+  local key = table.concat(x.shape, "x") .. "|" .. table.concat(strides, ",") .. "|" .. x.dtype.name
+  local hit, ok, err = per[key], true, nil
+  if not hit then
+    local desc = tma.describe(tma_fields(d, x.ptr, x.shape, x.dtype, strides))
+    ok, err = pcall(dev.tma_encode, dev, desc, d.tensor)
+    if ok then hit = { map = err, address = x.ptr }; per[key] = hit end
+  elseif hit.address ~= x.ptr then
+    ok, err = pcall(dev.tma_replace_address, dev, hit.map, x.ptr, d.tensor)
+    if ok then hit.address = x.ptr end
   end
-  return M.tma_encode_emu(tma_build(d, x.ptr, x.shape, x.dtype, strides))
+  if not ok then return nil, err end
+  return ffi.string(hit.map, 128)
 end
 
 return M

@@ -9,7 +9,7 @@
 -- (src/lpx_isa.def), for ptx.inst and parsed PTX alike.
 -- `idesc{...}` and `smem_desc{...}` pack descriptors at trace time (pure
 -- Lua, PTX ISA layouts); `smem_desc_reg` builds one from a runtime shared
--- address (four instructions). The emulator does not execute tcgen05.
+-- address (four instructions). The emulator runs tcgen05 (docs/emulator.md).
 local bit = require "bit"
 local trace = require "pyptx.trace"
 local reg = require "pyptx.reg"
@@ -28,7 +28,7 @@ local emit = trace.emit
 -- ------------------------------------------------------------ helpers
 
 --- Raise at the user's line with the wrapper's name.
-local function fail(what, msg) trace.fail("ptx.tcgen05." .. what .. ": " .. msg, 3) end
+local function fail(what, msg) trace.fail("ptx.tcgen05." .. what .. ": " .. msg) end
 
 --- Check that a keyword table was given; name the wrapper otherwise.
 local function args_of(what, a)
@@ -366,7 +366,7 @@ function M.smem_desc_reg(addr, o)
   local hi = desc_high(o, "pyptx.blackwell.smem_desc_reg")
   if not reg.is(addr) then
     if type(addr) == "table" and addr.base then addr = addr:base()
-    else trace.fail("pyptx.blackwell.smem_desc_reg: addr must be a 32-bit register or a shared allocation", 2) end
+    else trace.fail("pyptx.blackwell.smem_desc_reg: addr must be a 32-bit register or a shared allocation") end
   end
   local s = reg.new(t, types.u32)
   emit(F("shr.u32"), s, addr, 4)

@@ -6,6 +6,8 @@
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
+local reg = require "pyptx.reg"
+local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
@@ -56,7 +58,7 @@ function M.declare_params(t, list, where, kind)
       end
     end
     P[p[2]] = p[2]
-    if p.reg then P[p[2]] = require("pyptx.reg").param(t, ty, p[2]) end
+    if p.reg then P[p[2]] = reg.param(t, ty, p[2]) end
   end
   return P
 end
@@ -91,7 +93,7 @@ end
 --- Trace this function into trace t (which must have no function open).
 function Func:trace_into(t)
   if not self.body then
-    require("pyptx.ptxparse").append_module(self:declaration(), 3)
+    ptxparse.append_module(self:declaration(), 3)
     return
   end
   trace.open(t, self.name, false, linkage_code(self.linkage, self.where))

@@ -3,8 +3,8 @@
 -- accumulator and A register fragment layouts, `smem.wgmma_tile`
 -- (canonical K-major and, for f16/bf16, MN-major layouts: interleave, 32B,
 -- 64B, 128B swizzle), elect.sync, setmaxnreg and griddepcontrol.
--- `ptx.wgmma`, `ptx.elect`, `ptx.setmaxnreg` and `ptx.griddepcontrol` load
--- this module on first use.
+-- Reached as `ptx.wgmma`, `ptx.elect`, `ptx.setmaxnreg` and
+-- `ptx.griddepcontrol`.
 --
 --   local sA = smem.wgmma_tile(bf16, {64, 64})          -- 128B swizzle, K-major
 --   local da = ptx.wgmma.desc(sA)                        -- u64 descriptor (4 instructions)
@@ -15,6 +15,8 @@ local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local isa = require "pyptx.isa"
 local smem = require "pyptx.smem"
+local wgmma_layout = require "pyptx.wgmma_layout"
+local operands = require "pyptx.operands"
 local argcheck = require "pyptx.args"
 
 local M = {}
@@ -25,95 +27,14 @@ local function emit(opcode, ...)
 end
 
 --- Fail at the user's line.
-local function fail(msg) trace.fail(msg, 3) end
+local fail = trace.fail
 
 -- ------------------------------------------------ canonical SMEM layouts
 
--- Descriptor layout-type codes (bits 62-63) and the swizzle span in bytes.
-M.LAYOUT = { interleave = 0, none = 0, ["128B"] = 1, ["64B"] = 2, ["32B"] = 3 }
-M.SPAN = { [0] = 0, [1] = 128, [2] = 64, [3] = 32 }
-local BY_SPAN = { [128] = "128B", [64] = "64B", [32] = "32B" }
-
---- The layout a K-major tile of kbytes bytes per row gets: the widest
--- swizzle whose span divides the row (interleave when none does).
-function M.choose_layout(kbytes)
-  for _, span in ipairs { 128, 64, 32 } do
-    if kbytes % span == 0 then return BY_SPAN[span], span end
-  end
-  return "interleave", 0
-end
-
---- Byte offset of element (r, k) of a wgmma tile (r: M or N, k: K) in its
--- canonical layout, before the address swizzle.
--- K-major (rows of K): column blocks of span bytes, 8-row atoms; interleave:
--- 8x16-byte core matrices, LBO between K neighbours, SBO between row groups.
--- MN-major (rows of M/N, f16/bf16): atoms of 8 K-rows of span bytes along
--- M/N, LBO between span-wide M/N blocks, SBO between 8-row K groups;
--- interleave: core matrices of 8 K-rows x 16 bytes, SBO between M/N
--- neighbours, LBO between K groups.
-function M.tile_offset(tile, r, k)
-  local esize, span = tile.type.bytes, tile.span
-  if tile.major == "MN" then
-    local mb = r * esize
-    if span == 0 then
-      return math.floor(mb / 16) * tile.sbo + math.floor(k / 8) * tile.lbo + (k % 8) * 16 + mb % 16
-    end
-    return math.floor(mb / span) * tile.lbo + math.floor(k / 8) * tile.sbo + (k % 8) * span + mb % span
-  end
-  local kb = k * esize
-  if span == 0 then
-    return math.floor(r / 8) * tile.sbo + math.floor(kb / 16) * tile.lbo + (r % 8) * 16 + kb % 16
-  end
-  local block = math.floor(kb / span)
-  return block * tile.rows * span + math.floor(r / 8) * tile.sbo + (r % 8) * span + kb % span
-end
-
---- The hardware swizzle of an absolute shared byte address (span 0: none):
--- the 16-byte chunk XORs with the index of the address's 128-byte line in
--- the swizzle pattern. TMA and smem.wgmma_tile use patterns starting at a
--- span * 8-byte boundary (descriptor base offset 0); base_offset (the
--- ISA's (pattern start >> 7) & 7) places a pattern that starts elsewhere.
-function M.swizzle_address(a, span, base_offset)
-  if span == 0 then return a end
-  local mask = span / 16 - 1
-  return bit.bxor(a, bit.lshift(bit.band(bit.rshift(a, 7) - (base_offset or 0), mask), 4))
-end
-
---- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in a
--- canonical layout wgmma reads (rows = M or N, cols = K). major "K"
--- (default): K-major, the layout chosen from a row's bytes. major "MN"
--- (f16/bf16, read with trans_a/trans_b = 1): M/N-major, the layout chosen
--- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
--- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
-function M.wgmma_tile(dtype, shape, major)
-  major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
-  if not major then fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
-  if major == "MN" and dtype.bytes ~= 2 then
-    fail("smem.wgmma_tile: MN-major tiles are f16/bf16 only (wgmma transposes those types only), got " .. dtype.name)
-  end
-  if type(shape) ~= "table" or #shape ~= 2 then fail("smem.wgmma_tile: shape must be {rows, cols}") end
-  local rows, cols = shape[1], shape[2]
-  local mn_bytes = major == "MN" and rows * dtype.bytes or cols * dtype.bytes
-  if (major == "K" and rows % 8 ~= 0) or (major == "MN" and cols % 8 ~= 0) or mn_bytes % 16 ~= 0 then
-    fail(("smem.wgmma_tile: a %s-major tile needs %s a multiple of 8 and %s a multiple of 16 bytes, got %dx%d %s")
-      :format(major, major == "K" and "rows" or "K (cols)", major == "K" and "a row" or "M/N (rows)", rows, cols, dtype.name))
-  end
-  local layout, span = M.choose_layout(mn_bytes)
-  local a = smem.alloc(dtype, rows * cols, { align = 1024 })
-  a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, major
-  if major == "MN" and span == 0 then
-    a.sbo, a.lbo = 128, (mn_bytes / 16) * 128             -- core matrices: M/N neighbours 128 B apart
-  elseif major == "MN" then
-    a.lbo, a.sbo = 8 * span, (mn_bytes / span) * 8 * span  -- atoms along M/N first, then K groups
-  elseif span == 0 then
-    a.lbo, a.sbo = 128, (cols * dtype.bytes / 16) * 128   -- core matrices: K neighbours 128 B apart
-  else
-    a.lbo, a.sbo = 16, 8 * span                           -- LBO unused for swizzled K-major
-  end
-  --- Byte offset from the tile start of the slice starting at K element k.
-  a.k_offset = function(self, k) return M.tile_offset(self, 0, k) end
-  return a
-end
+-- The layouts (pyptx.wgmma_layout) and tiles allocated in them (smem), as hopper.*.
+M.LAYOUT, M.SPAN, M.choose_layout = wgmma_layout.LAYOUT, wgmma_layout.SPAN, wgmma_layout.choose_layout
+M.tile_offset, M.swizzle_address = wgmma_layout.tile_offset, wgmma_layout.swizzle_address
+M.wgmma_tile = smem.wgmma_tile
 
 --- The 64-bit constant part of a descriptor (everything but the start
 -- address): LBO, SBO, the matrix base offset (bits 49-51; swizzled
@@ -305,7 +226,6 @@ local elect = {}
 --- elect.sync _|p, membermask: a predicate true in one lane of the mask.
 function elect.sync(mask)
   local p = reg.new(trace.need("ptx.elect.sync"), types.pred)
-  local operands = require "pyptx.operands"
   emit("elect.sync", operands.pipe(operands.sink, p), mask or 0xffffffff)
   return p
 end

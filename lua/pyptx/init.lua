@@ -1,8 +1,14 @@
---- pyptx for Lua: hand-written PTX kernels traced from Lua.
+--- pyptx for Lua: hand-written PTX kernels traced from Lua. The entry to
+-- every layer (docs/architecture.md): the kernel language, the runtime
+-- that launches kernels, and the tools.
 --   local pyptx = require "pyptx"
 --   local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local core = require "pyptx.core"
-local specs = require "pyptx.specs"
+local tile = require "pyptx.tile"
+local kernel = require "pyptx.kernel"
+local ptx_loader = require "pyptx.runtime.ptx_loader"
+local tune = require "pyptx.tools.tune"
+require "pyptx.runtime"   -- registers how kernels launch (pyptx.kernel.use_runtime)
 
 local M = {}
 
@@ -10,24 +16,25 @@ M.types = require "pyptx.types"
 M.reg = require "pyptx.reg"
 M.ptx = require "pyptx.ptx"
 M.smem = require "pyptx.smem"
-M.kernel = require("pyptx.kernel").kernel
+M.pipeline = require "pyptx.pipeline"
+M.kernel = kernel.kernel
 M.func = require("pyptx.func").func
 M.module = require("pyptx.module").module
-M.Tile = specs.Tile
-M.Layout = specs.Layout
-M.toolkit = require "pyptx.toolkit"
+M.Tile = tile.Tile
+M.Layout = tile.Layout
+M.toolkit = require "pyptx.runtime.toolkit"
 M.version = core.version
-M.load_ptx = function(src, name) return require("pyptx.foreign").load(src, name) end
+M.load_ptx = function(src, name) return ptx_loader.load(src, name) end
 
---- Run an autotuning sweep (see pyptx.tune): returns the best config's result.
+--- Run an autotuning sweep (see pyptx.tools.tune): returns the best config's result.
 function M.tune(spec, opts)
-  local result = require("pyptx.tune").run(spec, opts)
+  local result = tune.run(spec, opts)
   return result.best, result
 end
 
 --- Is v a kernel object (made by kernel "name" { ... })?
 function M.is_kernel(v)
-  return require("pyptx.kernel").is(v)
+  return kernel.is(v)
 end
 
 return M

@@ -5,10 +5,11 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
-local specs = require "pyptx.specs"
+local tile = require "pyptx.tile"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
-local env = require "pyptx.env"
+local env = require "pyptx.core.env"
+local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
@@ -43,6 +44,13 @@ local function check_int_option(k, v, name, where)
   end
 end
 
+-- The host runtime (pyptx.runtime, the layer above this one) registers how
+-- a kernel launches and which arch "auto" means on the current device.
+local host = nil
+
+--- Register the runtime: { launch = fn(kernel, ...), current_arch = fn(), sass = fn(kernel, given, opts) }.
+function M.use_runtime(runtime) host = runtime end
+
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
 function M.auto_arch()
   local given = env.get("LUAPTX_ARCH")
@@ -53,9 +61,8 @@ function M.auto_arch()
     end
     return given
   end
-  local ok, runtime = pcall(require, "pyptx.runtime")
-  if ok and runtime.current_arch then
-    local found, arch = pcall(runtime.current_arch)   -- a build without devices falls back
+  if host then
+    local found, arch = pcall(host.current_arch)   -- no device opens: the default
     if found then return arch end
   end
   return "sm_90a"
@@ -161,10 +168,10 @@ function M.new(name, opts, where)
     end
   end
   for i, s in ipairs(k.in_specs) do
-    if not specs.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+    if not tile.is_tile(s) then error(("%s: in_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
   end
   for i, s in ipairs(k.out_specs) do
-    if not specs.is_tile(s) then error(("%s: out_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
+    if not tile.is_tile(s) then error(("%s: out_specs[%d] must be a Tile, got %s"):format(where, i, tostring(s)), 0) end
   end
   return k
 end
@@ -213,7 +220,7 @@ function Kernel:tensor_specs(values)
       error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024}")
         :format(self.where, self.name, missing, pair[2], pair[3], missing), 0)
     end
-    out[i] = specs.tensor_spec(self.name, i, pair[1], shape, pair[2])
+    out[i] = tile.tensor_spec(self.name, i, pair[1], shape, pair[2])
   end
   return out
 end
@@ -284,7 +291,7 @@ function Kernel:trace(values, arch)
     target_modifiers = self.target_modifiers }
   local ok, err = xpcall(function()
     for _, f in ipairs(self.funcs) do
-      if type(f) == "string" then require("pyptx.ptxparse").append_module(f) else f:trace_into(t) end
+      if type(f) == "string" then ptxparse.append_module(f) else f:trace_into(t) end
     end
     self:trace_into(t, values, tensors)
   end, trace.relocate)
@@ -343,14 +350,25 @@ function Kernel:module(given)
   }
 end
 
---- Launching lives in the runtime (pyptx.runtime); without it, say so.
-Kernel.__call = function(self, ...)
-  local ok, runtime = pcall(require, "pyptx.runtime")
-  if not ok then
-    error(("kernel \"%s\": launching needs a device runtime, which this build does not include yet; "
-      .. "inspect it with k:ptx{} or `luaptx check`"):format(self.name), 2)
+--- The machine code of a specialization under the Lua lines it came from,
+-- and the SASS instruction counts by class per Lua line: k:sass{M = 4096}.
+-- Returns the text and the listing table (pyptx.runtime.sass, which needs
+-- nvdisasm and a PTX compiler).
+function Kernel:sass(given, opts)
+  if not (host and host.sass) then
+    error(("kernel \"%s\": k:sass needs pyptx.runtime; require \"pyptx\" (or \"pyptx.runtime\") first"):format(self.name), 2)
   end
-  return runtime.launch(self, ...)
+  return host.sass(self, given, opts)
+end
+
+--- k(x, w[, opts]): launching lives in the runtime (pyptx.runtime), which
+-- registers itself when loaded (require "pyptx" loads it).
+Kernel.__call = function(self, ...)
+  if not host then
+    error(("kernel \"%s\": launching needs pyptx.runtime; require \"pyptx\" (or \"pyptx.runtime\") first, "
+      .. "or inspect the kernel with k:ptx{}"):format(self.name), 2)
+  end
+  return host.launch(self, ...)
 end
 
 Kernel.__tostring = function(k) return ("kernel \"%s\" (%s)"):format(k.name, k.arch) end

@@ -7,6 +7,7 @@ local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local kernel = require "pyptx.kernel"
 local func = require "pyptx.func"
+local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
@@ -35,7 +36,7 @@ function Module:trace()
   local t = trace.begin { arch = arch, version = version, address_size = self.address_size, target_modifiers = self.target_modifiers }
   local ok, err = xpcall(function()
     for _, it in ipairs(self.items) do
-      if type(it) == "string" then require("pyptx.ptxparse").append_module(it)
+      if type(it) == "string" then ptxparse.append_module(it)
       elseif func.is(it) then it:trace_into(t)
       else
         local values = it:values()

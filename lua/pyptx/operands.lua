@@ -5,6 +5,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local reg = require "pyptx.reg"
 
 local M = {}
 local OPD = trace.OPD
@@ -46,7 +47,7 @@ function Addr.__operand(a, o, t, k)
   elseif base == false then   -- an absolute address [offset]
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, -1, 0, a.offset, 0
   else
-    if base.trace ~= t then trace.fail("address register belongs to another kernel trace", 4) end
+    if base.trace ~= t then trace.fail("address register belongs to another kernel trace") end
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, base.id, OPD.REG, a.offset, 0
   end
   return k + 1
@@ -55,7 +56,7 @@ end
 --- addr + n: the same base with a larger immediate offset.
 Addr.__add = function(a, n)
   if type(a) == "number" then a, n = n, a end
-  if type(n) ~= "number" then trace.fail("an address offset must be a number", 2) end
+  if type(n) ~= "number" then trace.fail("an address offset must be a number") end
   return setmetatable({ base = a.base, offset = a.offset + n }, Addr)
 end
 
@@ -65,23 +66,22 @@ end
 function M.addr(base, offset)
   offset = offset or 0
   if type(offset) ~= "number" or offset ~= math.floor(offset) then
-    trace.fail("ptx.addr: the offset must be an integer number of bytes, got " .. tostring(offset), 2)
+    trace.fail("ptx.addr: the offset must be an integer number of bytes, got " .. tostring(offset))
   end
   if type(base) == "number" or type(base) == "cdata" then
     local n = tonumber(base)
-    if n ~= math.floor(n) then trace.fail("ptx.addr: an absolute address must be an integer, got " .. tostring(base), 2) end
+    if n ~= math.floor(n) then trace.fail("ptx.addr: an absolute address must be an integer, got " .. tostring(base)) end
     return setmetatable({ base = false, offset = n + offset }, Addr)
   end
   if type(base) == "table" and base.address then
     local a = base:address()
     return setmetatable({ base = a.base, offset = a.offset + offset }, Addr)
   end
-  local reg = require "pyptx.reg"
   if not (type(base) == "string" or reg.is(base)) then
-    trace.fail("ptx.addr: the base must be a register or a symbol name, got " .. tostring(base), 2)
+    trace.fail("ptx.addr: the base must be a register or a symbol name, got " .. tostring(base))
   end
   if reg.is(base) and base.type.bits ~= 64 and base.type.bits ~= 32 then
-    trace.fail("ptx.addr: the base register must be 32 or 64 bits, got " .. base.type.name, 2)
+    trace.fail("ptx.addr: the base register must be 32 or 64 bits, got " .. base.type.name)
   end
   return setmetatable({ base = base, offset = offset }, Addr)
 end
@@ -122,10 +122,10 @@ function Imm.__source_type(v) return v.type end
 
 --- A typed immediate: ptx.imm(f32, 1.5) emits 0f3FC00000.
 function M.imm(ty, value)
-  if not types.is(ty) then trace.fail("ptx.imm: the first argument must be a type", 2) end
-  if types.is_int(ty) and value ~= math.floor(value) then trace.fail("ptx.imm: " .. tostring(value) .. " is not an integer", 2) end
+  if not types.is(ty) then trace.fail("ptx.imm: the first argument must be a type") end
+  if types.is_int(ty) and value ~= math.floor(value) then trace.fail("ptx.imm: " .. tostring(value) .. " is not an integer") end
   if types.is_float(ty) and ty ~= types.f32 and ty ~= types.f64 then
-    trace.fail("ptx.imm: PTX has no ." .. ty.name .. " immediates; use ptx.imm(b" .. ty.bits .. ", bits)", 2)
+    trace.fail("ptx.imm: PTX has no ." .. ty.name .. " immediates; use ptx.imm(b" .. ty.bits .. ", bits)")
   end
   return setmetatable({ type = ty, value = value }, Imm)
 end
@@ -173,9 +173,9 @@ end
 SymOff.__tostring = function(v) return v.name .. "+" .. v.offset end
 --- A symbol's address plus a byte offset as a value (`mov.u64 %rd1, tbl+8;`).
 function M.sym(name, offset)
-  if type(name) ~= "string" then trace.fail("ptx.sym: expected a symbol name, got " .. tostring(name), 2) end
+  if type(name) ~= "string" then trace.fail("ptx.sym: expected a symbol name, got " .. tostring(name)) end
   if type(offset) ~= "number" or offset ~= math.floor(offset) then
-    trace.fail("ptx.sym: the offset must be an integer number of bytes, got " .. tostring(offset), 2)
+    trace.fail("ptx.sym: the offset must be an integer number of bytes, got " .. tostring(offset))
   end
   return setmetatable({ name = name, offset = offset }, SymOff)
 end

@@ -9,6 +9,12 @@ local types = require "pyptx.types"
 local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
 local argcheck = require "pyptx.args"
+local flow = require "pyptx.flow"
+local ptxparse = require "pyptx.ptxparse"
+local ampere = require "pyptx.ampere"
+local async = require "pyptx.async"
+local hopper = require "pyptx.hopper"
+local blackwell = require "pyptx.blackwell"
 
 local M = {}
 local F = reg.form
@@ -92,12 +98,12 @@ Node.__call = function(node, ...)
   if not rawget(node, "opcode") then
     -- ptx.inst("ld.global.nc.v4.f32", dst, addr): the raw escape hatch.
     local opcode = ...
-    if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string", 2) end
-    return trace.emit((trace.form(opcode, false, 2)), select(2, ...))
+    if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string") end
+    return trace.emit((trace.form(opcode, false)), select(2, ...))
   end
   local form = rawget(node, "form")
   if not form then
-    form = trace.form(node.opcode, true, 2)
+    form = trace.form(node.opcode, true)
     rawset(node, "form", form)
   end
   return trace.emit(form, ...)
@@ -105,29 +111,16 @@ end
 
 M.inst = setmetatable({}, Node)
 
--- Families that live in their own modules, loaded on first use:
+-- Families that live in their own modules:
 -- ptx.mma / ptx.ldmatrix / ptx.cp / ptx.wgmma / ptx.mbarrier / ptx.tcgen05 ...
 local FAMILIES = {
-  mma = "pyptx.ampere", ldmatrix = "pyptx.ampere", stmatrix = "pyptx.ampere", movmatrix = "pyptx.ampere",
-  cp = "pyptx.async", mbarrier = "pyptx.async", fence = "pyptx.async", cluster = "pyptx.async",
-  tensormap = "pyptx.async",
-  wgmma = "pyptx.hopper", elect = "pyptx.hopper", setmaxnreg = "pyptx.hopper", griddepcontrol = "pyptx.hopper",
-  tcgen05 = "pyptx.blackwell",
+  [ampere] = { "mma", "ldmatrix", "stmatrix", "movmatrix" },
+  [async] = { "cp", "mbarrier", "fence", "cluster", "tensormap" },
+  [hopper] = { "wgmma", "elect", "setmaxnreg", "griddepcontrol" },
+  [blackwell] = { "tcgen05" },
 }
-setmetatable(M, { __index = function(t, key)
-  local modname = FAMILIES[key]
-  if not modname then return nil end
-  local ok, mod = pcall(require, modname)
-  if not ok then error(("ptx.%s: %s"):format(key, tostring(mod)), 2) end
-  local v = mod[key]
-  rawset(t, key, v)
-  return v
-end })
-
---- Make the next instruction appended carry the guard p (or !p for -p).
-local function set_guard(t, p)
-  if reg.is(p) then t.guard = { id = p.id, negated = false }
-  else t.guard = { id = p.reg.id, negated = true } end
+for mod, keys in pairs(FAMILIES) do
+  for _, key in ipairs(keys) do M[key] = mod[key] end
 end
 
 --- A view of v (a function, builder node or wrapper table) whose calls
@@ -136,12 +129,12 @@ end
 -- arguments (ptx.at(p).inst.st.shared.f32(ptx.addr(a + 4), x)) stay unguarded.
 local function guarded(v, t, p)
   if type(v) == "function" then
-    return function(...) t.at_where = nil; set_guard(t, p); return v(...) end
+    return function(...) t.at_where = nil; flow.set_guard(t, p); return v(...) end
   end
   if type(v) ~= "table" then return v end
   return setmetatable({}, {
     __index = function(_, k) return guarded(v[k], t, p) end,
-    __call = function(_, ...) t.at_where = nil; set_guard(t, p); return v(...) end,
+    __call = function(_, ...) t.at_where = nil; flow.set_guard(t, p); return v(...) end,
   })
 end
 
@@ -150,13 +143,18 @@ end
 -- namespace: the instruction called through it carries the guard.
 function M.at(p)
   local t = trace.need("ptx.at")
-  if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p), 2) end
+  if not reg.is_pred(p) then trace.fail("ptx.at needs a predicate register (or -p), got " .. tostring(p)) end
   if t.at_where then
-    trace.fail("the ptx.at at " .. t.at_where .. " guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 2)
+    trace.fail("the ptx.at at " .. t.at_where .. " guards nothing; call the instruction through it: ptx.at(p).inst.op(...)")
   end
   t.at_where = trace.format_where(trace.where(2))
   return guarded(M, t, p)
 end
+
+-- ------------------------------------------- labels, branches, structured control
+
+M.label, M.bra, M.bra_uni, M.ret, M.exit = flow.label, flow.bra, flow.bra_uni, flow.ret, flow.exit
+M.if_, M.loop, M.range = flow.if_, flow.loop, flow.range
 
 -- ------------------------------------------------------- special registers
 
@@ -175,104 +173,13 @@ for id = 0, core.special_count() - 1 do
   end
 end
 
--- --------------------------------------------------- labels and branches
-
---- Place a label here; returns a reference usable as a branch target.
-function M.label(name)
-  local t = trace.need("ptx.label")
-  if type(name) ~= "string" or not name:match("^[%a_$][%w_$]*$") then
-    trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name), 2)
-  end
-  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message(), 2) end
-  return operands.label_ref(name)
-end
-
---- Branch to a label (name or reference); with p, only where p holds.
-function M.bra(target, p)
-  if p ~= nil then
-    local t = trace.need("ptx.bra")
-    if not reg.is_pred(p) then trace.fail("ptx.bra: the condition must be a predicate (or -p), got " .. tostring(p), 2) end
-    set_guard(t, p)
-  end
-  if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra"), target)
-end
-
---- Uniform branch (all threads take it together).
-function M.bra_uni(target)
-  if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra.uni"), target)
-end
-
---- ret; / exit;
-function M.ret() return trace.emit(F("ret")) end
-function M.exit() return trace.emit(F("exit")) end
-
--- ------------------------------------------------------ structured control
-
---- if p then then_fn() else else_fn() end, as branches around the blocks.
-function M.if_(p, then_fn, else_fn)
-  local t = trace.need("ptx.if_")
-  if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p), 2) end
-  local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
-  M.bra(l_else, -p)
-  then_fn()
-  if else_fn then M.bra_uni(l_end) end
-  M.label(l_else)
-  if else_fn then
-    else_fn()
-    M.label(l_end)
-  end
-end
-
---- A do-while loop: body(loop) runs, and its returned predicate says
--- whether to go round again; loop.exit is a label to break to. opts.top
--- names the top label; opts.exit = false places no exit label (a string
--- names it).
-function M.loop(body, opts)
-  local t = trace.need("ptx.loop")
-  opts = opts or {}
-  local top = opts.top or trace.fresh_label(t, "loop")
-  local exit = opts.exit ~= false and (opts.exit or trace.fresh_label(t, "loop_exit")) or nil
-  local loop = { top = operands.label_ref(top), exit = exit and operands.label_ref(exit) }
-  M.label(top)
-  local again = body(loop)
-  if again == nil then M.bra_uni(top)
-  elseif reg.is_pred(again) then M.bra(top, again)
-  else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing", 2) end
-  if exit then M.label(exit) end
-end
-
---- for i = lo, hi - 1, step: an emitted counted loop with a u32 (or the
--- bounds' register type) counter; body(i) is traced once.
-function M.range(lo, hi, step, body)
-  if body == nil then body, step = step, 1 end
-  local t = trace.need("ptx.range")
-  if type(step) == "number" and (step <= 0 or step ~= math.floor(step)) then
-    trace.fail("ptx.range counts up: the step must be a positive integer, got " .. tostring(step), 2)
-  end
-  local ty = reg.source_type(lo) or reg.source_type(hi) or types.u32
-  local i = reg.scalar(ty, lo)
-  local top, exit = trace.fresh_label(t, "range"), trace.fresh_label(t, "range_exit")
-  if not (type(lo) == "number" and type(hi) == "number" and lo < hi) then
-    M.bra(exit, i:ge(hi))
-  end
-  M.label(top)
-  body(i, { top = operands.label_ref(top), exit = operands.label_ref(exit) })
-  local suffix = (ty.kind == "b" and "u" .. ty.bits) or ty.name
-  trace.emit(F("add." .. suffix), i, i, step)
-  M.bra(top, i:lt(hi))
-  M.label(exit)
-  return i
-end
-
 --- Parse PTX text (instructions, labels, .reg declarations, { } blocks)
 -- and append it to the trace, each instruction validated like a traced one;
 -- %{x} in the text is replaced by env.x (a register's PTX name).
-function M.raw(text, env) return require("pyptx.ptxparse").append(text, env) end
+function M.raw(text, env) return ptxparse.append(text, env) end
 
 --- Module-level PTX (globals with initializers, .extern declarations).
-function M.raw_module(text) return require("pyptx.ptxparse").append_module(text) end
+function M.raw_module(text) return ptxparse.append_module(text) end
 
 --- Wrap body's instructions in a PTX { } block.
 function M.scope(body)
@@ -287,7 +194,7 @@ end
 local function value_type(v, what)
   if type(v) == "table" and getmetatable(v) == nil then v = v[1] end
   local ty = reg.source_type(v)
-  if not ty then trace.fail(what .. ": cannot infer the type; pass a register", 3) end
+  if not ty then trace.fail(what .. ": cannot infer the type; pass a register") end
   return ty
 end
 
@@ -400,7 +307,7 @@ M.warp = {}
 local function warp_reduce(opname, public)
   return function(x, width)
     width = width or 32
-    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp." .. public .. " needs a 32-bit register", 2) end
+    if not reg.is(x) or x.type.bits ~= 32 then trace.fail("ptx.warp." .. public .. " needs a 32-bit register") end
     local t = trace.need("ptx.warp." .. public)
     local ty = x.type.kind == "b" and types.u32 or x.type
     local op = F(opname .. "." .. ty.name)

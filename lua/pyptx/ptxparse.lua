@@ -6,7 +6,8 @@
 --   m:canonical()   -- the tracer's normalized layout
 local ffi = require "ffi"
 local core = require "pyptx.core"
-local sys = require "pyptx.sys"
+local sys = require "pyptx.core.sys"
+local trace = require "pyptx.trace"
 
 local M = {}
 
@@ -64,10 +65,6 @@ function Module:rename_register(fn, old, new)
   if core.reg_rename(self.ptr, fn, reg, new) ~= 0 then fail() end
 end
 
---- ptx.raw(text [, env]): append PTX body statements to the active kernel
--- trace. Registers are named as the PTX shows them (%r3, or a name the text
--- declares with .reg); %{x} is replaced by env.x (a register's PTX name, or
--- tostring of a value). Errors read "file.lua:line: ptx.raw:l:c: ...".
 --- The PTX name of a register object in trace t ("%r3").
 local function reg_name(t, r)
   if core.reg_name(t.mod, t.fn, r.id, text_out, len_out) ~= 0 then fail() end
@@ -75,7 +72,7 @@ local function reg_name(t, r)
 end
 
 --- Replace %{key} in text by env[key]: a register's PTX name, or tostring.
-local function substitute(t, text, env, trace)
+local function substitute(t, text, env)
   return (text:gsub("%%{([%w_]+)}", function(key)
     local v = env[key]
     if v == nil then trace.fail("ptx.raw: %{" .. key .. "} is not in the table of values") end
@@ -84,11 +81,14 @@ local function substitute(t, text, env, trace)
   end))
 end
 
+--- ptx.raw(text [, env]): append PTX body statements to the active kernel
+-- trace. Registers are named as the PTX shows them (%r3, or a name the text
+-- declares with .reg); %{x} is replaced by env.x (a register's PTX name, or
+-- tostring of a value). Errors read "file.lua:line: ptx.raw:l:c: ...".
 function M.append(text, env)
-  local trace = require "pyptx.trace"
   local t = trace.need("ptx.raw")
   if type(text) ~= "string" then trace.fail("ptx.raw: expected a string of PTX, got " .. type(text)) end
-  if env then text = substitute(t, text, env, trace) end
+  if env then text = substitute(t, text, env) end
   local src, line = trace.where(2)
   local file = src:sub(1, 1) == "@" and core.module_file(t.mod, src:sub(2)) or 0
   local before = core.func_inst_count(t.mod, t.fn)
@@ -102,7 +102,6 @@ end
 -- printed before the function being traced (in place between the items of
 -- a pyptx.module). Function definitions are refused.
 function M.append_module(text, level)
-  local trace = require "pyptx.trace"
   local t = trace.need("ptx.raw_module")
   if type(text) ~= "string" then trace.fail("ptx.raw_module: expected a string of PTX, got " .. type(text)) end
   local src, line = trace.where(level or 2)

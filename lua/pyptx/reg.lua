@@ -31,7 +31,7 @@ local forms = {}
 local function F(op)
   local id = forms[op]
   if not id then
-    id = trace.form(op, true, 3)
+    id = trace.form(op, true)
     forms[op] = id
   end
   return id
@@ -40,7 +40,7 @@ M.form = F
 
 --- Pack a register into an operand slot.
 function Reg.__operand(r, o, t, k)
-  if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace", 4) end
+  if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
   return k + 1
 end
@@ -48,7 +48,7 @@ end
 --- Pack a negated predicate view (!%p1).
 function NegPred.__operand(n, o, t, k)
   local r = n.reg
-  if r.trace ~= t then trace.fail("predicate belongs to another kernel trace", 4) end
+  if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
   return k + 1
 end
@@ -69,14 +69,14 @@ end
 
 --- Allocate a register of type t in the active trace.
 local function new(t, ty)
-  if not types.is(ty) then trace.fail("expected a type (pyptx.types.u32, ...), got " .. tostring(ty), 3) end
+  if not types.is(ty) then trace.fail("expected a type (pyptx.types.u32, ...), got " .. tostring(ty)) end
   local id = core.reg_new(t.mod, t.fn, ty.id)
-  if id < 0 then trace.fail(core.error_message(), 3) end
+  if id < 0 then trace.fail(core.error_message()) end
   if t.reg_names then   -- named registers may have taken this class's name
     local name = reg_name(t, id)
     if t.reg_names[name] then
       trace.fail(("register %s of the %s class is already declared by reg.range/reg.named; use another prefix there")
-        :format(name, ty.name), 3)
+        :format(name, ty.name))
     end
     t.auto_names[name] = true
   end
@@ -113,7 +113,7 @@ end
 --- n new registers of type ty, indexed 0..n-1 (PTX style); .n is the count.
 function M.array(ty, n)
   local t = trace.need("reg.array")
-  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.array: count must be a positive integer, got " .. tostring(n), 2) end
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.array: count must be a positive integer, got " .. tostring(n)) end
   local a = { n = n }
   for i = 0, n - 1 do a[i] = new(t, ty) end
   return a
@@ -121,16 +121,16 @@ end
 
 --- Check a register type and claim PTX register names for trace t.
 local function claim(t, ty, names, what)
-  if not types.is(ty) or ty == types.b8 then trace.fail(what .. ": expected a register type (pyptx.types.u32, ...), got " .. tostring(ty), 3) end
+  if not types.is(ty) or ty == types.b8 then trace.fail(what .. ": expected a register type (pyptx.types.u32, ...), got " .. tostring(ty)) end
   t.reg_names = t.reg_names or {}
   if not t.auto_names then
     t.auto_names = {}
     for id = 0, core.func_reg_count(t.mod, t.fn) - 1 do t.auto_names[reg_name(t, id)] = true end
   end
   for _, name in ipairs(names) do
-    if not name:match("^[%%%a_$][%w_$]*$") then trace.fail(what .. ": '" .. name .. "' is not a PTX register name", 3) end
+    if not name:match("^[%%%a_$][%w_$]*$") then trace.fail(what .. ": '" .. name .. "' is not a PTX register name") end
     -- the same name again is PTX scoping ({ .reg .b32 %tmp; } blocks): ptxas judges it
-    if t.auto_names[name] then trace.fail(what .. ": register " .. name .. " is already one of the automatic registers of this function", 3) end
+    if t.auto_names[name] then trace.fail(what .. ": register " .. name .. " is already one of the automatic registers of this function") end
     t.reg_names[name] = true
   end
 end
@@ -139,7 +139,7 @@ end
 function M.param(t, ty, name)
   claim(t, ty, { name }, "a .reg parameter")
   local id = core.reg_named(t.mod, t.fn, ty.id, name)
-  if id < 0 then trace.fail(core.error_message(), 2) end
+  if id < 0 then trace.fail(core.error_message()) end
   return setmetatable({ id = id, type = ty, trace = t }, Reg)
 end
 
@@ -149,15 +149,15 @@ end
 function M.named(ty, names)
   local t = trace.need("reg.named")
   local list = type(names) == "table" and names or { names }
-  if type(list[1]) ~= "string" then trace.fail("reg.named: expected a name or a list of names", 2) end
+  if type(list[1]) ~= "string" then trace.fail("reg.named: expected a name or a list of names") end
   claim(t, ty, list, "reg.named")
   local out = {}
   for i, name in ipairs(list) do
     local id = core.reg_named(t.mod, t.fn, ty.id, name)
-    if id < 0 then trace.fail(core.error_message(), 2) end
+    if id < 0 then trace.fail(core.error_message()) end
     out[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
   end
-  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. table.concat(list, ", ") .. ";") ~= 0 then trace.fail(core.error_message(), 2) end
+  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. table.concat(list, ", ") .. ";") ~= 0 then trace.fail(core.error_message()) end
   return type(names) == "table" and out or out[1]
 end
 
@@ -168,19 +168,19 @@ end
 function M.range(ty, prefix, n)
   local t = trace.need("reg.range")
   if type(prefix) ~= "string" or not prefix:match("^%%?[%a_$][%w_$]*$") then
-    trace.fail("reg.range: the prefix must be a PTX name such as \"%f\", got " .. tostring(prefix), 2)
+    trace.fail("reg.range: the prefix must be a PTX name such as \"%f\", got " .. tostring(prefix))
   end
-  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.range: count must be a positive integer, got " .. tostring(n), 2) end
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.range: count must be a positive integer, got " .. tostring(n)) end
   local names = {}
   for i = 0, n - 1 do names[i + 1] = prefix .. i end
   claim(t, ty, names, "reg.range")
   local a = { n = n }
   for i = 0, n - 1 do
     local id = core.reg_named(t.mod, t.fn, ty.id, names[i + 1])
-    if id < 0 then trace.fail(core.error_message(), 2) end
+    if id < 0 then trace.fail(core.error_message()) end
     a[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
   end
-  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message(), 2) end
+  if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message()) end
   return a
 end
 
@@ -223,7 +223,7 @@ function M.from(src, ty)
   local t = trace.need("reg.from")
   local st = source_type(src)
   ty = ty or st
-  if not ty then trace.fail("reg.from: give a type for an untyped source", 2) end
+  if not ty then trace.fail("reg.from: give a type for an untyped source") end
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
@@ -252,10 +252,10 @@ local function join(op, a, b)
   if not tb or ta == tb then return ta end
   if ta.bits ~= tb.bits or types.is_float(ta) ~= types.is_float(tb) or ta.kind == "p" or tb.kind == "p" then
     trace.fail(("operator %s mixes %s and %s; convert one side first with reg.from(x, %s)")
-      :format(op, ta.name, tb.name, ta.name), 4)
+      :format(op, ta.name, tb.name, ta.name))
   end
   if types.is_float(ta) then
-    trace.fail(("operator %s mixes %s and %s"):format(op, ta.name, tb.name), 4)
+    trace.fail(("operator %s mixes %s and %s"):format(op, ta.name, tb.name))
   end
   return ta.kind == "b" and tb or ta
 end
@@ -275,7 +275,7 @@ Reg.__mul = function(a, b) return binop("mul", "*", a, b, { int = ".lo", float =
 Reg.__div = function(a, b) return binop("div", "/", a, b, { int = "", float = ".rn" }) end
 Reg.__mod = function(a, b)
   local ty = join("%", a, b)
-  if not types.is_int(ty) then trace.fail("operator % needs integer registers, got " .. ty.name, 2) end
+  if not types.is_int(ty) then trace.fail("operator % needs integer registers, got " .. ty.name) end
   return binop("rem", "%", a, b)
 end
 
@@ -360,7 +360,7 @@ end
 function Reg:mul_wide(b)
   local ty = arith_type(self.type)
   if ty.bits ~= 32 and ty.bits ~= 16 or not types.is_int(ty) then
-    trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name, 2)
+    trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name)
   end
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
   trace.emit(F("mul.wide." .. ty.name), d, self, b)

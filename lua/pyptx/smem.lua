@@ -1,5 +1,6 @@
 --- Shared memory: allocations carved from one per-kernel buffer, mbarrier
--- slots, base addresses, and the B32/B64/B128 XOR swizzles.
+-- slots, base addresses, tiles in the canonical layouts wgmma reads
+-- (smem.wgmma_tile), and the B32/B64/B128 XOR swizzles.
 --
 -- Every allocation is an offset into the kernel's buffer `<kernel>_smem`.
 -- When the total stays within 48 KB the buffer is a static `.shared`
@@ -10,6 +11,9 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local operands = require "pyptx.operands"
 local argcheck = require "pyptx.args"
+local core = require "pyptx.core"
+local reg = require "pyptx.reg"
+local wgmma_layout = require "pyptx.wgmma_layout"
 
 local M = {}
 local OPD = trace.OPD
@@ -41,7 +45,6 @@ end
 
 --- A u32 register holding the allocation's shared-window address (one mov).
 function Alloc:base()
-  local reg = require "pyptx.reg"
   local r = reg.new(trace.need("smem:base"), types.u32)
   trace.emit(reg.form("mov.u32"), r, self)
   return r
@@ -58,12 +61,12 @@ end
 --- Reserve shape elements of type ty; opts.align (bytes, power of two).
 function M.alloc(ty, shape, opts)
   local t = trace.need("smem.alloc")
-  if not types.is(ty) then trace.fail("smem.alloc: the first argument must be a type", 2) end
+  if not types.is(ty) then trace.fail("smem.alloc: the first argument must be a type") end
   local n = count(shape or 1)
-  if n < 1 or n ~= math.floor(n) then trace.fail("smem.alloc: the shape must hold a positive integer count", 2) end
+  if n < 1 or n ~= math.floor(n) then trace.fail("smem.alloc: the shape must hold a positive integer count") end
   local align = (opts and opts.align) or math.max(ty.bytes, 4)
   if align < 1 or align ~= 2 ^ math.floor(math.log(align) / math.log(2) + 0.5) then
-    trace.fail("smem.alloc: align must be a power of two, got " .. tostring(align), 2)
+    trace.fail("smem.alloc: align must be a power of two, got " .. tostring(align))
   end
   local off = math.ceil(t.smem_size / align) * align
   t.smem_size = off + n * ty.bytes
@@ -78,17 +81,47 @@ function M.mbarrier(n)
   return M.alloc(types.b64, n or 1, { align = 8 })
 end
 
---- A tile in a canonical layout wgmma reads: smem.wgmma_tile(bf16,
--- {rows, K}[, "K" | "MN"]) (pyptx.hopper: swizzle chooser, descriptor fields).
-function M.wgmma_tile(ty, shape, major)
-  return require("pyptx.hopper").wgmma_tile(ty, shape, major)
+--- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in a
+-- canonical layout wgmma reads (rows = M or N, cols = K). major "K"
+-- (default): K-major, the layout chosen from a row's bytes. major "MN"
+-- (f16/bf16, read with trans_a/trans_b = 1): M/N-major, the layout chosen
+-- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
+-- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
+function M.wgmma_tile(dtype, shape, major)
+  major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
+  if not major then trace.fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
+  if major == "MN" and dtype.bytes ~= 2 then
+    trace.fail("smem.wgmma_tile: MN-major tiles are f16/bf16 only (wgmma transposes those types only), got " .. dtype.name)
+  end
+  if type(shape) ~= "table" or #shape ~= 2 then trace.fail("smem.wgmma_tile: shape must be {rows, cols}") end
+  local rows, cols = shape[1], shape[2]
+  local mn_bytes = major == "MN" and rows * dtype.bytes or cols * dtype.bytes
+  if (major == "K" and rows % 8 ~= 0) or (major == "MN" and cols % 8 ~= 0) or mn_bytes % 16 ~= 0 then
+    trace.fail(("smem.wgmma_tile: a %s-major tile needs %s a multiple of 8 and %s a multiple of 16 bytes, got %dx%d %s")
+      :format(major, major == "K" and "rows" or "K (cols)", major == "K" and "a row" or "M/N (rows)", rows, cols, dtype.name))
+  end
+  local layout, span = wgmma_layout.choose_layout(mn_bytes)
+  local a = M.alloc(dtype, rows * cols, { align = 1024 })
+  a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, major
+  if major == "MN" and span == 0 then
+    a.sbo, a.lbo = 128, (mn_bytes / 16) * 128             -- core matrices: M/N neighbours 128 B apart
+  elseif major == "MN" then
+    a.lbo, a.sbo = 8 * span, (mn_bytes / span) * 8 * span  -- atoms along M/N first, then K groups
+  elseif span == 0 then
+    a.lbo, a.sbo = 128, (cols * dtype.bytes / 16) * 128   -- core matrices: K neighbours 128 B apart
+  else
+    a.lbo, a.sbo = 16, 8 * span                           -- LBO unused for swizzled K-major
+  end
+  --- Byte offset from the tile start of the slice starting at K element k.
+  a.k_offset = function(self, k) return wgmma_layout.tile_offset(self, 0, k) end
+  return a
 end
 
 --- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied,
 -- computed at trace time: bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16).
 function M.swizzle(offset, mode)
   if mode ~= 32 and mode ~= 64 and mode ~= 128 then
-    trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode), 2)
+    trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode))
   end
   local mask = mode / 16 - 1
   local row_bits = math.floor(offset / 128) % (mask + 1)
@@ -100,7 +133,6 @@ end
 -- dynamic shared-memory size the launch must pass (0 when static).
 function M.finish(t, force_dynamic)
   if t.smem_size == 0 and not force_dynamic then return 0 end
-  local core = require "pyptx.core"
   local dynamic = force_dynamic or t.smem_size > M.STATIC_LIMIT
   local rc = core.var_decl(t.mod, -1, "shared", t.name .. "_smem", types.b8.id, t.smem_align,
     dynamic and -1 or t.smem_size, dynamic and 2 or 0)

@@ -21,7 +21,7 @@ local select, type, getmetatable = select, type, getmetatable
 
 --- Is a chunk one of luaptx's own modules (skipped when locating the user)?
 local function is_internal(src)
-  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") ~= nil
+  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") or src:find("/pyptx/[%w_]+/[%w_]+%.lua$") ~= nil
 end
 M.is_internal = is_internal
 
@@ -60,11 +60,11 @@ function M.format_where(src, line)
   return file .. ":" .. tostring(line)
 end
 
---- Raise msg as a Lua error prefixed with the user's file:line. The search
--- starts at fail's caller and skips luaptx's own frames; starting higher
--- (level) could skip the user's frame when a wrapper was tail-called, so
--- level is accepted but no longer used.
-function M.fail(msg, level) -- luacheck: ignore level
+--- Raise msg as a Lua error prefixed with the user's file:line: the first
+-- frame from fail's caller up that is not luaptx's own code (no level to
+-- pass: starting higher could skip the user's frame when a wrapper was
+-- tail-called).
+function M.fail(msg)
   local src, line = M.where(2)
   error(M.format_where(src, line) .. ": " .. msg, 0)
 end
@@ -135,7 +135,7 @@ end
 --- The active trace, or an error naming the user's line when none is.
 function M.need(what)
   if cur then return cur end
-  M.fail(what .. " called outside a kernel trace (use it inside a kernel body)", 2)
+  M.fail(what .. " called outside a kernel trace (use it inside a kernel body)")
 end
 
 --- The active trace or nil.
@@ -207,7 +207,7 @@ end
 
 --- Pack one Lua value into the operand buffer at k; return the next slot.
 put = function(t, k, v)
-  if k >= MAX_OPS - 1 then M.fail("too many operands in one instruction", 3) end
+  if k >= MAX_OPS - 1 then M.fail("too many operands in one instruction") end
   local o = ops[k]
   local tv = type(v)
   if tv == "table" then
@@ -226,7 +226,7 @@ put = function(t, k, v)
     return k + 1
   end
   M.fail(("cannot use a %s (%s) as an operand; expected a register, number, vector table, address or label")
-    :format(tv, tostring(v)), 3)
+    :format(tv, tostring(v)))
 end
 M.put = put
 
@@ -240,10 +240,9 @@ local function file_id(t, src)
 end
 
 --- Append one instruction of an interned form with Lua operands.
--- level is how many frames above emit's caller the user code may start.
 function M.emit(form, ...)
   local t = cur
-  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)", 2) end
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = 0
   for i = 1, select("#", ...) do k = put(t, k, (select(i, ...))) end
   local src, line = M.where(2)
@@ -263,20 +262,20 @@ end
 --- Append a raw body line (a brace, a pragma) to the active trace.
 function M.raw_line(text)
   local t = M.need("ptx.raw_line")
-  if core.append_raw(t.mod, t.fn, text) < 0 then M.fail(core.error_message(), 2) end
+  if core.append_raw(t.mod, t.fn, text) < 0 then M.fail(core.error_message()) end
 end
 
 --- Intern an opcode string into a form id, raising at the user's line.
 -- strict: unknown opcodes are errors (the builder) rather than warnings (raw).
-function M.form(opcode, strict, level)
+function M.form(opcode, strict)
   local id = core.form_intern(core.ctx, opcode)
-  if id < 0 then M.fail(core.error_message(), (level or 1) + 1) end
+  if id < 0 then M.fail(core.error_message()) end
   local info = core.form_get(core.ctx, id)
   if info.op < 0 then
     local w = core.take_warning()
     -- the core warns only when it first interns the opcode
     if w == "" then w = opcode .. ": opcode not in luaptx's instruction table; emitted unchecked" end
-    if strict then M.fail(w .. " (use ptx.inst(\"" .. opcode .. "\", ...) to emit it unchecked)", (level or 1) + 1) end
+    if strict then M.fail(w .. " (use ptx.inst(\"" .. opcode .. "\", ...) to emit it unchecked)") end
     local src, line = M.where(2)
     io.stderr:write(M.format_where(src, line), ": warning: ", w, "\n")
   end

@@ -43,7 +43,7 @@ end
 --- Fail at the user's line unless t is a type (what names the helper).
 local function need_type(t, what)
   if getmetatable(t) ~= Type then
-    trace.fail(("%s: argument 1 (t) must be a pyptx type (u32, f32, ...); got %s"):format(what, type(t)), 3)
+    trace.fail(("%s: argument 1 (t) must be a pyptx type (u32, f32, ...); got %s"):format(what, type(t)))
   end
 end
 

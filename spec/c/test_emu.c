@@ -3,6 +3,8 @@
  * CPU references; and each emulator check caught with its message. */
 #include "lpx_core.h"
 #include "lpx_device.h"
+#include "lpx_tma.h"
+#include "emu/emu.h"   /* emu_tmap: the record the emu device encodes */
 #include <fenv.h>
 #include <math.h>
 #include <stdarg.h>
@@ -609,8 +611,9 @@ REF(r_madhi_u32, U32((((uint64_t)U32(a) * U32(b)) >> 32) + U32(c)))
 REF(r_madwide_s32, (uint64_t)((int64_t)S32(a) * S32(b)) + c)
 REF(r_div_u32, U32(b) ? U32(a) / U32(b) : 0xffffffffu)
 REF(r_div_s32, S32(b) == 0 ? 0xffffffffu : (S32(b) == -1 ? U32(0u - U32(a)) : U32(S32(a) / S32(b))))
-REF(r_rem_u32, U32(b) ? U32(a) % U32(b) : U32(a))
-REF(r_rem_s32, S32(b) == 0 ? U32(a) : (S32(b) == -1 ? 0 : U32(S32(a) % S32(b))))
+/* rem by zero: all ones, as ptxas's division code selects ~0 for a zero divisor */
+REF(r_rem_u32, U32(b) ? U32(a) % U32(b) : 0xffffffffu)
+REF(r_rem_s32, S32(b) == 0 ? 0xffffffffu : (S32(b) == -1 ? 0 : U32(S32(a) % S32(b))))
 REF(r_min_s32, U32(S32(a) < S32(b) ? S32(a) : S32(b))) REF(r_max_u32, U32(a) > U32(b) ? U32(a) : U32(b))
 REF(r_abs_s32, U32(S32(a) < 0 ? 0u - U32(a) : U32(a))) REF(r_neg_s32, U32(0u - U32(a)))
 REF(r_and, U32(a & b)) REF(r_or, U32(a | b)) REF(r_xor, U32(a ^ b)) REF(r_not, U32(~a)) REF(r_cnot, U32(a) == 0)
@@ -639,7 +642,8 @@ REF(r_fma_rn_f32, in_mode(FE_TONEAREST, f_fma, fa(a), fa(b), fa(c))) REF(r_fma_r
 REF(r_sqrt_rn_f32, in_mode(FE_TONEAREST, f_sqrt, fa(a), 0, 0))
 REF(r_add_ftz_f32, fb(ftz(ftz(fa(a)) + ftz(fa(b)))))
 REF(r_min_f32, fminmax32(fa(a), fa(b), 0)) REF(r_max_f32, fminmax32(fa(a), fa(b), 1))
-REF(r_abs_f32, U32(a) & 0x7fffffffu) REF(r_neg_f32, U32(a) ^ 0x80000000u)
+/* neg/abs.f32 are FADD in ptxas's code: the sign changes, a NaN comes out canonical */
+REF(r_abs_f32, fa(a) != fa(a) ? 0x7fffffffu : U32(a) & 0x7fffffffu) REF(r_neg_f32, fa(a) != fa(a) ? 0x7fffffffu : U32(a) ^ 0x80000000u)
 REF(r_add_f64, db(da(a) + da(b))) REF(r_fma_f64, db(fma(da(a), da(b), da(c)))) REF(r_div_f64, db(da(a) / da(b)))
 REF(r_cvt_rni_s32_f32, U32(f2i(nearbyint(fa(a)), -2147483648.0, 2147483647.0)))
 REF(r_cvt_rzi_u32_f32, U32(f2i(trunc(fa(a)), 0, 4294967295.0)))
@@ -895,6 +899,91 @@ static void test_tensormap_replace(void)
   lpx_module_free(M);
 }
 
+/* A tiled 2-D bf16 description of rows x cols at addr (innermost first,
+ * as pyptx.tma.describe fills it): box 64 x 64, 128B swizzle. */
+static lpx_tma_desc tma_2d(uint64_t addr, uint64_t rows, uint64_t cols)
+{
+  lpx_tma_desc d;
+  memset(&d, 0, sizeof d);
+  d.rank = 2; d.dtype = lpx_tma_dtype_lookup("bf16"); d.global_address = addr;
+  d.dims[0] = cols; d.dims[1] = rows; d.strides[0] = cols * 2;
+  d.box[0] = d.box[1] = 64; d.elem_strides[0] = d.elem_strides[1] = 1; d.swizzle = 3;
+  return d;
+}
+
+/* Encode d as tensor "A"; the record, or a zeroed one on failure. */
+static emu_tmap tma_encode(const lpx_tma_desc *d, int *rc)
+{
+  uint8_t out[128];
+  emu_tmap t;
+  memset(out, 0xee, sizeof out);
+  *rc = lpx_device_tma_encode(dev, "A", d, out);
+  memcpy(&t, out, sizeof t);
+  if (*rc) memset(&t, 0, sizeof t);
+  return t;
+}
+
+/* The emu device encodes a TMA description in C (its tma_encode slot, as
+ * the driver's cuTensorMapEncode* on CUDA): every field of the record, an
+ * im2col map's corners, the address patch, and each refusal's message. */
+static void test_tma_encode(void)
+{
+  int rc;
+  lpx_tma_desc d = tma_2d(0x7f0000010000ull, 128, 512);
+  d.elem_strides[1] = 2;
+  emu_tmap t = tma_encode(&d, &rc);
+  CHECK(rc == 0 && t.magic == EMU_TMAP_MAGIC && t.rank == 2 && t.dtype == 9 && t.esize == 2 && t.swizzle == 3);
+  CHECK(t.mode == 0 && t.interleave == 0 && t.oob == 0 && t.address == 0x7f0000010000ull);
+  CHECK(t.dims[0] == 512 && t.dims[1] == 128 && t.dims[2] == 0 && t.strides[0] == 1024 && t.strides[1] == 0);
+  CHECK(t.box[0] == 64 && t.box[1] == 64 && t.elem_strides[0] == 1 && t.elem_strides[1] == 2 && t.elem_strides[4] == 1);
+  uint8_t zero[26] = { 0 };
+  CHECK(memcmp(t.pad, zero, sizeof zero) == 0);
+  /* im2col, rank 4 (NHWC): pixel-box corners W first, channels and pixels */
+  lpx_tma_desc x;
+  memset(&x, 0, sizeof x);
+  x.rank = 4; x.dtype = lpx_tma_dtype_lookup("f16"); x.mode = 1; x.global_address = 4096;
+  uint64_t dims[4] = { 64, 56, 56, 8 };
+  for (int i = 0; i < 4; i++) x.dims[i] = dims[i];
+  x.strides[0] = 128; x.strides[1] = 128 * 56; x.strides[2] = 128 * 56 * 56;
+  x.lower[0] = -1; x.lower[1] = -2; x.upper[0] = 1; x.upper[1] = 2; x.channels = 64; x.pixels = 128;
+  t = tma_encode(&x, &rc);
+  CHECK(rc == 0 && t.mode == 1 && t.rank == 4 && t.esize == 2 && t.lower[0] == -1 && t.lower[1] == -2 && t.upper[1] == 2);
+  CHECK(t.channels == 64 && t.pixels == 128 && t.strides[2] == 128 * 56 * 56 && t.dims[3] == 8);
+  /* the address patch (cuTensorMapReplaceAddress) */
+  uint8_t map[128];
+  CHECK(lpx_device_tma_encode(dev, NULL, &d, map) == 0 && lpx_device_tma_replace_address(dev, "A", map, 0x5000) == 0);
+  memcpy(&t, map, sizeof t);
+  CHECK(t.address == 0x5000 && t.dims[0] == 512);
+  CHECK(lpx_device_tma_replace_address(dev, "A", map, 0x5008) < 0
+        && strcmp(lpx_ctx_error(ctx), "TMA descriptor for A: global address 0x5008 is not 16-byte aligned") == 0);
+  memset(map, 0, sizeof map);
+  CHECK(lpx_device_tma_replace_address(dev, "A", map, 0x5000) < 0
+        && strstr(lpx_ctx_error(ctx), "TMA descriptor for A: the 128 bytes hold no tensor map the emulator encoded"));
+  /* a 32B interleave wants 32-byte aligned addresses, patched ones too */
+  lpx_tma_desc il;
+  memset(&il, 0, sizeof il);
+  il.rank = 3; il.dtype = lpx_tma_dtype_lookup("bf16"); il.interleave = 2; il.swizzle = 1; il.global_address = 0x4000;
+  il.dims[0] = 16; il.dims[1] = 8; il.dims[2] = 4; il.strides[0] = 32; il.strides[1] = 256;
+  il.box[0] = 16; il.box[1] = 8; il.box[2] = 4;
+  CHECK(lpx_device_tma_encode(dev, "B", &il, map) == 0 && lpx_device_tma_replace_address(dev, "B", map, 0x5020) == 0);
+  CHECK(lpx_device_tma_replace_address(dev, "B", map, 0x5010) < 0
+        && strcmp(lpx_ctx_error(ctx), "TMA descriptor for B: global address 0x5010 is not 32-byte aligned") == 0);
+  /* refusals: validated by lpx_tma_validate first, naming the tensor */
+  d.box[0] = 300;
+  tma_encode(&d, &rc);
+  CHECK(rc < 0 && strcmp(lpx_ctx_error(ctx), "TMA descriptor for A: box [0, innermost first] = 300 must be in 1..256") == 0);
+  d = tma_2d(0x7f0000010008ull, 128, 512);
+  tma_encode(&d, &rc);
+  CHECK(rc < 0 && strcmp(lpx_ctx_error(ctx), "TMA descriptor for A: global address 0x7f0000010008 is not 16-byte aligned") == 0);
+  d = tma_2d(4096, 128, 512);
+  CHECK(lpx_device_tma_encode(dev, "", &(lpx_tma_desc){ .rank = 6 }, map) < 0
+        && strstr(lpx_ctx_error(ctx), "TMA descriptor for tensor: rank = 6; TMA supports ranks 1 to 5"));
+  d.dims[1] = 1ull << 32;   /* the driver takes 2^32; the record holds 32-bit dims */
+  tma_encode(&d, &rc);
+  CHECK(rc < 0 && strcmp(lpx_ctx_error(ctx), "TMA descriptor for A: dims [1, innermost first] = 4294967296; the emulator's "
+                         "tensor maps hold dimensions up to 2^32-1") == 0);
+}
+
 /* A misaligned load is reported. */
 static void test_misaligned(void)
 {
@@ -1014,6 +1103,7 @@ int main(void)
   test_misaligned();
   test_bulk_reduce();
   test_tensormap_replace();
+  test_tma_encode();
   test_race();
   test_uninit();
   test_deadlock();

@@ -57,7 +57,8 @@ typedef struct emu_op {
 } emu_op;
 
 /* Flags of a decoded instruction. */
-enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16 };
+enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16,
+       EI_ASYNC = 32 };   /* EI_ASYNC: an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
 
 struct emu_inst {
   emu_fn fn;
@@ -125,6 +126,7 @@ typedef struct emu_dev {
   emu_prog **progs; size_t nprogs, progs_cap;
   emu_mod *mods; size_t nmods, mods_cap;
   int64_t budget, threads, checks;
+  int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
   uint64_t warp_insts, lane_insts;
   char desc[128];
 } emu_dev;
@@ -133,6 +135,8 @@ typedef struct emu_dev {
 
 typedef struct emu_launch emu_launch;
 typedef struct emu_cta emu_cta;
+typedef struct emu_tmem emu_tmem;    /* a CTA's tensor memory and tcgen05 state (emu_tmem.c) */
+typedef struct emu_sched emu_sched;
 
 struct emu_warp {
   emu_cta *cta;
@@ -176,6 +180,8 @@ struct emu_cta {
   struct { uint64_t lo, hi; uint32_t span; const emu_inst *in; } tma_rgn[16];  /* shared ranges TMA loads wrote, */
   int ntma_rgn;                           /* with their swizzle (checked against wgmma descriptors) */
   uint8_t *pdirty;                        /* per shared byte: written by the generic proxy, no fence.proxy.async since */
+  emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
+  emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
 };
 
 struct emu_launch {
@@ -187,6 +193,7 @@ struct emu_launch {
   int cluster_size;               /* CTAs run together (1 without clusters) */
   uint64_t budget, used;          /* warp instructions, used atomically */
   int64_t checks;
+  int64_t schedule;               /* the device's schedule option at launch */
   int nworkers;
   int failed;                     /* read and set atomically */
   uint64_t fail_cta;              /* grid index of the CTA whose error is kept */
@@ -222,8 +229,9 @@ static inline int emu_srcs_written_impl(const uint32_t *wr, const int32_t *srcs,
 
 /* ------------------------------------------------------- tensor maps */
 
-/* The emulator's 128-byte tensor-map encoding: what pyptx.async packs for a
- * validated description (its cdef must match), and what tensormap.replace
+/* The emulator's 128-byte tensor-map encoding: what the emu device's
+ * tma_encode (lpx_emu_tmap_encode) builds from a validated description, as
+ * the driver's cuTensorMapEncode* does on CUDA, and what tensormap.replace
  * edits in place. Arrays are innermost dimension first, as the driver's. */
 typedef struct emu_tmap {
   uint32_t magic;                 /* EMU_TMAP_MAGIC */
@@ -244,6 +252,21 @@ enum {
   EMU_BULK_OTHER, EMU_BULK_COPY, EMU_BULK_NOP, EMU_BULK_TLOAD, EMU_BULK_TSTORE,
   EMU_BULK_PREFETCH, EMU_BULK_TPREFETCH, EMU_BULK_REDUCE, EMU_BULK_TREDUCE
 };
+
+/* ------------------------------------------------------- matrix descriptors */
+
+/* A shared-memory matrix descriptor of wgmma (sm_90) or tcgen05 (sm_100),
+ * decoded: addresses and offsets in bytes, the swizzle span (0: none). */
+typedef struct emu_mdesc { uint64_t start, lbo, sbo; uint32_t span, base_off; } emu_mdesc;
+
+/* What lpx_emu_mdesc_read reads: MN- or K-major, the matrix type, K, the
+ * M/N rows mn0..mn0+n-1, whose shared memory (0: the lane's CTA; 1 + a
+ * cluster rank: that CTA's), and the reader's name for messages. */
+typedef struct emu_mdread {
+  int mn_major, type;
+  uint32_t k, mn0, n, cta;
+  const char *reader;
+} emu_mdread;
 
 /* ------------------------------------------------------------- functions */
 
@@ -292,6 +315,9 @@ void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
 emu_fn lpx_emu_pick_tmap(const emu_inst *in);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
+struct lpx_tma_desc;
+int lpx_emu_tmap_encode(lpx_ctx *ctx, const char *tensor, const struct lpx_tma_desc *d, void *out128);
+int lpx_emu_tmap_replace_address(lpx_ctx *ctx, const char *tensor, void *map128, uint64_t address);
 int lpx_emu_op_reduce(emu_warp *w, const emu_inst *in, uint32_t m);
 int lpx_emu_reduce_type_ok(int op, int type);
 int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);
@@ -303,8 +329,16 @@ emu_fn lpx_emu_pick_stack(const emu_inst *in);
 emu_fn lpx_emu_pick_hint(const emu_inst *in);
 emu_fn lpx_emu_pick_space(const emu_inst *in);
 uint8_t *lpx_emu_stack_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n);
+emu_mdesc lpx_emu_mdesc(uint64_t v, uint32_t span);
+uint64_t lpx_emu_mdesc_chunk(const emu_mdesc *d, int mn_major, uint32_t row, uint32_t cb);
+int lpx_emu_mdesc_check(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const char *which);
+const uint8_t *lpx_emu_mdesc_bytes(emu_warp *w, const emu_inst *in, int lane, const emu_mdread *r, uint64_t ea);
+int lpx_emu_mdesc_read(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const emu_mdread *r, double *out);
+double lpx_emu_mtype_value(int t, uint32_t bits);
 void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);
+emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
+int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
 int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
 emu_fn lpx_emu_pick_fence(const emu_inst *in);
@@ -313,6 +347,17 @@ int lpx_emu_space(const emu_inst *in);
 int lpx_emu_host_rounding(int rnd);
 int lpx_emu_space2(const emu_inst *in);
 void lpx_emu_decode_mma(emu_inst *in, const lpx_form *fo);
+
+/* tcgen05 (emu_tmem.c, emu_tcgen05.c) */
+emu_fn lpx_emu_pick_tmem(const emu_inst *in);
+void lpx_emu_decode_tcgen05(emu_inst *in, const lpx_form *fo);
+int lpx_emu_tmem_init(emu_cta *c);
+void lpx_emu_tmem_reset(emu_cta *c);
+void lpx_emu_tmem_free(emu_cta *c);
+int lpx_emu_tmem_exit(emu_cta *g, int n);
+int lpx_emu_tmem_pending(emu_warp *w, const emu_inst *in, int32_t slot, uint32_t bad);
+void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity);
+void lpx_emu_tmem_sync(emu_cta *c, int cluster);
 
 /* half precision and fp8 */
 uint16_t lpx_emu_f32_to_f16(float f, int rnd);

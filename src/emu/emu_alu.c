@@ -2,9 +2,13 @@
  * in 64-bit lane slots zero-extended from their type's width; handlers
  * read with a cast to the instruction's type, so wrap-around, .hi/.lo and
  * sign handling are those of C's fixed-width arithmetic, made explicit
- * where C would be undefined (shifts past the width, INT_MIN / -1). */
+ * where C would be undefined (shifts past the width, INT_MIN / -1; div and
+ * rem by zero give all ones, as the code ptxas emits for them does).
+ * Float compares (setp, set, slct) flush subnormal inputs under .ftz and
+ * compare f16x2/bf16x2 half by half. */
 #include "emu.h"
 #include <limits.h>
+#include <math.h>
 
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
@@ -68,7 +72,7 @@ INT6(DEF_BIN, xor, x ^ y)
 INT6(DEF_BIN, min, x < y ? x : y)
 INT6(DEF_BIN, max, x > y ? x : y)
 INT6(DEF_BIN, div, y == 0 ? (ty)~(uty)0 : (((ty)-1 < 0) && y == (ty)-1) ? (ty)(0 - (uty)x) : x / y)
-INT6(DEF_BIN, rem, y == 0 ? x : (((ty)-1 < 0) && y == (ty)-1) ? 0 : x % y)
+INT6(DEF_BIN, rem, y == 0 ? (ty)~(uty)0 : (((ty)-1 < 0) && y == (ty)-1) ? 0 : x % y)
 
 static const emu_fn t_add[6] = TABLE6(add), t_sub[6] = TABLE6(sub), t_mullo[6] = TABLE6(mullo);
 static const emu_fn t_and[6] = TABLE6(and), t_or[6] = TABLE6(or), t_xor[6] = TABLE6(xor);
@@ -384,14 +388,18 @@ HANDLER(mov_vec)
 
 /* ------------------------------------------------------ compare / select */
 
-/* A lane value as a double for float comparisons. */
-static double as_double(int type, uint64_t v)
+/* Half k of a float lane value of type as a double; ftz flushes an f32 or
+ * f16 subnormal to zero (bf16 and f64 compares take no .ftz). */
+static double float_at(int type, uint64_t v, int k, int ftz)
 {
   switch (type) {
-  case LPX_T_F32: return emu_u2f(v);
+  case LPX_T_F32: { float f = emu_u2f(v); return ftz && fpclassify(f) == FP_SUBNORMAL ? 0.0 : f; }
   case LPX_T_F64: return emu_u2d(v);
-  case LPX_T_F16: return lpx_emu_f16_to_f32((uint16_t)v);
-  case LPX_T_BF16: return lpx_emu_bf16_to_f32((uint16_t)v);
+  case LPX_T_F16: case LPX_T_F16X2: {
+    uint16_t h = (uint16_t)(v >> (16 * k));
+    return lpx_emu_f16_to_f32(ftz && !(h & 0x7c00) ? h & 0x8000 : h);
+  }
+  case LPX_T_BF16: case LPX_T_BF16X2: return lpx_emu_bf16_to_f32((uint16_t)(v >> (16 * k)));
   default: return 0;
   }
 }
@@ -410,10 +418,11 @@ static int compare_float(int cmp, double x, double y)
   }
 }
 
-/* Evaluate a PTX comparison (an LPX_CMP_* value) on a, b. */
-static int compare(int cmp, int type, uint64_t a, uint64_t b)
+/* Evaluate a PTX comparison (an LPX_CMP_* value) on a, b (half k of a
+ * packed float type; ftz: the row's .ftz). */
+static int compare(int cmp, int type, uint64_t a, uint64_t b, int k, int ftz)
 {
-  if (is_float(type)) return compare_float(cmp, as_double(type, a), as_double(type, b));
+  if (is_float(type)) return compare_float(cmp, float_at(type, a, k, ftz), float_at(type, b, k, ftz));
   int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S';
   uint64_t mk = width_mask(type), ux = a & mk, uy = b & mk;
   int64_t sx = sext(a, bits), sy = sext(b, bits);
@@ -433,7 +442,8 @@ static int combine(int boolop, int x, int c)
   return boolop == LPX_BOOL_AND ? x && c : boolop == LPX_BOOL_OR ? x || c : boolop == LPX_BOOL_XOR ? x ^ c : x;
 }
 
-/* setp (any type, .bool, p|q): the general path. */
+/* setp (any type, .bool, p|q): the general path. For f16x2/bf16x2, p is
+ * the low halves' result and q the high halves'; otherwise q = !t. */
 HANDLER(setp_general)
 {
   const emu_op *o0 = EMU_OP(w, in, 0);
@@ -442,11 +452,12 @@ HANDLER(setp_general)
   const uint64_t *a = D(base), *b = D(base + 1);
   const emu_op *co = in->mod[LPX_GB_BOOL] ? EMU_OP(w, in, base + 2) : NULL;
   const uint64_t *c = co ? EMU_R(w, co->reg) : NULL;
-  int cmp = in->mod[LPX_GB_CMP], boolop = in->mod[LPX_GB_BOOL], type = in->type;
+  int cmp = in->mod[LPX_GB_CMP], boolop = in->mod[LPX_GB_BOOL], type = in->type, ftz = in->mod[LPX_GB_FTZ] != 0;
+  int x2 = type == LPX_T_F16X2 || type == LPX_T_BF16X2;
   EMU_EACH(m, {
-    int x = compare(cmp, type, a[l], b[l]), cv = c ? (int)((c[l] & 1) ^ co->neg) : 0;
+    int x = compare(cmp, type, a[l], b[l], 0, ftz), cv = c ? (int)((c[l] & 1) ^ co->neg) : 0;
     p[l] = (uint64_t)combine(boolop, x, cv);
-    if (q) q[l] = (uint64_t)combine(boolop, !x, cv);
+    if (q) q[l] = (uint64_t)combine(boolop, x2 ? compare(cmp, type, a[l], b[l], 1, ftz) : !x, cv);
   });
   return 0;
 }
@@ -465,17 +476,34 @@ SETP_CMPS(DEF_SETP, u64, uint64_t)
 static const emu_fn t_setp[4][LPX_CMP__END] = { SETP_ROW(u32), SETP_ROW(s32), SETP_ROW(u64), SETP_ROW(s64) };
 #undef SETP_ROW
 
-/* set: d = cmp ? (1.0f or all ones) : 0. */
+/* What set writes for true into a destination of type t (per half for a
+ * packed type): 1.0 in a float format, all ones in an integer one. */
+static uint64_t set_true(int t)
+{
+  switch (t) {
+  case LPX_T_F32: return 0x3f800000u;
+  case LPX_T_F16: case LPX_T_F16X2: return 0x3c00;
+  case LPX_T_BF16: case LPX_T_BF16X2: return 0x3f80;
+  default: return width_mask(t);
+  }
+}
+
+/* set: d = cmp ? true : 0 with true from set_true; an f16x2/bf16x2 source
+ * compares half by half into 16-bit halves (0xffff for an integer d). */
 HANDLER(op_set)
 {
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = D(2);
   const emu_op *co = in->mod[LPX_GB_BOOL] ? EMU_OP(w, in, 3) : NULL;
   const uint64_t *c = co ? EMU_R(w, co->reg) : NULL;
-  int f = in->type == LPX_T_F32;
+  int st = in->type2, cmp = in->mod[LPX_GB_CMP], boolop = in->mod[LPX_GB_BOOL], ftz = in->mod[LPX_GB_FTZ] != 0;
+  int x2 = st == LPX_T_F16X2 || st == LPX_T_BF16X2;
+  uint64_t one = x2 ? (is_float(in->type) ? set_true(in->type) : 0xffff) : set_true(in->type);
   EMU_EACH(m, {
-    int x = combine(in->mod[LPX_GB_BOOL], compare(in->mod[LPX_GB_CMP], in->type2, a[l], b[l]), c ? (int)((c[l] & 1) ^ co->neg) : 0);
-    d[l] = x ? (f ? 0x3f800000u : 0xffffffffu) : 0;
+    int cv = c ? (int)((c[l] & 1) ^ co->neg) : 0;
+    uint64_t r = 0;
+    for (int k = 0; k <= x2; k++) r |= combine(boolop, compare(cmp, st, a[l], b[l], k, ftz), cv) ? one << (16 * k) : 0;
+    d[l] = r;
   });
   return 0;
 }
@@ -491,14 +519,15 @@ HANDLER(op_selp)
   return 0;
 }
 
-/* slct: d = (c >= 0) ? a : b, c s32 or f32. */
+/* slct: d = (c >= 0) ? a : b, c s32 or f32 (a NaN selects b; .ftz
+ * flushes a subnormal c to a zero, which selects a). */
 HANDLER(op_slct)
 {
   ARGS3;
   const uint64_t *c = D(3);
   uint64_t mk = width_mask(in->type);
-  int f = in->type2 == LPX_T_F32;
-  EMU_EACH(m, { int ge = f ? emu_u2f(c[l]) >= 0.0f : (int32_t)c[l] >= 0; d[l] = (ge ? a[l] : b[l]) & mk; });
+  int f = in->type2 == LPX_T_F32, ftz = in->mod[LPX_GB_FTZ] != 0;
+  EMU_EACH(m, { int ge = f ? float_at(LPX_T_F32, c[l], 0, ftz) >= 0.0 : (int32_t)c[l] >= 0; d[l] = (ge ? a[l] : b[l]) & mk; });
   return 0;
 }
 

@@ -3,6 +3,7 @@
  * the current barrier epoch), reads of shared memory never written, and
  * reads of registers a lane never wrote. */
 #include "emu.h"
+#include "emu_sched.h"
 #include <stdio.h>
 
 /* --------------------------------------------------------------- races */
@@ -50,7 +51,8 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
 /* ---------------------------------------------------- uninitialised registers */
 
 /* Fail if the instruction reads a register some lane of m never wrote
- * (the guard itself is checked for every lane of the running group). */
+ * (the guard itself is checked for every lane of the running group), or,
+ * under the adversarial schedule, an accumulator of a pending wgmma. */
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   for (int k = 0; k < in->nsrcs; k++) {
@@ -58,6 +60,9 @@ int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m)
     uint32_t lanes = (in->guard >= 0 && k == in->nsrcs - 1) ? w->cur : m;
     uint32_t bad = lanes & ~w->wr[s];
     if (!bad) continue;
+    if (w->cta->tm && lpx_emu_tmem_pending(w, in, s, bad)) return -1;
+    if (w->cta->sched && lpx_emu_sched_reg(w, in, s, bad)) return -1;
+    if (!(w->cta->L->checks & EMU_CHECK_UNINIT_REG)) continue;   /* here for tcgen05.ld's and pending wgmma registers only */
     char name[128];
     lpx_reg_text(w->p->m, w->p->f, s, name, sizeof name);
     return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s, which this thread never wrote (%d lane(s) of the warp read it unwritten)",

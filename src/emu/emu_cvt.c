@@ -1,9 +1,14 @@
 /* Conversions: cvt between every integer and float type PTX defines here
- * (f16/bf16/tf32 rounded in software, nearest-even by default, all four
- * directed modes), integer saturation, float-to-integer clamping (NaN to
- * 0), round-to-integral (.rni/.rzi/.rmi/.rpi), .ftz, .sat and .relu, the
- * packed cvt.rn.f16x2.f32 / bf16x2 forms, and fp8: cvt.rn.satfinite
- * .e4m3x2/.e5m2x2 from two f32 or an f16x2 and cvt.rn.f16x2 from them. */
+ * (f16/bf16 rounded once in software, nearest-even by default, all four
+ * directed modes; 64-bit integers reach them through a round-to-odd
+ * double, so no value is rounded twice), integer saturation in integer
+ * arithmetic, narrow integer results sign- or zero-extended into the
+ * destination register as the type says, float-to-integer clamping (NaN
+ * to 0, or to 1 << (bits - 1) from .f64 or into 64 bits, as the ISA
+ * says), round-to-integral (.rni/.rzi/.rmi/.rpi), .ftz, .sat and .relu,
+ * tf32 in each of its modes, the packed cvt.rn.f16x2.f32 / bf16x2 forms,
+ * and fp8: cvt.rn.satfinite .e4m3x2/.e5m2x2 from two f32 or an f16x2 and
+ * cvt.rn.f16x2 from them. */
 #include "emu.h"
 #include <fenv.h>
 #include <math.h>
@@ -131,12 +136,14 @@ static double round_int(double v, int irnd)
   }
 }
 
-/* Sign-extend or zero-extend an integer result of type t into a register of dbits. */
+/* An integer result of type t cut to its width, then sign-extended (s
+ * types) or zero-extended (u and b types) into a register of dbits. */
 static uint64_t int_to_reg(uint64_t v, int t, int dbits)
 {
   int bits = lpx_types[t].bits;
   uint64_t dm = dbits >= 64 ? ~0ull : (1ull << dbits) - 1;
-  if (lpx_types[t].kind == 'S' && bits < 64) v = (uint64_t)((int64_t)(v << (64 - bits)) >> (64 - bits));
+  if (bits < 64)
+    v = lpx_types[t].kind == 'S' ? (uint64_t)((int64_t)(v << (64 - bits)) >> (64 - bits)) : v & ((1ull << bits) - 1);
   return v & dm;
 }
 
@@ -151,23 +158,69 @@ static int64_t int_in(int type, uint64_t v, uint64_t *u)
 
 /* ------------------------------------------------------------- handlers */
 
-/* Integer -> integer: truncate or extend, .sat clamps (via double: exact below 2^53). */
+/* A signed (sgn) or unsigned integer value clamped to integer type t's range. */
+static uint64_t sat_int_int(__int128 v, int t)
+{
+  int bits = lpx_types[t].bits;
+  __int128 lo = 0, hi = ((__int128)1 << bits) - 1;
+  if (lpx_types[t].kind == 'S') { lo = -((__int128)1 << (bits - 1)); hi = ((__int128)1 << (bits - 1)) - 1; }
+  return (uint64_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+/* Integer -> integer: truncate or extend, .sat clamps (exactly, in 128 bits). */
 static uint64_t cvt_int_int(const emu_inst *in, int dt, int st, uint64_t v, int dbits)
 {
   uint64_t u;
   int64_t s = int_in(st, v, &u);
   int sgn = lpx_types[st].kind == 'S';
-  if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) return int_to_reg(lpx_emu_sat_int(sgn ? (double)s : (double)u, dt), dt, dbits);
+  if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) return int_to_reg(sat_int_int(sgn ? (__int128)s : (__int128)u, dt), dt, dbits);
   return int_to_reg(sgn ? (uint64_t)s : u, dt, dbits);
 }
 
-/* Float -> integer: round to integral (default .rzi), clamp, NaN -> 0. */
+/* Float -> integer: round to integral (default .rzi), clamp. NaN gives 0,
+ * or 1 << (bits - 1) when the source is .f64 or the destination 64 bits
+ * wide (the ISA's cvt notes; ptxas's F2I without .NTZ). */
 static uint64_t cvt_float_int(const emu_inst *in, int dt, int st, uint64_t v, int dbits)
 {
   double x = float_in(st, v);
+  int bits = lpx_types[dt].bits;
+  if (x != x) return int_to_reg(st == LPX_T_F64 || bits == 64 ? 1ull << (bits - 1) : 0, dt, dbits);
   if (in->mod[LPX_GB_FTZ] && st == LPX_T_F32 && fpclassify((float)x) == FP_SUBNORMAL) x = 0;
   int irnd = in->mod[LPX_GB_IRND];
   return int_to_reg(lpx_emu_sat_int(round_int(x, irnd ? irnd : LPX_IRND_RZI), dt), dt, dbits);
+}
+
+/* A 64-bit magnitude as a double rounded to odd: exact below 2^53, else the
+ * truncation with its last bit set when bits were dropped. Rounding that
+ * once more to a format of 51 bits or fewer gives the correctly rounded
+ * value in every mode (Boldo and Melquiond), with no double rounding. */
+static double u64_round_odd(uint64_t u)
+{
+  if (u < (1ull << 53)) return (double)u;
+  int sh = 11 - __builtin_clzll(u);
+  uint64_t t = u >> sh;
+  if (u & ((1ull << sh) - 1)) t |= 1;
+  return ldexp((double)t, sh);
+}
+
+/* f32 bits -> tf32 bits (low 13 bits zero) by rnd. .rna is what ptxas
+ * emits for it (add half an ulp unless |a| is Inf or NaN, clear the low
+ * bits; .satfinite then steps an Inf or NaN result down by one tf32 ulp);
+ * .rn and .rz round the fraction, NaN gives the canonical 0x7fffffff,
+ * .satfinite turns an infinite result into the largest finite tf32 and
+ * .relu a negative one into +0. */
+static uint32_t to_tf32(uint32_t b, int rnd, int satfinite, int relu)
+{
+  int special = (b & 0x7f800000u) == 0x7f800000u;
+  if (rnd == LPX_RND_RNA) {
+    b = ((special ? b : b + 0x1000u) & 0xffffe000u);
+    return satfinite && (b & 0x7f800000u) == 0x7f800000u ? b - 0x2000u : b;
+  }
+  if (special && (b & 0x7fffffu)) return 0x7fffffffu;
+  if (!special && rnd != LPX_RND_RZ) b += 0xfffu + ((b >> 13) & 1);
+  b &= 0xffffe000u;
+  if (satfinite && (b & 0x7fffffffu) == 0x7f800000u) b -= 0x2000u;
+  return relu && (b & 0x80000000u) ? 0 : b;
 }
 
 /* A finished value in a float destination type, rounded by rnd. */
@@ -183,7 +236,6 @@ static uint64_t float_out(const emu_inst *in, int dt, double x, int rnd)
   case LPX_T_F64: return x == x ? emu_d2u(x) : 0x7fffffffffffffffull;
   case LPX_T_F16: return to_small(x, &FMT_F16, rnd, satfinite);
   case LPX_T_BF16: return to_small(x, &FMT_BF16, rnd, satfinite);
-  case LPX_T_TF32: { uint32_t b = emu_f2u((float)x); if ((b & 0x7f800000) != 0x7f800000) b = (b + 0x1000) & ~0x1fffu; return b; }
   default: return 0;
   }
 }
@@ -198,9 +250,10 @@ static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
   if (sk != 'F') {
     uint64_t u;
     int64_t s = int_in(st, v, &u);
+    if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) return float_out(in, dt, sk == 'S' ? (s > 0) : (u > 0), rnd);  /* [0, 1] */
     if (dt == LPX_T_F32) { float f = sk == 'S' ? (float)s : (float)u; return emu_f2u(f); }
     if (dt == LPX_T_F64) { double g = sk == 'S' ? (double)s : (double)u; return emu_d2u(g); }
-    x = sk == 'S' ? (double)s : (double)u;
+    x = sk == 'S' && s < 0 ? -u64_round_odd(0 - (uint64_t)s) : u64_round_odd(sk == 'S' ? (uint64_t)s : u);
   } else {
     x = float_in(st, v);
   }
@@ -215,6 +268,8 @@ static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
 static uint64_t convert(const emu_inst *in, int dt, int st, uint64_t v, int dbits)
 {
   int sfloat = lpx_types[st].kind == 'F', dfloat = lpx_types[dt].kind == 'F';
+  if (dt == LPX_T_TF32 && st == LPX_T_F32)       /* on the bits: a NaN's payload matters to .rna */
+    return to_tf32((uint32_t)v, in->mod[LPX_GB_RND], in->mod[LPX_GB_SAT] == LPX_SAT_SATFINITE, in->mod[LPX_GB_RELU] != 0);
   if (!sfloat && !dfloat) return cvt_int_int(in, dt, st, v, dbits);
   if (sfloat && !dfloat) return cvt_float_int(in, dt, st, v, dbits);
   return cvt_to_float(in, dt, st, v);

@@ -4,6 +4,7 @@
  * instruction indices, symbols become space offsets, and every
  * instruction gets its handler from the family table indexed by ISA row. */
 #include "emu.h"
+#include "emu_sched.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,11 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_TMREPLACE] = lpx_emu_pick_tmap, [LPX_OP_TMCPFENCE] = lpx_emu_pick_tmap,
   [LPX_OP_WGMMA] = lpx_emu_pick_wgmma, [LPX_OP_WGFENCE] = lpx_emu_pick_wgmma,
   [LPX_OP_WGCOMMIT] = lpx_emu_pick_wgmma, [LPX_OP_WGWAIT] = lpx_emu_pick_wgmma,
+  [LPX_OP_TCALLOC] = lpx_emu_pick_tmem, [LPX_OP_TCDEALLOC] = lpx_emu_pick_tmem, [LPX_OP_TCRELINQ] = lpx_emu_pick_tmem,
+  [LPX_OP_TCMMA] = lpx_emu_pick_tmem, [LPX_OP_TCLD] = lpx_emu_pick_tmem, [LPX_OP_TCST] = lpx_emu_pick_tmem,
+  [LPX_OP_TCCOMMIT] = lpx_emu_pick_tmem, [LPX_OP_TCCP] = lpx_emu_pick_tmem, [LPX_OP_TCSHIFT] = lpx_emu_pick_tmem,
+  [LPX_OP_TCFENCEB] = lpx_emu_pick_tmem, [LPX_OP_TCFENCEA] = lpx_emu_pick_tmem, [LPX_OP_TCWAITLD] = lpx_emu_pick_tmem,
+  [LPX_OP_TCWAITST] = lpx_emu_pick_tmem,
   [LPX_OP_MADC] = lpx_emu_pick_intx, [LPX_OP_FNS] = lpx_emu_pick_intx, [LPX_OP_DP4A] = lpx_emu_pick_intx,
   [LPX_OP_DP2A] = lpx_emu_pick_intx, [LPX_OP_BMSK] = lpx_emu_pick_intx, [LPX_OP_SZEXT] = lpx_emu_pick_intx,
   [LPX_OP_CVTPACK] = lpx_emu_pick_intx,
@@ -293,7 +299,7 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
 static int no_dest(int op)
 {
   return op == LPX_OP_ST || op == LPX_OP_RED || op == LPX_OP_BAR || op == LPX_OP_BARRIER ||
-         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL ||
+         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL || op == LPX_OP_TCDEALLOC ||
          op == LPX_OP_STACKRESTORE || op == LPX_OP_APPLYPRI || op == LPX_OP_DISCARD || op == LPX_OP_PMEVENT;
 }
 
@@ -348,6 +354,7 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
     }
   }
   collect_srcs(d, in);
+  lpx_emu_decode_tcgen05(in, fo);
   return 0;
 }
 
@@ -373,6 +380,7 @@ static int resolve_labels(dec *d)
     }
     in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
+    else if (lpx_emu_sched_row(in->op)) in->flags |= EI_ASYNC;
   }
   return 0;
 }

@@ -18,7 +18,16 @@ static const option options[] = {
   { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped", "LUAPTX_EMU_BUDGET" },
   { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
   { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
+  { "schedule", offsetof(emu_dev, schedule), -1, INT64_MAX, "-1 for the default schedule, else the seed of the adversarial one", NULL },
 };
+
+#define SCHEDULE_HELP "the emulator's schedule: default, or adversarial with a seed"
+
+/* LUAPTX_EMU_SCHEDULE: "default" or "adversarial:<seed>" (the schedule option). */
+static int env_schedule(lpx_device *d, emu_dev *e)
+{
+  return lpx_env_keyed_int(d->ctx, "LUAPTX_EMU_SCHEDULE", "default", "adversarial", 0, INT64_MAX, SCHEDULE_HELP, &e->schedule);
+}
 
 /* Set the options that have an environment variable from it (strictly
  * parsed: a bad value is an error naming the variable and the range). */
@@ -28,7 +37,7 @@ static int env_options(lpx_device *d, emu_dev *e)
     const option *o = &options[i];
     if (o->env && lpx_env_int(d->ctx, o->env, o->lo, o->hi, o->help, (int64_t *)((char *)e + o->off))) return -1;
   }
-  return 0;
+  return env_schedule(d, e);
 }
 
 /* Write a description: kind, threads, budget. */
@@ -36,25 +45,38 @@ static const char *emu_describe(lpx_device *d)
 {
   emu_dev *e = EMU(d);
   long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
-  snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s)", n, n == 1 ? "" : "s");
+  if (e->schedule >= 0)
+    snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s, adversarial schedule seed %lld)", n, n == 1 ? "" : "s",
+             (long long)e->schedule);
+  else
+    snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s)", n, n == 1 ? "" : "s");
   return e->desc;
 }
 
-/* Set one bit of the checks mask from a boolean option. */
-static int check_flag(emu_dev *e, int64_t bit, int64_t value)
-{
-  e->checks = value ? (e->checks | bit) : (e->checks & ~bit);
-  return 0;
-}
+/* The boolean options: each sets or clears bits of the checks mask. */
+typedef struct flag_option { const char *name; int64_t bits; } flag_option;
+
+static const flag_option flag_options[] = {
+  { "race_check", EMU_CHECK_RACE },
+  { "uninit_check", EMU_CHECK_UNINIT_REG | EMU_CHECK_UNINIT_SHARED },
+  { "align_check", EMU_CHECK_ALIGN },
+};
+
+#define NOPTIONS (sizeof options / sizeof options[0])
+#define NFLAGS (sizeof flag_options / sizeof flag_options[0])
+#define VALID_OPTIONS "budget, threads, checks, schedule, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)
 {
   emu_dev *e = EMU(d);
-  if (strcmp(name, "race_check") == 0) return check_flag(e, EMU_CHECK_RACE, value);
-  if (strcmp(name, "uninit_check") == 0) return check_flag(e, EMU_CHECK_UNINIT_REG | EMU_CHECK_UNINIT_SHARED, value);
-  if (strcmp(name, "align_check") == 0) return check_flag(e, EMU_CHECK_ALIGN, value);
-  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+  for (size_t i = 0; i < NFLAGS; i++) {
+    if (strcmp(flag_options[i].name, name)) continue;
+    if (value != 0 && value != 1) return lpx_fail(d->ctx, "emu option %s = %" PRId64 ": valid 0 or 1 (off or on)", name, value);
+    e->checks = value ? (e->checks | flag_options[i].bits) : (e->checks & ~flag_options[i].bits);
+    return 0;
+  }
+  for (size_t i = 0; i < NOPTIONS; i++) {
     if (strcmp(options[i].name, name)) continue;
     if (value < options[i].lo || value > options[i].hi)
       return lpx_fail(d->ctx, "emu option %s = %" PRId64 ": valid %" PRId64 "..%" PRId64 " (%s)", name, value,
@@ -62,17 +84,18 @@ static int emu_set_option(lpx_device *d, const char *name, int64_t value)
     *(int64_t *)((char *)e + options[i].off) = value;
     return 0;
   }
-  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check, uninit_check, align_check", name);
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: " VALID_OPTIONS, name);
 }
 
-/* Read an option by name. */
+/* Read an option by name (a boolean option is 1 when all its bits are set). */
 static int emu_get_option(lpx_device *d, const char *name, int64_t *value)
 {
   emu_dev *e = EMU(d);
-  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+  for (size_t i = 0; i < NOPTIONS; i++)
     if (strcmp(options[i].name, name) == 0) { *value = *(int64_t *)((char *)e + options[i].off); return 0; }
-  if (strcmp(name, "race_check") == 0) { *value = (e->checks & EMU_CHECK_RACE) != 0; return 0; }
-  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: budget, threads, checks, race_check", name);
+  for (size_t i = 0; i < NFLAGS; i++)
+    if (strcmp(flag_options[i].name, name) == 0) { *value = (e->checks & flag_options[i].bits) == flag_options[i].bits; return 0; }
+  return lpx_fail(d->ctx, "unknown emu option '%s'; valid: " VALID_OPTIONS, name);
 }
 
 /* ------------------------------------------------------------- memory */
@@ -225,6 +248,18 @@ static int emu_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_insts)
   return 0;
 }
 
+/* Encode a validated TMA description into the emulator's 128-byte record. */
+static int emu_tma_encode(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128)
+{
+  return lpx_emu_tmap_encode(d->ctx, tensor, desc, out128);
+}
+
+/* Point an encoded record at a new global address. */
+static int emu_tma_replace_address(lpx_device *d, const char *tensor, void *map128, uint64_t address)
+{
+  return lpx_emu_tmap_replace_address(d->ctx, tensor, map128, address);
+}
+
 /* Free everything the emulator holds. */
 static void emu_close(lpx_device *d)
 {
@@ -243,7 +278,7 @@ static const lpx_device_vt emu_vt = {
   emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
   NULL, NULL,         /* host-clock events: launches run to completion */
   NULL, NULL, NULL,   /* graphs: the dispatcher records and replays launches */
-  NULL, NULL,         /* TMA: pyptx.async packs the emulator's own encoding */
+  emu_tma_encode, emu_tma_replace_address,   /* TMA: the emulator's emu_tmap record */
 };
 
 /* Open the emulator on a device object. */
@@ -254,6 +289,7 @@ int lpx_emu_open(lpx_device *d)
   e->d = d;
   e->budget = DEFAULT_BUDGET;
   e->checks = EMU_CHECK_ALL;
+  e->schedule = -1;
   if (env_options(d, e)) { free(e); return -1; }
   d->vt = &emu_vt;
   d->impl = e;

@@ -5,6 +5,7 @@
  * paths meet. Barriers block lanes; when nothing can run and lanes are
  * still blocked the CTA has deadlocked, which is reported, not hung. */
 #include "emu.h"
+#include "emu_sched.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -194,6 +195,8 @@ static void bar_release(emu_cta *c, uint32_t id)
   c->bar[id].arrived = c->bar[id].used = c->bar[id].popc = c->bar[id].any = c->bar[id].kind = 0;
   c->bar[id].all = 1;
   c->epoch++;
+  if (c->tm) lpx_emu_tmem_sync(c, 0);
+  if (c->sched) lpx_emu_sched_shuffle(c->sched);
 }
 
 /* Lanes m arrive at barrier id expecting count threads (0: the whole CTA). */
@@ -268,6 +271,8 @@ static int cluster_settle(emu_cta *g0)
   if (!g0->cl_arrived || g0->cl_arrived < cluster_live(g0)) return 0;
   g0->cl_phase++;
   g0->cl_arrived = 0;
+  if (g0->tm) lpx_emu_tmem_sync(g0, 1);
+  if (g0->sched) lpx_emu_sched_shuffle(g0->sched);
   for (int i = 0; i < g0->group_size; i++) {
     emu_cta *c = &g0->group[i];
     c->epoch++;
@@ -363,11 +368,33 @@ static void refresh_clock(emu_warp *w)
   }
 }
 
+/* An asynchronous row (EI_ASYNC): run it as any other row, inside the
+ * adversarial schedule's bookkeeping when that is on; *yield says whether
+ * the warp's turn ends here. 0, or -1 on an error. */
+static int async_step(emu_warp *w, const emu_inst *in, uint32_t m, int *yield)
+{
+  emu_sched *s = w->cta->sched;
+  if (s && m) lpx_emu_sched_begin(w, in);
+  if (m && in->fn(w, in, m)) return -1;
+  for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
+  if (in->ndst_vec) mark_vec_written(w, in, m);
+  *yield = s && m && lpx_emu_sched_end(w, in, m);
+  if (++w->cur_pc >= w->other_min) flush(w);
+  return 0;
+}
+
+/* Does a control row end the warp's turn under the adversarial schedule (barriers)? */
+static int control_yields(const emu_warp *w, const emu_inst *in)
+{
+  return w->cta->sched && (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER || in->op == LPX_OP_BARCLUS);
+}
+
 /* Run a warp for up to QUANTUM instructions; 0, or -1 on an error. */
 int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
 {
   const emu_inst *insts = w->p->insts;
-  int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0;
+  /* tcgen05.ld's pending registers, and the adversarial schedule's pending wgmma accumulators, are reported through this check. */
+  int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0 || w->cta->tm || w->cta->sched;
   uint64_t n = 0, lanes = 0;
   int rc = 0;
   for (int q = 0; q < QUANTUM; q++) {
@@ -379,7 +406,13 @@ int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
     lanes += m == EMU_FULL ? 32u : (uint64_t)__builtin_popcount(m);
     if (check_uninit && in->nsrcs && !lpx_emu_srcs_written(w, in, m) && (rc = lpx_emu_check_srcs(w, in, m))) break;
     if (in->flags & EI_READS_CLOCK) refresh_clock(w);
-    if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; continue; }
+    if (in->flags & (EI_CONTROL | EI_ASYNC)) {
+      int yield = 0;
+      if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; yield = control_yields(w, in); }
+      else if ((rc = async_step(w, in, m, &yield))) break;
+      if (yield) break;
+      continue;
+    }
     if (m && (rc = in->fn(w, in, m))) break;
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
     if (in->ndst_vec) mark_vec_written(w, in, m);
@@ -523,9 +556,39 @@ int lpx_emu_charge(emu_cta *c, emu_warp *w, uint64_t steps)
                           c->ctaid[0], c->ctaid[1], c->ctaid[2]);
 }
 
+/* Is any thread of the cluster still running? */
+static int group_live(const emu_cta *g, int n)
+{
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g[i].nwarps; k++) if (g[i].warps[k].live) return 1;
+  return 0;
+}
+
+/* Run a cluster under the adversarial schedule: one turn at a time, the
+ * warp the schedule picks, until every thread exited. */
+static int group_run_sched(emu_cta *g, int n)
+{
+  emu_sched *s = g->sched;
+  uint64_t pending = 0;
+  for (;;) {
+    emu_warp *w = lpx_emu_sched_next(s);
+    if (!w) {
+      if (!group_live(g, n)) break;
+      if (!cluster_settle(g)) return deadlock(g, n);   /* threads that exited can complete the cluster barrier */
+      continue;
+    }
+    if (lpx_emu_warp_run(w, &pending)) return -1;
+    lpx_emu_sched_turn_end(s, w);
+    if (pending >= BUDGET_CHUNK) { if (lpx_emu_charge(w->cta, w, pending)) return -1; pending = 0; }
+    if (lpx_emu_stop_for_error(g->L)) return -1;
+  }
+  return pending ? lpx_emu_charge(&g[0], &g[0].warps[0], pending) : 0;
+}
+
 /* Run the CTAs of one cluster (or one CTA) together to completion. */
 static int group_run(emu_cta *g, int n)
 {
+  if (g->sched) return group_run_sched(g, n);
   uint64_t pending = 0;
   for (;;) {
     int progress = 0, live = 0;
@@ -544,6 +607,7 @@ static int group_run(emu_cta *g, int n)
     /* Threads that exited can complete the cluster barrier's phase. */
     if (!progress && !cluster_settle(g)) return deadlock(g, n);
   }
+  if (g[0].tm && lpx_emu_tmem_exit(g, n)) return -1;
   return pending ? lpx_emu_charge(&g[0], &g[0].warps[0], pending) : 0;
 }
 
@@ -585,7 +649,7 @@ static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
     w->frame = p->frame_size ? malloc((size_t)p->frame_size * 32) : NULL;
     if (!w->r || !w->wr || (p->local_size && !w->local) || (p->frame_size && !w->frame)) return -1;
   }
-  return 0;
+  return lpx_emu_tmem_init(c);
 }
 
 /* Allocate a worker's cluster of CTAs (reused for every cluster it runs). */
@@ -598,18 +662,23 @@ static int worker_init(worker *wk)
     if (cta_alloc(wk->L, &wk->ctas[i], wk->index)) return -1;
     wk->ctas[i].group = wk->ctas; wk->ctas[i].group_size = n; wk->ctas[i].rank = i;
   }
-  return 0;
+  if (wk->L->schedule < 0) return 0;
+  emu_sched *s = lpx_emu_sched_new(wk->ctas, n, wk->L->schedule);
+  for (int i = 0; i < n; i++) wk->ctas[i].sched = s;
+  return s ? 0 : -1;
 }
 
 /* Free a worker's CTAs. */
 static void worker_free(worker *wk)
 {
+  if (wk->ctas) lpx_emu_sched_free(wk->ctas[0].sched);
   for (int i = 0; wk->ctas && i < wk->L->cluster_size; i++) {
     emu_cta *c = &wk->ctas[i];
     for (int k = 0; c->warps && k < c->nwarps; k++) {
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
+    lpx_emu_tmem_free(c);
   }
   free(wk->ctas);
 }
@@ -626,6 +695,7 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   c->cl_arrived = c->cl_phase = 0;
   c->ntma_rgn = 0;
   if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
+  if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);
 }
 
@@ -639,6 +709,7 @@ static void cluster_reset(worker *wk, uint64_t u)
     uint32_t id[3] = { base[0] + (uint32_t)r % cd[0], base[1] + (uint32_t)r / cd[0] % cd[1], base[2] + (uint32_t)r / (cd[0] * cd[1]) };
     cta_reset(&wk->ctas[r], id);
   }
+  if (wk->ctas[0].sched) lpx_emu_sched_reset(wk->ctas[0].sched, u);
 }
 
 /* A host thread: take clusters (or single CTAs) until none are left or the launch failed. */
@@ -700,6 +771,7 @@ int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg)
   L.nctas = (uint64_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
   L.budget = (uint64_t)e->budget;
   L.checks = e->checks;
+  L.schedule = e->schedule;
   L.cluster_size = (int)(cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2]);
   if (L.cluster_size < 1) L.cluster_size = 1;
   L.nworkers = thread_count(e, L.nctas / (uint64_t)L.cluster_size);

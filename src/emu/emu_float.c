@@ -1,9 +1,13 @@
 /* Floating-point handlers: f32/f64 arithmetic with the four IEEE rounding
  * modes (the host's rounding mode is set around the lane loop; the file is
  * built with -frounding-math so the compiler keeps the operations where
- * they are), .ftz and .sat; f16/bf16 (scalar and x2) computed in a wider
- * type and rounded once, which is exact for these operations; and the
- * special functions, computed to within their documented ulp or better. */
+ * they are), .ftz and .sat; f16/bf16 (scalar and x2) computed exactly or
+ * rounded to odd in a double and rounded once to the format, with .ftz
+ * flushing their subnormals; min/max with .NaN and .xorsign.abs; the
+ * special functions, computed to within their documented ulp or better.
+ * neg/abs are arithmetic as ptxas compiles them (FADD/HADD2: a NaN comes
+ * out canonical; f64 passes a NaN through unchanged); copysign is the bit
+ * select ptxas emits. */
 #include "emu.h"
 #include <fenv.h>
 #include <math.h>
@@ -48,6 +52,16 @@ static double fminmax(double x, double y, int max, int nan_prop)
   return max ? (x > y ? x : y) : (x < y ? x : y);
 }
 
+/* min/max with the row's .NaN, .abs and .xorsign: with .xorsign.abs the
+ * magnitudes are compared and a non-NaN result takes the XOR of the signs. */
+static double fminmax_row(double x, double y, int max, const emu_inst *in)
+{
+  int xs = in->mod[LPX_GB_XORSIGN] != 0, neg = xs && (signbit(x) != 0) != (signbit(y) != 0);
+  if (in->mod[LPX_GB_ABSNAN]) { x = fabs(x); y = fabs(y); }
+  double r = fminmax(x, y, max, in->mod[LPX_GB_NAN] == LPX_NAN_NAN);
+  return xs && r == r ? copysign(r, neg ? -1.0 : 1.0) : r;
+}
+
 /* One float operation on doubles (the wide type every format computes in). */
 static double fop(int op, double x, double y, double z, const emu_inst *in)
 {
@@ -57,8 +71,8 @@ static double fop(int op, double x, double y, double z, const emu_inst *in)
   case F_MUL: return x * y;
   case F_FMA: return fma(x, y, z);
   case F_DIV: return x / y;
-  case F_MIN: return fminmax(x, y, 0, in->mod[LPX_GB_NAN] == LPX_NAN_NAN);
-  case F_MAX: return fminmax(x, y, 1, in->mod[LPX_GB_NAN] == LPX_NAN_NAN);
+  case F_MIN: return fminmax_row(x, y, 0, in);
+  case F_MAX: return fminmax_row(x, y, 1, in);
   case F_ABS: return fabs(x);
   case F_NEG: return -x;
   case F_RCP: return 1.0 / x;
@@ -124,16 +138,22 @@ HANDLER(f32_general)
   return 0;
 }
 
-/* f64 arithmetic with rnd. */
+/* Flush an f64 subnormal to a zero of the same sign (rcp/rsqrt.approx.ftz.f64). */
+static double ftz64(double x) { return fpclassify(x) == FP_SUBNORMAL ? copysign(0.0, x) : x; }
+
+/* f64 arithmetic with rnd (and .ftz where an approximate f64 row takes it). */
 HANDLER(f64_general)
 {
-  int op = row_op(in->op), n = in->nops - 1;
+  int op = row_op(in->op), n = in->nops - 1, ftz = in->mod[LPX_GB_FTZ] != 0;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
   int old = fegetround(), mode = lpx_emu_host_rounding(in->mod[LPX_GB_RND]);
   if (mode != old) fesetround(mode);
   EMU_EACH(m, {
-    double r = fop(op, emu_u2d(a[l]), emu_u2d(b[l]), emu_u2d(c[l]), in);
+    double x = emu_u2d(a[l]), y = emu_u2d(b[l]), z = emu_u2d(c[l]);
+    if (ftz) { x = ftz64(x); y = ftz64(y); z = ftz64(z); }
+    double r = fop(op, x, y, z, in);
+    if (ftz) r = ftz64(r);
     if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) r = sat01(r);
     d[l] = emu_d2u(r);
   });
@@ -166,40 +186,88 @@ __attribute__((target("fma"))) static int fma_f32_hw(emu_warp *w, const emu_inst
 #define fma_f32_hw fma_f32
 #endif
 
-/* neg.f32 / abs.f32 without .ftz: sign-bit operations (NaN payloads kept). */
-HANDLER(neg_f32) { uint64_t *d = D(0); const uint64_t *a = D(1); EMU_EACH(m, d[l] = (uint32_t)a[l] ^ 0x80000000u); return 0; }
-HANDLER(abs_f32) { uint64_t *d = D(0); const uint64_t *a = D(1); EMU_EACH(m, d[l] = (uint32_t)a[l] & 0x7fffffffu); return 0; }
+/* Is the f32 in the low bits of v a NaN? */
+static inline int nan32(uint64_t v) { return ((uint32_t)v & 0x7fffffffu) > 0x7f800000u; }
+
+/* neg.f32 / abs.f32 without .ftz: ptxas makes them FADD -a + -0 and
+ * |a| + -0, so the sign changes and a NaN comes out canonical. */
+HANDLER(neg_f32) { uint64_t *d = D(0); const uint64_t *a = D(1);
+  EMU_EACH(m, d[l] = nan32(a[l]) ? CANON32 : (uint32_t)a[l] ^ 0x80000000u); return 0; }
+HANDLER(abs_f32) { uint64_t *d = D(0); const uint64_t *a = D(1);
+  EMU_EACH(m, d[l] = nan32(a[l]) ? CANON32 : (uint32_t)a[l] & 0x7fffffffu); return 0; }
+
+/* copysign.f32 d, a, b: the sign of a on the bits of b (a LOP3 bit select:
+ * NaN payloads and signs are kept). */
+HANDLER(copysign_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2);
+  EMU_EACH(m, d[l] = ((uint32_t)a[l] & 0x80000000u) | ((uint32_t)b[l] & 0x7fffffffu)); return 0; }
+
+/* neg.f64 / abs.f64: sign-bit operations; a NaN passes through unchanged
+ * (the ISA's note on abs.f64: DADD returns a NaN operand as it is). */
+HANDLER(neg_f64) { uint64_t *d = D(0); const uint64_t *a = D(1);
+  EMU_EACH(m, d[l] = (a[l] & ~(1ull << 63)) > 0x7ff0000000000000ull ? a[l] : a[l] ^ (1ull << 63)); return 0; }
+HANDLER(abs_f64) { uint64_t *d = D(0); const uint64_t *a = D(1);
+  EMU_EACH(m, d[l] = (a[l] & ~(1ull << 63)) > 0x7ff0000000000000ull ? a[l] : a[l] & ~(1ull << 63)); return 0; }
 
 /* ------------------------------------------------------- f16 / bf16 */
 
-/* Decode one 16-bit half of a lane value. */
-static double half_in(int bf, uint64_t v, int k)
+/* The 16-bit half k of a lane value, flushed to a signed zero when ftz and
+ * it is subnormal in its format (bf: bf16, else f16). */
+static uint16_t half_bits(int bf, uint64_t v, int k, int ftz)
 {
   uint16_t h = (uint16_t)(v >> (16 * k));
-  return bf ? lpx_emu_bf16_to_f32(h) : lpx_emu_f16_to_f32(h);
+  int e = bf ? (h >> 7) & 0xff : (h >> 10) & 0x1f;
+  return ftz && e == 0 ? h & 0x8000 : h;
 }
 
-/* Round a double result to a half format once. */
-static uint16_t half_out(int bf, double r, int rnd) { return lpx_emu_f64_to_half(r, bf, rnd); }
+/* The value of a half-format pattern (exact in a double). */
+static double half_val(int bf, uint16_t h) { return bf ? lpx_emu_bf16_to_f32(h) : lpx_emu_f16_to_f32(h); }
 
-/* f16, f16x2, bf16, bf16x2: each half computed in double, rounded once. */
+/* x + y rounded to odd in a double: exact when the sum is, else the
+ * neighbour of the nearest double whose last bit is 1 on the side of the
+ * error (TwoSum). Rounding that once to f16/bf16 is correctly rounded:
+ * a sum of halves (and a product plus a half) can need far more than 53
+ * bits, and a plain double would round twice. */
+static double sum_odd(double x, double y)
+{
+  double s = x + y;
+  if (!isfinite(s)) return s;
+  double bb = s - x, e = (x - (s - bb)) + (y - bb);
+  if (e == 0 || (emu_d2u(s) & 1)) return s;
+  return nextafter(s, e > 0 ? INFINITY : -INFINITY);
+}
+
+/* One f16/bf16 operation on exact double operands, ready for one rounding. */
+static double half_op(int op, double x, double y, double z, const emu_inst *in)
+{
+  switch (op) {
+  case F_ADD: return sum_odd(x, y);
+  case F_SUB: return sum_odd(x, -y);
+  case F_MUL: return x * y;                       /* 22 bits at most: exact */
+  case F_FMA: return sum_odd(x * y, z);
+  default: return fop(op, x, y, z, in);
+  }
+}
+
+/* f16, f16x2, bf16, bf16x2: each half computed by half_op and rounded once;
+ * .ftz flushes subnormal inputs and results; neg/abs are arithmetic (HADD2
+ * / HFMA2 in ptxas's code), so a NaN comes out as the canonical 0x7fff. */
 HANDLER(half_general)
 {
   int op = row_op(in->op), n = in->nops - 1, rnd = in->mod[LPX_GB_RND] ? in->mod[LPX_GB_RND] : LPX_RND_RN;
   int bf = in->type == LPX_T_BF16 || in->type == LPX_T_BF16X2;
-  int lanes2 = in->type == LPX_T_F16X2 || in->type == LPX_T_BF16X2;
+  int lanes2 = in->type == LPX_T_F16X2 || in->type == LPX_T_BF16X2, ftz = in->mod[LPX_GB_FTZ] != 0;
   int sat = in->mod[LPX_GB_SAT] == LPX_SAT_SAT, relu = in->mod[LPX_GB_RELU] != 0;
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = n > 1 ? D(2) : a, *c = n > 2 ? D(3) : a;
   EMU_EACH(m, {
     uint64_t out = 0;
     for (int k = 0; k <= lanes2; k++) {
-      double r = fop(op, half_in(bf, a[l], k), half_in(bf, b[l], k), half_in(bf, c[l], k), in);
+      double x = half_val(bf, half_bits(bf, a[l], k, ftz)), y = half_val(bf, half_bits(bf, b[l], k, ftz));
+      double r = half_op(op, x, y, half_val(bf, half_bits(bf, c[l], k, ftz)), in);
       if (sat) r = sat01(r);
       if (relu && !(r > 0.0) && r == r) r = 0.0;
-      uint16_t h = (op == F_NEG || op == F_ABS) ? (uint16_t)((a[l] >> (16 * k)) ^ (op == F_NEG ? 0x8000 : 0)) : half_out(bf, r, rnd);
-      if (op == F_ABS) h &= 0x7fff;
-      out |= (uint64_t)h << (16 * k);
+      uint16_t h = lpx_emu_f64_to_half(r, bf, rnd);
+      out |= (uint64_t)half_bits(bf, h, 0, ftz) << (16 * k);
     }
     d[l] = out;
   });
@@ -237,8 +305,9 @@ emu_fn lpx_emu_pick_float(const emu_inst *in)
   if (row_op(in->op) < 0) return NULL;
   int t = in->type;
   if (t == LPX_T_F16 || t == LPX_T_F16X2 || t == LPX_T_BF16 || t == LPX_T_BF16X2) return half_general;
-  if (t == LPX_T_F64) return f64_general;
+  if (t == LPX_T_F64) return in->op == LPX_OP_NEG ? neg_f64 : in->op == LPX_OP_ABS ? abs_f64 : f64_general;
   if (t != LPX_T_F32) return NULL;
+  if (in->op == LPX_OP_COPYSIGN) return copysign_f32;
   int plain = (!in->mod[LPX_GB_RND] || in->mod[LPX_GB_RND] == LPX_RND_RN) && !in->mod[LPX_GB_FTZ] && !in->mod[LPX_GB_SAT] && !in->mod[LPX_GB_RELU];
   if (plain && in->op == LPX_OP_NEG) return neg_f32;
   if (plain && in->op == LPX_OP_ABS) return abs_f32;

@@ -130,9 +130,25 @@ HANDLER(ld_global_32)
 
 /* ------------------------------------------------------------- atomics */
 
+/* atom/red .add.f32 on global memory: RED/ATOMG .ADD.F32.FTZ.RN, which
+ * flushes subnormal inputs and results; a NaN sum is canonical. (On shared
+ * memory ptxas loops a CAS around a plain FADD: see op_atom.) */
+#define ATOM_ADD_F32_FTZ (LPX_ATOMOP__END + 1)
+
+/* Flush an f32 subnormal (bits) to a zero of its sign. */
+static uint32_t ftz_bits32(uint32_t v) { return (v & 0x7f800000u) ? v : v & 0x80000000u; }
+
+/* The f32 sum of bits x and y as the GPU's adders give it (NaN canonical). */
+static uint64_t fadd32(uint32_t x, uint32_t y)
+{
+  float r = emu_u2f(x) + emu_u2f(y);
+  return r == r ? emu_f2u(r) : 0x7fffffffu;
+}
+
 /* The new value an atomic op (an LPX_ATOMOP_* value) stores given the old one. */
 uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c)
 {
+  if (op == ATOM_ADD_F32_FTZ) return ftz_bits32((uint32_t)fadd32(ftz_bits32((uint32_t)old), ftz_bits32((uint32_t)b)));
   int bits = lpx_types[type].bits, s = lpx_types[type].kind == 'S', f = lpx_types[type].kind == 'F' || lpx_types[type].kind == 'H';
   uint64_t mk = bits >= 64 ? ~0ull : (1ull << bits) - 1;
   int64_t so = bits >= 64 ? (int64_t)old : (int64_t)(old << (64 - bits)) >> (64 - bits);
@@ -140,7 +156,7 @@ uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t
   old &= mk; b &= mk;
   switch (op) {
   case LPX_ATOMOP_ADD:
-    if (type == LPX_T_F32) return emu_f2u(emu_u2f(old) + emu_u2f(b));
+    if (type == LPX_T_F32) return fadd32((uint32_t)old, (uint32_t)b);
     if (type == LPX_T_F64) return emu_d2u(emu_u2d(old) + emu_u2d(b));
     if (type == LPX_T_F16) return lpx_emu_f32_to_f16(lpx_emu_f16_to_f32((uint16_t)old) + lpx_emu_f16_to_f32((uint16_t)b), LPX_RND_RN);
     if (type == LPX_T_BF16) return lpx_emu_f32_to_bf16(lpx_emu_bf16_to_f32((uint16_t)old) + lpx_emu_bf16_to_f32((uint16_t)b), LPX_RND_RN);
@@ -192,6 +208,15 @@ static uint64_t atomic_rmw(uint8_t *p, int size, int op, int type, uint64_t b, u
   return old;
 }
 
+/* Is an f32 atom/red .add at addr in space one on global memory (which
+ * flushes subnormals)? A generic address is global outside the shared
+ * and local windows. */
+static int add_f32_global(int space, uint64_t addr)
+{
+  if (space != EMU_SP_GENERIC) return space == EMU_SP_GLOBAL;
+  return addr - EMU_SHARED_WINDOW >= EMU_WINDOW_SIZE && addr - EMU_LOCAL_WINDOW >= EMU_WINDOW_SIZE;
+}
+
 /* atom d, [a], b (, c) and red [a], b: lanes in order, each atomic. */
 HANDLER(op_atom)
 {
@@ -203,9 +228,11 @@ HANDLER(op_atom)
   uint64_t bias;
   int space = access_space(in, ao, &bias);
   EMU_EACH(m, {
-    uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)size, 2);
+    uint64_t at = lane_addr(w, ao, l, bias);
+    uint8_t *p = lpx_emu_addr(w, in, l, space, at, (uint32_t)size, 2);
     if (!p) return -1;
-    uint64_t old = atomic_rmw(p, size, op, in->type, b[l], c[l]);
+    int o = op == LPX_ATOMOP_ADD && in->type == LPX_T_F32 && add_f32_global(space, at) ? ATOM_ADD_F32_FTZ : op;
+    uint64_t old = atomic_rmw(p, size, o, in->type, b[l], c[l]);
     if (d) d[l] = old;
   });
   return 0;

@@ -1,12 +1,14 @@
 /* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
- * memory (init, arrive, arrive_drop, expect_tx, complete_tx, test_wait /
- * try_wait with phase tokens or parity, pending_count, inval) and the bulk
+ * memory (init, arrive, arrive_drop, their .noComplete forms, expect_tx,
+ * complete_tx, test_wait / try_wait with phase tokens or parity,
+ * pending_count, inval) and the bulk
  * copies that complete transactions on them (cp.async.bulk, non-tensor),
  * with the classification of every cp.async.bulk / cp.reduce.async.bulk
  * form. Copies happen at once, a valid schedule of an asynchronous copy; a
  * barrier's phase completes when its pending arrivals and its
  * transaction count both reach zero. */
 #include "emu.h"
+#include "emu_sched.h"
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
@@ -42,10 +44,11 @@ static void settle(emu_cta *c, mbar *b)
   b->phase ^= 1;
   b->pending = b->expected;
   c->epoch++;
+  if (c->sched) lpx_emu_sched_shuffle(c->sched);   /* the adversarial schedule reshuffles at every completed phase */
 }
 
 /* The CTA of the cluster whose shared memory holds the barrier word p. */
-static emu_cta *owner(emu_warp *w, const uint8_t *p)
+emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p)
 {
   emu_cta *me = w->cta;
   for (int i = 0; i < me->group_size; i++) {
@@ -84,14 +87,26 @@ static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
   return in->mod[LPX_GB_PARITY] ? (int)(v & 1) : (int)(v >> 63);
 }
 
+/* A .noComplete arrival that would complete the phase: undefined in the
+ * PTX ISA (a GPU gives no error), so the emulator reports it. */
+static int no_complete_fail(emu_warp *w, const emu_inst *in, int lane, int64_t count)
+{
+  return lpx_emu_fail(w, in, lane, "this .noComplete arrival (count %lld) takes the last pending arrival(s) of the mbarrier's "
+                      "phase with no transaction bytes pending, so it would complete the phase; the PTX ISA leaves that "
+                      "undefined (a GPU reports nothing): the arrival that completes a phase must not carry .noComplete",
+                      (long long)count);
+}
+
 /* Apply one lane's operation to its barrier word; *out gets the result. */
 static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
 {
   int kind = in->mod[LPX_GB_MBAR];
   uint64_t word;
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  int waits = kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT;
+  if (c->sched) lpx_emu_sched_mbar_touch(c, p, waits ? wait_parity(w, in, k, lane) : -1);   /* held-back copy bytes */
   memcpy(&word, p, 8);
   mbar b = unpack(word);
-  emu_cta *c = owner(w, p);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
   if (kind == LPX_MBAR_INIT) {
     if (arg < 1 || arg > 0xfffff) return lpx_emu_fail(w, in, lane, "mbarrier.init count %lld; valid 1..1048575", (long long)arg);
@@ -110,6 +125,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     *out = word;                              /* the state token: the word before this arrival */
     b.pending -= count;
     if (kind == LPX_MBAR_ARRIVE_DROP) b.expected -= count;
+    if (in->mod[LPX_GB_NOCOMP] && !b.pending && !b.tx && b.expected) return no_complete_fail(w, in, lane, count);
     settle(c, &b);
   } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
     int want = wait_parity(w, in, k, lane);
@@ -166,6 +182,7 @@ HANDLER(op_mbarrier)
     if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
     if (d) d[l] = out;
     if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
+    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && out && w->cta->tm) lpx_emu_tmem_observe(w, p, wait_parity(w, in, k, l));
   });
   return 0;
 }
@@ -179,6 +196,7 @@ static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, em
   memcpy(&word, p, 8);
   mbar b = unpack(word);
   if (!b.expected) return lpx_emu_fail(w, in, lane, "the copy completes on an mbarrier that is not initialised (mbarrier.init)");
+  if (c->sched && lpx_emu_sched_defer_tx(c, p, lane, bytes)) return 0;   /* the adversarial schedule completes it late */
   b.tx -= bytes;
   if (!b.pending && !b.tx) { b.phase ^= 1; b.pending = b.expected; c->epoch++; }
   c->mbar_gen++;
@@ -193,7 +211,7 @@ static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, em
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes)
 {
   uint8_t *p = mbar_ptr(w, in, k, lane);
-  return p ? complete_on(w, in, lane, p, owner(w, p), bytes) : -1;
+  return p ? complete_on(w, in, lane, p, lpx_emu_mbar_owner(w, p), bytes) : -1;
 }
 
 /* The same, on the barrier at CTA-relative shared offset off of cluster rank r (multicast). */
@@ -201,6 +219,44 @@ int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r,
 {
   uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ((uint64_t)(r + 1) << 24) | (off & 0xffffff), 8, 2);
   return p ? complete_on(w, in, lane, p, &w->cta->group[r], bytes) : -1;
+}
+
+/* One arrive on the barrier word p of CTA c, as tcgen05.commit's
+ * .mbarrier::arrive::one signals it; *phase gets the parity of the phase
+ * the arrive counted in. 0, or -1 with the error set. */
+int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase)
+{
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  if (!b.expected) return lpx_emu_fail(w, in, lane, "tcgen05.commit arrives on an mbarrier that is not initialised (mbarrier.init)");
+  if (b.pending < 1) return lpx_emu_fail(w, in, lane, "tcgen05.commit arrives on an mbarrier with no arrival pending in this phase");
+  *phase = b.phase;
+  b.pending--;
+  settle(c, &b);
+  c->mbar_gen++;
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 0;
+}
+
+/* Complete bytes the adversarial schedule held back on the barrier word p
+ * of CTA c, when nothing else keeps its phase open (no pending arrivals and
+ * exactly that many pending transaction bytes) and a wait for the phase
+ * with parity want (-1: not a wait) would fail without them. 1 if the
+ * phase completed. */
+int lpx_emu_mbar_take_tx(emu_cta *c, uint8_t *p, int64_t bytes, int want)
+{
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  if (!b.expected || b.pending || b.tx != bytes || (want >= 0 && b.phase != want)) return 0;
+  b.tx = 0;
+  settle(c, &b);
+  c->mbar_gen++;
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 1;
 }
 
 /* cp.async.bulk [dst], [src], size{, [mbar]}: copy at once, then complete
@@ -256,6 +312,12 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in)
   return fn ? fn : lpx_emu_pick_tma(in);
 }
 
+/* The tensor load modes the emulator runs (1), the four-row ones (2). */
+static const uint8_t modes_run[LPX_LOADMODE__END] = {
+  [LPX_LOADMODE_TILE] = 1, [LPX_LOADMODE_IM2COL] = 1, [LPX_LOADMODE_IM2COL_NO_OFFS] = 1,
+  [LPX_LOADMODE_TILE_GATHER4] = 2, [LPX_LOADMODE_TILE_SCATTER4] = 2,
+};
+
 /* The EMU_BULK_* kind of a bulk form from its record: the forms the
  * emulator runs (copies, tensor loads/stores/prefetches/reductions,
  * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
@@ -263,8 +325,9 @@ static int bulk_kind(const lpx_form *fo)
 {
   const lpx_form_info *fi = &fo->info;
   int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
-  if ((mode && mode != LPX_LOADMODE_TILE && mode != LPX_LOADMODE_IM2COL && mode != LPX_LOADMODE_IM2COL_NO_OFFS) ||
-      fi->cta_group || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  if ((mode && !modes_run[mode]) || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
+  /* .cta_group::N of a tensor load lets its mbarrier sit in the peer CTA (a shared::cluster address): a load as any. */
+  if (fi->cta_group && !(fi->tensor && !store && !fi->prefetch && fi->op == LPX_OP_CPBULK)) return EMU_BULK_OTHER;
   if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
   if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
   if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
@@ -273,10 +336,12 @@ static int bulk_kind(const lpx_form *fo)
 }
 
 /* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
- * ext[2] im2col (loads, prefetches) or im2col_no_offs. */
+ * ext[2] im2col (loads, prefetches) or im2col_no_offs, ext[3]
+ * tile::gather4 / tile::scatter4 (one column, four rows). */
 void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
 {
   in->ext[1] = (uint8_t)fo->info.multicast;
   in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
+  in->ext[3] = modes_run[fo->info.im2col] == 2;
   in->ext[0] = (uint8_t)bulk_kind(fo);
 }

@@ -4,6 +4,7 @@
  * to host memory, checked for bounds and alignment every time. A kernel
  * never reaches host memory outside what it was given. */
 #include "emu.h"
+#include "emu_sched.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,8 @@ static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t o
                  w->p->extern_off, c->shared_size - w->p->extern_off);
     return NULL;
   }
+  /* The adversarial schedule's pending copies first (the more precise report). */
+  if (w->cta->sched && lpx_emu_sched_access(w, in, lane, c, (uint32_t)off, n, write)) return NULL;
   /* Accesses to another CTA's shared memory are not race-checked. */
   if (c == w->cta && (c->L->checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED)) && write != 2 &&
       lpx_emu_race(w, in, lane, (uint32_t)off, n, write)) return NULL;

@@ -1,9 +1,10 @@
 /* TMA tensor copies on the emulator: cp.async.bulk.tensor.{1..5}d in tile
- * and im2col mode, global -> shared::cluster (multicast too) completing
+ * and im2col mode and 2d in tile::gather4 / tile::scatter4 mode (four
+ * rows of one column range), global -> shared::cluster (multicast too) completing
  * bytes on an mbarrier and shared::cta -> global in a bulk group; tensor
  * reductions into global memory (cp.reduce.async.bulk.tensor) and tensor
- * prefetches. The tensor map is the 128-byte emu_tmap luaptx's runtime
- * packs for the emulator. Elements outside the tensor read as zero (NaN
+ * prefetches. The tensor map is the 128-byte emu_tmap the emu device's
+ * tma_encode builds (emu_tmap.c). Elements outside the tensor read as zero (NaN
  * with oob_fill 1) and are not written back. Shared memory holds the box
  * row by row (a row: the elements along dimension 0, or one im2col pixel)
  * with the layouts measured on hardware: an unswizzled row takes its own
@@ -97,19 +98,21 @@ static int load_map(emu_warp *w, const emu_inst *in, int lane, uint64_t a, emu_t
 
 /* Operand positions of a tensor instruction: the bracket's map and
  * coordinates, the shared address, the barrier, the im2col offsets (a
- * vector) and the multicast mask; -1 where the form has none. */
-typedef struct tma_ops { int map, coord, smem, mbar, offs, mask, rank; } tma_ops;
+ * vector) and the multicast mask; -1 where the form has none. rank: the
+ * tensor's, ncoord: the coordinates listed (5 for gather4/scatter4). */
+typedef struct tma_ops { int map, coord, smem, mbar, offs, mask, rank, ncoord; } tma_ops;
 
 /* One lane's request: the map, where the box starts, and its shared layout. */
 typedef struct tma_req {
   emu_tmap t;
-  int64_t c[5];            /* coordinates (im2col: C, the filter base W H D, N) */
+  int64_t c[5];            /* coordinates (im2col: C, the filter base W H D, N; gather4: x, y0..y3) */
   int64_t off[3];          /* im2col offsets, W first */
   uint32_t n[5];           /* tile: elements per dimension */
   uint32_t n0, rows, s0;   /* elements per shared row, shared rows, dimension-0 stride */
   uint32_t pitch;          /* bytes from one shared row to the next */
   const tma_swz *sw;
   uint64_t base;           /* shared address of the box */
+  int four;                /* tile::gather4 / tile::scatter4: row r is row c[1 + r] */
 } tma_req;
 
 /* Value of a register/constant operand k for a lane. */
@@ -133,9 +136,12 @@ static int find_ops(emu_warp *w, const emu_inst *in, tma_ops *o)
   if (in->nops < b + 3 || EMU_OP(w, in, b)->kind != EO_VEC || EMU_OP(w, in, b + 2)->kind != EO_VEC)
     return lpx_emu_fail(w, in, -1, "TMA: expected a [tensor_map, {coordinates}] operand");
   o->map = b + 1;
-  o->rank = EMU_OP(w, in, b + 2)->reg;
+  o->ncoord = EMU_OP(w, in, b + 2)->reg;
+  o->rank = in->ext[3] ? 2 : o->ncoord;
   o->coord = b + 3;
-  int next = b + 3 + o->rank;
+  if (in->ext[3] && o->ncoord != 5)
+    return lpx_emu_fail(w, in, -1, "TMA tile::gather4/scatter4: expected five coordinates {x, y0, y1, y2, y3}, got %d", o->ncoord);
+  int next = b + 3 + o->ncoord;
   o->smem = load ? 0 : (kind == EMU_BULK_TPREFETCH ? -1 : next++);
   o->mbar = load ? next++ : -1;
   o->offs = -1;
@@ -199,6 +205,7 @@ static int req_shape(emu_warp *w, const emu_inst *in, int lane, tma_req *q)
   q->n0 = t->mode ? t->channels : q->n[0];
   q->s0 = t->mode ? 1 : stride_of(t, 0);
   if (t->mode) q->rows = t->pixels;
+  if (q->four) q->n[1] = q->rows = 4;            /* four boxes of one row each, stacked like a 4-row box */
   uint32_t row = q->n0 * t->esize, slice = t->interleave == 2 ? 32 : 16;
   q->pitch = q->sw->span && !t->interleave ? q->sw->span : row;
   if (t->interleave && row % slice)
@@ -215,6 +222,19 @@ static int req_shape(emu_warp *w, const emu_inst *in, int lane, tma_req *q)
   return 0;
 }
 
+/* The map of a tile::gather4 / tile::scatter4 copy: its bounding boxes
+ * are single rows (box size 1 in dimension 1) and it is not interleaved. */
+static int check_four(emu_warp *w, const emu_inst *in, int lane, const emu_tmap *t)
+{
+  if (t->box[1] != 1)
+    return lpx_emu_fail(w, in, lane, "tile::gather4/scatter4 moves four single rows: the tensor map's box must be 1 row "
+                        "high (box = {1, %u}), not %u (PTX ISA: the bounding box size in dimension 1 must be one)",
+                        (unsigned)t->box[0], (unsigned)t->box[1]);
+  if (t->interleave)
+    return lpx_emu_fail(w, in, lane, "tile::gather4/scatter4 does not take an interleaved tensor map (PTX ISA)");
+  return 0;
+}
+
 /* Build a lane's request: map, coordinates, offsets and layout. For a
  * prefetch only the map and the coordinates are checked. */
 static int req_make(emu_warp *w, const emu_inst *in, int lane, const tma_ops *o, tma_req *q)
@@ -225,7 +245,9 @@ static int req_make(emu_warp *w, const emu_inst *in, int lane, const tma_ops *o,
   if (in->ext[2] != t->mode)
     return lpx_emu_fail(w, in, lane, "%s-mode TMA instruction with a tensor map built for %s mode", in->ext[2] ? "an im2col" : "a tile",
                         t->mode ? "im2col (tma_desc{mode = \"im2col\"})" : "tile");
-  for (int d = 0; d < t->rank; d++) q->c[d] = (int32_t)val(w, in, o->coord + d, lane);
+  q->four = in->ext[3];
+  if (q->four && check_four(w, in, lane, t)) return -1;
+  for (int d = 0; d < o->ncoord; d++) q->c[d] = (int32_t)val(w, in, o->coord + d, lane);
   memset(q->off, 0, sizeof q->off);
   if (t->mode && read_offsets(w, in, lane, o, q)) return -1;
   if (in->ext[0] == EMU_BULK_TPREFETCH) return 0;
@@ -245,12 +267,13 @@ static int req_make(emu_warp *w, const emu_inst *in, int lane, const tma_ops *o,
  * and image). */
 typedef struct tma_cur { int64_t g[5], k[5]; } tma_cur;
 
-/* The coordinates of the cursor's row. */
+/* The coordinates of the cursor's row (gather4/scatter4: row k of dimension 1 is y_k). */
 static void cur_place(const tma_req *q, tma_cur *u)
 {
   int r = q->t.rank;
   for (int d = 1; d < r; d++)
-    u->g[d] = q->t.mode ? u->k[d] + (d < r - 1 ? q->off[d - 1] : 0) : q->c[d] + u->k[d] * stride_of(&q->t, d);
+    u->g[d] = q->t.mode ? u->k[d] + (d < r - 1 ? q->off[d - 1] : 0)
+            : q->four ? q->c[1 + u->k[1]] : q->c[d] + u->k[d] * stride_of(&q->t, d);
 }
 
 /* The first row: the box corner, or the filter base the instruction names. */

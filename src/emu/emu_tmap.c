@@ -1,15 +1,73 @@
-/* Editing tensor maps on the emulator: tensormap.replace on a map in
- * global or shared::cta memory, and tensormap.cp_fenceproxy copying one
- * from shared::cta to global memory. The emulator's maps are emu_tmap records
- * (what pyptx.async packs for X:tma_desc), so a map a kernel copied out
- * of its parameter can be edited field by field and then used by TMA
- * instructions; each new value is checked against the range the driver
- * allows for that field, and the map as a whole when a copy uses it. */
+/* The emulator's tensor maps: encoding a validated description into the
+ * 128-byte emu_tmap record (the emu device's tma_encode, what
+ * cuTensorMapEncode* is on CUDA) and patching its address; editing maps
+ * in kernels: tensormap.replace on a map in global or shared::cta memory,
+ * and tensormap.cp_fenceproxy copying one from shared::cta to global
+ * memory. A map a kernel copied out of its parameter can be edited field
+ * by field and then used by TMA instructions; each new value is checked
+ * against the range the driver allows for that field, and the map as a
+ * whole when a copy uses it. */
 #include "emu.h"
 #include "../lpx_tma.h"
 #include <stdio.h>
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
+
+/* ------------------------------------------------------------ encoding */
+
+/* The record's scalar fields of a description. */
+static void encode_scalars(emu_tmap *t, const lpx_tma_desc *d)
+{
+  t->magic = EMU_TMAP_MAGIC;
+  t->rank = (uint8_t)d->rank;
+  t->dtype = (uint8_t)d->dtype;
+  t->esize = (uint8_t)lpx_tma_dtype_size(d->dtype);
+  t->swizzle = (uint8_t)d->swizzle;
+  t->interleave = (uint8_t)d->interleave;
+  t->oob = (uint8_t)d->oob_fill;
+  t->mode = (uint8_t)d->mode;
+  t->address = d->global_address;
+  t->channels = (uint16_t)d->channels;
+  t->pixels = (uint16_t)d->pixels;
+}
+
+/* Encode a description into the emulator's record after lpx_tma_validate
+ * (the dispatcher's): every field fits it but a dimension of exactly 2^32,
+ * which the driver takes and the record's 32-bit dims cannot hold. */
+int lpx_emu_tmap_encode(lpx_ctx *ctx, const char *tensor, const lpx_tma_desc *d, void *out128)
+{
+  emu_tmap t;
+  memset(&t, 0, sizeof t);
+  encode_scalars(&t, d);
+  for (int i = 0; i < 5; i++) {
+    if (i < d->rank && d->dims[i] > UINT32_MAX)
+      return lpx_fail(ctx, "TMA descriptor for %s: dims [%d, innermost first] = %llu; the emulator's tensor maps hold "
+                      "dimensions up to 2^32-1", tensor, i, (unsigned long long)d->dims[i]);
+    t.dims[i] = (uint32_t)d->dims[i];
+    t.box[i] = (uint16_t)d->box[i];
+    t.elem_strides[i] = (uint8_t)(d->elem_strides[i] ? d->elem_strides[i] : 1);
+    if (i < 4) t.strides[i] = d->strides[i];
+    if (i < 3) { t.lower[i] = (int16_t)d->lower[i]; t.upper[i] = (int16_t)d->upper[i]; }
+  }
+  memcpy(out128, &t, sizeof t);
+  return 0;
+}
+
+/* Point a record at a new global address (cuTensorMapReplaceAddress),
+ * aligned as lpx_tma_validate wants for the record's interleave. */
+int lpx_emu_tmap_replace_address(lpx_ctx *ctx, const char *tensor, void *map128, uint64_t address)
+{
+  emu_tmap t;
+  memcpy(&t, map128, sizeof t);
+  if (t.magic != EMU_TMAP_MAGIC)
+    return lpx_fail(ctx, "TMA descriptor for %s: the 128 bytes hold no tensor map the emulator encoded", tensor);
+  if (lpx_tma_check_address(ctx, tensor, address, t.interleave)) return -1;
+  t.address = address;
+  memcpy(map128, &t, sizeof t);
+  return 0;
+}
+
+/* ------------------------------------------------------------- editing */
 
 typedef int (*tmap_set)(emu_tmap *t, uint32_t ord, uint64_t v, char *why, size_t cap);
 

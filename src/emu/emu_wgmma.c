@@ -41,23 +41,33 @@ static const wg_dec decoders[LPX_MT__END] = {
   [LPX_MT_E5M2] = dec_e5m2, [LPX_MT_S8] = dec_s8, [LPX_MT_U8] = dec_u8, [LPX_MT_B1] = dec_b1,
 };
 
+/* The exact value of one element of matrix type t from its raw bits (wgmma and tcgen05.mma). */
+double lpx_emu_mtype_value(int t, uint32_t bits)
+{
+  return decoders[t](bits);
+}
+
 /* Does family fam read its sparse metadata from all four threads (8-bit inputs)? */
 static int meta_by_four(int fam) { return fam == LPX_MT_E4M3 || fam == LPX_MT_S8; }
 
 /* ------------------------------------------------------------ descriptors */
 
-/* Swizzle span in bytes of each descriptor layout code (bits 62-63). */
+/* Swizzle span in bytes of each sm_90 descriptor layout code (bits 62-63). */
 static const uint32_t span_of[4] = { 0, 128, 64, 32 };
 
-/* A decoded shared-memory matrix descriptor (addresses and offsets in bytes). */
-typedef struct mdesc { uint64_t start, lbo, sbo; uint32_t span, base_off; } mdesc;
-
-/* Unpack a descriptor: start address, LBO, SBO (all >> 4), base offset, layout. */
-static mdesc unpack_desc(uint64_t v)
+/* Unpack the fields the wgmma (sm_90) and tcgen05 (sm_100) matrix
+ * descriptors share: start address, LBO, SBO (all >> 4) and the base
+ * offset (bits 49-51); the swizzle span comes from each one's own code. */
+emu_mdesc lpx_emu_mdesc(uint64_t v, uint32_t span)
 {
-  mdesc d = { (v & 0x3fff) << 4, ((v >> 16) & 0x3fff) << 4, ((v >> 32) & 0x3fff) << 4, span_of[v >> 62],
-              (uint32_t)(v >> 49) & 7 };
+  emu_mdesc d = { (v & 0x3fff) << 4, ((v >> 16) & 0x3fff) << 4, ((v >> 32) & 0x3fff) << 4, span, (uint32_t)(v >> 49) & 7 };
   return d;
+}
+
+/* Unpack a wgmma descriptor: the shared fields and the layout code. */
+static emu_mdesc unpack_desc(uint64_t v)
+{
+  return lpx_emu_mdesc(v, span_of[v >> 62]);
 }
 
 /* Shared address of the 16 contiguous bytes [cb, cb+16) (cb a multiple of
@@ -73,7 +83,7 @@ static mdesc unpack_desc(uint64_t v)
  * of 128B (4 of 64B, 2 of 32B) from where it starts: the ISA's base offset
  * is (pattern start >> 7) & 7, 0 for a pattern starting at a 1024/512/256-
  * byte boundary, so the line index is (address >> 7) - base offset. */
-static uint64_t chunk_addr(const mdesc *d, int mn_major, uint32_t row, uint32_t cb)
+uint64_t lpx_emu_mdesc_chunk(const emu_mdesc *d, int mn_major, uint32_t row, uint32_t cb)
 {
   if (!d->span) {
     uint64_t rows = mn_major ? d->lbo : d->sbo, cols = mn_major ? d->sbo : d->lbo;
@@ -93,7 +103,7 @@ static const char *span_name(uint32_t span)
  * layouts only) is reported; so is a descriptor reading a tile a TMA load
  * wrote with another swizzle, or with a base offset other than 0: TMA
  * swizzles absolute addresses, so its pattern starts at a boundary. */
-static int check_desc(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, const char *which)
+int lpx_emu_mdesc_check(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const char *which)
 {
   uint32_t span;
   const emu_inst *by;
@@ -135,32 +145,42 @@ static uint32_t field(const uint8_t *p, uint32_t j, uint32_t bits)
   return bits == 32 ? v : (v >> (bit % 32)) & ((1u << bits) - 1);
 }
 
-/* The 16 bytes at shared address ea, read through the async proxy. */
-static const uint8_t *chunk(emu_warp *w, const emu_inst *in, int lane, uint64_t ea)
+/* The 16 bytes at shared address ea of the CTA r->cta names (0: the
+ * lane's own, read through the async proxy; 1 + a cluster rank: that
+ * CTA's, through its shared::cluster address). */
+const uint8_t *lpx_emu_mdesc_bytes(emu_warp *w, const emu_inst *in, int lane, const emu_mdread *r, uint64_t ea)
 {
+  if (r->cta) return lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ((uint64_t)r->cta << 24) | (ea & 0xffffff), 16, 0);
   const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ea, 16, 0);
-  return p && !lpx_emu_proxy_check(w, in, lane, ea, 16, "wgmma.mma_async") ? p : NULL;
+  return p && !lpx_emu_proxy_check(w, in, lane, ea, 16, r->reader) ? p : NULL;
 }
 
 /* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
  * K-major rows are K elements (32 bytes; 64 for a sparse form's B); MN-major
- * (16-bit types) K rows hold consecutive M/N elements. */
-static int read_operand(emu_warp *w, const emu_inst *in, int lane, const mdesc *d, int mn_major, int t,
-                        uint32_t K, uint32_t mn0, uint32_t n, double *out)
+ * K rows hold consecutive M/N elements. */
+int lpx_emu_mdesc_read(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const emu_mdread *r, double *out)
 {
-  uint32_t bits = (uint32_t)lpx_mtype_bits(t), per = 128 / bits;   /* elements per 16-byte chunk */
-  uint32_t rows = mn_major ? K : n, chunks = mn_major ? n / per : K / per;
-  for (uint32_t r = 0; r < rows; r++)
+  uint32_t bits = (uint32_t)lpx_mtype_bits(r->type), per = 128 / bits;   /* elements per 16-byte chunk */
+  uint32_t K = r->k, rows = r->mn_major ? K : r->n, chunks = r->mn_major ? r->n / per : K / per;
+  for (uint32_t i = 0; i < rows; i++)
     for (uint32_t c = 0; c < chunks; c++) {
-      uint32_t row = mn_major ? r : mn0 + r, cb = mn_major ? (mn0 / per + c) * 16 : 16 * c;
-      const uint8_t *p = chunk(w, in, lane, chunk_addr(d, mn_major, row, cb));
+      uint32_t row = r->mn_major ? i : r->mn0 + i, cb = r->mn_major ? (r->mn0 / per + c) * 16 : 16 * c;
+      const uint8_t *p = lpx_emu_mdesc_bytes(w, in, lane, r, lpx_emu_mdesc_chunk(d, r->mn_major, row, cb));
       if (!p) return -1;
       for (uint32_t j = 0; j < per; j++) {
-        double v = decoders[t](field(p, j, bits));
-        if (mn_major) out[(c * per + j) * K + r] = v; else out[r * K + c * per + j] = v;
+        double v = decoders[r->type](field(p, j, bits));
+        if (r->mn_major) out[(c * per + j) * K + i] = v; else out[i * K + c * per + j] = v;
       }
     }
   return 0;
+}
+
+/* Read one wgmma operand (the lane's own CTA). */
+static int read_operand(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, int mn_major, int t,
+                        uint32_t K, uint32_t mn0, uint32_t n, double *out)
+{
+  emu_mdread r = { mn_major, t, K, mn0, n, 0, "wgmma.mma_async" };
+  return lpx_emu_mdesc_read(w, in, lane, d, &r, out);
 }
 
 /* Gather this warp's 16 x K A (the stored 16 x K/2 for .sp: the dense
@@ -353,7 +373,7 @@ static int expand_sparse(emu_warp *w, const emu_inst *in, const wg_op *o, const 
 
 /* A K-major sparse B spans 64 bytes of K per row; in a 32B swizzle the ISA
  * does not say where the second 32 bytes lie, so that case is reported. */
-static int check_sparse_b(emu_warp *w, const emu_inst *in, const wg_op *o, const mdesc *db)
+static int check_sparse_b(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_mdesc *db)
 {
   if (!o->sp || o->tb || db->span != 32) return 0;
   return lpx_emu_fail(w, in, o->l0, "sparse wgmma: a K-major B of 64 bytes per row in a 32B swizzle is not modelled "
@@ -362,7 +382,7 @@ static int check_sparse_b(emu_warp *w, const emu_inst *in, const wg_op *o, const
 
 /* Read this warp's A (16 x K, expanded from the stored K/2 for .sp) and B
  * (N x K) into a and b. */
-static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const mdesc *da, const mdesc *db, double *a, double *b)
+static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_mdesc *da, const emu_mdesc *db, double *a, double *b)
 {
   double *stored = o->sp ? b + o->n * o->k : a;
   if (o->areg) gather_a(w, in, o, stored);
@@ -377,8 +397,8 @@ HANDLER(op_wgmma)
   if (m != w->exists) return lpx_emu_fail(w, in, -1, "wgmma.mma_async needs every thread of the warp converged");
   wg_op o = { 0 };
   if (operands(w, in, m, &o)) return -1;
-  mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
-  if ((!o.areg && check_desc(w, in, o.l0, &da, "A")) || check_desc(w, in, o.l0, &db, "B") || check_sparse_b(w, in, &o, &db))
+  emu_mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
+  if ((!o.areg && lpx_emu_mdesc_check(w, in, o.l0, &da, "A")) || lpx_emu_mdesc_check(w, in, o.l0, &db, "B") || check_sparse_b(w, in, &o, &db))
     return -1;
   double *a = malloc(sizeof(double) * (o.k * (16 + o.n) + 16 * o.kc)), *b = a + 16 * o.k;
   if (!a) return lpx_emu_fail(w, in, -1, "out of memory");

@@ -3,7 +3,7 @@
 -- numbers mapped back to the Lua lines that emitted them.
 local ffi = require "ffi"
 local core = require "pyptx.core"
-local toolkit = require "pyptx.toolkit"
+local toolkit = require "pyptx.runtime.toolkit"
 local argcheck = require "pyptx.args"
 
 local M = {}

@@ -1,6 +1,7 @@
 --- Tensor boundary specs: `Tile(dims..., dtype[, layout])` and `Layout`,
 -- and the TensorSpec placeholders a kernel body receives.
 local types = require "pyptx.types"
+local async = require "pyptx.async"
 
 local M = {}
 
@@ -78,7 +79,7 @@ end
 -- `.param .align 64 .b8 <param>_tma[128]` tensor map for this tensor (built
 -- from the actual tensor at launch) and return its operand (pyptx.async).
 function TensorSpec:tma_desc(opts)
-  return require("pyptx.async").tma_param(self, opts or {})
+  return async.tma_param(self, opts or {})
 end
 
 return M

@@ -1,6 +1,6 @@
 --- Reports of a tuning sweep: the sorted table, CSV, JSON, an SVG bar
 -- chart, and merging the JSON of several shards.
-local tune = require "pyptx.tune"
+local tune = require "pyptx.tools.tune"
 
 local M = {}
 

@@ -4,9 +4,9 @@
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
-local tensor = require "pyptx.tensor"
-local foreign = require "pyptx.foreign"
-local half = require "pyptx.half"
+local tensor = require "pyptx.runtime.tensor"
+local ptx_loader = require "pyptx.runtime.ptx_loader"
+local floats = require "pyptx.runtime.floats"
 local H = require "spec.helpers"
 local ptxparse = require "pyptx.ptxparse"
 
@@ -147,14 +147,14 @@ describe("pyptx.load_ptx", function()
     assert.equal(72, e.size)
     local o = words(16)
     mod.params { grid = 1, block = 1, device = emu(),
-                 args = { o, 200, -1234, 0.1, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, 1.5, -7, 2.5, foreign.f32(0.75),
+                 args = { o, 200, -1234, 0.1, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, 1.5, -7, 2.5, ptx_loader.f32(0.75),
                           0x123456789abcULL } }
     local h = o:to_host()
     local as = ffi.cast("double *", h + 2)
     assert.same({ 200, 0xffffffff - 1233 }, { tonumber(h[0]), tonumber(h[1]) })
     assert.equal(0.1, as[0])
     assert.same({ 0x04030201, 0x08070605, 0x0c0b0a09 }, { tonumber(h[4]), tonumber(h[5]), tonumber(h[6]) })
-    assert.equal(half.to_f16(1.5), tonumber(h[7]))
+    assert.equal(floats.to_f16(1.5), tonumber(h[7]))
     assert.equal(2 ^ 32 - 7, tonumber(h[8]))
     assert.equal(2.5, ffi.cast("float *", h + 9)[0])
     assert.equal(0.75, ffi.cast("float *", h + 10)[0])
@@ -261,7 +261,7 @@ describe("pyptx.load_ptx", function()
     fails({ o, 1, 2, o, "123456789012", 0, 0, 0, 0, 0ULL }, "argument 4 (param p_f64) takes f64, got a tensor")
     fails({ 1.5, 1, 2, 3, "123456789012", 0, 0, 0, 0, 0ULL }, "argument 1 (param params_out) takes u64, got number 1.5")
     fails({ o, 1, 2, 3, "123456789012", 0, 2.5, 0, 0, 0ULL }, "argument 7 (param p_s32) takes s32, got number 2.5")
-    fails({ o, 1, 2, 3, "123456789012", 0, 0, 0, foreign.f64(1), 0ULL }, "argument 9 (param p_b32) takes b32, got a f64 value")
+    fails({ o, 1, 2, 3, "123456789012", 0, 0, 0, ptx_loader.f64(1), 0ULL }, "argument 9 (param p_b32) takes b32, got a f64 value")
     fails({ o, 1, 2, 3, "1234", 0, 0, 0, 0, 0ULL }, "argument 5 (param p_arr) takes 12 bytes, got a string of 4")
     fails({}, "grid[1] must be a positive integer", 0)
   end)

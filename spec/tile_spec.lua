@@ -1,10 +1,10 @@
--- pyptx.specs: Tile(dims..., dtype[, layout]), Layout, and the TensorSpec
+-- pyptx.tile: Tile(dims..., dtype[, layout]), Layout, and the TensorSpec
 -- placeholders a kernel body receives for its tensor parameters.
 local pyptx = require "pyptx"
-local specs = require "pyptx.specs"
+local tile = require "pyptx.tile"
 local Tile, Layout, T = pyptx.Tile, pyptx.Layout, pyptx.types
 
-describe("pyptx.specs", function()
+describe("pyptx.tile", function()
   describe("Tile", function()
     it("keeps dims, dtype and layout (row-major by default)", function()
       local t = Tile(128, "K", T.bf16)
@@ -13,8 +13,8 @@ describe("pyptx.specs", function()
       assert.equal(Layout.ROW, t.layout)
       assert.equal("Tile(128, K, bf16)", tostring(t))
       assert.equal(Layout.COL, Tile(4, 4, T.f32, Layout.COL).layout)
-      assert.is_true(specs.is_tile(t))
-      assert.is_false(specs.is_tile({ dims = { 1 } }))
+      assert.is_true(tile.is_tile(t))
+      assert.is_false(tile.is_tile({ dims = { 1 } }))
     end)
 
     it("lists its symbolic dims in order", function()
@@ -34,11 +34,11 @@ describe("pyptx.specs", function()
       local ok, err = pcall(function() local t = Tile(4, 4) return t end)
       assert.is_false(ok)
       local _
-      assert.matches("specs_spec.lua:%d+: Tile%(dims..., dtype%[, layout%]%): the last dim argument must be a type, got 4", err)
+      assert.matches("tile_spec.lua:%d+: Tile%(dims..., dtype%[, layout%]%): the last dim argument must be a type, got 4", err)
       _, err = pcall(function() local t = Tile(T.f32) return t end)
-      assert.matches("specs_spec.lua:%d+: Tile needs at least one dimension", err)
+      assert.matches("tile_spec.lua:%d+: Tile needs at least one dimension", err)
       _, err = pcall(function() local t = Tile(4, 0, T.f32) return t end)
-      assert.matches("specs_spec.lua:%d+: Tile: dimension 2 must be a positive integer or a name, got 0", err)
+      assert.matches("tile_spec.lua:%d+: Tile: dimension 2 must be a positive integer or a name, got 0", err)
       _, err = pcall(function() local t = Tile(2.5, T.f32) return t end)
       assert.matches("Tile: dimension 1 must be a positive integer or a name, got 2.5", err)
     end)

@@ -3,8 +3,11 @@
 -- and launches from DLPack tensors or raw device addresses.
 local ffi = require "ffi"
 local types = require "pyptx.types"
-local script = require "pyptx.script"
-local tensor = require "pyptx.tensor"
+local script = require "pyptx.runtime.script"
+local tensor = require "pyptx.runtime.tensor"
+local core = require "pyptx.core"
+local runtime = require "pyptx.runtime"
+local compile = require "pyptx.runtime.compile"
 
 local M = {}
 
@@ -48,7 +51,6 @@ end
 --- The context's device, opened on first use.
 local function device(ctx)
   if ctx.device then return ctx.device end
-  local runtime = require "pyptx.runtime"
   if ctx.device_kind == "auto" then
     local ok, dev = pcall(runtime.open, "cuda")
     ctx.device = ok and dev or runtime.open("emu")
@@ -105,54 +107,36 @@ function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx
 
 --- Cubin of an entry's specialization (through the cache).
 function M.kernel_cubin(_, entry)
-  return require("pyptx.compile").kernel_cubin(entry.kernel:specialize(entry.values)).data
+  return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
 end
 
---- Bind dims and check dtypes of DLTensors against the kernel's specs;
--- returns the values table with dims bound.
+--- What the runtime's binding reads of a DLTensor: its pyptx dtype (nil
+-- when it has none) and how to name it, its shape and, when given, its
+-- strides (elements, outermost first).
+local function dl_view(t)
+  local ty = dl_type(t.dtype)
+  local v = { dtype = ty, shape = {}, dtype_text = ty and ty.name or
+    ("DLPack dtype (code %d, %d bits, %d lanes)"):format(t.dtype.code, t.dtype.bits, t.dtype.lanes) }
+  for d = 1, t.ndim do v.shape[d] = tonumber(t.shape[d - 1]) end
+  if t.strides ~= nil then
+    v.strides = {}
+    for d = 1, t.ndim do v.strides[d] = tonumber(t.strides[d - 1]) end
+  end
+  return v
+end
+
+--- Bind dims and check DLTensors against the kernel's specs (inputs then
+-- outputs) through runtime.bind, the binding k(x, w) uses; returns the
+-- values table with dims bound.
 local function bind(entry, tensors, n)
-  local k = entry.kernel
-  local specs = {}
-  for _, s in ipairs(k.in_specs) do specs[#specs + 1] = s end
-  for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end
-  if n ~= #specs then
-    error(("kernel \"%s\" takes %d tensors (inputs then outputs), got %d"):format(k.name, #specs, n), 0)
-  end
-  local values = {}
+  local views, values = {}, {}
+  for i = 1, n do views[i] = dl_view(tensors[i - 1]) end
   for key, v in pairs(entry.values) do values[key] = v end
-  for i, spec in ipairs(specs) do
-    local t = tensors[i - 1]
-    local ty = dl_type(t.dtype)
-    if ty ~= spec.dtype then
-      error(("kernel \"%s\": tensor %d has DLPack dtype (code %d, %d bits, %d lanes) but the spec wants %s")
-        :format(k.name, i, t.dtype.code, t.dtype.bits, t.dtype.lanes, spec.dtype.name), 0)
-    end
-    if t.ndim ~= #spec.dims then
-      error(("kernel \"%s\": tensor %d has %d dims but %s has %d"):format(k.name, i, t.ndim, tostring(spec), #spec.dims), 0)
-    end
-    local expect = 1
-    for d = #spec.dims, 1, -1 do
-      local got = tonumber(t.shape[d - 1])
-      local dim = spec.dims[d]
-      if type(dim) == "number" and dim ~= got or type(dim) == "string" and values[dim] and values[dim] ~= got then
-        error(("kernel \"%s\": tensor %d dim %d is %d, expected %s"):format(k.name, i, d - 1, got,
-          type(dim) == "number" and dim or (dim .. " = " .. values[dim])), 0)
-      end
-      if type(dim) == "string" then values[dim] = got end
-      if t.strides ~= nil and tonumber(t.strides[d - 1]) ~= expect then
-        error(("kernel \"%s\": tensor %d is not compact row-major (stride of dim %d is %d, expected %d)")
-          :format(k.name, i, d - 1, tonumber(t.strides[d - 1]), expect), 0)
-      end
-      expect = expect * got
-    end
-  end
-  return values
+  return runtime.bind(entry.kernel, views, values, true)
 end
 
 --- Launch a specialization with device addresses, on the device's stream.
 local function launch_addrs(ctx, entry, values, addrs, stream)
-  local runtime = require "pyptx.runtime"
-  local core = require "pyptx.core"
   local dev = device(ctx)
   local s = entry.kernel:specialize(values)
   local fn = dev:function_of(s)

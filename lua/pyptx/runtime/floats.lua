@@ -142,7 +142,7 @@ function M.to_e4m3(x) return fp8_bits(FP8.e4m3, x) end
 --- e5m2 bits of x (cvt.rn.satfinite).
 function M.to_e5m2(x) return fp8_bits(FP8.e5m2, x) end
 
-argcheck.sign(M, "half", {
+argcheck.sign(M, "floats", {
   f32_bits = { "x: number" }, from_f32_bits = { "u: integer|cdata" }, from_f64_bits = { "lo: integer|cdata", "hi: integer|cdata" },
   to_bf16 = { "x: number" }, from_bf16 = { "h: integer" }, round_bf16 = { "x: number" },
   to_f16 = { "x: number" }, from_f16 = { "h: integer" }, round_f16 = { "x: number" },

@@ -6,13 +6,14 @@
 --   mod:get("saxpy") { ... }                        -- the same kernel
 -- Arguments are packed by the entry's .param list: tensors (or device
 -- addresses) for 64-bit integer params, Lua numbers for scalars, strings
--- / cdata / tables for .b8 arrays; foreign.f32(2), foreign.u32(7), ...
+-- / cdata / tables for .b8 arrays; ptx_loader.f32(2), ptx_loader.u32(7), ...
 -- force a type for untyped .b32/.b64 params.
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
-local half = require "pyptx.half"
-local sys = require "pyptx.sys"
+local floats = require "pyptx.runtime.floats"
+local sys = require "pyptx.core.sys"
+local runtime = require "pyptx.runtime"
 
 local M = {}
 
@@ -137,7 +138,7 @@ local function store_scalar(dst, ty, v)
   end
   if kind == "f16" or kind == "bf16" then
     if type(v) ~= "number" then return ("takes %s, got %s"):format(ty, describe(v)) end
-    v = kind == "f16" and half.to_f16(v) or half.to_bf16(v)
+    v = kind == "f16" and floats.to_f16(v) or floats.to_bf16(v)
   elseif kind == "float" then
     if type(v) ~= "number" then return ("takes %s, got %s"):format(ty, describe(v)) end
   elseif type(v) ~= "number" and type(v) ~= "cdata" then
@@ -226,7 +227,6 @@ end
 function Kernel:launch(opts)
   if type(opts) ~= "table" then error("entry " .. self.name .. ": call it with a table { grid =, block =, smem =, args = }", 2) end
   local ok, err = pcall(function()
-    local runtime = require("pyptx.runtime")
     local dev = opts.device or runtime.device()
     local grid, block = dim3(opts.grid, "grid", self.name), dim3(opts.block, "block", self.name)
     local bad = runtime.dims_error("entry " .. self.name, grid, block)

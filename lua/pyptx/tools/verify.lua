@@ -1,16 +1,17 @@
 --- Run a kernel on fresh random inputs and compare every output element
 -- with a CPU reference: what every example's main and the example specs do.
---   local ok, report = check.run { kernel = k, args = { {values, shape}, ... },
+--   local ok, report = verify.run { kernel = k, args = { {values, shape}, ... },
 --                                  reference = flat_values, tolerance = { atol, rtol } }
 local ffi = require "ffi"
-local tensor = require "pyptx.tensor"
+local tensor = require "pyptx.runtime.tensor"
 local types = require "pyptx.types"
 local argcheck = require "pyptx.args"
+local runtime = require "pyptx.runtime"
 
 local M = {}
 
-ffi.cdef [[ struct lpx_check_ts { long s, ns; }; int clock_gettime(int, struct lpx_check_ts *); ]]
-local ts = ffi.new("struct lpx_check_ts")
+ffi.cdef [[ struct lpx_verify_ts { long s, ns; }; int clock_gettime(int, struct lpx_verify_ts *); ]]
+local ts = ffi.new("struct lpx_verify_ts")
 
 --- Wall-clock milliseconds.
 local function now_ms()
@@ -29,8 +30,7 @@ end
 -- opts.output) with opts.reference. Returns ok, report { max_abs, max_rel,
 -- bad, count, ms, message, device }.
 function M.run(opts)
-  argcheck.fields("check.run", opts, { "kernel: table", "args: table", "reference: table|function" })
-  local runtime = require "pyptx.runtime"
+  argcheck.fields("verify.run", opts, { "kernel: table", "args: table", "reference: table|function" })
   local dev = opts.device or runtime.device()
   local args = {}
   for i, a in ipairs(opts.args) do
@@ -54,7 +54,7 @@ function M.report(name, ok, report)
   return ok and 0 or 1
 end
 
-argcheck.sign(M, "check", {
+argcheck.sign(M, "verify", {
   run = { "opts: table" },
   report = { "name: string", "ok: any", "report: table" },
 })

@@ -2,7 +2,7 @@
  * never placed, or an address of a symbol that is neither a parameter, a
  * variable nor a function, is reported at the instruction's source line
  * (ptxas would otherwise reject the module far from the cause). */
-#include "lpx_check.h"
+#include "lpx_refs.h"
 #include "lpx_internal.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,11 +11,11 @@
 --   }
 local ffi = require "ffi"
 local core = require "pyptx.core"
-local compile = require "pyptx.compile"
-local toolkit = require "pyptx.toolkit"
+local compile = require "pyptx.runtime.compile"
+local toolkit = require "pyptx.runtime.toolkit"
 local dkjson = require "dkjson"
-local sys = require "pyptx.sys"
-local tensor = require "pyptx.tensor"
+local sys = require "pyptx.core.sys"
+local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 
 local M = {}
@@ -107,7 +107,7 @@ end
 
 --- A Lua error's message without an internal location ("lua/pyptx/x.lua:12: ").
 local function message(err)
-  return (tostring(err):gsub("^[%w_./-]*pyptx/[%w_]+%.lua:%d+: ", ""))
+  return (tostring(err):gsub("^[%w_./-]*pyptx/[%w_/]+%.lua:%d+: ", ""))
 end
 
 --- The root of luaptx's caches, chosen, created and checked by the C core

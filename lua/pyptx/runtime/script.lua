@@ -1,10 +1,11 @@
 --- Kernel scripts (docs/getting-started.md): a chunk returning a kernel, a
 -- list of kernels, or a table with `kernels` and `main`.
+local kernel = require "pyptx.kernel"
+
 local M = {}
 
 --- Normalise what a script returned into { kernels = {...}, main, module }.
 function M.normalize(ret, name)
-  local kernel = require "pyptx.kernel"
   if kernel.is(ret) then return { kernels = { ret } } end
   if type(ret) ~= "table" then
     error(name .. ": a kernel script must return a kernel, a list of kernels, or a table with `kernels`/`main`", 0)

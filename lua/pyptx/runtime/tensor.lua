@@ -3,7 +3,8 @@
 -- tables, and compared with a tolerance that reports the first mismatch.
 local ffi = require "ffi"
 local types = require "pyptx.types"
-local half = require "pyptx.half"
+local floats = require "pyptx.runtime.floats"
+local device = require "pyptx.runtime.device"
 
 local M = {}
 
@@ -30,16 +31,16 @@ end
 
 --- Encode a Lua number into a dtype's storage value (half types: RNE bits).
 local function encode(dtype, x)
-  if dtype == types.f16 then return half.to_f16(x) end
-  if dtype == types.bf16 then return half.to_bf16(x) end
+  if dtype == types.f16 then return floats.to_f16(x) end
+  if dtype == types.bf16 then return floats.to_bf16(x) end
   return x
 end
 M.encode = encode
 
 --- Decode a storage value into a Lua number.
 local function decode(dtype, v)
-  if dtype == types.f16 then return half.from_f16(v) end
-  if dtype == types.bf16 then return half.from_bf16(v) end
+  if dtype == types.f16 then return floats.from_f16(v) end
+  if dtype == types.bf16 then return floats.from_bf16(v) end
   return tonumber(v)
 end
 M.decode = decode
@@ -95,7 +96,7 @@ function M.empty(shape, dtype, dev)
   local n
   shape, n = check_shape(shape)
   if not types.is(dtype) then error("tensor.empty: dtype must be a type (pyptx.types.f32, ...)", 2) end
-  dev = dev or require("pyptx.runtime").device()
+  dev = dev or device.device()
   local esize = ffi.sizeof(M.storage(dtype))
   local t = setmetatable({ shape = shape, strides = row_major(shape), dtype = dtype, numel = n,
                            nbytes = n * esize, elem_size = esize, device = dev }, Tensor)
@@ -203,20 +204,20 @@ end
 local READERS = {
   f32 = function(buf, poison)
     local u = ffi.cast("uint32_t *", buf)
-    return function(i) local b = u[i] return half.from_f32_bits(b), b == poison end
+    return function(i) local b = u[i] return floats.from_f32_bits(b), b == poison end
   end,
   f64 = function(buf)
     local u = ffi.cast("uint32_t *", buf)
     return function(i)
       local lo, hi = u[2 * i], u[2 * i + 1]
-      return half.from_f64_bits(lo, hi), hi == 0x7ff80000 and lo == 0xdeaddead
+      return floats.from_f64_bits(lo, hi), hi == 0x7ff80000 and lo == 0xdeaddead
     end
   end,
   f16 = function(buf, poison)
-    return function(i) local b = buf[i] return half.from_f16(b), b == poison end
+    return function(i) local b = buf[i] return floats.from_f16(b), b == poison end
   end,
   bf16 = function(buf, poison)
-    return function(i) local b = buf[i] return half.from_bf16(b), b == poison end
+    return function(i) local b = buf[i] return floats.from_bf16(b), b == poison end
   end,
 }
 

@@ -1,0 +1,137 @@
+-- The scalar differential against nvcc: every form of
+-- spec/fixtures/cuda/diff_scalar_cases.h (f32/f64/f16/bf16 arithmetic in
+-- each rounding mode with .ftz/.sat/.relu, min/max with .NaN and
+-- .xorsign.abs, setp/set/slct, testp, copysign, neg/abs, div/rem, every
+-- integer cvt pair with .sat, integer <-> float, f16/bf16/tf32/fp8
+-- conversions, f32 atomics), compiled by nvcc into
+-- spec/fixtures/ptx/nvcc/diff_scalar_{sm80,sm90a}.ptx, runs on the emulator
+-- over edge values crossed with each other plus random patterns, and each
+-- result must equal, bit for bit, the table the host oracle
+-- (spec/fixtures/cuda/scalar_oracle.cu: CUDA's own host conversions,
+-- IEEE host arithmetic, exact integer rounding) wrote into
+-- spec/fixtures/diff_scalar.ref. All of it is checked in, so no toolkit
+-- is needed; spec/fixtures/cuda/build.sh regenerates it.
+local ffi = require "ffi"
+local bit = require "bit"
+local pyptx = require "pyptx"
+local tensor = require "pyptx.runtime.tensor"
+local H = require "spec.helpers"
+
+local types = pyptx.types
+local REF = "spec/fixtures/diff_scalar.ref"
+
+--- A hex string as a uint64_t.
+local function hex64(s)
+  if #s <= 8 then return ffi.new("uint64_t", tonumber(s, 16)) end
+  return ffi.new("uint64_t", tonumber(s:sub(1, -9), 16)) * 4294967296ULL + tonumber(s:sub(-8), 16)
+end
+
+--- The values of a fixed-width hex line (digits per value) as uint64_t[n].
+local function fixed(line, digits, n)
+  local v = ffi.new("uint64_t[?]", n)
+  for t = 0, n - 1 do v[t] = hex64(line:sub(t * digits + 1, (t + 1) * digits)) end
+  return v
+end
+
+--- The reference table: a list of groups { name, n, inputs = { A = uint64_t[n], ... },
+-- cases = { { k, width, sm, flags, text, want = uint64_t[n] } } }.
+local function parse(path)
+  local groups, g, pending = {}, nil, nil
+  for line in H.read(path):gmatch("([^\n]*)\n") do
+    if pending then
+      local c = pending
+      if c.base < 0 then c.want = fixed(line, c.digits, g.n)
+      else
+        c.want = ffi.new("uint64_t[?]", g.n)
+        ffi.copy(c.want, g.cases[c.base + 1].want, 8 * g.n)
+        for t, v in line:gmatch("(%x+):(%x+)") do c.want[tonumber(t, 16)] = hex64(v) end
+      end
+      g.cases[#g.cases + 1], pending = c, nil
+    elseif line:match("^group ") then
+      local name, n = line:match("^group (%S+) (%d+)")
+      g = { name = name, n = tonumber(n), inputs = {}, cases = {} }
+      groups[#groups + 1] = g
+    elseif line:match("^L?[ABC] ") then
+      local key, hex = line:match("^(%S+) (%x+)")
+      g.inputs[key] = fixed(hex, key:sub(1, 1) == "L" and 16 or 8, g.n)
+    elseif line:match("^case ") then
+      local k, w, d, sm, fl, base, text = line:match("^case (%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) (.*)$")
+      pending = { k = tonumber(k), width = tonumber(w), digits = tonumber(d), sm = tonumber(sm), flags = tonumber(fl),
+                  base = tonumber(base), text = text }
+    end
+  end
+  return groups
+end
+
+local GROUPS = parse(REF)
+
+--- The emulator device (or $LUAPTX_DIFF_DEVICE).
+local function dev() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+
+--- A device tensor of dtype holding a uint64_t[n] (narrowed to the storage type).
+local function upload(vals, n, dtype)
+  local buf = ffi.new(tensor.storage(dtype) .. "[?]", n)
+  for i = 0, n - 1 do buf[i] = vals[i] end
+  return tensor.from_ffi(buf, { n }, dtype, dev())
+end
+
+--- Is the 64-bit pattern an f64 NaN?
+local function nan64(v) return bit.band(tonumber(bit.rshift(v, 52)), 0x7ff) == 0x7ff and bit.band(v, 0xfffffffffffffULL) ~= 0 end
+
+--- Hex of a uint64_t.
+local function hx(v) return bit.tohex(v, 16):gsub("^0+(%x)", "%1") end
+
+--- Compare a group's output buffer (uint64_t or uint32_t, case k at k * n)
+-- with its cases for arch; fails naming each mismatching form, a thread,
+-- its inputs, the value got and the value expected.
+local function check(g, got, arch)
+  local msgs, bad = {}, 0
+  for _, c in ipairs(g.cases) do
+    if c.sm <= arch then
+      local first
+      for t = 0, g.n - 1 do
+        local v, w = ffi.cast("uint64_t", got[c.k * g.n + t]), c.want[t]
+        if v ~= w and not (c.flags == 1 and nan64(v) and nan64(w)) then
+          bad = bad + 1
+          first = first or t
+        end
+      end
+      if first and #msgs < 12 then
+        local i = g.inputs
+        msgs[#msgs + 1] = ("%s: thread %d (a=%s b=%s c=%s la=%s lb=%s lc=%s): got 0x%s, expected 0x%s"):format(c.text, first,
+          hx(i.A[first]), hx(i.B[first]), hx(i.C[first]), hx(i.LA[first]), hx(i.LB[first]), hx(i.LC[first]),
+          hx(ffi.cast("uint64_t", got[c.k * g.n + first])), hx(c.want[first]))
+      end
+    end
+  end
+  assert(bad == 0, table.concat(msgs, "\n") .. ("\n[%d mismatching results in %s]"):format(bad, g.name))
+end
+
+local ARCHS = { { "sm80", 80 }, { "sm90a", 90 } }
+
+for _, a in ipairs(ARCHS) do
+  local arch, archnum = a[1], a[2]
+  describe("nvcc " .. arch .. " scalar forms against the host oracle", function()
+    for _, g in ipairs(GROUPS) do
+      local what = ("%s: %d forms over %d inputs"):format(g.name, #g.cases, g.n)
+      it(what .. " match the oracle bit for bit", function()
+        local mod = pyptx.load_ptx(("spec/fixtures/ptx/nvcc/diff_scalar_%s.ptx"):format(arch))
+        local n, i = g.n, g.inputs
+        local grid = math.ceil(n / 128)
+        if g.name == "scalar_atomics" then
+          local scratch, out = tensor.empty({ 2 * n }, types.u32, dev()), tensor.empty({ 4 * n }, types.u32, dev())
+          out:fill_bytes(0xff)
+          mod.scalar_atomics { grid = grid, block = 128, device = dev(),
+                               args = { upload(i.A, n, types.u32), upload(i.B, n, types.u32), scratch, out, n } }
+          return check(g, out:to_host(), archnum)
+        end
+        local out = tensor.empty({ #g.cases * n }, types.u64, dev())
+        out:fill_bytes(0xff)
+        mod[g.name] { grid = grid, block = 128, device = dev(),
+                      args = { upload(i.A, n, types.u32), upload(i.B, n, types.u32), upload(i.C, n, types.u32),
+                               upload(i.LA, n, types.u64), upload(i.LB, n, types.u64), upload(i.LC, n, types.u64), out, n } }
+        check(g, out:to_host(), archnum)
+      end)
+    end
+  end)
+end
