@@ -149,6 +149,27 @@ describe("the extended integer, video, stack and cache-policy rows", function()
     end
   end)
 
+  it("transpile to ptx.vsel / ptx.vneg calls, which trace back to the same instructions", function()
+    local dir = H.temp_dir()
+    local text = module_text({ "vadd.s32.u32.s32.sat %r1.h0, %r2.b0, %r3.h1, %r4;", "vmad.s32.s32.s32 %r1, -%r2.h1, %r3, %r4;",
+                               "vmad.s32.s32.s32 %r1, %r2, %r3, -%r4;",
+                               "vadd4.u32.u32.u32 %r1.b320, %r2.b7654, %r3, %r4;" })
+    H.write(dir .. "/v.ptx", text)
+    local out, err, rc = H.luaptx({ "transpile", dir .. "/v.ptx", "-o", dir .. "/v.lua" })
+    assert.equal(0, rc, out .. err)
+    local script = H.read(dir .. "/v.lua")
+    assert.not_matches("ptx%.raw", script)
+    assert.matches('ptx%.vsel%(r%[%d+%], "h0"%), ptx%.vsel%(r%[%d+%], "b0"%), ptx%.vsel%(r%[%d+%], "h1"%)', script)
+    assert.matches('ptx%.vneg%(ptx%.vsel%(r%[%d+%], "h1"%)%), r%[%d+%], r%[%d+%]', script)
+    assert.matches('r%[%d+%], r%[%d+%], ptx%.vneg%(r%[%d+%]%)', script)
+    out, err, rc = H.luaptx({ "ptx", dir .. "/v.lua", "-o", dir .. "/back.ptx" })
+    assert.equal(0, rc, out .. err)
+    local back = H.read(dir .. "/back.ptx")
+    assert.matches("vmad%.s32%.s32%.s32%s+%%r%d+, %-%%r%d+%.h1, %%r%d+, %%r%d+;", back)
+    assert.matches("vmad%.s32%.s32%.s32%s+%%r%d+, %%r%d+, %%r%d+, %-%%r%d+;", back)
+    assert.matches("vadd4%.u32%.u32%.u32%s+%%r%d+%.b320, %%r%d+%.b7654, %%r%d+, %%r%d+;", back)
+  end)
+
   it("assemble, with ptxas, what the printer writes for every accepted form", function()
     local lines = {}
     for i, line in ipairs(GOOD) do lines[i] = canonical_line(module_text({ line })) .. ";" end
