@@ -247,6 +247,32 @@ describe("the new rows through the DSL", function()
     H.assert_ptxas(text, "sm_90a")
   end)
 
+  it("gives alloca zeroed stack memory and reports an access past stackrestore at its line", function()
+    local function stack_kernel(bad)
+      return kernel(bad and "stack_bad" or "stack_ok") {
+        arch = "sm_90a", out_specs = { Tile(32, T.u32) }, grid = { 1 }, block = { 32 },
+        function(O)
+          local po = ptx.global_ptrs(O)
+          local t = reg.from(ptx.special.tid.x(), T.u32)
+          local sp, p, v = reg.scalar(T.u64), reg.scalar(T.u64), reg.scalar(T.u32)
+          ptx.inst.stacksave.u64(sp)
+          ptx.inst.alloca.u64(p, 64, 16)
+          ptx.inst.ld["local"].u32(v, ptx.addr(p, 60))        -- never written: reads 0
+          ptx.inst.st["local"].u32(ptx.addr(p), t)
+          ptx.inst.stackrestore.u64(sp)
+          if bad then ptx.inst.ld["local"].u32(v, ptx.addr(p)) end   -- freed
+          ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
+          ptx.ret()
+        end,
+      }
+    end
+    local out = stack_kernel(false)():to_host()
+    for i = 0, 31 do assert.equal(0, tonumber(out[i])) end
+    local ok, err = pcall(function() return stack_kernel(true)() end)
+    assert.is_false(ok)
+    assert.matches("isa_intx_spec%.lua:%d+: ld%.local%.u32 .*outside the thread's alloca stack", tostring(err))
+  end)
+
   it("runs them on the emulator as the GPU computes them", function()
     local function rand(seed)
       local r, v = H.rng(seed), {}

@@ -53,7 +53,8 @@ static int set_depth(emu_warp *w, const emu_inst *in, int lane, uint64_t depth, 
 }
 
 /* alloca.type ptr, size{, align}: lower the stack pointer by size, aligned
- * down to max(align, 8); ptr is the new stack pointer (a local address). */
+ * down to max(align, 8); ptr is the new stack pointer (a local address).
+ * The new bytes read as zero (as .local does), whatever ran before. */
 HANDLER(op_alloca)
 {
   uint64_t *d = D(0);
@@ -65,6 +66,7 @@ HANDLER(op_alloca)
     if (n > EMU_STACK_MAX) return lpx_emu_fail(w, in, l, "alloca of %" PRIu64 " bytes is more than the emulator's %u-byte stack", n, EMU_STACK_MAX);
     uint64_t nsp = (sp - n) & ~(a - 1);
     if (set_depth(w, in, l, EMU_STACK_TOP - nsp, "alloca")) return -1;
+    memset(w->stack + (size_t)l * w->stack_cap + (nsp - (EMU_STACK_TOP - w->stack_cap)), 0, (size_t)(sp - nsp));
     d[l] = nsp & mk;
   });
   return 0;
