@@ -273,6 +273,52 @@ describe("the new rows through the DSL", function()
     assert.matches("isa_intx_spec%.lua:%d+: ld%.local%.u32 .*outside the thread's alloca stack", tostring(err))
   end)
 
+  it("runs the cache hints: applypriority checks its line, discard makes it 0xff, pmevent and policies do nothing", function()
+    local k = kernel "hints" {
+      arch = "sm_90a", version = "8.7", out_specs = { Tile(64, T.u32) }, grid = { 1 }, block = { 64 },
+      function(O)
+        local po = ptx.global_ptrs(O)
+        local t = reg.from(ptx.special.tid.x(), T.u32)
+        local pol, v = reg.scalar(T.b64), reg.scalar(T.u32)
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), t + 1)
+        ptx.bar_sync(0)
+        ptx.inst.createpolicy.range.global.L2_evict_last.b64(pol, ptx.addr(po), 256, 256)
+        ptx.inst.ld.global.L2_cache_hint.u32(v, ptx.addr(po + t:mul_wide(4)), pol)
+        ptx.inst.pmevent(3)
+        ptx.if_(t:eq(0), function()
+          ptx.inst.applypriority.global.L2_evict_normal(ptx.addr(po), 128)
+          ptx.inst.discard.global.L2(ptx.addr(po, 128), 128)
+        end)
+        ptx.bar_sync(0)
+        ptx.inst.createpolicy.cvt.L2.b64(pol, pol)
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)   -- the value loaded before the discard
+        ptx.ret()
+      end,
+    }
+    local out = k():to_host()
+    for i = 0, 63 do assert.equal(i + 1, tonumber(out[i])) end
+    local k2 = kernel "discarded" {
+      arch = "sm_90a", version = "8.7", out_specs = { Tile(64, T.u32) }, grid = { 1 }, block = { 32 },
+      function(O)
+        local po = ptx.global_ptrs(O)
+        local t = reg.from(ptx.special.tid.x(), T.u32)
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), t)
+        ptx.bar_sync(0)
+        ptx.if_(t:eq(0), function() ptx.inst.discard.L2(ptx.addr(po), 128) end)
+        ptx.ret()
+      end,
+    }
+    out = k2():to_host()
+    for i = 0, 31 do assert.equal(0xffffffff, tonumber(out[i])) end
+    local bad = kernel "misaligned" {
+      arch = "sm_90a", version = "8.7", out_specs = { Tile(64, T.u32) }, grid = { 1 }, block = { 1 },
+      function(O) ptx.inst.applypriority.L2_evict_normal(ptx.addr(ptx.global_ptrs(O), 64), 128); ptx.ret() end,
+    }
+    local ok, err = pcall(function() return bad() end)
+    assert.is_false(ok)
+    assert.matches("applypriority: address 0x%x+ is not 128%-byte aligned", tostring(err))
+  end)
+
   it("runs them on the emulator as the GPU computes them", function()
     local function rand(seed)
       local r, v = H.rng(seed), {}
