@@ -274,7 +274,7 @@ describe("the new rows through the DSL", function()
   end)
 
   it("runs the cache hints: applypriority checks its line, discard makes it 0xff, pmevent and policies do nothing", function()
-    local k = kernel "hints" {
+    local hints = kernel "hints" {
       arch = "sm_90a", version = "8.7", out_specs = { Tile(64, T.u32) }, grid = { 1 }, block = { 64 },
       function(O)
         local po = ptx.global_ptrs(O)
@@ -295,7 +295,7 @@ describe("the new rows through the DSL", function()
         ptx.ret()
       end,
     }
-    local out = k():to_host()
+    local out = hints():to_host()
     for i = 0, 63 do assert.equal(i + 1, tonumber(out[i])) end
     local k2 = kernel "discarded" {
       arch = "sm_90a", version = "8.7", out_specs = { Tile(64, T.u32) }, grid = { 1 }, block = { 32 },
