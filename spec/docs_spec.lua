@@ -124,6 +124,21 @@ describe("docs", function()
     H.assert_ptxas(k:ptx(), "sm_90a")
   end)
 
+  it("dsl.md: the Traps kernel warns about its Lua `if` as shown and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### Traps\n(.-)\n## ")
+    assert.is_string(section, "docs/dsl.md has no Traps section")
+    local code, shown = section:match("```lua\n(.-)```"), section:match("\n```\n(dsl%.md:%d+: warning: [^\n]*)\n```")
+    local k = assert(loadstring(code, "=dsl.md"))()
+    local saved, buf = io.stderr, {}
+    rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = s end return self end })
+    local ok, text = pcall(k.ptx, k)
+    rawset(io, "stderr", saved)
+    assert(ok, text)
+    assert.equal(shown .. "\n", table.concat(buf))
+    assert.matches("@%p3 add.u32", text, 1, true)
+    H.assert_ptxas(text, "sm_80")
+  end)
+
   it("embedding.md: the C and CMake snippets are those of the tested host", function()
     local host, cmake = H.read("examples/embed/host.c"), H.read("examples/embed/CMakeLists.txt")
     for _, b in ipairs(blocks("docs/embedding.md")) do

@@ -15,6 +15,16 @@ local function trace_error(fn, arch)
   return err
 end
 
+--- Run fn with io.stderr captured: fn's result and what it wrote there.
+local function capture_stderr(fn)
+  local saved, buf = io.stderr, {}
+  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
+  local ok, res = pcall(fn)
+  rawset(io, "stderr", saved)
+  assert(ok, res)
+  return res, table.concat(buf)
+end
+
 describe("pyptx.reg", function()
   describe("named registers and ranges", function()
     it("declare their own .reg lines where they are made and print their names", function()
@@ -75,8 +85,8 @@ describe("pyptx.reg", function()
         ptx.mov(a[3], 1.0)
       end)
       assert.equal(4, n)
-      assert.equal("f32 register #0", tostring(first))
-      assert.equal("f32 register #3", tostring(last))
+      assert.equal("%f1", tostring(first))
+      assert.equal("%f4", tostring(last))
       assert.is_true(reg.is(first))
     end)
 
@@ -112,7 +122,7 @@ describe("pyptx.reg", function()
     it("refuses a register of another kernel", function()
       local foreign
       lines(function() foreign = reg.scalar(T.u32, 1) end)
-      assert.matches("reg_spec.lua:%d+: register u32 register #0 belongs to another kernel trace",
+      assert.matches("reg_spec.lua:%d+: register %%r1 belongs to another kernel trace",
         trace_error(function()
           local r = reg.scalar(T.u32)
           ptx.mov(r, foreign)
@@ -313,7 +323,7 @@ describe("pyptx.reg", function()
         "setp.le.f32 %p4, %f1, 0f00000000;",
         "setp.gt.u64 %p5, %rd1, 4;",
         "setp.ge.u16 %p6, %rs1, 2;",
-      }, lines(function()
+      }, (capture_stderr(function() return lines(function()
         local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
         a:eq(b)
         a:ne(0)
@@ -321,7 +331,7 @@ describe("pyptx.reg", function()
         reg.scalar(T.f32):le(0)
         reg.scalar(T.u64):gt(4)
         reg.scalar(T.b16):ge(2)
-      end))
+      end) end)))   -- the predicates go unused: their warnings are captured
     end)
 
     it("negate a predicate without an instruction and combine predicates", function()
@@ -333,7 +343,7 @@ describe("pyptx.reg", function()
         "xor.pred %p5, %p1, %p2;",
         "not.pred %p6, %p1;",
         "@!%p6 ret;",
-      }, lines(function()
+      }, (capture_stderr(function() return lines(function()
         local a = reg.scalar(T.u32)
         local p, q = a:lt(4), a:gt(1)
         local n = -q
@@ -343,7 +353,7 @@ describe("pyptx.reg", function()
         p:bor(n)
         p:bxor(q)
         ptx.at(-p:bnot()).ret()
-      end))
+      end) end)))   -- the predicates go unused: their warnings are captured
     end)
 
     it("refuse to compare a predicate with a number register", function()
@@ -419,7 +429,7 @@ describe("pyptx.reg", function()
         here()
         ptx.mov(r, foreign)
       end)
-      assert.equal(where .. "register u32 register #0 belongs to another kernel trace", err)
+      assert.equal(where .. "register %r1 belongs to another kernel trace", err)
     end)
 
     it("name the user's line for methods and wrappers", function()
@@ -489,6 +499,55 @@ describe("pyptx.reg", function()
         assert.equal(i, i:set(i + 1))
         reg.scalar(T.f16):set(0x3c00)
       end))
+    end)
+  end)
+
+  describe("traps", function()
+    it("warn once per predicate a Lua `if` tested instead of a guard, naming its line", function()
+      local here
+      local _, err = capture_stderr(function()
+        return lines(function()
+          local tid = reg.from(ptx.special.tid.x(), T.u32)
+          here = debug.getinfo(1, "l").currentline + 1
+          if tid:lt(16) then ptx.inst.add.u32(tid, tid, 1) end
+          local both = tid:gt(1):band(tid:lt(9))
+          ptx.at(both).inst.add.u32(tid, tid, 2)
+        end)
+      end)
+      assert.equal(("spec/reg_spec.lua:%d: warning: predicate %%p1 from :lt is never used as a guard, branch or operand "
+        .. "(a Lua `if` on it is always true); use ptx.if_(p, fn) or ptx.at(p)\n"):format(here), err)
+    end)
+
+    it("stay quiet for predicates used as guards, branches, negated or as operands", function()
+      local _, err = capture_stderr(function()
+        return lines(function()
+          local tid = reg.from(ptx.special.tid.x(), T.u32)
+          ptx.at(tid:lt(16)).inst.add.u32(tid, tid, 1)
+          ptx.at(-tid:gt(3)).inst.add.u32(tid, tid, 1)
+          ptx.if_(tid:eq(5), function() ptx.inst.add.u32(tid, tid, 1) end)
+          ptx.inst.selp.u32(tid, tid, 0, tid:ne(2))
+          local top = ptx.label("top")
+          ptx.bra(top, tid:ge(7):bnot())
+        end)
+      end)
+      assert.equal("", err)
+    end)
+
+    it("refuse <, <=, >, >= on registers and point to the methods", function()
+      local err = trace_error(function() local a, b = reg.scalar(T.u32), reg.scalar(T.u32); return a < b end)
+      assert.matches("^spec/reg_spec.lua:%d+: <, <=, >, >= on register %%r1 cannot emit PTX", err)
+      assert.matches("use a:lt%(b%), a:le%(b%), a:gt%(b%), a:ge%(b%)", err)
+      assert.matches("on register %%f2 cannot emit PTX",
+        trace_error(function() local a, b = reg.scalar(T.f32), reg.scalar(T.f32); return a >= b end))
+    end)
+
+    it("print registers by their PTX names", function()
+      lines(function()
+        assert.equal("%r1", tostring(reg.scalar(T.u32)))
+        assert.equal("%rd1", tostring(reg.scalar(T.u64)))
+        assert.equal("acc", tostring(reg.named(T.b32, "acc")))
+        assert.equal("!%p1", tostring(-reg.pred()))
+      end)
     end)
   end)
 end)
