@@ -124,6 +124,23 @@ describe("docs", function()
     H.assert_ptxas(k:ptx(), "sm_90a")
   end)
 
+  it("dsl.md: the Constants kernel stores its encoded half/bf16 constants on the emulator and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### Constants and widening\n(.-)\n###? ")
+    assert.is_string(section, "docs/dsl.md has no Constants and widening section")
+    local k = assert(loadstring(section:match("```lua\n(.-)```"), "=dsl.md"))()
+    local text = k:ptx()
+    for _, line in ipairs { "cvt.u64.u32", "mov.b16 \t%rs1, 15872;", "mov.b16 \t%rs2, 49168;", "mov.b16 \t%rs3, 16896;" } do
+      assert.matches(line, text, 1, true)
+    end
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    for t = 0, 31 do assert.same({ 1.5, -2.25, 3, t }, { out[4 * t + 1], out[4 * t + 2], out[4 * t + 3], out[4 * t + 4] }) end
+    H.assert_ptxas(text, "sm_90a")
+  end)
+
   it("dsl.md: the Traps kernel warns about its Lua `if` as shown and assembles", function()
     local section = H.read("docs/dsl.md"):match("\n### Traps\n(.-)\n## ")
     assert.is_string(section, "docs/dsl.md has no Traps section")

@@ -71,7 +71,7 @@ describe("pyptx.reg", function()
 
     it("moves half and packed floats as bits (PTX has no mov.f16)", function()
       assert.same({ "mov.b16 %rs1, 15360;", "mov.b32 %r1, 0;", "mov.b16 %rs2, %rs1;" }, lines(function()
-        local h = reg.scalar(T.f16, 0x3c00)
+        local h = reg.scalar(T.f16, 1)
         reg.scalar(T.bf16x2, 0)
         reg.from(h)
       end))
@@ -497,8 +497,49 @@ describe("pyptx.reg", function()
       assert.same({ "mov.u32 %r1, 0;", "add.u32 %r2, %r1, 1;", "mov.u32 %r1, %r2;", "mov.b16 %rs1, 15360;" }, lines(function()
         local i = reg.scalar(T.u32, 0)
         assert.equal(i, i:set(i + 1))
-        reg.scalar(T.f16):set(0x3c00)
+        reg.scalar(T.f16):set(1.0)
       end))
+    end)
+  end)
+
+  describe("constants and widening", function()
+    it("encode numbers into half, bf16 and fp8 registers as their bits, pairs in both halves", function()
+      assert.same({
+        "mov.b16 %rs1, 15872;", "mov.b16 %rs2, 16320;", "mov.b16 %rs3, 48128;", "mov.b32 %r1, 1006648320;",
+        "mov.b32 %r2, 1065369472;", "mov.b16 %rs4, 15420;", "mov.b16 %rs5, 16448;", "mov.b16 %rs6, 31744;",
+        "mov.b16 %rs1, 15360;", "mov.b16 %rs7, 15360;",
+      }, lines(function()
+        local h = reg.scalar(T.f16, 1.5)              -- 0x3e00
+        reg.scalar(T.bf16, 1.5)                       -- 0x3fc0
+        reg.scalar(T.f16, -1)                         -- 0xbc00
+        reg.scalar(T.f16x2, 1)                        -- 0x3c003c00
+        reg.scalar(T.bf16x2, 1)                       -- 0x3f803f80
+        reg.scalar(T.e4m3x2, 1.5)                     -- 0x3c3c
+        reg.scalar(T.e5m2x2, 2)                       -- 0x4040
+        reg.scalar(T.f16, 1e9)                        -- overflows to +inf, 0x7c00
+        h:set(1)
+        reg.scalar(T.f16, ptx.imm(T.b16, 0x3c00))     -- bits stay bits through ptx.imm
+      end))
+    end)
+
+    it("refuse a number for a packed type without an encoder, naming the bits form", function()
+      assert.matches("reg_spec.lua:%d+: luaptx cannot encode e2m3x2 constants; give the bits: ptx.imm%(pyptx.types.b16, bits%)",
+        trace_error(function() reg.scalar(T.e2m3x2, 1) end, "sm_100a"))
+    end)
+
+    it("widen 16- and 32-bit integers to 64 bits with one visible cvt", function()
+      assert.same({ "cvt.u64.u32 %rd1, %r1;", "cvt.s64.s32 %rd2, %r2;", "cvt.u64.u16 %rd3, %rs1;", "cvt.u64.u32 %rd4, %r1;" },
+        lines(function()
+          local u = reg.scalar(T.u32)
+          assert.equal(T.u64, u:widen().type)
+          assert.equal(T.s64, reg.scalar(T.s32):widen().type)
+          reg.scalar(T.u16):widen()
+          reg.widen(u)
+        end))
+      assert.matches("reg_spec.lua:%d+: :widen needs a 16%- or 32%-bit integer register, got u64 %(already 64%-bit%)",
+        trace_error(function() reg.scalar(T.u64):widen() end))
+      assert.matches(":widen needs a 16%- or 32%-bit integer register, got f32", trace_error(function() reg.scalar(T.f32):widen() end))
+      assert.matches("reg_spec.lua:%d+: reg.widen: expected a register, got 3", trace_error(function() reg.widen(3) end))
     end)
   end)
 

@@ -14,6 +14,7 @@ require "pyptx.runtime"   -- registers how kernels launch (pyptx.kernel.use_runt
 local M = {}
 
 M.types = require "pyptx.types"
+M.floats = require "pyptx.floats"
 M.reg = require "pyptx.reg"
 M.ptx = require "pyptx.ptx"
 M.smem = require "pyptx.smem"

@@ -15,6 +15,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local floats = require "pyptx.floats"
 
 local M = {}
 local OPD = trace.OPD
@@ -119,10 +120,32 @@ local function mov_name(ty)
 end
 M.mov_name = mov_name
 
---- A new register of type ty; with init, also `mov` init into it.
+-- Encoders of a Lua number into the bits of a half or fp8 register type:
+-- PTX has no .f16/.bf16/fp8 immediates, so mov moves the encoded bits.
+local ENCODE = {
+  f16 = floats.to_f16, bf16 = floats.to_bf16, e4m3x2 = floats.to_e4m3, e5m2x2 = floats.to_e5m2,
+  f16x2 = floats.to_f16, bf16x2 = floats.to_bf16,
+}
+
+--- The mov source for value v into a register of type ty: a number into a
+-- half or fp8 register is a value, encoded to its bits (both halves of a
+-- packed pair hold it); anything else (registers, ptx.imm(b16, bits)) as is.
+local function constant(ty, v)
+  if type(v) ~= "number" or ty.kind ~= "h" and (ty.kind ~= "f" or ty.bits == 32 or ty.bits == 64) then return v end
+  local enc = ENCODE[ty.name]
+  if not enc then
+    trace.fail(("luaptx cannot encode %s constants; give the bits: ptx.imm(pyptx.types.b%d, bits)"):format(ty.name, ty.bits))
+  end
+  local bits = enc(v)
+  if ty.name:find("x2$") then bits = bits * 2 ^ (ty.bits / 2) + bits end
+  return bits
+end
+
+--- A new register of type ty; with init, also `mov` init into it (a
+-- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, init) end
+  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, constant(ty, init)) end
   return r
 end
 
@@ -249,7 +272,7 @@ end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  trace.emit(F("mov." .. mov_name(self.type)), self, v)
+  trace.emit(F("mov." .. mov_name(self.type)), self, constant(self.type, v))
   return self
 end
 
@@ -416,6 +439,26 @@ function Reg:mul_wide(b)
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
   trace.emit(F("mul.wide." .. ty.name), d, self, b)
   return d
+end
+
+--- The 64-bit integer of a 16- or 32-bit one, sign-extended for signed
+-- registers (cvt.u64.u32 / cvt.s64.s32): the visible step before 64-bit
+-- address arithmetic (`p + i:widen():shl(2)`).
+function Reg:widen()
+  local ty = self.type
+  if not types.is_int(ty) or (ty.bits ~= 16 and ty.bits ~= 32) then
+    trace.fail(":widen needs a 16- or 32-bit integer register, got " .. ty.name .. (ty.bits == 64 and " (already 64-bit)" or ""))
+  end
+  local to = ty.kind == "s" and types.s64 or types.u64
+  local d = new(trace.need(":widen"), to)
+  trace.emit(F("cvt." .. to.name .. "." .. (ty.kind == "s" and ty.name or ("u" .. ty.bits))), d, self)
+  return d
+end
+
+--- reg.widen(r) is r:widen().
+function M.widen(r)
+  if not M.is(r) then trace.fail("reg.widen: expected a register, got " .. tostring(r)) end
+  return r:widen()
 end
 
 --- Convert to another type (cvt or mov, one instruction): x:to(f32).
