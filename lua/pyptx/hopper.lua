@@ -33,7 +33,21 @@ local fail = trace.fail
 
 -- The layouts (pyptx.wgmma_layout) and tiles allocated in them (smem), as hopper.*.
 M.LAYOUT, M.SPAN, M.choose_layout = wgmma_layout.LAYOUT, wgmma_layout.SPAN, wgmma_layout.choose_layout
-M.tile_offset, M.swizzle_address = wgmma_layout.tile_offset, wgmma_layout.swizzle_address
+M.tile_offset = wgmma_layout.tile_offset
+
+--- The hardware swizzle of a shared byte address (wgmma_layout's): at
+-- trace time for a number, as instructions for a register.
+function M.swizzle_address(a, span, base_offset)
+  if not reg.is(a) then return wgmma_layout.swizzle_address(a, span, base_offset) end
+  if span ~= 0 and span ~= 32 and span ~= 64 and span ~= 128 then
+    trace.fail("hopper.swizzle_address: span must be 0, 32, 64 or 128 (bytes), got " .. tostring(span))
+  end
+  if not types.is_int(a.type) or a.type.bits < 32 then
+    trace.fail("hopper.swizzle_address: the address register must be a 32- or 64-bit integer, got " .. a.type.name)
+  end
+  if span == 0 then return a end
+  return smem.swizzle_register(a, span / 16 - 1, base_offset)
+end
 M.wgmma_tile = smem.wgmma_tile
 
 --- The 64-bit constant part of a descriptor (everything but the start
@@ -262,7 +276,7 @@ M.griddepcontrol = griddepcontrol
 argcheck.sign(M, "hopper", {
   choose_layout = { "kbytes: integer" },
   tile_offset = { "tile: alloc|table", "r: integer", "k: integer" },
-  swizzle_address = { "a: integer", "span: integer", "base_offset: integer?" },
+  swizzle_address = { "a: integer|register", "span: integer", "base_offset: integer?" },
   wgmma_tile = { "dtype: type", "shape: table", "major: string?" },
   desc_bits = { "layout: string", "lbo: integer", "sbo: integer", "base_offset: integer?" },
   desc = { "tile: alloc|register", "opts: table?" },

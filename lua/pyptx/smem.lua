@@ -117,13 +117,28 @@ function M.wgmma_tile(dtype, shape, major)
   return a
 end
 
---- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied,
--- computed at trace time: bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16).
+--- offset ^ ((((offset >> 7) - base) & mask) << 4) on a register: the
+-- XOR swizzle as instructions (shr, [sub,] and, shl, xor), in offset's type.
+function M.swizzle_register(offset, mask, base)
+  local line = offset:shr(7)
+  if base and base ~= 0 then line = line - base end
+  return offset:bxor(line:band(mask):shl(4))
+end
+
+--- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied:
+-- bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16). Computed at trace
+-- time for a number; for a register, emitted (see M.swizzle_register).
 function M.swizzle(offset, mode)
   if mode ~= 32 and mode ~= 64 and mode ~= 128 then
     trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode))
   end
   local mask = mode / 16 - 1
+  if reg.is(offset) then
+    if not types.is_int(offset.type) or offset.type.bits < 32 then
+      trace.fail("smem.swizzle: the offset register must be a 32- or 64-bit integer, got " .. offset.type.name)
+    end
+    return M.swizzle_register(offset, mask)
+  end
   local row_bits = math.floor(offset / 128) % (mask + 1)
   local col = math.floor(offset / 16) % (mask + 1)
   return offset + (bit.bxor(col, row_bits) - col) * 16
@@ -146,7 +161,8 @@ argcheck.sign(M, "smem", {
   array = { "ty: type", "shape: integer|table?", "opts: table?" },
   mbarrier = { "n: integer?" },
   wgmma_tile = { "ty: type", "shape: table", "major: string?" },
-  swizzle = { "offset: integer", "mode: integer" },
+  swizzle = { "offset: integer|register", "mode: integer" },
+  swizzle_register = { "offset: register", "mask: integer", "base: integer?" },
 })
 
 return M
