@@ -154,6 +154,21 @@ describe("docs", function()
     H.assert_ptxas(k:ptx(), "sm_80")
   end)
 
+  it("dsl.md: the selp/mad/multicast kernel computes its values on the emulator and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### selp, mad and multicast arrivals\n(.-)\n###? ")
+    assert.is_string(section, "docs/dsl.md has no selp, mad and multicast arrivals section")
+    local k = assert(loadstring(section:match("```lua\n(.-)```"), "=dsl.md"))()
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    for r = 0, 1 do
+      for t = 0, 63 do assert.equal(t < 32 and 3 * t + r or math.floor(t / 16) + 100, out[r * 64 + t + 1]) end
+    end
+    H.assert_ptxas(k:ptx(), "sm_90a")
+  end)
+
   it("dsl.md: the Traps kernel warns about its Lua `if` as shown and assembles", function()
     local section = H.read("docs/dsl.md"):match("\n### Traps\n(.-)\n## ")
     assert.is_string(section, "docs/dsl.md has no Traps section")
