@@ -175,6 +175,31 @@ end
 -- 1:2 for tf32, stored compressed; K twice the dense K): the .b32
 -- metadata register and the selector (0 or 1; 0 for 8-bit inputs) go
 -- after b-desc.
+--- Is v a wgmma tile (smem.wgmma_tile)?
+local function is_wgmma_tile(v)
+  return type(v) == "table" and not reg.is(v) and v.layout ~= nil and v.lbo ~= nil and v.base ~= nil
+end
+
+--- The descriptor operand `which` ("a"/"b") of mma_async opts: a wgmma
+-- tile becomes its descriptor at K element opts.k (default 0); a u64
+-- descriptor with opts.<which>_tile moves to K element opts.k by adding
+-- the slice's byte offset >> 4; anything else as given.
+local function operand_desc(opts, which)
+  local v, k = opts[which], opts.k
+  if k ~= nil and (type(k) ~= "number" or k < 0 or k % 1 ~= 0) then
+    fail("wgmma.mma_async: k must be a K element offset (an integer >= 0), got " .. tostring(k))
+  end
+  local tile = is_wgmma_tile(v) and v or opts[which .. "_tile"]
+  if not is_wgmma_tile(tile) or (tile ~= v and not k) then return v end
+  local off = tile:k_offset(k or 0)
+  if off % 16 ~= 0 then
+    fail(("wgmma.mma_async: K element %d of %s's tile starts at byte %d, not on a 16-byte boundary"):format(k, which, off))
+  end
+  if tile == v then return M.desc(tile, { offset = off }) end
+  if off == 0 then return v end
+  return v + off / 16
+end
+
 function wgmma.mma_async(opts)
   local an = tname(opts.atype or types.bf16)
   local bn = tname(opts.btype) or an
@@ -184,13 +209,14 @@ function wgmma.mma_async(opts)
   local dt = tname(opts.dtype) or fam.default_acc or "f32"
   local list = reg_list(opts.d, "d must list the accumulator registers")
   if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
-  local a, areg = opts.a, type(opts.a) == "table" and not reg.is(opts.a)
+  local a, b = operand_desc(opts, "a"), operand_desc(opts, "b")
+  local areg = type(a) == "table" and not reg.is(a)
   if areg then a = reg_list(opts.a, "a must be a u64 descriptor or the list of A registers") end
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
   local op = ("wgmma.mma_async%s.sync.aligned.%s%s.%s.%s.%s%s"):format(sp and ".sp" or "", shape,
     opts.satfinite and ".satfinite" or "", tostring(dt), tostring(an), tostring(bn), fam.op or "")
-  local args = { list, a, opts.b }
+  local args = { list, a, b }
   if sp then args[4], args[5] = sp[1], sp[2] end
   args[#args + 1] = sd
   immediates(args, opts, fam, areg)

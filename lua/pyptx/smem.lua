@@ -114,6 +114,12 @@ function M.wgmma_tile(dtype, shape, major)
   end
   --- Byte offset from the tile start of the slice starting at K element k.
   a.k_offset = function(self, k) return wgmma_layout.tile_offset(self, 0, k) end
+  if major == "K" and span > 0 then
+    -- the TMA boxes that write this layout: one per span-byte column block
+    -- of K, box = {rows, span bytes of K} (outermost first), rows * span bytes apart
+    a.tma_box, a.tma_swizzle, a.tma_blocks = { rows, span / dtype.bytes }, layout, mn_bytes / span
+    a.tma_box_bytes = rows * span
+  end
   return a
 end
 
