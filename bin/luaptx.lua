@@ -202,6 +202,12 @@ local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.pt
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
 
+--- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
+local function cmd_sass(opts, pos)
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
+  return require("luaptx.sass").main(each_kernel(script, opts.arch), opts)
+end
+
 -- ------------------------------------------------------------- the table
 
 --- Is a --arch value one the core knows (or "auto")? Returns the list when not.
@@ -245,6 +251,9 @@ local COMMANDS = {
     help = "compile each kernel to a cubin through the cache",
     flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
               { "--force", help = "bypass the cache" } } },
+  { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
+    help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
+    flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",

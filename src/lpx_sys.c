@@ -410,6 +410,20 @@ int lpx_fs_temp_dir(lpx_ctx *ctx, char *path, size_t cap)
   return lpx_fail(ctx, "cannot create a temporary directory in %s: %s", temp_root(), strerror(errno));
 }
 
+/* The directory holding the running program (from /proc/self/exe, links
+ * resolved) into path[cap]: where a build keeps its tools (build/venv). */
+int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap)
+{
+  ssize_t n = cap > 1 ? readlink("/proc/self/exe", path, cap - 1) : -1;
+  if (n < 0) return lpx_fail(ctx, "cannot find the running program: %s", strerror(errno));
+  if ((size_t)n >= cap - 1) return lpx_fail(ctx, "cannot find the running program: path too long");
+  path[n] = 0;
+  char *slash = strrchr(path, '/');
+  if (!slash) return lpx_fail(ctx, "cannot find the running program: %s is not a path", path);
+  *(slash == path ? slash + 1 : slash) = 0;
+  return 0;
+}
+
 static __thread int remove_errno;
 static __thread char remove_failed[512];
 

@@ -49,7 +49,7 @@ end
 -- a kernel launches and which arch "auto" means on the current device.
 local host = nil
 
---- Register the runtime: { launch = fn(kernel, ...), current_arch = fn() }.
+--- Register the runtime: { launch = fn(kernel, ...), current_arch = fn(), sass = fn(kernel, given, opts) }.
 function M.use_runtime(runtime) host = runtime end
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
@@ -350,6 +350,17 @@ function Kernel:module(given)
     address_size = self.address_size, entry = { name = self.name, params = params, body = insts },
     grid = s.grid, block = s.block, cluster = s.cluster, dynamic_smem = s.dynamic_smem,
   }
+end
+
+--- The machine code of a specialization under the Lua lines it came from,
+-- and the SASS instruction counts by class per Lua line: k:sass{M = 4096}.
+-- Returns the text and the listing table (pyptx.runtime.sass, which needs
+-- nvdisasm and a PTX compiler).
+function Kernel:sass(given, opts)
+  if not (host and host.sass) then
+    error(("kernel \"%s\": k:sass needs pyptx.runtime; require \"pyptx\" (or \"pyptx.runtime\") first"):format(self.name), 2)
+  end
+  return host.sass(self, given, opts)
 end
 
 --- k(x, w[, opts]): launching lives in the runtime (pyptx.runtime), which
