@@ -522,6 +522,13 @@ describe("pyptx.reg", function()
       end))
     end)
 
+    it("reach the conversions as pyptx.floats, the same table as pyptx.runtime.floats", function()
+      assert.is_table(pyptx.floats)
+      assert.equal(require "pyptx.floats", pyptx.floats)
+      assert.equal(require "pyptx.runtime.floats", pyptx.floats)
+      assert.equal(0x3e00, pyptx.floats.to_f16(1.5))
+    end)
+
     it("refuse a number for a packed type without an encoder, naming the bits form", function()
       assert.matches("reg_spec.lua:%d+: luaptx cannot encode e2m3x2 constants; give the bits: ptx.imm%(pyptx.types.b16, bits%)",
         trace_error(function() reg.scalar(T.e2m3x2, 1) end, "sm_100a"))
