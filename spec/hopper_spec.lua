@@ -1473,6 +1473,27 @@ describe("wgmma tiles as TMA boxes and mma_async operands", function()
     assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: tile holds f16 but tensor tiles_param_0 is bf16", err, 1, true)
   end)
 
+  it("take the layout a Layout preset asks for, with the box, swizzle and descriptor layout following", function()
+    local tiles = {}
+    kernel "tiles" { arch = "sm_90a", block = { 128 }, function()
+      for _, name in ipairs { "TMA_128B", "TMA_64B", "TMA_32B", "INTERLEAVED" } do
+        tiles[name] = smem.wgmma_tile(bf16, { 64, 64 }, pyptx.Layout[name])
+      end
+      tiles.mn = smem.wgmma_tile(bf16, { 64, 64 }, { major = "MN", layout = pyptx.Layout.TMA_32B })
+    end }:ptx()
+    assert.same({ "128B", { 64, 64 }, 1 }, { tiles.TMA_128B.layout, tiles.TMA_128B.tma_box, tiles.TMA_128B.tma_blocks })
+    assert.same({ "64B", { 64, 32 }, 2 }, { tiles.TMA_64B.layout, tiles.TMA_64B.tma_box, tiles.TMA_64B.tma_blocks })
+    assert.same({ "32B", { 64, 16 }, 4 }, { tiles.TMA_32B.layout, tiles.TMA_32B.tma_box, tiles.TMA_32B.tma_blocks })
+    assert.same({ "interleave", 0 }, { tiles.INTERLEAVED.layout, tiles.INTERLEAVED.span })
+    assert.is_nil(tiles.INTERLEAVED.tma_box)
+    assert.same({ "MN", "32B" }, { tiles.mn.major, tiles.mn.layout })
+    local line
+    local err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 16 }, pyptx.Layout.TMA_64B) end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: a 64B layout needs the row's bytes (32 here) to be a multiple of 64", err, 1, true)
+    err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 64 }, { layout = "16B" }) end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: layout must be Layout.TMA_128B, TMA_64B, TMA_32B or INTERLEAVED", err, 1, true)
+  end)
+
   it("build the descriptor at K element k from a tile, or move a built one with a_tile", function()
     local k = kernel "tiles" { arch = "sm_90a", block = { 128 }, function()
       local sA, sB = smem.wgmma_tile(bf16, { 64, 128 }), smem.wgmma_tile(bf16, { 64, 128 })

@@ -303,7 +303,7 @@ argcheck.sign(M, "hopper", {
   choose_layout = { "kbytes: integer" },
   tile_offset = { "tile: alloc|table", "r: integer", "k: integer" },
   swizzle_address = { "a: integer|register", "span: integer", "base_offset: integer?" },
-  wgmma_tile = { "dtype: type", "shape: table", "major: string?" },
+  wgmma_tile = { "dtype: type", "shape: table", "major: string|table?" },
   desc_bits = { "layout: string", "lbo: integer", "sbo: integer", "base_offset: integer?" },
   desc = { "tile: alloc|register", "opts: table?" },
 })

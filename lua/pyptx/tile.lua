@@ -6,7 +6,10 @@ local async = require "pyptx.async"
 
 local M = {}
 
-M.Layout = { ROW = "row", COL = "col" }
+-- ROW/COL: a tensor's order; TMA_128B/64B/32B, INTERLEAVED: the layout a
+-- wgmma tile asks for (smem.wgmma_tile(dt, shape, Layout.TMA_64B)), which
+-- fixes its TMA box and swizzle and its descriptor's layout together.
+M.Layout = { ROW = "row", COL = "col", TMA_128B = "128B", TMA_64B = "64B", TMA_32B = "32B", INTERLEAVED = "interleave" }
 
 local Tile = {}
 Tile.__index = Tile
