@@ -273,6 +273,43 @@ function M.red(op, addr, v, space)
   return trace.emit(F("red." .. (space or "global") .. "." .. op .. "." .. ty.name), addr, v)
 end
 
+--- The suffix selp and mad spell for a type: halves as bits, b as u.
+local function select_suffix(ty, what)
+  if ty.kind == "p" then trace.fail(what .. ": predicates have no ." .. what:match("%.(%w+)") .. "; combine them with p:band(q) / p:bor(q)") end
+  if ty.kind == "h" or (ty.kind == "f" and ty.bits ~= 32 and ty.bits ~= 64) then return "b" .. ty.bits end
+  return ty.name
+end
+
+--- selp.<type of d> d, a, b, p: d = p ? a : b (p a predicate or -p).
+function M.selp(d, a, b, p)
+  if not reg.is_pred(p) then trace.fail("ptx.selp: the condition (argument 4) must be a predicate (or -p), got " .. tostring(p)) end
+  return trace.emit(F("selp." .. select_suffix(value_type(d, "ptx.selp"), "ptx.selp")), d, a, b, p)
+end
+
+--- mad.<lo|hi|wide>.<type of a> d, a, b, c for integers: d = a*b + c with
+-- the low or high half of the product, or the whole (wide: 16/32-bit a, d
+-- twice as wide).
+local function mad_int(half)
+  local what = "ptx.mad." .. half
+  return function(d, a, b, c)
+    local ty = value_type(a, what)
+    if not types.is_int(ty) then trace.fail(what .. " needs integer registers, got " .. ty.name .. "; use ptx.mad(d, a, b, c) for floats") end
+    local name = ty.kind == "b" and ("u" .. ty.bits) or ty.name
+    return trace.emit(F("mad." .. half .. "." .. name), d, a, b, c)
+  end
+end
+
+--- ptx.mad(d, a, b, c): mad.lo for integer registers, mad.rn for f32/f64;
+-- ptx.mad.lo / .hi / .wide name the integer half.
+M.mad = setmetatable({ lo = mad_int("lo"), hi = mad_int("hi"), wide = mad_int("wide") }, {
+  __call = function(self, d, a, b, c)
+    local ty = value_type(a, "ptx.mad")
+    if types.is_int(ty) then return self.lo(d, a, b, c) end
+    if ty ~= types.f32 and ty ~= types.f64 then trace.fail("ptx.mad: no mad for " .. ty.name .. "; use ptx.inst.fma.rn." .. ty.name) end
+    return trace.emit(F("mad.rn." .. ty.name), d, a, b, c)
+  end,
+})
+
 -- ------------------------------------------------------------- params
 
 --- ld.param.u64 of a tensor parameter's pointer (or any named param).
