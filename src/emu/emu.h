@@ -31,6 +31,10 @@ enum {                              /* bits of the "checks" option */
 };
 
 #define EMU_FULL 0xffffffffu
+/* alloca's stack: local-space offsets below EMU_STACK_TOP, growing down,
+ * at most EMU_STACK_MAX bytes per thread. */
+#define EMU_STACK_TOP 0x80000000u
+#define EMU_STACK_MAX (1u << 20)
 #define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
 #define EMU_WARP_BAR 17                /* bar_of of a lane waiting at bar.warp.sync */
 #define EMU_MSG 1536
@@ -61,7 +65,7 @@ struct emu_inst {
   emu_fn fn;
   int32_t guard;       /* predicate slot or -1 */
   uint8_t guard_neg, flags, nops, vec;
-  int16_t op, type, type2;
+  int16_t op, type, type2, type3;
   uint8_t mod[LPX_GB__COUNT];   /* modsel copied from the form */
   uint8_t ext[8];      /* row-specific facts parsed from the opcode (ldmatrix, mma) */
   int32_t target;      /* bra: instruction index; call: function index; EI_UNRESOLVED: the symbol */
@@ -110,6 +114,7 @@ struct emu_prog {
 typedef struct emu_alloc {
   uint64_t base, size;
   uint8_t *host;
+  int is_const;                   /* a module .const variable (isspacep.const) */
 } emu_alloc;
 
 typedef struct emu_mod {
@@ -163,6 +168,9 @@ struct emu_warp {
   uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
   uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
   uint64_t *prow;                 /* profiled launches: the counters of the instruction running now */
+  uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
+  uint32_t stack_cap;
+  uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
 };
 
 struct emu_cta {
@@ -328,6 +336,12 @@ int lpx_emu_reduce_type_ok(int op, int type);
 int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);
 uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c);
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in);
+emu_fn lpx_emu_pick_intx(const emu_inst *in);
+emu_fn lpx_emu_pick_video(const emu_inst *in);
+emu_fn lpx_emu_pick_stack(const emu_inst *in);
+emu_fn lpx_emu_pick_hint(const emu_inst *in);
+emu_fn lpx_emu_pick_space(const emu_inst *in);
+uint8_t *lpx_emu_stack_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n);
 emu_mdesc lpx_emu_mdesc(uint64_t v, uint32_t span);
 uint64_t lpx_emu_mdesc_chunk(const emu_mdesc *d, int mn_major, uint32_t row, uint32_t cb);
 int lpx_emu_mdesc_check(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const char *which);

@@ -133,9 +133,10 @@ HANDLER(addsub_general)
   uint64_t mk = width_mask(type), *carry = EMU_R(w, w->p->cc_slot);
   EMU_EACH(m, {
     unsigned __int128 x = a[l] & mk, y = b[l] & mk, ci = use_c ? (carry[l] & 1) : 0, r;
-    /* Subtraction is x + ~y + 1 (borrow-in as carry: subc uses !CC.CF). */
-    if (sub) r = x + ((~y) & mk) + (use_c ? 1 - ci : 1); else r = x + y + ci;
-    if (cc) carry[l] = sub ? !((r >> bits) & 1) : (uint64_t)(r >> bits) & 1;
+    /* One carry flag, as the hardware's: subtraction is x + ~y + 1 (subc:
+     * + CC.CF), and its carry out is "no borrow", which addc and madc add. */
+    if (sub) r = x + ((~y) & mk) + (use_c ? ci : 1); else r = x + y + ci;
+    if (cc) carry[l] = (uint64_t)(r >> bits) & 1;
     if (sat) r = sat32((__int128)sext(a[l], 32) + (sub ? -(__int128)sext(b[l], 32) : (__int128)sext(b[l], 32)));
     d[l] = (uint64_t)r & mk;
   });

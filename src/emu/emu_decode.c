@@ -68,13 +68,29 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_TCCOMMIT] = lpx_emu_pick_tmem, [LPX_OP_TCCP] = lpx_emu_pick_tmem, [LPX_OP_TCSHIFT] = lpx_emu_pick_tmem,
   [LPX_OP_TCFENCEB] = lpx_emu_pick_tmem, [LPX_OP_TCFENCEA] = lpx_emu_pick_tmem, [LPX_OP_TCWAITLD] = lpx_emu_pick_tmem,
   [LPX_OP_TCWAITST] = lpx_emu_pick_tmem,
+  [LPX_OP_MADC] = lpx_emu_pick_intx, [LPX_OP_FNS] = lpx_emu_pick_intx, [LPX_OP_DP4A] = lpx_emu_pick_intx,
+  [LPX_OP_DP2A] = lpx_emu_pick_intx, [LPX_OP_BMSK] = lpx_emu_pick_intx, [LPX_OP_SZEXT] = lpx_emu_pick_intx,
+  [LPX_OP_CVTPACK] = lpx_emu_pick_intx,
+  [LPX_OP_VADD] = lpx_emu_pick_video, [LPX_OP_VSUB] = lpx_emu_pick_video, [LPX_OP_VABSDIFF] = lpx_emu_pick_video,
+  [LPX_OP_VMIN] = lpx_emu_pick_video, [LPX_OP_VMAX] = lpx_emu_pick_video, [LPX_OP_VSHL] = lpx_emu_pick_video,
+  [LPX_OP_VSHR] = lpx_emu_pick_video, [LPX_OP_VMAD] = lpx_emu_pick_video, [LPX_OP_VSET] = lpx_emu_pick_video,
+  [LPX_OP_VADD2] = lpx_emu_pick_video, [LPX_OP_VSUB2] = lpx_emu_pick_video, [LPX_OP_VAVRG2] = lpx_emu_pick_video,
+  [LPX_OP_VABSDIFF2] = lpx_emu_pick_video, [LPX_OP_VMIN2] = lpx_emu_pick_video, [LPX_OP_VMAX2] = lpx_emu_pick_video,
+  [LPX_OP_VSET2] = lpx_emu_pick_video, [LPX_OP_VADD4] = lpx_emu_pick_video, [LPX_OP_VSUB4] = lpx_emu_pick_video,
+  [LPX_OP_VAVRG4] = lpx_emu_pick_video, [LPX_OP_VABSDIFF4] = lpx_emu_pick_video, [LPX_OP_VMIN4] = lpx_emu_pick_video,
+  [LPX_OP_VMAX4] = lpx_emu_pick_video, [LPX_OP_VSET4] = lpx_emu_pick_video,
+  [LPX_OP_ALLOCA] = lpx_emu_pick_stack, [LPX_OP_STACKSAVE] = lpx_emu_pick_stack, [LPX_OP_STACKRESTORE] = lpx_emu_pick_stack,
+  [LPX_OP_ISSPACEP] = lpx_emu_pick_space, [LPX_OP_GETCTARANK] = lpx_emu_pick_space,
+  [LPX_OP_PMEVENT] = lpx_emu_pick_hint, [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
 };
 
-/* The handler of a decoded instruction (the unsupported reporter if none). */
+/* The handler of a decoded instruction (the unsupported reporter if none).
+ * The extended-integer family serves some forms of shared rows first
+ * (add/min/max .u16x2/.s16x2, lop3 with a predicate). */
 emu_fn lpx_emu_pick(const emu_inst *in)
 {
-  emu_fn fn = NULL;
-  if (in->op >= 0 && in->op < LPX_OP__COUNT && family[in->op]) fn = family[in->op](in);
+  emu_fn fn = lpx_emu_pick_intx(in);
+  if (!fn && in->op >= 0 && in->op < LPX_OP__COUNT && family[in->op]) fn = family[in->op](in);
   return fn ? fn : lpx_emu_unsupported;
 }
 
@@ -246,8 +262,8 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
   emu_op *o = op_new(d);
   if (!o) return -1;
   switch (src->kind) {
-  case LPX_OPD_REG:
-    o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0;
+  case LPX_OPD_REG:   /* off: a video selector (lpx_video.h) */
+    o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0; o->off = src->ival;
     o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
     return 0;
   case LPX_OPD_IMM: case LPX_OPD_FIMM: case LPX_OPD_INT: case LPX_OPD_NUM: {
@@ -283,7 +299,8 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
 static int no_dest(int op)
 {
   return op == LPX_OP_ST || op == LPX_OP_RED || op == LPX_OP_BAR || op == LPX_OP_BARRIER ||
-         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL || op == LPX_OP_TCDEALLOC;
+         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL || op == LPX_OP_TCDEALLOC ||
+         op == LPX_OP_STACKRESTORE || op == LPX_OP_APPLYPRI || op == LPX_OP_DISCARD || op == LPX_OP_PMEVENT;
 }
 
 /* Record the register slots an instruction reads (for the uninitialised check). */
@@ -319,6 +336,7 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   memset(in, 0, sizeof *in);
   in->guard = it->guard; in->guard_neg = it->guard_neg;
   in->op = (int16_t)fo->info.op; in->type = (int16_t)fo->info.type; in->type2 = (int16_t)fo->info.type2;
+  in->type3 = (int16_t)fo->info.type3;
   in->vec = (uint8_t)fo->info.vec; in->item = item; in->target = -1;
   memcpy(in->mod, fo->modsel, sizeof in->mod);
   if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_STMATRIX || in->op == LPX_OP_MMA) lpx_emu_decode_mma(in, fo);

@@ -177,6 +177,7 @@ static int module_globals(lpx_device *d, emu_mod *mod)
       return lpx_fail(d->ctx, "module variable '%s': this initializer form is not supported by the emulator yet",
                       lpx_strtab_get(&m->syms, v->sym));
     if (lpx_emu_mem_alloc(EMU(d), n, &mod->global_addr[i])) return -1;
+    EMU(d)->allocs[EMU(d)->nallocs - 1].is_const = strcmp(space, "const") == 0;   /* the newest: highest */
     if (v->init && emu_upload(d, mod->global_addr[i], v->init, v->init_len < n ? v->init_len : n)) return -1;
   }
   for (size_t i = 0; i < m->nvars; i++)

@@ -556,6 +556,7 @@ void lpx_emu_warp_regs(emu_warp *w, emu_cta *c)
   }
   if (w->local) memset(w->local, 0, (size_t)p->local_size * 32);
   if (w->frame) memset(w->frame, 0, (size_t)p->frame_size * 32);
+  memset(w->sdepth, 0, sizeof w->sdepth);
   fill_specials(w, c);
 }
 
@@ -756,7 +757,7 @@ static void worker_free(worker *wk)
   for (int i = 0; wk->ctas && i < wk->L->cluster_size; i++) {
     emu_cta *c = &wk->ctas[i];
     for (int k = 0; c->warps && k < c->nwarps; k++) {
-      free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame);
+      free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
     lpx_emu_tmem_free(c);
