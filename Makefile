@@ -2,10 +2,10 @@
 # need from Debian's packages first (make deps), then build.
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
-DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv
+DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test emulator-coverage gpu-check check-lua asan clean
 
 all: build
 
@@ -52,6 +52,12 @@ run: deps build
 # Every test: C unit tests and the busted specs, through ctest.
 test: deps build sass-tools
 	cd $(BUILD) && ctest --output-on-failure
+
+# Regenerate docs/emulator-coverage.md: every ISA row, whether the emulator
+# runs it, and the forms the specs launched on it (each spec file is run
+# with LUAPTX_EMU_COVERAGE set).
+emulator-coverage: deps build
+	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) spec/emu_coverage.lua docs/emulator-coverage.md
 
 # Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
 # specs, every example on the GPU against its CPU reference, the nvcc

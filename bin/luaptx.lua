@@ -263,6 +263,13 @@ local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] 
 local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
+local cmd_profile = forward("profile", "input")       -- luaptx profile <script.lua> [--kernel N] [--gpu G] [--json F] [--html F]
+
+--- Is a --gpu value a GPU of the roofline table?
+local function check_gpu(v)
+  local g, err = require("pyptx.tools.gpus").find(v)
+  return not g and err or nil
+end
 
 --- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
 local function cmd_sass(opts, pos)
@@ -318,6 +325,13 @@ local COMMANDS = {
   { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
     help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
     flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
+  { name = "profile", args = "<script.lua>", min = 1, max = 1, run = cmd_profile,
+    help = "run the script's main on the emulator with performance counters: per kernel totals, occupancy, "
+      .. "the roofline bound and the worst Lua lines (docs/profile.md)",
+    flags = { { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
+              { "--gpu", "G", key = "gpu", check = check_gpu, help = "GPU of the roofline and occupancy: A100, H100, H100-PCIe, H200, B200, RTX4090, RTX5090" },
+              { "--json", "F", key = "json", help = "write the report as JSON" },
+              { "--html", "F", key = "html", help = "write a self-contained HTML page: annotated source, charts" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",

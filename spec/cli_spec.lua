@@ -474,7 +474,7 @@ local pyptx = require "pyptx"
 local hopper = require "pyptx.hopper"
 return pyptx.kernel "k" { arch = "sm_90a", function()
   local r = pyptx.reg.scalar(pyptx.types.u32)
-  hopper.swizzle_address(r, 128)
+  hopper.swizzle_address(128, r)
 end }
 ]])
       local inner = H.write(dir .. "/inner.lua", [[
@@ -489,11 +489,11 @@ end }
         { { "check", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
         { { "compile", syntax }, "luaptx: " .. syntax .. ":1: '<name>' expected near '='\n" },
         { { "tune", sweep }, "luaptx: tune: a sweep needs build = function(cfg) ... end" },
-        { { "ptx", helper }, "luaptx: " .. helper .. ":5: hopper.swizzle_address: argument 1 (a) must be an integer; got a register\n" },
+        { { "ptx", helper }, "luaptx: " .. helper .. ":5: hopper.swizzle_address: argument 2 (span) must be an integer; got a register\n" },
         { { "run", inner }, "luaptx: " .. inner .. ":3: " },
         { { "ptx", "spec/fixtures/vec_add.lua", "-o", dir .. "/no/such.ptx" }, "luaptx: cannot write " .. dir .. "/no/such.ptx: No such file or directory\n" },
         { { "-e", "require('pyptx.hopper').swizzle_address(nil, 128)" },
-          "luaptx: (command line):1: hopper.swizzle_address: argument 1 (a) must be an integer; got nil\n" },
+          "luaptx: (command line):1: hopper.swizzle_address: argument 1 (a) must be an integer or a register; got nil\n" },
         { { "transpile", dir .. "/missing.ptx" }, "luaptx: " },
         { { "fmt", dir .. "/missing.ptx" }, "luaptx: " },
         { { "tune", dir .. "/missing.lua" }, "luaptx: " },

@@ -339,6 +339,41 @@ describe("pyptx.load_ptx", function()
     assert.equal(0xffffffff, tonumber(o:to_host()[0]))   -- nothing was launched
   end)
 
+  it("scopes .reg names to their { } block and takes .reg.b32 glued, as nvcc's inline PTX writes them", function()
+    -- cuda_fp16.h's hsqrt writes "{.reg.b32 f; ...}"; the double trig
+    -- reduction declares %r1..%r3 again inside a block: after the block
+    -- they are the function's registers again.
+    local mod = pyptx.load_ptx([[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 o)
+{
+  .reg .b32 %r<10>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [o];
+  mov.u32 %r3, 7;
+  {
+  .reg .u32 %r0, %r1, %r2, %r3;
+  mov.u32 %r3, 100;
+  mov.u32 %r1, %r3;
+  {
+  .reg.b32 %r1;
+  mov.u32 %r1, 1000;
+  }
+  add.u32 %r2, %r1, 1;
+  st.global.u32 [%rd1+4], %r2;
+  }
+  add.u32 %r4, %r3, 1;
+  st.global.u32 [%rd1], %r4;
+  ret;
+}]], "scopes.ptx")
+    local o = words(2)
+    mod.k { grid = 1, block = 1, args = { o }, device = emu() }
+    local h = o:to_host()
+    assert.equal(8, tonumber(h[0]))     -- the outer %r3
+    assert.equal(101, tonumber(h[1]))   -- the block's %r1, not the inner block's
+  end)
+
   it("reports launch failures from the device with the entry's name", function()
     local mod = pyptx.load_ptx(PARAMS_PTX)
     local ok, err = pcall(mod.params, { grid = 1, block = 1, device = emu(),

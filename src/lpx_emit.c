@@ -1,6 +1,7 @@
 /* The PTX text emitter: deterministic, nvcc-style register declarations,
  * one instruction per line, optional .file/.loc pointing at Lua lines. */
 #include "lpx_internal.h"
+#include "lpx_video.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,7 +84,11 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   const lpx_operand *o = &ops[(*i)++];
   char tmp[40];
   switch (o->kind) {
-  case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, m, f, o->id); break;
+  case LPX_OPD_REG:
+    if (o->aux) lpx_buf_putc(b, o->aux == LPX_REG_NEG ? '-' : '!');
+    put_reg(b, m, f, o->id);
+    if (o->ival) { lpx_video_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
+    break;
   case LPX_OPD_IMM: put_imm(b, o); break;
   case LPX_OPD_INT:
     if (o->aux) lpx_buf_printf(b, "%" PRIu64, (uint64_t)o->ival); else lpx_buf_puti(b, o->ival);

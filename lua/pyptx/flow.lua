@@ -14,6 +14,7 @@ local F = reg.form
 
 --- Make the next instruction appended carry the guard p (or !p for -p).
 function M.set_guard(t, p)
+  reg.use_pred(t, p)
   if reg.is(p) then t.guard = { id = p.id, negated = false }
   else t.guard = { id = p.reg.id, negated = true } end
 end

@@ -5,6 +5,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
+local reg = require "pyptx.reg"
 local tile = require "pyptx.tile"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
@@ -266,6 +267,7 @@ function Kernel:trace_into(t, values, tensors)
   if t.at_where then
     error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
   end
+  reg.warn_unused_preds(t)
   t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
   if self.check_refs ~= false and core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
   -- a dynamic buffer is at least the smem option, also when nothing was allocated

@@ -15,6 +15,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local floats = require "pyptx.floats"
 
 local M = {}
 local OPD = trace.OPD
@@ -41,6 +42,8 @@ M.form = F
 --- Pack a register into an operand slot.
 function Reg.__operand(r, o, t, k)
   if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
+  local u = t.unused_preds
+  if u then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
   return k + 1
 end
@@ -49,14 +52,13 @@ end
 function NegPred.__operand(n, o, t, k)
   local r = n.reg
   if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
+  local u = t.unused_preds
+  if u then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
   return k + 1
 end
 NegPred.__unm = function(n) return n.reg end
 NegPred.__tostring = function(n) return "!" .. tostring(n.reg) end
-
---- A register's PTX-ish description for messages ("u32 register #3").
-Reg.__tostring = function(r) return ("%s register #%d"):format(r.type.name, r.id) end
 
 local ffi = require "ffi"
 
@@ -66,6 +68,21 @@ local function reg_name(t, id)
   if core.reg_name(t.mod, t.fn, id, p, n) ~= 0 then return "?" end
   return ffi.string(p[0], n[0])
 end
+
+--- A register's PTX name ("%r3", "acc"), as the emitted PTX prints it.
+Reg.__tostring = function(r)
+  local name = r.trace.fn >= 0 and reg_name(r.trace, r.id) or "?"
+  if name == "?" then return ("%s register #%d"):format(r.type.name, r.id) end
+  return name
+end
+
+--- Lua turns <, <=, >, >= into booleans, so they cannot trace a comparison.
+local function no_compare(a, b)
+  local r = M.is(a) and a or b
+  trace.fail(("<, <=, >, >= on register %s cannot emit PTX (Lua needs a boolean now); use a:lt(b), a:le(b), a:gt(b), a:ge(b)")
+    :format(tostring(r)))
+end
+Reg.__lt, Reg.__le = no_compare, no_compare
 
 --- Allocate a register of type t in the active trace.
 local function new(t, ty)
@@ -103,10 +120,32 @@ local function mov_name(ty)
 end
 M.mov_name = mov_name
 
---- A new register of type ty; with init, also `mov` init into it.
+-- Encoders of a Lua number into the bits of a half or fp8 register type:
+-- PTX has no .f16/.bf16/fp8 immediates, so mov moves the encoded bits.
+local ENCODE = {
+  f16 = floats.to_f16, bf16 = floats.to_bf16, e4m3x2 = floats.to_e4m3, e5m2x2 = floats.to_e5m2,
+  f16x2 = floats.to_f16, bf16x2 = floats.to_bf16,
+}
+
+--- The mov source for value v into a register of type ty: a number into a
+-- half or fp8 register is a value, encoded to its bits (both halves of a
+-- packed pair hold it); anything else (registers, ptx.imm(b16, bits)) as is.
+local function constant(ty, v)
+  if type(v) ~= "number" or ty.kind ~= "h" and (ty.kind ~= "f" or ty.bits == 32 or ty.bits == 64) then return v end
+  local enc = ENCODE[ty.name]
+  if not enc then
+    trace.fail(("luaptx cannot encode %s constants; give the bits: ptx.imm(pyptx.types.b%d, bits)"):format(ty.name, ty.bits))
+  end
+  local bits = enc(v)
+  if ty.name:find("x2$") then bits = bits * 2 ^ (ty.bits / 2) + bits end
+  return bits
+end
+
+--- A new register of type ty; with init, also `mov` init into it (a
+-- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, init) end
+  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, constant(ty, init)) end
   return r
 end
 
@@ -233,7 +272,7 @@ end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  trace.emit(F("mov." .. mov_name(self.type)), self, v)
+  trace.emit(F("mov." .. mov_name(self.type)), self, constant(self.type, v))
   return self
 end
 
@@ -289,12 +328,45 @@ Reg.__unm = function(a)
   return d
 end
 
+--- Remember predicate p, just computed by `how` at the user's line, until
+-- an instruction uses it (a guard, branch or operand): a Lua `if p then`
+-- tests a table, always true, and traces its body for every lane.
+local function fresh_pred(t, p, how)
+  local u = t.unused_preds
+  if not u then u = {}; t.unused_preds = u end
+  local src, line = trace.where(2)
+  u[p.id] = { reg = p, how = how, src = src, line = line }
+end
+
+--- Mark predicate p (or -p) used: a guard made from it reaches no operand slot.
+function M.use_pred(t, p)
+  local u = t.unused_preds
+  if u then u[(M.is(p) and p or p.reg).id] = nil end
+end
+
+--- Warn once per predicate the function just traced computed and never
+-- used (the trap of `if a:lt(b) then ... end`); then forget them.
+function M.warn_unused_preds(t)
+  local u = t.unused_preds
+  t.unused_preds = nil
+  if not u then return end
+  local list = {}
+  for _, e in pairs(u) do list[#list + 1] = e end
+  table.sort(list, function(a, b) return a.line < b.line end)
+  for _, e in ipairs(list) do
+    io.stderr:write(trace.format_where(e.src, e.line), ": warning: predicate ", tostring(e.reg), " from :", e.how,
+      " is never used as a guard, branch or operand (a Lua `if` on it is always true); use ptx.if_(p, fn) or ptx.at(p)\n")
+  end
+end
+
 --- Guarded comparisons: Lua turns < and == into booleans, so use methods.
 local function compare(cmp)
   return function(a, b)
     local ty = arith_type(join(cmp, a, b))
-    local p = new(trace.need("comparison :" .. cmp), types.pred)
+    local t = trace.need("comparison :" .. cmp)
+    local p = new(t, types.pred)
     trace.emit(F("setp." .. cmp .. "." .. ty.name), p, a, b)
+    fresh_pred(t, p, cmp)
     return p
   end
 end
@@ -307,6 +379,7 @@ local function bitop(opname)
     local d = new(trace.need(":" .. opname), ty)
     local suffix = ty == types.pred and "pred" or ("b" .. ty.bits)
     trace.emit(F(opname .. "." .. suffix), d, a, b)
+    if ty == types.pred then fresh_pred(d.trace, d, opname) end
     return d
   end
 end
@@ -317,6 +390,7 @@ Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
 function Reg:bnot()
   local d = new(trace.need(":bnot"), self.type)
   trace.emit(F("not." .. (self.type == types.pred and "pred" or ("b" .. self.type.bits))), d, self)
+  if self.type == types.pred then fresh_pred(d.trace, d, "bnot") end
   return d
 end
 Reg.not_ = Reg.bnot
@@ -365,6 +439,26 @@ function Reg:mul_wide(b)
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
   trace.emit(F("mul.wide." .. ty.name), d, self, b)
   return d
+end
+
+--- The 64-bit integer of a 16- or 32-bit one, sign-extended for signed
+-- registers (cvt.u64.u32 / cvt.s64.s32): the visible step before 64-bit
+-- address arithmetic (`p + i:widen():shl(2)`).
+function Reg:widen()
+  local ty = self.type
+  if not types.is_int(ty) or (ty.bits ~= 16 and ty.bits ~= 32) then
+    trace.fail(":widen needs a 16- or 32-bit integer register, got " .. ty.name .. (ty.bits == 64 and " (already 64-bit)" or ""))
+  end
+  local to = ty.kind == "s" and types.s64 or types.u64
+  local d = new(trace.need(":widen"), to)
+  trace.emit(F("cvt." .. to.name .. "." .. (ty.kind == "s" and ty.name or ("u" .. ty.bits))), d, self)
+  return d
+end
+
+--- reg.widen(r) is r:widen().
+function M.widen(r)
+  if not M.is(r) then trace.fail("reg.widen: expected a register, got " .. tostring(r)) end
+  return r:widen()
 end
 
 --- Convert to another type (cvt or mov, one instruction): x:to(f32).
