@@ -56,7 +56,7 @@ local function run_one(test, path)
     end
     f:close()
   end
-  return seen, res and res.status == 0
+  return seen, res and res.status == 0, res and res.stdout or ""
 end
 
 --- The sorted keys of a set.
@@ -77,8 +77,11 @@ function M.collect(files, dir)
   end
   for i, t in ipairs(tests) do
     local base, test = t[1], t[2]
-    local seen, ok = run_one(test, ("%s/%d.cov"):format(dir, i))
-    if not ok then failed[#failed + 1] = base end
+    local seen, ok, out = run_one(test, ("%s/%d.cov"):format(dir, i))
+    if not ok then
+      failed[#failed + 1] = base
+      io.stderr:write(("emu_coverage: %s failed; the end of its output:\n%s\n"):format(base, out:sub(-3000)))
+    end
     for row, set in pairs(seen) do
       forms[row], specs[row] = forms[row] or {}, specs[row] or {}
       for form in pairs(set) do forms[row][form] = true end
