@@ -2,10 +2,10 @@
 # need from Debian's packages first (make deps), then build.
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
-DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson
+DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps run test gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test emulator-coverage gpu-check check-lua asan clean
 
 all: build
 
@@ -26,6 +26,19 @@ deps:
 	echo "make deps: installing$$missing"; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
+# nvdisasm for `luaptx sass` and its specs: the CUDA 13 toolkit does not
+# ship it, so it comes from its PyPI wheel, installed into a virtual
+# environment beside the binary ($(BUILD)/venv, where luaptx looks for it).
+# Skipped at once when present; offline (or without python3-venv) it says
+# so and succeeds: the sass specs are then pending with the reason.
+SASS_VENV = $(BUILD)/venv
+sass-tools:
+	@if ls $(SASS_VENV)/lib/python3*/site-packages/nvidia/*/bin/nvdisasm >/dev/null 2>&1; then exit 0; fi; \
+	echo "make sass-tools: installing nvidia-cuda-nvdisasm into $(SASS_VENV)"; \
+	if { test -x $(SASS_VENV)/bin/pip || python3 -m venv $(SASS_VENV); } && \
+	   $(SASS_VENV)/bin/pip install -q --disable-pip-version-check --timeout 10 --retries 1 nvidia-cuda-nvdisasm; then :; \
+	else echo "make sass-tools: could not install nvidia-cuda-nvdisasm (no network, or no python3-venv): the sass specs will be pending"; fi
+
 # The main job: an example kernel end to end: trace it to PTX, assemble it
 # with ptxas (resource report), then launch it on the current device (the
 # CPU emulator without a GPU) and compare every element with a CPU reference.
@@ -37,8 +50,14 @@ run: deps build
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
 # Every test: C unit tests and the busted specs, through ctest.
-test: deps build
+test: deps build sass-tools
 	cd $(BUILD) && ctest --output-on-failure
+
+# Regenerate docs/emulator-coverage.md: every ISA row, whether the emulator
+# runs it, and the forms the specs launched on it (each spec file is run
+# with LUAPTX_EMU_COVERAGE set).
+emulator-coverage: deps build
+	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) spec/emu_coverage.lua docs/emulator-coverage.md
 
 # Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
 # specs, every example on the GPU against its CPU reference, the nvcc
@@ -56,10 +75,10 @@ check-lua:
 # preloaded so that it stays mapped after the REPL's Lua state (which
 # loaded it through the FFI) closes: its readline state, still referenced
 # from its globals, is then reachable instead of a leak of an unknown module.
-asan: deps
+asan: deps sass-tools
 	@test -f $(BUILD)-asan/CMakeCache.txt || cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DLUAPTX_SANITIZE=ON
 	@cmake --build $(BUILD)-asan -j$$(nproc)
-	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 LD_PRELOAD=libedit.so.2 \
+	cd $(BUILD)-asan && VIRTUAL_ENV=$(CURDIR)/$(SASS_VENV) ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 LD_PRELOAD=libedit.so.2 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/spec/lsan.supp:print_suppressions=0 ctest --output-on-failure
 
 clean:

@@ -1,6 +1,7 @@
 --- Runs the busted specs (TAP output) and checks the run is honest: no
 -- failure, and every pending test carries one of the known reasons (the
--- CUDA toolkit, a GPU, root or a pty missing). Prints the counts per reason.
+-- CUDA toolkit or nvdisasm, a GPU, root or a pty missing). Prints the
+-- counts per reason.
 -- usage: build/luaptx .ci/pending.lua   (from the repository root; the
 -- environment, e.g. CUDA_HOME=/nonexistent PATH=/usr/bin:/bin, is passed on)
 local sys = require "pyptx.core.sys"
@@ -9,6 +10,7 @@ local sys = require "pyptx.core.sys"
 local KNOWN = {
   { "ptxas missing", "ptxas not found: install the CUDA toolkit" },
   { "toolkit program missing", " not found: install the CUDA toolkit, or point CUDA_HOME at it" },
+  { "nvdisasm missing", " not found: the CUDA 13 toolkit does not ship it; install its Python wheel" },
   { "no PTX compiler", "no PTX compiler: neither libnvJitLink nor ptxas was found" },
   { "no GPU", "needs a GPU: " },
   { "not root", "needs root to " },

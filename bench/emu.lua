@@ -1,6 +1,7 @@
 --- Emulator speed: lane-instructions per second on one host thread and on
 -- all of them, for rms_norm(256, 4096) and an ALU-bound loop kernel (each
--- thread runs add/xor/mad/fma in a counted loop). Timed with device events
+-- thread runs add/xor/mad/fma in a counted loop), and on one thread with the
+-- profiler's counters on (luaptx profile, docs/profile.md). Timed with device events
 -- around one launch after a warm-up launch; counts from lpx_device_stats.
 -- usage: luaptx bench/emu.lua [loop iterations]
 package.path = "./?.lua;" .. package.path
@@ -71,13 +72,14 @@ local cases = {
 }
 local nproc = sys.run { "nproc" }
 local cores = nproc and tonumber(nproc.stdout:match("%d+")) or 1
-print(("%-28s %8s %12s %14s %16s"):format("kernel", "threads", "ms", "lane-insts", "M lane-insts/s"))
+print(("%-28s %8s %8s %12s %14s %16s"):format("kernel", "threads", "profile", "ms", "lane-insts", "M lane-insts/s"))
 for _, c in ipairs(cases) do
-  for _, threads in ipairs { 1, cores } do
+  for _, run in ipairs { { 1, 0 }, { cores, 0 }, { 1, 1 } } do
     local dev = core.device_open(core.ctx, "emu")
-    core.device_set_option(dev, "threads", threads)
+    core.device_set_option(dev, "threads", run[1])
+    core.device_set_option(dev, "profile", run[2])
     local ms, lanes = measure(dev, c[2], c[3], c[4], c[5])
-    print(("%-28s %8d %12.1f %14d %16.0f"):format(c[1], threads, ms, lanes, lanes / ms / 1e3))
+    print(("%-28s %8d %8s %12.1f %14d %16.0f"):format(c[1], run[1], run[2] == 1 and "on" or "off", ms, lanes, lanes / ms / 1e3))
     core.device_close(dev)
   end
 end

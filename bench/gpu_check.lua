@@ -19,7 +19,7 @@ if not ok_dev then
   io.stderr:write("make gpu-check needs an NVIDIA GPU and its driver: ",
     tostring(dev):gsub("^[^:\n]+:%d+: ", ""), "\n",
     "  (without one, `make test` runs everything the emulator can check)\n")
-  os.exit(2)
+  os.exit(2, true)   -- close the Lua state: nothing left for the leak checker
 end
 
 local steps, lines = {}, {}
@@ -103,4 +103,4 @@ local failed = 0
 for _, s in ipairs(steps) do if not s.ok then failed = failed + 1 end end
 say("%d of %d steps passed", #steps - failed, #steps)
 sys.write_file("build/gpu-check.txt", table.concat(lines, "\n") .. "\n")
-os.exit(failed == 0 and 0 or 1)
+os.exit(failed == 0 and 0 or 1, true)

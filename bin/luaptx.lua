@@ -8,6 +8,7 @@ local M = {}
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
+local script_require = require "pyptx.runtime.script_require"
 
 --- Print to stderr with the program's prefix.
 local function say_err(msg)
@@ -84,26 +85,87 @@ local function write_output(path, text)
   f:close()
 end
 
---- luaptx ptx script.lua [--arch A] [-o out] [--no-line-info]
+--- The entries --kernel NAME picks (all when no name is given); an error
+-- listing the script's kernels when none is called so.
+local function pick_kernels(list, name, path)
+  if not name then return list end
+  local out, names = {}, {}
+  for _, e in ipairs(list) do
+    if e.kernel.name == name then out[#out + 1] = e end
+    names[#names + 1] = e.kernel.name
+  end
+  if #out == 0 then
+    error(("%s: no kernel is named %s; its kernels: %s"):format(path, name, table.concat(names, ", ")), 0)
+  end
+  return out
+end
+
+--- The PTX of several kernels as one module, as nvcc writes one per .cu
+-- file: one header, every entry, a .func or variable they share written
+-- once. Refused (naming both kernels) when they differ in .target or
+-- .version, or define one name differently.
+local function merged_ptx(list, line_info, path)
+  local n = #list
+  local mods, labels, lines = ffi.new("lpx_module*[?]", n), ffi.new("const char*[?]", n), ffi.new("int32_t[?]", n)
+  local keep = {}
+  for i, e in ipairs(list) do
+    local s = e.kernel:specialize(e.values)
+    keep[i] = ("kernel %s (%s, entry %d of the script)"):format(e.kernel.name, s.arch, i)
+    mods[i - 1], labels[i - 1] = s.module, keep[i]
+    lines[i - 1] = (line_info and e.kernel.line_info ~= false) and 1 or 0
+  end
+  local text, len = ffi.new("const char*[1]"), ffi.new("size_t[1]")
+  if core.merge_emit(mods, labels, lines, n, text, len) ~= 0 then
+    error(("%s: cannot write its %d kernels as one PTX module: %s; write one file per kernel with -o DIR/ "
+      .. "or pick one with --kernel NAME"):format(path, n, core.error_message()), 0)
+  end
+  return ffi.string(text[0], len[0])
+end
+
+--- Is an -o path a directory (one that exists, or one spelled with a final /)?
+local function is_dir_path(path)
+  return path:sub(-1) == "/" or require("pyptx.core.sys").kind(path) == "directory"
+end
+
+--- Write each kernel's module to DIR/<kernel>.ptx; two kernels of one
+-- name would share a file, so they are refused.
+local function write_per_kernel(list, dir, path)
+  local sys = require "pyptx.core.sys"
+  local seen = {}
+  for i, e in ipairs(list) do
+    if seen[e.kernel.name] then
+      error(("%s: entries %d and %d are both named %s and would share %s/%s.ptx; give the specializations "
+        .. "distinct names"):format(path, seen[e.kernel.name], i, e.kernel.name, dir, e.kernel.name), 0)
+    end
+    seen[e.kernel.name] = i
+  end
+  sys.mkdirs(dir)
+  for _, e in ipairs(list) do
+    local file = dir:gsub("/+$", "") .. "/" .. e.kernel.name .. ".ptx"
+    sys.write_file(file, e.kernel:ptx(e.values))
+    print(file)
+  end
+end
+
+--- luaptx ptx script.lua [--arch A] [-o FILE|DIR/] [--kernel NAME] [--no-line-info]
 local function cmd_ptx(opts, pos)
   local script = M.load_kernel_script(pos[1])
-  local chunks = {}
-  local whole = script.module and require("pyptx.module").is(script.module.module) and script.module.module
-  if whole then   -- a pyptx.module (transpiled scripts): its kernels and functions as one PTX module
+  local whole = not opts.kernel and script.module and require("pyptx.module").is(script.module.module) and script.module.module
+  if whole and not (opts.output and is_dir_path(opts.output)) then   -- a pyptx.module (transpiled scripts): one module already
     if opts.arch then whole.arch, whole.traced = opts.arch, nil end
     if opts["--no-line-info"] then whole.line_info, whole.traced = false, nil end
-    chunks[1] = whole:ptx()
+    local text = whole:ptx()
+    if opts.output then write_output(opts.output, text) else io.write(text) end
+    return 0
   end
-  for _, e in ipairs(whole and {} or each_kernel(script, opts.arch)) do
+  local list = pick_kernels(each_kernel(script, opts.arch), opts.kernel, pos[1])
+  for _, e in ipairs(list) do
     if opts["--no-line-info"] then e.kernel.line_info = false end
-    chunks[#chunks + 1] = e.kernel:ptx(e.values)
   end
-  local text = table.concat(chunks, "\n")
-  if opts.output then
-    write_output(opts.output, text)
-  else
-    io.write(text)
-  end
+  if opts.output and is_dir_path(opts.output) then write_per_kernel(list, opts.output, pos[1]) return 0 end
+  if #list == 0 then error(pos[1] .. ": the script defines no kernels", 0) end
+  local text = #list == 1 and list[1].kernel:ptx(list[1].values) or merged_ptx(list, not opts["--no-line-info"], pos[1])
+  if opts.output then write_output(opts.output, text) else io.write(text) end
   return 0
 end
 
@@ -201,6 +263,19 @@ local cmd_repl = forward("repl")                      -- luaptx repl [--arch A] 
 local cmd_transpile = forward("transpile", "input")   -- luaptx transpile <in.ptx|-> [--name N] [--sugar] [-o out.lua]
 local cmd_fmt = forward("fmt", "input")               -- luaptx fmt <in.ptx|-> [--canonical] [-o out.ptx]
 local cmd_tune = forward("tune", "raw")               -- luaptx tune ...: checked against the table, passed as given
+local cmd_profile = forward("profile", "input")       -- luaptx profile <script.lua> [--kernel N] [--gpu G] [--json F] [--html F]
+
+--- Is a --gpu value a GPU of the roofline table?
+local function check_gpu(v)
+  local g, err = require("pyptx.tools.gpus").find(v)
+  return not g and err or nil
+end
+
+--- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
+local function cmd_sass(opts, pos)
+  local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
+  return require("luaptx.sass").main(each_kernel(script, opts.arch), opts)
+end
 
 -- ------------------------------------------------------------- the table
 
@@ -235,8 +310,10 @@ local COMMANDS = {
   { name = "run", args = "<script.lua> [args]", min = 1, rest = true, run = cmd_run,
     help = "load a kernel script and call its main(args) with the arguments after it" },
   { name = "ptx", args = "<script.lua>", min = 1, max = 1, run = cmd_ptx,
-    help = "print the PTX of every kernel the script defines",
-    flags = { ARCH, { "-o", "FILE", key = "output", help = "write the PTX to FILE" },
+    help = "print the PTX of every kernel the script defines, as one module",
+    flags = { ARCH, { "-o", "FILE|DIR/", key = "output",
+                      help = "write the PTX to FILE (one module), or to DIR/<kernel>.ptx each when DIR is a directory" },
+              { "--kernel", "NAME", key = "kernel", help = "only the kernel(s) named NAME" },
               { "--no-line-info", help = "leave out .file/.loc" } } },
   { name = "check", args = "<script.lua>", min = 1, max = 1, run = cmd_check,
     help = "assemble each kernel with ptxas: registers, shared memory, spills, stack",
@@ -245,6 +322,16 @@ local COMMANDS = {
     help = "compile each kernel to a cubin through the cache",
     flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
               { "--force", help = "bypass the cache" } } },
+  { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
+    help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
+    flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
+  { name = "profile", args = "<script.lua>", min = 1, max = 1, run = cmd_profile,
+    help = "run the script's main on the emulator with performance counters: per kernel totals, occupancy, "
+      .. "the roofline bound and the worst Lua lines (docs/profile.md)",
+    flags = { { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
+              { "--gpu", "G", key = "gpu", check = check_gpu, help = "GPU of the roofline and occupancy: A100, H100, H100-PCIe, H200, B200, RTX4090, RTX5090" },
+              { "--json", "F", key = "json", help = "write the report as JSON" },
+              { "--html", "F", key = "html", help = "write a self-contained HTML page: annotated source, charts" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",
@@ -422,6 +509,7 @@ end
 
 --- Entry point: argv[0] is the program, argv[1..] its arguments.
 function M.main(argv)
+  script_require.install()   -- a script's require finds its own tree's modules from any directory
   local args = {}
   for i = 1, #argv do args[i] = argv[i] end
   local first = args[1]

@@ -145,6 +145,24 @@ function Session:check()
     :format(self.arch, r.registers or 0, r.smem or 0, r.spill_stores or 0, r.spill_loads or 0, r.stack or 0))
 end
 
+--- The text of line n of input "repl-<i>" (what the session's .loc lines name).
+function Session:source(file, n)
+  local src = self.inputs[tonumber(file:match("^repl%-(%d+)$"))]
+  local i = 0
+  for l in ((src or "") .. "\n"):gmatch("([^\n]*)\n") do
+    i = i + 1
+    if i == n then return (l:gsub("^%s+", ""):gsub("%s+$", "")) end
+  end
+end
+
+--- :sass: the session's machine code under the inputs it came from.
+function Session:sass()
+  local ok, text = interruptible(function()
+    return (self:kernel():sass({}, { source = function(file, n) return self:source(file, n) end }))
+  end)
+  self.out:write(ok and text or ("error: " .. shown(text) .. "\n"))
+end
+
 --- :save: a kernel script whose body is the session's inputs.
 function Session:save(path)
   local f, err = io.open(path, "w")
@@ -237,6 +255,9 @@ local COMMANDS = {
     self.out:write(ok and text or ("error: " .. shown(text) .. "\n"))
   end },
   { "check", "", "assemble it with ptxas for the current arch", function(self) self:check() end },
+  { "sass", "", "its machine code (nvdisasm) under the inputs it came from, and counts by class", function(self)
+    self:sass()
+  end },
   { "run", "[threads]", "run it on the emulator (or GPU) and print registers per lane", function(self, arg)
     local n, err = thread_count(arg, self.threads)
     if not n then self.out:write("error: :run: ", err, "\n") return end

@@ -1499,3 +1499,96 @@ describe("tensormap.replace and griddepcontrol", function()
     assert_ptxas(k)
   end)
 end)
+
+describe("cluster multicast arrivals, selp and mad", function()
+  it("arrive on the same mbarrier in every CTA a mask or rank list names, on the emulator", function()
+    local pipeline = pyptx.pipeline
+    local runtime = require "pyptx.runtime"
+    local k = kernel "mcast" { arch = "sm_90a", out_specs = { Tile(4, u32) }, block = { 32 }, grid = { 4, 1, 1 },
+      cluster = { 4, 1, 1 },
+      function(Out)
+        local bar = smem.mbarrier(1)
+        local ring = pipeline.barriers(1, 2)                 -- two arrivals: its own CTA's and the previous one's
+        local tid, rank = reg.from(ptx.special.tid.x(), u32), ptx.cluster.ctarank()
+        ptx.if_(tid:eq(0), function() ptx.mbarrier.init(bar[0], 4); ring:init(); ptx.fence.mbarrier_init() end)
+        ptx.cluster.sync()
+        local leader = tid:eq(0)
+        ptx.if_(leader, function()
+          assert.equal(4, ptx.cluster.arrive_multicast(bar:base(), 0xf))   -- every CTA, itself included
+        end)
+        local next_rank = (rank + 1) % 4
+        assert.equal(2, ring:at(0):when(leader):arrive_multicast({ rank, next_rank }))
+        ptx.mbarrier.wait(bar[0], 0)
+        ring:at(0):wait(0)
+        ptx.if_(leader, function()
+          ptx.inst.st.global.u32(ptx.addr(ptx.global_ptrs(Out) + rank:mul_wide(4)), rank + 100)
+        end)
+        ptx.cluster.sync()
+        ptx.ret()
+      end }
+    local text = body_lines(k)
+    assert.equal(6, select(2, text:gsub("mbarrier.arrive.release.cluster.shared::cluster.b64 _, %[%%r%d+%];", "")))
+    assert.equal(2, select(2, text:gsub("@%%p%d+ mbarrier.arrive.release.cluster", "")))
+    local previous, emu = runtime.device(), H.emu()
+    local budget = emu:option("budget")
+    emu:set_option("budget", 1e6)          -- a missed arrival spins: fail fast instead of after 1e9 steps
+    runtime.use(emu)
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    emu:set_option("budget", budget)
+    assert(ok, out)
+    assert.same({ 100, 101, 102, 103 }, out)
+    assert_ptxas(k)
+  end)
+
+  it("refuse a mask or rank list that names no CTA, at the caller's line", function()
+    local line
+    local ok, err = pcall(function()
+      snippet(function() local bar = smem.mbarrier(1); line = here(); ptx.cluster.arrive_multicast(bar:base(), 0x10000) end):ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": ptx.cluster.arrive_multicast: the CTA mask must be a 16-bit integer", err, 1, true)
+    ok, err = pcall(function()
+      snippet(function() local b = pyptx.pipeline.barriers(1); line = here(); b:at(0):arrive_multicast({ 0, 16 }) end):ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches("async_spec.lua:" .. line .. ": bar:arrive_multicast: rank 2 of the list must be 0..15", err, 1, true)
+  end)
+
+  it("type selp and mad from their registers", function()
+    local k = snippet(function()
+      local a, b = reg.scalar(u32, 1), reg.scalar(u32, 2)
+      local p = a:lt(b)
+      ptx.selp(a, a, b, p)
+      ptx.selp(reg.scalar(T.f16), reg.scalar(T.f16), reg.scalar(T.f16), -p)
+      ptx.selp(reg.scalar(f32), 1.0, 2.0, p)
+      ptx.mad.lo(a, a, b, 3)
+      ptx.mad.hi(reg.scalar(T.s32), reg.scalar(T.s32), -2, reg.scalar(T.s32))
+      ptx.mad.wide(reg.scalar(T.u64), a, b, reg.scalar(T.u64))
+      ptx.mad(a, a, b, a)
+      local f = reg.scalar(f32, 1)
+      ptx.mad(f, f, f, 2.0)
+      ptx.mad(reg.scalar(T.f64), reg.scalar(T.f64), reg.scalar(T.f64), reg.scalar(T.f64))
+    end)
+    local text = body_lines(k)
+    for _, want in ipairs {
+      "selp.u32 %r1, %r1, %r2, %p1;", "selp.b16 %rs1, %rs2, %rs3, !%p1;", "selp.f32 %f1, 0f3F800000, 0f40000000, %p1;",
+      "mad.lo.u32 %r1, %r1, %r2, 3;", "mad.hi.s32 %r3, %r4, -2, %r5;", "mad.wide.u32 %rd1, %r1, %r2, %rd2;",
+      "mad.lo.u32 %r1, %r1, %r2, %r1;", "mad.rn.f32 %f2, %f2, %f2, 0f40000000;", "mad.rn.f64 %fd1, %fd2, %fd3, %fd4;",
+    } do
+      assert.truthy(text:find(want, 1, true), want .. "\n---\n" .. text)
+    end
+    for _, case in ipairs {
+      { function() ptx.selp(reg.scalar(u32), 1, 2, reg.scalar(u32)) end, "ptx.selp: the condition (argument 4) must be a predicate" },
+      { function() ptx.mad.lo(reg.scalar(f32), reg.scalar(f32), 1.0, 2.0) end, "ptx.mad.lo needs integer registers, got f32" },
+      { function() ptx.mad(reg.scalar(T.f16), reg.scalar(T.f16), 1, 2) end, "ptx.mad: no mad for f16; use ptx.inst.fma.rn.f16" },
+      { function() ptx.selp(reg.pred(), reg.pred(), reg.pred(), reg.pred()) end, "ptx.selp: predicates have no .selp" },
+    } do
+      local ok, err = pcall(function() snippet(case[1]):ptx() end)
+      assert.is_false(ok)
+      assert.matches("^spec/async_spec.lua:%d+: ", err)   -- the line of the case's function
+      assert.matches(case[2], err, 1, true)
+    end
+    assert_ptxas(k)
+  end)
+end)

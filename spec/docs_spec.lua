@@ -124,6 +124,96 @@ describe("docs", function()
     H.assert_ptxas(k:ptx(), "sm_90a")
   end)
 
+  it("dsl.md: the Constants kernel stores its encoded half/bf16 constants on the emulator and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### Constants and widening\n(.-)\n###? ")
+    assert.is_string(section, "docs/dsl.md has no Constants and widening section")
+    local k = assert(loadstring(section:match("```lua\n(.-)```"), "=dsl.md"))()
+    local text = k:ptx()
+    for _, line in ipairs { "cvt.u64.u32", "mov.b16 \t%rs1, 15872;", "mov.b16 \t%rs2, 49168;", "mov.b16 \t%rs3, 16896;" } do
+      assert.matches(line, text, 1, true)
+    end
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    for t = 0, 31 do assert.same({ 1.5, -2.25, 3, t }, { out[4 * t + 1], out[4 * t + 2], out[4 * t + 3], out[4 * t + 4] }) end
+    H.assert_ptxas(text, "sm_90a")
+  end)
+
+  it("dsl.md: the register swizzle kernel stores the trace-time swizzle of every offset on the emulator", function()
+    local section = H.read("docs/dsl.md"):match("\n### Swizzles on registers\n(.-)\n## ")
+    assert.is_string(section, "docs/dsl.md has no Swizzles on registers section")
+    local k = assert(loadstring(section:match("```lua\n(.-)```"), "=dsl.md"))()
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    for t = 0, 255 do assert.equal(pyptx.smem.swizzle(t * 16, pyptx.smem.B128), out[t + 1]) end
+    H.assert_ptxas(k:ptx(), "sm_80")
+  end)
+
+  it("dsl.md: the selp/mad/multicast kernel computes its values on the emulator and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### selp, mad and multicast arrivals\n(.-)\n###? ")
+    assert.is_string(section, "docs/dsl.md has no selp, mad and multicast arrivals section")
+    local k = assert(loadstring(section:match("```lua\n(.-)```"), "=dsl.md"))()
+    local previous = runtime.device()
+    runtime.use(H.emu())
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    assert(ok, out)
+    for r = 0, 1 do
+      for t = 0, 63 do assert.equal(t < 32 and 3 * t + r or math.floor(t / 16) + 100, out[r * 64 + t + 1]) end
+    end
+    H.assert_ptxas(k:ptx(), "sm_90a")
+  end)
+
+  it("dsl.md: the tile GEMM takes its TMA boxes and wgmma descriptors from the tiles and matches A.B^T", function()
+    local section = H.read("docs/dsl.md"):match("\n### Tiles for TMA and wgmma\n(.-)\n## ")
+    assert.is_string(section, "docs/dsl.md has no Tiles for TMA and wgmma section")
+    local code = section:match("```lua\n(.-)```")
+    local rng = H.rng(16)
+    local a, b = {}, {}
+    for i = 1, 64 * 64 do a[i], b[i] = rng() % 5 - 2, rng() % 7 - 3 end   -- small integers: exact sums
+    local bf16 = pyptx.types.bf16
+    for _, layout in ipairs { "TMA_128B", "TMA_64B", "TMA_32B" } do       -- the documented one, then the others
+      local variant, n = code:gsub("pyptx%.Layout%.TMA_128B", "pyptx.Layout." .. layout, 1)
+      assert.equal(1, n)
+      local k = assert(loadstring(variant, "=dsl.md"))()
+      local previous = runtime.device()
+      runtime.use(H.emu())
+      local ok, out = pcall(function()
+        return k(tensor.from_table(a, bf16, { 64, 64 }), tensor.from_table(b, bf16, { 64, 64 })):values()
+      end)
+      runtime.use(previous)
+      assert(ok, out)
+      for m = 0, 63 do
+        for nn = 0, 63 do
+          local want = 0
+          for kk = 0, 63 do want = want + a[m * 64 + kk + 1] * b[nn * 64 + kk + 1] end
+          assert.equal(want, out[m * 64 + nn + 1], ("%s: D[%d][%d]"):format(layout, m, nn))
+        end
+      end
+      H.assert_ptxas(k:ptx(), "sm_90a")
+    end
+  end)
+
+  it("dsl.md: the Traps kernel warns about its Lua `if` as shown and assembles", function()
+    local section = H.read("docs/dsl.md"):match("\n### Traps\n(.-)\n## ")
+    assert.is_string(section, "docs/dsl.md has no Traps section")
+    local code, shown = section:match("```lua\n(.-)```"), section:match("\n```\n(dsl%.md:%d+: warning: [^\n]*)\n```")
+    local k = assert(loadstring(code, "=dsl.md"))()
+    local saved, buf = io.stderr, {}
+    rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = s end return self end })
+    local ok, text = pcall(k.ptx, k)
+    rawset(io, "stderr", saved)
+    assert(ok, text)
+    assert.equal(shown .. "\n", table.concat(buf))
+    assert.matches("@%p3 add.u32", text, 1, true)
+    H.assert_ptxas(text, "sm_80")
+  end)
+
   it("embedding.md: the C and CMake snippets are those of the tested host", function()
     local host, cmake = H.read("examples/embed/host.c"), H.read("examples/embed/CMakeLists.txt")
     for _, b in ipairs(blocks("docs/embedding.md")) do

@@ -1434,3 +1434,82 @@ describe("examples/hopper/gemm.lua on a CUDA GPU #gpu", function()
     assert.is_true(passed, report.message)
   end)
 end)
+
+describe("wgmma tiles as TMA boxes and mma_async operands", function()
+  --- The error of tracing body (A: a 64x128 bf16 tensor), and the line it names.
+  local function err_of(body)
+    local ok, err = pcall(function()
+      return kernel "tiles" { arch = "sm_90a", in_specs = { Tile(64, 128, bf16) }, block = { 128 }, body }:ptx()
+    end)
+    assert.is_false(ok)
+    return err
+  end
+
+  it("give one box per span-wide K block and the tile's swizzle", function()
+    local wide, narrow
+    local k = kernel "tiles" { arch = "sm_90a", in_specs = { Tile(64, 128, bf16) }, block = { 128 }, function(A)
+      wide = smem.wgmma_tile(bf16, { 64, 128 })           -- 256 bytes of K: two 128B blocks
+      narrow = smem.wgmma_tile(bf16, { 64, 16 })          -- 32 bytes of K: 32B swizzle
+      A:tma_desc{ tile = wide }
+      A:tma_desc{ tile = narrow, box = { 64, 16 } }       -- outermost first, as shapes are
+    end }
+    local text = k:ptx()
+    assert.same({ 64, 64 }, wide.tma_box)
+    assert.same({ 2, 128, 64 * 128 }, { wide.tma_blocks, wide.layout == "128B" and 128 or 0, wide.tma_box_bytes })
+    assert.same({ 64, 16 }, narrow.tma_box)
+    assert.equal("32B", narrow.tma_swizzle)
+    assert.equal(2, select(2, text:gsub("_tma[_%d]*%[128%]", "")))
+  end)
+
+  it("refuse a box or swizzle that does not write the tile, and tiles TMA cannot write, at the user's line", function()
+    local line
+    local err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here(); A:tma_desc{ tile = s, box = { 32, 64 } } end)
+    assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: box {32, 64} does not write tile's layout; the tile needs box {64, 64}", err, 1, true)
+    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here(); A:tma_desc{ tile = s, swizzle = "64B" } end)
+    assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: swizzle 64B does not match the tile's 128B layout", err, 1, true)
+    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }, "MN"); line = here(); A:tma_desc{ tile = s } end)
+    assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: a MN-major 128B tile has no one-box TMA layout", err, 1, true)
+    err = err_of(function(A) local s = smem.wgmma_tile(f16, { 64, 64 }); line = here(); A:tma_desc{ tile = s } end)
+    assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: tile holds f16 but tensor tiles_param_0 is bf16", err, 1, true)
+  end)
+
+  it("take the layout a Layout preset asks for, with the box, swizzle and descriptor layout following", function()
+    local tiles = {}
+    kernel "tiles" { arch = "sm_90a", block = { 128 }, function()
+      for _, name in ipairs { "TMA_128B", "TMA_64B", "TMA_32B", "INTERLEAVED" } do
+        tiles[name] = smem.wgmma_tile(bf16, { 64, 64 }, pyptx.Layout[name])
+      end
+      tiles.mn = smem.wgmma_tile(bf16, { 64, 64 }, { major = "MN", layout = pyptx.Layout.TMA_32B })
+    end }:ptx()
+    assert.same({ "128B", { 64, 64 }, 1 }, { tiles.TMA_128B.layout, tiles.TMA_128B.tma_box, tiles.TMA_128B.tma_blocks })
+    assert.same({ "64B", { 64, 32 }, 2 }, { tiles.TMA_64B.layout, tiles.TMA_64B.tma_box, tiles.TMA_64B.tma_blocks })
+    assert.same({ "32B", { 64, 16 }, 4 }, { tiles.TMA_32B.layout, tiles.TMA_32B.tma_box, tiles.TMA_32B.tma_blocks })
+    assert.same({ "interleave", 0 }, { tiles.INTERLEAVED.layout, tiles.INTERLEAVED.span })
+    assert.is_nil(tiles.INTERLEAVED.tma_box)
+    assert.same({ "MN", "32B" }, { tiles.mn.major, tiles.mn.layout })
+    local line
+    local err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 16 }, pyptx.Layout.TMA_64B) end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: a 64B layout needs the row's bytes (32 here) to be a multiple of 64", err, 1, true)
+    err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 64 }, { layout = "16B" }) end)
+    assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: layout must be Layout.TMA_128B, TMA_64B, TMA_32B or INTERLEAVED", err, 1, true)
+  end)
+
+  it("build the descriptor at K element k from a tile, or move a built one with a_tile", function()
+    local k = kernel "tiles" { arch = "sm_90a", block = { 128 }, function()
+      local sA, sB = smem.wgmma_tile(bf16, { 64, 128 }), smem.wgmma_tile(bf16, { 64, 128 })
+      local acc = ptx.wgmma.fragments(64, true)
+      local db = ptx.wgmma.desc(sB)
+      ptx.wgmma.mma_async{ shape = { 64, 64, 16 }, d = acc, a = sA, b = db, b_tile = sB, k = 64 }   -- the second 128B block
+    end }
+    local text = k:ptx()
+    assert.matches("add.u32 \t%%r%d+, %%r%d+, 8192;", text)          -- 64 rows * 128 bytes: the block after the first
+    assert.matches("add.u64 \t%%rd%d+, %%rd%d+, 512;", text)          -- 8192 >> 4 into the built descriptor
+    local line
+    local err = err_of(function()
+      local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here()
+      ptx.wgmma.mma_async{ shape = { 64, 64, 16 }, d = ptx.wgmma.fragments(64), a = s, b = s, k = 4 }
+    end)
+    assert.matches("hopper_spec.lua:" .. line + 1 .. ": wgmma.mma_async: K element 4 of a's tile starts at byte 8, not on a 16-byte boundary", err, 1, true)
+    assert_ptxas(k)
+  end)
+end)

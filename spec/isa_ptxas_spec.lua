@@ -128,8 +128,8 @@ family("compare and select: setp selp set slct", function()
   i.selp.s16(r(T.s16), reg.scalar(T.s16, 1), 2, p)
   i.set.lt.u32.s32(r(T.u32), s, s); i.set.lt.f32.f32(r(T.f32), x, y); i.set.eq.and_.u32.f32(r(T.u32), x, y, p)
   i.slct.u32.s32(r(T.u32), u, v, s); i.slct.f32.f32(r(T.f32), x, y, x)
-  local _ = u:lt(v):band(s:ge(0))
-  _ = x:le(y):bor(-p)
+  i.selp.b32(r(T.b32), 1, 0, u:lt(v):band(s:ge(0)))   -- used: an unused predicate warns
+  i.selp.b32(r(T.b32), 1, 0, x:le(y):bor(-p))
 end)
 
 family("cvt: integer, float, rounding, saturation, f16 bf16 tf32", function()

@@ -74,7 +74,7 @@ describe("the ISA table", function()
     end)
 
     it("refuses types a row does not take, listing the valid ones", function()
-      assert.equal("add.b32: type .b32 is not valid here; valid types: .u16 .u32 .u64 .s16 .s32 .s64 .f16 .f16x2 .bf16 .bf16x2 .f32 .f64",
+      assert.equal("add.b32: type .b32 is not valid here; valid types: .u16 .u32 .u64 .s16 .s32 .s64 .f16 .f16x2 .bf16 .bf16x2 .f32 .f64 .u16x2 .s16x2",
         refused("add.b32"))
       assert.matches("^rem.f32: type .f32 is not valid here", refused("rem.f32"))
       assert.matches("^mov.f16: type .f16 is not valid here", refused("mov.f16"))
@@ -85,7 +85,7 @@ describe("the ISA table", function()
     end)
 
     it("counts type slots", function()
-      assert.equal("add: add needs a type (one of .u16 .u32 .u64 .s16 .s32 .s64 .f16 .f16x2 .bf16 .bf16x2 .f32 .f64)",
+      assert.equal("add: add needs a type (one of .u16 .u32 .u64 .s16 .s32 .s64 .f16 .f16x2 .bf16 .bf16x2 .f32 .f64 .u16x2 .s16x2)",
         refused("add"))
       assert.matches("^cvt.rn.f32: cvt needs a destination and a source type", refused("cvt.rn.f32"))
       assert.equal("bra.u32: type .u32 is not valid here; valid types: (none)", refused("bra.u32"))

@@ -84,6 +84,30 @@ describe("ptx parser", function()
     assert.matches("k.ptx:7:%d+: malformed constant expression %(or a division by zero%)", err)
   end)
 
+  it("folds an address offset of several constant terms as ptxas does", function()
+    local path = CORPUS .. "/edge/address_exprs.ptx"
+    local text = ptxparse.read_file(path)
+    local canon = ptxparse.parse(text, path):canonical()
+    assert.matches("[%rd1+292]", canon, 1, true)     -- [%rd1+288+4]
+    assert.matches("[%rd1+2]", canon, 1, true)       -- [%rd1+4>>1]: base + (4>>1)
+    assert.matches("[buf+9]", canon, 1, true)
+    assert.matches("%rd2, buf+12;", canon, 1, true)
+    assert.matches("st.local.u32 \t[8], %r1;", canon, 1, true)
+    local ok, err = pcall(ptxparse.parse, text:gsub("%+288%+4", "-288+4"), "a.ptx")
+    assert.is_false(ok)
+    assert.matches("a.ptx:16:%d+: after '%-' an offset is one number; write an offset expression after '%+'", err)
+    local ptxas = H.need_ptxas()
+    local dir = H.temp_dir()
+    local cubins = {}
+    for i, src in ipairs { text, canon } do
+      H.write(dir .. "/a.ptx", src)
+      local res = H.run({ ptxas, "-arch=sm_80", dir .. "/a.ptx", "-o", dir .. "/a" .. i .. ".cubin" }, { merge = true })
+      assert.equal(0, res.status, res.stdout)
+      cubins[i] = H.read(dir .. "/a" .. i .. ".cubin")
+    end
+    assert.are.equal(cubins[1], cubins[2])
+  end)
+
   it("never crashes on truncated or spliced input", function()
     local text = ptxparse.read_file(CORPUS .. "/nvcc/hopper_sm90a.ptx")
     for cut = 1, #text, 37 do

@@ -339,6 +339,41 @@ describe("pyptx.load_ptx", function()
     assert.equal(0xffffffff, tonumber(o:to_host()[0]))   -- nothing was launched
   end)
 
+  it("scopes .reg names to their { } block and takes .reg.b32 glued, as nvcc's inline PTX writes them", function()
+    -- cuda_fp16.h's hsqrt writes "{.reg.b32 f; ...}"; the double trig
+    -- reduction declares %r1..%r3 again inside a block: after the block
+    -- they are the function's registers again.
+    local mod = pyptx.load_ptx([[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 o)
+{
+  .reg .b32 %r<10>; .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [o];
+  mov.u32 %r3, 7;
+  {
+  .reg .u32 %r0, %r1, %r2, %r3;
+  mov.u32 %r3, 100;
+  mov.u32 %r1, %r3;
+  {
+  .reg.b32 %r1;
+  mov.u32 %r1, 1000;
+  }
+  add.u32 %r2, %r1, 1;
+  st.global.u32 [%rd1+4], %r2;
+  }
+  add.u32 %r4, %r3, 1;
+  st.global.u32 [%rd1], %r4;
+  ret;
+}]], "scopes.ptx")
+    local o = words(2)
+    mod.k { grid = 1, block = 1, args = { o }, device = emu() }
+    local h = o:to_host()
+    assert.equal(8, tonumber(h[0]))     -- the outer %r3
+    assert.equal(101, tonumber(h[1]))   -- the block's %r1, not the inner block's
+  end)
+
   it("reports launch failures from the device with the entry's name", function()
     local mod = pyptx.load_ptx(PARAMS_PTX)
     local ok, err = pcall(mod.params, { grid = 1, block = 1, device = emu(),
@@ -372,5 +407,36 @@ describe("double literals in f32 instructions", function()
     local f = require("ffi").new("float[3]", 1.5, 3.5, 0.1)
     f[0] = f[1] * f[2]
     assert.equal(f[0], out:values()[1])
+  end)
+end)
+
+describe("a braced scalar operand, { %r1 } (Triton's inline asm)", function()
+  local TEXT = [[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry one(.param .u64 out, .param .u64 inp)
+{
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<3>;
+	ld.param.u64 	%rd1, [out];
+	ld.param.u64 	%rd2, [inp];
+	mov.u32 %r2, 0x0;
+	ld.global.b32 { %r2 }, [ %rd2 + 4 ];
+	add.u32 %r2, %r2, 1;
+	st.global.b32 [ %rd1 + 0 ], { %r2 };
+	ret;
+}
+]]
+
+  it("loads, runs on the emulator and assembles as the scalar", function()
+    local dev = emu()
+    runtime.use(dev)
+    local mod = pyptx.load_ptx(TEXT)
+    local inp = tensor.from_table({ 5, 41 }, types.u32, { 2 }, dev)
+    local out = tensor.empty({ 1 }, types.u32, dev):fill_bytes(0xff)
+    mod.one { grid = { 1 }, block = { 1 }, args = { out, inp } }
+    assert.equal(42, tonumber(out:to_host()[0]))
+    H.assert_ptxas(TEXT, "sm_80")
   end)
 end)

@@ -161,7 +161,7 @@ describe("pyptx.ptx", function()
     end)
 
     it("need a predicate", function()
-      assert.matches("ptx_spec.lua:%d+: ptx.at needs a predicate register %(or %-p%), got u32 register #0",
+      assert.matches("ptx_spec.lua:%d+: ptx.at needs a predicate register %(or %-p%), got %%r1",
         trace_error(function() ptx.at(reg.scalar(T.u32)).ret() end))
     end)
   end)
@@ -190,7 +190,7 @@ describe("pyptx.ptx", function()
 
     it("include every register of the C table, .w components too, and ptxas takes them all", function()
       local names = {}
-      local k = pyptx.kernel "all_specials" { arch = "sm_90a", function()
+      local k = pyptx.kernel "all_specials" { arch = "sm_90a", version = "8.7", function()
         for id = 0, core.special_count() - 1 do
           local spelling = ffi.string(core.special_name(id))
           local name, dim = spelling:match("^%%([%w_]+)%.(%a)$")
@@ -208,9 +208,34 @@ describe("pyptx.ptx", function()
       H.assert_ptxas(text, "sm_90a")
     end)
 
-    it("are checked against the kernel's arch", function()
+    it("are every special register the PTX ISA (9.0) lists", function()
+      local isa = { "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid", "%is_explicit_cluster",
+        "%cluster_ctarank", "%cluster_nctarank", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge",
+        "%lanemask_gt", "%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi",
+        "%reserved_smem_offset_begin", "%reserved_smem_offset_end", "%reserved_smem_offset_cap",
+        "%reserved_smem_offset_0", "%reserved_smem_offset_1", "%total_smem_size", "%aggr_smem_size",
+        "%dynamic_smem_size", "%current_graph_exec" }
+      for _, v in ipairs { "tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid" } do
+        for _, c in ipairs { "x", "y", "z", "w" } do isa[#isa + 1] = "%" .. v .. "." .. c end
+      end
+      for i = 0, 7 do isa[#isa + 1] = "%pm" .. i; isa[#isa + 1] = "%pm" .. i .. "_64" end
+      for i = 0, 31 do isa[#isa + 1] = "%envreg" .. i end
+      for _, name in ipairs(isa) do assert.is_true(core.special_lookup(name) >= 0, name) end
+      assert.equal(#isa, core.special_count())
+    end)
+
+    it("are checked against the kernel's arch and PTX version", function()
       assert.matches("ptx_spec.lua:%d+: mov.u32: operand 2 %%clusterid.x needs sm_90 or newer; this kernel targets sm_80",
         trace_error(function() ptx.mov(reg.scalar(T.u32), ptx.special.clusterid.x()) end, "sm_80"))
+      local k = pyptx.kernel "aggr" { arch = "sm_90a", version = "8.0", function()
+        ptx.mov(reg.scalar(T.u32), ptx.special.aggr_smem_size())
+      end }
+      local ok, err = pcall(k.ptx, k)
+      assert.is_false(ok)
+      assert.matches("ptx_spec.lua:%d+: mov.u32: operand 2 %%aggr_smem_size needs PTX ISA 8.1; this kernel uses 8.0", err)
+      local text = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n\t.reg .b32 %r<2>;\n"
+        .. "\tmov.u32 %r1, %aggr_smem_size;\n\tret;\n}\n"
+      assert.matches("requires PTX ISA .version 8.1", H.assert_ptxas_refuses(text, "sm_90a"), 1, true)   -- as ptxas says
     end)
 
     it("are only valid where a mov/cvt source is", function()

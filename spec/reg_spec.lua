@@ -15,6 +15,16 @@ local function trace_error(fn, arch)
   return err
 end
 
+--- Run fn with io.stderr captured: fn's result and what it wrote there.
+local function capture_stderr(fn)
+  local saved, buf = io.stderr, {}
+  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
+  local ok, res = pcall(fn)
+  rawset(io, "stderr", saved)
+  assert(ok, res)
+  return res, table.concat(buf)
+end
+
 describe("pyptx.reg", function()
   describe("named registers and ranges", function()
     it("declare their own .reg lines where they are made and print their names", function()
@@ -78,7 +88,7 @@ describe("pyptx.reg", function()
 
     it("moves half and packed floats as bits (PTX has no mov.f16)", function()
       assert.same({ "mov.b16 %rs1, 15360;", "mov.b32 %r1, 0;", "mov.b16 %rs2, %rs1;" }, lines(function()
-        local h = reg.scalar(T.f16, 0x3c00)
+        local h = reg.scalar(T.f16, 1)
         reg.scalar(T.bf16x2, 0)
         reg.from(h)
       end))
@@ -92,8 +102,8 @@ describe("pyptx.reg", function()
         ptx.mov(a[3], 1.0)
       end)
       assert.equal(4, n)
-      assert.equal("f32 register #0", tostring(first))
-      assert.equal("f32 register #3", tostring(last))
+      assert.equal("%f1", tostring(first))
+      assert.equal("%f4", tostring(last))
       assert.is_true(reg.is(first))
     end)
 
@@ -129,7 +139,7 @@ describe("pyptx.reg", function()
     it("refuses a register of another kernel", function()
       local foreign
       lines(function() foreign = reg.scalar(T.u32, 1) end)
-      assert.matches("reg_spec.lua:%d+: register u32 register #0 belongs to another kernel trace",
+      assert.matches("reg_spec.lua:%d+: register %%r1 belongs to another kernel trace",
         trace_error(function()
           local r = reg.scalar(T.u32)
           ptx.mov(r, foreign)
@@ -330,7 +340,7 @@ describe("pyptx.reg", function()
         "setp.le.f32 %p4, %f1, 0f00000000;",
         "setp.gt.u64 %p5, %rd1, 4;",
         "setp.ge.u16 %p6, %rs1, 2;",
-      }, lines(function()
+      }, (capture_stderr(function() return lines(function()
         local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
         a:eq(b)
         a:ne(0)
@@ -338,7 +348,7 @@ describe("pyptx.reg", function()
         reg.scalar(T.f32):le(0)
         reg.scalar(T.u64):gt(4)
         reg.scalar(T.b16):ge(2)
-      end))
+      end) end)))   -- the predicates go unused: their warnings are captured
     end)
 
     it("negate a predicate without an instruction and combine predicates", function()
@@ -350,7 +360,7 @@ describe("pyptx.reg", function()
         "xor.pred %p5, %p1, %p2;",
         "not.pred %p6, %p1;",
         "@!%p6 ret;",
-      }, lines(function()
+      }, (capture_stderr(function() return lines(function()
         local a = reg.scalar(T.u32)
         local p, q = a:lt(4), a:gt(1)
         local n = -q
@@ -360,7 +370,7 @@ describe("pyptx.reg", function()
         p:bor(n)
         p:bxor(q)
         ptx.at(-p:bnot()).ret()
-      end))
+      end) end)))   -- the predicates go unused: their warnings are captured
     end)
 
     it("refuse to compare a predicate with a number register", function()
@@ -436,7 +446,7 @@ describe("pyptx.reg", function()
         here()
         ptx.mov(r, foreign)
       end)
-      assert.equal(where .. "register u32 register #0 belongs to another kernel trace", err)
+      assert.equal(where .. "register %r1 belongs to another kernel trace", err)
     end)
 
     it("name the user's line for methods and wrappers", function()
@@ -504,8 +514,105 @@ describe("pyptx.reg", function()
       assert.same({ "mov.u32 %r1, 0;", "add.u32 %r2, %r1, 1;", "mov.u32 %r1, %r2;", "mov.b16 %rs1, 15360;" }, lines(function()
         local i = reg.scalar(T.u32, 0)
         assert.equal(i, i:set(i + 1))
-        reg.scalar(T.f16):set(0x3c00)
+        reg.scalar(T.f16):set(1.0)
       end))
+    end)
+  end)
+
+  describe("constants and widening", function()
+    it("encode numbers into half, bf16 and fp8 registers as their bits, pairs in both halves", function()
+      assert.same({
+        "mov.b16 %rs1, 15872;", "mov.b16 %rs2, 16320;", "mov.b16 %rs3, 48128;", "mov.b32 %r1, 1006648320;",
+        "mov.b32 %r2, 1065369472;", "mov.b16 %rs4, 15420;", "mov.b16 %rs5, 16448;", "mov.b16 %rs6, 31744;",
+        "mov.b16 %rs1, 15360;", "mov.b16 %rs7, 15360;",
+      }, lines(function()
+        local h = reg.scalar(T.f16, 1.5)              -- 0x3e00
+        reg.scalar(T.bf16, 1.5)                       -- 0x3fc0
+        reg.scalar(T.f16, -1)                         -- 0xbc00
+        reg.scalar(T.f16x2, 1)                        -- 0x3c003c00
+        reg.scalar(T.bf16x2, 1)                       -- 0x3f803f80
+        reg.scalar(T.e4m3x2, 1.5)                     -- 0x3c3c
+        reg.scalar(T.e5m2x2, 2)                       -- 0x4040
+        reg.scalar(T.f16, 1e9)                        -- overflows to +inf, 0x7c00
+        h:set(1)
+        reg.scalar(T.f16, ptx.imm(T.b16, 0x3c00))     -- bits stay bits through ptx.imm
+      end))
+    end)
+
+    it("reach the conversions as pyptx.floats, the same table as pyptx.runtime.floats", function()
+      assert.is_table(pyptx.floats)
+      assert.equal(require "pyptx.floats", pyptx.floats)
+      assert.equal(require "pyptx.runtime.floats", pyptx.floats)
+      assert.equal(0x3e00, pyptx.floats.to_f16(1.5))
+    end)
+
+    it("refuse a number for a packed type without an encoder, naming the bits form", function()
+      assert.matches("reg_spec.lua:%d+: luaptx cannot encode e2m3x2 constants; give the bits: ptx.imm%(pyptx.types.b16, bits%)",
+        trace_error(function() reg.scalar(T.e2m3x2, 1) end, "sm_100a"))
+    end)
+
+    it("widen 16- and 32-bit integers to 64 bits with one visible cvt", function()
+      assert.same({ "cvt.u64.u32 %rd1, %r1;", "cvt.s64.s32 %rd2, %r2;", "cvt.u64.u16 %rd3, %rs1;", "cvt.u64.u32 %rd4, %r1;" },
+        lines(function()
+          local u = reg.scalar(T.u32)
+          assert.equal(T.u64, u:widen().type)
+          assert.equal(T.s64, reg.scalar(T.s32):widen().type)
+          reg.scalar(T.u16):widen()
+          reg.widen(u)
+        end))
+      assert.matches("reg_spec.lua:%d+: :widen needs a 16%- or 32%-bit integer register, got u64 %(already 64%-bit%)",
+        trace_error(function() reg.scalar(T.u64):widen() end))
+      assert.matches(":widen needs a 16%- or 32%-bit integer register, got f32", trace_error(function() reg.scalar(T.f32):widen() end))
+      assert.matches("reg_spec.lua:%d+: reg.widen: expected a register, got 3", trace_error(function() reg.widen(3) end))
+    end)
+  end)
+
+  describe("traps", function()
+    it("warn once per predicate a Lua `if` tested instead of a guard, naming its line", function()
+      local here
+      local _, err = capture_stderr(function()
+        return lines(function()
+          local tid = reg.from(ptx.special.tid.x(), T.u32)
+          here = debug.getinfo(1, "l").currentline + 1
+          if tid:lt(16) then ptx.inst.add.u32(tid, tid, 1) end
+          local both = tid:gt(1):band(tid:lt(9))
+          ptx.at(both).inst.add.u32(tid, tid, 2)
+        end)
+      end)
+      assert.equal(("spec/reg_spec.lua:%d: warning: predicate %%p1 from :lt is never used as a guard, branch or operand "
+        .. "(a Lua `if` on it is always true); use ptx.if_(p, fn) or ptx.at(p)\n"):format(here), err)
+    end)
+
+    it("stay quiet for predicates used as guards, branches, negated or as operands", function()
+      local _, err = capture_stderr(function()
+        return lines(function()
+          local tid = reg.from(ptx.special.tid.x(), T.u32)
+          ptx.at(tid:lt(16)).inst.add.u32(tid, tid, 1)
+          ptx.at(-tid:gt(3)).inst.add.u32(tid, tid, 1)
+          ptx.if_(tid:eq(5), function() ptx.inst.add.u32(tid, tid, 1) end)
+          ptx.inst.selp.u32(tid, tid, 0, tid:ne(2))
+          local top = ptx.label("top")
+          ptx.bra(top, tid:ge(7):bnot())
+        end)
+      end)
+      assert.equal("", err)
+    end)
+
+    it("refuse <, <=, >, >= on registers and point to the methods", function()
+      local err = trace_error(function() local a, b = reg.scalar(T.u32), reg.scalar(T.u32); return a < b end)
+      assert.matches("^spec/reg_spec.lua:%d+: <, <=, >, >= on register %%r1 cannot emit PTX", err)
+      assert.matches("use a:lt%(b%), a:le%(b%), a:gt%(b%), a:ge%(b%)", err)
+      assert.matches("on register %%f2 cannot emit PTX",
+        trace_error(function() local a, b = reg.scalar(T.f32), reg.scalar(T.f32); return a >= b end))
+    end)
+
+    it("print registers by their PTX names", function()
+      lines(function()
+        assert.equal("%r1", tostring(reg.scalar(T.u32)))
+        assert.equal("%rd1", tostring(reg.scalar(T.u64)))
+        assert.equal("acc", tostring(reg.named(T.b32, "acc")))
+        assert.equal("!%p1", tostring(-reg.pred()))
+      end)
     end)
   end)
 end)

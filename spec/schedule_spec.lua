@@ -223,13 +223,13 @@ describe("the adversarial schedule", function()
     -- The consumer releases the stage with its wgmma group still in flight:
     -- wait_group(1) keeps the group just committed pending.
     local path = "examples/hopper/gemm.lua"
-    local m, src, pipe_src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "ptx.wgmma.wait_group(1)")
+    local m, src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "ptx.wgmma.wait_group(1)")
     assert.is_true((on(H.emu(), m.check, 128, 128, 256, { STAGES = 2 })))
     local want = ("^[^\n]*%s:%d: cp%%.async%%.bulk%%.tensor%%.2d[^\n]*: writes shared memory at offset 0x%%x+ that %s:%d: "
       .. "wgmma%%.mma_async[^\n]* still reads: wgmma%%.mma_async reads its shared%%-memory operands until a wgmma%%.wait_group "
       .. "covers its group; release the buffer after that wait"):format(lit(path),
-      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE))"), lit(PIPE),
-      line_of(pipe_src, "ptx.wgmma.mma_async {"))
+      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE))"), lit(path),
+      line_of(src, "tp.mma { d = acc, n = BN"))   -- the pipeline is a pyptx.helper(): its wgmma names the calling line
     for _, seed in ipairs(SEEDS) do
       assert.matches(want, error_on(adversarial(seed), m.check, 128, 128, 256, { STAGES = 2 }))
     end
@@ -237,11 +237,11 @@ describe("the adversarial schedule", function()
 
   it("reports wgmma accumulators read before wgmma.wait_group (default misses it)", function()
     local path = "examples/hopper/flash_attention.lua"
-    local m, src, pipe_src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "-- no wgmma.wait_group")
+    local m, src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "-- no wgmma.wait_group")
     assert.is_true((on(H.emu(), m.check, 1, 128, 64)))
     local want = ("^[^\n]*%s:%d: max%%.f32 [^\n]*: reads %%%%f%%d+, an accumulator of %s:%d: wgmma%%.mma_async[^\n]*, before a "
       .. "wgmma%%.wait_group covers its group: the result is not there yet"):format(lit(path),
-      line_of(src, "local mx = sacc[2 * h]:max"), lit(PIPE), line_of(pipe_src, "ptx.wgmma.mma_async {"))
+      line_of(src, "local mx = sacc[2 * h]:max"), lit(path), line_of(src, "tp.mma { d = sacc"))
     for _, seed in ipairs(SEEDS) do assert.matches(want, error_on(adversarial(seed), m.check, 1, 128, 64)) end
   end)
 

@@ -1,6 +1,9 @@
 -- pyptx.smem: allocations carved from one per-kernel buffer, mbarrier
 -- slots, base addresses, swizzles, and the static/dynamic declaration.
+local H = require "spec.helpers"
 local pyptx = require "pyptx"
+local runtime = require "pyptx.runtime"
+local hopper = require "pyptx.hopper"
 local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
 
 --- Trace a kernel with body fn and the given options; returns its specialization.
@@ -126,6 +129,58 @@ describe("pyptx.smem", function()
       local ok, e = pcall(traced, function() smem.swizzle(0, 16) end)
       assert.is_false(ok)
       assert.matches("smem_spec.lua:%d+: smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got 16", e)
+    end)
+  end)
+
+  describe("swizzles of registers", function()
+    -- Per thread: an offset with bits everywhere, and the 9 swizzles of it.
+    local CASES = {
+      function(o) return smem.swizzle(o, smem.B32) end, function(o) return smem.swizzle(o, smem.B64) end,
+      function(o) return smem.swizzle(o, smem.B128) end,
+      function(o) return hopper.swizzle_address(o, 32) end, function(o) return hopper.swizzle_address(o, 64) end,
+      function(o) return hopper.swizzle_address(o, 128) end, function(o) return hopper.swizzle_address(o, 128, 3) end,
+      function(o) return hopper.swizzle_address(o, 64, 7) end, function(o) return hopper.swizzle_address(o, 0) end,
+    }
+    local N = 256
+
+    --- The offset thread t swizzles (Lua number and register form agree).
+    local function offset_of(t) return (t * 1237 + 16 * (t % 13)) % 65536 end
+
+    it("emit the XOR sequence whose values equal the trace-time swizzle for every offset, on the emulator", function()
+      local k = pyptx.kernel "swz" {
+        arch = "sm_90a", out_specs = { pyptx.Tile(N * #CASES, T.u32) }, block = { N }, grid = { 1 },
+        function(Out)
+          local tid = reg.from(ptx.special.tid.x(), T.u32)
+          local off = (tid * 1237 + (tid % 13) * 16) % 65536
+          local po = ptx.global_ptrs(Out) + tid:mul_wide(4 * #CASES)
+          for i, f in ipairs(CASES) do ptx.st.global(ptx.addr(po, 4 * (i - 1)), f(off)) end
+          ptx.ret()
+        end,
+      }
+      local text = k:ptx()
+      assert.matches("shr.u32[^\n]*7;\n[^\n]*and.b32[^\n]*7;\n[^\n]*shl.b32[^\n]*4;\n[^\n]*xor.b32", text)
+      local previous = runtime.device()
+      runtime.use(H.emu())
+      local ok, out = pcall(function() return k():values() end)
+      runtime.use(previous)
+      assert(ok, out)
+      for t = 0, N - 1 do
+        for i, f in ipairs(CASES) do
+          assert.equal(f(offset_of(t)), out[t * #CASES + i], ("thread %d, case %d"):format(t, i))
+        end
+      end
+      H.assert_ptxas(text, "sm_90a")
+    end)
+
+    it("swizzle 64-bit registers in their own type and refuse narrow or float ones at the user's line", function()
+      local s = traced(function() smem.swizzle(reg.scalar(T.u64), smem.B128) end)
+      assert.matches("and.b64", s.ptx, 1, true)
+      local ok, e = pcall(traced, function() smem.swizzle(reg.scalar(T.u16), smem.B64) end)
+      assert.is_false(ok)
+      assert.matches("^spec/smem_spec.lua:%d+: smem.swizzle: the offset register must be a 32%- or 64%-bit integer, got u16", e)
+      ok, e = pcall(traced, function() hopper.swizzle_address(reg.scalar(T.f32), 128) end)
+      assert.is_false(ok)
+      assert.matches("^spec/smem_spec.lua:%d+: hopper.swizzle_address: the address register must be a 32%- or 64%-bit integer, got f32", e)
     end)
   end)
 end)

@@ -80,10 +80,32 @@ describe("pyptx.runtime.toolkit", function()
         .. "(searched $CUDA_HOME/bin = /opt/cuda-x/bin, then $PATH)", toolkit.missing_message("ptxas"))
     end)
     H.with_env({ CUDA_HOME = false, CUDA_PATH = "/opt/cp" }, function()
-      assert.matches("(searched $CUDA_PATH/bin = /opt/cp/bin, then $PATH)", toolkit.missing_message("nvdisasm"), 1, true)
+      assert.matches("(searched $CUDA_PATH/bin = /opt/cp/bin, then $PATH)", toolkit.missing_message("nvcc"), 1, true)
     end)
     H.with_env({ CUDA_HOME = false, CUDA_PATH = false }, function()
       assert.matches("(searched /usr/local/cuda/bin, then $PATH)", toolkit.missing_message("ptxas"), 1, true)
+    end)
+  end)
+
+  it("finds the wheel's nvdisasm in $VIRTUAL_ENV and the user's site-packages (CUDA 13 and 12 layouts)", function()
+    local venv, user, empty = H.temp_dir(), H.temp_dir(), H.temp_dir()
+    local exe13 = venv .. "/lib/python3.12/site-packages/nvidia/cu13/bin/nvdisasm"
+    local exe12 = user .. "/lib/python3.9/site-packages/nvidia/cuda_nvdisasm/bin/nvdisasm"
+    for _, p in ipairs { exe13, exe12 } do
+      sys.mkdirs(p:match("^(.*)/"))
+      H.write(p, "")
+    end
+    H.with_env({ CUDA_HOME = empty, PATH = empty, VIRTUAL_ENV = venv, PYTHONUSERBASE = user }, function()
+      assert.equal(exe13, toolkit.find("nvdisasm"))
+      assert.same({ venv, sys.exe_dir() .. "/venv", user }, toolkit.python_roots())
+      local dirs = toolkit.wheel_dirs("nvdisasm")
+      assert.equal(exe12:match("^(.*)/"), dirs[#dirs])
+      assert.is_nil(toolkit.find("cuobjdump"))
+      assert.same({}, toolkit.wheel_dirs("ptxas"))
+      local msg = toolkit.missing_message("nvdisasm")
+      assert.matches("`pip install nvidia-cuda-nvdisasm`", msg, 1, true)
+      assert.matches(("(searched $CUDA_HOME/bin = %s/bin, then $PATH, then nvidia/cu13/bin and nvidia/cuda_nvdisasm/bin "
+        .. "under lib/python3.*/site-packages of %s, %s/venv, %s)"):format(empty, venv, sys.exe_dir(), user), msg, 1, true)
     end)
   end)
 

@@ -1,5 +1,6 @@
 -- pyptx.trace: the active trace, user-line location, operand packing and
 -- the one emit path every instruction takes.
+local H = require "spec.helpers"
 local pyptx = require "pyptx"
 local trace = require "pyptx.trace"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
@@ -35,6 +36,32 @@ describe("pyptx.trace", function()
     it("takes no level: fail(msg) and form(opcode, strict) find the user's line themselves", function()
       assert.equal(1, debug.getinfo(trace.fail, "u").nparams)
       assert.equal(2, debug.getinfo(trace.form, "u").nparams)
+    end)
+
+    it("names the user's line for what a helper marked with pyptx.helper() emits or raises", function()
+      local dir = H.temp_dir()
+      H.write(dir .. "/helpy.lua", table.concat({
+        'local pyptx = require "pyptx"',
+        'pyptx.helper()',
+        'local M = {}',
+        'function M.bump(r) return r + pyptx.reg.scalar(pyptx.types.u64) end',
+        'function M.shift(x) local y = bit.rshift(x, 2) return y end',
+        'return M', "" }, "\n"))
+      local script = table.concat({
+        'package.path = "' .. dir .. '/?.lua;" .. package.path',
+        'local pyptx = require "pyptx"',
+        'local helpy = require "helpy"',
+        'return pyptx.kernel "k" { arch = "sm_80", function()',
+        '  helpy.bump(pyptx.reg.scalar(pyptx.types.u32))',
+        '  helpy.shift({})',
+        'end }', "" }, "\n")
+      H.write(dir .. "/k.lua", script)
+      local _, err = H.luaptx({ "ptx", "k.lua" }, { cwd = dir })
+      assert.equal("luaptx: k.lua:5: operator + mixes u32 and u64; convert one side first with reg.from(x, u32)\n", err)
+      H.write(dir .. "/k.lua", script:gsub("  helpy.bump[^\n]*\n", ""))
+      _, err = H.luaptx({ "ptx", "k.lua" }, { cwd = dir })
+      assert.matches("^luaptx: k.lua:5: [^\n]*bad argument #1 to 'rshift'", err)
+      assert.is_nil(err:find("helpy.lua", 1, true))
     end)
 
     it("prefixes failures with the user's file:line", function()

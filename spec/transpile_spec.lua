@@ -157,6 +157,34 @@ describe("luaptx transpile", function()
     local _, named = round_trip(CORPUS .. "/edge/operands.ptx")
     assert.matches('local v = reg.named(T.b32, { "acc", "%tmp", "$weird_name" })', named, 1, true)
     assert.matches('ptx.inst("ld.global.u32", r[7], ptx.addr(4096))', named, 1, true)
+    local _, rets = round_trip(CORPUS .. "/edge/reg_returns.ptx")   -- .reg returns are registers, not "rv"
+    assert.matches('ptx.inst("add.s32", P["rv"], P["x"], P["x"])', rets, 1, true)
+    assert.matches('ptx.inst("mov.b64", {P["lo"], P["hi"]}, P["v"])', rets, 1, true)
+  end)
+
+  it("retraces real-world shapes: reused labels in inline asm, device functions, every special register", function()
+    local core = require "pyptx.core"
+    local ffi = require "ffi"
+    local cases = {}
+    for _, name in ipairs { "nvcc/inline_asm_sm80", "nvcc/inline_asm_sm90a", "nvcc/device_funcs_sm80",
+      "nvcc/device_funcs_sm80_rdc", "nvcc/device_funcs_sm90a_G", "nvcc/specials_sm90a", "nvcc/specials_sm100a",
+      "triton/softmax_sm80", "triton/tma_ring_sm90a" } do
+      local path = CORPUS .. "/" .. name .. ".ptx"
+      local text = ptxparse.read_file(path)
+      assert.are.equal(text, ptxparse.parse(text, path):lossless(), path)
+      local ptx = round_trip(path)
+      assert.are.equal(structure(text), structure(ptx), path)
+      cases[#cases + 1] = { path = path, ptx = ptx, arch = text:match("%.target%s+([%w_]+)") }
+    end
+    local _, dones = cases[1].ptx:gsub("\nDONE:", "")
+    assert.is_true(dones >= 3, "DONE placed in each inlined block")
+    local _, waits = cases[9].ptx:gsub("\nwaitLoop:", "")
+    assert.equal(3, waits)
+    assert.matches(".visible .func  (.param .b32 func_retval0) _Z5twicef", ptxparse.read_file(cases[4].path), 1, true)
+    for id = 0, core.special_count() - 1 do   -- every special register, read through inline asm
+      assert.matches(ffi.string(core.special_name(id)) .. ";", cases[6].ptx, 1, true)
+    end
+    for _, c in ipairs(cases) do H.assert_ptxas(c.ptx, c.arch) end
   end)
 
   it("keeps a multi-entry module one module, each kernel also traceable alone", function()

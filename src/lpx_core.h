@@ -13,7 +13,7 @@ typedef struct lpx_module lpx_module;
 
 /* Operand kinds of an instruction. */
 enum {
-  LPX_OPD_REG = 1,   /* id = register, aux = 1 if negated predicate */
+  LPX_OPD_REG = 1,   /* id = register; aux LPX_REG_NOT or LPX_REG_NEG; ival a video selector (0: none) */
   LPX_OPD_NUM,       /* a Lua number, typed by the validator (fval) */
   LPX_OPD_IMM,       /* typed integer bits (ival); type = its type */
   LPX_OPD_FIMM,      /* typed float bits (ival); type = F32 or F64; aux 1: an f64 literal read as f32 */
@@ -28,6 +28,9 @@ enum {
   LPX_OPD_INT,       /* an integer literal given exactly (ival; aux 1: print it unsigned) */
   LPX_OPD_BRACKET    /* [a, {b, c}] (tex, tensor): aux = count; the elements follow */
 };
+
+/* A register operand's aux: a negated predicate (!%p1) or register (-%r1, vmad). */
+enum { LPX_REG_NOT = 1, LPX_REG_NEG = 2 };
 
 typedef struct lpx_operand {
   int32_t kind;
@@ -44,6 +47,7 @@ typedef struct lpx_form_info {
   int32_t op;          /* ISA row, -1 when the opcode is unknown */
   int32_t type;        /* first type modifier, -1 if none */
   int32_t type2;       /* second type modifier, -1 if none */
+  int32_t type3;       /* third type modifier (video .dtype.atype.btype, cvt.pack), -1 if none */
   int32_t vec;         /* vector width from .v2/.v4/.v8, else 1 */
   int32_t min_ptx;     /* PTX ISA version x10 this form needs */
   int32_t min_sm;
@@ -131,6 +135,7 @@ int32_t lpx_tc_shape_regs(int32_t shape);
 int32_t lpx_arch_list(char *out, int32_t cap);
 int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
+int64_t lpx_video_selector(const char *text);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

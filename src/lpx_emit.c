@@ -1,6 +1,7 @@
 /* The PTX text emitter: deterministic, nvcc-style register declarations,
  * one instruction per line, optional .file/.loc pointing at Lua lines. */
 #include "lpx_internal.h"
+#include "lpx_video.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,7 +90,11 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   const lpx_operand *o = &ops[(*i)++];
   char tmp[40];
   switch (o->kind) {
-  case LPX_OPD_REG: if (o->aux) lpx_buf_putc(b, '!'); put_reg(b, m, f, o->id); break;
+  case LPX_OPD_REG:
+    if (o->aux) lpx_buf_putc(b, o->aux == LPX_REG_NEG ? '-' : '!');
+    put_reg(b, m, f, o->id);
+    if (o->ival) { lpx_video_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
+    break;
   case LPX_OPD_IMM: put_imm(b, o); break;
   case LPX_OPD_INT:
     if (o->aux) lpx_buf_printf(b, "%" PRIu64, (uint64_t)o->ival); else lpx_buf_puti(b, o->ival);
@@ -169,7 +174,7 @@ static void put_linkage(lpx_buf *b, int linkage)
 }
 
 /* Write a variable declaration line (module or function scope). */
-static void put_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent)
+void lpx_emit_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent)
 {
   if (v->in_text) return;   /* ptx.raw text: its DIR item prints it */
   lpx_buf_puts(b, indent);
@@ -219,8 +224,9 @@ static void put_regs(lpx_buf *b, const lpx_func *f)
   }
 }
 
-/* Write a function body with .loc lines where the source line changes. */
-static void put_body(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info)
+/* Write a function body with .loc lines where the source line changes;
+ * file_map (or NULL: as numbered) renumbers the module's files. */
+static void put_body(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info, const int32_t *file_map)
 {
   int32_t last_file = 0, last_line = 0;
   for (size_t i = 0; i < f->nitems; i++) {
@@ -228,7 +234,7 @@ static void put_body(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
     if (line_info && it->kind == LPX_ITEM_INST && it->file > 0 && it->line > 0 &&
         (it->file != last_file || it->line != last_line)) {
       lpx_buf_puts(b, "\t.loc\t");
-      lpx_buf_puti(b, it->file);
+      lpx_buf_puti(b, file_map ? file_map[it->file - 1] : it->file);
       lpx_buf_putc(b, ' ');
       lpx_buf_puti(b, it->line);
       lpx_buf_puts(b, " 1\n");
@@ -239,8 +245,8 @@ static void put_body(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
   }
 }
 
-/* Write one .entry or .func definition. */
-static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info)
+/* Write one .entry or .func definition (file_map: see put_body). */
+void lpx_emit_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info, const int32_t *file_map)
 {
   const char *name = lpx_strtab_get(&m->syms, f->sym);
   if (f->linkage == 1 && f->is_entry) lpx_buf_printf(b, "\t// .globl\t%s\n", name);
@@ -253,24 +259,31 @@ static void put_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int lin
   for (size_t i = 0; i < f->ndirectives; i++) lpx_buf_printf(b, "%s\n", lpx_strtab_get(&m->syms, f->directives[i]));
   lpx_buf_puts(b, "{\n");
   put_regs(b, f);
-  for (size_t i = 0; i < f->nvars; i++) put_var(b, m, &f->vars[i], "\t");
+  for (size_t i = 0; i < f->nvars; i++) lpx_emit_var(b, m, &f->vars[i], "\t");
   lpx_buf_putc(b, '\n');
-  put_body(b, m, f, line_info);
+  put_body(b, m, f, line_info, file_map);
   lpx_buf_puts(b, "\n}\n");
 }
 
-/* Write one top-level statement added by ptx.raw_module; a parsed
- * module's own header lines are skipped. */
-static void put_top_decl(lpx_buf *b, const lpx_module *m, size_t i)
+/* Write one top-level statement added by ptx.raw_module with its newline;
+ * 0 (nothing written) for a parsed module's own header lines. */
+int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it)
 {
   static const char *const header[] = { ".version", ".target", ".address_size", ".file", NULL };
-  const lpx_item *it = &m->top[i];
-  if (!it->nlex) return;
+  if (!it->nlex) return 0;
   for (int k = 0; header[k]; k++)
-    if (strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0) return;
-  if (i == 0 || m->top[i - 1].kind != LPX_ITEM_DIR) lpx_buf_putc(b, '\n');
+    if (strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0) return 0;
   lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
   lpx_buf_putc(b, '\n');
+  return 1;
+}
+
+/* Write top-level statement i, a blank line before the first of a run. */
+static void put_top_decl(lpx_buf *b, const lpx_module *m, size_t i)
+{
+  size_t at = b->n;
+  if (i == 0 || m->top[i - 1].kind != LPX_ITEM_DIR) lpx_buf_putc(b, '\n');
+  if (!lpx_emit_decl(b, m, &m->top[i])) b->n = at;
 }
 
 /* Write the top level in the order it was built: raw_module statements
@@ -282,7 +295,7 @@ static void put_top(lpx_buf *b, const lpx_module *m, int line_info)
     if (it->kind == LPX_ITEM_DIR) put_top_decl(b, m, i);
     else if (it->kind == LPX_ITEM_FUNC && (size_t)it->form < m->nfuncs) {
       lpx_buf_putc(b, '\n');
-      put_func(b, m, &m->funcs[it->form], line_info);
+      lpx_emit_func(b, m, &m->funcs[it->form], line_info, NULL);
     }
   }
 }
@@ -302,7 +315,7 @@ int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, si
   size_t shown = 0;
   for (size_t i = 0; i < m->nvars; i++) shown += !m->vars[i].in_text;
   if (shown) lpx_buf_putc(b, '\n');
-  for (size_t i = 0; i < m->nvars; i++) put_var(b, m, &m->vars[i], "");
+  for (size_t i = 0; i < m->nvars; i++) lpx_emit_var(b, m, &m->vars[i], "");
   put_top(b, m, line_info);
   if (!b->p) return lpx_fail(m->ctx, "out of memory");
   *text = b->p;

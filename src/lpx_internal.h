@@ -229,8 +229,11 @@ typedef struct lpx_var {
 typedef struct lpx_lookup {
   int32_t *numbered[LPX_RC__COUNT]; size_t numbered_cap[LPX_RC__COUNT];   /* class number -> register */
   int32_t *named; size_t named_cap;     /* name symbol -> the latest register of that name */
-  int32_t *labels; size_t labels_cap;   /* symbol -> 1 once placed as a label */
-  size_t regs_upto, items_upto;
+  int32_t *labels; size_t labels_cap;   /* symbol -> its newest placement in placed, -1 */
+  int32_t *placed; size_t nplaced, placed_cap;   /* placements: (block, next older) pairs; block -1: the body */
+  int32_t *open; size_t nopen, open_cap;         /* the { } blocks open at the end of the body, innermost last */
+  int32_t *block_open; size_t block_open_cap;    /* block -> 1 while it is open */
+  size_t nblocks, regs_upto, items_upto;
 } lpx_lookup;
 
 typedef struct lpx_func {
@@ -278,7 +281,8 @@ struct lpx_module {
 
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
-int32_t lpx_lookup_reg(lpx_module *m, lpx_func *f, int32_t sym, const char *s, size_t n);
+int lpx_lookup_sync(lpx_module *m, lpx_func *f);
+int32_t lpx_lookup_reg(const lpx_func *f, int32_t sym, const char *s, size_t n);
 int lpx_lookup_label_placed(lpx_module *m, lpx_func *f, int32_t sym);
 int32_t lpx_lookup_numbered(lpx_module *m, lpx_func *f, const char *s, size_t n);
 int lpx_lookup_range_clash(const lpx_func *f, const char *prefix, int32_t n, char *out, size_t cap);
@@ -287,6 +291,9 @@ int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *
 int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it);
+void lpx_emit_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent);
+void lpx_emit_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info, const int32_t *file_map);
+int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */
 void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
 /* A 64-bit digest of every field of an operand (lpx_fmt.c). */

@@ -2,6 +2,7 @@
  * and a flat item list (instructions, labels, raw lines) whose operands
  * live in one side array. Built by the tracer and the PTX parser. */
 #include "lpx_internal.h"
+#include "lpx_labels.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,7 +336,8 @@ int32_t lpx_reg_range(lpx_module *m, int32_t fn, int32_t type, const char *prefi
 int32_t lpx_reg_auto(lpx_module *m, int32_t fn, const char *name)
 {
   lpx_func *f = func_at(m, fn);
-  return f ? lpx_lookup_numbered(m, f, name, strlen(name)) : -1;
+  int32_t reg = f ? lpx_lookup_numbered(m, f, name, strlen(name)) : -1;
+  return reg < -1 ? -1 : reg;
 }
 
 /* Type a register was declared with. */
@@ -372,9 +374,9 @@ int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 {
   lpx_func *f = func_at(m, fn);
   if (!f) return -1;
-  int placed = lpx_lookup_label_placed(m, f, sym);
+  int placed = lpx_lookup_label_placed(m, f, sym);   /* a { } block may place a name again (inline asm pasted twice) */
   if (placed < 0) return -1;
-  if (placed) return lpx_fail(m->ctx, "label '%s' is placed twice", lpx_strtab_get(&m->syms, sym));
+  if (placed) return lpx_fail(m->ctx, "label '%s' is placed twice in one block", lpx_strtab_get(&m->syms, sym));
   lpx_item *it = item_new(m, f, LPX_ITEM_LABEL);
   if (!it) return -1;
   it->form = sym;

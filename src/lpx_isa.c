@@ -282,6 +282,7 @@ static int form_type(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row, int t)
   }
   if (f->info.type < 0) f->info.type = t;
   else if (f->info.type2 < 0) f->info.type2 = t;
+  else if (f->info.type3 < 0 && abs(row->ntypes) >= 3) f->info.type3 = t;
   else return lpx_fail(ctx, "%s: too many type modifiers", f->info.text);
   return 0;
 }
@@ -352,7 +353,7 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
 /* Does the form carry a gate's type or named modifier value? */
 static int form_has(const lpx_form *f, const gate *g)
 {
-  if (g->group < 0) return f->info.type == g->value || f->info.type2 == g->value;
+  if (g->group < 0) return f->info.type == g->value || f->info.type2 == g->value || f->info.type3 == g->value;
   return f->modsel[g->group] == g->value;
 }
 
@@ -376,16 +377,16 @@ static int form_complete(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row)
     put_spellings(g, want, sizeof want, &n);
     return lpx_fail(ctx, "%s: %s needs one of %s", f->info.text, row->name, want);
   }
-  int have = (f->info.type >= 0) + (f->info.type2 >= 0);
-  int most = row->ntypes < 0 ? 1 : row->ntypes;
+  int have = (f->info.type >= 0) + (f->info.type2 >= 0) + (f->info.type3 >= 0);
+  int most = abs(row->ntypes);
   if (have > most)
     return lpx_fail(ctx, "%s: too many type modifiers; %s takes %d", f->info.text, row->name, most);
   if (lpx_family_rows[f->info.op].mtypes || row->ntypes < 0 || have == row->ntypes) return 0;
   char valid[512];
   list_types(row->types, valid, sizeof valid);
-  if (row->ntypes == 2)
-    return lpx_fail(ctx, "%s: %s needs a destination and a source type (from %s)",
-                    f->info.text, row->name, valid);
+  if (row->ntypes == 2 || row->ntypes == 3)
+    return lpx_fail(ctx, "%s: %s needs %s (from %s)", f->info.text, row->name,
+                    row->ntypes == 2 ? "a destination and a source type" : "three types (.dtype.atype.btype)", valid);
   return lpx_fail(ctx, "%s: %s needs %s type (one of %s)", f->info.text, row->name,
                   row->ntypes ? "a" : "no", row->ntypes ? valid : "-");
 }
@@ -482,7 +483,7 @@ int32_t lpx_form_intern(lpx_ctx *ctx, const char *text)
   if (id >= 0) return id;
   lpx_form f;
   memset(&f, 0, sizeof f);
-  f.info.type = f.info.type2 = -1;
+  f.info.type = f.info.type2 = f.info.type3 = -1;
   f.info.vec = 1;
   size_t used;
   int row = find_row(text, &used);

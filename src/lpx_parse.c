@@ -6,6 +6,7 @@
  * Errors are "file:line:col: what was expected"; a longjmp unwinds to
  * lpx_parse, which frees the partial module. */
 #include "lpx_parse.h"
+#include "lpx_video.h"
 #include "lpx_cexpr.h"
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +31,14 @@ typedef struct nameslot {
   int32_t reg;
   uint32_t gen;
 } nameslot;
+
+/* A register name a .reg inside a { } block declared: what the name meant
+ * before, restored when the block at that depth closes. */
+typedef struct shadow {
+  int32_t key;
+  nameslot prev;
+  int depth;
+} shadow;
 
 /* A spelling cache entry: a text of up to 16 bytes as two words (bytes
  * past it zero; no text is all zero, as the lexer refuses NUL bytes) and
@@ -62,6 +71,9 @@ typedef struct pstate {
   uint32_t names_gen;
   regrange *ranges;
   size_t nranges, ranges_cap;
+  shadow *shadows;             /* names declared in { } blocks, innermost last */
+  size_t nshadows, shadows_cap;
+  int block_depth;             /* { } blocks open in the current body */
   regcache *rc;                /* register names already resolved, by name word */
   uint32_t rc_mask, rc_gen;    /* gen: bumped whenever a name may change meaning */
   int32_t short1[256];         /* symbol + 1 of each 1-byte string (",", " ") */
@@ -361,14 +373,15 @@ static int32_t map_get(pstate *ps, int32_t key)
 }
 
 /* The register the name sym (text s, n bytes) means in the current
- * function, or -1. ptx.raw asks the function's own lookup, which knows its
- * traced registers too, at a cost that does not grow with their number. */
+ * function, or -1. ptx.raw: a name this text declared (scoped by its { }
+ * blocks), else one the function had before the call, found in the
+ * function's own lookup (synced when the call began) at a cost that does
+ * not grow with the number of registers. */
 static int32_t name_get(pstate *ps, int32_t sym, const char *s, size_t n)
 {
-  if (!ps->raw) return map_get(ps, sym);
-  int32_t reg = lpx_lookup_reg(ps->m, ps->f, sym, s, n);
-  if (reg < -1) longjmp(ps->fail, 1);
-  return reg;
+  int32_t reg = map_get(ps, sym);
+  if (reg >= 0 || !ps->raw) return reg;
+  return lpx_lookup_reg(ps->f, sym, s, n);
 }
 
 /* Make room for n registers in a function's register arrays. */
@@ -391,17 +404,15 @@ static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
   f->reg_index[f->nregs] = 0;
   f->reg_name[f->nregs] = name;
   f->nreg_names = f->nregs + 1;
-  if (!ps->raw) map_put(ps, name, (int32_t)f->nregs);   /* ptx.raw: the function's lookup finds it */
+  map_put(ps, name, (int32_t)f->nregs);
   return (int32_t)f->nregs++;
 }
 
-/* Resolve token k (already interned as sym) to a register: a declared name,
- * or a member of a declared %r<N> range (created on first use); -1 if none. */
-static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
+/* Resolve the name s (n bytes, interned as sym) to a register: a declared
+ * name, or a member of a declared %r<N> range (created on first use); -1 if none. */
+static int32_t reg_lookup_text(pstate *ps, const char *s, uint32_t n, int32_t sym)
 {
   if (!ps->f) return map_get(ps, sym);
-  const char *s = ps->src + ps->t[k].off;
-  uint32_t n = ps->t[k].len;
   int32_t id = name_get(ps, sym, s, n);
   if (id >= 0) return id;
   for (size_t r = ps->nranges; r-- > 0;) {
@@ -412,6 +423,12 @@ static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
     return reg_create(ps, sym, g->type);
   }
   return -1;
+}
+
+/* Resolve token k (already interned as sym) to a register; -1 if none. */
+static int32_t reg_lookup(pstate *ps, size_t k, int32_t sym)
+{
+  return reg_lookup_text(ps, ps->src + ps->t[k].off, ps->t[k].len, sym);
 }
 
 /* The cache slot for token k's name and the name as a word (bytes past it
@@ -742,15 +759,46 @@ static void parse_reg_name(pstate *ps, int32_t type)
     return;
   }
   uint32_t x = take(ps);
-  lex_set_reg(ps, x, k, reg_create(ps, ps->m->lex[x].spell, type));
+  int32_t key = ps->m->lex[x].spell;
+  if (ps->block_depth > 0) {   /* shadows the name until the block closes */
+    GROW(ps, ps->shadows, ps->shadows_cap, ps->nshadows + 1);
+    nameslot prev = (size_t)key < ps->names_cap ? ps->names[key] : (nameslot){ -1, 0 };
+    ps->shadows[ps->nshadows++] = (shadow){ key, prev, ps->block_depth };
+  }
+  lex_set_reg(ps, x, k, reg_create(ps, key, type));
   regcache_forget(ps);
 }
 
-/* .reg [.v2] .type name, name<N>, ...; */
+/* Is tok a .reg directive: ".reg", or ".reg.b32" with the type glued on
+ * (cuda_fp16.h's inline PTX writes "{.reg.b32 f;")? */
+static int is_reg_directive(pstate *ps, const lpx_tok *tok)
+{
+  return is_word(ps, tok, ".reg") || (is_dotword(ps, tok) && tok->len > 5 && memcmp(ps->src + tok->off, ".reg.", 5) == 0);
+}
+
+/* The last type among the dotted words of the n bytes at s (".v2.b32"), or -1. */
+static int32_t glued_type(const char *s, size_t n)
+{
+  int32_t type = -1;
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && s[b] != '.') b++;
+    char buf[16];
+    if (b - a - 1 < sizeof buf) {
+      memcpy(buf, s + a + 1, b - a - 1);
+      buf[b - a - 1] = '\0';
+      if (lpx_type_lookup(buf) >= 0) type = lpx_type_lookup(buf);
+    }
+    a = b;
+  }
+  return type;
+}
+
+/* .reg [.v2] .type name, name<N>, ...; (or .reg.type ...) */
 static void parse_reg_decl(pstate *ps)
 {
   size_t start = ps->pos;
-  int32_t type = -1;
+  int32_t type = glued_type(ps->src + cur(ps)->off + 4, cur(ps)->len - 4);
   take(ps);
   while (is_dotword(ps, cur(ps))) {
     if (type_of(ps, cur(ps)) >= 0) type = type_of(ps, cur(ps));
@@ -821,34 +869,57 @@ static int bracket_is_list(pstate *ps)
   return 0;
 }
 
-/* An optional "+off", "-off" or "+-off" after a base; added to *ival. */
+static size_t operand_end(pstate *ps, size_t k);
+
+/* Fold tokens [a, b) (a number or a constant expression) into an integer
+ * offset; the cursor moves past them. */
+static int64_t fold_offset(pstate *ps, size_t a, size_t b)
+{
+  lpx_operand one;
+  lpx_cval v;
+  size_t at;
+  if (b == a + 1) {
+    parse_number(ps, a, &one);
+    if (one.kind != LPX_OPD_INT) perr(ps, a, "expected an integer offset");
+    v.i = one.ival;
+  } else {
+    int rc = lpx_cexpr_eval(ps->src, ps->t, a, b, &v, &at);
+    if (rc == LPX_CEXPR_DEEP) perr(ps, at, "constant expression nested deeper than %d levels (parentheses and ?: branches)", LPX_CEXPR_MAX_DEPTH);
+    if (rc) perr(ps, a, "malformed constant expression (or a division by zero)");
+    if (v.is_float) perr(ps, a, "expected an integer offset (the expression folds to a floating-point value)");
+  }
+  while (ps->pos < b) take(ps);
+  return v.i;
+}
+
+/* An optional offset after a base, added to *ival: "+expr" (a number or a
+ * constant expression up to the operand's end, as in [%r1+288+4] or
+ * [%r1+(4*2)]), "-off" or "+-off". */
 static void parse_offset(pstate *ps, int64_t *ival)
 {
   int plus = is_punct(ps, cur(ps), '+'), minus = is_punct(ps, cur(ps), '-');
   if (!plus && !minus) return;
-  int neg = minus, two = is_punct(ps, peek(ps, 1), '-');
-  if (peek(ps, two ? 2 : 1)->kind != LPX_TK_NUM) return;
+  size_t a = ps->pos + 1, b = operand_end(ps, a);
+  if (!lpx_cexpr_tokens(ps->src, ps->t, a, b)) return;
+  if (minus && b != a + 1)
+    perr(ps, ps->pos, "after '-' an offset is one number; write an offset expression after '+' ([%%r1+-4+8]), as ptxas does");
   take(ps);
-  if (two) { neg = !neg; take(ps); }
-  lpx_operand off;
-  parse_number(ps, ps->pos, &off);
-  if (off.kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer offset");
-  take(ps);
-  *ival = (int64_t)((uint64_t)*ival + (neg ? 0 - (uint64_t)off.ival : (uint64_t)off.ival));   /* wraps, no UB */
+  int64_t off = fold_offset(ps, a, b);
+  *ival = (int64_t)((uint64_t)*ival + (minus ? 0 - (uint64_t)off : (uint64_t)off));   /* wraps, no UB */
 }
 
-/* An address [base], [base+off], [base+-off], [imm]: one ADDR operand. */
+/* An address [base], [base+off], [base+-off], [imm] (an absolute address
+ * may be a constant expression: [4*2]): one ADDR operand. */
 static void parse_address(pstate *ps, lpx_operand *o)
 {
   take(ps);
   const lpx_tok *tok = cur(ps);
-  if (tok->kind == LPX_TK_NUM) {
-    parse_number(ps, ps->pos, o);
-    if (o->kind != LPX_OPD_INT) perr(ps, ps->pos, "expected an integer address");
+  size_t end = operand_end(ps, ps->pos);
+  if (lpx_cexpr_tokens(ps->src, ps->t, ps->pos, end)) {
+    o->ival = fold_offset(ps, ps->pos, end);
     o->kind = LPX_OPD_ADDR;   /* an absolute address stays an address */
     o->aux = 0;
     o->id = -1;
-    take(ps);
   } else if (tok->kind == LPX_TK_WORD) {
     int32_t reg;
     uint32_t x = take_register(ps, &reg);
@@ -857,24 +928,47 @@ static void parse_address(pstate *ps, lpx_operand *o)
     o->id = reg >= 0 ? reg : sym;
     if (reg >= 0) lex_set_reg(ps, x, ps->pos - 1, reg);
     o->ival = 0;
+    parse_offset(ps, &o->ival);
   } else {
     perr(ps, ps->pos, "expected a register, symbol or integer address after '['");
   }
-  parse_offset(ps, &o->ival);
   expect(ps, ']', "to close the address");
 }
 
-/* A word operand: register, special register, sink, symbol or label. */
+/* A register with a video selector (%r1.b0, %r2.h10): the register, or -1;
+ * *sel the selector. The token keeps its text (the formatter prints it). */
+static int32_t selected_register(pstate *ps, size_t k, int64_t *sel)
+{
+  const char *s = ps->src + ps->t[k].off;
+  uint32_t n = ps->t[k].len, dot = n;
+  while (dot > 0 && s[dot - 1] != '.') dot--;
+  if (dot < 2 || n - dot > 5) return -1;
+  char suffix[8];
+  memcpy(suffix, s + dot, n - dot);
+  suffix[n - dot] = '\0';
+  *sel = lpx_video_selector(suffix);
+  if (!*sel) return -1;
+  int32_t sym = intern(ps, s, dot - 1);
+  return reg_lookup_text(ps, s, dot - 1, sym);
+}
+
+/* A word operand: register (with a video selector), special register,
+ * sink, symbol or label. */
 static void parse_word_operand(pstate *ps, uint32_t i, int labels)
 {
   size_t k = ps->pos;
   int32_t reg;
+  int64_t sel = 0;
   uint32_t x = take_register(ps, &reg);
   int32_t sym = ps->m->lex[x].spell;
   lpx_operand *o = &ps->f->ops[i];
   if (reg >= 0) {
     o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg];
     lex_set_reg(ps, x, k, reg);
+    return;
+  }
+  if (ps->f && (reg = selected_register(ps, k, &sel)) >= 0) {
+    o->kind = LPX_OPD_REG; o->id = reg; o->type = ps->f->reg_type[reg]; o->ival = sel;
     return;
   }
   if (ps->t[k].len == 1 && ps->src[ps->t[k].off] == '_') { o->kind = LPX_OPD_SINK; return; }
@@ -948,6 +1042,13 @@ static void parse_primary(pstate *ps, uint32_t i, int labels)
     ps->f->ops[i].aux = 1;
     return;
   }
+  if (is_punct(ps, tok, '-') && peek(ps, 1)->kind == LPX_TK_WORD) {   /* vmad's -%r */
+    take(ps);
+    parse_word_operand(ps, i, labels);
+    if (ps->f->ops[i].kind != LPX_OPD_REG) perr(ps, ps->pos - 1, "expected a register after '-'");
+    ps->f->ops[i].aux = LPX_REG_NEG;
+    return;
+  }
   if (is_punct(ps, tok, '[') && !bracket_is_list(ps)) { o->kind = LPX_OPD_ADDR; parse_address(ps, o); return; }
   char close = is_punct(ps, tok, '[') ? ']' : is_punct(ps, tok, '{') ? '}' : is_punct(ps, tok, '(') ? ')' : 0;
   if (!close) perr(ps, ps->pos, "expected an operand (register, number, symbol, [address], {vector})");
@@ -1010,7 +1111,7 @@ static int32_t form_intern_text(pstate *ps, size_t k)
   if (id < 0 || LPX_RESERVE(ctx->forms, ctx->forms_cap, (size_t)id + 1)) poom(ps);
   memset(&ctx->forms[id], 0, sizeof(lpx_form));
   lpx_form_info *fi = &ctx->forms[id].info;
-  fi->op = -1; fi->type = fi->type2 = -1; fi->vec = 1;
+  fi->op = -1; fi->type = fi->type2 = fi->type3 = -1; fi->vec = 1;
   fi->text = lpx_strtab_get(&ctx->form_names, id);
   return id;
 }
@@ -1134,7 +1235,7 @@ static void parse_body_statement(pstate *ps)
 {
   const lpx_tok *tok = cur(ps);
   if (is_punct(ps, tok, '{') || is_punct(ps, tok, '}')) { size_t s = ps->pos; take(ps); item_add(ps, LPX_ITEM_DIR, (uint32_t)s); return; }
-  if (is_word(ps, tok, ".reg")) { parse_reg_decl(ps); return; }
+  if (is_reg_directive(ps, tok)) { parse_reg_decl(ps); return; }
   if (word_index(ps, tok, line_directives) >= 0) { parse_line_directive(ps); return; }
   if (is_dotword(ps, tok)) { parse_decl(ps); return; }
   if (is_ident(ps, tok) && is_punct(ps, peek(ps, 1), ':')) { parse_label(ps); return; }
@@ -1164,6 +1265,13 @@ static void scope_depth(pstate *ps, int *depth)
 {
   if (*depth > MAX_BLOCKS) perr(ps, ps->pos, "blocks { } nested deeper than %d levels", MAX_BLOCKS);
   *depth += is_punct(ps, cur(ps), '{') - is_punct(ps, cur(ps), '}');
+  if (*depth >= ps->block_depth) { ps->block_depth = *depth; return; }
+  ps->block_depth = *depth;   /* a block closed: its names mean what they meant before it */
+  while (ps->nshadows > 0 && ps->shadows[ps->nshadows - 1].depth > *depth) {
+    const shadow *sh = &ps->shadows[--ps->nshadows];
+    ps->names[sh->key] = sh->prev;
+  }
+  regcache_forget(ps);
 }
 
 /* { statements } of a function; the function's closing brace is its tail. */
@@ -1258,6 +1366,8 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   ps->f = f;
   ps->names_gen++;
   ps->nranges = 0;
+  ps->nshadows = 0;
+  ps->block_depth = 0;
   regcache_forget(ps);
   return (int32_t)m->nfuncs++;
 }
@@ -1303,8 +1413,10 @@ static void parse_function(pstate *ps)
   }
   if (ps->raw) perr(ps, ps->pos, "function definitions cannot be added to a traced module (declarations only)");
   lpx_func *f = ps->f;
-  for (size_t i = 0; i < f->nparams; i++)   /* .reg parameters are registers of the body */
-    if (f->params[i].is_reg) reg_create(ps, f->params[i].sym, f->params[i].type);
+  for (size_t i = 0; i < f->nrets; i++)   /* .reg returns and parameters are registers of the body */
+    if (ps->f->rets[i].is_reg) reg_create(ps, ps->f->rets[i].sym, ps->f->rets[i].type);
+  for (size_t i = 0; i < f->nparams; i++)
+    if (ps->f->params[i].is_reg) reg_create(ps, ps->f->params[i].sym, ps->f->params[i].type);
   f = ps->f;
   f->head_lex = ps->lex_base + (uint32_t)start;
   take(ps);
@@ -1415,7 +1527,7 @@ static void pstate_free(pstate *ps)
   } else {
     free(ps->t);
   }
-  free(ps->names); free(ps->ranges); free(ps->form_by_sym); free(ps->rc);
+  free(ps->names); free(ps->ranges); free(ps->shadows); free(ps->form_by_sym); free(ps->rc);
 }
 
 /* Parse a whole module (len bytes, no NUL needed); NULL on error with
@@ -1469,6 +1581,7 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
+  if (lpx_lookup_sync(m, ps.f)) { pstate_free(&ps); return -1; }   /* the registers so far, by name */
   for (int depth = 0; cur(&ps)->kind != LPX_TK_EOF;) {
     scope_depth(&ps, &depth);
     parse_body_statement(&ps);

@@ -4,6 +4,7 @@
  * (ptxas would otherwise reject the module far from the cause). */
 #include "lpx_refs.h"
 #include "lpx_internal.h"
+#include "lpx_labels.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,10 @@ static void where(const lpx_module *m, const lpx_item *it, char *out, size_t cap
     snprintf(out, cap, "%s:%d: ", lpx_strtab_get(&m->syms, m->files[it->file - 1]), it->line);
 }
 
-/* Check one operand's references; 0 when fine. */
-static int check_operand(lpx_module *m, const lpx_item *it, const lpx_operand *o, const uint8_t *decl, const uint8_t *labels)
+/* Check one operand's references; 0 when fine. `visible`: whether a label
+ * operand resolves from the item's { } block (lpx_labels_find). */
+static int check_operand(lpx_module *m, const lpx_item *it, const lpx_operand *o, const uint8_t *decl, const uint8_t *labels,
+                         int visible)
 {
   char at[1100];
   const char *op = lpx_strtab_get(&m->ctx->form_names, it->form);
@@ -68,6 +71,11 @@ static int check_operand(lpx_module *m, const lpx_item *it, const lpx_operand *o
     where(m, it, at, sizeof at);
     return lpx_fail(m->ctx, "%s%s: label '%s' is never placed in this kernel (ptx.label(\"%s\"))", at, op,
                     lpx_strtab_get(&m->syms, o->id), lpx_strtab_get(&m->syms, o->id));
+  }
+  if (o->kind == LPX_OPD_LABEL && !visible) {
+    where(m, it, at, sizeof at);
+    return lpx_fail(m->ctx, "%s%s: label '%s' is placed only inside a { } block this branch is outside of "
+                    "(a label is local to its block and the blocks inside it)", at, op, lpx_strtab_get(&m->syms, o->id));
   }
   int sym = o->kind == LPX_OPD_SYM ? o->id : (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM ? o->id : -1);
   if (sym >= 0 && !decl[sym]) {
@@ -84,14 +92,19 @@ int32_t lpx_func_check_refs(lpx_module *m, int32_t fn)
   if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
   const lpx_func *f = &m->funcs[fn];
   uint8_t *labels = NULL, *decl = declared(m, f, &labels);
-  if (!decl) return lpx_fail(m->ctx, "out of memory");
+  lpx_labels lab;
+  if (!decl || lpx_labels_build(m, f, &lab)) { free(decl); free(labels); return lpx_fail(m->ctx, "out of memory"); }
   int rc = 0;
   for (size_t i = 0; i < f->nitems && !rc; i++) {
     const lpx_item *it = &f->items[i];
     /* call targets may be .extern functions the DSL cannot declare yet */
     if (it->kind != LPX_ITEM_INST || m->ctx->forms[it->form].info.op == LPX_OP_CALL) continue;
-    for (uint32_t k = 0; k < it->nops && !rc; k++) rc = check_operand(m, it, &f->ops[it->ops + k], decl, labels);
+    for (uint32_t k = 0; k < it->nops && !rc; k++) {
+      const lpx_operand *o = &f->ops[it->ops + k];
+      rc = check_operand(m, it, o, decl, labels, o->kind != LPX_OPD_LABEL || lpx_labels_find(&lab, i, o->id) >= 0);
+    }
   }
+  lpx_labels_free(&lab);
   free(decl);
   free(labels);
   return rc;

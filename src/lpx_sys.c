@@ -474,6 +474,31 @@ int lpx_fs_temp_dir(lpx_ctx *ctx, char *path, size_t cap)
   return lpx_fail(ctx, "cannot create a temporary directory in %s: %s", temp_root(), strerror(errno));
 }
 
+/* The directory holding the running program (from /proc/self/exe, links
+ * resolved) into path[cap]: where a build keeps its tools (build/venv). */
+int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap)
+{
+  ssize_t n = cap > 1 ? readlink("/proc/self/exe", path, cap - 1) : -1;
+  if (n < 0) return lpx_fail(ctx, "cannot find the running program: %s", strerror(errno));
+  if ((size_t)n >= cap - 1) return lpx_fail(ctx, "cannot find the running program: path too long");
+  path[n] = 0;
+  char *slash = strrchr(path, '/');
+  if (!slash) return lpx_fail(ctx, "cannot find the running program: %s is not a path", path);
+  *(slash == path ? slash + 1 : slash) = 0;
+  return 0;
+}
+
+/* The absolute path of an existing file or directory, links resolved
+ * (realpath(3)), into out[cap]. */
+int lpx_fs_real_path(lpx_ctx *ctx, const char *path, char *out, size_t cap)
+{
+  char buf[PATH_MAX];
+  if (!realpath(path, buf)) return lpx_fail(ctx, "%s: %s", path, strerror(errno));
+  if (strlen(buf) >= cap) return lpx_fail(ctx, "%s: path too long", path);
+  memcpy(out, buf, strlen(buf) + 1);
+  return 0;
+}
+
 static __thread int remove_errno;
 static __thread char remove_failed[512];
 

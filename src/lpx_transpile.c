@@ -10,6 +10,7 @@
  * debug information (.loc, .file, DWARF sections) is dropped: it points at
  * the source the PTX came from, not at the script. */
 #include "lpx_parse.h"
+#include "lpx_video.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -115,6 +116,8 @@ static void map_register(tx *x, int32_t r)
   const char *name = lpx_strtab_get(&x->m->syms, sym);
   for (size_t i = 0; i < f->nparams; i++)
     if (f->params[i].is_reg && f->params[i].sym == sym) { e->kind = RX_PARAM; return; }
+  for (size_t i = 0; i < f->nrets; i++)
+    if (f->rets[i].is_reg && f->rets[i].sym == sym) { e->kind = RX_PARAM; return; }
   for (size_t i = 0; i < x->ndecl; i++) {
     const rdecl *d = &x->decl[i];
     if (d->kind != RX_RANGE || d->type != f->reg_type[r]) continue;
@@ -156,6 +159,17 @@ static void put_reg(tx *x, int32_t r, int neg)
   if (neg) lpx_buf_putc(x->b, '-');
   if (e->kind == RX_RANGE) lpx_buf_printf(x->b, "%s[%d]", x->decl[e->decl].var, e->index);
   else lpx_buf_printf(x->b, "%s[\"%s\"]", e->kind == RX_PARAM ? "P" : "N", name);
+}
+
+/* Write a video operand: ptx.vsel(r, "b0"), ptx.vneg(r) or both. */
+static void put_video_reg(tx *x, const lpx_operand *o)
+{
+  char sel[16];
+  if (o->aux == LPX_REG_NEG) lpx_buf_puts(x->b, "ptx.vneg(");
+  if (o->ival) lpx_buf_puts(x->b, "ptx.vsel(");
+  put_reg(x, o->id, 0);
+  if (o->ival) { lpx_video_sel_text(o->ival, sel, sizeof sel); lpx_buf_printf(x->b, ", \"%s\")", sel + 1); }
+  if (o->aux == LPX_REG_NEG) lpx_buf_putc(x->b, ')');
 }
 
 /* Write the Lua declaration of carried .reg line d (item it). */
@@ -241,7 +255,10 @@ static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
   const char *name = o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM)
                    ? lpx_strtab_get(&x->m->syms, o->id) : NULL;
   switch (o->kind) {
-  case LPX_OPD_REG: put_reg(x, o->id, o->aux); break;
+  case LPX_OPD_REG:
+    if (o->ival || o->aux == LPX_REG_NEG) put_video_reg(x, o);
+    else put_reg(x, o->id, o->aux);
+    break;
   case LPX_OPD_INT: case LPX_OPD_IMM:   /* int64 cdata: an exact integer literal, as parsed */
     if (o->kind == LPX_OPD_INT && o->aux) lpx_buf_printf(x->b, "0x%016" PRIx64 "ULL", (uint64_t)o->ival);
     else if (o->ival > -9007199254740992LL && o->ival < 9007199254740992LL) { lpx_buf_puti(x->b, o->ival); lpx_buf_puts(x->b, "LL"); }

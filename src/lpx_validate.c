@@ -1,6 +1,7 @@
 /* Operand validation against the instruction table's signatures: operand
  * counts, kinds and register types, and typing of untyped Lua numbers. */
 #include "lpx_internal.h"
+#include "lpx_video.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -135,7 +136,7 @@ static int check_reg(vctx *v, const lpx_operand *o, int want, int allow_neg)
   char name[32], words[128], msg[320];
   if (o->id < 0 || (size_t)o->id >= v->f->nregs) return opfail(v, "names a register of another kernel");
   int have = v->f->reg_type[o->id];
-  if (o->aux && !allow_neg) return opfail(v, "is a negated predicate; negation is only valid on predicate sources");
+  if (o->aux == LPX_REG_NOT && !allow_neg) return opfail(v, "is a negated predicate; negation is only valid on predicate sources");
   if (type_compat(have, want, v->relaxed)) return 0;
   snprintf(msg, sizeof msg, "is a %s register (%s); expected %s", lpx_types[have].name,
            lpx_reg_text(v->m, v->f, o->id, name, sizeof name), want_words(want, words, sizeof words));
@@ -168,6 +169,11 @@ static int check_src(vctx *v, lpx_operand *o, int want, int allow_special)
         snprintf(msg, sizeof msg, "%s needs sm_%d or newer; this kernel targets %s", lpx_special_name(o->id), sm, v->m->target);
         return opfail(v, msg);
       }
+      if (v->m->ptx_version < ptx) {
+        snprintf(msg, sizeof msg, "%s needs PTX ISA %d.%d; this kernel uses %d.%d (raise the kernel's version)",
+                 lpx_special_name(o->id), ptx / 10, ptx % 10, v->m->ptx_version / 10, v->m->ptx_version % 10);
+        return opfail(v, msg);
+      }
       return 0;
     }
     snprintf(msg, sizeof msg, "is the special register %s, valid only as a mov/cvt source of type .%s",
@@ -193,10 +199,12 @@ static int check_dst(vctx *v, const lpx_operand *o, int want)
   return opfail(v, msg);
 }
 
-/* Check a vector operand {a, b, ...} of width vec, or a scalar when vec == 1. */
+/* Check a vector operand {a, b, ...} of width vec, or a scalar when vec == 1
+ * (also braced, {a}, as Triton writes it and ptxas takes it). */
 static int check_vec(vctx *v, lpx_operand *ops, uint32_t i, int want, int dest)
 {
   int vec = v->form->info.vec;
+  if (vec == 1 && ops[i].kind == LPX_OPD_VEC && ops[i].aux == 1) i++;
   if (vec == 1) return dest ? check_dst(v, &ops[i], want) : check_src(v, &ops[i], want, 0);
   char msg[128];
   if (ops[i].kind != LPX_OPD_VEC || ops[i].aux != vec) {
@@ -412,9 +420,9 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
       if (has_group(fo, LPX_GB_CC)) RULE_FAIL(".cc applies to integer types only");
       if (t == LPX_T_F64 && (ftz || has_group(fo, LPX_GB_SAT))) RULE_FAIL(".ftz and .sat do not apply to .f64");
     }
-    if (has_group(fo, LPX_GB_RELU) && t != LPX_T_S16 && t != LPX_T_S32 && k != 'H' &&
+    if (has_group(fo, LPX_GB_RELU) && t != LPX_T_S16 && t != LPX_T_S32 && t != LPX_T_S16X2 && k != 'H' &&
         t != LPX_T_F16 && t != LPX_T_BF16)
-      RULE_FAIL(".relu applies to .s16, .s32, .f16, .f16x2, .bf16 and .bf16x2 only");
+      RULE_FAIL(".relu applies to .s16, .s32, .s16x2, .f16, .f16x2, .bf16 and .bf16x2 only");
     if ((fi->op == LPX_OP_MUL || fi->op == LPX_OP_MAD) && is_int_kind(k)) {
       if (!has_group(fo, LPX_GB_MULMODE)) RULE_FAIL("integer %s needs .lo, .hi or .wide", lpx_isa_rows[fi->op].name);
       if (fi->wide && bits > 32) RULE_FAIL(".wide takes a 16- or 32-bit source type (the result is twice as wide)");
@@ -1365,7 +1373,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
   const char *sig = form->info.op >= 0 ? lpx_isa_rows[form->info.op].sig : "*";
   vctx v = { m, f, form, 0, 0, 0, file, line };
   int op = form->info.op;
-  v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT;
+  v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT || op == LPX_OP_LOP3;
   if (op >= 0 && !rules_passed(m, form, count)) {
     if (check_rules(m, form, count)) return -1;
     rules_remember(m, form, count);
@@ -1391,7 +1399,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
     const char *end = strchr(alt, ';');
     size_t len = end ? (size_t)(end - alt) : strlen(alt);
     int rc = check_alt(&v, alt, len, ops, starts, count);
-    if (rc == 0) return 0;
+    if (rc == 0) return count <= 64 ? lpx_video_check(m, f, form, ops, nops, starts, count) : 0;
     if (rc < 0 && (!first_err || (first_err == -2 && rc == -1))) { first_err = rc; memcpy(saved, m->ctx->error, LPX_MSG_MAX); }
     if (!end) break;
     alt = end + 1;

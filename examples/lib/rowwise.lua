@@ -2,6 +2,7 @@
 -- block size for a row, the shape rules, and the CTA reduction through
 -- shared memory. Not a kernel script; the examples require it.
 local pyptx = require "pyptx"
+pyptx.helper()   -- errors and lines name the example calling in
 local reg, ptx, smem = pyptx.reg, pyptx.ptx, pyptx.smem
 local f32 = pyptx.types.f32
 

@@ -16,6 +16,7 @@
 --     tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0 })
 --   end)
 local pyptx = require "pyptx"
+pyptx.helper()   -- errors and lines name the example calling in
 local pipeline = require "pyptx.pipeline"
 local ptx = pyptx.ptx
 local T = pyptx.types

@@ -95,31 +95,23 @@ local function reject(fname, params, i, v)
 end
 
 -- Wrappers are generated per arity with fixed parameters: a vararg loop
--- over select(i, ...) would keep the JIT from compiling hot callers. A
--- function that takes a fixed number of parameters gets a wrapper with
--- exactly those (no `...` at all: passing one on from a frame entered
--- before a trace started is not compiled, and ptx.loop, ptx.if_ run once
--- per instruction group); a vararg function gets one that passes the rest on.
+-- over select(i, ...) would keep the JIT from compiling hot callers.
 local wrappers = {}
 
---- The wrapper maker for n checked parameters of a function taking
--- nparams fixed ones (vararg: and more).
-local function wrapper_maker(n, nparams, vararg)
-  local total = vararg and n or math.max(n, nparams)
-  local key = n .. "/" .. total .. (vararg and "+" or "")
-  if wrappers[key] then return wrappers[key] end
+--- The wrapper maker for n checked parameters.
+local function wrapper_maker(n)
+  if wrappers[n] then return wrappers[n] end
   local names, checks = {}, {}
-  for i = 1, total do names[i] = "a" .. i end
   for i = 1, n do
+    names[i] = "a" .. i
     checks[i] = ("if not ok[%d](a%d) then reject(fname, params, %d, a%d) end"):format(i, i, i, i)
   end
   local list = table.concat(names, ", ")
-  local params = vararg and (list .. (total > 0 and ", ..." or "...")) or list
-  local src = ("local fn, ok, reject, fname, params = ...\nreturn function(%s)\n%s\nreturn fn(%s)\nend")
-    :format(params, table.concat(checks, "\n"), params)
+  local src = ("local fn, ok, reject, fname, params = ...\nreturn function(%s, ...)\n%s\nreturn fn(%s, ...)\nend")
+    :format(list, table.concat(checks, "\n"), list)
   -- named as this file, so locating the user's line skips the wrapper's frame
-  wrappers[key] = assert(loadstring(src, "@lua/pyptx/args.lua"))
-  return wrappers[key]
+  wrappers[n] = assert(loadstring(src, "@lua/pyptx/args.lua"))
+  return wrappers[n]
 end
 
 local parsed = {}   -- field spec string -> parameter
@@ -153,8 +145,7 @@ function M.sign(mod, prefix, sigs)
       params[i] = parse(spec, full)
       ok[i] = predicate(params[i])
     end
-    local info = debug.getinfo(fn, "u")
-    mod[name] = wrapper_maker(#params, info.nparams, info.isvararg)(fn, ok, reject, full, params)
+    mod[name] = wrapper_maker(#params)(fn, ok, reject, full, params)
     M.signed[#M.signed + 1] = { name = full, params = params, fn = mod[name], unchecked = fn }
   end
 end

@@ -9,6 +9,7 @@
 -- otherwise. Arguments are positional or one keyword table:
 --   ptx.cp.async.bulk.tensor_2d{ dst = sA[0], src = A:tma_desc{box = {64, 64}},
 --                                coord = {x, y}, mbar = bar[0] }
+local bit = require "bit"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local reg = require "pyptx.reg"
@@ -491,6 +492,45 @@ function cluster.mapa(a, rank)
   return d
 end
 
+--- The CTA ranks a multicast names: a u16 mask (a number: bit r is rank
+-- r) or a list of ranks (numbers or u32 registers).
+local function multicast_ranks(ctas, what)
+  if type(ctas) == "number" then
+    if ctas < 1 or ctas > 0xffff or ctas % 1 ~= 0 then
+      fail(what .. ": the CTA mask must be a 16-bit integer with at least one bit set (bit r: rank r), got " .. tostring(ctas))
+    end
+    local out = {}
+    for r = 0, 15 do if bit.band(ctas, bit.lshift(1, r)) ~= 0 then out[#out + 1] = r end end
+    return out
+  end
+  if type(ctas) ~= "table" or getmetatable(ctas) ~= nil or #ctas == 0 then
+    fail(what .. ": ctas must be a 16-bit mask or a list of CTA ranks ({0, 1, rank_reg}), got " .. tostring(ctas))
+  end
+  for i, r in ipairs(ctas) do
+    if not ((type(r) == "number" and r >= 0 and r < 16 and r % 1 == 0) or (reg.is(r) and types.is_int(r.type) and r.type.bits == 32)) then
+      fail(("%s: rank %d of the list must be 0..15 or a 32-bit integer register, got %s"):format(what, i, tostring(r)))
+    end
+  end
+  return ctas
+end
+
+--- An arrival on the same mbarrier in each CTA of the cluster that ctas
+-- names (a u16 mask or a list of ranks): per rank, mapa then
+-- mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]{, count}.
+-- bar: the barrier's local shared address (allocation or u32 register).
+-- Returns the number of arrivals emitted.
+M.multicast_ranks = multicast_ranks
+function cluster.arrive_multicast(bar, ctas, count)
+  local ranks = multicast_ranks(ctas, "ptx.cluster.arrive_multicast")
+  if count ~= nil and (type(count) ~= "number" or count < 1 or count % 1 ~= 0) and not reg.is(count) then
+    fail("ptx.cluster.arrive_multicast: count must be a positive integer or a register, got " .. tostring(count))
+  end
+  for _, r in ipairs(ranks) do
+    mbarrier.arrive_remote(operands.addr(cluster.mapa(bar, r)), count)
+  end
+  return #ranks
+end
+
 --- %cluster_ctarank into a fresh u32 (one mov).
 function cluster.ctarank()
   local d = fresh(types.u32, "ptx.cluster.ctarank")
@@ -500,6 +540,7 @@ end
 
 argcheck.sign(cluster, "ptx.cluster", {
   arrive = { "opts: table?" }, wait = { "opts: table?" }, sync = { "opts: table?" },
+  arrive_multicast = { "bar: any", "ctas: integer|table", "count: integer|register?" },
 })
 M.cluster = cluster
 

@@ -15,6 +15,7 @@ local F = reg.form
 --- Make the next instruction appended carry the guard p (or !p for -p):
 -- a predicate register or its negated view (trace.emit reads either).
 function M.set_guard(t, p)
+  reg.use_pred(t, p)
   t.guard = p
 end
 

@@ -104,6 +104,7 @@ function Func:trace_into(t)
   if t.at_where then
     error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
   end
+  reg.warn_unused_preds(t)
   if core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
   t.fn = -1
 end

@@ -33,7 +33,21 @@ local fail = trace.fail
 
 -- The layouts (pyptx.wgmma_layout) and tiles allocated in them (smem), as hopper.*.
 M.LAYOUT, M.SPAN, M.choose_layout = wgmma_layout.LAYOUT, wgmma_layout.SPAN, wgmma_layout.choose_layout
-M.tile_offset, M.swizzle_address = wgmma_layout.tile_offset, wgmma_layout.swizzle_address
+M.tile_offset = wgmma_layout.tile_offset
+
+--- The hardware swizzle of a shared byte address (wgmma_layout's): at
+-- trace time for a number, as instructions for a register.
+function M.swizzle_address(a, span, base_offset)
+  if not reg.is(a) then return wgmma_layout.swizzle_address(a, span, base_offset) end
+  if span ~= 0 and span ~= 32 and span ~= 64 and span ~= 128 then
+    trace.fail("hopper.swizzle_address: span must be 0, 32, 64 or 128 (bytes), got " .. tostring(span))
+  end
+  if not types.is_int(a.type) or a.type.bits < 32 then
+    trace.fail("hopper.swizzle_address: the address register must be a 32- or 64-bit integer, got " .. a.type.name)
+  end
+  if span == 0 then return a end
+  return smem.swizzle_register(a, span / 16 - 1, base_offset)
+end
 M.wgmma_tile = smem.wgmma_tile
 
 --- The 64-bit constant part of a descriptor (everything but the start
@@ -161,6 +175,31 @@ end
 -- 1:2 for tf32, stored compressed; K twice the dense K): the .b32
 -- metadata register and the selector (0 or 1; 0 for 8-bit inputs) go
 -- after b-desc.
+--- Is v a wgmma tile (smem.wgmma_tile)?
+local function is_wgmma_tile(v)
+  return type(v) == "table" and not reg.is(v) and v.layout ~= nil and v.lbo ~= nil and v.base ~= nil
+end
+
+--- The descriptor operand `which` ("a"/"b") of mma_async opts: a wgmma
+-- tile becomes its descriptor at K element opts.k (default 0); a u64
+-- descriptor with opts.<which>_tile moves to K element opts.k by adding
+-- the slice's byte offset >> 4; anything else as given.
+local function operand_desc(opts, which)
+  local v, k = opts[which], opts.k
+  if k ~= nil and (type(k) ~= "number" or k < 0 or k % 1 ~= 0) then
+    fail("wgmma.mma_async: k must be a K element offset (an integer >= 0), got " .. tostring(k))
+  end
+  local tile = is_wgmma_tile(v) and v or opts[which .. "_tile"]
+  if not is_wgmma_tile(tile) or (tile ~= v and not k) then return v end
+  local off = tile:k_offset(k or 0)
+  if off % 16 ~= 0 then
+    fail(("wgmma.mma_async: K element %d of %s's tile starts at byte %d, not on a 16-byte boundary"):format(k, which, off))
+  end
+  if tile == v then return M.desc(tile, { offset = off }) end
+  if off == 0 then return v end
+  return v + off / 16
+end
+
 function wgmma.mma_async(opts)
   local an = tname(opts.atype or types.bf16)
   local bn = tname(opts.btype) or an
@@ -170,13 +209,14 @@ function wgmma.mma_async(opts)
   local dt = tname(opts.dtype) or fam.default_acc or "f32"
   local list = reg_list(opts.d, "d must list the accumulator registers")
   if opts.a == nil or opts.b == nil then fail("wgmma.mma_async: a and b are required") end
-  local a, areg = opts.a, type(opts.a) == "table" and not reg.is(opts.a)
+  local a, b = operand_desc(opts, "a"), operand_desc(opts, "b")
+  local areg = type(a) == "table" and not reg.is(a)
   if areg then a = reg_list(opts.a, "a must be a u64 descriptor or the list of A registers") end
   local sd = opts.scale_d == nil and 1 or opts.scale_d
   if sd == true then sd = 1 elseif sd == false then sd = 0 end
   local op = ("wgmma.mma_async%s.sync.aligned.%s%s.%s.%s.%s%s"):format(sp and ".sp" or "", shape,
     opts.satfinite and ".satfinite" or "", tostring(dt), tostring(an), tostring(bn), fam.op or "")
-  local args = { list, a, opts.b }
+  local args = { list, a, b }
   if sp then args[4], args[5] = sp[1], sp[2] end
   args[#args + 1] = sd
   immediates(args, opts, fam, areg)
@@ -262,8 +302,8 @@ M.griddepcontrol = griddepcontrol
 argcheck.sign(M, "hopper", {
   choose_layout = { "kbytes: integer" },
   tile_offset = { "tile: alloc|table", "r: integer", "k: integer" },
-  swizzle_address = { "a: integer", "span: integer", "base_offset: integer?" },
-  wgmma_tile = { "dtype: type", "shape: table", "major: string?" },
+  swizzle_address = { "a: integer|register", "span: integer", "base_offset: integer?" },
+  wgmma_tile = { "dtype: type", "shape: table", "major: string|table?" },
   desc_bits = { "layout: string", "lbo: integer", "sbo: integer", "base_offset: integer?" },
   desc = { "tile: alloc|register", "opts: table?" },
 })

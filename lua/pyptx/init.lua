@@ -4,6 +4,7 @@
 --   local pyptx = require "pyptx"
 --   local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local core = require "pyptx.core"
+local trace = require "pyptx.trace"
 local tile = require "pyptx.tile"
 local kernel = require "pyptx.kernel"
 local ptx_loader = require "pyptx.runtime.ptx_loader"
@@ -13,6 +14,7 @@ require "pyptx.runtime"   -- registers how kernels launch (pyptx.kernel.use_runt
 local M = {}
 
 M.types = require "pyptx.types"
+M.floats = require "pyptx.floats"
 M.reg = require "pyptx.reg"
 M.ptx = require "pyptx.ptx"
 M.smem = require "pyptx.smem"
@@ -30,6 +32,13 @@ M.load_ptx = function(src, name) return ptx_loader.load(src, name) end
 function M.tune(spec, opts)
   local result = tune.run(spec, opts)
   return result.best, result
+end
+
+--- Mark the calling module as a helper library (at its top:
+-- `pyptx.helper()`): instructions it emits and errors raised in it name
+-- the user's line that called the helper.
+function M.helper()
+  trace.mark_helper()
 end
 
 --- Is v a kernel object (made by kernel "name" { ... })?

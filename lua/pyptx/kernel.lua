@@ -5,6 +5,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local types = require "pyptx.types"
+local reg = require "pyptx.reg"
 local tile = require "pyptx.tile"
 local smem = require "pyptx.smem"
 local func = require "pyptx.func"
@@ -48,7 +49,7 @@ end
 -- a kernel launches and which arch "auto" means on the current device.
 local host = nil
 
---- Register the runtime: { launch = fn(kernel, ...), current_arch = fn() }.
+--- Register the runtime: { launch = fn(kernel, ...), current_arch = fn(), sass = fn(kernel, given, opts) }.
 function M.use_runtime(runtime) host = runtime end
 
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
@@ -266,6 +267,7 @@ function Kernel:trace_into(t, values, tensors)
   if t.at_where then
     error(t.at_where .. ": ptx.at guards nothing; call the instruction through it: ptx.at(p).inst.op(...)", 0)
   end
+  reg.warn_unused_preds(t)
   t.dynamic_smem = smem.finish(t, self.extern_smem or self.smem > smem.STATIC_LIMIT)
   if self.check_refs ~= false and core.func_check_refs(t.mod, t.fn) < 0 then error(core.error_message(), 0) end
   -- a dynamic buffer is at least the smem option, also when nothing was allocated
@@ -348,6 +350,17 @@ function Kernel:module(given)
     address_size = self.address_size, entry = { name = self.name, params = params, body = insts },
     grid = s.grid, block = s.block, cluster = s.cluster, dynamic_smem = s.dynamic_smem,
   }
+end
+
+--- The machine code of a specialization under the Lua lines it came from,
+-- and the SASS instruction counts by class per Lua line: k:sass{M = 4096}.
+-- Returns the text and the listing table (pyptx.runtime.sass, which needs
+-- nvdisasm and a PTX compiler).
+function Kernel:sass(given, opts)
+  if not (host and host.sass) then
+    error(("kernel \"%s\": k:sass needs pyptx.runtime; require \"pyptx\" (or \"pyptx.runtime\") first"):format(self.name), 2)
+  end
+  return host.sass(self, given, opts)
 end
 
 --- k(x, w[, opts]): launching lives in the runtime (pyptx.runtime), which

@@ -313,6 +313,21 @@ function Barrier:arrive_remote(rank, count)
   return issuer(self).mbarrier.arrive_remote(operands.addr(remote), count)
 end
 
+--- An arrival on the same barrier in every CTA of the cluster that ctas
+-- names (a u16 mask, bit r = rank r, or a list of ranks): per rank, mapa
+-- then the remote arrive (each arrive carries the view's guard).
+function Barrier:arrive_multicast(ctas, count)
+  check_self(self, is_barrier, "bar:arrive_multicast")
+  local ranks = async.multicast_ranks(ctas, "bar:arrive_multicast")
+  check_count("bar:arrive_multicast", "count", count, true)
+  local local_addr = self.base
+  if type(local_addr) == "string" then local_addr = reg.scalar(u32, operands.sym(self.base, self.offset)) end
+  for _, r in ipairs(ranks) do
+    issuer(self).mbarrier.arrive_remote(operands.addr(async.cluster.mapa(local_addr, r)), count)
+  end
+  return #ranks
+end
+
 argcheck.sign(M, "pipeline", {
   ring = { "stages: integer", "opts: table?" },
   kloop = { "ring: ring", "n: integer|register", "body: function" },

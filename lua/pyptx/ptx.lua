@@ -23,6 +23,39 @@ M.addr, M.imm, M.sink, M.pipe, M.paren = operands.addr, operands.imm, operands.s
 M.bracket, M.sym = operands.bracket, operands.sym
 M["_"] = operands.sink
 
+-- Video-instruction operands: a register with a byte/half selector
+-- (ptx.vsel(r, "b0") -> %r1.b0) and vmad's negated source (ptx.vneg(r) -> -%r1).
+local VideoOpd, REG_NEG = {}, tonumber(ffi.C.LPX_REG_NEG)
+VideoOpd.__operand = function(v, o, t, k)
+  if v.reg.trace ~= t then trace.fail("register " .. tostring(v.reg) .. " belongs to another kernel trace", 4) end
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = trace.OPD.REG, v.reg.type.id, v.reg.id, v.neg and REG_NEG or 0, v.sel, 0
+  return k + 1
+end
+VideoOpd.__source_type = function(v) return v.reg.type end
+
+--- The register view a video operand helper wraps, or a failure naming who.
+local function video_reg(r, who)
+  if getmetatable(r) == VideoOpd then return r end
+  if not reg.is(r) then trace.fail(who .. ": expected a register, got " .. tostring(r), 3) end
+  return { reg = r, sel = 0, neg = false }
+end
+
+--- r with a video selector: "b0".."b3", "h0"/"h1", "h10", "b3210", "b7654" ...
+function M.vsel(r, sel)
+  local v = video_reg(r, "ptx.vsel")
+  local code = type(sel) == "string" and core.video_selector(sel) or 0
+  if code == 0 then
+    trace.fail("ptx.vsel: " .. tostring(sel) .. " is not a video selector (a b or h and 1-4 digits: \"b0\", \"h1\", \"h10\", \"b3210\")", 2)
+  end
+  return setmetatable({ reg = v.reg, sel = code, neg = v.neg }, VideoOpd)
+end
+
+--- r negated, as vmad's sources take it (-%r1).
+function M.vneg(r)
+  local v = video_reg(r, "ptx.vneg")
+  return setmetatable({ reg = v.reg, sel = v.sel, neg = true }, VideoOpd)
+end
+
 -- ----------------------------------------------------------- the builder
 
 -- Spellings Lua cannot index with a dot, and their PTX modifiers.
@@ -246,6 +279,43 @@ function M.red(op, addr, v, space)
   local ty = value_type(v, "ptx.red")
   return trace.emit(F("red." .. (space or "global") .. "." .. op .. "." .. ty.name), addr, v)
 end
+
+--- The suffix selp and mad spell for a type: halves as bits, b as u.
+local function select_suffix(ty, what)
+  if ty.kind == "p" then trace.fail(what .. ": predicates have no ." .. what:match("%.(%w+)") .. "; combine them with p:band(q) / p:bor(q)") end
+  if ty.kind == "h" or (ty.kind == "f" and ty.bits ~= 32 and ty.bits ~= 64) then return "b" .. ty.bits end
+  return ty.name
+end
+
+--- selp.<type of d> d, a, b, p: d = p ? a : b (p a predicate or -p).
+function M.selp(d, a, b, p)
+  if not reg.is_pred(p) then trace.fail("ptx.selp: the condition (argument 4) must be a predicate (or -p), got " .. tostring(p)) end
+  return trace.emit(F("selp." .. select_suffix(value_type(d, "ptx.selp"), "ptx.selp")), d, a, b, p)
+end
+
+--- mad.<lo|hi|wide>.<type of a> d, a, b, c for integers: d = a*b + c with
+-- the low or high half of the product, or the whole (wide: 16/32-bit a, d
+-- twice as wide).
+local function mad_int(half)
+  local what = "ptx.mad." .. half
+  return function(d, a, b, c)
+    local ty = value_type(a, what)
+    if not types.is_int(ty) then trace.fail(what .. " needs integer registers, got " .. ty.name .. "; use ptx.mad(d, a, b, c) for floats") end
+    local name = ty.kind == "b" and ("u" .. ty.bits) or ty.name
+    return trace.emit(F("mad." .. half .. "." .. name), d, a, b, c)
+  end
+end
+
+--- ptx.mad(d, a, b, c): mad.lo for integer registers, mad.rn for f32/f64;
+-- ptx.mad.lo / .hi / .wide name the integer half.
+M.mad = setmetatable({ lo = mad_int("lo"), hi = mad_int("hi"), wide = mad_int("wide") }, {
+  __call = function(self, d, a, b, c)
+    local ty = value_type(a, "ptx.mad")
+    if types.is_int(ty) then return self.lo(d, a, b, c) end
+    if ty ~= types.f32 and ty ~= types.f64 then trace.fail("ptx.mad: no mad for " .. ty.name .. "; use ptx.inst.fma.rn." .. ty.name) end
+    return trace.emit(F("mad.rn." .. ty.name), d, a, b, c)
+  end,
+})
 
 -- ------------------------------------------------------------- params
 

@@ -15,6 +15,7 @@ local trace = require "pyptx.trace"
 local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
+local floats = require "pyptx.floats"
 local table_new = require "table.new"
 local emit_n = trace.emit_n
 
@@ -66,6 +67,8 @@ end
 --- Pack a register into an operand slot.
 function Reg.__operand(r, o, t, k)
   if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
+  local u = t.unused_preds
+  if u then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
   return k + 1
 end
@@ -74,14 +77,13 @@ end
 function NegPred.__operand(n, o, t, k)
   local r = n.reg
   if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
+  local u = t.unused_preds
+  if u then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
   return k + 1
 end
 NegPred.__unm = function(n) return n.reg end
 NegPred.__tostring = function(n) return "!" .. tostring(n.reg) end
-
---- A register's PTX-ish description for messages ("u32 register #3").
-Reg.__tostring = function(r) return ("%s register #%d"):format(r.type.name, r.id) end
 
 local ffi = require "ffi"
 
@@ -104,6 +106,21 @@ local function claimed(t, name)
   end
   return false
 end
+
+--- A register's PTX name ("%r3", "acc"), as the emitted PTX prints it.
+Reg.__tostring = function(r)
+  local name = r.trace.fn >= 0 and reg_name(r.trace, r.id) or "?"
+  if name == "?" then return ("%s register #%d"):format(r.type.name, r.id) end
+  return name
+end
+
+--- Lua turns <, <=, >, >= into booleans, so they cannot trace a comparison.
+local function no_compare(a, b)
+  local r = M.is(a) and a or b
+  trace.fail(("<, <=, >, >= on register %s cannot emit PTX (Lua needs a boolean now); use a:lt(b), a:le(b), a:gt(b), a:ge(b)")
+    :format(tostring(r)))
+end
+Reg.__lt, Reg.__le = no_compare, no_compare
 
 --- Allocate a register of type t in the active trace.
 local function new(t, ty)
@@ -140,10 +157,32 @@ local function mov_name(ty)
 end
 M.mov_name = mov_name
 
---- A new register of type ty; with init, also `mov` init into it.
+-- Encoders of a Lua number into the bits of a half or fp8 register type:
+-- PTX has no .f16/.bf16/fp8 immediates, so mov moves the encoded bits.
+local ENCODE = {
+  f16 = floats.to_f16, bf16 = floats.to_bf16, e4m3x2 = floats.to_e4m3, e5m2x2 = floats.to_e5m2,
+  f16x2 = floats.to_f16, bf16x2 = floats.to_bf16,
+}
+
+--- The mov source for value v into a register of type ty: a number into a
+-- half or fp8 register is a value, encoded to its bits (both halves of a
+-- packed pair hold it); anything else (registers, ptx.imm(b16, bits)) as is.
+local function constant(ty, v)
+  if type(v) ~= "number" or ty.kind ~= "h" and (ty.kind ~= "f" or ty.bits == 32 or ty.bits == 64) then return v end
+  local enc = ENCODE[ty.name]
+  if not enc then
+    trace.fail(("luaptx cannot encode %s constants; give the bits: ptx.imm(pyptx.types.b%d, bits)"):format(ty.name, ty.bits))
+  end
+  local bits = enc(v)
+  if ty.name:find("x2$") then bits = bits * 2 ^ (ty.bits / 2) + bits end
+  return bits
+end
+
+--- A new register of type ty; with init, also `mov` init into it (a
+-- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then emit_n(F("mov." .. mov_name(ty)), 2, r, init) end
+  if init ~= nil then emit_n(F("mov." .. mov_name(ty)), 2, r, constant(ty, init)) end
   return r
 end
 
@@ -281,7 +320,7 @@ end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  emit_n(F("mov." .. mov_name(self.type)), 2, self, v)
+  emit_n(F("mov." .. mov_name(self.type)), 2, self, constant(self.type, v))
   return self
 end
 
@@ -351,13 +390,46 @@ Reg.__unm = function(a)
   return d
 end
 
+--- Remember predicate p, just computed by `how` at the user's line, until
+-- an instruction uses it (a guard, branch or operand): a Lua `if p then`
+-- tests a table, always true, and traces its body for every lane.
+local function fresh_pred(t, p, how)
+  local u = t.unused_preds
+  if not u then u = {}; t.unused_preds = u end
+  local src, line = trace.where(2)
+  u[p.id] = { reg = p, how = how, src = src, line = line }
+end
+
+--- Mark predicate p (or -p) used: a guard made from it reaches no operand slot.
+function M.use_pred(t, p)
+  local u = t.unused_preds
+  if u then u[(M.is(p) and p or p.reg).id] = nil end
+end
+
+--- Warn once per predicate the function just traced computed and never
+-- used (the trap of `if a:lt(b) then ... end`); then forget them.
+function M.warn_unused_preds(t)
+  local u = t.unused_preds
+  t.unused_preds = nil
+  if not u then return end
+  local list = {}
+  for _, e in pairs(u) do list[#list + 1] = e end
+  table.sort(list, function(a, b) return a.line < b.line end)
+  for _, e in ipairs(list) do
+    io.stderr:write(trace.format_where(e.src, e.line), ": warning: predicate ", tostring(e.reg), " from :", e.how,
+      " is never used as a guard, branch or operand (a Lua `if` on it is always true); use ptx.if_(p, fn) or ptx.at(p)\n")
+  end
+end
+
 --- Guarded comparisons: Lua turns < and == into booleans, so use methods.
 local function compare(cmp)
   local what, prefix = function() return "comparison :" .. cmp end, "setp." .. cmp
   return function(a, b)
     local ty = arith_type(join(cmp, a, b))
-    local p = new(active(what), types.pred)
+    local t = active(what)
+    local p = new(t, types.pred)
     emit_n(TF(prefix, ty), 3, p, a, b)
+    fresh_pred(t, p, cmp)
     return p
   end
 end
@@ -385,6 +457,7 @@ local function bitop(opname)
     local ty = join(opname, a, b)
     local d = new(active(what), ty)
     emit_n(sized_form(opname, "b", ty, true), 3, d, a, b)
+    if ty == types.pred then fresh_pred(d.trace, d, opname) end
     return d
   end
 end
@@ -395,6 +468,7 @@ Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
 function Reg:bnot()
   local d = new(trace.need(":bnot"), self.type)
   emit_n(sized_form("not", "b", self.type, true), 2, d, self)
+  if self.type == types.pred then fresh_pred(d.trace, d, "bnot") end
   return d
 end
 Reg.not_ = Reg.bnot
@@ -443,6 +517,26 @@ function Reg:mul_wide(b)
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
   emit_n(F("mul.wide." .. ty.name), 3, d, self, b)
   return d
+end
+
+--- The 64-bit integer of a 16- or 32-bit one, sign-extended for signed
+-- registers (cvt.u64.u32 / cvt.s64.s32): the visible step before 64-bit
+-- address arithmetic (`p + i:widen():shl(2)`).
+function Reg:widen()
+  local ty = self.type
+  if not types.is_int(ty) or (ty.bits ~= 16 and ty.bits ~= 32) then
+    trace.fail(":widen needs a 16- or 32-bit integer register, got " .. ty.name .. (ty.bits == 64 and " (already 64-bit)" or ""))
+  end
+  local to = ty.kind == "s" and types.s64 or types.u64
+  local d = new(trace.need(":widen"), to)
+  trace.emit(F("cvt." .. to.name .. "." .. (ty.kind == "s" and ty.name or ("u" .. ty.bits))), d, self)
+  return d
+end
+
+--- reg.widen(r) is r:widen().
+function M.widen(r)
+  if not M.is(r) then trace.fail("reg.widen: expected a register, got " .. tostring(r)) end
+  return r:widen()
 end
 
 --- Convert to another type (cvt or mov, one instruction): x:to(f32).

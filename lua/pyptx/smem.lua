@@ -81,15 +81,28 @@ function M.mbarrier(n)
   return M.alloc(types.b64, n or 1, { align = 8 })
 end
 
---- smem.wgmma_tile(dtype, {rows, cols}[, major]): a shared allocation in a
+-- The layouts a tile may ask for (pyptx.Layout.TMA_128B ...) and their spans.
+local LAYOUT_SPAN = { ["128B"] = 128, ["64B"] = 64, ["32B"] = 32, interleave = 0 }
+
+--- smem.wgmma_tile(dtype, {rows, cols}[, major | layout | {major =, layout =}]):
+-- a shared allocation in a
 -- canonical layout wgmma reads (rows = M or N, cols = K). major "K"
 -- (default): K-major, the layout chosen from a row's bytes. major "MN"
 -- (f16/bf16, read with trans_a/trans_b = 1): M/N-major, the layout chosen
 -- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
 -- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
+-- A layout ("128B", "64B", "32B", "interleave": pyptx.Layout.TMA_*) asks
+-- for that swizzle instead of the widest one.
 function M.wgmma_tile(dtype, shape, major)
+  local want
+  if type(major) == "table" then want, major = major.layout, major.major
+  elseif major ~= nil and LAYOUT_SPAN[major] then want, major = major, nil end
   major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
   if not major then trace.fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
+  if want ~= nil and LAYOUT_SPAN[want] == nil then
+    trace.fail("smem.wgmma_tile: layout must be Layout.TMA_128B, TMA_64B, TMA_32B or INTERLEAVED (\"128B\", \"64B\", "
+      .. "\"32B\", \"interleave\"), got " .. tostring(want))
+  end
   if major == "MN" and dtype.bytes ~= 2 then
     trace.fail("smem.wgmma_tile: MN-major tiles are f16/bf16 only (wgmma transposes those types only), got " .. dtype.name)
   end
@@ -101,6 +114,13 @@ function M.wgmma_tile(dtype, shape, major)
       :format(major, major == "K" and "rows" or "K (cols)", major == "K" and "a row" or "M/N (rows)", rows, cols, dtype.name))
   end
   local layout, span = wgmma_layout.choose_layout(mn_bytes)
+  if want ~= nil then
+    if mn_bytes % math.max(LAYOUT_SPAN[want], 16) ~= 0 then
+      trace.fail(("smem.wgmma_tile: a %s layout needs the %s bytes (%d here) to be a multiple of %d")
+        :format(want, major == "K" and "row's" or "M/N", mn_bytes, LAYOUT_SPAN[want]))
+    end
+    layout, span = want, LAYOUT_SPAN[want]
+  end
   local a = M.alloc(dtype, rows * cols, { align = 1024 })
   a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, major
   if major == "MN" and span == 0 then
@@ -114,16 +134,39 @@ function M.wgmma_tile(dtype, shape, major)
   end
   --- Byte offset from the tile start of the slice starting at K element k.
   a.k_offset = function(self, k) return wgmma_layout.tile_offset(self, 0, k) end
+  if major == "K" and span > 0 then
+    -- the TMA boxes that write this layout: one per span-byte column block
+    -- of K, box = {rows, span bytes of K} (outermost first), rows * span bytes apart
+    a.tma_box, a.tma_swizzle, a.tma_blocks = { rows, span / dtype.bytes }, layout, mn_bytes / span
+    a.tma_box_bytes = rows * span
+    --- Box j's destination in the tile and its K coordinate (elements).
+    a.tma_block = function(self, j) return self[j * self.tma_box_bytes / dtype.bytes], j * self.tma_box[2] end
+  end
   return a
 end
 
---- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied,
--- computed at trace time: bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16).
+--- offset ^ ((((offset >> 7) - base) & mask) << 4) on a register: the
+-- XOR swizzle as instructions (shr, [sub,] and, shl, xor), in offset's type.
+function M.swizzle_register(offset, mask, base)
+  local line = offset:shr(7)
+  if base and base ~= 0 then line = line - base end
+  return offset:bxor(line:band(mask):shl(4))
+end
+
+--- The byte offset with the XOR swizzle of mode (B32/B64/B128) applied:
+-- bits [4, 4+k) ^= bits [7, 7+k), k = log2(mode/16). Computed at trace
+-- time for a number; for a register, emitted (see M.swizzle_register).
 function M.swizzle(offset, mode)
   if mode ~= 32 and mode ~= 64 and mode ~= 128 then
     trace.fail("smem.swizzle: mode must be smem.B32, smem.B64 or smem.B128, got " .. tostring(mode))
   end
   local mask = mode / 16 - 1
+  if reg.is(offset) then
+    if not types.is_int(offset.type) or offset.type.bits < 32 then
+      trace.fail("smem.swizzle: the offset register must be a 32- or 64-bit integer, got " .. offset.type.name)
+    end
+    return M.swizzle_register(offset, mask)
+  end
   local row_bits = math.floor(offset / 128) % (mask + 1)
   local col = math.floor(offset / 16) % (mask + 1)
   return offset + (bit.bxor(col, row_bits) - col) * 16
@@ -145,8 +188,9 @@ argcheck.sign(M, "smem", {
   alloc = { "ty: type", "shape: integer|table?", "opts: table?" },
   array = { "ty: type", "shape: integer|table?", "opts: table?" },
   mbarrier = { "n: integer?" },
-  wgmma_tile = { "ty: type", "shape: table", "major: string?" },
-  swizzle = { "offset: integer", "mode: integer" },
+  wgmma_tile = { "ty: type", "shape: table", "major: string|table?" },
+  swizzle = { "offset: integer|register", "mode: integer" },
+  swizzle_register = { "offset: register", "mask: integer", "base: integer?" },
 })
 
 return M

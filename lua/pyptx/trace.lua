@@ -29,6 +29,8 @@ local core_where = core.where
 local source_names = {}
 
 local front_end = {}   -- chunk keys of the command line's own code
+local helper_keys, helper_sources = {}, {}   -- chunks marked by M.mark_helper
+local user_frame
 
 --- Source and line of the first frame at or above level outside luaptx.
 -- When none is left inside the trace (a body ending in `return ptx.ret()`
@@ -36,6 +38,11 @@ local front_end = {}   -- chunk keys of the command line's own code
 -- line's code; the kernel's defining line stands in for it then.
 function M.where(level)
   local key, line = core_where((level or 1) + 1)
+  if helper_keys[key] then
+    local src, hline = user_frame((level or 1) + 2)
+    if src then return src, hline end
+    return "?", 0
+  end
   if not key or front_end[key] then
     if cur and cur.src then return cur.src, cur.line end
     if not key then return "?", 0 end
@@ -74,9 +81,21 @@ end
 --- Is a chunk source luaptx's own code: a pyptx module or one of the
 -- command line's (bundled as "@bin/x.lua", or "DIR/../bin/x.lua" from disk)?
 local function is_own(src)
-  return is_internal(src) or src:find("^@bin/[%w_]+%.lua$") ~= nil or src:find("/%.%./bin/[%w_]+%.lua$") ~= nil
+  return is_internal(src) or helper_sources[src] or src:find("^@bin/[%w_]+%.lua$") ~= nil
+    or src:find("/%.%./bin/[%w_]+%.lua$") ~= nil
 end
 M.is_own = is_own
+
+--- Mark the chunk that calls this (through pyptx.helper) as a helper
+-- library: the lines its code emits, and the errors raised in it, name
+-- the user's line that called into it instead (examples/lib/*.lua do).
+function M.mark_helper()
+  local key, _, src = core_where(1, true)
+  if not key then return end
+  helper_keys[key], helper_sources[src] = true, true
+  local file = src:sub(1, 1) == "@" and src:sub(2) or src
+  helper_sources["@" .. file] = true
+end
 
 --- Does the user want Lua tracebacks with errors ($LUAPTX_TRACEBACK)?
 function M.traceback_wanted()
@@ -87,7 +106,7 @@ end
 --- The first frame at or above level that is user code: source, line and
 -- the name the user called into luaptx by (nil when unknown); the active
 -- kernel's defining line when no user frame is left (a tail call).
-local function user_frame(level)
+user_frame = function(level)
   local called
   while true do
     local info = debug.getinfo(level, "Sln")

@@ -1,4 +1,4 @@
--- expect: register u32 register #0 belongs to another kernel trace
+-- expect: register %r1 belongs to another kernel trace
 local pyptx = require "pyptx"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 

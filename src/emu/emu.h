@@ -31,7 +31,12 @@ enum {                              /* bits of the "checks" option */
 };
 
 #define EMU_FULL 0xffffffffu
+/* alloca's stack: local-space offsets below EMU_STACK_TOP, growing down,
+ * at most EMU_STACK_MAX bytes per thread. */
+#define EMU_STACK_TOP 0x80000000u
+#define EMU_STACK_MAX (1u << 20)
 #define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
+#define EMU_WARP_BAR 17                /* bar_of of a lane waiting at bar.warp.sync */
 #define EMU_MSG 1536
 
 /* ------------------------------------------------------- decoded form */
@@ -60,7 +65,7 @@ struct emu_inst {
   emu_fn fn;
   int32_t guard;       /* predicate slot or -1 */
   uint8_t guard_neg, flags, nops, vec;
-  int16_t op, type, type2;
+  int16_t op, type, type2, type3;
   uint8_t mod[LPX_GB__COUNT];   /* modsel copied from the form */
   uint8_t ext[8];      /* row-specific facts parsed from the opcode (ldmatrix, mma) */
   int32_t target;      /* bra: instruction index; call: function index; EI_UNRESOLVED: the symbol */
@@ -96,6 +101,12 @@ struct emu_prog {
   uint32_t frame_size;            /* per-thread bytes of FRAME space */
   uint32_t ret_off[4]; int nret;  /* a .func's return .params (func_retvalN) in the frame */
   emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
+  uint64_t *prof;                 /* profile counters: ninsts rows of EMU_PC__COUNT (emu_prof.c), or NULL */
+  uint8_t *prof_kind;             /* per instruction: what the profiler counts for it */
+  uint64_t *prof_flops;           /* per instruction: FLOPs of one warp's matrix instruction << 1 | fp8 inputs */
+  uint64_t prof_launches;         /* profiled launches of this entry, and the last one's shape */
+  uint32_t prof_grid[3], prof_block[3], prof_dsmem;
+  int32_t unimpl;          /* the first instruction of a form not emulated, or -1 */
 };
 
 /* ----------------------------------------------------------- memory */
@@ -103,6 +114,7 @@ struct emu_prog {
 typedef struct emu_alloc {
   uint64_t base, size;
   uint8_t *host;
+  int is_const;                   /* a module .const variable (isspacep.const) */
 } emu_alloc;
 
 typedef struct emu_mod {
@@ -122,6 +134,7 @@ typedef struct emu_dev {
   emu_mod *mods; size_t nmods, mods_cap;
   int64_t budget, threads, checks;
   int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
+  int64_t profile;                /* 1: count performance counters per instruction (emu_prof.c) */
   uint64_t warp_insts, lane_insts;
   char desc[128];
 } emu_dev;
@@ -146,6 +159,7 @@ struct emu_warp {
   int32_t bar_of[32];             /* barrier a blocked lane waits at */
   int32_t red_dst[32];            /* bar.red: the slot a blocked lane's result goes to, or -1 */
   uint32_t cl_arr[32];            /* barrier.cluster: 1 + the phase a lane arrived in, 0: not arrived */
+  uint32_t wsync[32];             /* bar.warp.sync: the member mask a blocked lane waits with */
   uint32_t id;
   uint64_t steps, lane_steps;
   uint8_t *local;                 /* 32 * local_size bytes */
@@ -153,6 +167,10 @@ struct emu_warp {
   int depth;                      /* call depth (0: the entry) */
   uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
   uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
+  uint64_t *prow;                 /* profiled launches: the counters of the instruction running now */
+  uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
+  uint32_t stack_cap;
+  uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
 };
 
 struct emu_cta {
@@ -186,6 +204,7 @@ struct emu_launch {
   uint64_t budget, used;          /* warp instructions, used atomically */
   int64_t checks;
   int64_t schedule;               /* the device's schedule option at launch */
+  int prof;                       /* counting (emu_prof.c): the profiled warp loop, one host thread */
   int nworkers;
   int failed;                     /* read and set atomically */
   uint64_t fail_cta;              /* grid index of the CTA whose error is kept */
@@ -267,6 +286,8 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
 int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
 void lpx_emu_prog_free(emu_prog *p);
 emu_fn lpx_emu_pick(const emu_inst *in);
+int lpx_emu_cover(const emu_prog *p);
+int lpx_emu_runnable(const emu_prog *p, lpx_ctx *ctx);
 int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */
@@ -315,6 +336,12 @@ int lpx_emu_reduce_type_ok(int op, int type);
 int lpx_emu_reduce_elem(int op, int type, uint8_t *dst, const uint8_t *src, int atomic);
 uint64_t lpx_emu_atom_apply(int op, int type, uint64_t old, uint64_t b, uint64_t c);
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in);
+emu_fn lpx_emu_pick_intx(const emu_inst *in);
+emu_fn lpx_emu_pick_video(const emu_inst *in);
+emu_fn lpx_emu_pick_stack(const emu_inst *in);
+emu_fn lpx_emu_pick_hint(const emu_inst *in);
+emu_fn lpx_emu_pick_space(const emu_inst *in);
+uint8_t *lpx_emu_stack_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n);
 emu_mdesc lpx_emu_mdesc(uint64_t v, uint32_t span);
 uint64_t lpx_emu_mdesc_chunk(const emu_mdesc *d, int mn_major, uint32_t row, uint32_t cb);
 int lpx_emu_mdesc_check(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const char *which);

@@ -133,26 +133,30 @@ HANDLER(addsub_general)
   uint64_t mk = width_mask(type), *carry = EMU_R(w, w->p->cc_slot);
   EMU_EACH(m, {
     unsigned __int128 x = a[l] & mk, y = b[l] & mk, ci = use_c ? (carry[l] & 1) : 0, r;
-    /* Subtraction is x + ~y + 1 (borrow-in as carry: subc uses !CC.CF). */
-    if (sub) r = x + ((~y) & mk) + (use_c ? 1 - ci : 1); else r = x + y + ci;
-    if (cc) carry[l] = sub ? !((r >> bits) & 1) : (uint64_t)(r >> bits) & 1;
+    /* One carry flag, as the hardware's: subtraction is x + ~y + 1 (subc:
+     * + CC.CF), and its carry out is "no borrow", which addc and madc add. */
+    if (sub) r = x + ((~y) & mk) + (use_c ? ci : 1); else r = x + y + ci;
+    if (cc) carry[l] = (uint64_t)(r >> bits) & 1;
     if (sat) r = sat32((__int128)sext(a[l], 32) + (sub ? -(__int128)sext(b[l], 32) : (__int128)sext(b[l], 32)));
     d[l] = (uint64_t)r & mk;
   });
   return 0;
 }
 
-/* mul24 / mad24: 24-bit operands, .lo or .hi of the 48-bit product. */
+/* mul24 / mad24: 24-bit operands, .lo or .hi of the 48-bit product;
+ * mad24.hi.sat.s32 clamps the 32-bit signed addition. */
 HANDLER(mul24)
 {
   ARGS3;
   int s = in->type == LPX_T_S32, hi = in->mod[LPX_GB_MULMODE] == LPX_MULMODE_HI, mad = in->op == LPX_OP_MAD24;
+  int sat = mad && in->mod[LPX_GB_SAT] != 0;
   const uint64_t *c = mad ? D(3) : NULL;
   EMU_EACH(m, {
     int64_t x = s ? sext(a[l], 24) : (int64_t)(a[l] & 0xffffff), y = s ? sext(b[l], 24) : (int64_t)(b[l] & 0xffffff);
     int64_t p = x * y;
     uint32_t r = hi ? (uint32_t)((uint64_t)p >> 16) : (uint32_t)p;
-    d[l] = (uint32_t)(r + (mad ? (uint32_t)c[l] : 0));
+    if (sat) d[l] = (uint32_t)sat32((__int128)(int32_t)r + (int32_t)(uint32_t)c[l]);
+    else d[l] = (uint32_t)(r + (mad ? (uint32_t)c[l] : 0));
   });
   return 0;
 }

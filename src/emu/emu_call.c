@@ -96,7 +96,7 @@ int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m)
   }
   w->steps += sub.steps;
   w->lane_steps += sub.lane_steps;
-  free(sub.r); free(sub.wr); free(sub.local); free(sub.frame);
+  free(sub.r); free(sub.wr); free(sub.local); free(sub.frame); free(sub.stack);   /* its allocas end with it */
   return rc;
 }
 

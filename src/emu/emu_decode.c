@@ -5,6 +5,7 @@
  * instruction gets its handler from the family table indexed by ISA row. */
 #include "emu.h"
 #include "emu_sched.h"
+#include "../lpx_labels.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,11 @@ typedef struct dec {
   emu_mod *mod;
   int8_t *sym_space;      /* per module symbol: EMU_SP_* + 1, 0 = not a variable */
   uint64_t *sym_addr;
-  int32_t *label_at;      /* per symbol: instruction index of a label, -1 */
+  int32_t *label_at;      /* per symbol: instruction index of a label of that name, -1 */
   uint8_t *sym_use;       /* per frame symbol: 1 stored by st.param, 2 named by a call */
   int32_t *frame_syms; size_t nframe, frame_cap;   /* frame symbols in order of appearance */
+  lpx_labels lab;         /* { } blocks: a branch goes to the label its block sees */
+  int32_t *inst_at;       /* per item: the index of the next instruction */
 } dec;
 
 /* ------------------------------------------------------------ families */
@@ -68,13 +71,29 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_TCCOMMIT] = lpx_emu_pick_tmem, [LPX_OP_TCCP] = lpx_emu_pick_tmem, [LPX_OP_TCSHIFT] = lpx_emu_pick_tmem,
   [LPX_OP_TCFENCEB] = lpx_emu_pick_tmem, [LPX_OP_TCFENCEA] = lpx_emu_pick_tmem, [LPX_OP_TCWAITLD] = lpx_emu_pick_tmem,
   [LPX_OP_TCWAITST] = lpx_emu_pick_tmem,
+  [LPX_OP_MADC] = lpx_emu_pick_intx, [LPX_OP_FNS] = lpx_emu_pick_intx, [LPX_OP_DP4A] = lpx_emu_pick_intx,
+  [LPX_OP_DP2A] = lpx_emu_pick_intx, [LPX_OP_BMSK] = lpx_emu_pick_intx, [LPX_OP_SZEXT] = lpx_emu_pick_intx,
+  [LPX_OP_CVTPACK] = lpx_emu_pick_intx,
+  [LPX_OP_VADD] = lpx_emu_pick_video, [LPX_OP_VSUB] = lpx_emu_pick_video, [LPX_OP_VABSDIFF] = lpx_emu_pick_video,
+  [LPX_OP_VMIN] = lpx_emu_pick_video, [LPX_OP_VMAX] = lpx_emu_pick_video, [LPX_OP_VSHL] = lpx_emu_pick_video,
+  [LPX_OP_VSHR] = lpx_emu_pick_video, [LPX_OP_VMAD] = lpx_emu_pick_video, [LPX_OP_VSET] = lpx_emu_pick_video,
+  [LPX_OP_VADD2] = lpx_emu_pick_video, [LPX_OP_VSUB2] = lpx_emu_pick_video, [LPX_OP_VAVRG2] = lpx_emu_pick_video,
+  [LPX_OP_VABSDIFF2] = lpx_emu_pick_video, [LPX_OP_VMIN2] = lpx_emu_pick_video, [LPX_OP_VMAX2] = lpx_emu_pick_video,
+  [LPX_OP_VSET2] = lpx_emu_pick_video, [LPX_OP_VADD4] = lpx_emu_pick_video, [LPX_OP_VSUB4] = lpx_emu_pick_video,
+  [LPX_OP_VAVRG4] = lpx_emu_pick_video, [LPX_OP_VABSDIFF4] = lpx_emu_pick_video, [LPX_OP_VMIN4] = lpx_emu_pick_video,
+  [LPX_OP_VMAX4] = lpx_emu_pick_video, [LPX_OP_VSET4] = lpx_emu_pick_video,
+  [LPX_OP_ALLOCA] = lpx_emu_pick_stack, [LPX_OP_STACKSAVE] = lpx_emu_pick_stack, [LPX_OP_STACKRESTORE] = lpx_emu_pick_stack,
+  [LPX_OP_ISSPACEP] = lpx_emu_pick_space, [LPX_OP_GETCTARANK] = lpx_emu_pick_space,
+  [LPX_OP_PMEVENT] = lpx_emu_pick_hint, [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
 };
 
-/* The handler of a decoded instruction (the unsupported reporter if none). */
+/* The handler of a decoded instruction (the unsupported reporter if none).
+ * The extended-integer family serves some forms of shared rows first
+ * (add/min/max .u16x2/.s16x2, lop3 with a predicate). */
 emu_fn lpx_emu_pick(const emu_inst *in)
 {
-  emu_fn fn = NULL;
-  if (in->op >= 0 && in->op < LPX_OP__COUNT && family[in->op]) fn = family[in->op](in);
+  emu_fn fn = lpx_emu_pick_intx(in);
+  if (!fn && in->op >= 0 && in->op < LPX_OP__COUNT && family[in->op]) fn = family[in->op](in);
   return fn ? fn : lpx_emu_unsupported;
 }
 
@@ -207,7 +226,8 @@ static void special_operand(dec *d, const lpx_operand *src, emu_inst *in, emu_op
 {
   if (d->p->special_slot[src->id] < 0) d->p->special_slot[src->id] = d->p->nslots++;
   o->kind = EO_REG; o->bits = 64; o->reg = d->p->special_slot[src->id];
-  if (src->id == LPX_SR_CLOCK || src->id == LPX_SR_CLOCK64 || src->id == LPX_SR_CLOCK_HI || src->id == LPX_SR_GLOBALTIMER)
+  if (src->id == LPX_SR_CLOCK || src->id == LPX_SR_CLOCK64 || src->id == LPX_SR_CLOCK_HI || src->id == LPX_SR_GLOBALTIMER
+      || src->id == LPX_SR_GLOBALTIMER_LO || src->id == LPX_SR_GLOBALTIMER_HI)
     in->flags |= EI_READS_CLOCK;
 }
 
@@ -246,8 +266,8 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
   emu_op *o = op_new(d);
   if (!o) return -1;
   switch (src->kind) {
-  case LPX_OPD_REG:
-    o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0;
+  case LPX_OPD_REG:   /* off: a video selector (lpx_video.h) */
+    o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0; o->off = src->ival;
     o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
     return 0;
   case LPX_OPD_IMM: case LPX_OPD_FIMM: case LPX_OPD_INT: case LPX_OPD_NUM: {
@@ -283,7 +303,8 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
 static int no_dest(int op)
 {
   return op == LPX_OP_ST || op == LPX_OP_RED || op == LPX_OP_BAR || op == LPX_OP_BARRIER ||
-         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL || op == LPX_OP_TCDEALLOC;
+         op == LPX_OP_PREFETCH || op == LPX_OP_BRA || op == LPX_OP_BARWARP || op == LPX_OP_CALL || op == LPX_OP_TCDEALLOC ||
+         op == LPX_OP_STACKRESTORE || op == LPX_OP_APPLYPRI || op == LPX_OP_DISCARD || op == LPX_OP_PMEVENT;
 }
 
 /* Record the register slots an instruction reads (for the uninitialised check). */
@@ -312,6 +333,13 @@ static void collect_srcs(dec *d, emu_inst *in)
   if (in->guard >= 0 && in->nsrcs < 6) in->srcs[in->nsrcs++] = in->guard;
 }
 
+/* Rows whose scalar data operand may be written braced, {a} (Triton's
+ * ld.global.b32 { %r1 }, [ %rd1 + 0 ]). */
+static int braced_scalar(int op)
+{
+  return op == LPX_OP_LD || op == LPX_OP_LDU || op == LPX_OP_ST || op == LPX_OP_ATOM || op == LPX_OP_RED;
+}
+
 /* Decode one instruction item. */
 static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
 {
@@ -319,6 +347,7 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   memset(in, 0, sizeof *in);
   in->guard = it->guard; in->guard_neg = it->guard_neg;
   in->op = (int16_t)fo->info.op; in->type = (int16_t)fo->info.type; in->type2 = (int16_t)fo->info.type2;
+  in->type3 = (int16_t)fo->info.type3;
   in->vec = (uint8_t)fo->info.vec; in->item = item; in->target = -1;
   memcpy(in->mod, fo->modsel, sizeof in->mod);
   if (in->op == LPX_OP_LDMATRIX || in->op == LPX_OP_STMATRIX || in->op == LPX_OP_MMA) lpx_emu_decode_mma(in, fo);
@@ -326,8 +355,12 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
   if (in->op == LPX_OP_WGMMA) lpx_emu_decode_wgmma(in, fo);
   in->o = (uint32_t)d->p->nops;
   in->nops = (uint8_t)(it->nops > 255 ? 255 : it->nops);
-  for (uint32_t k = 0; k < it->nops; k++)
-    if (decode_operand(d, &d->f->ops[it->ops + k], in)) return -1;
+  int braced = in->vec == 1 && braced_scalar(in->op);
+  for (uint32_t k = 0; k < it->nops; k++) {
+    const lpx_operand *src = &d->f->ops[it->ops + k];
+    if (braced && src->kind == LPX_OPD_VEC && src->aux == 1) { in->nops--; continue; }   /* {a} is a */
+    if (decode_operand(d, src, in)) return -1;
+  }
   if (in->op == LPX_OP_CALL) {
     for (uint32_t k = 0; k < it->nops && !(in->flags & EI_CALL); k++) {
       const lpx_operand *o = &d->f->ops[it->ops + k];
@@ -347,6 +380,42 @@ static int unresolved(emu_warp *w, const emu_inst *in, uint32_t m)
                       lpx_strtab_get(&w->p->m->syms, in->target));
 }
 
+/* Refuse to launch a program holding a form the emulator does not run,
+ * before any instruction runs: a kernel never runs partly and then
+ * stops, nor passes because it never reached the form. */
+static int not_implemented(const emu_prog *p, lpx_ctx *ctx)
+{
+  const emu_inst *in = &p->insts[p->unimpl];
+  char where[512];
+  lpx_emu_where(p, in, where, sizeof where);
+  const lpx_form_info *fo = lpx_form_get(p->m->ctx, p->f->items[in->item].form);
+  return lpx_fail(ctx, "%s: not implemented: %s (the emulator cannot run this form; ptxas and a GPU can; "
+                  "docs/emulator-coverage.md lists what it runs)", where, fo ? fo->text : "?");
+}
+
+/* Can p run: every form it and the functions it calls hold is emulated?
+ * (0, or -1 naming the first form that is not, at its line.) */
+static int runnable(const emu_prog *p, lpx_ctx *ctx, uint8_t *seen)
+{
+  if (seen[p->fn_index]) return 0;
+  seen[p->fn_index] = 1;
+  if (p->unimpl >= 0) return not_implemented(p, ctx);
+  for (size_t i = 0; i < p->ninsts; i++)
+    if ((p->insts[i].flags & EI_CALL) && p->funcs[p->insts[i].target] &&
+        runnable(p->funcs[p->insts[i].target], ctx, seen)) return -1;
+  return 0;
+}
+
+/* Check, before a launch, that the entry p and its callees can run. */
+int lpx_emu_runnable(const emu_prog *p, lpx_ctx *ctx)
+{
+  uint8_t *seen = calloc(p->m->nfuncs + 1, 1);
+  if (!seen) return lpx_fail(ctx, "out of memory");
+  int rc = runnable(p, ctx, seen);
+  free(seen);
+  return rc;
+}
+
 /* Resolve each branch's label operand to an instruction index. */
 static int resolve_labels(dec *d)
 {
@@ -356,11 +425,14 @@ static int resolve_labels(dec *d)
     for (uint32_t k = 0; k < in->nops && !(in->flags & EI_CALL); k++) {
       emu_op *o = &p->ops[in->o + k];
       if (o->kind != EO_LABEL) continue;
-      if (d->label_at[o->reg] < 0)
-        return lpx_fail(d->m->ctx, "emu: %s: label '%s' is never placed", p->name, lpx_strtab_get(&d->m->syms, o->reg));
-      in->target = d->label_at[o->reg];
+      int32_t k = in->item >= 0 ? lpx_labels_find(&d->lab, (size_t)in->item, o->reg) : -1;
+      if (k < 0)
+        return lpx_fail(d->m->ctx, "emu: %s: label '%s' is never placed where this branch sees it", p->name,
+                        lpx_strtab_get(&d->m->syms, o->reg));
+      in->target = d->inst_at[k];
     }
     in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
+    if (in->fn == lpx_emu_unsupported && p->unimpl < 0) p->unimpl = (int32_t)i;
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
     else if (lpx_emu_sched_row(in->op)) in->flags |= EI_ASYNC;
   }
@@ -373,10 +445,12 @@ static int decode_body(dec *d)
   const lpx_func *f = d->f;
   emu_prog *p = d->p;
   p->insts = calloc(f->ninsts + 1, sizeof *p->insts);
-  if (!p->insts) return -1;
+  d->inst_at = malloc((f->nitems + 1) * sizeof *d->inst_at);
+  if (!p->insts || !d->inst_at || lpx_labels_build(d->m, f, &d->lab)) return -1;
   int32_t at = 0;
   for (size_t i = 0; i < f->nitems; i++) {
     if (f->items[i].kind == LPX_ITEM_LABEL) d->label_at[f->items[i].form] = at;
+    d->inst_at[i] = at;
     at += f->items[i].kind == LPX_ITEM_INST;
   }
   for (size_t i = 0; i < f->nitems; i++) {
@@ -425,7 +499,7 @@ static int finish_slots(dec *d)
 /* Decode function fn of module m into an executable program. */
 int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out)
 {
-  dec d = { e, m, &m->funcs[fn], NULL, mod, NULL, NULL, NULL, NULL, NULL, 0, 0 };
+  dec d = { .e = e, .m = m, .f = &m->funcs[fn], .mod = mod };
   emu_prog *p = calloc(1, sizeof *p);
   size_t nsyms = m->syms.n + 1;
   d.sym_space = calloc(nsyms, 1);
@@ -438,13 +512,15 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
   d.p = p;
   p->m = m; p->f = d.f; p->fn_index = fn; p->name = lpx_strtab_get(&m->syms, d.f->sym);
   p->cfirst = 1 << 30;
+  p->unimpl = -1;
   if (slots(&d) || layout(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   if (decode_body(&d)) { if (!m->ctx->error[0]) lpx_fail(m->ctx, "out of memory"); goto done; }
   if (finish_slots(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   find_returns(&d);
-  rc = 0;
+  rc = lpx_emu_cover(p);
 done:
   free(d.sym_space); free(d.sym_addr); free(d.label_at); free(d.sym_use); free(d.frame_syms);
+  free(d.inst_at); lpx_labels_free(&d.lab);
   if (rc) { lpx_emu_prog_free(p); p = NULL; }
   *out = p;
   return rc;
@@ -455,11 +531,20 @@ void lpx_emu_prog_free(emu_prog *p)
 {
   if (!p) return;
   free(p->insts); free(p->ops); free(p->cvals); free(p->slot_bits); free(p->param_off);
+  free(p->prof); free(p->prof_kind); free(p->prof_flops);
   free(p);
 }
 
-/* Handler of rows the emulator does not implement: a clear error at run time. */
+/* The marker handler of forms the emulator does not run: a launch refuses
+ * a program holding one (lpx_emu_runnable), so it is never called. */
 int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  return lpx_emu_fail(w, in, -1, "the emulator does not implement this instruction yet");
+  (void)m;
+  return lpx_emu_fail(w, in, -1, "not implemented");
+}
+
+/* Does the emulator have a handler family for ISA row op (1) or not (0)? */
+int32_t lpx_emu_row_handled(int32_t op)
+{
+  return op == LPX_OP_CALL || (op >= 0 && op < LPX_OP__COUNT && family[op] != NULL);   /* calls: lpx_emu_call */
 }

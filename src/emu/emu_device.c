@@ -1,6 +1,7 @@
 /* The "emu" device: the device interface's operations over the emulator's
  * memory table, decoded programs and launcher, and its options. */
 #include "emu.h"
+#include "emu_prof.h"
 #include "../lpx_env.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@ static const option options[] = {
   { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
   { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
   { "schedule", offsetof(emu_dev, schedule), -1, INT64_MAX, "-1 for the default schedule, else the seed of the adversarial one", NULL },
+  { "profile", offsetof(emu_dev, profile), 0, 1, "1 counts performance counters per instruction (luaptx profile; one host thread)", "LUAPTX_EMU_PROFILE" },
 };
 
 #define SCHEDULE_HELP "the emulator's schedule: default, or adversarial with a seed"
@@ -64,7 +66,7 @@ static const flag_option flag_options[] = {
 
 #define NOPTIONS (sizeof options / sizeof options[0])
 #define NFLAGS (sizeof flag_options / sizeof flag_options[0])
-#define VALID_OPTIONS "budget, threads, checks, schedule, race_check, uninit_check, align_check"
+#define VALID_OPTIONS "budget, threads, checks, schedule, profile, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)
@@ -175,6 +177,7 @@ static int module_globals(lpx_device *d, emu_mod *mod)
       return lpx_fail(d->ctx, "module variable '%s': this initializer form is not supported by the emulator yet",
                       lpx_strtab_get(&m->syms, v->sym));
     if (lpx_emu_mem_alloc(EMU(d), n, &mod->global_addr[i])) return -1;
+    EMU(d)->allocs[EMU(d)->nallocs - 1].is_const = strcmp(space, "const") == 0;   /* the newest: highest */
     if (v->init && emu_upload(d, mod->global_addr[i], v->init, v->init_len < n ? v->init_len : n)) return -1;
   }
   for (size_t i = 0; i < m->nvars; i++)
@@ -233,6 +236,8 @@ static int emu_launch_op(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
   emu_dev *e = EMU(d);
   if (fn < 0 || (size_t)fn >= e->nprogs || !e->progs[fn]->f->is_entry) return lpx_fail(d->ctx, "launch: no entry %d", fn);
+  if (lpx_emu_runnable(e->progs[fn], d->ctx)) return -1;
+  if (e->profile) lpx_emu_prof_launch(e->progs[fn], cfg);
   return lpx_emu_run(e, e->progs[fn], cfg);
 }
 

@@ -6,6 +6,7 @@
  * still blocked the CTA has deadlocked, which is reported, not hung. */
 #include "emu.h"
 #include "emu_sched.h"
+#include "emu_prof.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -157,19 +158,63 @@ static int op_bra(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
+/* Release the lanes waiting at bar.warp.sync whose member masks name no
+ * live lane that has not arrived (exited lanes no longer count). */
+static void warp_sync_settle(emu_warp *w)
+{
+  uint32_t b = w->blocked, at = 0, go = 0;
+  EMU_EACH(b, if (w->bar_of[l] == EMU_WARP_BAR) at |= 1u << l);
+  EMU_EACH(at, if (!(w->wsync[l] & w->live & ~at)) go |= 1u << l);
+  EMU_EACH(go, {
+    w->blocked &= ~(1u << l);
+    if (++w->pc[l] < w->other_min) w->other_min = w->pc[l];
+  });
+}
+
 /* exit / ret from the entry: the lanes leave; the rest fall through. */
 static int op_exit(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   w->live &= ~m;
   w->cur &= ~m;
+  if (w->blocked) warp_sync_settle(w);
   if (w->cur) jump(w, w->cur_pc + 1);
   return 0;
 }
 
-/* trap: abort the launch. */
+/* bar.warp.sync mask: the lanes wait until every live lane their mask
+ * names has reached a bar.warp.sync (in divergent code, another one). */
+static int op_barwarp(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  int32_t pc = w->cur_pc;
+  uint32_t cur = w->cur, need = 0, outside = 0;
+  const uint64_t *mask = EMU_R(w, EMU_OP(w, in, 0)->reg);
+  EMU_EACH(m, { need |= (uint32_t)mask[l]; outside |= (uint32_t)!(mask[l] >> l & 1) << l; });
+  if (outside)
+    return lpx_emu_fail(w, in, __builtin_ctz(outside), "lane(s) 0x%08x execute bar.warp.sync but are not in its member mask 0x%08x; "
+                        "valid: a mask naming every lane that executes it", outside, (uint32_t)mask[__builtin_ctz(outside)]);
+  if (!(need & w->live & ~m) && !w->blocked) { jump(w, pc + 1); return 0; }   /* all here: nothing to wait for */
+  w->cur = 0;
+  EMU_EACH(cur, w->pc[l] = (m >> l & 1) ? pc : pc + 1);
+  w->blocked |= m;
+  EMU_EACH(m, { w->bar_of[l] = EMU_WARP_BAR; w->wsync[l] = (uint32_t)mask[l]; });
+  warp_sync_settle(w);
+  return 0;
+}
+
+/* trap: abort the launch when a lane executes it (a guard may leave none). */
 static int op_trap(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  return lpx_emu_fail(w, in, m ? __builtin_ctz(m) : -1, "trap executed");
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "trap executed");
+}
+
+/* brkpt: without a debugger a GPU stops the launch as at trap (ptxas
+ * compiles both to the same BPT.TRAP instruction). */
+static int op_brkpt(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "brkpt executed (a GPU stops the launch here, as at trap, unless a debugger is "
+                      "attached; ptxas compiles both to BPT.TRAP)");
 }
 
 /* The value a bar.red barrier hands its threads: popc, or .and / .or as 0/1. */
@@ -332,6 +377,8 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
   case LPX_OP_BRA: return op_bra;
   case LPX_OP_RET: case LPX_OP_EXIT: return op_exit;
   case LPX_OP_TRAP: return op_trap;
+  case LPX_OP_BRKPT: return op_brkpt;
+  case LPX_OP_BARWARP: return op_barwarp;
   case LPX_OP_BAR: case LPX_OP_BARRIER: return op_bar;
   case LPX_OP_BARCLUS: return op_cluster_bar;
   default: return op_nop;
@@ -341,7 +388,8 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
 /* Is a handler one of the control handlers that manage PCs themselves? */
 int lpx_emu_is_control(emu_fn fn)
 {
-  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar;
+  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar || fn == op_barwarp ||
+         fn == op_brkpt;
 }
 
 /* ------------------------------------------------------------ warps */
@@ -358,12 +406,12 @@ static uint64_t now_ns(void)
 static void refresh_clock(emu_warp *w)
 {
   const emu_prog *p = w->p;
-  uint64_t v[4] = { w->steps, w->steps >> 32, w->steps, now_ns() };
-  const int ids[4] = { LPX_SR_CLOCK, LPX_SR_CLOCK_HI, LPX_SR_CLOCK64, LPX_SR_GLOBALTIMER };
-  for (int k = 0; k < 4; k++) {
+  uint64_t ns = now_ns(), v[6] = { w->steps, w->steps >> 32, ns, ns >> 32, w->steps, ns };
+  const int ids[6] = { LPX_SR_CLOCK, LPX_SR_CLOCK_HI, LPX_SR_GLOBALTIMER_LO, LPX_SR_GLOBALTIMER_HI, LPX_SR_CLOCK64, LPX_SR_GLOBALTIMER };
+  for (int k = 0; k < 6; k++) {
     if (p->special_slot[ids[k]] < 0) continue;
     uint64_t *r = EMU_R(w, p->special_slot[ids[k]]);
-    uint64_t x = k < 2 ? (uint32_t)v[k] : v[k];
+    uint64_t x = k < 4 ? (uint32_t)v[k] : v[k];
     for (int l = 0; l < 32; l++) r[l] = x;
   }
 }
@@ -389,14 +437,17 @@ static int control_yields(const emu_warp *w, const emu_inst *in)
   return w->cta->sched && (in->op == LPX_OP_BAR || in->op == LPX_OP_BARRIER || in->op == LPX_OP_BARCLUS);
 }
 
-/* Run a warp for up to QUANTUM instructions; 0, or -1 on an error. */
-int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
+/* The warp loop: run up to QUANTUM instructions; 0, or -1 on an error. Instantiated
+ * twice: prof = 0 (the plain loop, no profiling code) and prof = 1 (every
+ * instruction counted by emu_prof.c before and after it runs). */
+static inline __attribute__((always_inline)) int warp_run(emu_warp *w, uint64_t *steps, const int prof)
 {
   const emu_inst *insts = w->p->insts;
   /* tcgen05.ld's pending registers, and the adversarial schedule's pending wgmma accumulators, are reported through this check. */
   int check_uninit = (w->cta->L->checks & EMU_CHECK_UNINIT_REG) != 0 || w->cta->tm || w->cta->sched;
   uint64_t n = 0, lanes = 0;
   int rc = 0;
+  emu_prof_snap snap;
   for (int q = 0; q < QUANTUM; q++) {
     if (!w->cur && !regroup(w)) break;
     const emu_inst *in = &insts[w->cur_pc];
@@ -406,22 +457,38 @@ int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
     lanes += m == EMU_FULL ? 32u : (uint64_t)__builtin_popcount(m);
     if (check_uninit && in->nsrcs && !lpx_emu_srcs_written(w, in, m) && (rc = lpx_emu_check_srcs(w, in, m))) break;
     if (in->flags & EI_READS_CLOCK) refresh_clock(w);
+    if (prof) lpx_emu_prof_before(w, in, m, &snap);
     if (in->flags & (EI_CONTROL | EI_ASYNC)) {
       int yield = 0;
       if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; yield = control_yields(w, in); }
       else if ((rc = async_step(w, in, m, &yield))) break;
+      if (prof) lpx_emu_prof_after(w, in, m, &snap);
       if (yield) break;
       continue;
     }
     if (m && (rc = in->fn(w, in, m))) break;
+    if (prof) lpx_emu_prof_after(w, in, m, &snap);
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
     if (in->ndst_vec) mark_vec_written(w, in, m);
     if (++w->cur_pc >= w->other_min) flush(w);
   }
+  if (prof) w->prow = NULL;
   w->steps += n;
   w->lane_steps += lanes;
   *steps += n;
   return rc;
+}
+
+/* The plain warp loop. */
+static int warp_run_plain(emu_warp *w, uint64_t *steps) { return warp_run(w, steps, 0); }
+
+/* The profiled warp loop. */
+static int warp_run_prof(emu_warp *w, uint64_t *steps) { return warp_run(w, steps, 1); }
+
+/* Run a warp for up to one quantum, with the loop its launch chose. */
+int lpx_emu_warp_run(emu_warp *w, uint64_t *steps)
+{
+  return w->cta->L->prof ? warp_run_prof(w, steps) : warp_run_plain(w, steps);
 }
 
 /* ------------------------------------------------------------- CTAs */
@@ -455,7 +522,7 @@ static void fill_specials(emu_warp *w, const emu_cta *c)
       case LPX_SR_LANEMASK_GE: v = ~((1u << l) - 1); break;
       case LPX_SR_LANEMASK_GT: v = (uint32_t)~((2ull << l) - 1); break;
       case LPX_SR_DYN_SMEM: v = g->dynamic_smem; break;
-      case LPX_SR_TOTAL_SMEM: v = c->shared_size; break;
+      case LPX_SR_TOTAL_SMEM: case LPX_SR_AGGR_SMEM: v = c->shared_size; break;
       case LPX_SR_CLUSTERID_X: case LPX_SR_CLUSTERID_Y: case LPX_SR_CLUSTERID_Z:
         d = s - LPX_SR_CLUSTERID_X; v = c->ctaid[d] / g->cluster[d]; break;
       case LPX_SR_NCLUSTERID_X: case LPX_SR_NCLUSTERID_Y: case LPX_SR_NCLUSTERID_Z:
@@ -489,6 +556,7 @@ void lpx_emu_warp_regs(emu_warp *w, emu_cta *c)
   }
   if (w->local) memset(w->local, 0, (size_t)p->local_size * 32);
   if (w->frame) memset(w->frame, 0, (size_t)p->frame_size * 32);
+  memset(w->sdepth, 0, sizeof w->sdepth);
   fill_specials(w, c);
 }
 
@@ -510,6 +578,17 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   lpx_emu_warp_regs(w, c);
 }
 
+/* Describe a deadlock at bar.warp.sync: a lane of w waits for lanes that wait elsewhere. */
+static int warp_sync_deadlock(const emu_warp *w, int lane, const char *where)
+{
+  uint32_t at = 0, b = w->blocked;
+  EMU_EACH(b, if (w->bar_of[l] == EMU_WARP_BAR) at |= 1u << l);
+  const emu_cta *c = w->cta;
+  return lpx_emu_fail_raw(c->L, "%s: deadlock: bar.warp.sync (member mask 0x%08x) waits for lane(s) 0x%08x of warp %u, which are "
+                          "blocked elsewhere (at a CTA barrier) and never reach a bar.warp.sync [CTA (%u,%u,%u)]", where, w->wsync[lane],
+                          w->wsync[lane] & w->live & ~at, w->id, c->ctaid[0], c->ctaid[1], c->ctaid[2]);
+}
+
 /* Describe a deadlock: which barrier waits, for how many threads, and where. */
 static int deadlock(emu_cta *g, int n)
 {
@@ -517,19 +596,23 @@ static int deadlock(emu_cta *g, int n)
   uint32_t exited = 0, waiting = 0;
   int id = -1;
   emu_cta *c = &g[0];
+  const emu_warp *bw = NULL;
+  int bl = 0;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g[i].nwarps; k++) {
       emu_warp *w = &g[i].warps[k];
       exited += (uint32_t)__builtin_popcount(w->exists & ~w->live);
       waiting += (uint32_t)__builtin_popcount(w->blocked & w->live);
       if (id < 0 && (w->blocked & w->live)) {
-        int l = __builtin_ctz(w->blocked & w->live);
-        id = w->bar_of[l];
+        bl = __builtin_ctz(w->blocked & w->live);
+        id = w->bar_of[bl];
         c = &g[i];
-        lpx_emu_where(w->p, &w->p->insts[w->pc[l]], where, sizeof where);
+        bw = w;
+        lpx_emu_where(w->p, &w->p->insts[w->pc[bl]], where, sizeof where);
       }
     }
   if (id < 0) return lpx_emu_fail_raw(c->L, "emu: CTA (%u,%u,%u) stopped with no runnable threads", c->ctaid[0], c->ctaid[1], c->ctaid[2]);
+  if (id == EMU_WARP_BAR) return warp_sync_deadlock(bw, bl, where);
   if (exited) snprintf(more, sizeof more, "; %u threads exited without arriving", exited);
   if (id == EMU_CLUSTER_BAR)
     return lpx_emu_fail_raw(c->L, "%s: deadlock: barrier.cluster.wait waits for the %d CTAs of the cluster but only %u of their "
@@ -674,7 +757,7 @@ static void worker_free(worker *wk)
   for (int i = 0; wk->ctas && i < wk->L->cluster_size; i++) {
     emu_cta *c = &wk->ctas[i];
     for (int k = 0; c->warps && k < c->nwarps; k++) {
-      free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame);
+      free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
     lpx_emu_tmem_free(c);
@@ -774,6 +857,9 @@ int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg)
   L.cluster_size = (int)(cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2]);
   if (L.cluster_size < 1) L.cluster_size = 1;
   L.nworkers = thread_count(e, L.nctas / (uint64_t)L.cluster_size);
+  L.prof = e->profile != 0;
+  if (L.prof && lpx_emu_prof_prepare(e)) return -1;
+  if (L.prof) L.nworkers = 1;        /* counters without atomics: the profile is exact and deterministic */
   pthread_mutex_init(&L.lock, NULL);
   worker *wk = calloc((size_t)L.nworkers, sizeof *wk);
   pthread_t *th = calloc((size_t)L.nworkers, sizeof *th);

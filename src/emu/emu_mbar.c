@@ -8,6 +8,7 @@
  * barrier's phase completes when its pending arrivals and its
  * transaction count both reach zero. */
 #include "emu.h"
+#include "emu_prof.h"
 #include "emu_sched.h"
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
@@ -274,6 +275,7 @@ HANDLER(op_cp_bulk)
     const uint8_t *src = dst ? lpx_emu_addr_span(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
     if (!dst || !src) return -1;
     memmove(dst, src, n);
+    lpx_emu_prof_add(w, EMU_PC_BULK_BYTES, n);
     if (with_mbar && lpx_emu_mbar_complete(w, in, 3, l, n)) return -1;
   });
   return 0;

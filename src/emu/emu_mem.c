@@ -21,7 +21,7 @@ int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
   if (!e->next_addr) e->next_addr = EMU_GLOBAL_BASE;
   uint64_t base = e->next_addr;
   e->next_addr = (base + bytes + 256 + 255) & ~(uint64_t)255;   /* >= 256 bytes of gap */
-  e->allocs[e->nallocs++] = (emu_alloc){ base, bytes, host };
+  e->allocs[e->nallocs++] = (emu_alloc){ base, bytes, host, 0 };
   e->gen++;
   *dptr = base;
   return 0;
@@ -139,10 +139,11 @@ static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t o
   return c->shared + off;
 }
 
-/* Translate a local-space offset of one lane. */
+/* Translate a local-space offset of one lane (.local variables, or alloca's stack). */
 static uint8_t *local_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n)
 {
   uint32_t size = w->p->local_size;
+  if (off >= EMU_STACK_TOP - EMU_STACK_MAX && off < EMU_STACK_TOP) return lpx_emu_stack_ptr(w, in, lane, off, n);
   if (off > size || n > size - off) {
     lpx_emu_fail(w, in, lane, "out-of-bounds local access of %u bytes at local offset 0x%" PRIx64 "; the thread has %u bytes of .local",
                  n, off, size);

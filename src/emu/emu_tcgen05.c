@@ -13,6 +13,7 @@
  * writes become readable by a warp that waited on the mbarrier phase such
  * a commit arrived in (or synchronized with one that did). */
 #include "emu_tc.h"
+#include "emu_prof.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,6 +371,8 @@ static int mma_one(emu_warp *w, const emu_inst *in, int lane)
 {
   tc_mma o;
   if (operands(w, in, lane, &o)) return -1;
+  lpx_emu_prof_add(w, EMU_PC_FLOPS, 2ull * o.m * o.n * o.k);
+  if (o.at == LPX_MT_E4M3 || o.at == LPX_MT_E5M2) lpx_emu_prof_add(w, EMU_PC_FLOPS_FP8, 2ull * o.m * o.n * o.k);
   for (int p = 0; p < o.lay->ctas; p++) if (check_part(w, in, lane, &o, o.cta[p])) return -1;
   double *b = malloc(sizeof(double) * o.k * (o.n + o.lay->rows)), *a = b + (size_t)o.n * o.k;
   if (!b) return lpx_emu_fail(w, in, lane, "out of host memory");

@@ -12,6 +12,7 @@
  * address bits. Copies happen at once, a valid schedule of an
  * asynchronous copy. */
 #include "emu.h"
+#include "emu_prof.h"
 #include "../lpx_tma.h"
 #include <math.h>
 #include <stdio.h>
@@ -449,6 +450,7 @@ static int multicast(emu_warp *w, const emu_inst *in, int lane, const tma_ops *o
     if (!(mask & 1)) continue;
     if (r >= me->group_size)
       return lpx_emu_fail(w, in, lane, "multicast mask names CTA rank %d; the cluster has %d CTA(s)", r, me->group_size);
+    lpx_emu_prof_add(w, EMU_PC_TMA_BYTES, req_bytes(q));
     if (load_into(w, in, lane, q, r, extent) || lpx_emu_mbar_complete_rank(w, in, lane, r, moff, (int64_t)req_bytes(q))) return -1;
   }
   return 0;
@@ -462,6 +464,7 @@ static int tensor_load(emu_warp *w, const emu_inst *in, int lane, const tma_ops 
   uint64_t extent = req_extent(w, in, lane, &q);
   if (in->ext[1]) return multicast(w, in, lane, o, &q, extent);
   if (load_into(w, in, lane, &q, -1, extent)) return -1;
+  lpx_emu_prof_add(w, EMU_PC_TMA_BYTES, req_bytes(&q));
   return lpx_emu_mbar_complete(w, in, o->mbar, lane, (int64_t)req_bytes(&q));
 }
 
@@ -497,6 +500,7 @@ static int tensor_store(emu_warp *w, const emu_inst *in, int lane, const tma_ops
   uint64_t extent = req_extent(w, in, lane, &q);
   if (lpx_emu_proxy_check(w, in, lane, q.base, (uint32_t)extent, reduce ? "this TMA reduction" : "this TMA store")) return -1;
   io.sh = lpx_emu_addr_span(w, in, lane, EMU_SP_SHARED, q.base, extent, 0);
+  lpx_emu_prof_add(w, EMU_PC_TMA_BYTES, req_bytes(&q));
   return io.sh ? walk(w, in, lane, &q, reduce ? el_reduce : el_store, &io) : -1;
 }
 

@@ -7,7 +7,7 @@
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
-/* The member mask (operand k, uniform: taken from the first lane) checked
+/* The member mask (operand k, one value: BY_MASK splits the others) checked
  * against the lanes executing here; -1 (error set) when it names a live
  * lane that is elsewhere or omits an executing one. */
 static int member_mask(emu_warp *w, const emu_inst *in, uint32_t m, int k, uint32_t *out)
@@ -25,6 +25,30 @@ static int member_mask(emu_warp *w, const emu_inst *in, uint32_t m, int k, uint3
   return 0;
 }
 
+/* Lanes of m whose member mask (operand k) is the first lane's. */
+static uint32_t mask_group(emu_warp *w, const emu_inst *in, uint32_t m, int k)
+{
+  const uint64_t *mk = D(k);
+  uint32_t first = (uint32_t)mk[__builtin_ctz(m)], g = 0;
+  EMU_EACH(m, if ((uint32_t)mk[l] == first) g |= 1u << l);
+  return g;
+}
+
+/* Run a collective once per group of lanes of m that share a member mask:
+ * the tiles of cooperative_groups::tiled_partition each run their own. */
+static int per_group(emu_warp *w, const emu_inst *in, uint32_t m, int k, emu_fn fn)
+{
+  while (m) {
+    uint32_t g = mask_group(w, in, m, k);
+    if (fn(w, in, g)) return -1;
+    m &= ~g;
+  }
+  return 0;
+}
+
+/* Split at the top of a collective whose lanes pass different member masks. */
+#define BY_MASK(k, fn) do { if (mask_group(w, in, m, (k)) != m) return per_group(w, in, m, (k), (fn)); } while (0)
+
 /* ------------------------------------------------------------- shuffles */
 
 /* shfl.sync.mode.b32 d[|p], a, b, c, membermask. */
@@ -33,6 +57,7 @@ HANDLER(op_shfl)
   const emu_op *o0 = EMU_OP(w, in, 0);
   int pipe = o0->kind == EO_VEC, base = pipe ? 3 : 1, mode = in->mod[LPX_GB_SHFL];
   uint32_t mm;
+  BY_MASK(base + 3, op_shfl);
   if (member_mask(w, in, m, base + 3, &mm)) return -1;
   uint64_t *d = D(pipe ? 1 : 0), *p = pipe ? D(2) : NULL;
   const uint64_t *a = D(base), *b = D(base + 1), *c = D(base + 2);
@@ -61,6 +86,7 @@ HANDLER(op_shfl)
 HANDLER(op_vote)
 {
   uint32_t mm;
+  BY_MASK(2, op_vote);
   if (member_mask(w, in, m, 2, &mm)) return -1;
   const emu_op *po = EMU_OP(w, in, 1);
   uint32_t ballot = lpx_emu_pred_mask(w, po->reg, po->neg, m);
@@ -79,6 +105,7 @@ HANDLER(op_vote)
 HANDLER(op_redux)
 {
   uint32_t mm;
+  BY_MASK(2, op_redux);
   if (member_mask(w, in, m, 2, &mm)) return -1;
   const uint64_t *a = D(1);
   uint64_t *d = D(0);
@@ -109,6 +136,7 @@ HANDLER(op_match)
   const emu_op *o0 = EMU_OP(w, in, 0);
   int pipe = o0->kind == EO_VEC, base = pipe ? 3 : 1;
   uint32_t mm;
+  BY_MASK(base + 1, op_match);
   if (member_mask(w, in, m, base + 1, &mm)) return -1;
   uint64_t *d = D(pipe ? 1 : 0), *p = pipe ? D(2) : NULL;
   const uint64_t *a = D(base);
@@ -133,6 +161,7 @@ HANDLER(op_elect)
   const emu_op *o0 = EMU_OP(w, in, 0);
   int pipe = o0->kind == EO_VEC, base = pipe ? 3 : 1;
   uint32_t mm;
+  BY_MASK(base, op_elect);
   if (member_mask(w, in, m, base, &mm)) return -1;
   uint64_t *d = D(pipe ? 1 : 0), *p = pipe ? D(2) : NULL;
   uint32_t leader = (uint32_t)__builtin_ctz(m & mm ? m & mm : m);

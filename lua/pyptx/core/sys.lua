@@ -104,6 +104,22 @@ function M.temp_dir()
   return ffi.string(buf)
 end
 
+--- The directory holding the running program (links resolved), or nil
+-- and the reason.
+function M.exe_dir()
+  local buf = ffi.new("char[4096]")
+  if core.fs_exe_dir(core.ctx, buf, 4096) ~= 0 then return nil, core.error_message() end
+  return ffi.string(buf)
+end
+
+--- The absolute path of an existing file or directory (links resolved), or
+-- nil and the reason.
+function M.real_path(path)
+  local buf = ffi.new("char[4096]")
+  if core.fs_real_path(core.ctx, path, buf, 4096) ~= 0 then return nil, core.error_message() end
+  return ffi.string(buf)
+end
+
 --- Remove a file or a directory tree (links removed, never followed).
 function M.remove_tree(path)
   return check(core.fs_remove_tree(core.ctx, path), 2)

@@ -8,6 +8,7 @@ local tensor = require "pyptx.runtime.tensor"
 local async = require "pyptx.async"
 local kernel = require "pyptx.kernel"
 local device = require "pyptx.runtime.device"
+local sass = require "pyptx.runtime.sass"
 
 local M = {}
 
@@ -278,7 +279,7 @@ function M.launch(k, ...)
   return unpack(st.outs)
 end
 
--- k(x, w) and kernel "auto" arch resolution go through this runtime.
-kernel.use_runtime { launch = M.launch, current_arch = M.current_arch }
+-- k(x, w), k:sass{} and kernel "auto" arch resolution go through this runtime.
+kernel.use_runtime { launch = M.launch, current_arch = M.current_arch, sass = sass.kernel }
 
 return M

@@ -1,6 +1,8 @@
---- The CUDA toolkit on this machine: finding ptxas, assembling PTX with it,
+--- The CUDA toolkit on this machine: finding ptxas (and nvdisasm,
+-- cuobjdump, also in their Python wheels), assembling PTX with ptxas,
 -- reading its resource report, and mapping its errors back to Lua lines.
 local sys = require "pyptx.core.sys"
+local env = require "pyptx.core.env"
 local argcheck = require "pyptx.args"
 
 local M = {}
@@ -29,19 +31,71 @@ function M.search_dirs()
   return dirs
 end
 
---- Path of a toolkit program (ptxas, nvdisasm, cuobjdump), or nil.
+-- Toolkit programs that also come as Python wheels on PyPI (the CUDA 13
+-- toolkit ships neither nvdisasm nor cuobjdump): the package, and where
+-- the program lies under site-packages (CUDA 13 wheels put it in
+-- nvidia/cu13/bin, CUDA 12 wheels in nvidia/cuda_<program>/bin).
+M.WHEELS = {
+  nvdisasm = { package = "nvidia-cuda-nvdisasm", dirs = { "nvidia/cu13/bin", "nvidia/cuda_nvdisasm/bin" } },
+  cuobjdump = { package = "nvidia-cuda-cuobjdump", dirs = { "nvidia/cu13/bin", "nvidia/cuda_cuobjdump/bin" } },
+}
+
+-- The Python 3 minor versions whose lib/python3.N/site-packages are looked in.
+local PYTHON_MINORS = { 6, 20 }
+
+--- The Python environments searched for the wheels, in order:
+-- $VIRTUAL_ENV, the venv beside the luaptx program (build/venv, made by
+-- `make sass-tools`), the user's ($PYTHONUSERBASE, else $HOME/.local).
+function M.python_roots()
+  local roots = {}
+  local venv, exe_dir = env.get("VIRTUAL_ENV"), sys.exe_dir()
+  local user = env.get("PYTHONUSERBASE") or (env.get("HOME") and env.get("HOME") .. "/.local")
+  for _, r in ipairs { venv or false, exe_dir and exe_dir .. "/venv" or false, user or false } do
+    if r then roots[#roots + 1] = r end
+  end
+  return roots
+end
+
+--- The directories of tool's wheel that exist under the Python
+-- environments' site-packages ({} for a program without a wheel).
+function M.wheel_dirs(tool)
+  local wheel, dirs = M.WHEELS[tool], {}
+  if not wheel then return dirs end
+  for _, root in ipairs(M.python_roots()) do
+    for minor = PYTHON_MINORS[1], PYTHON_MINORS[2] do
+      local site = ("%s/lib/python3.%d/site-packages"):format(root, minor)
+      if sys.kind(site) == "directory" then
+        for _, d in ipairs(wheel.dirs) do dirs[#dirs + 1] = site .. "/" .. d end
+      end
+    end
+  end
+  return dirs
+end
+
+--- Path of a toolkit program (ptxas, nvdisasm, cuobjdump), or nil: the
+-- root's bin/, then $PATH, then (nvdisasm, cuobjdump) the wheels.
 function M.find(tool)
-  for _, dir in ipairs(M.search_dirs()) do
-    if exists(dir .. "/" .. tool) then return dir .. "/" .. tool end
+  for _, list in ipairs { M.search_dirs(), M.wheel_dirs(tool) } do
+    for _, dir in ipairs(list) do
+      if exists(dir .. "/" .. tool) then return dir .. "/" .. tool end
+    end
   end
   return nil
 end
 
---- The message shown when the toolkit is missing; it names the root searched.
+--- The message shown when a toolkit program is missing; it names every
+-- place searched and, for a program with a wheel, how to install it.
 function M.missing_message(tool)
   local root, var = M.root()
   local where = var and ("$%s/bin = %s/bin"):format(var, root) or (root .. "/bin")
-  return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched %s, then $PATH)"):format(tool, where)
+  local wheel = M.WHEELS[tool]
+  if not wheel then
+    return ("%s not found: install the CUDA toolkit, or point CUDA_HOME at it (searched %s, then $PATH)"):format(tool, where)
+  end
+  return ("%s not found: the CUDA 13 toolkit does not ship it; install its Python wheel with "
+    .. "`pip install %s` (into a virtual environment or the user's site-packages), or run `make sass-tools` "
+    .. "in a luaptx checkout (build/venv) (searched %s, then $PATH, then %s under lib/python3.*/site-packages of %s)")
+    :format(tool, wheel.package, where, table.concat(wheel.dirs, " and "), table.concat(M.python_roots(), ", "))
 end
 
 --- Write text to a fresh private (0600) temporary file with a suffix;

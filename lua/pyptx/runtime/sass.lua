@@ -1,0 +1,323 @@
+--- The machine code (SASS) of a kernel, under the Lua lines it came from.
+-- The cubin is built with line info and disassembled by `nvdisasm -g -gp`:
+-- `-gp` names the PTX line each SASS instruction came from, and the
+-- PTX's `.loc` lines (one per traced instruction) name its Lua file:line;
+-- `-g` (ptxas's own, coarser line table) serves when there is no PTX
+-- line. Each SASS instruction falls in a class (CLASSES, data), counted
+-- per Lua line.
+local sys = require "pyptx.core.sys"
+local toolkit = require "pyptx.runtime.toolkit"
+local compile = require "pyptx.runtime.compile"
+local argcheck = require "pyptx.args"
+
+local M = {}
+
+-- The instruction classes, in column order: a name, what it holds, and the
+-- SASS opcodes (the mnemonic before the first dot: LDG of LDG.E.128). An
+-- opcode in no row is "other" (integer arithmetic, moves, compares,
+-- shuffles, MUFU, special registers, ...).
+M.CLASSES = {
+  { name = "memory", what = "loads, stores, atomics, TMA and bulk copies, tensor memory, fences",
+    ops = "LD LDG LDS LDL LDC LDCU ULDC LDSM LDGSTS LDGDEPBAR ST STG STS STL STSM STAS ATOM ATOMG ATOMS RED REDG "
+      .. "CCTL CCTLL CCTLT MEMBAR FENCE ERRBAR SULD SUST SUATOM SURED TEX TLD TLD4 TMML TXD TXQ "
+      .. "UBLKCP UBLKRED UBLKPF UTMALDG UTMASTG UTMAREDG UTMAPF UTMACCTL UTMACMDFLUSH LDTM STTM UTCCP UTCSHIFT UTCATOMSWS" },
+  { name = "fma/tensor", what = "floating-point multiply and add (f64, f32, f16x2, f32x2) and tensor-core MMA",
+    ops = "FFMA FFMA32I FADD FADD32I FMUL FMUL32I FFMA2 FADD2 FMUL2 HFMA2 HFMA2_32I HADD2 HADD2_32I HMUL2 "
+      .. "HMUL2_32I DFMA DADD DMUL HMMA IMMA BMMA DMMA QMMA OMMA HGMMA IGMMA QGMMA BGMMA "
+      .. "UTCHMMA UTCIMMA UTCQMMA UTCOMMA UTCMMA" },
+  { name = "control", what = "branches, calls, exits, barriers and synchronisation",
+    ops = "BRA BRX BRXU JMP JMX JMXU CALL RET EXIT BREAK BSSY BSYNC BMOV BPT KILL NANOSLEEP RTT WARPSYNC "
+      .. "YIELD BAR B2R R2B DEPBAR WARPGROUP SYNCS ARRIVES UTCBAR UCGABAR_ARV UCGABAR_WAIT ACQBULK ENDCOLLECTIVE "
+      .. "CGAERRBAR" },
+  { name = "conversion", what = "conversions between number formats",
+    ops = "F2F F2FP F2I F2IP I2F I2FP I2I I2IP FRND" },
+}
+M.OTHER = "other"
+
+local CLASS_OF = {}
+for _, c in ipairs(M.CLASSES) do
+  for op in c.ops:gmatch("%S+") do CLASS_OF[op] = c.name end
+end
+
+--- The class names in column order, "other" last.
+function M.class_names()
+  local names = {}
+  for i, c in ipairs(M.CLASSES) do names[i] = c.name end
+  names[#names + 1] = M.OTHER
+  return names
+end
+
+--- The opcode (mnemonic before the first dot) of a SASS instruction's text,
+-- past its guard predicate: "@!P0 LDG.E.128 R4, [R2.64] ;" -> "LDG".
+function M.opcode(text)
+  return text:gsub("^@!?U?P%w+%s+", ""):match("^([%w_]+)")
+end
+
+--- The class of a SASS opcode: a CLASSES name, or "other".
+function M.classify(opcode)
+  return CLASS_OF[opcode] or M.OTHER
+end
+
+-- --------------------------------------------------------------- parsing
+
+--- Drop a function's trailing NOPs (alignment padding, never executed)
+-- and its end label; returns how many NOPs there were.
+local function drop_padding(fn)
+  local n = 0
+  while #fn.items > 0 do
+    local last = fn.items[#fn.items]
+    if last.opcode ~= "NOP" and not last.label then break end
+    fn.items[#fn.items] = nil
+    if last.opcode then n = n + 1 end
+  end
+  return n
+end
+
+--- Read `nvdisasm -g -gp -c` output into { functions = { { name,
+-- registers, items = { { offset, text, opcode, class, file, line,
+-- ptx_line } | { label } }, padding } } }: file/line from the `-g`
+-- comments, ptx_line from the `-gp` ones (nil before any).
+function M.parse(text)
+  local functions, fn, file, line, ptx_line = {}, nil, nil, nil, nil
+  for l in text:gmatch("[^\n]+") do
+    local name = l:match("^//%-+ %.text%.(%S+)")
+    local pl = l:match('^%s*//## File "%.nv_debug_ptx_txt[^"]*", line (%d+)')
+    local f, n = l:match('^%s*//## File "(.-)", line (%d+)')
+    local offset, inst = l:match("^%s*/%*(%x+)%*/%s*(.-)%s*$")
+    if name then
+      fn = { name = name, items = {}, padding = 0 }
+      functions[#functions + 1] = fn
+      file, line, ptx_line = nil, nil, nil
+    elseif fn and pl then
+      ptx_line = tonumber(pl)
+    elseif fn and f then
+      file, line = f:gsub("^%./", ""), tonumber(n)
+    elseif fn and offset then
+      local op = M.opcode(inst) or "?"
+      fn.items[#fn.items + 1] = { offset = tonumber(offset, 16), text = inst, opcode = op,
+                                  class = M.classify(op), file = file, line = line, ptx_line = ptx_line }
+    elseif fn and l:match("^%.L_[%w_]+:") then
+      fn.items[#fn.items + 1] = { label = l:match("^(%.L_[%w_]+):") }
+    elseif fn then
+      fn.registers = tonumber(l:match('SHI_REGISTERS=(%d+)')) or fn.registers
+    end
+  end
+  for _, f in ipairs(functions) do f.padding = drop_padding(f) end
+  return { functions = functions }
+end
+
+--- The Lua location of every line of PTX text: locs[n] = { file, line }
+-- of the `.loc` in force at line n, or false (none yet in its function).
+function M.ptx_locations(ptx)
+  local files, locs, n, cur = {}, {}, 0, false
+  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local id, path = l:match('^%s*%.file%s+(%d+)%s+"(.-)"')
+    if id then files[tonumber(id)] = path:gsub("^%./", "") end
+    if l:match("^%s*[%.%w%s]*%.entry[%s(]") or l:match("^%s*[%.%w%s]*%.func[%s(]") then cur = false end
+    local f, ln = l:match("^%s*%.loc%s+(%d+)%s+(%d+)")
+    if f then cur = files[tonumber(f)] and { file = files[tonumber(f)], line = tonumber(ln) } or false end
+    locs[n] = cur
+  end
+  return locs
+end
+
+--- Give each instruction of a listing that names its PTX line the Lua
+-- line of that PTX line's `.loc` (none when it has none: a prologue).
+function M.attribute(listing, ptx)
+  local locs = M.ptx_locations(ptx)
+  for _, fn in ipairs(listing.functions) do
+    for _, it in ipairs(fn.items) do
+      if it.ptx_line then
+        local loc = locs[it.ptx_line]
+        it.file, it.line = loc and loc.file or nil, loc and loc.line or nil
+      end
+    end
+  end
+  return listing
+end
+
+--- Disassemble cubin bytes with nvdisasm -g -gp. Returns the parsed
+-- listing (see parse) with .nvdisasm (its path), its instructions given
+-- Lua lines through ptx (the PTX text compiled) when given; raises the
+-- missing-program message without nvdisasm, nvdisasm's own when it fails.
+function M.disassemble(cubin, ptx)
+  local exe = toolkit.find("nvdisasm")
+  if not exe then error(toolkit.missing_message("nvdisasm"), 0) end
+  local path = sys.temp_file(cubin, ".cubin")
+  local res, err = sys.run({ exe, "-g", "-gp", "-c", path }, { timeout = 120 })
+  os.remove(path)
+  if not res then error("nvdisasm: " .. err, 0) end
+  if res.status ~= 0 then
+    error(("nvdisasm (%s) failed on the cubin (exit status %d): %s"):format(exe, res.status, res.stderr .. res.stdout), 0)
+  end
+  local listing = M.parse(res.stdout)
+  if ptx then M.attribute(listing, ptx) end
+  listing.nvdisasm = exe
+  return listing
+end
+
+-- --------------------------------------------------------------- summary
+
+--- "file:line", or "(no Lua line)" for an instruction without one.
+local function where(item)
+  return item.file and ("%s:%d"):format(item.file, item.line) or "(no Lua line)"
+end
+
+--- Instruction counts by class per Lua line: { rows = { { file, line,
+-- where, counts = { class = n }, total } }, totals = { counts, total } }.
+-- Rows in file order (first seen), then line; "(no Lua line)" last.
+function M.summary(listing)
+  local rows, by, file_rank = {}, {}, {}
+  local totals = { counts = {}, total = 0 }
+  for _, name in ipairs(M.class_names()) do totals.counts[name] = 0 end
+  for _, fn in ipairs(listing.functions) do
+    for _, it in ipairs(fn.items) do
+      if it.opcode then
+        local key = where(it)
+        local row = by[key]
+        if not row then
+          row = { file = it.file, line = it.line, where = key, counts = {}, total = 0 }
+          for _, name in ipairs(M.class_names()) do row.counts[name] = 0 end
+          by[key], rows[#rows + 1] = row, row
+          if it.file and not file_rank[it.file] then file_rank[it.file] = #rows end
+        end
+        row.counts[it.class], row.total = row.counts[it.class] + 1, row.total + 1
+        totals.counts[it.class], totals.total = totals.counts[it.class] + 1, totals.total + 1
+      end
+    end
+  end
+  table.sort(rows, function(a, b)
+    if (a.file == nil) ~= (b.file == nil) then return b.file == nil end
+    if a.file ~= b.file then return file_rank[a.file] < file_rank[b.file] end
+    return (a.line or 0) < (b.line or 0)
+  end)
+  return { rows = rows, totals = totals }
+end
+
+-- ------------------------------------------------------------- rendering
+
+--- A reader of source lines: file, line -> the line's text (trimmed) or nil.
+-- Files are read from disk once each.
+function M.file_source()
+  local files = {}
+  return function(file, line)
+    if files[file] == nil then
+      local f = io.open(file, "rb")
+      local lines = false
+      if f then
+        lines = {}
+        for l in (f:read("*a") .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
+        f:close()
+      end
+      files[file] = lines
+    end
+    local text = files[file] and files[file][line]
+    return text and (text:gsub("^%s+", ""):gsub("%s+$", ""))
+  end
+end
+
+--- The listing: each function, each change of Lua line as a comment with
+-- the source text, then the SASS instructions from it.
+local function render_listing(listing, source, out)
+  for _, fn in ipairs(listing.functions) do
+    local count = 0
+    for _, it in ipairs(fn.items) do if it.opcode then count = count + 1 end end
+    out[#out + 1] = ("// function %s: %d instructions%s%s"):format(fn.name, count,
+      fn.registers and (", %d registers"):format(fn.registers) or "",
+      fn.padding > 0 and (" (+%d NOPs of padding, not counted)"):format(fn.padding) or "")
+    local shown = false
+    for _, it in ipairs(fn.items) do
+      if it.label then
+        out[#out + 1] = it.label .. ":"
+      else
+        local w = where(it)
+        if w ~= shown then
+          local text = it.file and source(it.file, it.line)
+          out[#out + 1] = "-- " .. w .. (text and text ~= "" and ("  " .. text) or "")
+          shown = w
+        end
+        out[#out + 1] = ("    /*%04x*/  %s"):format(it.offset, it.text)
+      end
+    end
+    out[#out + 1] = ""
+  end
+end
+
+--- Cut a source line to n characters for the summary table.
+local function clip(text, n)
+  text = text and text:gsub("%s+", " ")
+  if not text or #text <= n then return text or "" end
+  return text:sub(1, n - 3) .. "..."
+end
+
+--- The per-Lua-line table of class counts, a total row last.
+local function render_summary(summary, source, out)
+  local names = M.class_names()
+  local wide = #"total"
+  for _, r in ipairs(summary.rows) do wide = math.max(wide, #r.where) end
+  local head = { ("%-" .. wide .. "s"):format("Lua line") }
+  for _, n in ipairs(names) do head[#head + 1] = ("%10s"):format(n) end
+  head[#head + 1] = ("%7s"):format("total")
+  out[#out + 1] = "// SASS instructions by class per Lua line"
+  out[#out + 1] = table.concat(head, " ")
+  local function row(label, counts, total, text)
+    local cells = { ("%-" .. wide .. "s"):format(label) }
+    for _, n in ipairs(names) do cells[#cells + 1] = ("%10d"):format(counts[n]) end
+    cells[#cells + 1] = ("%7d"):format(total)
+    local line = table.concat(cells, " ")
+    out[#out + 1] = text and text ~= "" and (line .. "  " .. text) or line
+  end
+  for _, r in ipairs(summary.rows) do
+    row(r.where, r.counts, r.total, r.file and clip(source(r.file, r.line), 48))
+  end
+  row("total", summary.totals.counts, summary.totals.total)
+end
+
+--- Text of a listing: a header, the interleaved listing (unless
+-- opts.summary_only), then the per-line table. opts.source: a reader of
+-- source lines (default: the files on disk, see file_source).
+function M.render(listing, opts)
+  opts = opts or {}
+  local source = opts.source or M.file_source()
+  local summary = listing.summary or M.summary(listing)
+  local out = {}
+  if listing.kernel then
+    out[#out + 1] = ("// kernel %s, %s: %d SASS instructions (a cubin of %d bytes from %s)"):format(
+      listing.kernel, listing.arch, summary.totals.total, listing.cubin_size or 0, listing.compiler or "?")
+    out[#out + 1] = "// disassembled by " .. (listing.nvdisasm or "nvdisasm")
+  end
+  if not opts.summary_only then render_listing(listing, source, out) end
+  render_summary(summary, source, out)
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- --------------------------------------------------------------- kernels
+
+--- The SASS of a kernel specialization: k:sass{values}. Compiles the
+-- kernel (through the cubin cache, with line info), disassembles it and
+-- returns the text (see render; opts: summary_only, source) and the
+-- listing { kernel, arch, functions, summary, ... }.
+function M.kernel(k, given, opts)
+  if not toolkit.find("nvdisasm") then error(toolkit.missing_message("nvdisasm"), 0) end
+  local s = k:specialize(given)
+  local cubin = compile.kernel_cubin(s)
+  local listing = M.disassemble(cubin.data, s.ptx)
+  listing.kernel, listing.arch, listing.cubin_size, listing.compiler = k.name, s.arch, cubin.size, compile.identity()
+  listing.summary = M.summary(listing)
+  return M.render(listing, opts), listing
+end
+
+argcheck.sign(M, "sass", {
+  opcode = { "text: string" },
+  classify = { "opcode: string" },
+  parse = { "text: string" },
+  ptx_locations = { "ptx: string" },
+  attribute = { "listing: table", "ptx: string" },
+  disassemble = { "cubin: string", "ptx: string?" },
+  summary = { "listing: table" },
+  render = { "listing: table", "opts: table?" },
+  kernel = { "k: table", "given: table?", "opts: table?" },
+})
+
+return M

@@ -1,0 +1,59 @@
+--- A script's own modules from any working directory
+-- (pyptx.runtime.script_require): `luaptx run /abs/examples/...` from a
+-- temporary directory finds examples.lib.*, each script resolves requires
+-- from its own tree, and package.path is left alone.
+local H = require "spec.helpers"
+local sys = require "pyptx.core.sys"
+
+--- Write a file, creating its directory.
+local function put(path, text)
+  sys.mkdirs(path:match("^(.*)/[^/]+$"))
+  return H.write(path, text)
+end
+
+--- Environment edits for a child started elsewhere: a relative
+-- LUAPTX_LUA_DIR made absolute (nil when there is nothing to edit).
+local function env()
+  local dir = os.getenv("LUAPTX_LUA_DIR")
+  if dir and dir ~= "" and dir:sub(1, 1) ~= "/" then return { LUAPTX_LUA_DIR = H.ROOT .. "/" .. dir } end
+end
+
+describe("a script's require", function()
+  it("finds examples.lib.* when an example runs from another directory", function()
+    local cwd = H.temp_dir()
+    for _, ex in ipairs { "examples/hopper/rms_norm.lua", "examples/ampere/rms_norm.lua" } do   -- ampere: lib.retarget -> hopper
+      local out, err, rc = H.luaptx({ "run", H.ROOT .. "/" .. ex }, { cwd = cwd, env = env() })
+      assert.equal(0, rc, ex .. ": " .. err)
+      assert.matches("rms_norm%(%d+, %d+%): ok on .-all %d+ elements match", out)
+    end
+    local out, err, rc = H.luaptx({ "ptx", H.ROOT .. "/examples/hopper/softmax.lua" }, { cwd = cwd, env = env() })
+    assert.equal(0, rc, err)
+    assert.matches(".visible .entry softmax(", out, 1, true)
+  end)
+
+  it("resolves each script's modules from its own tree, ahead of the working directory's", function()
+    local root = H.temp_dir()
+    put(root .. "/a/lib/helper.lua", 'return "A helper"\n')
+    put(root .. "/a/lib/a_only.lua", 'return "A only"\n')
+    put(root .. "/b/tool/run.lua", 'local ok = pcall(require, "lib.a_only")\nreturn ok and "B saw A\'s module" or "B: not found"\n')
+    put(root .. "/cwd/lib/helper.lua", 'return "the working directory\'s helper"\n')
+    put(root .. "/a/app/main.lua", ([[
+local path = package.path
+print(require "lib.helper")
+print(dofile("%s/b/tool/run.lua"))
+print(package.path == path)
+]]):format(root))
+    local out, err, rc = H.luaptx({ root .. "/a/app/main.lua" }, { cwd = root .. "/cwd", env = env() })
+    assert.equal(0, rc, err)
+    assert.equal("A helper\nB: not found\ntrue\n", out)
+  end)
+
+  it("says where it looked when a module is in no directory above the script", function()
+    local root = H.temp_dir()
+    put(root .. "/s/main.lua", 'require "lib.nowhere"\n')
+    local _, err, rc = H.luaptx({ root .. "/s/main.lua" }, { cwd = root, env = env() })
+    assert.equal(1, rc)
+    local dir = sys.real_path(root .. "/s")
+    assert.matches("no file 'lib/nowhere.lua' in " .. dir:gsub("%p", "%%%0") .. " or a directory above it", err)
+  end)
+end)
