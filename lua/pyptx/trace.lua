@@ -263,7 +263,7 @@ end
 -- guard, append in C.
 local function append(t, form, k, level)
   local key, line = core_where(level)
-  local src = key and not front_end[key] and source_names[key]
+  local src = key and not front_end[key] and not helper_keys[key] and source_names[key]
   if not src then src, line = M.where(level) end   -- a chunk seen first, or the command line's code
   local g, gneg = -1, 0
   local guard = t.guard   -- a predicate register, or a negated view of one ({ reg = p })
