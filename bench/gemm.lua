@@ -20,6 +20,7 @@ if dev.kind ~= "cuda" then
   print(("no GPU: emulator times on %s (each run checked against its CPU reference), median of 3 runs"):format(dev.name))
   print(("%-26s %-12s %10s %8s %8s %8s %12s"):format("kernel", "size", "launch ms", "trace", "decode", "pack", "max abs err"))
   for _, e in ipairs { { "examples.ampere.gemm", "ampere gemm" }, { "examples.ampere.gemm_pipelined", "ampere pipelined" },
+                       { "examples.ampere.gemm_2stage", "ampere 2-stage 64x64" }, { "examples.ampere.gemm_fast", "ampere fast 128x128" },
                        { "examples.hopper.gemm", "hopper gemm (TMA+wgmma)" } } do
     local m = require(e[1])
     local launch, trace, decode, pack, err, ok = {}, {}, {}, {}, 0, true

@@ -52,7 +52,7 @@ local function examples()
       end
     end
   end
-  for _, f in ipairs { "examples/ampere/gemm.lua", "examples/ampere/gemm_pipelined.lua" } do list[#list + 1] = f end
+  for _, n in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } do list[#list + 1] = "examples/ampere/" .. n .. ".lua" end
   if cc >= 90 then
     for _, n in ipairs { "gemm", "grouped_gemm", "flash_attention" } do list[#list + 1] = "examples/hopper/" .. n .. ".lua" end
   end

@@ -65,7 +65,7 @@ for _, dir in ipairs { "hopper", "ampere", "blackwell" } do
   end
   CASES[#CASES + 1] = { mod = ("examples.%s.swiglu"):format(dir), size = { 4, 512 }, opts = { fused = true } }
 end
-for _, name in ipairs { "gemm", "gemm_pipelined" } do
+for _, name in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } do
   CASES[#CASES + 1] = { mod = "examples.ampere." .. name, size = { 128, 128, 64 } }
 end
 CASES[#CASES + 1] = { mod = "examples.hopper.gemm", size = { 128, 128, 64 } }
