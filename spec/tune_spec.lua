@@ -295,7 +295,7 @@ describe("pyptx.tune on the emulator", function()
     assert.equal(12, #merged.results)
     assert.matches("MODE=ok$", merged.best.key)
     assert.has_error(function() tune.run(sweep("sharded"), opts { shard = "3/2" }) end,
-      "tune: shard 3/2; the shard index runs from 1 to n")
+      "tune: --shard 3/2: the shard index i runs from 1 to n, and n is at least 1")
   end)
 
   it("writes a table, CSV, JSON and an SVG chart", function()
