@@ -137,15 +137,15 @@ cat > "$tmp/sweep.sbatch" <<EOF
 export LUAPTX_CACHE_DIR=$tmp/cache
 exec "$bin" tune "$sweep" --shard auto --json "$tmp/out/shard\$SLURM_ARRAY_TASK_ID.json"
 EOF
-out=$(timeout "$(left)" sbatch --array=0-3 --chdir="$tmp" --wait "$tmp/sweep.sbatch" 2>&1)
+jobid=$(timeout 20 sbatch --parsable --array=0-3 --chdir="$tmp" "$tmp/sweep.sbatch" 2>&1) || fail "sbatch --array=0-3: $jobid"
+echo "== slurm: submitted array job $jobid; the merge step waits for it (afterok), as in docs/tuning.md"
+# The merge step as docs/tuning.md shows it: a job that depends on the array.
+timeout "$(left)" sbatch --wait --dependency="afterok:$jobid" --chdir="$tmp" --output="$tmp/out/merge.out" \
+  --wrap "'$bin' tune --merge out/shard0.json out/shard1.json out/shard2.json out/shard3.json --csv merged.csv"
 rc=$?
-echo "$out"
-[ $rc -eq 124 ] && fail "the job array did not finish before the step's deadline"
-[ $rc -eq 0 ] || fail "sbatch --array=0-3 --wait exited $rc"
+[ $rc -eq 124 ] && fail "the job array and its merge did not finish before the step's deadline"
+[ $rc -eq 0 ] || fail "the merge job (after the array) exited $rc"
 for i in 0 1 2 3; do [ -s "$tmp/out/shard$i.json" ] || fail "array task $i wrote no shard$i.json"; done
-
-(cd "$tmp" && timeout "$(left)" "$bin" tune --merge out/shard0.json out/shard1.json out/shard2.json out/shard3.json \
-  --csv merged.csv > merged.txt) || fail "luaptx tune --merge failed"
 (cd "$tmp" && LUAPTX_CACHE_DIR=$tmp/single timeout "$(left)" "$bin" tune "$sweep" --csv single.csv > single.txt) \
   || fail "the one-process sweep failed"
 diff -u "$tmp/single.csv" "$tmp/merged.csv" || fail "the merged job array differs from the one-process sweep"
