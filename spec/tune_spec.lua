@@ -460,4 +460,24 @@ describe("luaptx tune --shard auto (Slurm job arrays)", function()
     assert.equal(12, #H.find(dir .. "/shared/tune", "%.json$"))   -- one cache entry per config, no leftovers
     assert.equal(0, #H.find(dir .. "/shared", "tmp%-"))
   end)
+
+  it("is not blocked by the temporaries a job killed mid-write leaves in a shared cache", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local args = { "tune", SCALE, "--shard", "1/6" }   -- two configs
+    local _, err, status = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    local files = H.find(dir .. "/cache/tune", "%.json$")
+    assert.equal(2, #files)
+    for _, f in ipairs(files) do   -- as a crash between write and rename leaves them
+      os.remove(f)
+      local t = assert(io.open(f .. ".tmp-Xy12Zq", "wb")); t:write('{"key":"trunc'); t:close()
+    end
+    local out
+    out, err, status = H.luaptx(args, { cwd = dir, env = env, timeout = 30 })
+    assert.equal(0, status, err)
+    assert.not_matches("(cached)", out, 1, true)
+    out = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(2, select(2, out:gsub("%(cached%)", "")))
+  end)
 end)
