@@ -13,18 +13,24 @@ local reps = tonumber(arg and arg[1]) or 20
 local dev = runtime.device()
 
 if dev.kind ~= "cuda" then
-  print(("no GPU: emulator times on %s (each checked against its CPU reference)"):format(dev.name))
-  print(("%-28s %-16s %10s %12s"):format("kernel", "size", "ms", "max abs err"))
+  -- launch: the emulator running the kernel (until it is idle); the
+  -- columns after it are what came before each launch: the trace (each
+  -- check builds its kernel afresh), decoding for the emulator, binding
+  -- shapes and packing parameters
+  print(("no GPU: emulator times on %s (each run checked against its CPU reference), median of 3 runs"):format(dev.name))
+  print(("%-26s %-12s %10s %8s %8s %8s %12s"):format("kernel", "size", "launch ms", "trace", "decode", "pack", "max abs err"))
   for _, e in ipairs { { "examples.ampere.gemm", "ampere gemm" }, { "examples.ampere.gemm_pipelined", "ampere pipelined" },
                        { "examples.hopper.gemm", "hopper gemm (TMA+wgmma)" } } do
     local m = require(e[1])
-    local times, err, ok = {}, 0, true
+    local launch, trace, decode, pack, err, ok = {}, {}, {}, {}, 0, true
     for r = 1, 3 do
       local good, report = m.check(256, 256, 128)
       ok = ok and good
-      times[r], err = report.ms, math.max(err, report.max_abs or 0)
+      launch[r], err = report.ms, math.max(err, report.max_abs or 0)
+      trace[r], decode[r], pack[r] = report.before.trace, report.before.load, report.before.pack
     end
-    print(("%-28s %-16s %10.1f %12.3g%s"):format(e[2], "256x256x128", median(times), err, ok and "" or "  MISMATCH"))
+    print(("%-26s %-12s %10.1f %8.2f %8.2f %8.2f %12.3g%s"):format(e[2], "256x256x128", median(launch), median(trace),
+      median(decode), median(pack), err, ok and "" or "  MISMATCH"))
   end
   return
 end

@@ -10,8 +10,14 @@
 -- parse(mixed): the parse timed inside the parse -> lossless -> canonical
 -- -> free loop, where fresh pages for the printed text make the next parse
 -- fault its memory in again.
+-- fmt, whole process: `luaptx fmt big.ptx -o out.ptx` as a child process
+-- on a file of about 38 MB made from the corpus (every file again and
+-- again, its functions renamed per copy), in a temporary directory; wall
+-- clock, median of repeats, start-up and exit included.
 -- usage: luaptx bench/parse.lua [repeats]
-local median = require("bench.common").median
+local common = require "bench.common"
+local median, now = common.median, common.now
+local sys = require "pyptx.core.sys"
 local ffi = require "ffi"
 local core = require "pyptx.core"
 local ptxparse = require "pyptx.ptxparse"
@@ -104,3 +110,54 @@ for _, row in ipairs(rows) do
   print(("%-30s %5d %8d %5.1f MB/s %7.1f MB/s %5.1f MB/s %7.1f MB/s %5.1f MB/s"):format(row[1], #row[2], r.bytes,
     r.parse, r.parse_mixed, r.lossless, r.roundtrip, r.canonical))
 end
+
+--- A text's functions renamed with a suffix (a copy that redefines none).
+local function renamed(text, suffix)
+  local names = {}
+  for name in text:gmatch("%.entry%s+([%w_$]+)") do names[name] = true end
+  for name in text:gmatch("%.func%s+([%w_$]+)") do names[name] = true end
+  for name in text:gmatch("%.func%s*%b()%s*([%w_$]+)") do names[name] = true end
+  for name in pairs(names) do
+    text = text:gsub("%f[%w_$]" .. name:gsub("%$", "%%$") .. "%f[^%w_$]", name .. suffix)
+  end
+  return text
+end
+
+--- About `bytes` of PTX: the corpus, copy after renamed copy.
+local function big_text(files, bytes)
+  local parts, n, copy = {}, 0, 0
+  while n < bytes do
+    copy = copy + 1
+    for _, f in ipairs(files) do
+      parts[#parts + 1] = renamed(f.text, "_c" .. copy)
+      n = n + #parts[#parts]
+    end
+  end
+  return table.concat(parts)
+end
+
+--- Median seconds of `luaptx fmt in -o out` in a child process.
+local function fmt_process(bin, input, output)
+  local xs = {}
+  for r = 1, repeats do
+    local t0 = now()
+    local res = sys.run { bin, "fmt", input, "-o", output }
+    xs[r] = now() - t0
+    assert(res and res.status == 0, "luaptx fmt failed: " .. (res and res.stderr or ""))
+  end
+  return median(xs)
+end
+
+local bin = os.getenv("LUAPTX_BIN") or (arg and arg[-1]) or "build/luaptx"
+local dir = sys.temp_dir()
+local ok, err = pcall(function()
+  local text = big_text(corpus, 38e6)
+  local input, output = dir .. "/big.ptx", dir .. "/out.ptx"
+  sys.write_file(input, text)
+  local t = fmt_process(bin, input, output)
+  assert(ptxparse.read_file(output) == text, "luaptx fmt did not print the file back byte for byte")
+  print()
+  print(("luaptx fmt, whole process (median of %d): %d bytes in %.3f s, %.1f MB/s"):format(repeats, #text, t, #text / 1e6 / t))
+end)
+sys.remove_tree(dir)
+if not ok then error(err, 0) end

@@ -8,16 +8,12 @@ local M = {}
 --- Entry point with the parsed command line (bin/luaptx.lua's table):
 -- o.input (a path or "-"), o.output, o.canonical; returns the exit status.
 function M.main(o)
-  local text = o.input == "-" and io.read("*a") or ptxparse.read_file(o.input)
-  local m = ptxparse.parse(text, o.input == "-" and "<stdin>" or o.input)
-  local out = o.canonical and m:canonical() or m:lossless()
+  local m = o.input == "-" and ptxparse.parse(io.read("*a"), "<stdin>") or ptxparse.parse_file(o.input)
   if o.output then
-    local f, err = io.open(o.output, "wb")
-    if not f then error("fmt: cannot write " .. err, 0) end
-    f:write(out)
-    f:close()
+    local ok, err = pcall(m.write, m, o.output, o.canonical)
+    if not ok then error("fmt: " .. err, 0) end
   else
-    io.write(out)
+    io.write(o.canonical and m:canonical() or m:lossless())
   end
   return 0
 end

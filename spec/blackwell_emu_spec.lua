@@ -83,6 +83,19 @@ describe("examples/blackwell/gemm.lua on the emulator", function()
     end)
   end
 
+  it("unrolls its k-block loops at trace time (opts.unroll) and still matches, 1-SM and 2-SM", function()
+    for _, cta in ipairs { 1, 2 } do
+      -- 8 k-blocks through 4 stages: every stage twice, both barrier phases
+      local ok, report = gemm.check(256, 256, 512, { cta_group = cta, BN = 128, unroll = true })
+      assert.is_true(ok, report.message)
+      local rolled = gemm.build(256, 256, 512, { cta_group = cta, BN = 128 }):ptx()
+      local unrolled = gemm.build(256, 256, 512, { cta_group = cta, BN = 128, unroll = true }):ptx()
+      assert.matches("$L__range_", rolled, 1, true)
+      assert.is_nil(unrolled:find("$L__range_", 1, true))   -- no counted loop left
+      assert.are.equal(8, select(2, unrolled:gsub("tcgen05%.commit", "")) - 1)   -- one per k-block, one at the end
+    end
+  end)
+
   it("runs from main, 1-SM and 2-SM, and returns 0", function()
     local lines, saved = {}, _G.print
     _G.print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end

@@ -245,6 +245,28 @@ describe("examples on the emulator", function()
     assert.matches("^512 elements of output 1 were never written %(first at flat index 1536%)", report.message)
   end)
 
+  it("times the launch apart from the trace, the decode and the packing before it", function()
+    local base = require "examples.hopper.rms_norm"
+    local verify = require "pyptx.tools.verify"
+    local inputs = base.inputs(4, 512, 7)
+    local ok, report = verify.run { kernel = base.build(4, 512), args = base.args(inputs), reference = base.reference(inputs) }
+    assert.is_true(ok, report.message)
+    local b = report.before
+    for _, key in ipairs { "trace", "load", "pack" } do
+      assert.is_number(b[key], key)
+      assert.is_true(b[key] >= 0, key)
+    end
+    -- the launch and what came before it make up the whole call
+    assert.near(report.total_ms, report.ms + b.trace + b.load + b.pack, 1e-6)
+    local printed = {}
+    local saved = _G.print
+    _G.print = function(line) printed[#printed + 1] = line end
+    verify.report("rms_norm(4, 512)", ok, report)
+    _G.print = saved
+    assert.matches("^rms_norm%(4, 512%): ok on .-; launch %d+%.%d ms %(before it: trace %d+%.%d%d, decode %d+%.%d%d, " ..
+      "bind and pack %d+%.%d%d ms%)$", printed[1])
+  end)
+
   it("exits non-zero from main on a mismatch and zero on a match", function()
     local out, _, rc = H.luaptx({ "run", "examples/hopper/softmax.lua", "4", "512" }, { merge = true })
     assert.matches("softmax%(4, 512%): ok on emu", out)

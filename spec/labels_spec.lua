@@ -113,6 +113,23 @@ describe("label scopes", function()
     end))
   end)
 
+  it("tell blocks apart however many places a name has (the trace's lookup drops closed blocks)", function()
+    assert.matches("label 'X' is placed twice in one block", trace_error(function()
+      ptx.scope(function() ptx.label("X") end)
+      ptx.scope(function()
+        ptx.label("X")
+        ptx.scope(function() ptx.label("X") end)
+        ptx.label("X")   -- the block's own X again, after a nested one closed
+      end)
+    end))
+    assert.is_nil(trace_error(function()
+      for _ = 1, 300 do ptx.scope(function() ptx.bra("X"); ptx.label("X") end) end
+      ptx.raw("{ X: }")
+      ptx.label("X")
+      ptx.ret()
+    end))
+  end)
+
   it("refuse a branch to a label placed only inside a block it is outside of", function()
     local err = trace_error(function()
       ptx.bra("inner")

@@ -198,6 +198,33 @@ describe("ptx.raw", function()
     assert.matches("\t.reg .pred \tdone;\n\tadd.u32 \t%r1, %r1, 16;\n\tsetp.eq.u32 \tdone, %r1, 21;\nagain:\n\t@!done bra.uni \tagain;\n", text, 1, true)
   end)
 
+  it("resolves each name to the latest register of that name, in a kernel of thousands", function()
+    -- the function's own name lookup (src/lpx_lookup.c), kept up to date as
+    -- registers are made between calls: numbered ones of every class, named
+    -- ones, ranges, and names a ptx.raw declared (the latest one wins)
+    local text = ptx_of(function()
+      reg.array(T.u32, 3000)
+      reg.named(T.b32, "acc")
+      reg.range(T.f32, "%q", 3)
+      reg.array(T.f32, 9); reg.array(T.pred, 2); reg.array(T.u64, 4); reg.array(T.u16, 2)
+      ptx.raw("add.u32 %r3000, %r1, acc; mov.f32 %f9, %q2; @%p2 add.u64 %rd4, %rd1, 1; mov.u16 %rs2, %rs1;")
+      ptx.raw(".reg .b32 acc; .reg .b32 %t<3>; mov.b32 acc, %t2;")
+      reg.scalar(T.u32)
+      ptx.raw("add.u32 %r3001, acc, %t1;")
+    end)
+    assert.matches("\tadd.u32 \t%r3000, %r1, acc;\n\tmov.f32 \t%f9, %q2;\n\t@%p2 add.u64 \t%rd4, %rd1, 1;\n" ..
+      "\tmov.u16 \t%rs2, %rs1;\n\t.reg .b32 \tacc;\n\t.reg .b32 \t%t<3>;\n\tmov.b32 \tacc, %t2;\n" ..
+      "\tadd.u32 \t%r3001, acc, %t1;\n", text, 1, true)
+    for _, name in ipairs { "%r0", "%r01", "%r3002", "%f10", "%rd5", "%x1" } do
+      local ok, err = pcall(ptx_of, function()
+        reg.array(T.u32, 3001); reg.array(T.f32, 9); reg.array(T.u64, 4)
+        ptx.raw("mov.u32 " .. name .. ", 1;")
+      end)
+      assert.is_false(ok, name)
+      assert.matches("ptx.raw:1:1: mov.u32: operand 1 must be a destination register", err, 1, true)
+    end
+  end)
+
   it("adds module-level declarations with ptx.raw_module", function()
     local text = ptx_of(function()
       ptx.raw_module(".global .align 4 .u32 table[4] = {1, 2, 3, 4};")

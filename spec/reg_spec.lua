@@ -47,6 +47,23 @@ describe("pyptx.reg", function()
         trace_error(function() reg.range(T.b32, "%r", 3); reg.scalar(T.u32) end))
       assert.matches("reg.named: '1x' is not a PTX register name", trace_error(function() reg.named(T.b32, "1x") end), 1, true)
       assert.matches("reg.range: count must be a positive integer, got 0", trace_error(function() reg.range(T.b32, "%q", 0) end), 1, true)
+      -- a range after digits: %rd1<3> is %rd10 .. %rd12; %r<1> is %r0 alone, which no automatic register takes
+      assert.matches("reg.range: register %rd10 is already one of the automatic registers of this function",
+        trace_error(function() reg.array(T.u64, 10); reg.range(T.b64, "%rd1", 3) end), 1, true)
+      assert.matches("register %rd10 of the u64 class is already declared by reg.range/reg.named",
+        trace_error(function() reg.range(T.b64, "%rd1", 3); reg.array(T.u64, 10) end), 1, true)
+      assert.matches("reg.named: register %f2 is already one of the automatic registers of this function",
+        trace_error(function() reg.array(T.f32, 2); reg.named(T.f32, { "%f02", "%f2" }) end), 1, true)
+      local body = lines(function()
+        reg.array(T.u64, 9); reg.array(T.u32, 5)
+        local a, b = reg.range(T.b64, "%rd1", 3), reg.range(T.b32, "%r", 1)
+        local c = reg.range(T.b32, "%r0", 2)   -- %r00, %r01: leading zeros, never automatic names
+        reg.array(T.u32, 2)   -- %r6, %r7: past %r<1>
+        ptx.inst("mov.b64", a[2], a[0])
+        ptx.inst("add.u32", b[0], c[1], reg.scalar(T.u32))
+      end)
+      assert.same({ ".reg .b64 %rd1<3>;", ".reg .b32 %r<1>;", ".reg .b32 %r0<2>;", "mov.b64 %rd12, %rd10;",
+                    "add.u32 %r0, %r01, %r8;" }, body)
     end)
   end)
 

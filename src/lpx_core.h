@@ -150,6 +150,8 @@ int32_t lpx_module_top_count(lpx_module *m);
 int32_t lpx_module_target_modifiers(lpx_module *m, const char *mods);
 int32_t lpx_module_hoist(lpx_module *m, int32_t from);
 int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name);
+int32_t lpx_reg_range(lpx_module *m, int32_t fn, int32_t type, const char *prefix, int32_t n);
+int32_t lpx_reg_auto(lpx_module *m, int32_t fn, const char *name);
 int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count);
 int32_t lpx_param_attr(lpx_module *m, int32_t fn, int32_t is_ret, int32_t idx, int32_t is_reg, const char *ptr_space, int32_t ptr_align);
 int32_t lpx_reg_type(lpx_module *m, int32_t fn, int32_t reg);

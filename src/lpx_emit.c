@@ -16,6 +16,11 @@ static const char *const class_prefix[LPX_RC__COUNT] = {
   LPX_REGCLASSES(X)
 #undef X
 };
+static const uint8_t class_prefix_len[LPX_RC__COUNT] = {
+#define X(id, decl, prefix) sizeof(prefix) - 1,
+  LPX_REGCLASSES(X)
+#undef X
+};
 /* nvcc declares register classes in this order. */
 static const int class_order[LPX_RC__COUNT] = {
   LPX_RC_PRED, LPX_RC_B16, LPX_RC_B32, LPX_RC_F32, LPX_RC_B64, LPX_RC_F64, LPX_RC_B128
@@ -33,11 +38,12 @@ static void put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t 
 void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg)
 {
   if ((size_t)reg < f->nreg_names && f->reg_name[reg] >= 0) {
-    lpx_buf_puts(b, lpx_strtab_get(&m->syms, f->reg_name[reg]));
+    lpx_buf_putsym(b, &m->syms, f->reg_name[reg]);
     return;
   }
-  lpx_buf_puts(b, class_prefix[lpx_types[f->reg_type[reg]].regclass]);
-  lpx_buf_puti(b, f->reg_index[reg]);
+  int cls = lpx_types[f->reg_type[reg]].regclass;
+  lpx_buf_put(b, class_prefix[cls], class_prefix_len[cls]);
+  lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);
 }
 
 /* The same name into a fixed buffer, for messages (validator, emulator). */
@@ -53,7 +59,7 @@ const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, ch
 /* Write a symbol with an optional signed offset (sym+8, sym+-8). */
 static void put_sym_offset(lpx_buf *b, const lpx_module *m, int32_t sym, int64_t off)
 {
-  lpx_buf_puts(b, lpx_strtab_get(&m->syms, sym));
+  lpx_buf_putsym(b, &m->syms, sym);
   if (off) { lpx_buf_putc(b, '+'); lpx_buf_puti(b, off); }
 }
 
@@ -101,7 +107,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
     break;
   case LPX_OPD_SPECIAL: lpx_buf_puts(b, lpx_special_name(o->id)); break;
   case LPX_OPD_SYM: put_sym_offset(b, m, o->id, o->ival); break;
-  case LPX_OPD_LABEL: lpx_buf_puts(b, lpx_strtab_get(&m->syms, o->id)); break;
+  case LPX_OPD_LABEL: lpx_buf_putsym(b, &m->syms, o->id); break;
   case LPX_OPD_SINK: lpx_buf_putc(b, '_'); break;
   case LPX_OPD_ADDR:
     lpx_buf_putc(b, '[');
@@ -129,7 +135,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
 void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it)
 {
   if (it->kind == LPX_ITEM_LABEL) {
-    lpx_buf_puts(b, lpx_strtab_get(&m->syms, it->form));
+    lpx_buf_putsym(b, &m->syms, it->form);
     lpx_buf_puts(b, ":\n");
     return;
   }
@@ -140,7 +146,7 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
     return;
   }
   if (it->kind == LPX_ITEM_RAW) {
-    lpx_buf_puts(b, lpx_strtab_get(&m->syms, it->form));
+    lpx_buf_putsym(b, &m->syms, it->form);
     lpx_buf_putc(b, '\n');
     return;
   }
@@ -149,7 +155,7 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
     put_reg(b, m, f, it->guard);
     lpx_buf_putc(b, ' ');
   }
-  lpx_buf_puts(b, lpx_strtab_get(&m->ctx->form_names, it->form));
+  lpx_buf_putsym(b, &m->ctx->form_names, it->form);
   uint32_t i = it->ops, end = it->ops + it->nops;
   for (int k = 0; i < end; k++) {
     lpx_buf_puts(b, k ? ", " : " \t");

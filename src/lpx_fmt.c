@@ -26,7 +26,7 @@ static const char *sym_text(const lpx_module *m, int32_t sym)
 static void put_reg_or(fmtx *x, int32_t reg, int32_t spell)
 {
   if (x->f && reg >= 0 && (size_t)reg < x->f->nregs) lpx_put_reg(x->b, x->m, x->f, reg);
-  else lpx_buf_puts(x->b, sym_text(x->m, spell));
+  else lpx_buf_putsym(x->b, &x->m->syms, spell);
 }
 
 /* Write a token's text: its spelling, or what the IR now says in its place. */
@@ -36,9 +36,12 @@ static void put_text(fmtx *x, const lpx_lex *l)
   switch (l->role) {
   case LPX_LEX_REG: put_reg_or(x, l->ref, l->spell); break;
   case LPX_LEX_GUARD: put_reg_or(x, it ? it->guard : -1, l->spell); break;
-  case LPX_LEX_OPCODE: lpx_buf_puts(x->b, it ? lpx_strtab_get(&x->m->ctx->form_names, it->form) : sym_text(x->m, l->spell)); break;
-  case LPX_LEX_LABEL: lpx_buf_puts(x->b, sym_text(x->m, it ? it->form : l->spell)); break;
-  default: lpx_buf_puts(x->b, sym_text(x->m, l->spell)); break;
+  case LPX_LEX_OPCODE:
+    if (it) lpx_buf_putsym(x->b, &x->m->ctx->form_names, it->form);
+    else lpx_buf_putsym(x->b, &x->m->syms, l->spell);
+    break;
+  case LPX_LEX_LABEL: lpx_buf_putsym(x->b, &x->m->syms, it ? it->form : l->spell); break;
+  default: lpx_buf_putsym(x->b, &x->m->syms, l->spell); break;
   }
 }
 
@@ -47,7 +50,7 @@ static void put_range(fmtx *x, uint32_t a, uint32_t b)
 {
   for (uint32_t k = a; k < b; k++) {
     const lpx_lex *l = &x->m->lex[k];
-    if (l->pre >= 0) lpx_buf_puts(x->b, sym_text(x->m, l->pre));
+    if (l->pre >= 0) lpx_buf_putsym(x->b, &x->m->syms, l->pre);
     put_text(x, l);
   }
 }
@@ -55,7 +58,7 @@ static void put_range(fmtx *x, uint32_t a, uint32_t b)
 /* Write only the leading trivia of token k. */
 static void put_pre(fmtx *x, uint32_t k)
 {
-  if (x->m->lex[k].pre >= 0) lpx_buf_puts(x->b, sym_text(x->m, x->m->lex[k].pre));
+  if (x->m->lex[k].pre >= 0) lpx_buf_putsym(x->b, &x->m->syms, x->m->lex[k].pre);
 }
 
 /* --------------------------------------------------------------- operands */
@@ -162,13 +165,17 @@ int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len)
   if (!m->ntop && m->nfuncs) return lpx_emit(m, NULL, text, len);   /* traced: its text is the emitter's */
   fmtx x = { &m->out, m, NULL, NULL };
   m->out.n = 0;
+  /* room for the whole text at once (nvcc output runs about 5 bytes a
+   * token): growing by doubling would copy it and fault fresh pages for
+   * every copy; reserved pages that stay unused are never touched */
+  if (m->out.cap < m->nlex * 8 + 64 && lpx_buf_grow(&m->out, m->nlex * 8 + 64)) return lpx_fail(m->ctx, "out of memory");
   lpx_buf_put(&m->out, "", 0);
   for (size_t i = 0; i < m->ntop; i++) {
     const lpx_item *it = &m->top[i];
     if (it->kind == LPX_ITEM_FUNC) lossless_func(&x, &m->funcs[it->form]);
     else put_range(&x, it->lex, it->lex + it->nlex);
   }
-  if (m->eof_pre >= 0) lpx_buf_puts(&m->out, sym_text(m, m->eof_pre));
+  if (m->eof_pre >= 0) lpx_buf_putsym(&m->out, &m->syms, m->eof_pre);
   if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
   *text = m->out.p;
   *len = m->out.n;
@@ -346,6 +353,7 @@ int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
   int32_t sym = lpx_sym(m, name);
   if (sym < 0) return -1;
   f->reg_name[reg] = sym;
+  lpx_lookup_free(f);   /* names changed: rebuilt on the next lookup */
   return 0;
 }
 

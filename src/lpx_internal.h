@@ -224,6 +224,18 @@ typedef struct lpx_var {
   uint32_t nrelocs;
 } lpx_var;
 
+/* A function's name lookups (src/lpx_lookup.c), built on demand: the
+ * registers before regs_upto and the items before items_upto are in. */
+typedef struct lpx_lookup {
+  int32_t *numbered[LPX_RC__COUNT]; size_t numbered_cap[LPX_RC__COUNT];   /* class number -> register */
+  int32_t *named; size_t named_cap;     /* name symbol -> the latest register of that name */
+  int32_t *labels; size_t labels_cap;   /* symbol -> its newest placement in placed, -1 */
+  int32_t *placed; size_t nplaced, placed_cap;   /* placements: (block, next older) pairs; block -1: the body */
+  int32_t *open; size_t nopen, open_cap;         /* the { } blocks open at the end of the body, innermost last */
+  int32_t *block_open; size_t block_open_cap;    /* block -> 1 while it is open */
+  size_t nblocks, regs_upto, items_upto;
+} lpx_lookup;
+
 typedef struct lpx_func {
   int32_t sym, is_entry, linkage;
   lpx_param *params; size_t nparams, params_cap;
@@ -243,6 +255,7 @@ typedef struct lpx_func {
   /* The CTA-group size of the function's first tcgen05 instruction and
    * where it was appended (a kernel uses one size: lpx_validate.c). */
   int32_t tc_cta_group, tc_cta_file, tc_cta_line;
+  lpx_lookup lookup;
 } lpx_func;
 
 struct lpx_module {
@@ -260,10 +273,20 @@ struct lpx_module {
   lpx_item *top; size_t ntop, top_cap;
   lpx_lex *lex; size_t nlex, lex_cap;
   int32_t eof_pre;
+  /* Per form id: 1 + the operand count its form rules passed with in
+   * this module (0: not yet), so lpx_validate checks them once. */
+  uint8_t *rules_ok; size_t rules_cap;
+  int64_t rules_key;   /* the target and version they passed under */
 };
 
 const char *lpx_special_name(int32_t id);
 void lpx_special_gate(int32_t id, int *ptx, int *sm);
+int lpx_lookup_sync(lpx_module *m, lpx_func *f);
+int32_t lpx_lookup_reg(const lpx_func *f, int32_t sym, const char *s, size_t n);
+int lpx_lookup_label_placed(lpx_module *m, lpx_func *f, int32_t sym);
+int32_t lpx_lookup_numbered(lpx_module *m, lpx_func *f, const char *s, size_t n);
+int lpx_lookup_range_clash(const lpx_func *f, const char *prefix, int32_t n, char *out, size_t cap);
+void lpx_lookup_free(lpx_func *f);
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
 int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);

@@ -40,6 +40,7 @@ static void func_free(lpx_func *f)
   free(f->reg_type); free(f->reg_index);
   free(f->items); free(f->ops);
   free(f->reg_name); free(f->ops_lex);
+  lpx_lookup_free(f);
 }
 
 /* Free a module and everything it owns. */
@@ -49,7 +50,7 @@ void lpx_module_free(lpx_module *m)
   for (size_t i = 0; i < m->nfuncs; i++) func_free(&m->funcs[i]);
   for (size_t i = 0; i < m->nvars; i++) { free(m->vars[i].init); free(m->vars[i].relocs); }
   free(m->funcs); free(m->vars); free(m->files);
-  free(m->top); free(m->lex);
+  free(m->top); free(m->lex); free(m->rules_ok);
   lpx_strtab_free(&m->syms);
   lpx_buf_free(&m->out);
   free(m);
@@ -273,16 +274,9 @@ int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type)
   return (int32_t)f->nregs++;
 }
 
-/* Create a register that prints as name (%f3, acc): declared by the
- * caller's own .reg line or .reg parameter, not by the class ranges. */
-int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
+/* Append a register of a type printed as the name symbol sym. */
+static int32_t reg_named_sym(lpx_module *m, lpx_func *f, int32_t type, int32_t sym)
 {
-  lpx_func *f = func_at(m, fn);
-  if (!f) return -1;
-  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_B8)
-    return lpx_fail(m->ctx, "cannot declare a register of type %s", lpx_type_name(type));
-  int32_t sym = lpx_sym(m, name);
-  if (sym < 0) return -1;
   size_t cap_t = f->regs_cap, cap_i = f->regs_cap;
   int oom = LPX_RESERVE(f->reg_type, cap_t, f->nregs + 1) || LPX_RESERVE(f->reg_index, cap_i, f->nregs + 1) ||
             LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs + 1);
@@ -294,6 +288,56 @@ int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
   f->reg_name[f->nregs] = sym;
   f->nreg_names = f->nregs + 1;
   return (int32_t)f->nregs++;
+}
+
+/* Refuse a type no register can have. */
+static int reg_type_check(lpx_module *m, int32_t type)
+{
+  if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_B8)
+    return lpx_fail(m->ctx, "cannot declare a register of type %s", lpx_type_name(type));
+  return 0;
+}
+
+/* Create a register that prints as name (%f3, acc): declared by the
+ * caller's own .reg line or .reg parameter, not by the class ranges. */
+int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
+{
+  lpx_func *f = func_at(m, fn);
+  if (!f || reg_type_check(m, type)) return -1;
+  int32_t sym = lpx_sym(m, name);
+  return sym < 0 ? -1 : reg_named_sym(m, f, type, sym);
+}
+
+/* Create the registers of a range, prefix0 .. prefix(n-1), as reg.range
+ * declares them (.reg .b32 %f<n>); the first one's id (the others follow
+ * it), or -1 when a name is one an automatic register already has. */
+int32_t lpx_reg_range(lpx_module *m, int32_t fn, int32_t type, const char *prefix, int32_t n)
+{
+  lpx_func *f = func_at(m, fn);
+  char name[160];
+  size_t plen = strlen(prefix);
+  if (!f || reg_type_check(m, type)) return -1;
+  if (n < 1 || plen > 128) return lpx_fail(m->ctx, "register range %.40s<%d>: expected a count from 1 and a prefix of at most 128 bytes", prefix, n);
+  if (lpx_lookup_range_clash(f, prefix, n, name, sizeof name))
+    return lpx_fail(m->ctx, "register %s is already one of the automatic registers of this function", name);
+  int32_t first = (int32_t)f->nregs;
+  memcpy(name, prefix, plen);
+  for (int32_t i = 0; i < n; i++) {
+    int len = lpx_digits((uint64_t)i);
+    for (int32_t v = i, k = len; k > 0; v /= 10) name[plen + (size_t)--k] = (char)('0' + v % 10);
+    int32_t sym = lpx_strtab_intern(&m->syms, name, plen + (size_t)len);
+    if (sym < 0) return lpx_fail(m->ctx, "out of memory");
+    if (reg_named_sym(m, f, type, sym) < 0) return -1;
+  }
+  return first;
+}
+
+/* The automatic (class-numbered) register named name (%r3), or -1. */
+int32_t lpx_reg_auto(lpx_module *m, int32_t fn, const char *name)
+{
+  lpx_func *f = func_at(m, fn);
+  int32_t reg = f ? lpx_lookup_numbered(m, f, name, strlen(name)) : -1;
+  return reg < -1 ? -1 : reg;
 }
 
 /* Type a register was declared with. */
@@ -330,8 +374,9 @@ int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 {
   lpx_func *f = func_at(m, fn);
   if (!f) return -1;
-  if (lpx_labels_placed_here(m, f, sym))   /* a { } block may place a name again (inline asm pasted twice) */
-    return lpx_fail(m->ctx, "label '%s' is placed twice in one block", lpx_strtab_get(&m->syms, sym));
+  int placed = lpx_lookup_label_placed(m, f, sym);   /* a { } block may place a name again (inline asm pasted twice) */
+  if (placed < 0) return -1;
+  if (placed) return lpx_fail(m->ctx, "label '%s' is placed twice in one block", lpx_strtab_get(&m->syms, sym));
   lpx_item *it = item_new(m, f, LPX_ITEM_LABEL);
   if (!it) return -1;
   it->form = sym;

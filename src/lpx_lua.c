@@ -87,6 +87,20 @@ static int is_internal_source(const char *src)
   return strstr(p, ".lua") != NULL;
 }
 
+/* is_internal_source, remembered per chunk name (the pointer, which the
+ * Lua side already uses as the chunk's key): where() asks it for every
+ * frame of every traced instruction. */
+static int is_internal_cached(const char *src)
+{
+  static struct { const char *src; int internal; } seen[64];
+  size_t slot = ((uintptr_t)src >> 4) & 63;
+  if (seen[slot].src != src) {
+    seen[slot].src = src;
+    seen[slot].internal = is_internal_source(src);
+  }
+  return seen[slot].internal;
+}
+
 /* where(level[, want_name]): the first frame at or above level that is not
  * luaptx's own code, as (chunk key, line[, chunk name]). The key is a
  * lightuserdata naming the chunk, so the hot path builds no string. */
@@ -96,7 +110,7 @@ static int where(lua_State *L)
   lua_Debug ar;
   while (lua_getstack(L, level++, &ar)) {
     if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0) continue;
-    if (is_internal_source(ar.source)) continue;
+    if (is_internal_cached(ar.source)) continue;
     lua_pushlightuserdata(L, (void *)ar.source);
     lua_pushinteger(L, ar.currentline);
     if (!lua_toboolean(L, 2)) return 2;

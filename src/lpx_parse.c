@@ -372,6 +372,18 @@ static int32_t map_get(pstate *ps, int32_t key)
   return (size_t)key < ps->names_cap && ps->names[key].gen == ps->names_gen ? ps->names[key].reg : -1;
 }
 
+/* The register the name sym (text s, n bytes) means in the current
+ * function, or -1. ptx.raw: a name this text declared (scoped by its { }
+ * blocks), else one the function had before the call, found in the
+ * function's own lookup (synced when the call began) at a cost that does
+ * not grow with the number of registers. */
+static int32_t name_get(pstate *ps, int32_t sym, const char *s, size_t n)
+{
+  int32_t reg = map_get(ps, sym);
+  if (reg >= 0 || !ps->raw) return reg;
+  return lpx_lookup_reg(ps->f, sym, s, n);
+}
+
 /* Make room for n registers in a function's register arrays. */
 static void regs_reserve(pstate *ps, lpx_func *f, size_t n)
 {
@@ -400,8 +412,9 @@ static int32_t reg_create(pstate *ps, int32_t name, int32_t type)
  * name, or a member of a declared %r<N> range (created on first use); -1 if none. */
 static int32_t reg_lookup_text(pstate *ps, const char *s, uint32_t n, int32_t sym)
 {
-  int32_t id = map_get(ps, sym);
-  if (id >= 0 || !ps->f) return id;
+  if (!ps->f) return map_get(ps, sym);
+  int32_t id = name_get(ps, sym, s, n);
+  if (id >= 0) return id;
   for (size_t r = ps->nranges; r-- > 0;) {
     const regrange *g = &ps->ranges[r];
     if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
@@ -724,7 +737,7 @@ static void raw_range(pstate *ps, size_t k, uint32_t n, int32_t type)
   for (uint32_t i = 0; i < n; i++) {
     int len = snprintf(name, sizeof name, "%.*s%u", (int)ps->t[k].len, ps->src + ps->t[k].off, i);
     int32_t sym = intern(ps, name, (size_t)len);
-    if (map_get(ps, sym) < 0) reg_create(ps, sym, type);
+    if (name_get(ps, sym, name, (size_t)len) < 0) reg_create(ps, sym, type);
   }
 }
 
@@ -1554,19 +1567,6 @@ lpx_module *lpx_parse_checked(lpx_ctx *ctx, const char *text, size_t len, const 
   return parse_module(ctx, text, len, filename, 1);
 }
 
-/* Map every register a (traced) function already has to its PTX name. */
-static void map_existing_registers(pstate *ps)
-{
-  lpx_buf name = { 0 };
-  for (size_t r = 0; r < ps->f->nregs; r++) {
-    name.n = 0;
-    lpx_put_reg(&name, ps->m, ps->f, (int32_t)r);
-    if (!name.p) poom(ps);
-    map_put(ps, intern(ps, name.p, name.n), (int32_t)r);
-  }
-  lpx_buf_free(&name);
-}
-
 /* ptx.raw: parse body statements (instructions, labels, .reg, { }) from
  * text and append them to function fn of an existing module, each
  * instruction validated as the tracer validates it. file/line locate the
@@ -1581,7 +1581,7 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return -1; }
   if (setjmp(ps.fail)) { pstate_free(&ps); return -1; }
   GROW(&ps, m->lex, m->lex_cap, m->nlex + ps.nt);
-  map_existing_registers(&ps);
+  if (lpx_lookup_sync(m, ps.f)) { pstate_free(&ps); return -1; }   /* the registers so far, by name */
   for (int depth = 0; cur(&ps)->kind != LPX_TK_EOF;) {
     scope_depth(&ps, &depth);
     parse_body_statement(&ps);

@@ -27,5 +27,9 @@ int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap);
 int lpx_fs_real_path(lpx_ctx *ctx, const char *path, char *out, size_t cap);
 int lpx_fs_remove_tree(lpx_ctx *ctx, const char *path);
 int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner);
+int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t len);
+char *lpx_fs_read_file(lpx_ctx *ctx, const char *path, size_t *len);
+void lpx_fs_free(char *buf);
+double lpx_clock_ms(void);
 
 #endif

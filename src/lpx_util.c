@@ -21,37 +21,11 @@ int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---------------------------------------------------------------- buffers */
 
-/* Append n raw bytes; the buffer stays NUL-terminated. */
-int lpx_buf_put(lpx_buf *b, const char *s, size_t n)
+/* Make room for n more bytes and the NUL (the slow path of the writers
+ * in lpx_util.h); -1 when out of memory. */
+int lpx_buf_grow(lpx_buf *b, size_t n)
 {
-  if (lpx_grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) return -1;
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-  return 0;
-}
-
-/* Append a NUL-terminated string. */
-int lpx_buf_puts(lpx_buf *b, const char *s) { return lpx_buf_put(b, s, strlen(s)); }
-
-/* Append one character. */
-int lpx_buf_putc(lpx_buf *b, char c) { return lpx_buf_put(b, &c, 1); }
-
-/* Append an unsigned decimal without going through printf (hot path). */
-int lpx_buf_putu(lpx_buf *b, uint64_t v)
-{
-  char tmp[24];
-  int i = 24;
-  do { tmp[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-  return lpx_buf_put(b, tmp + i, (size_t)(24 - i));
-}
-
-/* Append a signed decimal. */
-int lpx_buf_puti(lpx_buf *b, int64_t v)
-{
-  if (v >= 0) return lpx_buf_putu(b, (uint64_t)v);
-  if (lpx_buf_putc(b, '-')) return -1;
-  return lpx_buf_putu(b, (uint64_t)0 - (uint64_t)v);
+  return lpx_grow((void **)&b->p, &b->cap, b->n + n + 1, 1);
 }
 
 /* Append printf-formatted text (cold paths only). */
@@ -89,12 +63,6 @@ uint32_t lpx_hash(const char *s, size_t len)
   return (uint32_t)XXH3_64bits(s, len - 1) + ((uint8_t)s[len - 1] & 15);
 }
 
-/* Length of the string behind an id: the next string starts one NUL later. */
-static size_t strtab_len(const lpx_strtab *t, int32_t id)
-{
-  size_t end = (size_t)id + 1 < t->n ? t->offs[id + 1] : t->arena.n;
-  return end - t->offs[id] - 1;
-}
 
 /* Probe for s (hash h); return its slot index (holding its id or empty).
  * The stored hash and length settle almost every mismatch without
@@ -105,7 +73,7 @@ static size_t strtab_probe(const lpx_strtab *t, const char *s, size_t len, uint3
   for (;; i = (i + 1) & mask) {
     const lpx_strslot *e = &t->slots[i];
     if (!e->id) return i;
-    if (e->hash == h && strtab_len(t, e->id - 1) == len && memcmp(t->arena.p + t->offs[e->id - 1], s, len) == 0) return i;
+    if (e->hash == h && lpx_strtab_len(t, e->id - 1) == len && memcmp(t->arena.p + t->offs[e->id - 1], s, len) == 0) return i;
   }
 }
 
@@ -162,12 +130,6 @@ int32_t lpx_strtab_intern(lpx_strtab *t, const char *s, size_t len)
   t->arena.n += len + 1;
   t->slots[slot] = (lpx_strslot){ h, (int32_t)++t->n };
   return (int32_t)t->n - 1;
-}
-
-/* The string behind an id. */
-const char *lpx_strtab_get(const lpx_strtab *t, int32_t id)
-{
-  return t->arena.p + t->offs[id];
 }
 
 /* Release every allocation of a string table. */

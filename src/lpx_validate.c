@@ -118,8 +118,8 @@ static int type_number(vctx *v, lpx_operand *o, int want)
     snprintf(msg, sizeof msg, "is %.17g, expected an integer for .%s", x, w->name);
     return opfail(v, msg);
   }
-  double lo = w->bits >= 64 ? -9223372036854775808.0 : -ldexp(1.0, w->bits - 1);
-  double hi = w->bits >= 64 ? 18446744073709551615.0 : ldexp(1.0, w->bits) - 1;
+  double lo = w->bits >= 64 ? -9223372036854775808.0 : -(double)((uint64_t)1 << (w->bits - 1));
+  double hi = w->bits >= 64 ? 18446744073709551615.0 : (double)(((uint64_t)1 << w->bits) - 1);
   if (x < lo || x > hi) {
     snprintf(msg, sizeof msg, "is %.17g, which does not fit in %d bits", x, w->bits);
     return opfail(v, msg);
@@ -326,11 +326,13 @@ static int check_alt(vctx *v, const char *alt, size_t alen, lpx_operand *ops, ui
   for (size_t i = 0; i < alen; i++) {
     if (alt[i] == ' ') continue;
     v->pos = k + 1;
-    /* a vector where the letter wants none (or the reverse) fails this
-     * alternative with a weaker message than a real mismatch would */
-    int vec = ops[starts[k]].kind == LPX_OPD_VEC;
-    int fits = vec ? strchr("vVwyk", alt[i]) != NULL : strchr("wy", alt[i]) == NULL;
-    if (check_letter(v, alt[i], ops, starts[k])) return fits ? -1 : -2;
+    if (check_letter(v, alt[i], ops, starts[k])) {
+      /* a vector where the letter wants none (or the reverse) fails this
+       * alternative with a weaker message than a real mismatch would */
+      int vec = ops[starts[k]].kind == LPX_OPD_VEC;
+      int fits = vec ? strchr("vVwyk", alt[i]) != NULL : strchr("wy", alt[i]) == NULL;
+      return fits ? -1 : -2;
+    }
     k++;
   }
   return 0;
@@ -604,6 +606,14 @@ static int check_rules(lpx_module *m, const lpx_form *fo, int count)
  * here: the variable operand lists (mma, ld/st, commit, cp, shift), the
  * spellings a row's shared group does not allow, and target rules. */
 
+/* Is row op one of the tcgen05 family ("tcgen05.mma", ...)? (The first
+ * byte settles it for nearly every row: this runs for every instruction.) */
+static int is_tcgen05(int op)
+{
+  const char *name = lpx_isa_rows[op].name;
+  return name[0] == 't' && strncmp(name, "tcgen05.", 8) == 0;
+}
+
 /* Fail with "<form>: <message>". */
 static int tc_fail(vctx *v, const char *msg)
 {
@@ -797,7 +807,7 @@ static int tc_target(vctx *v)
 static int tcgen05_check(vctx *v, lpx_operand *ops, uint32_t *starts, int count)
 {
   int op = v->form->info.op;
-  if (op < 0 || strncmp(lpx_isa_rows[op].name, "tcgen05.", 8)) return 1;
+  if (op < 0 || !is_tcgen05(op)) return 1;
   if (tc_target(v) || tc_cta_group(v)) return -1;
   switch (op) {
   case LPX_OP_TCMMA: return tc_mma(v, ops, starts, count);
@@ -1323,6 +1333,35 @@ static int check_mbarrier(vctx *v, const lpx_operand *ops, const uint32_t *start
 
 /* ================================================== end of mbarrier spaces */
 
+/* What the form rules read of a module: its target and PTX version. */
+static int64_t rules_key(const lpx_module *m)
+{
+  return ((int64_t)m->ptx_version << 32) | ((int64_t)m->sm << 8) | (int64_t)(m->family & 0xff);
+}
+
+/* Did the form's rules (check_rules) already pass in this module with
+ * count operands? They read only the form, the count and the module's
+ * target and PTX version, so each form is checked once per count. */
+static int rules_passed(const lpx_module *m, const lpx_form *form, int count)
+{
+  size_t id = (size_t)(form - m->ctx->forms);
+  return count < 255 && id < m->rules_cap && m->rules_ok[id] == count + 1 && m->rules_key == rules_key(m);
+}
+
+/* Remember that the form's rules passed with count operands (best effort:
+ * without memory they are simply checked again next time). */
+static void rules_remember(lpx_module *m, const lpx_form *form, int count)
+{
+  size_t id = (size_t)(form - m->ctx->forms), old = m->rules_cap;
+  if (m->rules_key != rules_key(m)) {   /* a parsed .target or .version changed the module */
+    if (m->rules_cap) memset(m->rules_ok, 0, m->rules_cap);
+    m->rules_key = rules_key(m);
+  }
+  if (count >= 255 || LPX_RESERVE(m->rules_ok, m->rules_cap, id + 1)) return;
+  if (m->rules_cap > old) memset(m->rules_ok + old, 0, m->rules_cap - old);
+  m->rules_ok[id] = (uint8_t)(count + 1);
+}
+
 /* Validate an instruction's operands; untyped numbers get their type here. */
 static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
@@ -1335,7 +1374,10 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
   vctx v = { m, f, form, 0, 0, 0, file, line };
   int op = form->info.op;
   v.sink_ok = op < 0 || sig[0] == '*' || op == LPX_OP_SETP || op == LPX_OP_ATOM || op == LPX_OP_ELECT || op == LPX_OP_LOP3;
-  if (op >= 0 && check_rules(m, form, count)) return -1;
+  if (op >= 0 && !rules_passed(m, form, count)) {
+    if (check_rules(m, form, count)) return -1;
+    rules_remember(m, form, count);
+  }
   int tc = count <= 64 ? tcgen05_check(&v, ops, starts, count) : 1;
   if (tc <= 0) return tc;
   v.relaxed = op == LPX_OP_LD || op == LPX_OP_ST || op == LPX_OP_LDU || op == LPX_OP_CVT;
@@ -1351,7 +1393,8 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
     return 0;
   }
   int first_err = 0;
-  char saved[LPX_MSG_MAX] = "";
+  char saved[LPX_MSG_MAX];   /* not zero-filled: this runs for every instruction */
+  saved[0] = '\0';
   for (const char *alt = sig;;) {
     const char *end = strchr(alt, ';');
     size_t len = end ? (size_t)(end - alt) : strlen(alt);
@@ -1379,7 +1422,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
   if (validate(m, f, form, ops, nops, file, line)) return -1;
-  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && !strncmp(lpx_isa_rows[form->info.op].name, "tcgen05.", 8)) {
+  if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && is_tcgen05(form->info.op)) {
     f->tc_cta_group = form->info.cta_group;
     f->tc_cta_file = file;
     f->tc_cta_line = line;

@@ -63,12 +63,15 @@ function M.shape_error(m, n, k, opts)
 end
 
 --- build(M, N, K[, opts]): opts.cta_group (1 or 2), opts.BN (N per MMA, default
--- 256), opts.stages (pipeline depth, default 4), opts.arch (default sm_100a).
+-- 256), opts.stages (pipeline depth, default 4), opts.arch (default sm_100a),
+-- opts.unroll (true: the k-block loops unrolled at trace time, stage and
+-- phase as immediates, about 30 PTX lines per k-block).
 function M.build(m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(m, n, k, opts)
   if err then error("gemm: " .. err, 2) end
   local cta, BN, S = opts.cta_group or 1, opts.BN or 256, opts.stages or 4
+  local unroll = opts.unroll
   local BNL = BN / cta                         -- rows of B each CTA loads
   local A_BYTES, B_BYTES = BM * BK * 2, BNL * BK * 2
   local KT = k / BK
@@ -126,27 +129,31 @@ function M.build(m, n, k, opts)
       local sA0, sB0 = sA:base(), sB:base()
 
       -- TMA producer: wait for a free stage, expect its bytes, load A and B
+      -- (k-block kt: a register in the ptx.range loop, a Lua number unrolled)
+      local function produce(kt)
+        local s = unroll and kt % S or kt:band(S - 1)
+        local e = empty0 + s * 8
+        wait(e, unroll and 1 - bit.band(bit.rshift(kt, log2s), 1) or kt:shr(log2s):band(1):bxor(1))
+        local fb = full0 + s * 8
+        local kx = unroll and reg.scalar(T.u32, kt * BK) or kt * BK
+        if cta == 2 then
+          -- both CTAs' loads complete on the leader's barrier
+          local lb = reg.scalar(T.u32)
+          ptx.inst("mapa.shared::cluster.u32", lb, fb, 0)
+          ptx.at(leader).inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), 2 * (A_BYTES + B_BYTES))
+          fb = lb
+        else
+          ptx.inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), A_BYTES + B_BYTES)
+        end
+        local group = cta == 2 and 2 or nil
+        ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sA0 + s * A_BYTES), src = A:tma_desc { box = { BM, BK }, swizzle = "128B" },
+                                      coord = { kx, m_cta }, mbar = ptx.addr(fb), cta_group = group }
+        ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sB0 + s * B_BYTES), src = B:tma_desc { box = { BNL, BK }, swizzle = "128B" },
+                                      coord = { kx, n_load }, mbar = ptx.addr(fb), cta_group = group }
+      end
       ptx.if_(tid:eq(0), function()
-        ptx.range(0, KT, 1, function(kt)
-          local s = kt:band(S - 1)
-          wait(empty0 + s * 8, kt:shr(log2s):band(1):bxor(1))
-          local fb = full0 + s * 8
-          local kx = kt * BK
-          if cta == 2 then
-            -- both CTAs' loads complete on the leader's barrier
-            local lb = reg.scalar(T.u32)
-            ptx.inst("mapa.shared::cluster.u32", lb, fb, 0)
-            ptx.at(leader).inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), 2 * (A_BYTES + B_BYTES))
-            fb = lb
-          else
-            ptx.inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), A_BYTES + B_BYTES)
-          end
-          local group = cta == 2 and 2 or nil
-          ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sA0 + s * A_BYTES), src = A:tma_desc { box = { BM, BK }, swizzle = "128B" },
-                                        coord = { kx, m_cta }, mbar = ptx.addr(fb), cta_group = group }
-          ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sB0 + s * B_BYTES), src = B:tma_desc { box = { BNL, BK }, swizzle = "128B" },
-                                        coord = { kx, n_load }, mbar = ptx.addr(fb), cta_group = group }
-        end)
+        if unroll then for kt = 0, KT - 1 do produce(kt) end
+        else ptx.range(0, KT, 1, produce) end
       end)
 
       -- MMA issuer (the leader CTA only with cta_group 2)
@@ -159,20 +166,30 @@ function M.build(m, n, k, opts)
         local adesc0, bdesc0 = bw.smem_desc_reg(sA0, layout), bw.smem_desc_reg(sB0, layout)
         local always = tid:eq(32)
         local mask = cta == 2 and reg.scalar(T.b16, 3) or nil
-        ptx.range(0, KT, 1, function(kt)
-          local s = kt:band(S - 1)
-          wait(full0 + s * 8, kt:shr(log2s):band(1))
+        local never = unroll and always:bnot()   -- accumulate on the first unrolled k-block
+        -- one k-block kt (a register in the ptx.range loop, a Lua number unrolled)
+        local function consume(kt)
+          local s = unroll and kt % S or kt:band(S - 1)
+          local f = full0 + s * 8
+          wait(f, unroll and bit.band(bit.rshift(kt, log2s), 1) or kt:shr(log2s):band(1))
           tc.fence_after_thread_sync()
-          local s64 = s:to(T.u64)
-          local ad, bd = adesc0 + s64 * (A_BYTES / 16), bdesc0 + s64 * (B_BYTES / 16)
-          local accumulate = kt:ne(0)
+          local ad, bd = adesc0, bdesc0
+          if not unroll then
+            local s64 = s:to(T.u64)
+            ad, bd = adesc0 + s64 * (A_BYTES / 16), bdesc0 + s64 * (B_BYTES / 16)
+          elseif s > 0 then
+            ad, bd = adesc0 + s * (A_BYTES / 16), bdesc0 + s * (B_BYTES / 16)
+          end
+          local accumulate = unroll and (kt == 0 and never or always) or kt:ne(0)
           for kk = 0, BK / UMMA_K - 1 do
             -- +32 bytes along K inside the 128-byte swizzle row: +2 in the address field
             tc.mma { d = taddr, a = kk == 0 and ad or ad + kk * 2, b = kk == 0 and bd or bd + kk * 2,
                      idesc = idesc, enable_d = kk == 0 and accumulate or always, cta_group = cta }
           end
           tc.commit { mbar = empty0 + s * 8, cta_group = cta, multicast = mask }
-        end)
+        end
+        if unroll then for kt = 0, KT - 1 do consume(kt) end
+        else ptx.range(0, KT, 1, consume) end
         tc.commit { mbar = done0, cta_group = cta, multicast = mask }
       end)
 

@@ -653,14 +653,34 @@ local TMA_OPTS = { "box", "swizzle", "interleave", "l2", "oob", "elem_strides", 
 local TMA_KNOWN = {}
 for _, k in ipairs(TMA_OPTS) do TMA_KNOWN[k] = true end
 
+--- An option value as tma_key writes it.
+local function opt_text(v)
+  return type(v) == "table" and table.concat(v, "x") or tostring(v)
+end
+
 --- A stable key of X:tma_desc options (the same options share one param).
 local function tma_key(opts)
   local parts = {}
-  for _, k in ipairs(TMA_OPTS) do
-    local v = opts[k]
-    parts[#parts + 1] = k .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v))
-  end
+  for _, k in ipairs(TMA_OPTS) do parts[#parts + 1] = k .. "=" .. opt_text(opts[k]) end
   return table.concat(parts, ";")
+end
+
+--- Do two option tables have the same tma_key? Compared field by field,
+-- without building the key: X:tma_desc{...} runs once per copy.
+local function same_opts(a, b)
+  for _, k in ipairs(TMA_OPTS) do
+    local x, y = a[k], b[k]
+    if x ~= y then
+      local same = type(x) == "table" and type(y) == "table" and #x == #y
+      if same then
+        for i = 1, #x do
+          if x[i] ~= y[i] and tostring(x[i]) ~= tostring(y[i]) then same = false end
+        end
+      end
+      if not same and opt_text(x) ~= opt_text(y) then return false end
+    end
+  end
+  return true
 end
 
 --- The description table tma.describe takes, for shape/dtype/address/strides.
@@ -707,10 +727,9 @@ function M.tma_param(spec, opts)
     fail("X:tma_desc: an im2col map has no box; it takes channels_per_pixel, pixels_per_column and the pixel-box corners")
   end
   t.tma = t.tma or {}
-  local key = spec.param .. "|" .. tma_key(opts)
   local d
-  for _, e in ipairs(t.tma) do if e.key == key then d = e end end
-  if not d then d = declare_tma(t, spec, opts, key) end
+  for _, e in ipairs(t.tma) do if e.tensor == spec.param and same_opts(e.opts, opts) then d = e end end
+  if not d then d = declare_tma(t, spec, opts, spec.param .. "|" .. tma_key(opts)) end
   -- the param's address in a register: what the tensor-map operand takes
   local r = reg.new(t, types.u64)
   emit("mov.u64", r, d.name)

@@ -23,7 +23,7 @@ local tc = {}
 M.tcgen05 = tc
 
 local F = reg.form
-local emit = trace.emit
+local emit, emit_n = trace.emit, trace.emit_n
 
 -- ------------------------------------------------------------ helpers
 
@@ -79,20 +79,20 @@ function tc.alloc(a)
   local dst = need("alloc", a, "dst", "a shared slot for the TMEM address")
   local space = is_shared_addr(dst) and ".shared::cta" or ""
   local op = "tcgen05.alloc" .. cta_group(a) .. ".sync.aligned" .. space .. ".b32"
-  return emit(F(op), as_addr(dst), a.ncols or 32)
+  return emit_n(F(op), 2, as_addr(dst), a.ncols or 32)
 end
 
 --- tcgen05.dealloc.cta_group::N.sync.aligned.b32 taddr, ncols
 function tc.dealloc(a)
   args_of("dealloc", a)
   local op = "tcgen05.dealloc" .. cta_group(a) .. ".sync.aligned.b32"
-  return emit(F(op), need("dealloc", a, "taddr"), a.ncols or 32)
+  return emit_n(F(op), 2, need("dealloc", a, "taddr"), a.ncols or 32)
 end
 
 --- tcgen05.relinquish_alloc_permit.cta_group::N.sync.aligned
 function tc.relinquish_alloc_permit(a)
   a = args_of("relinquish_alloc_permit", a or {})
-  return emit(F("tcgen05.relinquish_alloc_permit" .. cta_group(a) .. ".sync.aligned"))
+  return emit_n(F("tcgen05.relinquish_alloc_permit" .. cta_group(a) .. ".sync.aligned"), 0)
 end
 
 -- ------------------------------------------------------------------ mma
@@ -119,6 +119,7 @@ function tc.mma(a)
   if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
   ops[#ops + 1] = en
   if a.scale_d then ops[#ops + 1] = a.scale_d end
+  if #ops <= 8 then return emit_n(F(op), #ops, unpack(ops, 1, #ops)) end
   return emit(F(op), unpack(ops))
 end
 
@@ -157,8 +158,8 @@ function tc.ld(a)
   local num = num_of("ld", shape, #dst, a.num)
   local op = ("tcgen05.ld.sync.aligned.%s.x%d%s.b32"):format(shape, num, a.pack and ".pack::16b" or "")
   local taddr = as_addr(need("ld", a, "taddr"))
-  if shape == "16x32bx2" then return emit(F(op), dst, taddr, need("ld", a, "split", "the immHalfSplitoff column")) end
-  return emit(F(op), dst, taddr)
+  if shape == "16x32bx2" then return emit_n(F(op), 3, dst, taddr, need("ld", a, "split", "the immHalfSplitoff column")) end
+  return emit_n(F(op), 2, dst, taddr)
 end
 
 --- tcgen05.st.sync.aligned.<shape>.xN[.unpack::16b].b32 [taddr][, split], {src...}
@@ -169,8 +170,8 @@ function tc.st(a)
   local num = num_of("st", shape, #src, a.num)
   local op = ("tcgen05.st.sync.aligned.%s.x%d%s.b32"):format(shape, num, a.unpack and ".unpack::16b" or "")
   local taddr = as_addr(need("st", a, "taddr"))
-  if shape == "16x32bx2" then return emit(F(op), taddr, need("st", a, "split", "the immHalfSplitoff column"), src) end
-  return emit(F(op), taddr, src)
+  if shape == "16x32bx2" then return emit_n(F(op), 3, taddr, need("st", a, "split", "the immHalfSplitoff column"), src) end
+  return emit_n(F(op), 2, taddr, src)
 end
 
 -- ------------------------------------------------------ commit, cp, shift
@@ -185,8 +186,8 @@ function tc.commit(a)
   local mbar = need("commit", a, "mbar")
   local op = "tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" ..
     (is_shared_addr(mbar) and ".shared::cluster" or "") .. (a.multicast and ".multicast::cluster" or "") .. ".b64"
-  if a.multicast then return emit(F(op), as_addr(mbar), a.multicast) end
-  return emit(F(op), as_addr(mbar))
+  if a.multicast then return emit_n(F(op), 2, as_addr(mbar), a.multicast) end
+  return emit_n(F(op), 1, as_addr(mbar))
 end
 
 
@@ -199,13 +200,13 @@ function tc.cp(a)
   local shape = a.shape or "128x256b"
   local op = "tcgen05.cp" .. cta_group(a) .. "." .. tostring(shape) .. (a.multicast and ("." .. a.multicast) or "") ..
     (a.src_fmt and (".b8x16." .. a.src_fmt) or "")
-  return emit(F(op), as_addr(need("cp", a, "taddr")), need("cp", a, "desc", "a 64-bit SMEM descriptor"))
+  return emit_n(F(op), 2, as_addr(need("cp", a, "taddr")), need("cp", a, "desc", "a 64-bit SMEM descriptor"))
 end
 
 --- tcgen05.shift.cta_group::N.down [taddr]: shift 32-byte rows down one lane.
 function tc.shift(a)
   args_of("shift", a)
-  return emit(F("tcgen05.shift" .. cta_group(a) .. ".down"), as_addr(need("shift", a, "taddr")))
+  return emit_n(F("tcgen05.shift" .. cta_group(a) .. ".down"), 1, as_addr(need("shift", a, "taddr")))
 end
 
 -- ---------------------------------------------------------- fence, wait
@@ -217,19 +218,19 @@ local WAITS = { ld = "tcgen05.wait::ld.sync.aligned", st = "tcgen05.wait::st.syn
 function tc.fence(which)
   local op = FENCES[which]
   if not op then fail("fence", 'takes "before" or "after" (before_thread_sync / after_thread_sync)') end
-  return emit(F(op))
+  return emit_n(F(op), 0)
 end
-function tc.fence_before_thread_sync() return emit(F(FENCES.before)) end
-function tc.fence_after_thread_sync() return emit(F(FENCES.after)) end
+function tc.fence_before_thread_sync() return emit_n(F(FENCES.before), 0) end
+function tc.fence_after_thread_sync() return emit_n(F(FENCES.after), 0) end
 
 --- tcgen05.wait::ld / ::st .sync.aligned: which = "ld" | "st".
 function tc.wait(which)
   local op = WAITS[which]
   if not op then fail("wait", 'takes "ld" or "st"') end
-  return emit(F(op))
+  return emit_n(F(op), 0)
 end
-function tc.wait_ld() return emit(F(WAITS.ld)) end
-function tc.wait_st() return emit(F(WAITS.st)) end
+function tc.wait_ld() return emit_n(F(WAITS.ld), 0) end
+function tc.wait_st() return emit_n(F(WAITS.st), 0) end
 
 -- ----------------------------------------------- instruction descriptor
 
@@ -369,11 +370,11 @@ function M.smem_desc_reg(addr, o)
     else trace.fail("pyptx.blackwell.smem_desc_reg: addr must be a 32-bit register or a shared allocation") end
   end
   local s = reg.new(t, types.u32)
-  emit(F("shr.u32"), s, addr, 4)
-  emit(F("and.b32"), s, s, 0x3fff)
+  emit_n(F("shr.u32"), 3, s, addr, 4)
+  emit_n(F("and.b32"), 3, s, s, 0x3fff)
   local d = reg.new(t, types.b64)
-  emit(F("cvt.u64.u32"), d, s)
-  emit(F("or.b64"), d, d, hi)
+  emit_n(F("cvt.u64.u32"), 2, d, s)
+  emit_n(F("or.b64"), 3, d, d, hi)
   return d
 end
 

@@ -12,14 +12,19 @@ local operands = require "pyptx.operands"
 local M = {}
 local F = reg.form
 
---- Make the next instruction appended carry the guard p (or !p for -p).
+--- Make the next instruction appended carry the guard p (or !p for -p):
+-- a predicate register or its negated view (trace.emit reads either).
 function M.set_guard(t, p)
   reg.use_pred(t, p)
-  if reg.is(p) then t.guard = { id = p.id, negated = false }
-  else t.guard = { id = p.reg.id, negated = true } end
+  t.guard = p
 end
 
 -- --------------------------------------------------- labels and branches
+
+--- Place label name (already checked) in trace t.
+local function place(t, name)
+  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message()) end
+end
 
 --- Place a label here; returns a reference usable as a branch target.
 function M.label(name)
@@ -27,7 +32,7 @@ function M.label(name)
   if type(name) ~= "string" or not name:match("^[%a_$][%w_$]*$") then
     trace.fail("ptx.label: a label name is letters, digits, _ and $, got " .. tostring(name))
   end
-  if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message()) end
+  place(t, name)
   return operands.label_ref(name)
 end
 
@@ -39,18 +44,18 @@ function M.bra(target, p)
     M.set_guard(t, p)
   end
   if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra"), target)
+  return trace.emit_n(F("bra"), 1, target)
 end
 
 --- Uniform branch (all threads take it together).
 function M.bra_uni(target)
   if type(target) == "string" then target = operands.label_ref(target) end
-  return trace.emit(F("bra.uni"), target)
+  return trace.emit_n(F("bra.uni"), 1, target)
 end
 
 --- ret; / exit;
-function M.ret() return trace.emit(F("ret")) end
-function M.exit() return trace.emit(F("exit")) end
+function M.ret() return trace.emit_n(F("ret"), 0) end
+function M.exit() return trace.emit_n(F("exit"), 0) end
 
 -- ------------------------------------------------------ structured control
 
@@ -59,13 +64,13 @@ function M.if_(p, then_fn, else_fn)
   local t = trace.need("ptx.if_")
   if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p)) end
   local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
-  M.bra(l_else, -p)
+  M.bra(operands.label_ref(l_else), -p)
   then_fn()
-  if else_fn then M.bra_uni(l_end) end
-  M.label(l_else)
+  if else_fn then M.bra_uni(operands.label_ref(l_end)) end
+  place(t, l_else)
   if else_fn then
     else_fn()
-    M.label(l_end)
+    place(t, l_end)
   end
 end
 
@@ -79,12 +84,12 @@ function M.loop(body, opts)
   local top = opts.top or trace.fresh_label(t, "loop")
   local exit = opts.exit ~= false and (opts.exit or trace.fresh_label(t, "loop_exit")) or nil
   local loop = { top = operands.label_ref(top), exit = exit and operands.label_ref(exit) }
-  M.label(top)
+  if opts.top then M.label(top) else place(t, top) end
   local again = body(loop)
-  if again == nil then M.bra_uni(top)
-  elseif reg.is_pred(again) then M.bra(top, again)
+  if again == nil then M.bra_uni(loop.top)
+  elseif reg.is_pred(again) then M.bra(loop.top, again)
   else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing") end
-  if exit then M.label(exit) end
+  if opts.exit then M.label(exit) elseif exit then place(t, exit) end
 end
 
 --- for i = lo, hi - 1, step: an emitted counted loop with a u32 (or the
@@ -104,7 +109,7 @@ function M.range(lo, hi, step, body)
   M.label(top)
   body(i, { top = operands.label_ref(top), exit = operands.label_ref(exit) })
   local suffix = (ty.kind == "b" and "u" .. ty.bits) or ty.name
-  trace.emit(F("add." .. suffix), i, i, step)
+  trace.emit_n(F("add." .. suffix), 3, i, i, step)
   M.bra(top, i:lt(hi))
   M.label(exit)
   return i

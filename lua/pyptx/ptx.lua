@@ -93,13 +93,20 @@ Node.__index = function(node, key)
   return child
 end
 
+local raw_forms = {}   -- opcode text -> form id, for opcodes of the table (others warn each time)
+
 --- ptx.inst.add.u32(d, a, b): intern the form once, then append.
 Node.__call = function(node, ...)
   if not rawget(node, "opcode") then
     -- ptx.inst("ld.global.nc.v4.f32", dst, addr): the raw escape hatch.
     local opcode = ...
+    local form = raw_forms[opcode]
+    if form then return trace.emit(form, select(2, ...)) end
     if type(opcode) ~= "string" then trace.fail("ptx.inst(opcode, ...) needs the opcode as a string") end
-    return trace.emit((trace.form(opcode, false)), select(2, ...))
+    local info
+    form, info = trace.form(opcode, false)
+    if info.op >= 0 then raw_forms[opcode] = form end
+    return trace.emit(form, select(2, ...))
   end
   local form = rawget(node, "form")
   if not form then

@@ -55,6 +55,13 @@ function Module:lossless() return print_with(self, core.fmt_lossless) end
 --- The module in the canonical layout the tracer emits.
 function Module:canonical() return print_with(self, core.fmt_canonical) end
 
+--- Write the module's text (canonical = true: the canonical layout) to a
+-- file the user named, straight from the core's buffer.
+function Module:write(path, canonical)
+  if (canonical and core.fmt_canonical or core.fmt_lossless)(self.ptr, text_out, len_out) ~= 0 then fail() end
+  if core.fs_write_output(core.ctx, path, text_out[0], len_out[0]) ~= 0 then fail() end
+end
+
 --- Number of functions with bodies.
 function Module:func_count() return core.module_func_count(self.ptr) end
 
@@ -122,9 +129,16 @@ function M.read_file(path)
   return text
 end
 
---- Parse a file.
+--- Parse a file. It is read in C and parsed from there: a big input is
+-- never a Lua string (nor the buffers io.read grows to make one).
 function M.parse_file(path)
-  return M.parse(M.read_file(path), path)
+  if sys.kind(path) == "directory" then error(path .. " is a directory (expected a PTX file)", 0) end
+  local buf = core.fs_read_file(core.ctx, path, len_out)
+  if buf == nil then fail() end
+  local m = core.parse(core.ctx, buf, len_out[0], path)
+  core.fs_free(buf)
+  if m == nil then fail() end
+  return setmetatable({ ptr = ffi.gc(m, core.module_free), name = path }, Module)
 end
 
 return M

@@ -16,6 +16,8 @@ local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
 local floats = require "pyptx.floats"
+local table_new = require "table.new"
+local emit_n = trace.emit_n
 
 local M = {}
 local OPD = trace.OPD
@@ -38,6 +40,29 @@ local function F(op)
   return id
 end
 M.form = F
+
+local typed_forms = {}   -- opcode prefix -> type -> form id
+--- Form id of prefix .. "." .. the type's name, without building the
+-- string again on every call (the operators run once per instruction).
+local function TF(prefix, ty)
+  local by_type = typed_forms[prefix]
+  if not by_type then
+    by_type = {}
+    typed_forms[prefix] = by_type
+  end
+  local id = by_type[ty]
+  if not id then
+    id = F(prefix .. "." .. ty.name)
+    by_type[ty] = id
+  end
+  return id
+end
+
+--- The active trace; what (a function returning the operation's name, so
+-- no message string is built on the hot path) names it in the error.
+local function active(what)
+  return trace.current() or trace.need(what())
+end
 
 --- Pack a register into an operand slot.
 function Reg.__operand(r, o, t, k)
@@ -69,6 +94,19 @@ local function reg_name(t, id)
   return ffi.string(p[0], n[0])
 end
 
+--- Has reg.range or reg.named (or a .reg parameter) declared the name in trace t?
+local function claimed(t, name)
+  if t.reg_names[name] then return true end
+  for _, r in ipairs(t.reg_ranges) do
+    local prefix = r[1]
+    if name:sub(1, #prefix) == prefix then
+      local digits = name:sub(#prefix + 1)
+      if digits:match("^%d+$") and (digits == "0" or digits:sub(1, 1) ~= "0") and tonumber(digits) < r[2] then return true end
+    end
+  end
+  return false
+end
+
 --- A register's PTX name ("%r3", "acc"), as the emitted PTX prints it.
 Reg.__tostring = function(r)
   local name = r.trace.fn >= 0 and reg_name(r.trace, r.id) or "?"
@@ -91,11 +129,10 @@ local function new(t, ty)
   if id < 0 then trace.fail(core.error_message()) end
   if t.reg_names then   -- named registers may have taken this class's name
     local name = reg_name(t, id)
-    if t.reg_names[name] then
+    if claimed(t, name) then
       trace.fail(("register %s of the %s class is already declared by reg.range/reg.named; use another prefix there")
         :format(name, ty.name))
     end
-    t.auto_names[name] = true
   end
   return setmetatable({ id = id, type = ty, trace = t }, Reg)
 end
@@ -145,7 +182,7 @@ end
 -- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then trace.emit(F("mov." .. mov_name(ty)), r, constant(ty, init)) end
+  if init ~= nil then emit_n(F("mov." .. mov_name(ty)), 2, r, constant(ty, init)) end
   return r
 end
 
@@ -158,18 +195,27 @@ function M.array(ty, n)
   return a
 end
 
+--- Check a register type for reg.named/reg.range/.reg parameters.
+local function check_type(ty, what)
+  if not types.is(ty) or ty == types.b8 then trace.fail(what .. ": expected a register type (pyptx.types.u32, ...), got " .. tostring(ty)) end
+end
+
+--- Start tracking names declared by reg.range/reg.named in trace t (the
+-- automatic registers made from then on must not take one).
+local function track_names(t)
+  if not t.reg_names then t.reg_names, t.reg_ranges = {}, {} end
+end
+
 --- Check a register type and claim PTX register names for trace t.
 local function claim(t, ty, names, what)
-  if not types.is(ty) or ty == types.b8 then trace.fail(what .. ": expected a register type (pyptx.types.u32, ...), got " .. tostring(ty)) end
-  t.reg_names = t.reg_names or {}
-  if not t.auto_names then
-    t.auto_names = {}
-    for id = 0, core.func_reg_count(t.mod, t.fn) - 1 do t.auto_names[reg_name(t, id)] = true end
-  end
+  check_type(ty, what)
+  track_names(t)
   for _, name in ipairs(names) do
     if not name:match("^[%%%a_$][%w_$]*$") then trace.fail(what .. ": '" .. name .. "' is not a PTX register name") end
     -- the same name again is PTX scoping ({ .reg .b32 %tmp; } blocks): ptxas judges it
-    if t.auto_names[name] then trace.fail(what .. ": register " .. name .. " is already one of the automatic registers of this function") end
+    if core.reg_auto(t.mod, t.fn, name) >= 0 then
+      trace.fail(what .. ": register " .. name .. " is already one of the automatic registers of this function")
+    end
     t.reg_names[name] = true
   end
 end
@@ -209,16 +255,18 @@ function M.range(ty, prefix, n)
   if type(prefix) ~= "string" or not prefix:match("^%%?[%a_$][%w_$]*$") then
     trace.fail("reg.range: the prefix must be a PTX name such as \"%f\", got " .. tostring(prefix))
   end
-  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then trace.fail("reg.range: count must be a positive integer, got " .. tostring(n)) end
-  local names = {}
-  for i = 0, n - 1 do names[i + 1] = prefix .. i end
-  claim(t, ty, names, "reg.range")
-  local a = { n = n }
-  for i = 0, n - 1 do
-    local id = core.reg_named(t.mod, t.fn, ty.id, names[i + 1])
-    if id < 0 then trace.fail(core.error_message()) end
-    a[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) or n > 0x7fffffff then
+    trace.fail("reg.range: count must be a positive integer, got " .. tostring(n))
   end
+  check_type(ty, "reg.range")
+  track_names(t)
+  -- the names are made in C: a range of an nvcc kernel has thousands
+  local first = core.reg_range(t.mod, t.fn, ty.id, prefix, n)
+  if first < 0 then trace.fail("reg.range: " .. core.error_message()) end
+  t.reg_ranges[#t.reg_ranges + 1] = { prefix, n }
+  local a = table_new(n, 1)
+  a.n = n
+  for i = 0, n - 1 do a[i] = setmetatable({ id = first + i, type = ty, trace = t }, Reg) end
   if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message()) end
   return a
 end
@@ -226,7 +274,7 @@ end
 --- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
 function M.fragments(ty, n, zero)
   local a = M.array(ty, n)
-  if zero then for i = 0, n - 1 do trace.emit(F("mov." .. mov_name(ty)), a[i], 0) end end
+  if zero then for i = 0, n - 1 do emit_n(F("mov." .. mov_name(ty)), 2, a[i], 0) end end
   return a
 end
 
@@ -266,56 +314,70 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  trace.emit(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), r, src)
+  emit_n(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), 2, r, src)
   return r
 end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  trace.emit(F("mov." .. mov_name(self.type)), self, constant(self.type, v))
+  emit_n(F("mov." .. mov_name(self.type)), 2, self, constant(self.type, v))
   return self
 end
 
 -- -------------------------------------------------------------- operators
 
+local arith_of = {}   -- type -> the type arithmetic spells it with
 --- The PTX type suffix arithmetic uses for a register type (b -> u).
 local function arith_type(ty)
-  if ty.kind == "b" then return types["u" .. ty.bits] end
-  return ty
+  local at = arith_of[ty]
+  if not at then
+    at = ty.kind == "b" and types["u" .. ty.bits] or ty
+    arith_of[ty] = at
+  end
+  return at
 end
+
+--- Is the type an integer (u, s, b) / a float (scalar or packed)?
+local function is_int(ty) local k = ty.kind return k == "u" or k == "s" or k == "b" end
+local function is_float(ty) local k = ty.kind return k == "f" or k == "h" end
 
 --- Result type of a binary operation between a and b (one is a register).
 local function join(op, a, b)
   local ta, tb = source_type(a), source_type(b)
   if not ta then return tb end
   if not tb or ta == tb then return ta end
-  if ta.bits ~= tb.bits or types.is_float(ta) ~= types.is_float(tb) or ta.kind == "p" or tb.kind == "p" then
+  if ta.bits ~= tb.bits or is_float(ta) ~= is_float(tb) or ta.kind == "p" or tb.kind == "p" then
     trace.fail(("operator %s mixes %s and %s; convert one side first with reg.from(x, %s)")
       :format(op, ta.name, tb.name, ta.name))
   end
-  if types.is_float(ta) then
+  if is_float(ta) then
     trace.fail(("operator %s mixes %s and %s"):format(op, ta.name, tb.name))
   end
   return ta.kind == "b" and tb or ta
 end
 
---- Emit `op.<type> d, a, b` into a fresh register of the joined type.
-local function binop(opname, sym, a, b, mods)
-  local ty = join(sym, a, b)
-  local at = arith_type(ty)
-  local d = new(trace.need("operator " .. sym), ty)
-  trace.emit(F(opname .. (mods and types.is_int(at) and mods.int or mods and mods.float or "") .. "." .. at.name), d, a, b)
-  return d
+--- An operator: `op.<type> d, a, b` into a fresh register of the joined
+-- type; int and float are the opcode before the type for each kind.
+local function binop(int, float, sym)
+  local what = function() return "operator " .. sym end
+  return function(a, b)
+    local ty = join(sym, a, b)
+    local at = arith_type(ty)
+    local d = new(active(what), ty)
+    emit_n(TF(is_int(at) and int or float, at), 3, d, a, b)
+    return d
+  end
 end
 
-Reg.__add = function(a, b) return binop("add", "+", a, b) end
-Reg.__sub = function(a, b) return binop("sub", "-", a, b) end
-Reg.__mul = function(a, b) return binop("mul", "*", a, b, { int = ".lo", float = "" }) end
-Reg.__div = function(a, b) return binop("div", "/", a, b, { int = "", float = ".rn" }) end
+Reg.__add = binop("add", "add", "+")
+Reg.__sub = binop("sub", "sub", "-")
+Reg.__mul = binop("mul.lo", "mul", "*")
+Reg.__div = binop("div", "div.rn", "/")
+local rem = binop("rem", "rem", "%")
 Reg.__mod = function(a, b)
   local ty = join("%", a, b)
-  if not types.is_int(ty) then trace.fail("operator % needs integer registers, got " .. ty.name) end
-  return binop("rem", "%", a, b)
+  if not is_int(ty) then trace.fail("operator % needs integer registers, got " .. ty.name) end
+  return rem(a, b)
 end
 
 --- -x: neg for numbers; a negated view for predicates (no instruction).
@@ -324,7 +386,7 @@ Reg.__unm = function(a)
   local at = arith_type(a.type)
   if at.kind == "u" then at = types["s" .. at.bits] end
   local d = new(trace.need("operator -"), a.type)
-  trace.emit(F("neg." .. at.name), d, a)
+  emit_n(TF("neg", at), 2, d, a)
   return d
 end
 
@@ -361,11 +423,12 @@ end
 
 --- Guarded comparisons: Lua turns < and == into booleans, so use methods.
 local function compare(cmp)
+  local what, prefix = function() return "comparison :" .. cmp end, "setp." .. cmp
   return function(a, b)
     local ty = arith_type(join(cmp, a, b))
-    local t = trace.need("comparison :" .. cmp)
+    local t = active(what)
     local p = new(t, types.pred)
-    trace.emit(F("setp." .. cmp .. "." .. ty.name), p, a, b)
+    emit_n(TF(prefix, ty), 3, p, a, b)
     fresh_pred(t, p, cmp)
     return p
   end
@@ -373,12 +436,27 @@ end
 for _, c in ipairs { "eq", "ne", "lt", "le", "gt", "ge" } do Reg[c] = compare(c) end
 
 --- Emit a bitwise operation on b-typed PTX (and/or/xor).
+local sized = { b = {}, u = {} }   -- kind -> type -> the type of its width and that kind (false: none)
+
+--- The form of `opname.<kind><N>` for a register type of N bits (shl.b32,
+-- shr.u64), or with logical = true `opname.pred` for a predicate (and.pred).
+local function sized_form(opname, kind, ty, logical)
+  if logical and ty == types.pred then return TF(opname, ty) end
+  local st = sized[kind][ty]
+  if st == nil then
+    st = types[kind .. ty.bits] or false
+    sized[kind][ty] = st
+  end
+  if st then return TF(opname, st) end
+  return F(opname .. "." .. kind .. ty.bits)   -- no such type: the core names what is wrong
+end
+
 local function bitop(opname)
+  local what = function() return ":" .. opname end
   return function(a, b)
     local ty = join(opname, a, b)
-    local d = new(trace.need(":" .. opname), ty)
-    local suffix = ty == types.pred and "pred" or ("b" .. ty.bits)
-    trace.emit(F(opname .. "." .. suffix), d, a, b)
+    local d = new(active(what), ty)
+    emit_n(sized_form(opname, "b", ty, true), 3, d, a, b)
     if ty == types.pred then fresh_pred(d.trace, d, opname) end
     return d
   end
@@ -389,7 +467,7 @@ Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
 --- Bitwise / logical not.
 function Reg:bnot()
   local d = new(trace.need(":bnot"), self.type)
-  trace.emit(F("not." .. (self.type == types.pred and "pred" or ("b" .. self.type.bits))), d, self)
+  emit_n(sized_form("not", "b", self.type, true), 2, d, self)
   if self.type == types.pred then fresh_pred(d.trace, d, "bnot") end
   return d
 end
@@ -398,25 +476,25 @@ Reg.not_ = Reg.bnot
 --- Shift left by n bits.
 function Reg:shl(n)
   local d = new(trace.need(":shl"), self.type)
-  trace.emit(F("shl.b" .. self.type.bits), d, self, n)
+  emit_n(sized_form("shl", "b", self.type), 3, d, self, n)
   return d
 end
 
 --- Shift right (arithmetic for signed registers, logical otherwise).
 function Reg:shr(n)
   local d = new(trace.need(":shr"), self.type)
-  local suffix = self.type.kind == "s" and self.type.name or ("u" .. self.type.bits)
-  trace.emit(F("shr." .. suffix), d, self, n)
+  emit_n(self.type.kind == "s" and TF("shr", self.type) or sized_form("shr", "u", self.type), 3, d, self, n)
   return d
 end
 
 --- Emit a unary or binary typed instruction (min, max, abs, ...).
 local function typed(opname, float_mods)
+  local what, float = function() return ":" .. opname end, opname .. float_mods
   return function(a, b)
     local ty = arith_type(b ~= nil and join(opname, a, b) or a.type)
-    local d = new(trace.need(":" .. opname), a.type)
-    local op = opname .. (types.is_float(ty) and float_mods or "") .. "." .. ty.name
-    if b ~= nil then trace.emit(F(op), d, a, b) else trace.emit(F(op), d, a) end
+    local d = new(active(what), a.type)
+    local op = TF(is_float(ty) and float or opname, ty)
+    if b ~= nil then emit_n(op, 3, d, a, b) else emit_n(op, 2, d, a) end
     return d
   end
 end
@@ -426,7 +504,7 @@ Reg.min, Reg.max, Reg.abs = typed("min", ""), typed("max", ""), typed("abs", "")
 function Reg:fma(b, c)
   local ty = arith_type(join("fma", self, b))
   local d = new(trace.need(":fma"), self.type)
-  trace.emit(F((types.is_float(ty) and "fma.rn." or "mad.lo.") .. ty.name), d, self, b, c)
+  emit_n(TF(is_float(ty) and "fma.rn" or "mad.lo", ty), 4, d, self, b, c)
   return d
 end
 
@@ -437,7 +515,7 @@ function Reg:mul_wide(b)
     trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name)
   end
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
-  trace.emit(F("mul.wide." .. ty.name), d, self, b)
+  emit_n(F("mul.wide." .. ty.name), 3, d, self, b)
   return d
 end
 

@@ -186,7 +186,7 @@ end
 function M.open(t, name, is_entry, linkage)
   local fn = core.func_begin(t.mod, name, is_entry and 1 or 0, linkage or 0)
   if fn < 0 then error(core.error_message(), 0) end
-  t.fn, t.name, t.guard, t.at_where, t.reg_names, t.auto_names = fn, name, nil, nil, nil, nil
+  t.fn, t.name, t.guard, t.at_where, t.reg_names, t.reg_ranges = fn, name, nil, nil, nil, nil
   return fn
 end
 
@@ -258,23 +258,83 @@ local function file_id(t, src)
   return id
 end
 
---- Append one instruction of an interned form with Lua operands.
-function M.emit(form, ...)
-  local t = cur
-  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
-  local k = 0
-  for i = 1, select("#", ...) do k = put(t, k, (select(i, ...))) end
-  local src, line = M.where(2)
+--- Append the instruction whose k operands are packed: find the user's
+-- line (level: the frame of emit's caller, counted from here), take the
+-- guard, append in C.
+local function append(t, form, k, level)
+  local key, line = core_where(level)
+  local src = key and not front_end[key] and not helper_keys[key] and source_names[key]
+  if not src then src, line = M.where(level) end   -- a chunk seen first, or the command line's code
   local g, gneg = -1, 0
-  local guard = t.guard
+  local guard = t.guard   -- a predicate register, or a negated view of one ({ reg = p })
   if guard then
     t.guard = nil
-    g, gneg = guard.id, guard.negated and 1 or 0
+    local negated = guard.reg
+    if negated then g, gneg = negated.id, 1 else g = guard.id end
   end
   local rc = core.append(t.mod, t.fn, form, g, gneg, k, ops, file_id(t, src), line)
   if rc < 0 then error(M.format_where(src, line) .. ": " .. core.error_message(), 0) end
   t.count = t.count + 1
   if t.on_emit then t.on_emit(rc) end
+  return rc
+end
+
+--- Pack up to eight operands and append, the user's line found from level
+-- (counted from append). Fixed parameters, no vararg: a trace the JIT
+-- starts here, or resumes here after the C call that finds the line, can
+-- return through it to the caller, which it cannot through a vararg
+-- function's frame (interpreted callers: straight-line kernel bodies,
+-- transpiled scripts; compiled ones: the loop goes on in the same trace).
+local function emit_fixed(level, form, n, a, b, c, d, e, f, g, h)
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
+  local k = 0
+  if n > 0 then
+    k = put(t, k, a)
+    if n > 1 then
+      k = put(t, k, b)
+      if n > 2 then
+        k = put(t, k, c)
+        if n > 3 then
+          k = put(t, k, d)
+          if n > 4 then
+            k = put(t, k, e)
+            if n > 5 then
+              k = put(t, k, f)
+              if n > 6 then
+                k = put(t, k, g)
+                if n > 7 then k = put(t, k, h) end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  local rc = append(t, form, k, level)
+  return rc
+end
+
+--- Append one instruction of form with n (at most eight) operands given
+-- as fixed arguments: the emit of the hot paths (operators, control flow,
+-- the family wrappers), which the JIT compiles end to end.
+function M.emit_n(form, n, a, b, c, d, e, f, g, h)
+  local rc = emit_fixed(4, form, n, a, b, c, d, e, f, g, h)   -- append < emit_fixed < emit_n < the caller
+  return rc
+end
+
+--- Append one instruction of an interned form with Lua operands.
+function M.emit(form, ...)
+  local n = select("#", ...)
+  if n <= 8 then
+    local rc = emit_fixed(4, form, n, ...)   -- append < emit_fixed < emit < the caller
+    return rc
+  end
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
+  local k = 0
+  for i = 1, n do k = put(t, k, (select(i, ...))) end
+  local rc = append(t, form, k, 3)   -- append < emit < the caller
   return rc
 end
 

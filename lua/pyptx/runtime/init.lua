@@ -13,6 +13,7 @@ local sass = require "pyptx.runtime.sass"
 local M = {}
 
 local check = device.check_status
+local clock_ms = core.clock_ms
 M.open, M.device, M.use, M.current_arch = device.open, device.device, device.use, device.current_arch
 
 -- ------------------------------------------------------------ parameters
@@ -225,9 +226,12 @@ local function stage(k, args, opts)
   end
   if given and #args ~= #k.in_specs then M.bind(k, args, values, false, 3) end   -- the inputs' own message
   M.bind(k, bound, values, given ~= nil, 3)
+  local t0 = clock_ms()
   local s = k:specialize(values)
+  local t1 = clock_ms()
   check_dims(s, 3)
   local fn = dev:function_of(s)
+  local t2 = clock_ms()
   local outs, all = given or {}, {}
   for i, t in ipairs(args) do all[i] = t end
   for i = #args + 1, #s.tensors do
@@ -239,17 +243,24 @@ local function stage(k, args, opts)
     all[#all + 1] = outs[i - #args]
   end
   local buf, size = M.pack_params(s, all, s.values, 3)
-  return { dev = dev, s = s, fn = fn, outs = outs, buf = buf, cfg = M.make_cfg(s, buf, size) }
+  local cfg = M.make_cfg(s, buf, size)
+  -- what came before the launch, in ms: the trace (a cache hit when the
+  -- kernel was traced before), compiling (CUDA) or decoding (the
+  -- emulator) it for the device, allocating outputs and packing parameters
+  local times = { trace = t1 - t0, load = t2 - t1, pack = clock_ms() - t2 }
+  return { dev = dev, s = s, fn = fn, outs = outs, buf = buf, cfg = cfg, times = times }
 end
 
 --- Prepare a launch once: bind shapes, allocate outputs, pack parameters;
 -- returns a launcher whose call only launches (no Lua-side work per call),
--- and the output tensors. launcher() launches; launcher.outputs holds them.
+-- and the output tensors. launcher() launches; launcher.outputs holds them;
+-- launcher.times what preparing took in ms: trace, load (compile or
+-- decode for the device) and pack (outputs and parameters).
 function M.prepare(k, ...)
   local args, opts = split_args(...)
   local st = stage(k, args, opts)
   local handle, launch, fn, cfg = st.dev.handle, core.device_launch, st.fn, st.cfg
-  return setmetatable({ outputs = st.outs, inputs = args, buffer = st.buf, cfg = cfg, specialization = st.s }, {
+  return setmetatable({ outputs = st.outs, inputs = args, buffer = st.buf, cfg = cfg, specialization = st.s, times = st.times }, {
     __call = function()
       if launch(handle, fn, cfg) < 0 then error(("launching kernel \"%s\": %s"):format(k.name, core.error_message()), 2) end
     end,

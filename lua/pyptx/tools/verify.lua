@@ -2,33 +2,31 @@
 -- with a CPU reference: what every example's main and the example specs do.
 --   local ok, report = verify.run { kernel = k, args = { {values, shape}, ... },
 --                                  reference = flat_values, tolerance = { atol, rtol } }
-local ffi = require "ffi"
+local core = require "pyptx.core"
 local tensor = require "pyptx.runtime.tensor"
 local types = require "pyptx.types"
 local argcheck = require "pyptx.args"
 local runtime = require "pyptx.runtime"
+local kernel = require "pyptx.kernel"
 
 local M = {}
 
-ffi.cdef [[ struct lpx_verify_ts { long s, ns; }; int clock_gettime(int, struct lpx_verify_ts *); ]]
-local ts = ffi.new("struct lpx_verify_ts")
-
---- Wall-clock milliseconds.
-local function now_ms()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.s) * 1e3 + tonumber(ts.ns) * 1e-6
-end
+-- Monotonic wall-clock milliseconds (from the core: a cdef of
+-- clock_gettime here would clash with any other script's own).
+local now_ms = core.clock_ms
 
 --- A seed that differs between runs (inputs are fresh every time).
 function M.fresh_seed()
-  ffi.C.clock_gettime(0, ts)
-  return (tonumber(ts.s) % 100000) * 1000 + math.floor(tonumber(ts.ns) / 1e6)
+  return (os.time() % 100000) * 1000 + math.floor(now_ms() % 1000)
 end
 
 --- Launch opts.kernel with opts.args (lists of values with shapes) on the
 -- current device, outputs poisoned first (Tensor:poison); compare output 1 (or
 -- opts.output) with opts.reference. Returns ok, report { max_abs, max_rel,
--- bad, count, ms, message, device }.
+-- bad, count, message, device, ms, before, total_ms }: ms is the launch
+-- itself (until the device is idle again); before what preceded it (ms
+-- each: trace, load = compiling or decoding for the device, pack =
+-- binding shapes, allocating outputs, packing parameters); total_ms both.
 function M.run(opts)
   argcheck.fields("verify.run", opts, { "kernel: table", "args: table", "reference: table|function" })
   local dev = opts.device or runtime.device()
@@ -37,20 +35,40 @@ function M.run(opts)
     args[i] = tensor.from_table(a[1], a.dtype or types.f32, a[2], dev)
   end
   local t0 = now_ms()
-  local outs = { opts.kernel(unpack(args)) }
+  local outs, before, t1
+  if kernel.is(opts.kernel) then
+    local launch = runtime.prepare(opts.kernel, unpack(args))
+    t1 = now_ms()
+    launch()
+    outs = launch.outputs
+    local t = launch.times
+    before = { trace = t.trace, load = t.load, pack = (t1 - t0) - t.trace - t.load }
+  else   -- any other callable: only the whole call can be timed
+    outs = { opts.kernel(unpack(args)) }
+  end
   dev:sync()
-  local ms = now_ms() - t0
+  local t2 = now_ms()
   local tol = opts.tolerance or { atol = 1e-5, rtol = 1e-4 }
   local output = opts.output or 1
   local ok, report = tensor.compare(outs[output], opts.reference, { atol = tol.atol, rtol = tol.rtol, output = output })
-  report.ms, report.device = ms, dev.name
+  report.ms, report.before, report.total_ms = t2 - (t1 or t0), before, t2 - t0
+  report.device, report.load_name = dev.name, dev.kind == "cuda" and "compile" or "decode"
   return ok, report
+end
+
+--- The times part of a verdict: "launch 2.1 ms (before it: trace 0.25,
+-- decode 0.03, bind and pack 0.10 ms)".
+local function times_text(report)
+  local b = report.before
+  if not b then return ("%.1f ms (trace, load and launch)"):format(report.ms or 0) end
+  return ("launch %.1f ms (before it: trace %.2f, %s %.2f, bind and pack %.2f ms)"):format(report.ms, b.trace,
+    report.load_name or "load", b.load, b.pack)
 end
 
 --- Print a one-line verdict for an example and return the exit status.
 function M.report(name, ok, report)
-  print(("%s: %s on %s: %s; %.1f ms"):format(name, ok and "ok" or "MISMATCH", report.device or "?",
-    report.message, report.ms or 0))
+  print(("%s: %s on %s: %s; %s"):format(name, ok and "ok" or "MISMATCH", report.device or "?", report.message,
+    times_text(report)))
   return ok and 0 or 1
 end
 
