@@ -341,7 +341,7 @@ local COMMANDS = {
     flags = { { "--csv", "F", key = "csv", help = "write the results as CSV" },
               { "--json", "F", key = "json", help = "write the results as JSON" },
               { "--plot", "F.svg", key = "plot", help = "write an SVG plot" },
-              { "--shard", "i/n", key = "shard", help = "run every n-th config starting at the i-th" },
+              { "--shard", "i/n", key = "shard", help = "run every n-th config starting at the i-th; auto: from a Slurm job array" },
               { "--force", help = "re-time cached configs" },
               { "--merge", help = "merge shard results: the arguments are --json files, not a sweep" } } },
   { name = "transpile", args = "<in.ptx|->", min = 1, max = 1, run = cmd_transpile,

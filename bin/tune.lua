@@ -1,4 +1,4 @@
---- `luaptx tune sweep.lua [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]`
+--- `luaptx tune sweep.lua [--csv F] [--json F] [--plot F.svg] [--shard i/n|auto] [--force]`
 -- and `luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F]`.
 -- A sweep script returns the table pyptx.tools.tune.run takes.
 local tune = require "pyptx.tools.tune"
@@ -7,7 +7,7 @@ local sys = require "pyptx.core.sys"
 
 local M = {}
 
-local USAGE = "usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n] [--force]\n" ..
+local USAGE = "usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n|auto] [--force]\n" ..
               "       luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F.svg]"
 
 --- Write a report file (atomically, 0600), or fail naming the path.

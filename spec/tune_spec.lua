@@ -295,7 +295,7 @@ describe("pyptx.tune on the emulator", function()
     assert.equal(12, #merged.results)
     assert.matches("MODE=ok$", merged.best.key)
     assert.has_error(function() tune.run(sweep("sharded"), opts { shard = "3/2" }) end,
-      "tune: shard 3/2; the shard index runs from 1 to n")
+      "tune: --shard 3/2: the shard index i runs from 1 to n, and n is at least 1")
   end)
 
   it("writes a table, CSV, JSON and an SVG chart", function()
@@ -393,5 +393,91 @@ describe("pyptx.tune on the emulator", function()
     local all = tune.decode_json(H.read(dir .. "/all.json"))
     assert.equal(12, #all.results)
     for _, r in ipairs(all.results) do assert.is_true(r.cached, r.key .. " was lost from the cache") end
+  end)
+end)
+
+describe("luaptx tune --shard auto (Slurm job arrays)", function()
+  --- parse_shard's result (or error) with the Slurm variables set as given.
+  local function shard_with(vars, text)
+    local names = { "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN" }
+    local old = {}
+    for _, k in ipairs(names) do
+      old[k] = os.getenv(k)
+      if vars[k] then ffi.C.setenv(k, vars[k], 1) else ffi.C.unsetenv(k) end
+    end
+    local ok, i, n = pcall(tune.parse_shard, text or "auto")
+    for _, k in ipairs(names) do if old[k] then ffi.C.setenv(k, old[k], 1) else ffi.C.unsetenv(k) end end
+    if not ok then return tostring(i) end
+    return i .. "/" .. n
+  end
+
+  it("takes shard ID - MIN + 1 of COUNT from the array task's variables", function()
+    assert.equal("1/4", shard_with { SLURM_ARRAY_TASK_ID = "0", SLURM_ARRAY_TASK_COUNT = "4" })
+    assert.equal("4/4", shard_with { SLURM_ARRAY_TASK_ID = "3", SLURM_ARRAY_TASK_COUNT = "4", SLURM_ARRAY_TASK_MIN = "0" })
+    assert.equal("2/4", shard_with { SLURM_ARRAY_TASK_ID = "2", SLURM_ARRAY_TASK_COUNT = "4", SLURM_ARRAY_TASK_MIN = "1" })
+    assert.equal("3/8", shard_with({ SLURM_ARRAY_TASK_ID = "0" }, "3/8"))   -- an explicit i/n ignores Slurm
+  end)
+
+  it("refuses missing, malformed and out-of-array values, saying what is valid", function()
+    assert.equal("tune: --shard auto takes the shard from a Slurm job array, but SLURM_ARRAY_TASK_ID is not set; "
+      .. "submit with sbatch --array=0-N, or give --shard i/n", shard_with {})
+    assert.matches("but SLURM_ARRAY_TASK_COUNT is not set", shard_with { SLURM_ARRAY_TASK_ID = "1" }, 1, true)
+    assert.equal("SLURM_ARRAY_TASK_ID=1x: not an integer; valid: an integer in 0..2147483648 "
+      .. "(the Slurm array task's index, set by sbatch --array)",
+      shard_with { SLURM_ARRAY_TASK_ID = "1x", SLURM_ARRAY_TASK_COUNT = "4" })
+    assert.matches("^SLURM_ARRAY_TASK_COUNT=0: out of range",
+      shard_with { SLURM_ARRAY_TASK_ID = "0", SLURM_ARRAY_TASK_COUNT = "0" })
+    assert.equal("tune: --shard auto: SLURM_ARRAY_TASK_ID=6 is not in 0..3 (SLURM_ARRAY_TASK_MIN=0, "
+      .. "SLURM_ARRAY_TASK_COUNT=4); luaptx tune --shard auto needs a contiguous array such as --array=0-3",
+      shard_with { SLURM_ARRAY_TASK_ID = "6", SLURM_ARRAY_TASK_COUNT = "4" })
+    for _, bad in ipairs { "1/0", "0/4", "5/4" } do
+      assert.equal(("tune: --shard %s: the shard index i runs from 1 to n, and n is at least 1"):format(bad), shard_with({}, bad))
+    end
+    for _, bad in ipairs { "2", "1/2/3", " 1/2", "a/b", "-1/2", "1/99999999999999999999999" } do
+      assert.equal("tune: --shard takes i/n (e.g. 2/8) or auto (from a Slurm job array); got " .. bad, shard_with({}, bad))
+    end
+  end)
+
+  it("merges 4 array tasks run as separate processes into one directory to the single-process sweep", function()
+    local dir = H.temp_dir()
+    local driver = H.temp_file(DRIVER, ".lua")
+    local cmds = { H.BIN, driver }
+    for id = 0, 3 do
+      cmds[#cmds + 1] = ("/usr/bin/env SLURM_ARRAY_TASK_ID=%d SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_MIN=0 %s tune %s "
+        .. "--shard auto --json shard%d.json"):format(id, H.BIN, SCALE, id)
+    end
+    local res = H.run(cmds, { cwd = dir, env = { LUAPTX_CACHE_DIR = dir .. "/shared" }, merge = true })
+    assert.equal(0, res.status, res.stdout)
+    assert.matches("command 1: exit 0\ncommand 2: exit 0\ncommand 3: exit 0\ncommand 4: exit 0\n", res.stdout, 1, true)
+    local _, err, status = H.luaptx({ "tune", "--merge", "shard0.json", "shard1.json", "shard2.json", "shard3.json",
+      "--json", "merged.json" }, { cwd = dir })
+    assert.equal(0, status, err)
+    _, err, status = H.luaptx({ "tune", SCALE, "--json", "single.json" }, { cwd = dir, env = { LUAPTX_CACHE_DIR = dir .. "/own" } })
+    assert.equal(0, status, err)
+    local merged, single = tune.decode_json(H.read(dir .. "/merged.json")), tune.decode_json(H.read(dir .. "/single.json"))
+    assert.equal(12, #single.results)
+    for _, k in ipairs { "name", "device", "timed", "ranking", "results", "best" } do assert.same(single[k], merged[k], k) end
+    assert.equal(12, #H.find(dir .. "/shared/tune", "%.json$"))   -- one cache entry per config, no leftovers
+    assert.equal(0, #H.find(dir .. "/shared", "tmp%-"))
+  end)
+
+  it("is not blocked by the temporaries a job killed mid-write leaves in a shared cache", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local args = { "tune", SCALE, "--shard", "1/6" }   -- two configs
+    local _, err, status = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    local files = H.find(dir .. "/cache/tune", "%.json$")
+    assert.equal(2, #files)
+    for _, f in ipairs(files) do   -- as a crash between write and rename leaves them
+      os.remove(f)
+      local t = assert(io.open(f .. ".tmp-Xy12Zq", "wb")); t:write('{"key":"trunc'); t:close()
+    end
+    local out
+    out, err, status = H.luaptx(args, { cwd = dir, env = env, timeout = 30 })
+    assert.equal(0, status, err)
+    assert.not_matches("(cached)", out, 1, true)
+    out = H.luaptx(args, { cwd = dir, env = env })
+    assert.equal(2, select(2, out:gsub("%(cached%)", "")))
   end)
 end)

@@ -17,6 +17,7 @@ local dkjson = require "dkjson"
 local sys = require "pyptx.core.sys"
 local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
+local env = require "pyptx.core.env"
 
 local M = {}
 
@@ -94,6 +95,42 @@ function M.shard(list, i, n)
   local out = {}
   for j, c in ipairs(list) do if (j - 1) % n == i - 1 then out[#out + 1] = c end end
   return out
+end
+
+--- Shard i of n from a Slurm job array: SLURM_ARRAY_TASK_ID counted from
+-- SLURM_ARRAY_TASK_MIN (0 when unset), SLURM_ARRAY_TASK_COUNT tasks; the
+-- array must be contiguous (--array=0-3 or 1-4, no step, no list).
+local function slurm_shard()
+  local what = "luaptx tune --shard auto"
+  local id = env.int("SLURM_ARRAY_TASK_ID", 0, 2 ^ 31, "the Slurm array task's index, set by sbatch --array")
+  local n = env.int("SLURM_ARRAY_TASK_COUNT", 1, 2 ^ 31, "the number of tasks in the Slurm array")
+  if not id or not n then
+    error(("tune: --shard auto takes the shard from a Slurm job array, but %s is not set; " ..
+           "submit with sbatch --array=0-N, or give --shard i/n"):format(id and "SLURM_ARRAY_TASK_COUNT" or "SLURM_ARRAY_TASK_ID"), 0)
+  end
+  local min = env.int("SLURM_ARRAY_TASK_MIN", 0, 2 ^ 31, "the lowest index of the Slurm array", 0)
+  local i = id - min + 1
+  if i < 1 or i > n then
+    error(("tune: --shard auto: SLURM_ARRAY_TASK_ID=%d is not in %d..%d (SLURM_ARRAY_TASK_MIN=%d, SLURM_ARRAY_TASK_COUNT=%d); " ..
+           "%s needs a contiguous array such as --array=0-%d"):format(id, min, min + n - 1, min, n, what, n - 1), 0)
+  end
+  return i, n
+end
+
+--- "i/n" (1 <= i <= n) or "auto" (a Slurm job array) as i, n; an error
+-- saying what is valid otherwise.
+function M.parse_shard(text)
+  text = tostring(text)
+  if text == "auto" then return slurm_shard() end
+  local i, n = text:match("^(%d+)/(%d+)$")
+  i, n = tonumber(i), tonumber(n)
+  if not i or #text > 21 then
+    error(("tune: --shard takes i/n (e.g. 2/8) or auto (from a Slurm job array); got %s"):format(text), 0)
+  end
+  if n < 1 or i < 1 or i > n then
+    error(("tune: --shard %s: the shard index i runs from 1 to n, and n is at least 1"):format(text), 0)
+  end
+  return i, n
 end
 
 -- ------------------------------------------------------------ disk cache
@@ -400,9 +437,7 @@ local function configs_of(spec, opts, pruned)
   end
   local all = M.configs(spec.space, prune)
   if not opts.shard then return all end
-  local i, n = tostring(opts.shard):match("^(%d+)/(%d+)$")
-  if not i then error(("tune: --shard takes i/n, e.g. 2/8 (got %s)"):format(tostring(opts.shard)), 0) end
-  return M.shard(all, tonumber(i), tonumber(n))
+  return M.shard(all, M.parse_shard(opts.shard))
 end
 
 --- Sort results: correct configs first, best first; failed ones by key.
