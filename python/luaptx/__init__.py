@@ -90,7 +90,7 @@ class Specialization:
         for spec, shape in zip(self.in_specs, shapes):
             for d, got in zip(spec.dims, shape):
                 if isinstance(d, str):
-                    values.setdefault(d, int(got))
+                    values.setdefault(d, got)
         out = []
         for i, spec in enumerate(self.out_specs):
             dims = []
