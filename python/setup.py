@@ -29,11 +29,26 @@ def pkg_config(flag):
     return shlex.split(out)
 
 
+def xla_include():
+    """jax's XLA FFI headers when jax is installed (the XLA handlers of
+    luaptx.jax are built only then; nothing else needs jax)."""
+    try:
+        import jax.ffi
+        inc = jax.ffi.include_dir()
+    except Exception:  # noqa: BLE001 - any failure means: no jax here
+        return None
+    return inc if os.path.exists(os.path.join(inc, "xla", "ffi", "api", "c_api.h")) else None
+
+
+XLA = xla_include()
+if XLA is None:
+    print("luaptx: jax is not installed: building without the XLA FFI handlers (luaptx.jax needs them)")
+
 core = Extension(
     "luaptx._core",
     sources=["luaptx/_core.c"],
-    include_dirs=[os.path.join(ROOT, "src")],
-    define_macros=[("Py_LIMITED_API", "0x030A0000")],
+    include_dirs=[os.path.join(ROOT, "src")] + ([XLA] if XLA else []),
+    define_macros=[("Py_LIMITED_API", "0x030A0000")] + ([("LUAPTX_XLA", "1")] if XLA else []),
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra"] + pkg_config("--cflags"),
     extra_objects=[LIB],

@@ -48,7 +48,8 @@ typedef struct {
 typedef struct {
   luaptx_kernel *K;
   PyObject *state;         /* the state capsule, kept alive */
-  char name[128], where[512];
+  py_state *st;            /* its struct */
+  char name[128], where[640];
   int nin, nout;
   py_spec specs[MAX_TENSORS];
 } py_kernel;
@@ -239,10 +240,15 @@ static PyObject *py_kernel_get(PyObject *self, PyObject *args)
   snprintf(k->name, sizeof k->name, "%s", name);
   Py_INCREF(cap);
   k->state = cap;
+  k->st = st;
   PyObject *kc = PyCapsule_New(k, "luaptx.kernel", kernel_free);
   if (!kc) { Py_DECREF(cap); free(k); }
   return kc;
 }
+
+/* A kernel's state struct, read without the Python API (XLA's threads run
+ * without the GIL): kept at kernel creation. */
+static py_state *state_of_unchecked(const py_kernel *k) { return k->st; }
 
 /* The py_kernel of a capsule argument. */
 static py_kernel *kernel_of(PyObject *cap) { return PyCapsule_GetPointer(cap, "luaptx.kernel"); }
@@ -361,7 +367,7 @@ typedef struct {
   int n;
   char name[MAX_SYMS][SYM_LEN];
   int64_t value[MAX_SYMS];
-  char by[MAX_SYMS][16];
+  char by[MAX_SYMS][24];
 } py_binds;
 
 /* The bound value of a symbol, or -1. */
@@ -437,7 +443,7 @@ static int check_device(const py_kernel *k, py_state *st, const DLTensor *t, con
     PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on DLPack device type %d; valid: CPU (the emulator) or CUDA", k->name, k->where, arg, dt);
     return -1;
   }
-  if (first && (first->device.device_type != dt || first->device.device_id != t->device.device_id)) {
+  if (first && ((int)first->device.device_type != dt || first->device.device_id != t->device.device_id)) {
     PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on another device than input 1 (DLPack device %d:%d, not %d:%d)", k->name, k->where, arg,
                  dt, (int)t->device.device_id, (int)first->device.device_type, (int)first->device.device_id);
     return -1;
@@ -453,7 +459,7 @@ static int check_device(const py_kernel *k, py_state *st, const DLTensor *t, con
 /* Check tensor i against its spec. */
 static int check_one(const py_kernel *k, py_state *st, py_taken *tk, int i, const DLTensor *first, py_binds *b)
 {
-  char arg[16], sname[24];
+  char arg[24], sname[24];
   if (i < k->nin) { snprintf(arg, sizeof arg, "input %d", i + 1); snprintf(sname, sizeof sname, "in_specs[%d]", i + 1); }
   else { snprintf(arg, sizeof arg, "output %d", i - k->nin + 1); snprintf(sname, sizeof sname, "out_specs[%d]", i - k->nin + 1); }
   if (i >= k->nin && (tk->flags & (FLAG_READ_ONLY | FLAG_IS_COPIED))) {
@@ -505,7 +511,7 @@ static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc
   Py_ssize_t n = PyTuple_Size(tensors);
   py_binds b = { 0 };
   for (int i = 0; i < k->nin + k->nout; i++) {
-    char arg[16];
+    char arg[24];
     snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
     PyObject *obj = i < n ? PyTuple_GetItem(tensors, i) : allocate(k, i - k->nin, &b, alloc);
     if (!obj) return -1;
@@ -557,6 +563,113 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
   return outs;
 }
 
+
+/* ---------------------------------------------------------- XLA's FFI
+ * Built when jax's headers were found at build time (setup.py defines
+ * LUAPTX_XLA): handlers for jax.ffi.ffi_call. The attribute "kernel" is
+ * the py_kernel's address (kept alive by luaptx.jax); operands then
+ * results are the kernel's tensors, launched on the emulator (cpu) or on
+ * XLA's CUDA stream. */
+#ifdef LUAPTX_XLA
+#include "xla/ffi/api/c_api.h"
+
+static const struct { XLA_FFI_DataType xla; uint8_t code, bits; } XLA_TYPES[] = {
+  { XLA_FFI_DataType_F16, kDLFloat, 16 }, { XLA_FFI_DataType_F32, kDLFloat, 32 }, { XLA_FFI_DataType_F64, kDLFloat, 64 },
+  { XLA_FFI_DataType_BF16, kDLBfloat, 16 }, { XLA_FFI_DataType_S8, kDLInt, 8 }, { XLA_FFI_DataType_S16, kDLInt, 16 },
+  { XLA_FFI_DataType_S32, kDLInt, 32 }, { XLA_FFI_DataType_S64, kDLInt, 64 }, { XLA_FFI_DataType_U8, kDLUInt, 8 },
+  { XLA_FFI_DataType_U16, kDLUInt, 16 }, { XLA_FFI_DataType_U32, kDLUInt, 32 }, { XLA_FFI_DataType_U64, kDLUInt, 64 },
+};
+
+/* An XLA error with a message (copied by XLA). */
+static XLA_FFI_Error *xla_error(const XLA_FFI_Api *api, const char *msg)
+{
+  XLA_FFI_Error_Create_Args a = { XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, msg, XLA_FFI_Error_Code_INVALID_ARGUMENT };
+  return api->XLA_FFI_Error_Create(&a);
+}
+
+/* A DLTensor viewing an XLA buffer on device type dev. */
+static int xla_tensor(const XLA_FFI_Buffer *b, int dev, DLTensor *t)
+{
+  memset(t, 0, sizeof *t);
+  t->data = b->data;
+  t->device.device_type = dev;
+  t->ndim = (int32_t)b->rank;
+  t->shape = b->dims;
+  t->dtype.lanes = 1;
+  for (size_t i = 0; i < sizeof XLA_TYPES / sizeof *XLA_TYPES; i++)
+    if (XLA_TYPES[i].xla == b->dtype) { t->dtype.code = XLA_TYPES[i].code; t->dtype.bits = XLA_TYPES[i].bits; return 0; }
+  t->dtype.code = 255;
+  return 0;
+}
+
+/* The py_kernel named by the "kernel" attribute, or NULL. */
+static py_kernel *xla_kernel(const XLA_FFI_Attrs *at)
+{
+  for (int64_t i = 0; i < at->size; i++) {
+    const XLA_FFI_ByteSpan *n = at->names[i];
+    if (at->types[i] == XLA_FFI_AttrType_SCALAR && n->len == 6 && memcmp(n->ptr, "kernel", 6) == 0) {
+      const XLA_FFI_Scalar *s = at->attrs[i];
+      if (s->dtype == XLA_FFI_DataType_S64) return (py_kernel *)(intptr_t)*(const int64_t *)s->value;
+    }
+  }
+  return NULL;
+}
+
+/* Answer XLA's metadata query (the API version this handler speaks). */
+static int xla_metadata(XLA_FFI_CallFrame *f)
+{
+  XLA_FFI_Extension_Base *e = f->extension_start;
+  if (!e || e->type != XLA_FFI_Extension_Metadata) return 0;
+  XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)e)->metadata;
+  m->api_version.major_version = XLA_FFI_API_MAJOR;
+  m->api_version.minor_version = XLA_FFI_API_MINOR;
+  m->traits = 0;
+  return 1;
+}
+
+/* The handler for device type dev: launch the kernel on the buffers. */
+static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
+{
+  if (xla_metadata(f) || f->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+  const XLA_FFI_Api *api = f->api;
+  py_kernel *k = xla_kernel(&f->attrs);
+  int64_t n = f->args.size + f->rets.size;
+  if (!k) return xla_error(api, "luaptx: the ffi_call has no kernel attribute (call it through luaptx.jax.call)");
+  if (n > MAX_TENSORS) return xla_error(api, "luaptx: too many buffers");
+  DLTensor ts[MAX_TENSORS], *tp[MAX_TENSORS];
+  for (int64_t i = 0; i < n; i++) {
+    xla_tensor(i < f->args.size ? f->args.args[i] : f->rets.rets[i - f->args.size], dev, &ts[i]);
+    tp[i] = &ts[i];
+  }
+  void *stream = NULL;
+  if (dev == kDLCUDA) {
+    XLA_FFI_Stream_Get_Args sa = { XLA_FFI_Stream_Get_Args_STRUCT_SIZE, NULL, f->ctx, NULL };
+    XLA_FFI_Error *e = api->XLA_FFI_Stream_Get(&sa);
+    if (e) return e;
+    stream = sa.stream;
+  }
+  py_state *st = state_of_unchecked(k);
+  XLA_FFI_Error *err = NULL;
+  pthread_mutex_lock(&st->lock);
+  if (luaptx_launch_dlpack(k->K, tp, (int)n, stream)) err = xla_error(api, luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  return err;
+}
+
+static XLA_FFI_Error *xla_cpu(XLA_FFI_CallFrame *f) { return xla_launch(f, kDLCPU); }
+static XLA_FFI_Error *xla_cuda(XLA_FFI_CallFrame *f) { return xla_launch(f, kDLCUDA); }
+
+/* xla_handlers() -> (cpu capsule, cuda capsule) for jax.ffi.register_ffi_target. */
+static PyObject *py_xla_handlers(PyObject *self, PyObject *args)
+{
+  (void)self; (void)args;
+  return Py_BuildValue("(NN)", PyCapsule_New((void *)xla_cpu, NULL, NULL), PyCapsule_New((void *)xla_cuda, NULL, NULL));
+}
+#define XLA_METHOD { "xla_handlers", py_xla_handlers, METH_NOARGS, "xla_handlers() -> (cpu, cuda) FFI handler capsules" },
+#else
+#define XLA_METHOD
+#endif
+
 /* ---------------------------------------------------------- the module */
 
 static PyMethodDef METHODS[] = {
@@ -570,6 +683,7 @@ static PyMethodDef METHODS[] = {
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "kernel_address", py_kernel_address, METH_VARARGS, "kernel_address(kernel) -> int" },
   { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  XLA_METHOD
   { NULL, NULL, 0, NULL },
 };
 
