@@ -82,6 +82,7 @@ class Specialization:
             specs.append(Spec(role, dtype, parsed))
         self.in_specs = [s for s in specs if s.role == "in"]
         self.out_specs = [s for s in specs if s.role == "out"]
+        self.nin = len(self.in_specs)
 
     def out_shapes(self, shapes):
         """The outputs' shapes for inputs of these shapes (dims bound from the
@@ -112,7 +113,7 @@ class Kernel:
 
     def __init__(self, script, name):
         self.script, self.name = script, name
-        self._specs = {}
+        self._specs, self._default = {}, None
 
     def specialize(self, **params):
         """The specialisation for these template values (cached)."""
@@ -120,6 +121,8 @@ class Kernel:
         s = self._specs.get(key)
         if s is None:
             s = self._specs[key] = Specialization(self, params)
+            if not key:
+                self._default = s
         return s
 
     @property
@@ -145,9 +148,10 @@ class Kernel:
         """Launch on the inputs (outputs allocated like the first input and
         returned) or on the inputs and outputs (written in place, returned).
         One output is returned as is, several as a tuple."""
-        s = self.specialize(**params)
-        alloc = _allocator(tensors[0]) if tensors and len(tensors) == len(s.in_specs) else None
-        outs = s.launch(tensors, alloc, _stream_of(tensors))
+        s = self.specialize(**params) if params or self._default is None else self._default
+        alloc = _allocator(tensors[0]) if tensors and len(tensors) == s.nin else None
+        stream = _stream_of(tensors) if tensors and getattr(tensors[0], "is_cuda", False) else None
+        outs = _core.launch(s.handle, tensors, alloc, stream)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):
@@ -155,9 +159,9 @@ class Kernel:
 
 
 def _stream_of(tensors):
-    """The CUDA stream for a launch: torch's current stream for CUDA torch
-    tensors, else None (CPU tensors; the default stream)."""
-    if tensors and getattr(getattr(tensors[0], "device", None), "type", None) == "cuda":
+    """The CUDA stream for a launch on CUDA tensors: torch's current stream
+    for torch tensors, else None (the default stream)."""
+    if type(tensors[0]).__module__.split(".")[0] == "torch":
         from . import torch as lt
         return lt.current_stream(tensors[0])
     return None

@@ -9,11 +9,13 @@
 #define Py_LIMITED_API 0x030A0000
 #endif
 #define PY_SSIZE_T_CLEAN
+#define _POSIX_C_SOURCE 200809L
 #include <Python.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "luaptx.h"
 
 /* The DLPack 0.x managed tensor (the unversioned capsule "dltensor"). */
@@ -286,24 +288,28 @@ static PyObject *py_kernel_address(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------- DLPack */
 
+/* Interned names and the constant arguments of __dlpack__ calls. */
+static PyObject *s_dlpack, *s_empty, *s_kw_versioned;
+
 /* Call obj.__dlpack__(max_version=(1, 0)[, stream]), falling back to the
  * 0.x signature when the producer does not take max_version. */
 static PyObject *dlpack_capsule(PyObject *obj, PyObject *stream)
 {
-  PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
+  PyObject *meth = PyObject_GetAttr(obj, s_dlpack);
   if (!meth) return NULL;
-  PyObject *empty = PyTuple_New(0), *kw = PyDict_New(), *cap = NULL;
-  PyObject *ver = Py_BuildValue("(ii)", 1, 0);
-  if (empty && kw && ver && (stream == Py_None || PyDict_SetItemString(kw, "stream", stream) == 0)
-      && PyDict_SetItemString(kw, "max_version", ver) == 0) {
-    cap = PyObject_Call(meth, empty, kw);
+  PyObject *kw = stream == Py_None ? s_kw_versioned : PyDict_Copy(s_kw_versioned), *cap = NULL;
+  if (kw && (stream == Py_None || PyDict_SetItemString(kw, "stream", stream) == 0)) {
+    cap = PyObject_Call(meth, s_empty, kw);
     if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
       PyErr_Clear();
-      PyDict_DelItemString(kw, "max_version");
-      cap = PyObject_Call(meth, empty, kw);
+      PyObject *legacy = PyDict_New();
+      if (legacy && (stream == Py_None || PyDict_SetItemString(legacy, "stream", stream) == 0))
+        cap = PyObject_Call(meth, s_empty, legacy);
+      Py_XDECREF(legacy);
     }
   }
-  Py_XDECREF(ver); Py_XDECREF(kw); Py_XDECREF(empty); Py_DECREF(meth);
+  if (kw != s_kw_versioned) Py_XDECREF(kw);
+  Py_DECREF(meth);
   return cap;
 }
 
@@ -564,6 +570,40 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
 }
 
 
+
+/* c_launch_times(kernel, tensors, iters) -> list of the C API launch's
+ * time per call in seconds, the tensors taken once: the baseline that
+ * bench/python_overhead.py subtracts. */
+static PyObject *py_c_launch_times(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *tensors;
+  int iters;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!i", &cap, &PyTuple_Type, &tensors, &iters)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  int total = k->nin + k->nout;
+  if (PyTuple_Size(tensors) != total || iters < 1) return PyErr_Format(PyExc_ValueError, "c_launch_times: give all %d tensors and iters >= 1", total);
+  py_taken tk[MAX_TENSORS];
+  memset(tk, 0, sizeof tk);
+  PyObject *outs = PyTuple_New(k->nout), *times = PyList_New(iters);
+  int rc = outs && times ? gather(k, k->st, tensors, Py_None, Py_None, tk, outs) : -1;
+  DLTensor *ts[MAX_TENSORS];
+  for (int i = 0; i < total && rc == 0; i++) ts[i] = tk[i].t;
+  for (int i = 0; i < iters && rc == 0; i++) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    rc = luaptx_launch_dlpack(k->K, ts, total, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    PyList_SetItem(times, i, PyFloat_FromDouble((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9));
+    if (rc) lua_fail(k->st);
+  }
+  for (int i = 0; i < total; i++) release(&tk[i]);
+  Py_XDECREF(outs);
+  if (rc) { Py_XDECREF(times); return NULL; }
+  return times;
+}
+
 /* ---------------------------------------------------------- XLA's FFI
  * Built when jax's headers were found at build time (setup.py defines
  * LUAPTX_XLA): handlers for jax.ffi.ffi_call. The attribute "kernel" is
@@ -683,6 +723,7 @@ static PyMethodDef METHODS[] = {
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "kernel_address", py_kernel_address, METH_VARARGS, "kernel_address(kernel) -> int" },
   { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
   XLA_METHOD
   { NULL, NULL, 0, NULL },
 };
@@ -694,6 +735,10 @@ PyMODINIT_FUNC PyInit__core(void)
 {
   PyObject *m = PyModule_Create(&MODULE);
   if (!m) return NULL;
+  s_dlpack = PyUnicode_InternFromString("__dlpack__");
+  s_empty = PyTuple_New(0);
+  s_kw_versioned = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
+  if (!s_dlpack || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
   Py_INCREF(LuaError);
