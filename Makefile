@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test test-python python-env python-check gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
 
 all: build
 
@@ -76,6 +76,12 @@ python-check: build
 	@$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
 	@rc=0; LUAPTX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PY_VENV)/bin/pytest -q -rs python/tests || rc=$$?; \
 	if [ $$rc = 5 ]; then echo "make test-python: pytest collected no test in python/tests"; exit 1; fi; exit $$rc
+
+# Regenerate docs/emulator-coverage.md: every ISA row, whether the emulator
+# runs it, and the forms the specs launched on it (each spec file is run
+# with LUAPTX_EMU_COVERAGE set).
+emulator-coverage: deps build
+	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) spec/emu_coverage.lua docs/emulator-coverage.md
 
 # Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
 # specs, every example on the GPU against its CPU reference, the nvcc

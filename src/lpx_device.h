@@ -42,5 +42,6 @@ int32_t lpx_device_stats(lpx_device *d, uint64_t *warp_insts, uint64_t *lane_ins
 int32_t lpx_device_graph_begin(lpx_device *d);
 int32_t lpx_device_graph_end(lpx_device *d, int32_t *graph);
 int32_t lpx_device_graph_launch(lpx_device *d, int32_t graph);
+int32_t lpx_emu_row_handled(int32_t op);
 
 #endif

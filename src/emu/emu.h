@@ -32,6 +32,7 @@ enum {                              /* bits of the "checks" option */
 
 #define EMU_FULL 0xffffffffu
 #define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
+#define EMU_WARP_BAR 17                /* bar_of of a lane waiting at bar.warp.sync */
 #define EMU_MSG 1536
 
 /* ------------------------------------------------------- decoded form */
@@ -96,6 +97,7 @@ struct emu_prog {
   uint32_t frame_size;            /* per-thread bytes of FRAME space */
   uint32_t ret_off[4]; int nret;  /* a .func's return .params (func_retvalN) in the frame */
   emu_prog *const *funcs;  /* the module's decoded functions, by function index (calls) */
+  int32_t unimpl;          /* the first instruction of a form not emulated, or -1 */
 };
 
 /* ----------------------------------------------------------- memory */
@@ -146,6 +148,7 @@ struct emu_warp {
   int32_t bar_of[32];             /* barrier a blocked lane waits at */
   int32_t red_dst[32];            /* bar.red: the slot a blocked lane's result goes to, or -1 */
   uint32_t cl_arr[32];            /* barrier.cluster: 1 + the phase a lane arrived in, 0: not arrived */
+  uint32_t wsync[32];             /* bar.warp.sync: the member mask a blocked lane waits with */
   uint32_t id;
   uint64_t steps, lane_steps;
   uint8_t *local;                 /* 32 * local_size bytes */
@@ -267,6 +270,8 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
 int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
 void lpx_emu_prog_free(emu_prog *p);
 emu_fn lpx_emu_pick(const emu_inst *in);
+int lpx_emu_cover(const emu_prog *p);
+int lpx_emu_runnable(const emu_prog *p, lpx_ctx *ctx);
 int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */

@@ -142,17 +142,20 @@ HANDLER(addsub_general)
   return 0;
 }
 
-/* mul24 / mad24: 24-bit operands, .lo or .hi of the 48-bit product. */
+/* mul24 / mad24: 24-bit operands, .lo or .hi of the 48-bit product;
+ * mad24.hi.sat.s32 clamps the 32-bit signed addition. */
 HANDLER(mul24)
 {
   ARGS3;
   int s = in->type == LPX_T_S32, hi = in->mod[LPX_GB_MULMODE] == LPX_MULMODE_HI, mad = in->op == LPX_OP_MAD24;
+  int sat = mad && in->mod[LPX_GB_SAT] != 0;
   const uint64_t *c = mad ? D(3) : NULL;
   EMU_EACH(m, {
     int64_t x = s ? sext(a[l], 24) : (int64_t)(a[l] & 0xffffff), y = s ? sext(b[l], 24) : (int64_t)(b[l] & 0xffffff);
     int64_t p = x * y;
     uint32_t r = hi ? (uint32_t)((uint64_t)p >> 16) : (uint32_t)p;
-    d[l] = (uint32_t)(r + (mad ? (uint32_t)c[l] : 0));
+    if (sat) d[l] = (uint32_t)sat32((__int128)(int32_t)r + (int32_t)(uint32_t)c[l]);
+    else d[l] = (uint32_t)(r + (mad ? (uint32_t)c[l] : 0));
   });
   return 0;
 }

@@ -347,6 +347,42 @@ static int unresolved(emu_warp *w, const emu_inst *in, uint32_t m)
                       lpx_strtab_get(&w->p->m->syms, in->target));
 }
 
+/* Refuse to launch a program holding a form the emulator does not run,
+ * before any instruction runs: a kernel never runs partly and then
+ * stops, nor passes because it never reached the form. */
+static int not_implemented(const emu_prog *p, lpx_ctx *ctx)
+{
+  const emu_inst *in = &p->insts[p->unimpl];
+  char where[512];
+  lpx_emu_where(p, in, where, sizeof where);
+  const lpx_form_info *fo = lpx_form_get(p->m->ctx, p->f->items[in->item].form);
+  return lpx_fail(ctx, "%s: not implemented: %s (the emulator cannot run this form; ptxas and a GPU can; "
+                  "docs/emulator-coverage.md lists what it runs)", where, fo ? fo->text : "?");
+}
+
+/* Can p run: every form it and the functions it calls hold is emulated?
+ * (0, or -1 naming the first form that is not, at its line.) */
+static int runnable(const emu_prog *p, lpx_ctx *ctx, uint8_t *seen)
+{
+  if (seen[p->fn_index]) return 0;
+  seen[p->fn_index] = 1;
+  if (p->unimpl >= 0) return not_implemented(p, ctx);
+  for (size_t i = 0; i < p->ninsts; i++)
+    if ((p->insts[i].flags & EI_CALL) && p->funcs[p->insts[i].target] &&
+        runnable(p->funcs[p->insts[i].target], ctx, seen)) return -1;
+  return 0;
+}
+
+/* Check, before a launch, that the entry p and its callees can run. */
+int lpx_emu_runnable(const emu_prog *p, lpx_ctx *ctx)
+{
+  uint8_t *seen = calloc(p->m->nfuncs + 1, 1);
+  if (!seen) return lpx_fail(ctx, "out of memory");
+  int rc = runnable(p, ctx, seen);
+  free(seen);
+  return rc;
+}
+
 /* Resolve each branch's label operand to an instruction index. */
 static int resolve_labels(dec *d)
 {
@@ -361,6 +397,7 @@ static int resolve_labels(dec *d)
       in->target = d->label_at[o->reg];
     }
     in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
+    if (in->fn == lpx_emu_unsupported && p->unimpl < 0) p->unimpl = (int32_t)i;
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
     else if (lpx_emu_sched_row(in->op)) in->flags |= EI_ASYNC;
   }
@@ -438,11 +475,12 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
   d.p = p;
   p->m = m; p->f = d.f; p->fn_index = fn; p->name = lpx_strtab_get(&m->syms, d.f->sym);
   p->cfirst = 1 << 30;
+  p->unimpl = -1;
   if (slots(&d) || layout(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   if (decode_body(&d)) { if (!m->ctx->error[0]) lpx_fail(m->ctx, "out of memory"); goto done; }
   if (finish_slots(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   find_returns(&d);
-  rc = 0;
+  rc = lpx_emu_cover(p);
 done:
   free(d.sym_space); free(d.sym_addr); free(d.label_at); free(d.sym_use); free(d.frame_syms);
   if (rc) { lpx_emu_prog_free(p); p = NULL; }
@@ -458,8 +496,16 @@ void lpx_emu_prog_free(emu_prog *p)
   free(p);
 }
 
-/* Handler of rows the emulator does not implement: a clear error at run time. */
+/* The marker handler of forms the emulator does not run: a launch refuses
+ * a program holding one (lpx_emu_runnable), so it is never called. */
 int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  return lpx_emu_fail(w, in, -1, "the emulator does not implement this instruction yet");
+  (void)m;
+  return lpx_emu_fail(w, in, -1, "not implemented");
+}
+
+/* Does the emulator have a handler family for ISA row op (1) or not (0)? */
+int32_t lpx_emu_row_handled(int32_t op)
+{
+  return op == LPX_OP_CALL || (op >= 0 && op < LPX_OP__COUNT && family[op] != NULL);   /* calls: lpx_emu_call */
 }

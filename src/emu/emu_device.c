@@ -233,6 +233,7 @@ static int emu_launch_op(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
   emu_dev *e = EMU(d);
   if (fn < 0 || (size_t)fn >= e->nprogs || !e->progs[fn]->f->is_entry) return lpx_fail(d->ctx, "launch: no entry %d", fn);
+  if (lpx_emu_runnable(e->progs[fn], d->ctx)) return -1;
   return lpx_emu_run(e, e->progs[fn], cfg);
 }
 

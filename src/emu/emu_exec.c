@@ -157,19 +157,63 @@ static int op_bra(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
+/* Release the lanes waiting at bar.warp.sync whose member masks name no
+ * live lane that has not arrived (exited lanes no longer count). */
+static void warp_sync_settle(emu_warp *w)
+{
+  uint32_t b = w->blocked, at = 0, go = 0;
+  EMU_EACH(b, if (w->bar_of[l] == EMU_WARP_BAR) at |= 1u << l);
+  EMU_EACH(at, if (!(w->wsync[l] & w->live & ~at)) go |= 1u << l);
+  EMU_EACH(go, {
+    w->blocked &= ~(1u << l);
+    if (++w->pc[l] < w->other_min) w->other_min = w->pc[l];
+  });
+}
+
 /* exit / ret from the entry: the lanes leave; the rest fall through. */
 static int op_exit(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   w->live &= ~m;
   w->cur &= ~m;
+  if (w->blocked) warp_sync_settle(w);
   if (w->cur) jump(w, w->cur_pc + 1);
   return 0;
 }
 
-/* trap: abort the launch. */
+/* bar.warp.sync mask: the lanes wait until every live lane their mask
+ * names has reached a bar.warp.sync (in divergent code, another one). */
+static int op_barwarp(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  int32_t pc = w->cur_pc;
+  uint32_t cur = w->cur, need = 0, outside = 0;
+  const uint64_t *mask = EMU_R(w, EMU_OP(w, in, 0)->reg);
+  EMU_EACH(m, { need |= (uint32_t)mask[l]; outside |= (uint32_t)!(mask[l] >> l & 1) << l; });
+  if (outside)
+    return lpx_emu_fail(w, in, __builtin_ctz(outside), "lane(s) 0x%08x execute bar.warp.sync but are not in its member mask 0x%08x; "
+                        "valid: a mask naming every lane that executes it", outside, (uint32_t)mask[__builtin_ctz(outside)]);
+  if (!(need & w->live & ~m) && !w->blocked) { jump(w, pc + 1); return 0; }   /* all here: nothing to wait for */
+  w->cur = 0;
+  EMU_EACH(cur, w->pc[l] = (m >> l & 1) ? pc : pc + 1);
+  w->blocked |= m;
+  EMU_EACH(m, { w->bar_of[l] = EMU_WARP_BAR; w->wsync[l] = (uint32_t)mask[l]; });
+  warp_sync_settle(w);
+  return 0;
+}
+
+/* trap: abort the launch when a lane executes it (a guard may leave none). */
 static int op_trap(emu_warp *w, const emu_inst *in, uint32_t m)
 {
-  return lpx_emu_fail(w, in, m ? __builtin_ctz(m) : -1, "trap executed");
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "trap executed");
+}
+
+/* brkpt: without a debugger a GPU stops the launch as at trap (ptxas
+ * compiles both to the same BPT.TRAP instruction). */
+static int op_brkpt(emu_warp *w, const emu_inst *in, uint32_t m)
+{
+  if (!m) { jump(w, w->cur_pc + 1); return 0; }
+  return lpx_emu_fail(w, in, __builtin_ctz(m), "brkpt executed (a GPU stops the launch here, as at trap, unless a debugger is "
+                      "attached; ptxas compiles both to BPT.TRAP)");
 }
 
 /* The value a bar.red barrier hands its threads: popc, or .and / .or as 0/1. */
@@ -332,6 +376,8 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
   case LPX_OP_BRA: return op_bra;
   case LPX_OP_RET: case LPX_OP_EXIT: return op_exit;
   case LPX_OP_TRAP: return op_trap;
+  case LPX_OP_BRKPT: return op_brkpt;
+  case LPX_OP_BARWARP: return op_barwarp;
   case LPX_OP_BAR: case LPX_OP_BARRIER: return op_bar;
   case LPX_OP_BARCLUS: return op_cluster_bar;
   default: return op_nop;
@@ -341,7 +387,8 @@ emu_fn lpx_emu_pick_ctl(const emu_inst *in)
 /* Is a handler one of the control handlers that manage PCs themselves? */
 int lpx_emu_is_control(emu_fn fn)
 {
-  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar;
+  return fn == op_bra || fn == op_exit || fn == op_bar || fn == op_trap || fn == op_cluster_bar || fn == op_barwarp ||
+         fn == op_brkpt;
 }
 
 /* ------------------------------------------------------------ warps */
@@ -510,6 +557,17 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   lpx_emu_warp_regs(w, c);
 }
 
+/* Describe a deadlock at bar.warp.sync: a lane of w waits for lanes that wait elsewhere. */
+static int warp_sync_deadlock(const emu_warp *w, int lane, const char *where)
+{
+  uint32_t at = 0, b = w->blocked;
+  EMU_EACH(b, if (w->bar_of[l] == EMU_WARP_BAR) at |= 1u << l);
+  const emu_cta *c = w->cta;
+  return lpx_emu_fail_raw(c->L, "%s: deadlock: bar.warp.sync (member mask 0x%08x) waits for lane(s) 0x%08x of warp %u, which are "
+                          "blocked elsewhere (at a CTA barrier) and never reach a bar.warp.sync [CTA (%u,%u,%u)]", where, w->wsync[lane],
+                          w->wsync[lane] & w->live & ~at, w->id, c->ctaid[0], c->ctaid[1], c->ctaid[2]);
+}
+
 /* Describe a deadlock: which barrier waits, for how many threads, and where. */
 static int deadlock(emu_cta *g, int n)
 {
@@ -517,19 +575,23 @@ static int deadlock(emu_cta *g, int n)
   uint32_t exited = 0, waiting = 0;
   int id = -1;
   emu_cta *c = &g[0];
+  const emu_warp *bw = NULL;
+  int bl = 0;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g[i].nwarps; k++) {
       emu_warp *w = &g[i].warps[k];
       exited += (uint32_t)__builtin_popcount(w->exists & ~w->live);
       waiting += (uint32_t)__builtin_popcount(w->blocked & w->live);
       if (id < 0 && (w->blocked & w->live)) {
-        int l = __builtin_ctz(w->blocked & w->live);
-        id = w->bar_of[l];
+        bl = __builtin_ctz(w->blocked & w->live);
+        id = w->bar_of[bl];
         c = &g[i];
-        lpx_emu_where(w->p, &w->p->insts[w->pc[l]], where, sizeof where);
+        bw = w;
+        lpx_emu_where(w->p, &w->p->insts[w->pc[bl]], where, sizeof where);
       }
     }
   if (id < 0) return lpx_emu_fail_raw(c->L, "emu: CTA (%u,%u,%u) stopped with no runnable threads", c->ctaid[0], c->ctaid[1], c->ctaid[2]);
+  if (id == EMU_WARP_BAR) return warp_sync_deadlock(bw, bl, where);
   if (exited) snprintf(more, sizeof more, "; %u threads exited without arriving", exited);
   if (id == EMU_CLUSTER_BAR)
     return lpx_emu_fail_raw(c->L, "%s: deadlock: barrier.cluster.wait waits for the %d CTAs of the cluster but only %u of their "
