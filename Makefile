@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test emulator-coverage gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
 
 all: build
 
@@ -49,9 +49,33 @@ run: deps build
 	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
-# Every test: C unit tests and the busted specs, through ctest.
+# Every test: C unit tests and the busted specs, through ctest; then the
+# Python package's tests when `make test-python` has made their venv.
 test: deps build sass-tools
 	cd $(BUILD) && ctest --output-on-failure
+	@if [ -x $(PY_VENV)/bin/pytest ]; then $(MAKE) --no-print-directory python-check; \
+	else echo "make test: the Python tests need $(PY_VENV) (make test-python makes it): not run"; fi
+
+# The Python package (python/, docs/python.md): a virtual environment under
+# $(BUILD) with torch, jax, numpy and pytest from PyPI (about 3 GB of
+# wheels: PyPI's Linux torch brings its CUDA libraries), the package built
+# against $(BUILD)/libluaptx.a, and its tests on CPU tensors (the emulator).
+PY_VENV = $(BUILD)/pyvenv
+PY_DEPS = pytest numpy jax torch setuptools
+test-python: deps build python-env python-check
+
+python-env:
+	@if $(PY_VENV)/bin/python -c "import pytest, numpy, jax, torch" 2>/dev/null; then exit 0; fi; \
+	echo "make test-python: installing $(PY_DEPS) into $(PY_VENV)"; \
+	{ test -x $(PY_VENV)/bin/pip || python3 -m venv $(PY_VENV); } && \
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check $(PY_DEPS)
+
+# Build and install the package into the venv, then run its tests. pytest's
+# exit code 5 (it collected no test) is a failure: the suite must run.
+python-check: build
+	@$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+	@rc=0; LUAPTX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PY_VENV)/bin/pytest -q -rs python/tests || rc=$$?; \
+	if [ $$rc = 5 ]; then echo "make test-python: pytest collected no test in python/tests"; exit 1; fi; exit $$rc
 
 # Regenerate docs/emulator-coverage.md: every ISA row, whether the emulator
 # runs it, and the forms the specs launched on it (each spec file is run

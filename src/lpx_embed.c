@@ -12,7 +12,7 @@
 struct luaptx_kernel {
   luaptx_state *S;
   int ref;                 /* registry reference to the Lua kernel entry */
-  char *ptx, *cubin;
+  char *ptx, *cubin, *specs, *check;
   size_t ptx_len, cubin_len;
 };
 
@@ -22,6 +22,7 @@ struct luaptx_state {
   int ctx;                 /* registry reference to its context table */
   char error[4096];
   char device[256];
+  char *names;             /* luaptx_kernel_names's text */
   luaptx_kernel **kernels;
   size_t nkernels, kernels_cap;
 };
@@ -96,9 +97,12 @@ void luaptx_close(luaptx_state *S)
   for (size_t i = 0; i < S->nkernels; i++) {
     free(S->kernels[i]->ptx);
     free(S->kernels[i]->cubin);
+    free(S->kernels[i]->specs);
+    free(S->kernels[i]->check);
     free(S->kernels[i]);
   }
   free(S->kernels);
+  free(S->names);
   lua_close(S->L);
   free(S);
 }
@@ -146,6 +150,22 @@ int luaptx_load_string(luaptx_state *S, const char *chunk, const char *chunkname
 
 /* -------------------------------------------------------------- kernels */
 
+/* The loaded kernels' names, comma-separated (kept on the state). */
+const char *luaptx_kernel_names(luaptx_state *S)
+{
+  if (ready(S)) return NULL;
+  push_call(S, "kernel_names");
+  if (call(S, 0, 1)) return NULL;
+  size_t n;
+  const char *s = lua_tolstring(S->L, -1, &n);
+  free(S->names);
+  S->names = malloc(n + 1);
+  if (S->names) memcpy(S->names, s, n + 1);
+  lua_pop(S->L, 1);
+  if (!S->names) set_error(S, "out of memory");
+  return S->names;
+}
+
 /* Find and specialize a kernel; the handle is owned by the state. */
 luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *params)
 {
@@ -192,6 +212,18 @@ const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len)
 const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len)
 {
   return kernel_string(K, "kernel_cubin", &K->cubin, len);
+}
+
+/* The kernel's tensor boundary as text. */
+const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len)
+{
+  return kernel_string(K, "kernel_specs", &K->specs, len);
+}
+
+/* ptxas's resource report of the specialization. */
+const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
+{
+  return kernel_string(K, "kernel_check", &K->check, len);
 }
 
 /* Shared launch path: embed[name](ctx, kernel, array, n, stream). */

@@ -106,6 +106,22 @@ const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len);
 /* The compiled cubin (through the cache; owned by the kernel). */
 const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len);
 
+/* The names of the kernels the loaded scripts define, comma-separated
+ * (owned by the state, valid until the next call). */
+const char *luaptx_kernel_names(luaptx_state *S);
+
+/* The kernel's tensor boundary as text, for hosts that bind shapes and
+ * allocate outputs themselves (owned by the kernel): "where FILE:LINE" (the
+ * kernel's definition), then one line per in_spec "in DTYPE DIMS" and per
+ * out_spec "out DTYPE DIMS"; DTYPE a PTX type name (f32, bf16, s32...),
+ * DIMS comma-separated numbers or symbol names ("-" for a scalar). */
+const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);
+
+/* ptxas's resource report of the specialization as "key=value" lines
+ * (arch, instructions, registers, smem, dynamic_smem, spills, stack);
+ * NULL without ptxas or when it fails (owned by the kernel). */
+const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
+
 /* Launch with every tensor the kernel takes, inputs then outputs, as
  * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
  * CPU tensors run on the emulator (copied in and out); CUDA tensors on the

@@ -131,6 +131,15 @@ int main(int argc, char **argv)
   const char *ptx = luaptx_kernel_ptx(k1, &len);
   CHECK(ptx && len > 100 && strstr(ptx, ".entry rms_norm("));
   CHECK(strstr(luaptx_device(S1), "emu") != NULL);
+  /* what hosts that allocate outputs read: the names, the boundary */
+  const char *names = luaptx_kernel_names(S1);
+  CHECK(names && strcmp(names, "rms_norm") == 0);
+  const char *specs = luaptx_kernel_specs(k1, &len);
+  CHECK(specs && strstr(specs, "where ") == specs && strstr(specs, "rms_norm.lua:")
+        && strstr(specs, "\nin f32 4,512\nin f32 512\nout f32 4,512") && len == strlen(specs));
+  const char *report = luaptx_kernel_check(k1, &len);   /* ptxas's report, or why there is none */
+  CHECK(report ? strstr(report, "arch=sm_90a\n") == report && strstr(report, "\nregisters=")
+               : strstr(luaptx_error(S1), "ptxas") != NULL);
 
   /* error paths: each a message, never a crash */
   CHECK(luaptx_load_string(S1, "return 1 +", "=broken.lua") == -1 && strstr(luaptx_error(S1), "broken.lua:1"));

@@ -8,6 +8,7 @@ local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
 local runtime = require "pyptx.runtime"
 local compile = require "pyptx.runtime.compile"
+local toolkit = require "pyptx.runtime.toolkit"
 
 local M = {}
 
@@ -108,6 +109,45 @@ function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx
 --- Cubin of an entry's specialization (through the cache).
 function M.kernel_cubin(_, entry)
   return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
+end
+
+--- The names of the loaded kernels, comma-separated.
+function M.kernel_names(ctx)
+  local names = {}
+  for _, e in ipairs(ctx.kernels) do names[#names + 1] = e.kernel.name end
+  return table.concat(names, ",")
+end
+
+--- One line per dim list of a spec: a dim as its number, its given value
+-- or its symbol name.
+local function spec_line(role, spec, values)
+  local dims = {}
+  for i, d in ipairs(spec.dims) do dims[i] = tostring(type(d) == "string" and values[d] or d) end
+  return ("%s %s %s"):format(role, spec.dtype.name, #dims > 0 and table.concat(dims, ",") or "-")
+end
+
+--- The boundary of an entry's kernel as text for hosts that bind shapes
+-- themselves (the Python package): "where FILE:LINE", then "in DTYPE
+-- DIMS" per in_spec and "out DTYPE DIMS" per out_spec (DIMS comma-
+-- separated: numbers, or symbol names not given as template values).
+function M.kernel_specs(_, entry)
+  local k, lines = entry.kernel, { "where " .. entry.kernel.where }
+  for _, s in ipairs(k.in_specs) do lines[#lines + 1] = spec_line("in", s, entry.values) end
+  for _, s in ipairs(k.out_specs) do lines[#lines + 1] = spec_line("out", s, entry.values) end
+  return table.concat(lines, "\n")
+end
+
+--- ptxas's resource report of an entry's specialization as "key=value"
+-- lines; raises with the toolkit's message or ptxas's log on failure.
+function M.kernel_check(_, entry)
+  local s = entry.kernel:specialize(entry.values)
+  if not toolkit.find("ptxas") then error(toolkit.missing_message("ptxas"), 0) end
+  local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
+  if not ok then error(("kernel \"%s\": ptxas failed:\n%s"):format(entry.kernel.name, log), 0) end
+  local r = report[entry.kernel.name] or {}
+  return ("arch=%s\ninstructions=%d\nregisters=%d\nsmem=%d\ndynamic_smem=%d\nspills=%d\nstack=%d"):format(
+    s.arch, s.instructions, r.registers or 0, r.smem or 0, s.dynamic_smem,
+    (r.spill_stores or 0) + (r.spill_loads or 0), r.stack or 0)
 end
 
 --- What the runtime's binding reads of a DLTensor: its pyptx dtype (nil

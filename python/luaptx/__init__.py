@@ -1,0 +1,232 @@
+"""luaptx from Python: load a kernel script, call its kernels on DLPack tensors.
+
+    import luaptx, numpy as np
+    ks = luaptx.load("examples/python/rms_norm.lua")
+    y = ks.rms_norm(x, w)            # outputs allocated like the inputs
+    ks.rms_norm(x, w, y)             # or given, written in place
+    print(ks.rms_norm.ptx(N=1024))   # PTX of a specialisation
+
+Any tensor with ``__dlpack__`` crosses (numpy, torch, jax, cupy), zero-copy:
+CPU tensors run on the CPU emulator, CUDA tensors on the GPU. PyTorch and
+JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
+"""
+import os
+
+from . import _core
+from ._core import LuaError
+
+__all__ = ["load", "load_string", "Kernel", "Script", "LuaError"]
+
+# numpy dtype names for the PTX types luaptx tensors use (bf16 has none).
+NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "s8": "int8", "s16": "int16",
+                "s32": "int32", "s64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
+
+
+def _params_text(params):
+    """Template values as luaptx_kernel_get's "NAME=value,..." text."""
+    items = []
+    for name, value in sorted(params.items()):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"kernel parameter {name}={value!r}: valid values are numbers and words")
+        text = repr(value) if isinstance(value, float) else str(value)
+        if "," in text or "=" in text:
+            raise ValueError(f"kernel parameter {name}={text!r}: a value may not contain ',' or '='")
+        items.append(f"{name}={text}")
+    return ",".join(items)
+
+
+def _numpy_alloc(like):
+    """An allocator of numpy outputs (for numpy and other CPU inputs)."""
+    import numpy
+
+    def alloc(dtype, shape):
+        if dtype not in NUMPY_DTYPES:
+            raise TypeError(f"numpy has no dtype for {dtype}; pass the outputs")
+        return numpy.empty(shape, dtype=NUMPY_DTYPES[dtype])
+    return alloc
+
+
+def _allocator(first):
+    """How to allocate outputs like the first input: torch tensors for torch
+    inputs (same device), numpy arrays otherwise."""
+    module = type(first).__module__.split(".")[0]
+    if module == "torch":
+        from . import torch as lt
+        return lt.allocator(first)
+    return _numpy_alloc(first)
+
+
+class Spec:
+    """A tensor spec of a kernel: dtype (PTX name) and dims (ints or symbols)."""
+    __slots__ = ("role", "dtype", "dims")
+
+    def __init__(self, role, dtype, dims):
+        self.role, self.dtype, self.dims = role, dtype, dims
+
+    def __repr__(self):
+        return f"Tile({', '.join(str(d) for d in self.dims + (self.dtype,))})"
+
+
+class Specialization:
+    """A kernel with its template values fixed: the C handle and its specs."""
+
+    def __init__(self, kernel, params):
+        self.kernel, self.params = kernel, dict(params)
+        self.handle = _core.kernel(kernel.script._state, kernel.name, _params_text(params))
+        lines = _core.specs(self.handle).split("\n")
+        self.where = lines[0][len("where "):]
+        specs = []
+        for line in lines[1:]:
+            role, dtype, dims = line.split(" ")
+            parsed = () if dims == "-" else tuple(int(d) if d.lstrip("-").isdigit() else d for d in dims.split(","))
+            specs.append(Spec(role, dtype, parsed))
+        self.in_specs = [s for s in specs if s.role == "in"]
+        self.out_specs = [s for s in specs if s.role == "out"]
+        self.nin = len(self.in_specs)
+
+    def out_shapes(self, shapes):
+        """The outputs' shapes for inputs of these shapes (dims bound from the
+        inputs; their checks happen at launch)."""
+        values = {}
+        for spec, shape in zip(self.in_specs, shapes):
+            for d, got in zip(spec.dims, shape):
+                if isinstance(d, str):
+                    values.setdefault(d, got)
+        out = []
+        for i, spec in enumerate(self.out_specs):
+            dims = []
+            for d in spec.dims:
+                if isinstance(d, str) and d not in values:
+                    raise ValueError(f'kernel "{self.kernel.name}" ({self.where}): out_specs[{i + 1}] dim {d} '
+                                     f"is bound by no input; pass it as a parameter ({d}=...)")
+                dims.append(values[d] if isinstance(d, str) else d)
+            out.append(tuple(dims))
+        return out
+
+    def launch(self, tensors, alloc=None, stream=None):
+        """Launch on tensors (inputs, then outputs unless alloc makes them)."""
+        return _core.launch(self.handle, tuple(tensors), alloc, stream)
+
+
+class Kernel:
+    """A kernel of a loaded script; call it on tensors (see the module doc)."""
+
+    def __init__(self, script, name):
+        self.script, self.name = script, name
+        self._specs, self._default = {}, None
+
+    def specialize(self, **params):
+        """The specialisation for these template values (cached)."""
+        key = tuple(sorted(params.items()))
+        s = self._specs.get(key)
+        if s is None:
+            s = self._specs[key] = Specialization(self, params)
+            if not key:
+                self._default = s
+        return s
+
+    @property
+    def where(self):
+        """The Lua file:line defining the kernel."""
+        return self.specialize().where
+
+    def ptx(self, **params):
+        """The PTX text of a specialisation."""
+        return _core.ptx(self.specialize(**params).handle)
+
+    def check(self, **params):
+        """ptxas's resource report of a specialisation as a dict (arch,
+        instructions, registers, smem, dynamic_smem, spills, stack); LuaError
+        without ptxas or when ptxas refuses the PTX."""
+        report = {}
+        for line in _core.check(self.specialize(**params).handle).split("\n"):
+            key, value = line.split("=", 1)
+            report[key] = value if key == "arch" else int(value)
+        return report
+
+    def __call__(self, *tensors, **params):
+        """Launch on the inputs (outputs allocated like the first input and
+        returned) or on the inputs and outputs (written in place, returned).
+        One output is returned as is, several as a tuple."""
+        s = self.specialize(**params) if params or self._default is None else self._default
+        alloc = _allocator(tensors[0]) if tensors and len(tensors) == s.nin else None
+        stream = _stream_of(tensors) if tensors and getattr(tensors[0], "is_cuda", False) else None
+        outs = _core.launch(s.handle, tensors, alloc, stream)
+        return outs[0] if len(outs) == 1 else outs
+
+    def __repr__(self):
+        return f"<luaptx kernel {self.name} ({self.script.path})>"
+
+
+def _stream_of(tensors):
+    """The CUDA stream for a launch on CUDA tensors: torch's current stream
+    for torch tensors, else None (the default stream)."""
+    if type(tensors[0]).__module__.split(".")[0] == "torch":
+        from . import torch as lt
+        return lt.current_stream(tensors[0])
+    return None
+
+
+class Script:
+    """A loaded kernel script: its kernels by name (``s["rms_norm"]`` or
+    ``s.rms_norm``), iterable over the names."""
+
+    def __init__(self, state, path):
+        self._state, self.path = state, path
+        names = _core.names(state)
+        self.kernels = {n: Kernel(self, n) for n in (names.split(",") if names else [])}
+
+    def __getitem__(self, name):
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise KeyError(f"no kernel named {name!r} in {self.path} (it defines: {', '.join(self.kernels) or 'nothing'})") from None
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name in ("kernels", "path"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+    def __iter__(self):
+        return iter(self.kernels)
+
+    def __len__(self):
+        return len(self.kernels)
+
+    def __contains__(self, name):
+        return name in self.kernels
+
+    @property
+    def device(self):
+        """The device the script's kernels run on, e.g. "emu (CPU emulator, 2 threads)"."""
+        return _core.device(self._state)
+
+
+def _open(device, lua_path, cache_dir):
+    if device not in ("auto", "emu", "cuda"):
+        raise ValueError(f"luaptx: unknown device {device!r}; valid: 'auto', 'emu', 'cuda'")
+    return _core.open(device, lua_path, cache_dir, True)
+
+
+def load(path, device="auto", lua_path=None, cache_dir=None):
+    """Load a kernel script; returns its kernels by name (a Script).
+
+    device: "auto" (the GPU when there is one, else the emulator), "emu" or
+    "cuda". lua_path: extra package.path entries; the script's directory and
+    the current directory are searched too, so scripts can require modules
+    beside them (``require "kernels.norms"``)."""
+    path = os.fspath(path)
+    extra = [os.path.join(os.path.dirname(os.path.abspath(path)), "?.lua"), os.path.join(os.getcwd(), "?.lua")]
+    state = _open(device, ";".join(([lua_path] if lua_path else []) + extra), cache_dir)
+    _core.load(state, path, None)
+    return Script(state, path)
+
+
+def load_string(chunk, name="=(python)", device="auto", lua_path=None, cache_dir=None):
+    """Load a kernel script from a string (name: its chunk name for errors)."""
+    state = _open(device, ";".join(([lua_path] if lua_path else []) + [os.path.join(os.getcwd(), "?.lua")]), cache_dir)
+    _core.load(state, chunk, name)
+    return Script(state, name.lstrip("=@"))

@@ -1,0 +1,746 @@
+/* luaptx._core: the Python extension over the C embedding API (luaptx.h).
+ * Python is a host like any C host: a state per loaded script, kernels by
+ * name, tensors taken through the DLPack protocol (versioned capsules with
+ * the 0.x fallback), zero-copy. Shapes, dtypes, strides and devices are
+ * checked here against the kernel's specs (luaptx_kernel_specs) so that a
+ * mismatch is a TypeError/ValueError naming the argument and the Lua
+ * file:line of the kernel; everything else raised by Lua is LuaError. */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#define _POSIX_C_SOURCE 200809L
+#include <Python.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "luaptx.h"
+
+/* The DLPack 0.x managed tensor (the unversioned capsule "dltensor"). */
+typedef struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+enum { MAX_DIMS = 8, MAX_TENSORS = 32, MAX_SYMS = 32, SYM_LEN = 32 };
+enum { FLAG_READ_ONLY = 1, FLAG_IS_COPIED = 2 };
+
+static PyObject *LuaError;
+
+/* A state and the lock that serialises its use (Python threads, XLA). */
+typedef struct {
+  luaptx_state *S;
+  pthread_mutex_t lock;
+  int device_kind;         /* 0 unknown, kDLCPU for emu, kDLCUDA for cuda */
+} py_state;
+
+/* One tensor spec: dtype and dims (a number, or a symbol). */
+typedef struct {
+  char dtype[8];
+  uint8_t code, bits;      /* code 255: a dtype DLPack cannot name */
+  int ndim;
+  int64_t dims[MAX_DIMS];
+  char syms[MAX_DIMS][SYM_LEN];   /* "" for a fixed dim */
+} py_spec;
+
+/* A kernel specialisation: the handle and its parsed boundary. */
+typedef struct {
+  luaptx_kernel *K;
+  PyObject *state;         /* the state capsule, kept alive */
+  py_state *st;            /* its struct */
+  char name[128], where[640];
+  int nin, nout;
+  py_spec specs[MAX_TENSORS];
+} py_kernel;
+
+/* A tensor taken from a DLPack capsule, until its deleter runs. */
+typedef struct {
+  PyObject *owner, *capsule;
+  DLTensor *t;
+  void *managed;
+  int versioned;
+  uint64_t flags;
+} py_taken;
+
+/* ------------------------------------------------------------ dtypes */
+
+static const struct { const char *name; uint8_t code, bits; } DTYPES[] = {
+  { "f16", kDLFloat, 16 }, { "f32", kDLFloat, 32 }, { "f64", kDLFloat, 64 }, { "bf16", kDLBfloat, 16 },
+  { "s8", kDLInt, 8 }, { "s16", kDLInt, 16 }, { "s32", kDLInt, 32 }, { "s64", kDLInt, 64 },
+  { "u8", kDLUInt, 8 }, { "u16", kDLUInt, 16 }, { "u32", kDLUInt, 32 }, { "u64", kDLUInt, 64 },
+};
+
+/* Fill a spec's DLPack code and bits from its PTX type name. */
+static void dtype_of(py_spec *s)
+{
+  s->code = 255;
+  for (size_t i = 0; i < sizeof DTYPES / sizeof *DTYPES; i++)
+    if (strcmp(DTYPES[i].name, s->dtype) == 0) { s->code = DTYPES[i].code; s->bits = DTYPES[i].bits; }
+}
+
+/* A DLPack dtype as text: its PTX name, or its code, bits and lanes. */
+static void dl_dtype_text(DLDataType d, char *buf, size_t n)
+{
+  for (size_t i = 0; i < sizeof DTYPES / sizeof *DTYPES; i++)
+    if (d.lanes == 1 && DTYPES[i].code == d.code && DTYPES[i].bits == d.bits) { snprintf(buf, n, "%s", DTYPES[i].name); return; }
+  snprintf(buf, n, "DLPack dtype (code %d, %d bits, %d lanes)", d.code, d.bits, d.lanes);
+}
+
+/* A spec as Tile(d1, d2, dtype) text. */
+static void spec_text(const py_spec *s, char *buf, size_t n)
+{
+  size_t at = (size_t)snprintf(buf, n, "Tile(");
+  for (int d = 0; d < s->ndim && at < n; d++)
+    at += (size_t)(s->syms[d][0] ? snprintf(buf + at, n - at, "%s, ", s->syms[d])
+                                 : snprintf(buf + at, n - at, "%lld, ", (long long)s->dims[d]));
+  if (at < n) snprintf(buf + at, n - at, "%s)", s->dtype);
+}
+
+/* ------------------------------------------------------------- states */
+
+/* Free a state capsule's state. */
+static void state_free(PyObject *cap)
+{
+  py_state *st = PyCapsule_GetPointer(cap, "luaptx.state");
+  if (!st) return;
+  luaptx_close(st->S);
+  pthread_mutex_destroy(&st->lock);
+  free(st);
+}
+
+/* The py_state of a capsule argument (NULL with TypeError). */
+static py_state *state_of(PyObject *cap) { return PyCapsule_GetPointer(cap, "luaptx.state"); }
+
+/* Raise LuaError with the state's message; returns NULL. */
+static PyObject *lua_fail(py_state *st)
+{
+  PyErr_SetString(LuaError, luaptx_error(st->S));
+  return NULL;
+}
+
+/* open(device, lua_path, cache_dir, quiet) -> state capsule. */
+static PyObject *py_open(PyObject *self, PyObject *args)
+{
+  const char *device, *lua_path, *cache_dir;
+  int quiet;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "szzp", &device, &lua_path, &cache_dir, &quiet)) return NULL;
+  py_state *st = calloc(1, sizeof *st);
+  if (!st) return PyErr_NoMemory();
+  luaptx_options o = { device, cache_dir, lua_path, quiet };
+  st->S = luaptx_open(&o);
+  if (!st->S) { free(st); return PyErr_NoMemory(); }
+  pthread_mutex_init(&st->lock, NULL);
+  PyObject *cap = PyCapsule_New(st, "luaptx.state", state_free);
+  if (!cap) { luaptx_close(st->S); free(st); return NULL; }
+  if (*luaptx_error(st->S)) { PyErr_SetString(LuaError, luaptx_error(st->S)); Py_DECREF(cap); return NULL; }
+  return cap;
+}
+
+/* load(state, chunk_or_path, chunkname or None): a file when no name. */
+static PyObject *py_load(PyObject *self, PyObject *args)
+{
+  PyObject *cap;
+  const char *text, *name;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "Osz", &cap, &text, &name)) return NULL;
+  py_state *st = state_of(cap);
+  if (!st) return NULL;
+  pthread_mutex_lock(&st->lock);
+  int rc = name ? luaptx_load_string(st->S, text, name) : luaptx_load_file(st->S, text);
+  pthread_mutex_unlock(&st->lock);
+  if (rc) return lua_fail(st);
+  Py_RETURN_NONE;
+}
+
+/* names(state) -> "a,b" ; device(state) -> text. */
+static PyObject *state_text(PyObject *args, int which)
+{
+  PyObject *cap;
+  if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+  py_state *st = state_of(cap);
+  if (!st) return NULL;
+  pthread_mutex_lock(&st->lock);
+  const char *s = which ? luaptx_kernel_names(st->S) : luaptx_device(st->S);
+  PyObject *r = s && (*s || !*luaptx_error(st->S)) ? PyUnicode_FromString(s) : NULL;
+  pthread_mutex_unlock(&st->lock);
+  return r ? r : lua_fail(st);
+}
+
+static PyObject *py_names(PyObject *self, PyObject *args) { (void)self; return state_text(args, 1); }
+static PyObject *py_device(PyObject *self, PyObject *args) { (void)self; return state_text(args, 0); }
+
+/* ------------------------------------------------------------ kernels */
+
+/* Free a kernel capsule (the handle itself belongs to the state). */
+static void kernel_free(PyObject *cap)
+{
+  py_kernel *k = PyCapsule_GetPointer(cap, "luaptx.kernel");
+  if (!k) return;
+  Py_XDECREF(k->state);
+  free(k);
+}
+
+/* Parse one "in|out DTYPE DIMS" line into the kernel's next spec. */
+static int parse_spec(py_kernel *k, const char *line)
+{
+  char role[4], dtype[8], dims[512];
+  if (sscanf(line, "%3s %7s %511s", role, dtype, dims) != 3 || k->nin + k->nout >= MAX_TENSORS) return -1;
+  py_spec *s = &k->specs[k->nin + k->nout];
+  if (strcmp(role, "in") == 0) { if (k->nout) return -1; k->nin++; } else k->nout++;
+  snprintf(s->dtype, sizeof s->dtype, "%s", dtype);
+  dtype_of(s);
+  if (strcmp(dims, "-") == 0) return 0;
+  for (char *d = strtok(dims, ","); d; d = strtok(NULL, ",")) {
+    if (s->ndim == MAX_DIMS) return -1;
+    char *end;
+    long long v = strtoll(d, &end, 10);
+    s->dims[s->ndim] = *end ? -1 : v;
+    snprintf(s->syms[s->ndim], SYM_LEN, "%s", *end ? d : "");
+    s->ndim++;
+  }
+  return 0;
+}
+
+/* Parse luaptx_kernel_specs's text into k. */
+static int parse_specs(py_kernel *k, const char *text)
+{
+  const char *p = text;
+  while (*p) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    char line[640];
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
+    else if (parse_spec(k, line)) return -1;
+    p += n + (nl != NULL);
+  }
+  return 0;
+}
+
+/* kernel(state, name, params) -> kernel capsule. */
+static PyObject *py_kernel_get(PyObject *self, PyObject *args)
+{
+  PyObject *cap;
+  const char *name, *params;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "Oss", &cap, &name, &params)) return NULL;
+  py_state *st = state_of(cap);
+  if (!st) return NULL;
+  py_kernel *k = calloc(1, sizeof *k);
+  if (!k) return PyErr_NoMemory();
+  pthread_mutex_lock(&st->lock);
+  k->K = luaptx_kernel_get(st->S, name, params);
+  const char *specs = k->K ? luaptx_kernel_specs(k->K, NULL) : NULL;
+  int bad = specs ? parse_specs(k, specs) : 0;
+  pthread_mutex_unlock(&st->lock);
+  if (!specs) { free(k); return lua_fail(st); }
+  if (bad) { free(k); PyErr_Format(PyExc_ValueError, "kernel \"%s\": its specs are beyond this host (at most %d tensors of rank %d)", name, MAX_TENSORS, MAX_DIMS); return NULL; }
+  snprintf(k->name, sizeof k->name, "%s", name);
+  Py_INCREF(cap);
+  k->state = cap;
+  k->st = st;
+  PyObject *kc = PyCapsule_New(k, "luaptx.kernel", kernel_free);
+  if (!kc) { Py_DECREF(cap); free(k); }
+  return kc;
+}
+
+/* A kernel's state struct, read without the Python API (XLA's threads run
+ * without the GIL): kept at kernel creation. */
+static py_state *state_of_unchecked(const py_kernel *k) { return k->st; }
+
+/* The py_kernel of a capsule argument. */
+static py_kernel *kernel_of(PyObject *cap) { return PyCapsule_GetPointer(cap, "luaptx.kernel"); }
+
+/* ptx/specs/check(kernel) -> text. */
+static PyObject *kernel_text(PyObject *args, const char *(*fn)(luaptx_kernel *, size_t *))
+{
+  PyObject *cap;
+  if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  py_state *st = state_of(k->state);
+  size_t len = 0;
+  pthread_mutex_lock(&st->lock);
+  const char *s = fn(k->K, &len);
+  PyObject *r = s ? PyUnicode_FromStringAndSize(s, (Py_ssize_t)len) : NULL;
+  pthread_mutex_unlock(&st->lock);
+  if (!s) return lua_fail(st);
+  return r;
+}
+
+static PyObject *py_ptx(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_ptx); }
+static PyObject *py_specs(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_specs); }
+static PyObject *py_check(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_check); }
+
+/* kernel_address(kernel) -> the luaptx_kernel* as an int (for the XLA FFI). */
+static PyObject *py_kernel_address(PyObject *self, PyObject *args)
+{
+  PyObject *cap;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  return k ? PyLong_FromVoidPtr(k) : NULL;
+}
+
+/* ------------------------------------------------------------- DLPack */
+
+/* Interned names and the constant arguments of __dlpack__ calls. */
+static PyObject *s_dlpack, *s_empty, *s_kw_versioned;
+
+/* Call obj.__dlpack__(max_version=(1, 0)[, stream]), falling back to the
+ * 0.x signature when the producer does not take max_version. */
+static PyObject *dlpack_capsule(PyObject *obj, PyObject *stream)
+{
+  PyObject *meth = PyObject_GetAttr(obj, s_dlpack);
+  if (!meth) return NULL;
+  PyObject *kw = stream == Py_None ? s_kw_versioned : PyDict_Copy(s_kw_versioned), *cap = NULL;
+  if (kw && (stream == Py_None || PyDict_SetItemString(kw, "stream", stream) == 0)) {
+    cap = PyObject_Call(meth, s_empty, kw);
+    if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyObject *legacy = PyDict_New();
+      if (legacy && (stream == Py_None || PyDict_SetItemString(legacy, "stream", stream) == 0))
+        cap = PyObject_Call(meth, s_empty, legacy);
+      Py_XDECREF(legacy);
+    }
+  }
+  if (kw != s_kw_versioned) Py_XDECREF(kw);
+  Py_DECREF(meth);
+  return cap;
+}
+
+/* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
+ * capsule no longer owns it; release() runs its deleter). */
+static int take(PyObject *obj, PyObject *stream, py_taken *tk, const char *arg, const py_kernel *k)
+{
+  memset(tk, 0, sizeof *tk);
+  PyObject *cap = dlpack_capsule(obj, stream);
+  if (!cap) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+      PyObject *tn = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+      PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s must be a tensor with __dlpack__ (numpy, torch, jax...), got %S",
+                   k->name, k->where, arg, tn ? tn : Py_None);
+      Py_XDECREF(tn);
+    }
+    return -1;
+  }
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    tk->versioned = 1; tk->managed = m; tk->t = &m->dl_tensor; tk->flags = m->flags;
+    PyCapsule_SetName(cap, "used_dltensor_versioned");
+    if (m->version.major != 1) {
+      tk->capsule = cap;
+      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is DLPack version %u.%u; luaptx reads DLPack 1.x",
+                   k->name, k->where, arg, (unsigned)m->version.major, (unsigned)m->version.minor);
+      return -1;
+    }
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    tk->managed = m; tk->t = &m->dl_tensor;
+    PyCapsule_SetName(cap, "used_dltensor");
+  } else {
+    Py_DECREF(cap);
+    PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s's __dlpack__ did not return a DLPack capsule", k->name, k->where, arg);
+    return -1;
+  }
+  tk->capsule = cap;
+  Py_INCREF(obj);
+  tk->owner = obj;
+  return 0;
+}
+
+/* Run a taken tensor's deleter and drop its references. */
+static void release(py_taken *tk)
+{
+  if (tk->managed) {
+    if (tk->versioned) { DLManagedTensorVersioned *m = tk->managed; if (m->deleter) m->deleter(m); }
+    else { DLManagedTensor *m = tk->managed; if (m->deleter) m->deleter(m); }
+  }
+  Py_XDECREF(tk->capsule);
+  Py_XDECREF(tk->owner);
+  memset(tk, 0, sizeof *tk);
+}
+
+/* ------------------------------------------------------------ binding */
+
+/* Symbolic dims bound so far: name, value, and the argument that bound it. */
+typedef struct {
+  int n;
+  char name[MAX_SYMS][SYM_LEN];
+  int64_t value[MAX_SYMS];
+  char by[MAX_SYMS][24];
+} py_binds;
+
+/* The bound value of a symbol, or -1. */
+static int64_t bound(const py_binds *b, const char *name)
+{
+  for (int i = 0; i < b->n; i++) if (strcmp(b->name[i], name) == 0) return b->value[i];
+  return -1;
+}
+
+/* Check a tensor's dtype against its spec (TypeError). */
+static int check_dtype(const py_kernel *k, const py_spec *s, const DLTensor *t, const char *arg, const char *sname)
+{
+  if (s->code == 255 || (t->dtype.code == s->code && t->dtype.bits == s->bits && t->dtype.lanes == 1)) return 0;
+  char have[64], want[256];
+  dl_dtype_text(t->dtype, have, sizeof have);
+  spec_text(s, want, sizeof want);
+  PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s is %s but %s is %s", k->name, k->where, arg, have, sname, want);
+  return -1;
+}
+
+/* Check rank and dims against the spec, binding its symbols (ValueError). */
+static int check_dims(const py_kernel *k, const py_spec *s, const DLTensor *t, const char *arg, const char *sname, py_binds *b)
+{
+  char want[256];
+  spec_text(s, want, sizeof want);
+  if (t->ndim != s->ndim) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d but %s is %s", k->name, k->where, arg, (int)t->ndim, sname, want);
+    return -1;
+  }
+  for (int d = 0; d < s->ndim; d++) {
+    long long got = (long long)t->shape[d];
+    if (!s->syms[d][0] && s->dims[d] != got) {
+      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s dim %d is %lld but %s fixes it at %lld", k->name, k->where, arg, d + 1, got, sname, (long long)s->dims[d]);
+      return -1;
+    }
+    if (!s->syms[d][0]) continue;
+    int64_t v = bound(b, s->syms[d]);
+    if (v < 0 && b->n < MAX_SYMS) {
+      snprintf(b->name[b->n], SYM_LEN, "%s", s->syms[d]);
+      snprintf(b->by[b->n], sizeof b->by[0], "%s", arg);
+      b->value[b->n++] = got;
+    } else if (v != got) {
+      const char *by = "";
+      for (int i = 0; i < b->n; i++) if (strcmp(b->name[i], s->syms[d]) == 0) by = b->by[i];
+      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): dimension %s is %lld from %s but %lld from %s (dim %d)", k->name, k->where, s->syms[d], (long long)v, by, got, arg, d + 1);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Check compact row-major strides (ValueError). */
+static int check_strides(const py_kernel *k, const DLTensor *t, const char *arg)
+{
+  if (!t->strides) return 0;
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->strides[d] != expect) {
+      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is not compact row-major (dim %d has stride %lld elements, expected %lld); pass a contiguous copy",
+                   k->name, k->where, arg, d + 1, (long long)t->strides[d], (long long)expect);
+      return -1;
+    }
+    expect *= t->shape[d];
+  }
+  return 0;
+}
+
+/* Check a tensor's device against the first tensor's and the state's. */
+static int check_device(const py_kernel *k, py_state *st, const DLTensor *t, const DLTensor *first, const char *arg)
+{
+  int dt = t->device.device_type;
+  if (dt != kDLCPU && dt != kDLCUDA) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on DLPack device type %d; valid: CPU (the emulator) or CUDA", k->name, k->where, arg, dt);
+    return -1;
+  }
+  if (first && ((int)first->device.device_type != dt || first->device.device_id != t->device.device_id)) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on another device than input 1 (DLPack device %d:%d, not %d:%d)", k->name, k->where, arg,
+                 dt, (int)t->device.device_id, (int)first->device.device_type, (int)first->device.device_id);
+    return -1;
+  }
+  if (st->device_kind && st->device_kind != dt) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is a %s tensor but this luaptx state runs on %s; load the script with device=\"%s\"", k->name, k->where, arg,
+                 dt == kDLCPU ? "CPU" : "CUDA", st->device_kind == kDLCPU ? "the emulator" : "the CUDA device", dt == kDLCPU ? "emu" : "cuda");
+    return -1;
+  }
+  return 0;
+}
+
+/* Check tensor i against its spec. */
+static int check_one(const py_kernel *k, py_state *st, py_taken *tk, int i, const DLTensor *first, py_binds *b)
+{
+  char arg[24], sname[24];
+  if (i < k->nin) { snprintf(arg, sizeof arg, "input %d", i + 1); snprintf(sname, sizeof sname, "in_specs[%d]", i + 1); }
+  else { snprintf(arg, sizeof arg, "output %d", i - k->nin + 1); snprintf(sname, sizeof sname, "out_specs[%d]", i - k->nin + 1); }
+  if (i >= k->nin && (tk->flags & (FLAG_READ_ONLY | FLAG_IS_COPIED))) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is %s; outputs must be writable in place", k->name, k->where, arg,
+                 tk->flags & FLAG_READ_ONLY ? "read-only" : "a copy of its tensor");
+    return -1;
+  }
+  const py_spec *s = &k->specs[i];
+  if (check_device(k, st, tk->t, first, arg) || check_dtype(k, s, tk->t, arg, sname) || check_dims(k, s, tk->t, arg, sname, b)) return -1;
+  return check_strides(k, tk->t, arg);
+}
+
+/* Allocate output j through alloc(dtype, shape) from the bound dims. */
+static PyObject *allocate(const py_kernel *k, int j, const py_binds *b, PyObject *alloc)
+{
+  const py_spec *s = &k->specs[k->nin + j];
+  PyObject *shape = PyTuple_New(s->ndim);
+  if (!shape) return NULL;
+  for (int d = 0; d < s->ndim; d++) {
+    int64_t v = s->syms[d][0] ? bound(b, s->syms[d]) : s->dims[d];
+    if (v < 0) {
+      Py_DECREF(shape);
+      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): out_specs[%d] dim %d is %s, which no input binds; pass it as a parameter (%s=...) or pass the outputs",
+                   k->name, k->where, j + 1, d + 1, s->syms[d], s->syms[d]);
+      return NULL;
+    }
+    PyTuple_SetItem(shape, d, PyLong_FromLongLong(v));
+  }
+  PyObject *r = PyObject_CallFunction(alloc, "sO", s->dtype, shape);
+  Py_DECREF(shape);
+  return r;
+}
+
+/* ------------------------------------------------------------- launch */
+
+/* Learn the state's device kind once (emu takes CPU, cuda CUDA tensors). */
+static void learn_device(py_state *st)
+{
+  if (st->device_kind) return;
+  const char *d = luaptx_device(st->S);
+  if (strncmp(d, "emu", 3) == 0) st->device_kind = kDLCPU;
+  else if (strncmp(d, "cuda", 4) == 0) st->device_kind = kDLCUDA;
+}
+
+/* Take, check and (for missing outputs) allocate every tensor; fills
+ * outs with the outputs. */
+static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc, PyObject *stream, py_taken *tk, PyObject *outs)
+{
+  Py_ssize_t n = PyTuple_Size(tensors);
+  py_binds b = { 0 };
+  for (int i = 0; i < k->nin + k->nout; i++) {
+    char arg[24];
+    snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
+    PyObject *obj = i < n ? PyTuple_GetItem(tensors, i) : allocate(k, i - k->nin, &b, alloc);
+    if (!obj) return -1;
+    if (i < n) Py_INCREF(obj);
+    if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
+    int rc = take(obj, stream, &tk[i], arg, k);
+    Py_DECREF(obj);
+    if (rc || check_one(k, st, &tk[i], i, i ? tk[0].t : NULL, &b)) return -1;
+  }
+  return 0;
+}
+
+/* launch(kernel, tensors, alloc, stream) -> tuple of the outputs. Given
+ * the inputs only, the outputs are allocated through alloc(dtype, shape);
+ * stream: None, or the CUDA stream as an int (also given to __dlpack__). */
+static PyObject *py_launch(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *tensors, *alloc, *stream;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!OO", &cap, &PyTuple_Type, &tensors, &alloc, &stream)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  py_state *st = state_of(k->state);
+  Py_ssize_t n = PyTuple_Size(tensors);
+  int total = k->nin + k->nout;
+  if (n != total && !(n == k->nin && alloc != Py_None)) {
+    PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s) takes %d input(s), then %d output(s) (left out: allocated and returned); got %zd tensor(s)",
+                 k->name, k->where, k->nin, k->nout, n);
+    return NULL;
+  }
+  if (!st->device_kind) { pthread_mutex_lock(&st->lock); learn_device(st); pthread_mutex_unlock(&st->lock); }
+  py_taken tk[MAX_TENSORS];
+  memset(tk, 0, sizeof tk);
+  PyObject *outs = PyTuple_New(k->nout);
+  int rc = outs ? gather(k, st, tensors, alloc, stream, tk, outs) : -1;
+  if (rc == 0) {
+    DLTensor *ts[MAX_TENSORS];
+    for (int i = 0; i < total; i++) ts[i] = tk[i].t;
+    void *s = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&st->lock);
+    rc = luaptx_launch_dlpack(k->K, ts, total, s);
+    pthread_mutex_unlock(&st->lock);
+    Py_END_ALLOW_THREADS
+    if (rc) lua_fail(st);
+  }
+  for (int i = 0; i < total; i++) release(&tk[i]);
+  if (rc) { Py_XDECREF(outs); return NULL; }
+  return outs;
+}
+
+
+
+/* c_launch_times(kernel, tensors, iters) -> list of the C API launch's
+ * time per call in seconds, the tensors taken once: the baseline that
+ * bench/python_overhead.py subtracts. */
+static PyObject *py_c_launch_times(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *tensors;
+  int iters;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!i", &cap, &PyTuple_Type, &tensors, &iters)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  int total = k->nin + k->nout;
+  if (PyTuple_Size(tensors) != total || iters < 1) return PyErr_Format(PyExc_ValueError, "c_launch_times: give all %d tensors and iters >= 1", total);
+  py_taken tk[MAX_TENSORS];
+  memset(tk, 0, sizeof tk);
+  PyObject *outs = PyTuple_New(k->nout), *times = PyList_New(iters);
+  int rc = outs && times ? gather(k, k->st, tensors, Py_None, Py_None, tk, outs) : -1;
+  DLTensor *ts[MAX_TENSORS];
+  for (int i = 0; i < total && rc == 0; i++) ts[i] = tk[i].t;
+  for (int i = 0; i < iters && rc == 0; i++) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    rc = luaptx_launch_dlpack(k->K, ts, total, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    PyList_SetItem(times, i, PyFloat_FromDouble((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9));
+    if (rc) lua_fail(k->st);
+  }
+  for (int i = 0; i < total; i++) release(&tk[i]);
+  Py_XDECREF(outs);
+  if (rc) { Py_XDECREF(times); return NULL; }
+  return times;
+}
+
+/* ---------------------------------------------------------- XLA's FFI
+ * Built when jax's headers were found at build time (setup.py defines
+ * LUAPTX_XLA): handlers for jax.ffi.ffi_call. The attribute "kernel" is
+ * the py_kernel's address (kept alive by luaptx.jax); operands then
+ * results are the kernel's tensors, launched on the emulator (cpu) or on
+ * XLA's CUDA stream. */
+#ifdef LUAPTX_XLA
+#include "xla/ffi/api/c_api.h"
+
+static const struct { XLA_FFI_DataType xla; uint8_t code, bits; } XLA_TYPES[] = {
+  { XLA_FFI_DataType_F16, kDLFloat, 16 }, { XLA_FFI_DataType_F32, kDLFloat, 32 }, { XLA_FFI_DataType_F64, kDLFloat, 64 },
+  { XLA_FFI_DataType_BF16, kDLBfloat, 16 }, { XLA_FFI_DataType_S8, kDLInt, 8 }, { XLA_FFI_DataType_S16, kDLInt, 16 },
+  { XLA_FFI_DataType_S32, kDLInt, 32 }, { XLA_FFI_DataType_S64, kDLInt, 64 }, { XLA_FFI_DataType_U8, kDLUInt, 8 },
+  { XLA_FFI_DataType_U16, kDLUInt, 16 }, { XLA_FFI_DataType_U32, kDLUInt, 32 }, { XLA_FFI_DataType_U64, kDLUInt, 64 },
+};
+
+/* An XLA error with a message (copied by XLA). */
+static XLA_FFI_Error *xla_error(const XLA_FFI_Api *api, const char *msg)
+{
+  XLA_FFI_Error_Create_Args a = { XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, msg, XLA_FFI_Error_Code_INVALID_ARGUMENT };
+  return api->XLA_FFI_Error_Create(&a);
+}
+
+/* A DLTensor viewing an XLA buffer on device type dev. */
+static int xla_tensor(const XLA_FFI_Buffer *b, int dev, DLTensor *t)
+{
+  memset(t, 0, sizeof *t);
+  t->data = b->data;
+  t->device.device_type = dev;
+  t->ndim = (int32_t)b->rank;
+  t->shape = b->dims;
+  t->dtype.lanes = 1;
+  for (size_t i = 0; i < sizeof XLA_TYPES / sizeof *XLA_TYPES; i++)
+    if (XLA_TYPES[i].xla == b->dtype) { t->dtype.code = XLA_TYPES[i].code; t->dtype.bits = XLA_TYPES[i].bits; return 0; }
+  t->dtype.code = 255;
+  return 0;
+}
+
+/* The py_kernel named by the "kernel" attribute, or NULL. */
+static py_kernel *xla_kernel(const XLA_FFI_Attrs *at)
+{
+  for (int64_t i = 0; i < at->size; i++) {
+    const XLA_FFI_ByteSpan *n = at->names[i];
+    if (at->types[i] == XLA_FFI_AttrType_SCALAR && n->len == 6 && memcmp(n->ptr, "kernel", 6) == 0) {
+      const XLA_FFI_Scalar *s = at->attrs[i];
+      if (s->dtype == XLA_FFI_DataType_S64) return (py_kernel *)(intptr_t)*(const int64_t *)s->value;
+    }
+  }
+  return NULL;
+}
+
+/* Answer XLA's metadata query (the API version this handler speaks). */
+static int xla_metadata(XLA_FFI_CallFrame *f)
+{
+  XLA_FFI_Extension_Base *e = f->extension_start;
+  if (!e || e->type != XLA_FFI_Extension_Metadata) return 0;
+  XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)e)->metadata;
+  m->api_version.major_version = XLA_FFI_API_MAJOR;
+  m->api_version.minor_version = XLA_FFI_API_MINOR;
+  m->traits = 0;
+  return 1;
+}
+
+/* The handler for device type dev: launch the kernel on the buffers. */
+static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
+{
+  if (xla_metadata(f) || f->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+  const XLA_FFI_Api *api = f->api;
+  py_kernel *k = xla_kernel(&f->attrs);
+  int64_t n = f->args.size + f->rets.size;
+  if (!k) return xla_error(api, "luaptx: the ffi_call has no kernel attribute (call it through luaptx.jax.call)");
+  if (n > MAX_TENSORS) return xla_error(api, "luaptx: too many buffers");
+  DLTensor ts[MAX_TENSORS], *tp[MAX_TENSORS];
+  for (int64_t i = 0; i < n; i++) {
+    xla_tensor(i < f->args.size ? f->args.args[i] : f->rets.rets[i - f->args.size], dev, &ts[i]);
+    tp[i] = &ts[i];
+  }
+  void *stream = NULL;
+  if (dev == kDLCUDA) {
+    XLA_FFI_Stream_Get_Args sa = { XLA_FFI_Stream_Get_Args_STRUCT_SIZE, NULL, f->ctx, NULL };
+    XLA_FFI_Error *e = api->XLA_FFI_Stream_Get(&sa);
+    if (e) return e;
+    stream = sa.stream;
+  }
+  py_state *st = state_of_unchecked(k);
+  XLA_FFI_Error *err = NULL;
+  pthread_mutex_lock(&st->lock);
+  if (luaptx_launch_dlpack(k->K, tp, (int)n, stream)) err = xla_error(api, luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  return err;
+}
+
+static XLA_FFI_Error *xla_cpu(XLA_FFI_CallFrame *f) { return xla_launch(f, kDLCPU); }
+static XLA_FFI_Error *xla_cuda(XLA_FFI_CallFrame *f) { return xla_launch(f, kDLCUDA); }
+
+/* xla_handlers() -> (cpu capsule, cuda capsule) for jax.ffi.register_ffi_target. */
+static PyObject *py_xla_handlers(PyObject *self, PyObject *args)
+{
+  (void)self; (void)args;
+  return Py_BuildValue("(NN)", PyCapsule_New((void *)xla_cpu, NULL, NULL), PyCapsule_New((void *)xla_cuda, NULL, NULL));
+}
+#define XLA_METHOD { "xla_handlers", py_xla_handlers, METH_NOARGS, "xla_handlers() -> (cpu, cuda) FFI handler capsules" },
+#else
+#define XLA_METHOD
+#endif
+
+/* ---------------------------------------------------------- the module */
+
+static PyMethodDef METHODS[] = {
+  { "open", py_open, METH_VARARGS, "open(device, lua_path, cache_dir, quiet) -> state" },
+  { "load", py_load, METH_VARARGS, "load(state, path_or_chunk, chunkname or None)" },
+  { "names", py_names, METH_VARARGS, "names(state) -> comma-separated kernel names" },
+  { "device", py_device, METH_VARARGS, "device(state) -> the device's description" },
+  { "kernel", py_kernel_get, METH_VARARGS, "kernel(state, name, params) -> kernel" },
+  { "ptx", py_ptx, METH_VARARGS, "ptx(kernel) -> PTX text" },
+  { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
+  { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
+  { "kernel_address", py_kernel_address, METH_VARARGS, "kernel_address(kernel) -> int" },
+  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
+  XLA_METHOD
+  { NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef MODULE = { PyModuleDef_HEAD_INIT, "luaptx._core", "luaptx's C extension over luaptx.h", -1, METHODS, NULL, NULL, NULL, NULL };
+
+/* Module init: the functions and LuaError. */
+PyMODINIT_FUNC PyInit__core(void)
+{
+  PyObject *m = PyModule_Create(&MODULE);
+  if (!m) return NULL;
+  s_dlpack = PyUnicode_InternFromString("__dlpack__");
+  s_empty = PyTuple_New(0);
+  s_kw_versioned = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
+  if (!s_dlpack || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
+  LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
+  if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
+  Py_INCREF(LuaError);
+  return m;
+}

@@ -1,0 +1,120 @@
+"""JAX integration: kernels through jax.ffi.ffi_call and XLA's typed FFI.
+
+    import luaptx, luaptx.jax as lj
+    ks = luaptx.load("examples/python/rms_norm.lua", device="emu")
+    y, r = jax.jit(lambda x, w: lj.call(ks.rms_norm_fwd, x, w))(x, w)
+    rms = lj.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    jax.grad(lambda x, w: rms(x, w).sum())(x, w)
+
+The handlers are C (luaptx/_core.c against xla/ffi/api/c_api.h from
+jax.ffi.include_dir()), registered as the FFI target "luaptx" for the cpu
+platform (the emulator) and CUDA (the GPU, on XLA's stream). They are built
+when jax is installed at the package's build time.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _core
+
+__all__ = ["call", "differentiable", "DTYPES"]
+
+# jnp dtypes of the PTX types luaptx tensors use.
+DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64,
+          "s8": jnp.int8, "s16": jnp.int16, "s32": jnp.int32, "s64": jnp.int64,
+          "u8": jnp.uint8, "u16": jnp.uint16, "u32": jnp.uint32, "u64": jnp.uint64}
+_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
+
+if not hasattr(_core, "xla_handlers"):
+    raise ImportError("luaptx was built without jax's XLA FFI headers: reinstall it with jax installed "
+                      "(pip install --no-build-isolation ./python in an environment with jax)")
+
+_CPU, _CUDA = _core.xla_handlers()
+jax.ffi.register_ffi_target("luaptx", _CPU, platform="cpu")
+jax.ffi.register_ffi_target("luaptx", _CUDA, platform="CUDA")
+
+
+def _check(spec, arrays):
+    """Check the operands against in_specs (dtype: TypeError; count, rank,
+    dims: ValueError), naming the argument and the kernel's file:line;
+    returns the bound symbolic dims' shapes of the outputs."""
+    k = f'kernel "{spec.kernel.name}" ({spec.where})'
+    if len(arrays) != len(spec.in_specs):
+        raise TypeError(f"{k} takes {len(spec.in_specs)} input(s), got {len(arrays)}")
+    values = {}
+    for i, (a, s) in enumerate(zip(arrays, spec.in_specs)):
+        name = _NAMES.get(np.dtype(a.dtype), str(a.dtype))
+        if name != s.dtype:
+            raise TypeError(f"{k}: input {i + 1} is {name} but in_specs[{i + 1}] is {s!r}")
+        if len(a.shape) != len(s.dims):
+            raise ValueError(f"{k}: input {i + 1} has rank {len(a.shape)} but in_specs[{i + 1}] is {s!r}")
+        for d, (want, got) in enumerate(zip(s.dims, a.shape)):
+            if isinstance(want, int) and want != got:
+                raise ValueError(f"{k}: input {i + 1} dim {d + 1} is {got} but in_specs[{i + 1}] fixes it at {want}")
+            if isinstance(want, str) and values.setdefault(want, got) != got:
+                raise ValueError(f"{k}: dimension {want} is {values[want]} but {got} from input {i + 1} (dim {d + 1})")
+    return spec.out_shapes([a.shape for a in arrays])
+
+
+def call(kernel, *arrays, **params):
+    """Call a kernel specialisation on JAX arrays through jax.ffi.ffi_call;
+    returns its outputs (one as is, several as a tuple). Works eagerly and
+    under jax.jit; under vmap the kernel runs once per batch element
+    (vmap_method="sequential")."""
+    spec = kernel.specialize(**params)
+    shapes = _check(spec, arrays)
+    outs = [jax.ShapeDtypeStruct(s, DTYPES[o.dtype]) for s, o in zip(shapes, spec.out_specs)]
+    f = jax.ffi.ffi_call("luaptx", outs, vmap_method="sequential")
+    res = f(*arrays, kernel=np.int64(_core.kernel_address(spec.handle)))
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def _parse_saved(names, nin, nout):
+    """("input 1", "output 2") -> [("input", 0), ("output", 1)], checked."""
+    out = []
+    for n in names:
+        role, _, num = str(n).partition(" ")
+        limit = {"input": nin, "output": nout}.get(role)
+        if limit is None or not num.isdigit() or not 1 <= int(num) <= limit:
+            raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
+        out.append((role, int(num) - 1))
+    return out
+
+
+def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **params):
+    """A jax.custom_vjp function from a forward and a backward kernel, with
+    the same contract as luaptx.torch.differentiable: it returns the
+    forward's first `returns` outputs; bwd takes the saved tensors then the
+    gradients of the returned outputs and returns one per forward input."""
+    fspec, bspec = fwd.specialize(**params), bwd.specialize()
+    nin, nout = len(fspec.in_specs), len(fspec.out_specs)
+    returns = nout if returns is None else returns
+    saved = _parse_saved(save_for_backward, nin, nout)
+    if len(bspec.in_specs) != len(saved) + returns or len(bspec.out_specs) != nin:
+        raise ValueError(f'differentiable: kernel "{bwd.name}" ({bspec.where}) must take the {len(saved)} saved tensor(s) '
+                         f"then {returns} gradient(s) and return {nin} gradient(s); "
+                         f"it takes {len(bspec.in_specs)} and returns {len(bspec.out_specs)}")
+
+    def run(*xs):
+        outs = call(fwd, *xs, **params)
+        return outs if isinstance(outs, tuple) else (outs,)
+
+    def pick(outs):
+        return outs[0] if returns == 1 else tuple(outs[:returns])
+
+    @jax.custom_vjp
+    def function(*xs):
+        return pick(run(*xs))
+
+    def f_fwd(*xs):
+        outs = run(*xs)
+        return pick(outs), tuple(xs[i] if role == "input" else outs[i] for role, i in saved)
+
+    def f_bwd(res, g):
+        gs = (g,) if returns == 1 else tuple(g)
+        gin = call(bwd, *res, *gs)
+        return gin if isinstance(gin, tuple) else (gin,)
+
+    function.defvjp(f_fwd, f_bwd)
+    return function

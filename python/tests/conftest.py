@@ -1,0 +1,13 @@
+"""Shared fixtures: the example kernels on the emulator."""
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RMS = os.path.join(ROOT, "examples", "python", "rms_norm.lua")
+
+
+@pytest.fixture(scope="session")
+def ks():
+    import luaptx
+    return luaptx.load(RMS, device="emu")

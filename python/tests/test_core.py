@@ -1,0 +1,191 @@
+"""luaptx's core Python API on numpy arrays (CPU, the emulator)."""
+import re
+
+import numpy as np
+import pytest
+
+import luaptx
+from conftest import RMS
+
+WHERE = re.escape("rms_norm.lua:") + r"\d+"
+
+
+def rms_ref(x, w, eps=1e-6):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def inputs(b=3, n=40, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((b, n)).astype(dtype), (rng.random(n) + 0.5).astype(dtype)
+
+
+def test_load_lists_the_kernels_by_name(ks):
+    assert list(ks) == ["rms_norm_fwd", "rms_norm_fwd_f64", "rms_norm_bwd", "rms_norm_bwd_f64", "noop"]
+    assert ks["noop"] is ks.noop and "noop" in ks and len(ks) == 5
+    assert "emu" in ks.device
+    assert re.search(WHERE, ks.rms_norm_fwd.where)
+
+
+def test_an_unknown_kernel_names_the_ones_there(ks):
+    with pytest.raises(KeyError, match="no kernel named 'nope'.*it defines: rms_norm_fwd, "):
+        ks["nope"]
+    with pytest.raises(AttributeError, match="nope"):
+        ks.nope
+
+
+def test_forward_allocates_outputs_and_matches_numpy(ks):
+    x, w = inputs()
+    y, r = ks.rms_norm_fwd(x, w)
+    assert y.shape == x.shape and y.dtype == np.float32 and r.shape == (3,)
+    np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_given_outputs_are_written_in_place(ks):
+    x, w = inputs(5, 17, np.float64)
+    y, r = np.full_like(x, np.nan), np.full(5, np.nan)
+    out = ks.rms_norm_fwd_f64(x, w, y, r)
+    assert out[0] is y and out[1] is r
+    np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-12)
+    np.testing.assert_allclose(r, 1 / np.sqrt((x * x).mean(1) + 1e-6), rtol=1e-12)
+
+
+def test_template_values_specialise_the_kernel(ks):
+    x, w = inputs()
+    y, _ = ks.rms_norm_fwd(x, w, eps=0.5)
+    np.testing.assert_allclose(y, rms_ref(x, w, 0.5), rtol=1e-5, atol=1e-6)
+    assert ks.rms_norm_fwd.specialize(eps=0.5) is ks.rms_norm_fwd.specialize(eps=0.5)
+
+
+def test_backward_matches_finite_differences(ks):
+    x, w = inputs(4, 9, np.float64, seed=3)
+    dy = np.random.default_rng(1).standard_normal(x.shape)
+    _, r = ks.rms_norm_fwd_f64(x, w)
+    dx, dw = ks.rms_norm_bwd_f64(x, w, r, dy)
+    loss = lambda x, w: (rms_ref(x, w) * dy).sum()
+    h = 1e-6
+    for idx in [(0, 0), (2, 5), (3, 8)]:
+        e = np.zeros_like(x); e[idx] = h
+        assert dx[idx] == pytest.approx((loss(x + e, w) - loss(x - e, w)) / (2 * h), rel=1e-6, abs=1e-8)
+    for j in [0, 4, 8]:
+        e = np.zeros_like(w); e[j] = h
+        assert dw[j] == pytest.approx((loss(x, w + e) - loss(x, w - e)) / (2 * h), rel=1e-6, abs=1e-8)
+
+
+def test_ptx_of_a_specialisation(ks):
+    text = ks.noop.ptx(N=4)
+    assert ".entry noop(" in text and ".target sm_80" in text
+    assert ".entry rms_norm_fwd(" in ks.rms_norm_fwd.ptx(B=2, N=8)
+
+
+def test_check_reports_ptxas_resources_or_says_ptxas_is_missing(ks):
+    try:
+        report = ks.rms_norm_fwd.check(B=2, N=8)
+    except luaptx.LuaError as e:
+        assert "ptxas" in str(e)
+        pytest.skip(f"no ptxas here: {e}")
+    assert report["arch"] == "sm_80" and report["registers"] > 0 and report["spills"] == 0
+
+
+def test_a_wrong_dtype_is_a_type_error_naming_the_argument_and_the_spec(ks):
+    x, w = inputs()
+    with pytest.raises(TypeError, match=r'kernel "rms_norm_fwd" \(.*' + WHERE + r'\): input 1 is f64 but in_specs\[1\] is Tile\(B, N, f32\)'):
+        ks.rms_norm_fwd(x.astype(np.float64), w)
+    with pytest.raises(TypeError, match=r"input 2 is s32 but in_specs\[2\] is Tile\(N, f32\)"):
+        ks.rms_norm_fwd(x, w.astype(np.int32))
+    with pytest.raises(TypeError, match=r"input 1 is DLPack dtype \(code 5, 64 bits, 1 lanes\)"):
+        ks.rms_norm_fwd(x.astype(np.complex64), w)
+
+
+def test_shape_mismatches_are_value_errors(ks):
+    x, w = inputs()
+    with pytest.raises(ValueError, match=WHERE + r"\): dimension N is 40 from input 1 but 20 from input 2 \(dim 1\)"):
+        ks.rms_norm_fwd(x, w[:20])
+    with pytest.raises(ValueError, match=r"input 2 has rank 2 but in_specs\[2\] is Tile\(N, f32\)"):
+        ks.rms_norm_fwd(x, x)
+    with pytest.raises(ValueError, match=r"dimension B is 3 from input 1 but 2 from output 1 \(dim 1\)"):
+        ks.rms_norm_fwd(x, w, np.empty((2, 40), np.float32), np.empty(3, np.float32))
+    with pytest.raises(ValueError, match=r"input 1 dim 1 is 5 but in_specs\[1\] fixes it at 4"):
+        ks.noop(np.zeros(5, np.float32), N=4)
+
+
+def test_strided_and_read_only_tensors_are_refused(ks):
+    x, w = inputs(3, 80)
+    with pytest.raises(ValueError, match=r"input 1 is not compact row-major \(dim 2 has stride 2 elements, expected 1\)"):
+        ks.rms_norm_fwd(x[:, ::2], w[:40])
+    y, r = np.empty_like(x), np.empty(3, np.float32)
+    y.flags.writeable = False
+    with pytest.raises((ValueError, BufferError), match="read-only|readonly|writ"):
+        ks.rms_norm_fwd(x, w, y, r)
+
+
+def test_wrong_counts_and_non_tensors_are_type_errors(ks):
+    x, w = inputs()
+    with pytest.raises(TypeError, match=r"takes 2 input\(s\), then 2 output\(s\) \(left out: allocated and returned\); got 3 tensor\(s\)"):
+        ks.rms_norm_fwd(x, w, x)
+    with pytest.raises(TypeError, match=r"input 2 must be a tensor with __dlpack__.*got list"):
+        ks.rms_norm_fwd(x, [1.0])
+    with pytest.raises(TypeError, match="eps=None"):
+        ks.rms_norm_fwd(x, w, eps=None)
+
+
+class Legacy:
+    """A producer of DLPack 0.x capsules only (no max_version)."""
+
+    def __init__(self, a):
+        self.a, self.calls = a, []
+
+    def __dlpack__(self, stream=None):
+        self.calls.append(stream)
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+class Versioned(Legacy):
+    """A producer recording that it was asked for DLPack 1.0."""
+
+    def __dlpack__(self, stream=None, max_version=None):
+        self.calls.append(max_version)
+        return self.a.__dlpack__(max_version=max_version)
+
+
+def test_dlpack_0x_producers_still_cross(ks):
+    x, w = inputs()
+    y, r = np.empty_like(x), np.empty(3, np.float32)
+    lx = Legacy(x)
+    ks.rms_norm_fwd(lx, Legacy(w), Legacy(y), Legacy(r))
+    assert lx.calls == [None]
+    np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_versioned_capsules_are_asked_for_first(ks):
+    x, w = inputs()
+    y, r = np.empty_like(x), np.empty(3, np.float32)
+    vx = Versioned(x)
+    ks.rms_norm_fwd(vx, w, Versioned(y), r)
+    assert vx.calls == [(1, 0)]
+    np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_lua_errors_are_lua_errors_with_the_lua_message(tmp_path):
+    with pytest.raises(luaptx.LuaError, match=r"broken\.lua:1: unexpected symbol near '<eof>'"):
+        luaptx.load_string("return 1 +", "=broken.lua")
+    bad = tmp_path / "bad.lua"
+    bad.write_text('local p = require "pyptx"\nreturn p.kernel "k" { in_specs = 3, function() end }\n')
+    with pytest.raises(luaptx.LuaError, match=r"bad\.lua:2: kernel \"k\": option 'in_specs' must be a table"):
+        luaptx.load(bad, device="emu")
+    with pytest.raises(luaptx.LuaError, match="/no/such/script.lua"):
+        luaptx.load("/no/such/script.lua", device="emu")
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        luaptx.load(RMS, device="gpu")
+    assert issubclass(luaptx.LuaError, RuntimeError)
+
+
+def test_an_unbound_output_dim_says_how_to_bind_it():
+    ks = luaptx.load_string('local p = require "pyptx"\nreturn p.kernel "grow" { arch = "sm_80",\n'
+                            '  in_specs = { p.Tile("N", p.types.f32) }, out_specs = { p.Tile("M", p.types.f32) },\n'
+                            '  function() p.ptx.ret() end }\n', "=grow.lua", device="emu")
+    with pytest.raises(ValueError, match=r"grow\.lua:2\): out_specs\[1\] dim 1 is M, which no input binds; pass it as a parameter \(M=\.\.\.\)"):
+        ks.grow(np.zeros(4, np.float32))
+    assert ks.grow(np.zeros(4, np.float32), M=6).shape == (6,)

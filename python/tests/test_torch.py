@@ -1,0 +1,133 @@
+"""luaptx.torch on CPU tensors (the emulator): eager calls, custom ops under
+torch.compile(fullgraph=True), autograd through a forward/backward pair."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (make test-python installs it)")
+import luaptx  # noqa: E402
+import luaptx.torch as lt  # noqa: E402
+
+F = torch.nn.functional
+
+
+def rms_ref(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def test_a_kernel_called_on_torch_tensors_returns_torch_tensors(ks):
+    x, w = torch.randn(4, 24), torch.rand(24) + 0.5
+    y, r = ks.rms_norm_fwd(x, w)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32 and r.shape == (4,)
+    torch.testing.assert_close(y, rms_ref(x, w))
+
+
+def test_torch_tensors_cross_zero_copy(ks):
+    x, w = torch.randn(2, 8), torch.rand(8) + 0.5
+    y, r = torch.full_like(x, float("nan")), torch.empty(2)
+    ptr = y.data_ptr()
+    ks.rms_norm_fwd(x, w, y, r)
+    assert y.data_ptr() == ptr
+    torch.testing.assert_close(y, rms_ref(x, w))
+
+
+def test_the_custom_op_matches_torch_rms_norm_eagerly(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    assert lt.op(ks.rms_norm_fwd) is fwd
+    x, w = torch.randn(5, 32), torch.rand(32) + 0.5
+    y, _ = fwd(x, w)
+    torch.testing.assert_close(y, F.rms_norm(x, (32,), w, eps=1e-6))
+
+
+def test_the_fake_impl_gives_shapes_from_out_specs(ks):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fwd = lt.op(ks.rms_norm_fwd)
+    with FakeTensorMode():
+        y, r = fwd(torch.empty(7, 16), torch.empty(16))
+    assert y.shape == (7, 16) and r.shape == (7,) and y.dtype == torch.float32
+
+
+class Model(torch.nn.Module):
+    def __init__(self, norm, n):
+        super().__init__()
+        self.norm, self.lin = norm, torch.nn.Linear(n, n)
+        self.w = torch.nn.Parameter(torch.rand(n) + 0.5)
+
+    def forward(self, x):
+        y, _ = self.norm(torch.relu(x), self.w)
+        return self.lin(y)
+
+
+def test_torch_compile_fullgraph_has_no_graph_break(ks):
+    torch._dynamo.reset()
+    fwd = lt.op(ks.rms_norm_fwd)
+    m = Model(fwd, 32)
+    x = torch.randn(6, 32)
+    compiled = torch.compile(m, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        want = m.lin(F.rms_norm(torch.relu(x), (32,), m.w, eps=1e-6))
+        torch.testing.assert_close(compiled(x), want)
+        explained = torch._dynamo.explain(m)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+def test_torch_compile_with_inductor_runs_the_kernel(ks):
+    torch._dynamo.reset()
+    fwd = lt.op(ks.rms_norm_fwd)
+    m = Model(fwd, 16)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m, fullgraph=True)(x), m(x))
+
+
+def test_gradcheck_passes_for_the_rms_norm_pair(ks):
+    rms = lt.differentiable(ks.rms_norm_fwd_f64, ks.rms_norm_bwd_f64,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(7, dtype=torch.float64) + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(rms, (x, w))
+    y = rms(x, w)
+    y.sum().backward()
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    rms_ref(xr, wr).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+
+
+def test_the_differentiable_pair_compiles_with_its_backward(ks):
+    torch._dynamo.reset()
+    rms = lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    x = torch.randn(4, 16, requires_grad=True)
+    w = (torch.rand(16) + 0.5).requires_grad_()
+    f = torch.compile(lambda x, w: (rms(x, w) * 2).sum(), fullgraph=True, backend="aot_eager")
+    f(x, w).backward()
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    (rms_ref(xr, wr) * 2).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_differentiable_refuses_a_backward_of_the_wrong_arity(ks):
+    with pytest.raises(ValueError, match=r'kernel "rms_norm_bwd" \(.*rms_norm\.lua:\d+\) must take the 1 saved tensor\(s\) then 1 gradient'):
+        lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd, save_for_backward=("input 1",), returns=1)
+    with pytest.raises(ValueError, match="'input 3' is not 'input I' \\(1..2\\)"):
+        lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd, save_for_backward=("input 3",))
+
+
+def test_torch_mismatches_name_the_argument(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    with pytest.raises(TypeError, match=r"rms_norm\.lua:\d+\): input 1 is f64 but in_specs\[1\] is Tile\(B, N, f32\)"):
+        fwd(torch.randn(2, 8, dtype=torch.float64), torch.rand(8))
+    with pytest.raises(ValueError, match="dimension N is 8 from input 1 but 4 from input 2"):
+        ks.rms_norm_fwd(torch.randn(2, 8), torch.rand(4))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA tensors run on the GPU)")
+def test_cuda_tensors_run_on_the_current_stream():
+    from conftest import RMS
+    ks = luaptx.load(RMS, device="cuda")
+    x, w = torch.randn(4, 64, device="cuda"), torch.rand(64, device="cuda") + 0.5
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y, _ = lt.op(ks.rms_norm_fwd)(x, w)
+    s.synchronize()
+    torch.testing.assert_close(y, rms_ref(x, w))
