@@ -74,6 +74,7 @@ CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 128, 256, 128 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 256, 256, 128 }, opts = { cta_group = 2 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.tcgen05_probes", size = { 32, 3 } }
 
 --- A case's title: module(sizes) and its options.
 local function label(c)

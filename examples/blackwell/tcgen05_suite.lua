@@ -682,6 +682,9 @@ M.ptxas_only = {
 }
 
 --- Every kernel of the suite, for `luaptx ptx/check`.
+-- The kernel helpers, for examples/blackwell/tcgen05_probes.lua.
+M.regs, M.with_tmem, M.k, M.copy_words, M.read_lanes = regs, with_tmem, k, copy_words, read_lanes
+
 M.kernels = {}
 for _, c in ipairs(M.cases) do M.kernels[#M.kernels + 1] = c.kernel end
 for _, kn in ipairs(M.ptxas_only) do M.kernels[#M.kernels + 1] = kn end
