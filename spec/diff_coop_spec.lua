@@ -10,8 +10,7 @@ local H = require "spec.helpers"
 
 local types = pyptx.types
 
---- The device the kernels run on ($LUAPTX_DIFF_DEVICE, else the emulator).
-local function device() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+local device = H.diff_device
 
 local function u32(x) return x % 4294967296 end
 

@@ -11,28 +11,13 @@
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
-local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 
 local types = pyptx.types
 local ARCHS = { "sm80", "sm90a" }
 local TWO32 = 4294967296
 
---- The device the kernels run on ($LUAPTX_DIFF_DEVICE, else the emulator).
-local function device() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
-
---- Load spec/fixtures/ptx/nvcc/<name>_<arch>.ptx.
-local function load(name, arch)
-  return pyptx.load_ptx(("spec/fixtures/ptx/nvcc/%s_%s.ptx"):format(name, arch))
-end
-
---- A device tensor of dtype holding vals; a poisoned output of n elements.
-local function input(vals, dtype) return tensor.from_table(vals, dtype, { #vals }, device()) end
-local function output(n, dtype)
-  local t = tensor.empty({ n }, dtype, device())
-  t:fill_bytes(0xff)
-  return t
-end
+local device, load, input, output = H.diff_device, H.nvcc_ptx, H.diff_input, H.diff_output
 
 -- ------------------------------------------------------------ integers
 

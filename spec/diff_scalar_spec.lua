@@ -65,8 +65,7 @@ end
 
 local GROUPS = parse(REF)
 
---- The emulator device (or $LUAPTX_DIFF_DEVICE).
-local function dev() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+local dev = H.diff_device
 
 --- A device tensor of dtype holding a uint64_t[n] (narrowed to the storage type).
 local function upload(vals, n, dtype)

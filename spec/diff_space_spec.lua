@@ -10,8 +10,7 @@ local H = require "spec.helpers"
 
 local types = pyptx.types
 
---- The device the kernels run on ($LUAPTX_DIFF_DEVICE, else the emulator).
-local function device() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+local device = H.diff_device
 
 for _, arch in ipairs { "sm80", "sm90a" } do
   describe("nvcc " .. arch .. " address-space queries", function()

@@ -14,29 +14,11 @@ local H = require "spec.helpers"
 local types = pyptx.types
 local ARCHS = { "sm80", "sm90a" }
 
---- The emulator device (opened once; $LUAPTX_DIFF_DEVICE picks another).
-local function emu()
-  return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu")
-end
-
---- Load spec/fixtures/ptx/nvcc/<name>_<arch>.ptx.
-local function load(name, arch)
-  return pyptx.load_ptx(("spec/fixtures/ptx/nvcc/%s_%s.ptx"):format(name, arch))
-end
+local emu, load = H.diff_device, H.nvcc_ptx
 
 local rng, rand_s32, rand_f32, rand_f64 = H.rng, H.rand_s32, H.rand_f32, H.rand_f64
 
---- A device tensor of dtype holding vals.
-local function input(vals, dtype)
-  return tensor.from_table(vals, dtype, { #vals }, emu())
-end
-
---- A poisoned output tensor of n elements.
-local function output(n, dtype)
-  local t = tensor.empty({ n }, dtype, emu())
-  t:fill_bytes(0xff)
-  return t
-end
+local input, output = H.diff_input, H.diff_output
 
 local u32 = function(x) return x % 4294967296 end
 local s32 = bit.tobit

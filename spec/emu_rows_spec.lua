@@ -19,8 +19,7 @@ local types = pyptx.types
 local ARCHS = { "sm80", "sm90a" }
 local FULL = 0xffffffff
 
---- The device under test (the emulator unless $LUAPTX_DIFF_DEVICE names another).
-local function dev() return H.device(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+local dev = H.diff_device
 
 --- The path of the nvcc output for arch.
 local function ptx_path(arch) return ("spec/fixtures/ptx/nvcc/diff_rows_%s.ptx"):format(arch) end

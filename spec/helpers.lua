@@ -196,6 +196,30 @@ function M.device(kind) return device_for(kind or "emu") end
 --- The CPU emulator device, opened once per spec file.
 function M.emu() return device_for("emu") end
 
+-- ------------------------------------------------ the nvcc differentials
+
+--- The device the differential specs run on: the emulator, or the one
+-- $LUAPTX_DIFF_DEVICE names (cuda: check the references on hardware).
+function M.diff_device() return device_for(os.getenv("LUAPTX_DIFF_DEVICE") or "emu") end
+
+--- The module of spec/fixtures/ptx/nvcc/<name>_<arch>.ptx (nvcc's output).
+function M.nvcc_ptx(name, arch)
+  return require("pyptx").load_ptx(("spec/fixtures/ptx/nvcc/%s_%s.ptx"):format(name, arch))
+end
+
+--- A 1-D tensor of dtype holding vals on the differential's device.
+function M.diff_input(vals, dtype)
+  return require("pyptx.runtime.tensor").from_table(vals, dtype, { #vals }, M.diff_device())
+end
+
+--- A 1-D output of n elements of dtype, every byte 0xff (so an element
+-- the kernel does not write never matches a reference).
+function M.diff_output(n, dtype)
+  local t = require("pyptx.runtime.tensor").empty({ n }, dtype, M.diff_device())
+  t:fill_bytes(0xff)
+  return t
+end
+
 --- The CUDA device, opened once per spec file; or nil and the pending
 -- reason ("needs a GPU: ...") when there is no driver or no GPU.
 function M.gpu()
