@@ -27,6 +27,7 @@ local pyptx = require "pyptx"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 local simple = require "examples.ampere.gemm"
+local pipelined = require "examples.ampere.gemm_pipelined"
 
 local M = {}
 
@@ -158,17 +159,7 @@ function M.build(Md, N, K, opts)
 
       -- D register r of (mi, nj): row wm*32 + 16mi + g + 8(r/2), columns
       -- wn*32 + 8nj + 2t + {0, 1}: one st.global.v2.f32 per pair.
-      local row = bm * 64 + wm:shl(5) + g
-      local col = bn * 64 + wn:shl(5) + t:shl(1)
-      local c_ptr = pc + (row * N + col):mul_wide(4)
-      for mi = 0, 1 do
-        for nj = 0, 3 do
-          local c = acc[mi * 4 + nj]
-          for hh = 0, 1 do
-            ptx.st.global(ptx.addr(c_ptr, ((16 * mi + 8 * hh) * N + 8 * nj) * 4), { c[2 * hh], c[2 * hh + 1] })
-          end
-        end
-      end
+      pipelined.store_acc(pc, N, bm, bn, wm, wn, g, t, 64, 32, 2, 4, acc)
       ptx.ret()
     end,
   }

@@ -25,16 +25,15 @@
 --  * K / 32 >= stages - 1            the prologue fills stages-1 buffers;
 --  * stages in [2, 6].
 local pyptx = require "pyptx"
-local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
+local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local T = pyptx.types
 local simple = require "examples.ampere.gemm"
+local pipelined = require "examples.ampere.gemm_pipelined"
 local MUTANTS = { no_wait = true, no_barrier = true, serpentine = true, double_buffer = true }
 
 local M = {}
 
 M.BM, M.BN, M.BK = 128, 128, 32
-local A_BYTES, B_BYTES = 128 * 32 * 2, 32 * 128 * 2
-local STAGE = A_BYTES + B_BYTES
 
 --- Why (Mdim, N, K, opts) breaks the shape rules, or nil.
 function M.shape_error(Md, N, K, opts)
@@ -64,11 +63,6 @@ function M.shape_error(Md, N, K, opts)
   return nil
 end
 
---- x ^ ((x >> shift) & 0x70): the XOR swizzle of a tile's byte offset (emits 3).
-local function swizzle(x, shift)
-  return x:bxor(x:shr(shift):band(0x70))
-end
-
 --- The n-tile the j-th mma of accumulator row mi uses: 0..7 forward on even
 -- rows, 7..0 backward on odd ones (the serpentine order).
 function M.serpentine(mi, j)
@@ -91,63 +85,8 @@ function M.build(Md, N, K, opts)
     out_specs = { Tile(Md, N, T.f32) },
     grid = { N / M.BN, Md / M.BM, 1 }, block = { 128, 1, 1 },
     function(A, B, C)
-      local pa, pb, pc = ptx.global_ptrs(A, B, C)
-      local ring = smem.alloc(T.b8, S * STAGE, { align = 1024 })
-      local sbase = ring:base()
-      local tid = reg.from(ptx.special.tid.x(), T.u32)
-      local bm = reg.from(ptx.special.ctaid.y(), T.u32)
-      local bn = reg.from(ptx.special.ctaid.x(), T.u32)
-      local lane, warp = tid:band(31), tid:shr(5)
-      local wm, wn = warp:shr(1), warp:band(1)
-
-      -- cp.async sources and destinations. A: thread copies rows tid/4 + 32j,
-      -- 16-byte chunk tid%4; B: rows tid/16 + 8j, chunk tid%16 (j = 0..3).
-      -- Row steps of 32 (A) and 8 (B) move by 2048 bytes, which leaves the
-      -- swizzle bits alone, so one register each plus immediates covers j.
-      local arow, ac = tid:shr(2), tid:band(3)
-      local brow, bc = tid:shr(4), tid:band(15)
-      local a_src = pa + ((bm * 128 + arow) * K + ac:shl(3)):mul_wide(2)
-      local b_src = pb + (brow * N + bn * 128 + bc:shl(3)):mul_wide(2)
-      local a_dst = sbase + swizzle(arow:shl(6) + ac:shl(4), 3)
-      local b_dst = sbase + A_BYTES + swizzle(brow:shl(8) + bc:shl(4), 4)
-      local ws, rs = reg.scalar(T.u32, 0), reg.scalar(T.u32, 0)  -- write / read stage offsets
-
-      --- Advance a stage offset around the ring (add, setp, selp).
-      local function next_stage(off)
-        ptx.inst.add.u32(off, off, STAGE)
-        ptx.inst.selp.b32(off, 0, off, off:eq(S * STAGE))
-      end
-
-      --- Issue the copies of the next k-tile into stage ws and advance.
-      local function issue()
-        local da, db = a_dst + ws, b_dst + ws
-        for j = 0, 3 do
-          ptx.inst.cp.async.cg.shared.global(ptx.addr(da, j * 2048), ptx.addr(a_src, j * 32 * K * 2), 16)
-        end
-        for j = 0, 3 do
-          ptx.inst.cp.async.cg.shared.global(ptx.addr(db, j * 2048), ptx.addr(b_src, j * 8 * N * 2), 16)
-        end
-        ptx.inst.add.u64(a_src, a_src, 32 * 2)
-        ptx.inst.add.u64(b_src, b_src, 32 * N * 2)
-        next_stage(ws)
-      end
-
-      -- ldmatrix row addresses. A (.x4): matrix i = lane/8 gives rows
-      -- (lane%8) + 8(i%2) at k-chunk i/2 (+2 per k-step: two registers,
-      -- since the XOR does not distribute over the add). B (.x4.trans): k-row
-      -- (lane%8) + 8(i%2), n-chunk wn*8 + 2np + i/2; k-steps move 16 rows
-      -- (4096 bytes, an immediate).
-      local i8 = lane:shr(3)
-      local lr = lane:band(7) + i8:band(1):shl(3)
-      local a_ld, b_ld = {}, {}
-      for ks = 0, 1 do
-        a_ld[ks] = sbase + wm:shl(12) + swizzle(lr:shl(6) + (i8:shr(1) + 2 * ks):shl(4), 3)
-      end
-      for np = 0, 3 do
-        local chunk = wn:shl(3) + i8:shr(1) + 2 * np
-        b_ld[np] = sbase + A_BYTES + swizzle(lr:shl(8) + chunk:shl(4), 4)
-      end
-
+      local r = pipelined.ring_setup(A, B, C, N, K, S)
+      local lane, rs, a_ld, b_ld, issue, next_stage = r.lane, r.rs, r.a_ld, r.b_ld, r.issue, r.next_stage
       local acc = {}
       for i = 0, 31 do acc[i] = reg.fragments(T.f32, 4, true) end
       -- Two register sets of fragments: set ks%2 holds k-step ks.
@@ -216,17 +155,7 @@ function M.build(Md, N, K, opts)
       -- D register r of (mi, nj): row wm*64 + 16mi + g + 8(r/2), columns
       -- wn*64 + 8nj + 2t + {0, 1}: one st.global.v2.f32 per pair.
       local g, t = lane:shr(2), lane:band(3)
-      local row = bm * 128 + wm:shl(6) + g
-      local col = bn * 128 + wn:shl(6) + t:shl(1)
-      local c_ptr = pc + (row * N + col):mul_wide(4)
-      for mi = 0, 3 do
-        for nj = 0, 7 do
-          local c = acc[mi * 8 + nj]
-          for h = 0, 1 do
-            ptx.st.global(ptx.addr(c_ptr, ((16 * mi + 8 * h) * N + 8 * nj) * 4), { c[2 * h], c[2 * h + 1] })
-          end
-        end
-      end
+      pipelined.store_acc(r.pc, N, r.bm, r.bn, r.wm, r.wn, g, t, 128, 64, 4, 8, acc)
       ptx.ret()
     end,
   }
