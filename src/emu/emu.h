@@ -107,6 +107,7 @@ struct emu_prog {
   uint64_t prof_launches;         /* profiled launches of this entry, and the last one's shape */
   uint32_t prof_grid[3], prof_block[3], prof_dsmem;
   int32_t unimpl;          /* the first instruction of a form not emulated, or -1 */
+  int runnable;            /* 1 once lpx_emu_runnable passed (its callees cannot change) */
 };
 
 /* ----------------------------------------------------------- memory */

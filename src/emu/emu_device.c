@@ -236,7 +236,9 @@ static int emu_launch_op(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
   emu_dev *e = EMU(d);
   if (fn < 0 || (size_t)fn >= e->nprogs || !e->progs[fn]->f->is_entry) return lpx_fail(d->ctx, "launch: no entry %d", fn);
-  if (lpx_emu_runnable(e->progs[fn], d->ctx)) return -1;
+  emu_prog *p = e->progs[fn];
+  if (!p->runnable && lpx_emu_runnable(p, d->ctx)) return -1;
+  p->runnable = 1;   /* checked once: the walk over it and its callees need not repeat per launch */
   if (e->profile) lpx_emu_prof_launch(e->progs[fn], cfg);
   return lpx_emu_run(e, e->progs[fn], cfg);
 }
