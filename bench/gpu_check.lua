@@ -76,7 +76,7 @@ local function cublas(n)
   return res.stdout
 end
 
-say("luaptx gpu-check, %s, on %s (%s)", os.date("!%Y-%m-%d"), dev.name, dev.arch or "?")
+say("luaptx gpu-check, %s, on %s", os.date("!%Y-%m-%d"), dev.name)
 step("#gpu specs", { BIN, "/usr/bin/busted", "--tags=gpu", "spec" }, { LUAPTX_BIN = BIN })
 for _, f in ipairs(examples()) do
   step("example " .. f, { BIN, "run", f }, { LUAPTX_DEVICE = "cuda" })
