@@ -3,9 +3,9 @@
 -- Hilbert-ordered persistent schedule, a stmatrix + TMA-store epilogue,
 -- bf16 output). It assembles with ptxas for sm_90a without spills, matches
 -- its CPU reference on every element at three sizes (and under the
--- adversarial schedule), and each mutant (a swizzle, the proxy fence, an
--- mbarrier wait or the TMA store's read wait removed) fails or is
--- reported on the emulator.
+-- adversarial schedule), and each mutant (a swizzle, the proxy fence, the
+-- barrier before the TMA store, an mbarrier wait or the store's read wait
+-- removed) fails or is reported on the emulator.
 local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
@@ -182,6 +182,7 @@ describe("mutants of examples/hopper/gemm_fast.lua", function()
     { "no_load_swizzle", "with 128B swizzle, but the TMA load at [^\n]*gemm_fast%.lua:%d+: cp%.async%.bulk%.tensor", true },
     { "no_store_swizzle", "elements differ", true },
     { "no_fence", "through the async proxy, but [^\n]*gemm_fast%.lua:%d+: stmatrix", true },
+    { "no_store_barrier", "cp%.async%.bulk%.tensor[^\n]*: reads %d+ bytes of shared memory at offset 0x%x+ that no thread has written", true },
     { "no_full_wait", "wgmma[^\n]*: reads %d+ bytes of shared memory at offset 0x%x+ that", true },
     { "no_empty_wait", "arrival%(s%) on an mbarrier with only 0 pending", true },
     { "no_store_wait", "still reads: a TMA store, bulk copy or bulk reduction reads its source", false },

@@ -41,7 +41,8 @@
 -- breaks one thing: "no_load_swizzle" (the TMA loads unswizzled; the wgmma
 -- descriptors still say 128B), "no_store_swizzle" (stmatrix addresses
 -- without the XOR), "no_fence" (no fence.proxy.async before the TMA
--- store), "no_full_wait" (consumers read a stage without waiting for
+-- store), "no_store_barrier" (the store issued without the warpgroup's
+-- barrier after the fence), "no_full_wait" (consumers read a stage without waiting for
 -- full[s]), "no_empty_wait" (the producer refills a stage without waiting
 -- for empty[s]), "no_store_wait" (the staging tile rewritten before the
 -- previous TMA store has read it).
@@ -58,8 +59,8 @@ local bit = require "bit"
 
 local M = {}
 
-local MUTANTS = { no_load_swizzle = true, no_store_swizzle = true, no_fence = true, no_full_wait = true,
-  no_empty_wait = true, no_store_wait = true }
+local MUTANTS = { no_load_swizzle = true, no_store_swizzle = true, no_fence = true, no_store_barrier = true,
+  no_full_wait = true, no_empty_wait = true, no_store_wait = true }
 
 --- The (x, y) of point d of the Hilbert curve that fills an n x n grid (n a
 -- power of 2): the classic d2xy, two bits of d per level.
@@ -117,7 +118,8 @@ function M.shape_error(Md, N, K, o)
   if o.SMS < 1 or o.SMS % o.CLUSTER ~= 0 then return "SMS must be a positive multiple of CLUSTER" end
   if (Md / (o.CLUSTER * o.BM)) * (N / o.BN) > 16384 then return "at most 16384 cluster tiles (the schedule table is .const)" end
   if o.mutant ~= nil and not MUTANTS[o.mutant] then
-    return "mutant must be no_load_swizzle, no_store_swizzle, no_fence, no_full_wait, no_empty_wait or no_store_wait, got "
+    return "mutant must be no_load_swizzle, no_store_swizzle, no_fence, no_store_barrier, no_full_wait, no_empty_wait or "
+      .. "no_store_wait, got "
       .. tostring(o.mutant)
   end
   return nil
@@ -223,7 +225,7 @@ function M.build(Md, N, K, opts)
             ptx.stmatrix { addr = ptx.addr(at[q % 4], math.floor(q / 4) * C_CHUNK), s = { r[0], r[1], r[2], r[3] } }
           end
           if mu ~= "no_fence" then ptx.fence.proxy_async("shared::cta") end
-          ptx.bar_sync(1 + cw, 128)
+          if mu ~= "no_store_barrier" then ptx.bar_sync(1 + cw, 128) end
           ptx.if_(store_thread, function()
             local row0 = m0 + cw * 64
             for j = 0, BN / 64 - 1 do
