@@ -64,7 +64,6 @@ function M.build(H, L, D, opts)
   local err = M.shape_error(H, L, D, o)
   if err then error("hopper flash attention: " .. err, 2) end
   local S, NB = o.STAGES, L / BN
-  local Q_BYTES, KV_STAGE = BM * D * 2, BN * D * 2
   local C = 1.4426950408889634 / math.sqrt(D)           -- log2(e) / sqrt(D): softmax in base 2
   return kernel(o.causal and "hopper_flash_attention_causal" or "hopper_flash_attention") {
     arch = "sm_90a",
@@ -73,29 +72,26 @@ function M.build(H, L, D, opts)
     grid = { L / BM, H, 1 }, block = { 384, 1, 1 }, maxnreg = 168,
     function(Q, K, Vt, O)
       local sQ = smem.wgmma_tile(bf16, { BM, D })
-      local sK = smem.wgmma_tile(bf16, { S * BN, D })       -- stage s: tokens s*BN..
-      local sV = smem.wgmma_tile(bf16, { S * D, BN })       -- stage s: Vt rows (d) s*D..
+      local sK = smem.wgmma_tile(bf16, { BN, D }, { stages = S })    -- BN tokens of D
+      local sV = smem.wgmma_tile(bf16, { D, BN }, { stages = S })    -- Vt: D rows of BN tokens
       local tid = reg.from(ptx.special.tid.x(), u32)
       local head = reg.from(ptx.special.ctaid.y(), u32)
       local qt = reg.from(ptx.special.ctaid.x(), u32) * BM            -- first query token of the CTA
       local q0 = head * L + qt                                           -- its row in the stacked Q/O
       -- key/value blocks to visit: all, or (causal) those left of the CTA's last query
       local nblocks = o.causal and (qt + BM) / BN or NB
-      local pipe = tp.new { stages = S, bytes = 2 * KV_STAGE }
+      local pipe = tp.new { stages = S, bytes = sK.stage_bytes + sV.stage_bytes }
       local qbar = pipeline.barriers(1, 1)
       pipe:init(tid, { qbar })
 
       local producer = function()
-        local k_base, v_base = sK:base(), sV:base()
-        qbar:at(0):arrive_expect_tx(Q_BYTES)
-        ptx.cp.async.bulk.tensor_2d{ dst = sQ[0], coord = { 0, q0 }, mbar = qbar:at(0),
-          src = Q:tma_desc{ box = { BM, D }, swizzle = "128B" } }
+        qbar:at(0):arrive_expect_tx(sQ.stage_bytes)
+        ptx.cp.async.bulk.tensor_2d{ dst = sQ, coord = { 0, q0 }, mbar = qbar:at(0), src = Q:tma_desc{ tile = sQ } }
         local kv0 = head * L
         pipe:producer():loop(nblocks, function(j, s, full)
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(k_base, s, KV_STAGE)), coord = { 0, kv0 + j * BN },
-            mbar = full, src = K:tma_desc{ box = { BN, D }, swizzle = "128B" } }
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(v_base, s, KV_STAGE)), coord = { j * BN, head * D },
-            mbar = full, src = Vt:tma_desc{ box = { D, BN }, swizzle = "128B" } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sK:stage(s), coord = { 0, kv0 + j * BN }, mbar = full, src = K:tma_desc{ tile = sK } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sV:stage(s), coord = { j * BN, head * D }, mbar = full,
+            src = Vt:tma_desc{ tile = sV } }
         end)
       end
 
@@ -106,15 +102,13 @@ function M.build(H, L, D, opts)
         local pa = reg.array(b32, BN / 4)                    -- P in bf16x2: 4 registers per k16 step
         local m, l = {}, {}                                  -- per thread row h (0: +0, 1: +8)
         for h = 0, 1 do m[h], l[h] = reg.scalar(f32, -1e30), reg.scalar(f32, 0) end
-        local dq = tp.desc(sQ, sQ:base() + cw * (64 * D * 2))
-        local k_base, v_base = sK:base(), sV:base()
+        local q = sQ:stage(0, cw * 64)                      -- this warpgroup's 64 query rows
         qbar:at(0):wait(0)
         local lane = tid % 32
         local rtok = qt + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)   -- this thread's first query token
         pipe:consumer(tid):loop(nblocks, function(j, s)
           -- S = Q . K^T
-          tp.mma { d = sacc, n = BN, k = D, a = dq, a_tile = sQ, b = tp.desc(sK, tp.stage(k_base, s, KV_STAGE)),
-            b_tile = sK, scale_d = 0 }
+          tp.mma { d = sacc, n = BN, k = D, a = q, b = sK:stage(s), scale_d = 0 }
           if o.causal then                   -- blocks reaching past the warpgroup's first query: mask j > i
             ptx.if_((j * BN + BN):gt(qt + cw * 64 + 1), function()
               local ctok = j * BN + (lane % 4) * 2            -- key token of register 0
@@ -164,7 +158,7 @@ function M.build(H, L, D, opts)
           end
           -- O += P . V
           tp.mma { d = oacc, n = D, k = BN, a = function(kk) return { pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2],
-            pa[4 * kk + 3] } end, b = tp.desc(sV, tp.stage(v_base, s, KV_STAGE)), b_tile = sV }
+            pa[4 * kk + 3] } end, b = sV:stage(s) }
         end)
         -- epilogue: O / l, f32, from the accumulator fragments (each row's l summed over its four lanes)
         local inv = {}

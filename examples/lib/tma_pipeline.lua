@@ -110,34 +110,16 @@ function M.roles(tid, producer, consumer)
   end)
 end
 
---- The address of stage s of a buffer of stages at base (a u32 register):
--- base + s * bytes (one mad for a register stage, none for stage 0).
-function M.stage(base, s, bytes)
-  if s == 0 then return base end
-  if type(s) == "number" then return base + s * bytes end
-  return s:fma(bytes, base)
-end
-
---- A wgmma descriptor for a K-major tile (smem.wgmma_tile) at address addr.
-function M.desc(tile, addr)
-  return ptx.wgmma.desc(addr, { layout = tile.layout, lbo = tile.lbo, sbo = tile.sbo })
-end
-
 --- One K block of o.k columns as o.k/16 wgmma m64nNk16 steps into o.d
--- (N = o.n, bf16 inputs): A through descriptor o.a on tile o.a_tile, or
--- from registers (o.a a function(kk) returning step kk's four registers);
--- B through descriptor o.b on tile o.b_tile; each step's descriptors
--- advanced by the tile's k_offset. o.scale_d = 0: the first step
--- overwrites d. Fenced before, committed and waited for after.
+-- (N = o.n, bf16 inputs): A a wgmma tile (sA:stage(s, row)) or a
+-- function(kk) giving step kk's four A registers, B a wgmma tile; each
+-- step reads the tiles from K element 16*kk on. o.scale_d = 0: the first
+-- step overwrites d. Fenced before, committed and waited for after.
 function M.mma(o)
   ptx.wgmma.fence()
   for kk = 0, o.k / 16 - 1 do
-    local a = o.a
-    if type(a) == "function" then a = a(kk)
-    elseif kk > 0 then a = a + o.a_tile:k_offset(16 * kk) / 16 end      -- descriptor start address units
-    local b = kk == 0 and o.b or o.b + o.b_tile:k_offset(16 * kk) / 16
-    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, a = a, b = b,
-      scale_d = (kk == 0 and o.scale_d) or 1 }
+    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, k = 16 * kk, b = o.b,
+      a = type(o.a) == "function" and o.a(kk) or o.a, scale_d = (kk == 0 and o.scale_d) or 1 }
   end
   ptx.wgmma.commit_group()
   ptx.wgmma.wait_group(0)
