@@ -128,8 +128,8 @@ function M.build(H, L, D, opts)
         qbar:at(0):wait(0)
         local lane = tid % 32
         local rtok = qt + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)   -- this thread's first query token
-        pipe:consumer(tid):loop(nblocks, function(i, s)
-          local j = block(i)
+        pipe:consumer(tid):loop(nblocks, function(b, s)
+          local j = block(b)
           -- S = Q . K^T
           tp.mma { d = sacc, n = BN, k = D, a = q, b = sK:stage(s), scale_d = 0 }
           if o.causal then                   -- blocks reaching past the warpgroup's first query: mask j > i
