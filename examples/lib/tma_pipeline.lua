@@ -112,14 +112,17 @@ end
 
 --- One K block of o.k columns as o.k/16 wgmma m64nNk16 steps into o.d
 -- (N = o.n, bf16 inputs): A a wgmma tile (sA:stage(s, row)) or a
--- function(kk) giving step kk's four A registers, B a wgmma tile; each
--- step reads the tiles from K element 16*kk on. o.scale_d = 0: the first
--- step overwrites d. Fenced before, committed and waited for after.
+-- function(kk) giving step kk's four A registers, B a wgmma tile. Each
+-- tile's descriptor is built once; step kk moves it to K element 16*kk
+-- (a_tile/b_tile with k: one add). o.scale_d = 0: the first step
+-- overwrites d. Fenced before, committed and waited for after.
 function M.mma(o)
+  local regs = type(o.a) == "function" and o.a or nil
+  local da, db = not regs and ptx.wgmma.desc(o.a) or nil, ptx.wgmma.desc(o.b)
   ptx.wgmma.fence()
   for kk = 0, o.k / 16 - 1 do
-    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, k = 16 * kk, b = o.b,
-      a = type(o.a) == "function" and o.a(kk) or o.a, scale_d = (kk == 0 and o.scale_d) or 1 }
+    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, k = 16 * kk, a = regs and regs(kk) or da,
+      a_tile = not regs and o.a or nil, b = db, b_tile = o.b, scale_d = (kk == 0 and o.scale_d) or 1 }
   end
   ptx.wgmma.commit_group()
   ptx.wgmma.wait_group(0)
