@@ -28,7 +28,7 @@
 -- Shape rules: M % 128 == 0, N % BN == 0, K % 64 == 0, BN in {64, 128,
 -- 256}.
 --
--- opts.mutate plants one bug, for spec/blackwell_gemms_spec.lua: "no_swizzle"
+-- opts.mutant plants one bug, for spec/blackwell_gemms_spec.lua: "no_swizzle"
 -- (chunks stored unswizzled, the descriptor still 128B), "no_proxy_fence",
 -- "no_commit" (no tcgen05.commit freeing a stage), "no_empty_wait" (a
 -- stage refilled while its MMAs may read it), "no_done_wait" (the
@@ -45,10 +45,16 @@ local bf16, u32 = T.bf16, T.u32
 
 local BM, BK, UMMA_K = 128, 64, 16
 
+-- opts.mutant values
+local MUTANTS = { no_swizzle = true, no_proxy_fence = true, no_commit = true, no_empty_wait = true, no_done_wait = true, no_fence = true }
+
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
   for name, v in pairs { M = m, N = n, K = k } do
     if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
+  end
+  if opts.mutant ~= nil and not MUTANTS[opts.mutant] then
+    return "mutant must be one of no_swizzle, no_proxy_fence, no_commit, no_empty_wait, no_done_wait, no_fence, got " .. tostring(opts.mutant)
   end
   local bn, stages, copy = opts.BN or 128, opts.stages or 2, opts.copy or "cp.async"
   if bn ~= 64 and bn ~= 128 and bn ~= 256 then return "BN must be 64, 128 or 256" end
@@ -66,7 +72,7 @@ function M.build(m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(m, n, k, opts)
   if err then error("gemm_no_tma: " .. err, 2) end
-  local BN, copy, mu = opts.BN or 128, opts.copy or "cp.async", opts.mutate
+  local BN, copy, mu = opts.BN or 128, opts.copy or "cp.async", opts.mutant
   local S = copy == "ld_st" and 1 or (opts.stages or 2)
   local A_BYTES, B_BYTES = BM * BK * 2, BN * BK * 2
   local KT = k / BK

@@ -25,9 +25,9 @@
 -- the epilogue of tile j overlaps the MMAs of tile j+1.
 --
 -- Shape rules: M % 128 == 0, N % BN == 0, K % 64 == 0, BN in {64, 128,
--- 256}, ACC * BN <= 512 columns, stages 2, 4 or 8.
+-- 256} (ACC * BN <= 512 TMEM columns), stages 2, 4 or 8.
 --
--- opts.mutate plants one bug, for spec/blackwell_gemms_spec.lua to show
+-- opts.mutant plants one bug, for spec/blackwell_gemms_spec.lua to show
 -- the emulator catches it: "no_swizzle" (MMA descriptors without the
 -- 128B swizzle TMA wrote), "no_acc_wait" (the MMA issuer reuses an
 -- accumulator without waiting on acc_empty), "no_acc_commit" (no
@@ -46,15 +46,20 @@ local bf16, u32 = T.bf16, T.u32
 local BM, BK, UMMA_K = 128, 64, 16
 local SMS = 148                 -- streaming multiprocessors of a B200: the default grid
 
+-- opts.mutant values
+local MUTANTS = { no_swizzle = true, no_acc_wait = true, no_acc_commit = true, no_full_wait = true, no_fence = true }
+
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
   for name, v in pairs { M = m, N = n, K = k } do
     if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
   end
+  if opts.mutant ~= nil and not MUTANTS[opts.mutant] then
+    return "mutant must be one of no_swizzle, no_acc_wait, no_acc_commit, no_full_wait, no_fence, got " .. tostring(opts.mutant)
+  end
   local bn, stages, acc = opts.BN or 128, opts.stages or 4, opts.acc or 2
   if bn ~= 64 and bn ~= 128 and bn ~= 256 then return "BN must be 64, 128 or 256" end
   if acc ~= 1 and acc ~= 2 then return "acc must be 1 or 2" end
-  if acc * bn > 512 then return "acc * BN <= 512 (TMEM columns)" end
   if m % BM ~= 0 then return "M % 128 == 0" end
   if n % bn ~= 0 then return ("N %% BN == 0 (BN = %d)"):format(bn) end
   if k % BK ~= 0 then return "K % 64 == 0" end
@@ -84,7 +89,7 @@ function M.build(m, n, k, opts)
   local P = math.min(opts.ctas or SMS, TILES)
   local NCOLS = math.max(32, ACC * BN)
   local logS = log2(S)
-  local mu = opts.mutate
+  local mu = opts.mutant
   return kernel("gemm_persistent") {
     arch = opts.arch or "sm_100a",
     in_specs = { Tile(m, k, bf16), Tile(n, k, bf16) },
