@@ -57,7 +57,9 @@ local function examples()
     for _, n in ipairs { "gemm", "grouped_gemm", "flash_attention" } do list[#list + 1] = "examples/hopper/" .. n .. ".lua" end
   end
   if cc >= 100 then
-    for _, n in ipairs { "gemm", "tcgen05_suite", "tcgen05_probes" } do list[#list + 1] = "examples/blackwell/" .. n .. ".lua" end
+    for _, n in ipairs { "gemm", "gemm_persistent", "gemm_no_tma", "grouped_gemm", "tcgen05_suite", "tcgen05_probes" } do
+      list[#list + 1] = "examples/blackwell/" .. n .. ".lua"
+    end
   end
   return list
 end

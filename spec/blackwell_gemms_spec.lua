@@ -70,12 +70,13 @@ local function mutant_fails(pattern, seeds, m, ...)
   end
 end
 
---- The mutant without tcgen05.fence::after_thread_sync: must fail once the
--- emulator checks tcgen05 fences; until then the test is pending.
-local function fence_mutant(m, ...)
+--- The mutant without a tcgen05.fence::after_thread_sync: reported at the
+-- example's line once the emulator checks tcgen05 fences (the tc-probes
+-- work); on an emulator without that check the test is pending.
+local function fence_mutant(file, m, ...)
   local ok, msg = check_on(H.emu(), m, ...)
   if ok then return H.pending("the emulator does not check tcgen05.fence::after_thread_sync yet: the no_fence mutant runs") end
-  assert.matches("tcgen05", msg)
+  assert.matches(file .. "%.lua:%d+: tcgen05%.[ml][md]a?.- tcgen05%.fence::after_thread_sync", msg)
 end
 
 --- Assert build(...) errors naming this spec's line and the constraint text.
@@ -154,7 +155,7 @@ describe("examples/blackwell/gemm_persistent.lua", function()
   end)
 
   it("fails without the epilogue's tcgen05.fence::after_thread_sync", function()
-    fence_mutant(persistent, 512, 256, 128, { ctas = 3, mutant = "no_fence" })
+    fence_mutant("gemm_persistent", persistent, 512, 256, 128, { ctas = 3, mutant = "no_fence" })
   end)
 
   it("assembles for sm_100a without spills", function()
@@ -226,7 +227,7 @@ describe("examples/blackwell/gemm_no_tma.lua", function()
   end)
 
   it("fails without tcgen05.fence::after_thread_sync before the MMAs", function()
-    fence_mutant(no_tma, 128, 128, 128, { mutant = "no_fence" })
+    fence_mutant("gemm_no_tma", no_tma, 128, 128, 128, { mutant = "no_fence" })
   end)
 
   it("assembles for sm_100a without spills", function()
@@ -290,7 +291,7 @@ describe("examples/blackwell/grouped_gemm.lua", function()
   end)
 
   it("fails without tcgen05.fence::after_thread_sync after the full wait", function()
-    fence_mutant(grouped, 2, 128, 128, 128, { mutant = "no_fence" })
+    fence_mutant("grouped_gemm", grouped, 2, 128, 128, 128, { mutant = "no_fence" })
   end)
 
   it("assembles for sm_100a without spills", function()
