@@ -67,7 +67,8 @@ function M.shape_error(m, n, k, opts)
 end
 
 --- build(M, N, K[, opts]): opts.BN (128), opts.copy ("cp.async" or
--- "ld_st"), opts.stages (2; cp.async only), opts.arch (sm_100a).
+-- "ld_st"), opts.stages (2; cp.async only), opts.arch (sm_100a), opts.name
+-- (gemm_no_tma, gemm_no_tma_ldst), opts.mutant (above).
 function M.build(m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(m, n, k, opts)
@@ -77,7 +78,7 @@ function M.build(m, n, k, opts)
   local A_BYTES, B_BYTES = BM * BK * 2, BN * BK * 2
   local KT = k / BK
   local logS = S == 1 and 0 or math.floor(math.log(S) / math.log(2) + 0.5)
-  return kernel(copy == "ld_st" and "gemm_no_tma_ldst" or "gemm_no_tma") {
+  return kernel(opts.name or (copy == "ld_st" and "gemm_no_tma_ldst" or "gemm_no_tma")) {
     arch = opts.arch or "sm_100a",
     in_specs = { Tile(m, k, bf16), Tile(n, k, bf16) },
     out_specs = { Tile(m, n, T.f32) },

@@ -77,7 +77,8 @@ local function log2(v) return math.floor(math.log(v) / math.log(2) + 0.5) end
 
 --- build(M, N, K[, opts]): opts.BN (128), opts.stages (4), opts.acc (TMEM
 -- accumulator buffers, 2), opts.ctas (the persistent grid, default
--- min(tiles, 148)), opts.arch (sm_100a).
+-- min(tiles, 148)), opts.arch (sm_100a), opts.name (gemm_persistent_bnBN),
+-- opts.mutant (above).
 function M.build(m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(m, n, k, opts)
@@ -90,7 +91,7 @@ function M.build(m, n, k, opts)
   local NCOLS = math.max(32, ACC * BN)
   local logS = log2(S)
   local mu = opts.mutant
-  return kernel("gemm_persistent") {
+  return kernel(opts.name or ("gemm_persistent_bn%d"):format(BN)) {
     arch = opts.arch or "sm_100a",
     in_specs = { Tile(m, k, bf16), Tile(n, k, bf16) },
     out_specs = { Tile(m, n, T.f32) },

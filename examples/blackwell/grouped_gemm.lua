@@ -64,7 +64,8 @@ function M.shape_error(g, m, n, k, opts)
   return nil
 end
 
---- build(G, M, N, K[, opts]): opts.BN (128), opts.stages (4), opts.arch (sm_100a).
+--- build(G, M, N, K[, opts]): opts.BN (128), opts.stages (4), opts.arch (sm_100a),
+-- opts.name (grouped_gemm_bnBN), opts.mutant (above).
 function M.build(g, m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(g, m, n, k, opts)
@@ -74,7 +75,7 @@ function M.build(g, m, n, k, opts)
   local KT = k / BK
   local logS = math.floor(math.log(S) / math.log(2) + 0.5)
   local NCOLS = BN <= 32 and 32 or BN <= 64 and 64 or BN <= 128 and 128 or 256    -- a power of two >= BN
-  return kernel("grouped_gemm") {
+  return kernel(opts.name or ("grouped_gemm_bn%d"):format(BN)) {
     arch = opts.arch or "sm_100a",
     in_specs = { Tile(g * m, k, bf16), Tile(g * n, k, bf16) },
     out_specs = { Tile(g * m, n, T.f32) },
