@@ -122,7 +122,7 @@ describe("examples/blackwell/gemm_persistent.lua", function()
     passes_adversarial(persistent, 512, 256, 64, { ctas = 1, BN = 64, acc = 1 })
   end)
 
-  it("gives each CTA ceil((tiles - ctaid) / P) tiles, the grid P CTAs", function()
+  it("launches min(tiles, ctas) CTAs, 148 (the SMs of a B200) by default", function()
     local k = persistent.build(512, 256, 256, { ctas = 3 })
     assert.are.same({ 3, 1, 1 }, k:specialize().grid)
     assert.are.same({ 8, 1, 1 }, persistent.build(512, 256, 256):specialize().grid)       -- min(tiles, 148)
