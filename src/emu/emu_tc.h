@@ -71,6 +71,15 @@ struct emu_tmem {
   uint32_t *afence, *bfence;            /* per warp: tick of its last fence::after / before_thread_sync */
   uint32_t *waited; int32_t *wait_inst; /* per warp: tick and instruction of its last successful mbarrier wait */
   uint32_t tick;                        /* the cluster's clock of tcgen05 events (rank 0's) */
+  /* What each warp knows of the others' before-fences (nwarps x nwarps,
+   * [reader * nwarps + writer]): hb through a thread synchronization and
+   * an after-fence since, hbp through a synchronization not yet fenced;
+   * hs: the latest tick of each warp known through a synchronization
+   * (fenced or not), to tell a missing fence from a missing synchronization. */
+  uint32_t *hb, *hbp, *hs;
+  /* Per mbarrier of this CTA (its offset): what the warps that arrived on
+   * it published (npubs rows of 2 x nwarps ticks: fences, then clocks). */
+  uint32_t *pub_off, *pub; int npubs, pub_cap;
 };
 
 /* What lpx_emu_tm_note records for an access. */
@@ -97,6 +106,8 @@ emu_cta *lpx_emu_tm_peer(emu_warp *w, const emu_inst *in, int lane, int which);
 int lpx_emu_tm_uniform(emu_warp *w, const emu_inst *in, uint32_t m, int k, const char *what);
 emu_fn lpx_emu_pick_tc_async(const emu_inst *in);
 uint32_t lpx_emu_tm_tick(emu_cta *c);
+void lpx_emu_tm_acquire(emu_warp *w, const uint8_t *p);
+void lpx_emu_tm_merge(emu_cta *c);
 int lpx_emu_tm_fenced(emu_warp *w, const emu_inst *in, int lane, const char *what);
 int lpx_emu_tm_order(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint32_t quads, uint32_t col, uint32_t n,
                      int write, const char *doing);

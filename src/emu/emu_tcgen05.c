@@ -78,6 +78,7 @@ void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity, const emu_i
   emu_tmem *s = w->cta->group[0].tm;
   w->cta->tm->waited[w->id] = lpx_emu_tm_tick(w->cta);
   w->cta->tm->wait_inst[w->id] = (int32_t)(in - w->p->insts);
+  lpx_emu_tm_acquire(w, p);
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   uint32_t off = (uint32_t)(p - c->shared);
   for (int i = s->csettled; i < s->ncommits; i++) {
@@ -94,6 +95,7 @@ void lpx_emu_tmem_sync(emu_cta *c, int cluster)
   emu_cta *g0 = c->group;
   emu_tmem *s = g0->tm;
   int lo = cluster ? 0 : c->rank, hi = cluster ? g0->group_size : c->rank + 1;
+  for (int r = lo; r < hi; r++) lpx_emu_tm_merge(&g0[r]);
   for (int i = s->settled; i < s->ngroups; i++) {
     tm_group *g = &s->groups[i];
     uint32_t any = 0;
@@ -525,7 +527,9 @@ static int commit_to(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, tm_c
 {
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   int phase;
+  w->cta->tm->bfence[w->id] = lpx_emu_tm_tick(w->cta);     /* a commit fences before_thread_sync implicitly */
   if (lpx_emu_mbar_arrive_one(w, in, lane, p, c, &phase)) return -1;
+  if (lpx_emu_tmem_publish(w, p)) return lpx_emu_fail(w, in, lane, "out of host memory");
   t->armed |= (uint16_t)(1u << c->rank);
   t->parity[c->rank] = (uint8_t)phase;
   t->mbar_off = (uint32_t)(p - c->shared);

@@ -55,7 +55,11 @@ int lpx_emu_tmem_init(emu_cta *c)
   tm->bfence = calloc((size_t)c->nwarps, sizeof *tm->bfence);
   tm->waited = calloc((size_t)c->nwarps, sizeof *tm->waited);
   tm->wait_inst = calloc((size_t)c->nwarps, sizeof *tm->wait_inst);
-  return tm->pend && tm->npend && tm->pend_cap && tm->afence && tm->bfence && tm->waited && tm->wait_inst ? 0 : -1;
+  tm->hb = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hb);
+  tm->hbp = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hbp);
+  tm->hs = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hs);
+  return tm->pend && tm->npend && tm->pend_cap && tm->afence && tm->bfence && tm->waited && tm->wait_inst && tm->hb &&
+         tm->hbp && tm->hs ? 0 : -1;
 }
 
 /* Free a CTA's tensor memory. */
@@ -66,6 +70,7 @@ void lpx_emu_tmem_free(emu_cta *c)
   for (int k = 0; tm->pend && k < tm->nwarps; k++) free(tm->pend[k]);
   free(tm->pend); free(tm->npend); free(tm->pend_cap); free(tm->groups); free(tm->commits);
   free(tm->afence); free(tm->bfence); free(tm->waited); free(tm->wait_inst);
+  free(tm->hb); free(tm->hbp); free(tm->hs); free(tm->pub_off); free(tm->pub);
   free(tm);
   c->tm = NULL;
 }
@@ -82,6 +87,10 @@ void lpx_emu_tmem_reset(emu_cta *c)
   memset(tm->afence, 0, (size_t)tm->nwarps * sizeof *tm->afence);
   memset(tm->bfence, 0, (size_t)tm->nwarps * sizeof *tm->bfence);
   memset(tm->waited, 0, (size_t)tm->nwarps * sizeof *tm->waited);
+  memset(tm->hb, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hb);
+  memset(tm->hbp, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hbp);
+  memset(tm->hs, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hs);
+  tm->npubs = 0;
   tm->tick = 0;
   tm->nallocs = 0; tm->relinquished = 0; tm->ngroups = 0; tm->settled = 0; tm->ncommits = 0; tm->csettled = 0;
   memset(tm->npend, 0, (size_t)tm->nwarps * sizeof *tm->npend);
@@ -164,6 +173,9 @@ static tm_alloc *alloc_at(emu_tmem *tm, uint32_t col)
   return NULL;
 }
 
+static int ordered(emu_warp *w, emu_cta *c, int a, uint32_t t);
+static const char *unordered_text(int why);
+
 /* Fail unless allocation a (of CTA c), made by another warp, is ordered
  * before warp w's access: its warp's tcgen05.fence::before_thread_sync
  * after the tcgen05.alloc and w's tcgen05.fence::after_thread_sync since. */
@@ -171,16 +183,10 @@ static int alloc_ordered(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, 
 {
   char where[512];
   if (c == w->cta && a->warp == w->id) return 0;
-  int before = c->tm->bfence[a->warp] > a->tick;
-  if (before && w->cta->tm->afence[w->id] > a->tick) return 0;
+  int why = ordered(w, c, a->warp, a->tick);
+  if (!why) return 0;
   lpx_emu_where(w->p, &w->p->insts[a->inst], where, sizeof where);
-  if (!before)
-    return lpx_emu_fail(w, in, lane, "%s columns that %s (warp %u) allocated, but that warp executed no "
-                        "tcgen05.fence::before_thread_sync after the tcgen05.alloc: fence it before the thread "
-                        "synchronization that hands the address over", what, where, a->warp);
-  return lpx_emu_fail(w, in, lane, "%s columns that %s (warp %u) allocated, but this warp executed no "
-                      "tcgen05.fence::after_thread_sync since: put one after the thread synchronization that orders "
-                      "this access after the tcgen05.alloc", what, where, a->warp);
+  return lpx_emu_fail(w, in, lane, "%s columns that %s (warp %u) allocated, and %s", what, where, a->warp, unordered_text(why));
 }
 
 /* Fail unless columns [col, col + n) of CTA c are allocated ("what" says who accesses them). */
@@ -383,6 +389,81 @@ int lpx_emu_tm_ready(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint
 
 /* ------------------------------------------------------------ ordering between warps */
 
+/* What warp b of tm knows of warp a's before-fences (its own: its last). */
+static uint32_t known(const emu_tmem *tm, int b, int a)
+{
+  return a == b ? tm->bfence[a] : tm->hb[b * tm->nwarps + a];
+}
+
+/* What warp b of tm knows of warp a's clock (its own: now). */
+static uint32_t known_clock(const emu_tmem *tm, int b, int a, uint32_t now)
+{
+  return a == b ? now : tm->hs[b * tm->nwarps + a];
+}
+
+/* x = max(x, y). */
+static void raise_to(uint32_t *x, uint32_t y) { if (y > *x) *x = y; }
+
+/* The published row of the mbarrier at offset off of tm, added when add; NULL if none (or out of memory). */
+static uint32_t *pub_row(emu_tmem *tm, uint32_t off, int add)
+{
+  size_t w2 = 2 * (size_t)tm->nwarps;
+  for (int i = 0; i < tm->npubs; i++) if (tm->pub_off[i] == off) return &tm->pub[(size_t)i * w2];
+  if (!add) return NULL;
+  size_t cap = (size_t)tm->pub_cap, cap2 = cap * w2;
+  if (LPX_RESERVE(tm->pub_off, cap, (size_t)tm->npubs + 1)) return NULL;
+  if (LPX_RESERVE(tm->pub, cap2, cap * w2)) return NULL;
+  tm->pub_cap = (int)cap;
+  tm->pub_off[tm->npubs] = off;
+  uint32_t *row = &tm->pub[(size_t)tm->npubs++ * w2];
+  memset(row, 0, w2 * sizeof *row);
+  return row;
+}
+
+/* An arrive of warp w on the mbarrier at p: what it knows of every warp's
+ * before-fences (its own last included) goes with the barrier to the
+ * warps that wait on it. Barriers of other CTAs are not tracked. -1 out of memory. */
+int lpx_emu_tmem_publish(emu_warp *w, const uint8_t *p)
+{
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  if (c != w->cta) return 0;
+  emu_tmem *tm = c->tm;
+  uint32_t *row = pub_row(tm, (uint32_t)(p - c->shared), 1), now = lpx_emu_tm_tick(c);
+  if (!row) return -1;
+  for (int a = 0; a < tm->nwarps; a++) {
+    raise_to(&row[a], known(tm, w->id, a));
+    raise_to(&row[tm->nwarps + a], known_clock(tm, w->id, a, now));
+  }
+  return 0;
+}
+
+/* A successful wait of warp w on the mbarrier at p: it learns what the
+ * arrivals published (in force after its next after-fence). */
+void lpx_emu_tm_acquire(emu_warp *w, const uint8_t *p)
+{
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  if (c != w->cta) return;
+  emu_tmem *tm = c->tm;
+  const uint32_t *row = pub_row(tm, (uint32_t)(p - c->shared), 0);
+  for (int a = 0; row && a < tm->nwarps; a++) {
+    raise_to(&tm->hbp[w->id * tm->nwarps + a], row[a]);
+    raise_to(&tm->hs[w->id * tm->nwarps + a], row[tm->nwarps + a]);
+  }
+}
+
+/* A barrier completed in CTA c: every warp learns what any of them knew. */
+void lpx_emu_tm_merge(emu_cta *c)
+{
+  emu_tmem *tm = c->tm;
+  int n = tm->nwarps;
+  uint32_t now = lpx_emu_tm_tick(c);
+  for (int a = 0; a < n; a++) {
+    uint32_t k = 0, t = 0;
+    for (int b = 0; b < n; b++) { raise_to(&k, known(tm, b, a)); raise_to(&t, known_clock(tm, b, a, now)); }
+    for (int b = 0; b < n; b++) { raise_to(&tm->hbp[b * n + a], k); raise_to(&tm->hs[b * n + a], t); }
+  }
+}
+
 /* The next tick of the cluster's tcgen05 clock (CTA c's cluster). */
 uint32_t lpx_emu_tm_tick(emu_cta *c)
 {
@@ -404,6 +485,37 @@ int lpx_emu_tm_fenced(emu_warp *w, const emu_inst *in, int lane, const char *wha
                       what, where);
 }
 
+/* Why a tcgen05 event of warp a at tick t is not ordered before warp w's
+ * access to CTA c's tensor memory (0: it is; see unordered). In one CTA:
+ * a before-fence of a after t that reached w through a barrier or an
+ * mbarrier, and an after-fence of w since (missing that: w synchronized
+ * with a after t but a did not fence first, 1, or w did not fence after,
+ * 2; or no synchronization, 3). Across CTAs: a's before-fence after t and
+ * w's after-fence after that. */
+static int ordered(emu_warp *w, emu_cta *c, int a, uint32_t t)
+{
+  const emu_tmem *tm = w->cta->tm;
+  int n = tm->nwarps;
+  if (c != w->cta) return c->tm->bfence[a] <= t ? 1 : tm->afence[w->id] > c->tm->bfence[a] ? 0 : 2;
+  if (tm->hb[w->id * n + a] > t) return 0;
+  if (tm->hbp[w->id * n + a] > t) return 2;
+  return tm->hs[w->id * n + a] > t ? 1 : 3;
+}
+
+/* What ordered's answers mean, for messages. */
+static const char *const unordered[4] = {
+  "",
+  "that warp executed no tcgen05.fence::before_thread_sync after it: fence it before the thread synchronization that "
+  "orders the two",
+  "this warp executed no tcgen05.fence::after_thread_sync since the thread synchronization that orders the two: put "
+  "one right after it",
+  "no thread synchronization orders the two: a barrier both warps take part in, or an mbarrier that warp arrives on "
+  "and this one waits for (tcgen05.fence::before_thread_sync before it, after_thread_sync after it)",
+};
+
+/* The text of one of ordered's answers. */
+static const char *unordered_text(int why) { return unordered[why]; }
+
 /* Fail unless warp w's access to a cell of CTA c that another warp's
  * tcgen05.ld/st r reached is ordered after it: that warp fenced
  * (before_thread_sync) since, and w fenced (after_thread_sync) since. */
@@ -412,16 +524,11 @@ static int acc_ordered(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, co
 {
   char where[512];
   if (!r->set || (c == w->cta && r->warp == w->id)) return 0;
-  int before = c->tm->bfence[r->warp] > r->tick;
-  if (before && w->cta->tm->afence[w->id] > r->tick) return 0;
+  int why = ordered(w, c, r->warp, r->tick);
+  if (!why) return 0;
   lpx_emu_where(w->p, &w->p->insts[r->inst], where, sizeof where);
-  if (!before)
-    return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u, which %s (warp %u) %s, and that warp executed no "
-                        "tcgen05.fence::before_thread_sync after it: fence it before the thread synchronization that "
-                        "orders the two", doing, col, where, r->warp, verb);
-  return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u, which %s (warp %u) %s, and this warp executed no "
-                      "tcgen05.fence::after_thread_sync since: put one after the thread synchronization that orders the "
-                      "two", doing, col, where, r->warp, verb);
+  return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u, which %s (warp %u) %s, and %s", doing, col, where, r->warp,
+                      verb, unordered_text(why));
 }
 
 /* Fail unless an access by warp w to columns [col, col + n) of CTA c in
@@ -641,7 +748,9 @@ HANDLER(op_fence_before)
 HANDLER(op_fence_after)
 {
   (void)in; (void)m;
-  w->cta->tm->afence[w->id] = lpx_emu_tm_tick(w->cta);
+  emu_tmem *tm = w->cta->tm;
+  tm->afence[w->id] = lpx_emu_tm_tick(w->cta);
+  for (int a = 0; a < tm->nwarps; a++) raise_to(&tm->hb[w->id * tm->nwarps + a], tm->hbp[w->id * tm->nwarps + a]);
   return 0;
 }
 
