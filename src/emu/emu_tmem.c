@@ -517,8 +517,7 @@ static const char *const unordered[4] = {
 static const char *unordered_text(int why) { return unordered[why]; }
 
 /* Fail unless warp w's access to a cell of CTA c that another warp's
- * tcgen05.ld/st r reached is ordered after it: that warp fenced
- * (before_thread_sync) since, and w fenced (after_thread_sync) since. */
+ * tcgen05.ld/st r reached is ordered after it (see ordered). */
 static int acc_ordered(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, const tm_acc *r, uint32_t col,
                        const char *doing, const char *verb)
 {
