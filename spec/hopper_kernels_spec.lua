@@ -158,6 +158,13 @@ describe("examples/hopper/grouped_gemm_uniform.lua", function()
         line_of(src, "tp.mma { d = acc"), lit(UNIFORM), line_of(src, "ptx.cp.async.bulk.tensor_3d { dst = sA:stage(s)")), err)
     end)
 
+    it("reports the wgmmas issued without wgmma.fence (removed from the shared pipeline's mma)", function()
+      local m, src = mutant(UNIFORM, nil, { "  ptx.wgmma.fence()\n", "" })
+      local err = check_on(H.emu(), m, 2, 128, 128, 128)
+      assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: wgmma%%.mma_async with no wgmma%%.fence before it"):format(lit(UNIFORM),
+        line_of(src, "tp.mma { d = acc")), err)
+    end)
+
     it("reports a consumer that does not wait for full[s] (wgmma reads what TMA has not written)", function()
       local m, src = mutant(UNIFORM, nil, { "    pipe.full:at(s):wait(phase)\n", "" })
       local err = check_on(H.emu(), m, 2, 128, 128, 128)

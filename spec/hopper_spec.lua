@@ -512,6 +512,47 @@ describe("the emulator's wgmma", function()
     assert_ptxas(k)
   end)
 
+  --- A wgmma with A from registers: mode "no_fence" issues no wgmma.fence,
+  -- "late_write" loads A's registers after it; lines gets the lines that matter.
+  local function fence_kernel(mode, lines)
+    return kernel("wgmma_fence_" .. mode) { arch = "sm_90a", block = { 128 },
+      in_specs = { Tile(512, u32) }, out_specs = { Tile(128 * 4, f32) },
+      function(Areg, Out)
+        local s = smem.alloc(u32, 4096, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local pa = ptx.global_ptrs(Areg)
+        local ar = reg.array(T.b32, 4)
+        local function load() ptx.inst.ld.global.v4.b32({ ar[0], ar[1], ar[2], ar[3] }, ptx.addr(pa + tid:mul_wide(16))) end
+        if mode ~= "late_write" then load() end
+        local acc = ptx.wgmma.fragments(8, true)
+        local db = ptx.wgmma.desc(s:base(), { layout = "64B", lbo = 16, sbo = 512 })
+        if mode ~= "no_fence" then ptx.wgmma.fence() end
+        if mode == "late_write" then load() end
+        lines.mma = debug.getinfo(1, "l").currentline + 1
+        ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = acc, a = ar, b = db, scale_d = 1 }
+        ptx.wgmma.commit_group()
+        ptx.wgmma.wait_group(0)
+        local out = ptx.global_ptrs(Out) + tid:mul_wide(16)
+        for i = 0, 3 do ptx.inst.st.global.f32(ptx.addr(out, i * 4), acc[i]) end
+        ptx.ret()
+      end }
+  end
+
+  it("reports a wgmma.mma_async with no wgmma.fence before the warp's first one", function()
+    local lines = {}
+    local ok, err = pcall(fence_kernel("no_fence", lines), tensor.empty({ 512 }, u32):fill(0))
+    assert.is_false(ok)
+    assert.matches("hopper_spec%.lua:" .. lines.mma .. ": wgmma%.mma_async.- no wgmma%.fence before it", tostring(err))
+  end)
+
+  it("reports a wgmma.mma_async reading registers written after the last wgmma.fence, naming the write", function()
+    local lines = {}
+    local ok, err = pcall(fence_kernel("late_write", lines), tensor.empty({ 512 }, u32):fill(0))
+    assert.is_false(ok)
+    assert.matches("hopper_spec%.lua:" .. lines.mma .. ": wgmma%.mma_async.- reads registers that "
+      .. "spec/hopper_spec%.lua:%d+: ld%.global%.v4%.b32.- wrote after the last wgmma%.fence", tostring(err))
+  end)
+
   it("reports wgmma reading st.shared data without fence.proxy.async", function()
     local lines = {}
     local k = mma_kernel(8, bf16, "128B", 16, 1024, 1, true, lines)

@@ -60,7 +60,8 @@ typedef struct emu_op {
 
 /* Flags of a decoded instruction. */
 enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16,
-       EI_ASYNC = 32 };   /* EI_ASYNC: an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
+       EI_ASYNC = 32,     /* an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
+       EI_WG_WRITE = 64 };  /* writes a register a wgmma.mma_async reads (emu_wgmma.c's fence check) */
 
 struct emu_inst {
   emu_fn fn;
@@ -150,6 +151,8 @@ typedef struct emu_sched emu_sched;
 
 struct emu_warp {
   emu_cta *cta;
+  const emu_inst *wg_write;       /* the last EI_WG_WRITE row since the warp's last wgmma.fence */
+  uint8_t wg_fenced;              /* the warp has executed a wgmma.fence */
   const emu_prog *p;
   uint64_t *r;                    /* nslots * 32 lane values */
   uint32_t *wr;                   /* per slot: lanes written so far */

@@ -490,6 +490,37 @@ static int finish_slots(dec *d)
   return 0;
 }
 
+/* Note in used the registers wgmma row in reads as accumulators or A fragments. */
+static void wgmma_regs(const emu_prog *p, const emu_inst *in, uint8_t *used)
+{
+  const emu_op *o = &p->ops[in->o];
+  uint32_t nd = o[0].kind == EO_VEC ? (uint32_t)o[0].reg : 0, ka = 1 + nd;
+  for (uint32_t k = 1; k <= nd && k < in->nops; k++) if (o[k].kind == EO_REG && o[k].reg < p->nregs) used[o[k].reg] = 1;
+  if (ka < in->nops && o[ka].kind == EO_VEC)
+    for (uint32_t k = ka + 1; k <= ka + 4 && k < in->nops; k++) if (o[k].kind == EO_REG && o[k].reg < p->nregs) used[o[k].reg] = 1;
+}
+
+/* Flag the rows other than wgmma that write a register a wgmma.mma_async
+ * reads: the ISA needs a wgmma.fence between such a write and the wgmma. */
+static int mark_wgmma_writes(emu_prog *p)
+{
+  uint8_t *used = NULL;
+  for (size_t i = 0; i < p->ninsts; i++) {
+    if (p->insts[i].op != LPX_OP_WGMMA) continue;
+    if (!used && !(used = calloc((size_t)p->nregs + 1, 1))) return -1;
+    wgmma_regs(p, &p->insts[i], used);
+  }
+  for (size_t i = 0; used && i < p->ninsts; i++) {
+    emu_inst *in = &p->insts[i];
+    if (in->op == LPX_OP_WGMMA) continue;
+    for (int k = 0; k < in->ndsts; k++) if (in->dsts[k] >= 0 && in->dsts[k] < p->nregs && used[in->dsts[k]]) in->flags |= EI_WG_WRITE;
+    const emu_op *v = &p->ops[in->dst_vec];
+    for (uint32_t k = 0; k < in->ndst_vec; k++) if (v[k].kind == EO_REG && v[k].reg < p->nregs && used[v[k].reg]) in->flags |= EI_WG_WRITE;
+  }
+  free(used);
+  return 0;
+}
+
 /* Decode function fn of module m into an executable program. */
 int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out)
 {
@@ -509,7 +540,7 @@ int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog
   p->unimpl = -1;
   if (slots(&d) || layout(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   if (decode_body(&d)) { if (!m->ctx->error[0]) lpx_fail(m->ctx, "out of memory"); goto done; }
-  if (finish_slots(&d)) { lpx_fail(m->ctx, "out of memory"); goto done; }
+  if (finish_slots(&d) || mark_wgmma_writes(p)) { lpx_fail(m->ctx, "out of memory"); goto done; }
   find_returns(&d);
   rc = lpx_emu_cover(p);
 done:

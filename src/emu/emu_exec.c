@@ -468,6 +468,7 @@ static inline __attribute__((always_inline)) int warp_run(emu_warp *w, uint64_t 
     }
     if (m && (rc = in->fn(w, in, m))) break;
     if (prof) lpx_emu_prof_after(w, in, m, &snap);
+    if (m && (in->flags & EI_WG_WRITE)) w->wg_write = in;
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
     if (in->ndst_vec) mark_vec_written(w, in, m);
     if (++w->cur_pc >= w->other_min) flush(w);

@@ -392,9 +392,25 @@ static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_md
 }
 
 /* wgmma.mma_async{.sp}: this warp's 16 rows of D (+)= A * B. */
+/* The ISA's wgmma.fence rule: one before the warp's first wgmma.mma_async,
+ * and one between a register write and a wgmma that reads the register
+ * (accumulators across wgmmas of one shape are ordered without it). */
+static int check_fence(emu_warp *w, const emu_inst *in)
+{
+  char where[512];
+  if (!w->wg_fenced)
+    return lpx_emu_fail(w, in, -1, "wgmma.mma_async with no wgmma.fence before it: the warp's first wgmma needs one "
+                        "(ptx.wgmma.fence() before the first wgmma.mma_async)");
+  if (!w->wg_write) return 0;
+  lpx_emu_where(w->p, w->wg_write, where, sizeof where);
+  return lpx_emu_fail(w, in, -1, "wgmma.mma_async reads registers that %s wrote after the last wgmma.fence: the ISA "
+                      "needs a wgmma.fence between a register write and the wgmma that reads it", where);
+}
+
 HANDLER(op_wgmma)
 {
   if (m != w->exists) return lpx_emu_fail(w, in, -1, "wgmma.mma_async needs every thread of the warp converged");
+  if (check_fence(w, in)) return -1;
   wg_op o = { 0 };
   if (operands(w, in, m, &o)) return -1;
   emu_mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
@@ -408,8 +424,17 @@ HANDLER(op_wgmma)
   return rc;
 }
 
-/* fence / commit_group / wait_group: the MMAs already completed. */
+/* commit_group / wait_group: the MMAs already completed. */
 HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
+
+/* wgmma.fence: orders the warp's register writes before its next wgmmas. */
+HANDLER(op_fence)
+{
+  (void)in; (void)m;
+  w->wg_fenced = 1;
+  w->wg_write = NULL;
+  return 0;
+}
 
 /* ------------------------------------------------------------ decoding */
 
@@ -429,5 +454,5 @@ void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo)
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in)
 {
   if (in->op == LPX_OP_WGMMA) return in->ext[X_NB] ? op_wgmma : NULL;
-  return op_nop;
+  return in->op == LPX_OP_WGFENCE ? op_fence : op_nop;
 }
