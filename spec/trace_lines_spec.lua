@@ -1,7 +1,8 @@
 -- The user's line of every traced instruction (.loc and error messages)
 -- stays exact on the fast paths: in loops hot enough for the JIT to
 -- compile, through local helpers, and through tcgen05.mma, whose opcode
--- is interned once per spelling (pyptx.blackwell's form cache).
+-- and the plain TMA tensor load are interned once per spelling (the form
+-- caches of pyptx.blackwell and pyptx.async).
 local pyptx = require "pyptx"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 
@@ -97,5 +98,34 @@ describe("traced source lines", function()
     assert.is_false(ok)
     assert.are.equal("spec/trace_lines_spec.lua:" .. line .. ": ptx.tcgen05.mma: needs enable_d "
       .. "(a predicate: false overwrites D, true accumulates)", err)
+  end)
+
+  it("keeps each TMA tensor-load spelling apart in one hot loop and names the line of each", function()
+    local lines, text = {}, nil
+    for _, cta in ipairs { false, 2 } do
+      text = pyptx.kernel "k" { arch = "sm_100a", block = { 32 }, cluster = { 2, 1, 1 }, in_specs = { pyptx.Tile(64, 64, T.f32) },
+        function(A)
+          local s = pyptx.smem.alloc(T.f32, 1024, { align = 1024 })
+          local bar = pyptx.smem.mbarrier(1)
+          local c, mask = reg.scalar(T.u32, 0), reg.scalar(T.u16, 3)
+          local d = A:tma_desc { box = { 8, 8 } }
+          local cg = cta or nil
+          for _ = 1, 100 do
+            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], cta_group = cg }; lines[1] = here()
+            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], multicast = mask }; lines[2] = here()
+          end
+          ptx.ret()
+        end }:specialize({}).ptx
+      local got = located(text)
+      local plain = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        .. (cta and ".cta_group::2" or "") .. " [k_smem], [%rd1, {%r1, %r1}], [k_smem+4096];"
+      local multicast = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        .. " [k_smem], [%rd1, {%r1, %r1}], [k_smem+4096], %rs1;"
+      local k = 1
+      while got[k][2]:match("^mov") do k = k + 1 end
+      for i = 0, 199 do
+        assert.are.same(i % 2 == 0 and { lines[1], plain } or { lines[2], multicast }, got[k + i], "copy " .. i)
+      end
+    end
   end)
 end)
