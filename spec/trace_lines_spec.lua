@@ -101,9 +101,9 @@ describe("traced source lines", function()
   end)
 
   it("keeps each TMA tensor-load spelling apart in one hot loop and names the line of each", function()
-    local lines, text = {}, nil
+    local lines = {}
     for _, cta in ipairs { false, 2 } do
-      text = pyptx.kernel "k" { arch = "sm_100a", block = { 32 }, cluster = { 2, 1, 1 }, in_specs = { pyptx.Tile(64, 64, T.f32) },
+      local text = pyptx.kernel "k" { arch = "sm_100a", block = { 32 }, cluster = { 2, 1, 1 }, in_specs = { pyptx.Tile(64, 64, T.f32) },
         function(A)
           local s = pyptx.smem.alloc(T.f32, 1024, { align = 1024 })
           local bar = pyptx.smem.mbarrier(1)
