@@ -61,7 +61,9 @@ local function examples()
     list[#list + 1] = "examples/hopper/flash_attention.lua 2 256 2 causal 2"    -- split-KV and its combine
   end
   if cc >= 100 then
-    for _, n in ipairs { "gemm", "tcgen05_suite", "tcgen05_probes" } do list[#list + 1] = "examples/blackwell/" .. n .. ".lua" end
+    for _, n in ipairs { "gemm", "gemm_persistent", "gemm_no_tma", "grouped_gemm", "tcgen05_suite", "tcgen05_probes" } do
+      list[#list + 1] = "examples/blackwell/" .. n .. ".lua"
+    end
   end
   return list
 end

@@ -78,6 +78,10 @@ CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm_uniform", size = { 2, 
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 128, 256, 128 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 256, 256, 128 }, opts = { cta_group = 2 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.tcgen05_probes", size = { 32, 3 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_persistent", size = { 384, 256, 128 }, opts = { ctas = 2 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_no_tma", size = { 128, 128, 192 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_no_tma", size = { 128, 128, 128 }, opts = { copy = "ld_st" } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.grouped_gemm", size = { 2, 128, 128, 128 } }
 
 --- A case's title: module(sizes) and its options.
 local function label(c)
