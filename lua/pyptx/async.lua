@@ -190,13 +190,42 @@ end
 -- lets mbar be the peer CTA's, sm_100a) when mbar is
 -- given, a store (shared::cta -> global, bulk group) otherwise. im2col maps
 -- (tma_desc{mode = "im2col"}) load with `offsets` and store .im2col_no_offs.
+local TENSOR_WHAT = {}   -- rank -> "cp.async.bulk.tensor.<rank>d"
+for r = 1, 5 do TENSOR_WHAT[r] = ("cp.async.bulk.tensor.%dd"):format(r) end
+local load_forms = {}    -- rank -> mode -> cta_group (false: none) -> form of the plain load
+
+--- The form of the load that takes no multicast, cache hint or offsets
+-- (the copy of every k-block), interned once per rank, mode and cta_group.
+local function plain_load_form(rank, what, mode, cta_group)
+  local by_mode = load_forms[rank] or {}
+  load_forms[rank] = by_mode
+  local by_cta = by_mode[mode] or {}
+  by_mode[mode] = by_cta
+  local key = cta_group
+  if key == nil then key = false end
+  local form = by_cta[key]
+  if not form then
+    local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
+    if cta_group ~= nil then op = op .. ".cta_group::" .. tostring(cta_group) end
+    form = F(op)
+    by_cta[key] = form
+  end
+  return form
+end
+
 local function tensor_copy(rank, a)
-  local what = ("cp.async.bulk.tensor.%dd"):format(rank)
+  local what = TENSOR_WHAT[rank]
   if a.mbar ~= nil then
     local mode = load_mode(a.src, a, what)
+    local dst = a.dst == nil and as_addr(nil, what .. " dst") or as_addr(a.dst)
+    local tmap = tensor_operand(a.src, a.coord, own_rank(mode, rank), what)
+    local mbar = as_addr(a.mbar)
+    local cg = a.cta_group
+    if mode ~= "im2col" and a.multicast == nil and a.cache_hint == nil and cg == cg then
+      return trace.emit_n(plain_load_form(rank, what, mode, cg), 3, dst, tmap, mbar)
+    end
     local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
-    local args = { as_addr(a.dst, what .. " dst"), tensor_operand(a.src, a.coord, own_rank(mode, rank), what),
-      as_addr(a.mbar, what .. " mbar") }
+    local args = { dst, tmap, mbar }
     if mode == "im2col" then args[#args + 1] = im2col_offsets(a.offsets, rank, what) end
     if a.multicast ~= nil then
       op = op .. ".multicast::cluster"

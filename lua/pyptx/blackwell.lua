@@ -105,13 +105,42 @@ end
 -- enable_d: a predicate (false: D = A*B, true: D += A*B); sp_meta: the
 -- sparsity metadata's TMEM address (adds .sp); disable_output_lane: 4
 -- (cta_group 1) or 8 (cta_group 2) 32-bit registers; scale_d: 0..15.
+local mma_forms = {}   -- opcode spelling keys -> form id (the opcode is built once per spelling)
+
+--- The interned form of tcgen05.mma for a keyword table's spelling keys.
+local function mma_form(a)
+  local sp, cta, kind, col = a.sp_meta and 1 or 0, a.cta_group or 1, a.kind or "f16", a.collector or false
+  if cta ~= cta or kind ~= kind or col ~= col then   -- NaN is no table key: spell it, F reports it
+    return F("tcgen05.mma" .. (sp == 1 and ".sp" or "") .. cta_group(a) .. ".kind::" .. tostring(kind)
+      .. (col and (".collector::a::" .. tostring(col)) or ""))
+  end
+  local by_cta = mma_forms[sp] or {}
+  mma_forms[sp] = by_cta
+  local by_kind = by_cta[cta] or {}
+  by_cta[cta] = by_kind
+  local by_col = by_kind[kind] or {}
+  by_kind[kind] = by_col
+  local form = by_col[col]
+  if form then return form end
+  local op = "tcgen05.mma" .. (sp == 1 and ".sp" or "") .. cta_group(a) .. ".kind::" .. tostring(kind)
+  if col then op = op .. ".collector::a::" .. tostring(col) end
+  form = F(op)
+  by_col[col] = form
+  return form
+end
+
 function tc.mma(a)
   args_of("mma", a)
-  local op = "tcgen05.mma" .. (a.sp_meta and ".sp" or "") .. cta_group(a) .. ".kind::" .. tostring(a.kind or "f16")
-  if a.collector then op = op .. ".collector::a::" .. tostring(a.collector) end
   local am = need("mma", a, "a", "a 64-bit SMEM descriptor or a 32-bit TMEM address")
   if is_r32(am) then am = operands.addr(am) end
-  local ops = { as_addr(need("mma", a, "d", "the accumulator's TMEM address")), am, need("mma", a, "b") }
+  local d, b = as_addr(need("mma", a, "d", "the accumulator's TMEM address")), need("mma", a, "b")
+  if not (a.sp_meta or a.disable_output_lane or a.scale_d) then   -- the common form: no operand list to build
+    local idesc = need("mma", a, "idesc", "pyptx.blackwell.idesc{...} in a 32-bit register")
+    local en = need("mma", a, "enable_d", "a predicate: false overwrites D, true accumulates")
+    if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
+    return emit_n(mma_form(a), 5, d, am, b, idesc, en)
+  end
+  local ops = { d, am, b }
   if a.sp_meta then ops[#ops + 1] = as_addr(a.sp_meta) end
   ops[#ops + 1] = need("mma", a, "idesc", "pyptx.blackwell.idesc{...} in a 32-bit register")
   if a.disable_output_lane then ops[#ops + 1] = a.disable_output_lane end
@@ -119,8 +148,8 @@ function tc.mma(a)
   if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
   ops[#ops + 1] = en
   if a.scale_d then ops[#ops + 1] = a.scale_d end
-  if #ops <= 8 then return emit_n(F(op), #ops, unpack(ops, 1, #ops)) end
-  return emit(F(op), unpack(ops))
+  if #ops <= 8 then return emit_n(mma_form(a), #ops, unpack(ops, 1, #ops)) end
+  return emit(mma_form(a), unpack(ops))
 end
 
 -- --------------------------------------------------------------- ld / st
