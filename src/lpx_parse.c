@@ -1496,6 +1496,12 @@ static void parse_top_statement(pstate *ps)
  * bigger ones (inputs of several MB) are not worth keeping around. */
 #define TOKS_KEEP_BYTES ((size_t)16 << 20)
 
+/* Symbols to reserve for n tokens: nvcc output has about one per 8 tokens
+ * in a file, but a big input repeats its names (kernel after kernel, %r1
+ * again): past 64K the table grows by doubling, so its slots, which every
+ * probe touches at random, are not all faulted in for names never made. */
+#define STRTAB_RESERVE(n) ((n) / 8 + 64 < 65536 ? (n) / 8 + 64 : 65536)
+
 /* Lex the input into the context's token buffer; 0, or -1 on a lexical
  * error (reported). */
 static int lex_input(pstate *ps, size_t len)
@@ -1543,7 +1549,7 @@ static lpx_module *parse_module(lpx_ctx *ctx, const char *text, size_t len, cons
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
   GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
-  if (lpx_strtab_reserve(&ps.m->syms, ps.nt / 8 + 64, ps.src_len / 4 + 256)) poom(&ps);   /* nvcc output: a symbol per 8 tokens */
+  if (lpx_strtab_reserve(&ps.m->syms, STRTAB_RESERVE(ps.nt), ps.src_len / 4 + 256)) poom(&ps);
   regcache_alloc(&ps);
   while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
   const lpx_tok *eof = cur(&ps);
