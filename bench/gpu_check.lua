@@ -54,7 +54,7 @@ local function examples()
   end
   for _, n in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } do list[#list + 1] = "examples/ampere/" .. n .. ".lua" end
   if cc >= 90 then
-    for _, n in ipairs { "gemm", "grouped_gemm", "flash_attention" } do list[#list + 1] = "examples/hopper/" .. n .. ".lua" end
+    for _, n in ipairs { "gemm", "gemm_fast", "grouped_gemm", "flash_attention" } do list[#list + 1] = "examples/hopper/" .. n .. ".lua" end
   end
   if cc >= 100 then
     for _, n in ipairs { "gemm", "tcgen05_suite", "tcgen05_probes" } do list[#list + 1] = "examples/blackwell/" .. n .. ".lua" end
@@ -76,7 +76,7 @@ local function cublas(n)
   return res.stdout
 end
 
-say("luaptx gpu-check, %s, on %s (%s)", os.date("!%Y-%m-%d"), dev.name, dev.arch or "?")
+say("luaptx gpu-check, %s, on %s", os.date("!%Y-%m-%d"), dev.name)
 step("#gpu specs", { BIN, "/usr/bin/busted", "--tags=gpu", "spec" }, { LUAPTX_BIN = BIN })
 for _, f in ipairs(examples()) do
   step("example " .. f, { BIN, "run", f }, { LUAPTX_DEVICE = "cuda" })
@@ -90,13 +90,16 @@ say("%-44s %6s %8s", "step", "result", "seconds")
 for _, s in ipairs(steps) do say("%-44s %6s %8.1f", s.title, s.ok and "ok" or "FAIL", s.s) end
 say("")
 say("GEMM, bf16 in, f32 accumulate (median of %d launches, device events):", reps)
-say("%-10s %14s %14s", "size", "luaptx TFLOP/s", "cuBLAS TFLOP/s")
+say("%-10s %14s %14s %14s", "size", "gemm TFLOP/s", "gemm_fast", "cuBLAS TFLOP/s")
+--- bench/gemm.lua's TFLOP/s for examples/hopper/<name>.lua at n^3, or "-".
+local function ours(name, n)
+  return gemm_ok and gemm_out:match("\n" .. name .. "%s+" .. n .. "%^3%s+[%d.]+%s+([%d.]+)") or "-"
+end
 for _, n in ipairs { 4096, 8192 } do
-  local ours = gemm_ok and gemm_out:match("\n" .. n .. "%^3%s+[%d.]+%s+([%d.]+)") or "-"
   local line, why = cublas(n)
   local theirs = line and line:match("^cublas %d+ [%d.]+ ([%d.]+)") or "-"
   if not line then say("  cuBLAS: %s", why) end
-  say("%-10s %14s %14s", n .. "^3", ours, theirs)
+  say("%-10s %14s %14s %14s", n .. "^3", ours("gemm", n), ours("gemm_fast", n), theirs)
 end
 
 local failed = 0

@@ -69,6 +69,7 @@ for _, name in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } d
   CASES[#CASES + 1] = { mod = "examples.ampere." .. name, size = { 128, 128, 64 } }
 end
 CASES[#CASES + 1] = { mod = "examples.hopper.gemm", size = { 128, 128, 64 } }
+CASES[#CASES + 1] = { mod = "examples.hopper.gemm_fast", size = { 256, 256, 128 }, opts = { SMS = 2 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm", size = { { 64, 128 }, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
