@@ -13,7 +13,7 @@
 -- fmt, whole process: `luaptx fmt big.ptx -o out.ptx` as a child process
 -- on a file of about 38 MB made from the corpus (every file again and
 -- again, its functions renamed per copy), in a temporary directory; wall
--- clock, median of repeats, start-up and exit included.
+-- clock, median of repeats (and the range), start-up and exit included.
 -- usage: luaptx bench/parse.lua [repeats]
 local common = require "bench.common"
 local median, now = common.median, common.now
@@ -136,7 +136,8 @@ local function big_text(files, bytes)
   return table.concat(parts)
 end
 
---- Median seconds of `luaptx fmt in -o out` in a child process.
+--- Median, fastest and slowest seconds of `luaptx fmt in -o out` in a
+-- child process.
 local function fmt_process(bin, input, output)
   local xs = {}
   for r = 1, repeats do
@@ -145,7 +146,7 @@ local function fmt_process(bin, input, output)
     xs[r] = now() - t0
     assert(res and res.status == 0, "luaptx fmt failed: " .. (res and res.stderr or ""))
   end
-  return median(xs)
+  return median(xs), math.min(unpack(xs)), math.max(unpack(xs))
 end
 
 local bin = os.getenv("LUAPTX_BIN") or (arg and arg[-1]) or "build/luaptx"
@@ -154,10 +155,12 @@ local ok, err = pcall(function()
   local text = big_text(corpus, 38e6)
   local input, output = dir .. "/big.ptx", dir .. "/out.ptx"
   sys.write_file(input, text)
-  local t = fmt_process(bin, input, output)
+  local t, fastest, slowest = fmt_process(bin, input, output)
   assert(ptxparse.read_file(output) == text, "luaptx fmt did not print the file back byte for byte")
+  local mbs = function(s) return #text / 1e6 / s end
   print()
-  print(("luaptx fmt, whole process (median of %d): %d bytes in %.3f s, %.1f MB/s"):format(repeats, #text, t, #text / 1e6 / t))
+  print(("luaptx fmt, whole process (median of %d): %d bytes in %.3f s, %.1f MB/s (%.1f-%.1f)"):format(repeats, #text,
+    t, mbs(t), mbs(slowest), mbs(fastest)))
 end)
 sys.remove_tree(dir)
 if not ok then error(err, 0) end

@@ -8,13 +8,8 @@ local M = {}
 --- Entry point with the parsed command line (bin/luaptx.lua's table):
 -- o.input (a path or "-"), o.output, o.canonical; returns the exit status.
 function M.main(o)
-  local m = o.input == "-" and ptxparse.parse(io.read("*a"), "<stdin>") or ptxparse.parse_file(o.input)
-  if o.output then
-    local ok, err = pcall(m.write, m, o.output, o.canonical)
-    if not ok then error("fmt: " .. err, 0) end
-  else
-    io.write(o.canonical and m:canonical() or m:lossless())
-  end
+  local input = o.input == "-" and { text = io.read("*a"), name = "<stdin>" } or o.input
+  ptxparse.format(input, o.output, o.canonical)
   return 0
 end
 

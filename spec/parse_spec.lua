@@ -142,6 +142,61 @@ describe("luaptx fmt", function()
     assert.is_false(ok)
     assert.matches(":3:18: expected ',' or ';'", out, 1, true)
   end)
+
+  it("creates its -o output 0600, replacing the file there", function()
+    local dir = H.temp_dir()
+    H.write(dir .. "/out.ptx", "old")
+    H.run { "chmod", "644", dir .. "/out.ptx" }
+    for _, out in ipairs { dir .. "/new.ptx", dir .. "/out.ptx" } do
+      local msg, ok = luaptx { "fmt", path, "-o", out }
+      assert.is_true(ok, msg)
+      assert.are.equal(ptxparse.read_file(path), H.read(out))
+      assert.equal("600\n", H.run({ "stat", "-c", "%a", out }).stdout)
+    end
+    assert.same({ dir .. "/new.ptx", dir .. "/out.ptx" }, H.list(dir, ".*"))   -- no temporary left
+  end)
+
+  it("refuses to write -o through a symbolic link", function()
+    local dir = H.temp_dir()
+    H.write(dir .. "/victim", "keep")
+    H.run { "ln", "-s", dir .. "/victim", dir .. "/out.ptx" }
+    local out, ok = luaptx { "fmt", path, "-o", dir .. "/out.ptx" }
+    assert.is_false(ok)
+    assert.matches("cannot write " .. dir .. "/out.ptx: it is a symbolic link (not followed; name the file itself)", out,
+      1, true)
+    assert.equal("keep", H.read(dir .. "/victim"))
+    assert.equal("link", require("pyptx.core.sys").kind(dir .. "/out.ptx"))
+  end)
+
+  it("leaves -o as it was when the input does not parse", function()
+    local dir = H.temp_dir()
+    local bad = H.write(dir .. "/bad.ptx", ptxparse.read_file(path) .. "\n.entry k() {\n\tadd.s32 %r1, %r2\n}\n")
+    H.write(dir .. "/out.ptx", "old")
+    for _, canonical in ipairs { false, true } do
+      local out, ok = luaptx { "fmt", bad, "-o", dir .. "/out.ptx", canonical and "--canonical" or nil }
+      assert.is_false(ok)
+      assert.matches("bad.ptx:%d+:18: expected ',' or ';'", out)
+      assert.equal("old", H.read(dir .. "/out.ptx"))
+      assert.same({ bad, dir .. "/out.ptx" }, H.list(dir, ".*"))
+    end
+    local res = H.run { H.BIN, "fmt", bad }
+    assert.equal(1, res.status)
+    assert.equal("", res.stdout)   -- nothing printed before the error either
+  end)
+
+  it("writes -o to a device, and a file of several kernels in both layouts", function()
+    local msg, ok = luaptx { "fmt", path, "-o", "/dev/null" }
+    assert.is_true(ok, msg)
+    local dir = H.temp_dir()
+    local text = ptxparse.read_file(CORPUS .. "/large/big_gemm_sm80.ptx")
+    local big = H.write(dir .. "/big.ptx", text .. text:gsub("big_gemm", "big_gemm_again"))
+    msg, ok = luaptx { "fmt", big, "-o", dir .. "/out.ptx" }
+    assert.is_true(ok, msg)
+    assert.is_true(ptxparse.read_file(big) == H.read(dir .. "/out.ptx"))
+    msg, ok = luaptx { "fmt", big, "--canonical", "-o", dir .. "/canon.ptx" }
+    assert.is_true(ok, msg)
+    assert.is_true(ptxparse.parse_file(big):canonical() == H.read(dir .. "/canon.ptx"))
+  end)
 end)
 
 describe("canonical PTX and ptxas", function()

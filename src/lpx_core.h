@@ -172,6 +172,8 @@ int32_t lpx_parse_into(lpx_module *m, int32_t fn, const char *text, size_t len, 
 int32_t lpx_parse_module_decls(lpx_module *m, const char *text, size_t len, const char *filename);
 int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len);
 int32_t lpx_fmt_canonical(lpx_module *m, const char **text, size_t *len);
+int32_t lpx_fmt_write(lpx_module *m, int32_t canonical, const char *path);
+int32_t lpx_fmt_file(lpx_ctx *ctx, const char *text, size_t len, const char *filename, int32_t canonical, const char *path);
 int32_t lpx_module_func_count(lpx_module *m);
 int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name);
 int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name);

@@ -4,15 +4,38 @@
  * (register names, opcodes, guards, labels, edited operands); the canonical
  * emitter prints the same IR in the tracer's normalized layout. */
 #include "lpx_parse.h"
+#include "lpx_sys.h"
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
-/* What a token is printed against: the module, function and item. */
+/* What a token is printed against: the module, function and item; where
+ * the text goes when it is written as it is printed; and, printing a
+ * whole module, how far it has come. */
 typedef struct fmtx {
   lpx_buf *b;
   const lpx_module *m;
   const lpx_func *f;
   const lpx_item *it;
+  lpx_fs_out *out;   /* NULL: the whole text stays in b */
+  int canonical;     /* the module is printed in the canonical layout */
+  int sep;           /* canonical: the top item before was a function or a header line */
+  size_t next;       /* the module's next top item to print */
+  int failed;        /* out of memory (reported) while printing as it parses */
 } fmtx;
+
+/* Bytes a writing printer holds before it writes them out: the text never
+ * exists whole, so a big file's output costs no fresh pages. */
+#define FMT_CHUNK ((size_t)1 << 20)
+
+/* Write out what the buffer holds once it passes at_least bytes (when
+ * writing as it prints). */
+static void fmt_flush(fmtx *x, size_t at_least)
+{
+  if (!x->out || x->b->n < at_least) return;
+  lpx_fs_out_write(x->out, x->b->p, x->b->n);
+  x->b->n = 0;
+}
 
 /* ------------------------------------------------------------------ tokens */
 
@@ -154,32 +177,12 @@ static void lossless_func(fmtx *x, const lpx_func *f)
 {
   x->f = f;
   put_range(x, f->head_lex, f->head_lex + f->head_nlex);
-  for (size_t i = 0; i < f->nitems; i++) lossless_item(x, &f->items[i]);
+  for (size_t i = 0; i < f->nitems; i++) {
+    lossless_item(x, &f->items[i]);
+    fmt_flush(x, FMT_CHUNK);
+  }
   put_range(x, f->tail_lex, f->tail_lex + 1);
   x->f = NULL;
-}
-
-/* Emit a parsed module exactly as written (modulo edits made to its IR). */
-int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len)
-{
-  if (!m->ntop && m->nfuncs) return lpx_emit(m, NULL, text, len);   /* traced: its text is the emitter's */
-  fmtx x = { &m->out, m, NULL, NULL };
-  m->out.n = 0;
-  /* room for the whole text at once (nvcc output runs about 5 bytes a
-   * token): growing by doubling would copy it and fault fresh pages for
-   * every copy; reserved pages that stay unused are never touched */
-  if (m->out.cap < m->nlex * 8 + 64 && lpx_buf_grow(&m->out, m->nlex * 8 + 64)) return lpx_fail(m->ctx, "out of memory");
-  lpx_buf_put(&m->out, "", 0);
-  for (size_t i = 0; i < m->ntop; i++) {
-    const lpx_item *it = &m->top[i];
-    if (it->kind == LPX_ITEM_FUNC) lossless_func(&x, &m->funcs[it->form]);
-    else put_range(&x, it->lex, it->lex + it->nlex);
-  }
-  if (m->eof_pre >= 0) lpx_buf_putsym(&m->out, &m->syms, m->eof_pre);
-  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
-  *text = m->out.p;
-  *len = m->out.n;
-  return 0;
 }
 
 /* -------------------------------------------------------------- canonical */
@@ -225,7 +228,7 @@ static int lex_word(const lpx_module *m, uint32_t k, const char *w)
  * spacing where it has one: ".reg .b32 \t%r<4>;", ".loc\t1 2 1". */
 void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f)
 {
-  fmtx x = { b, m, f, NULL };
+  fmtx x = { .b = b, .m = m, .f = f };
   int reg = n && lex_word(m, first, ".reg"), tabbed = n && (lex_word(m, first, ".loc") || lex_word(m, first, ".file"));
   for (uint32_t k = first; k < first + n; k++) {
     const lpx_lex *l = &m->lex[k];
@@ -239,7 +242,7 @@ void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n,
 /* Canonical function header: one parameter per line, as the tracer writes. */
 static void canonical_head(lpx_buf *b, const lpx_module *m, const lpx_func *f)
 {
-  fmtx x = { b, m, f, NULL };
+  fmtx x = { .b = b, .m = m, .f = f };
   int depth = 0, params = 0, after = 0;   /* after: past the parameter list */
   uint32_t end = f->head_lex + f->head_nlex - 1;   /* the '{' is written apart */
   for (uint32_t k = f->head_lex; k < end; k++) {
@@ -292,32 +295,149 @@ static int is_header_line(const lpx_module *m, const lpx_item *it)
   return 0;
 }
 
+/* Write a top item canonically: a blank line before each function and
+ * before a declaration that follows a function or a header line. */
+static void canonical_top(fmtx *x, const lpx_item *it)
+{
+  lpx_buf *b = x->b;
+  const lpx_module *m = x->m;
+  if (it->kind == LPX_ITEM_FUNC) {
+    lpx_buf_putc(b, '\n');
+    canonical_func(b, m, &m->funcs[it->form]);
+    x->sep = 1;
+    return;
+  }
+  int header = is_header_line(m, it);
+  if (x->sep && !header) lpx_buf_putc(b, '\n');
+  if (header && lex_word(m, it->lex, ".file")) lpx_buf_putc(b, '\t');
+  lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+  lpx_buf_putc(b, '\n');
+  x->sep = header;
+}
+
+/* ----------------------------------------------------------- whole modules */
+
+/* Start printing module m into m->out: the canonical banner; room for
+ * the whole lossless text at once when it is not written as it goes (nvcc
+ * output runs about 5 bytes a token: growing by doubling would copy it and
+ * fault fresh pages for every copy; reserved pages left unused are never
+ * touched), else for a few chunks. */
+static int fmt_begin(fmtx *x, lpx_module *m)
+{
+  x->m = m;
+  x->b = &m->out;
+  m->out.n = 0;
+  size_t room = x->out ? 2 * FMT_CHUNK : x->canonical ? 0 : m->nlex * 8 + 64;
+  if (m->out.cap < room && lpx_buf_grow(&m->out, room)) return lpx_fail(m->ctx, "out of memory");
+  if (x->canonical) lpx_buf_puts(&m->out, "//\n// Generated by luaptx\n//\n\n");
+  else lpx_buf_put(&m->out, "", 0);
+  return 0;
+}
+
+/* Print the module's top items not printed yet, writing out full chunks. */
+static void fmt_top_items(fmtx *x)
+{
+  for (; x->next < x->m->ntop; x->next++) {
+    const lpx_item *it = &x->m->top[x->next];
+    if (x->canonical) canonical_top(x, it);
+    else if (it->kind == LPX_ITEM_FUNC) lossless_func(x, &x->m->funcs[it->form]);
+    else put_range(x, it->lex, it->lex + it->nlex);
+    fmt_flush(x, FMT_CHUNK);
+  }
+}
+
+/* Finish printing: the trivia before the end of the input (lossless), the
+ * last chunk written out. */
+static int fmt_end(fmtx *x)
+{
+  const lpx_module *m = x->m;
+  if (!x->canonical && m->eof_pre >= 0) lpx_buf_putsym(x->b, &m->syms, m->eof_pre);
+  if (!x->b->p) return lpx_fail(m->ctx, "out of memory");
+  fmt_flush(x, 0);
+  return 0;
+}
+
+/* Print a parsed module (canonical or lossless) into m->out, or through
+ * it to x->out. A traced module's text is the emitter's. */
+static int32_t fmt_module(fmtx *x, lpx_module *m, const char **text, size_t *len)
+{
+  if (!m->ntop && m->nfuncs) {   /* traced: its text is the emitter's (and already canonical) */
+    if (lpx_emit(m, NULL, text, len)) return -1;
+    x->b = &m->out;
+    fmt_flush(x, 0);
+    return 0;
+  }
+  if (fmt_begin(x, m)) return -1;
+  fmt_top_items(x);
+  if (fmt_end(x)) return -1;
+  *text = m->out.p;
+  *len = m->out.n;
+  return 0;
+}
+
+/* Emit a parsed module exactly as written (modulo edits made to its IR). */
+int32_t lpx_fmt_lossless(lpx_module *m, const char **text, size_t *len)
+{
+  fmtx x = { .canonical = 0 };
+  return fmt_module(&x, m, text, len);
+}
+
 /* Emit a parsed module in the tracer's layout: its banner, header lines,
  * a blank line before each group of declarations and each function; no
  * comments. Tracer output comes back unchanged. */
 int32_t lpx_fmt_canonical(lpx_module *m, const char **text, size_t *len)
 {
-  if (!m->ntop && m->nfuncs) return lpx_emit(m, NULL, text, len);   /* traced: already canonical */
-  lpx_buf *b = &m->out;
-  b->n = 0;
-  lpx_buf_puts(b, "//\n// Generated by luaptx\n//\n\n");
-  for (size_t i = 0; i < m->ntop; i++) {
-    const lpx_item *it = &m->top[i], *prev = i ? &m->top[i - 1] : NULL;
-    if (it->kind == LPX_ITEM_FUNC) {
-      lpx_buf_putc(b, '\n');
-      canonical_func(b, m, &m->funcs[it->form]);
-      continue;
-    }
-    int header = is_header_line(m, it);
-    if (prev && !header && (prev->kind == LPX_ITEM_FUNC || is_header_line(m, prev))) lpx_buf_putc(b, '\n');
-    if (header && lex_word(m, it->lex, ".file")) lpx_buf_putc(b, '\t');
-    lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
-    lpx_buf_putc(b, '\n');
+  fmtx x = { .canonical = 1 };
+  return fmt_module(&x, m, text, len);
+}
+
+/* Write a module's text (canonical != 0: the canonical layout) to the file
+ * path (standard output when NULL) while printing it, so a big module's
+ * text never exists whole in memory; the file is created as
+ * lpx_fs_out_open says (0600, in place when complete, no link followed). */
+int32_t lpx_fmt_write(lpx_module *m, int32_t canonical, const char *path)
+{
+  lpx_fs_out *out = lpx_fs_out_open(m->ctx, path);
+  if (!out) return -1;
+  fmtx x = { .out = out, .canonical = canonical != 0 };
+  const char *text;
+  size_t len;
+  int rc = fmt_module(&x, m, &text, &len);
+  m->out.n = 0;
+  if (lpx_fs_out_close(m->ctx, out, rc == 0)) return -1;
+  return rc;
+}
+
+/* lpx_parse_streamed's hook: print the statement just parsed (the parser
+ * then drops it, and the module's top items start again). */
+static void fmt_stream_hook(lpx_module *m, void *arg)
+{
+  fmtx *x = arg;
+  if (!x->m && fmt_begin(x, m)) x->failed = 1;
+  if (x->failed) return;
+  x->next = 0;
+  fmt_top_items(x);
+}
+
+/* Parse PTX text (errors named filename) and write it back, lossless or
+ * canonical, to path (standard output when NULL) as it is parsed: neither
+ * the input's whole IR nor its whole text is ever held, so a big file
+ * costs memory for its largest function only. On a parse error nothing
+ * is written (the file at path is left as it was). */
+int32_t lpx_fmt_file(lpx_ctx *ctx, const char *text, size_t len, const char *filename, int32_t canonical, const char *path)
+{
+  lpx_fs_out *out = lpx_fs_out_open(ctx, path);
+  if (!out) return -1;
+  fmtx x = { .out = out, .canonical = canonical != 0 };
+  lpx_module *m = lpx_parse_streamed(ctx, text, len, filename, fmt_stream_hook, &x);
+  int rc = !m || x.failed ? -1 : (!x.m && fmt_begin(&x, m)) ? -1 : 0;
+  if (rc == 0) {
+    fmt_top_items(&x);
+    rc = fmt_end(&x);
   }
-  if (!b->p) return lpx_fail(m->ctx, "out of memory");
-  *text = b->p;
-  *len = b->n;
-  return 0;
+  lpx_module_free(m);
+  if (lpx_fs_out_close(ctx, out, rc == 0)) return -1;
+  return rc;
 }
 
 /* ------------------------------------------------------------- IR editing */

@@ -57,6 +57,16 @@ typedef struct regcache {
   uint32_t gen;
 } regcache;
 
+/* The body arrays of a function a streamed parse has printed, handed to
+ * the next function: memory already faulted in, where fresh arrays for
+ * every function would fault in as much as the whole input's IR. */
+typedef struct spare_body {
+  lpx_item *items; size_t items_cap;
+  lpx_operand *ops; size_t ops_cap;
+  lpx_opd_lex *ops_lex; size_t ops_lex_cap;
+  int32_t *reg_type, *reg_index, *reg_name; size_t regs_cap, reg_names_cap;
+} spare_body;
+
 typedef struct pstate {
   lpx_ctx *ctx;
   lpx_module *m;
@@ -86,6 +96,10 @@ typedef struct pstate {
   int raw;                     /* parsing into a traced function (lpx_parse_into) */
   int strict;                  /* validate every instruction (lpx_parse_checked) */
   int32_t fn, raw_file, raw_line;
+  lpx_parse_hook hook;         /* streamed parse: called after each top-level statement */
+  void *hook_arg;
+  spare_body spare;            /* streamed parse: a printed function's arrays, for the next */
+  size_t recycled;             /* streamed parse: functions before this one are printed */
 } pstate;
 
 /* ------------------------------------------------------------------ errors */
@@ -1346,11 +1360,39 @@ static void parse_func_directives(pstate *ps, int32_t fn)
       while (cur(ps)->kind == LPX_TK_NUM || is_punct(ps, cur(ps), ',')) take(ps);
     }
     lpx_buf b = { 0 };
-    lpx_fmt_tokens(&b, ps->m, (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
+    lpx_fmt_tokens(&b, ps->m, ps->lex_base + (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
     int rc = b.p ? lpx_func_directive(ps->m, fn, b.p) : -1;
     lpx_buf_free(&b);
     if (rc) poom(ps);
   }
+}
+
+/* Give a new function record the spare body arrays, if any (empty). */
+static void func_adopt(pstate *ps, lpx_func *f)
+{
+  spare_body *sp = &ps->spare;
+  f->items = sp->items; f->items_cap = sp->items_cap;
+  f->ops = sp->ops; f->ops_cap = sp->ops_cap;
+  f->ops_lex = sp->ops_lex; f->ops_lex_cap = sp->ops_lex_cap;
+  f->reg_type = sp->reg_type; f->reg_index = sp->reg_index; f->regs_cap = sp->regs_cap;
+  f->reg_name = sp->reg_name; f->reg_names_cap = sp->reg_names_cap;
+  memset(sp, 0, sizeof *sp);
+}
+
+/* Empty a printed function record, keeping its body arrays as the spare
+ * ones when there are none (else freeing them). */
+static void func_recycle(pstate *ps, lpx_func *f)
+{
+  spare_body *sp = &ps->spare;
+  if (sp->items || sp->ops || sp->ops_lex || sp->reg_type || sp->reg_index || sp->reg_name) {
+    free(f->items); free(f->ops); free(f->ops_lex); free(f->reg_type); free(f->reg_index); free(f->reg_name);
+  } else {
+    *sp = (spare_body){ f->items, f->items_cap, f->ops, f->ops_cap, f->ops_lex, f->ops_lex_cap,
+                        f->reg_type, f->reg_index, f->reg_name, f->regs_cap, f->reg_names_cap };
+  }
+  f->items = NULL; f->ops = NULL; f->ops_lex = NULL; f->reg_type = NULL; f->reg_index = NULL; f->reg_name = NULL;
+  f->items_cap = f->ops_cap = f->ops_lex_cap = f->regs_cap = f->reg_names_cap = 0;
+  f->nitems = f->nops = f->nops_lex = f->nregs = f->nreg_names = f->ninsts = 0;
 }
 
 /* Open a function record (dropped again if this is only a declaration). */
@@ -1360,6 +1402,7 @@ static int32_t func_open(pstate *ps, int is_entry, int linkage)
   GROW(ps, m->funcs, m->funcs_cap, m->nfuncs + 1);
   lpx_func *f = &m->funcs[m->nfuncs];
   memset(f, 0, sizeof *f);
+  func_adopt(ps, f);
   f->is_entry = is_entry;
   f->linkage = linkage;
   f->sym = -1;
@@ -1383,6 +1426,7 @@ static void func_release(lpx_func *f)
 /* Forget a function record that turned out to be a declaration. */
 static void func_drop(pstate *ps)
 {
+  func_recycle(ps, ps->f);
   func_release(ps->f);
   ps->m->nfuncs--;
   ps->f = NULL;
@@ -1496,6 +1540,12 @@ static void parse_top_statement(pstate *ps)
  * bigger ones (inputs of several MB) are not worth keeping around. */
 #define TOKS_KEEP_BYTES ((size_t)16 << 20)
 
+/* Symbols to reserve for n tokens: nvcc output has about one per 8 tokens
+ * in a file, but a big input repeats its names (kernel after kernel, %r1
+ * again): past 64K the table grows by doubling, so its slots, which every
+ * probe touches at random, are not all faulted in for names never made. */
+#define STRTAB_RESERVE(n) ((n) / 8 + 64 < 65536 ? (n) / 8 + 64 : 65536)
+
 /* Lex the input into the context's token buffer; 0, or -1 on a lexical
  * error (reported). */
 static int lex_input(pstate *ps, size_t len)
@@ -1528,24 +1578,45 @@ static void pstate_free(pstate *ps)
     free(ps->t);
   }
   free(ps->names); free(ps->ranges); free(ps->shadows); free(ps->form_by_sym); free(ps->rc);
+  spare_body *sp = &ps->spare;
+  free(sp->items); free(sp->ops); free(sp->ops_lex); free(sp->reg_type); free(sp->reg_index); free(sp->reg_name);
+}
+
+/* Streamed parse, after a top-level statement: the hook prints what the
+ * module holds; then the top items start again, the printed functions'
+ * bodies go to the spare arrays and the lex array starts again (lex indices are lex_base + token
+ * index, so new entries land at its start). */
+static void stream_step(pstate *ps)
+{
+  lpx_module *m = ps->m;
+  ps->hook(m, ps->hook_arg);
+  for (; ps->recycled < m->nfuncs; ps->recycled++) func_recycle(ps, &m->funcs[ps->recycled]);
+  m->ntop = 0;
+  m->nlex = 0;
+  ps->lex_base = 0u - (uint32_t)ps->pos;
 }
 
 /* Parse a whole module (len bytes, no NUL needed); NULL on error with
  * "file:line:col: ..." in the context; strict validates every instruction. */
-static lpx_module *parse_module(lpx_ctx *ctx, const char *text, size_t len, const char *filename, int strict)
+static lpx_module *parse_module(lpx_ctx *ctx, const char *text, size_t len, const char *filename, int strict,
+                                lpx_parse_hook hook, void *arg)
 {
   pstate ps;
   pstate_init(&ps, ctx, NULL, text, filename ? filename : "<ptx>");
   ps.strict = strict;
+  ps.hook = hook; ps.hook_arg = arg;
   if (lex_input(&ps, text ? len : 0)) { pstate_free(&ps); return NULL; }
   ps.m = calloc(1, sizeof(lpx_module));
   if (!ps.m) { pstate_free(&ps); lpx_fail(ctx, "out of memory"); return NULL; }
   ps.m->ctx = ctx; ps.m->address_size = 64;
   if (setjmp(ps.fail)) { lpx_module_free(ps.m); pstate_free(&ps); return NULL; }
-  GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
-  if (lpx_strtab_reserve(&ps.m->syms, ps.nt / 8 + 64, ps.src_len / 4 + 256)) poom(&ps);   /* nvcc output: a symbol per 8 tokens */
+  if (!hook) GROW(&ps, ps.m->lex, ps.m->lex_cap, ps.nt);
+  if (lpx_strtab_reserve(&ps.m->syms, STRTAB_RESERVE(ps.nt), ps.src_len / 4 + 256)) poom(&ps);
   regcache_alloc(&ps);
-  while (cur(&ps)->kind != LPX_TK_EOF) parse_top_statement(&ps);
+  while (cur(&ps)->kind != LPX_TK_EOF) {
+    parse_top_statement(&ps);
+    if (hook) stream_step(&ps);
+  }
   const lpx_tok *eof = cur(&ps);
   uint32_t pre = lpx_tok_pre(ps.t, ps.pos);
   ps.m->eof_pre = eof->off > pre ? intern(&ps, ps.src + pre, eof->off - pre) : -1;
@@ -1557,14 +1628,25 @@ static lpx_module *parse_module(lpx_ctx *ctx, const char *text, size_t len, cons
  * written even when the table would refuse it (fmt formats what it can). */
 lpx_module *lpx_parse(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
 {
-  return parse_module(ctx, text, len, filename, 0);
+  return parse_module(ctx, text, len, filename, 0, NULL, NULL);
+}
+
+/* Parse PTX text as lpx_parse does, calling hook after each top-level
+ * statement; what the module held then (every function complete by then,
+ * the lex entries so far) is dropped and its memory reused, so a big input
+ * is printed as it is parsed without ever holding its whole IR. The module
+ * returned holds the rest (the trivia before the end of the input). */
+lpx_module *lpx_parse_streamed(lpx_ctx *ctx, const char *text, size_t len, const char *filename, lpx_parse_hook hook,
+                               void *arg)
+{
+  return parse_module(ctx, text, len, filename, 0, hook, arg);
 }
 
 /* Parse PTX text and validate every instruction as a traced one is (what
  * load_ptx runs): the first invalid one is an error at its file:line:col. */
 lpx_module *lpx_parse_checked(lpx_ctx *ctx, const char *text, size_t len, const char *filename)
 {
-  return parse_module(ctx, text, len, filename, 1);
+  return parse_module(ctx, text, len, filename, 1, NULL, NULL);
 }
 
 /* ptx.raw: parse body statements (instructions, labels, .reg, { }) from

@@ -35,6 +35,15 @@ typedef struct lpx_toks {
  * On a lexical error, fail with "file:line:col: ..." and return -1. */
 int lpx_lex_all(lpx_ctx *ctx, const char *src, size_t len, const char *file, lpx_toks *out);
 
+/* Called after each top-level statement of lpx_parse_streamed with the
+ * module so far: it must be done with every item and function in it. */
+typedef void (*lpx_parse_hook)(lpx_module *m, void *arg);
+
+/* lpx_parse, handing each top-level statement to hook as it is parsed and
+ * then dropping it (lpx_parse.c). */
+lpx_module *lpx_parse_streamed(lpx_ctx *ctx, const char *text, size_t len, const char *filename, lpx_parse_hook hook,
+                               void *arg);
+
 /* The 1-based line and column of byte offset off in src. */
 void lpx_lex_position(const char *src, size_t off, int *line, int *col);
 

@@ -378,18 +378,93 @@ int lpx_fs_write_file(lpx_ctx *ctx, const char *path, const char *data, size_t l
   return lpx_fail(ctx, "cannot write %s: %s", path, strerror(err));
 }
 
-/* Write data to a file the user named, as the command line's io.open(path,
- * "wb") does (created with 0666 less the umask, links followed): the text
- * goes out straight from the C buffer, with no Lua copy of it. */
+/* A file the user named being written (lpx_fs_out_open). */
+struct lpx_fs_out {
+  int fd;
+  char path[PATH_MAX];
+  char tmp[PATH_MAX];   /* the temporary renamed over path when done; "" when writing path itself */
+  int err;              /* the first write error (errno), 0 if none */
+  int is_stdout;        /* fd 1 (not closed): the text is held in held until committed */
+  lpx_buf held;
+};
+
+/* Open fd for out: a fresh O_EXCL temporary beside the path (created
+ * 0600), or, for an existing FIFO or device, the path itself (O_NOFOLLOW). */
+static int out_open_fd(lpx_ctx *ctx, lpx_fs_out *o, const struct stat *st, int exists)
+{
+  if (exists && !S_ISREG(st->st_mode)) {
+    o->fd = open(o->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  } else {
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", o->path);
+    o->fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (o->fd < 0) o->tmp[0] = '\0';
+  }
+  return o->fd < 0 ? lpx_fail(ctx, "cannot write %s: %s", o->path, strerror(errno)) : 0;
+}
+
+/* Start writing a file the user named, as the project's other writers do:
+ * the text goes to a fresh 0600 temporary beside it, renamed over the path
+ * when lpx_fs_out_close commits it (so a failed run leaves the old file as
+ * it was), and a symbolic link at the path is refused, never followed. An
+ * existing FIFO or device (/dev/null) is written directly. Path NULL is
+ * standard output, which gets the text once it is committed (nothing when
+ * it is not). NULL on error. */
+lpx_fs_out *lpx_fs_out_open(lpx_ctx *ctx, const char *path)
+{
+  struct stat st;
+  if (!path) {
+    lpx_fs_out *o = calloc(1, sizeof *o);
+    if (!o) { lpx_fail(ctx, "out of memory"); return NULL; }
+    *o = (lpx_fs_out){ .fd = 1, .path = "standard output", .is_stdout = 1 };
+    return o;
+  }
+  if (strlen(path) + 16 > PATH_MAX) { lpx_fail(ctx, "cannot write %s: path too long", path); return NULL; }
+  int exists = lstat(path, &st) == 0;
+  if (exists && S_ISLNK(st.st_mode)) {
+    lpx_fail(ctx, "cannot write %s: it is a symbolic link (not followed; name the file itself)", path);
+    return NULL;
+  }
+  if (exists && S_ISDIR(st.st_mode)) { lpx_fail(ctx, "cannot write %s: it is a directory", path); return NULL; }
+  lpx_fs_out *o = calloc(1, sizeof *o);
+  if (!o) { lpx_fail(ctx, "out of memory"); return NULL; }
+  memcpy(o->path, path, strlen(path) + 1);
+  if (out_open_fd(ctx, o, &st, exists)) { free(o); return NULL; }
+  return o;
+}
+
+/* Append data to an output; a write error is kept for lpx_fs_out_close. */
+void lpx_fs_out_write(lpx_fs_out *o, const char *data, size_t len)
+{
+  if (o->err) return;
+  if (o->is_stdout ? lpx_buf_put(&o->held, data, len) != 0 : write_all(o->fd, data, len) != 0)
+    o->err = o->is_stdout ? ENOMEM : errno ? errno : EIO;
+}
+
+/* Finish an output: commit != 0 puts the text in place (the temporary
+ * renamed over the path), else the temporary is removed and the path left
+ * as it was. 0, or -1 with the reason (a write error, a full disk). */
+int lpx_fs_out_close(lpx_ctx *ctx, lpx_fs_out *o, int commit)
+{
+  int err = o->err;
+  if (o->is_stdout && commit && !err && o->held.n && write_all(1, o->held.p, o->held.n)) err = errno;
+  lpx_buf_free(&o->held);
+  if (!o->is_stdout && close(o->fd) != 0 && !err) err = errno;
+  if (commit && !err && o->tmp[0] && rename(o->tmp, o->path) != 0) err = errno;
+  if (o->tmp[0] && (!commit || err)) unlink(o->tmp);
+  int rc = commit && err ? lpx_fail(ctx, "cannot write %s: %s", o->path, strerror(err)) : 0;
+  free(o);
+  return rc;
+}
+
+/* Write data to a file the user named (lpx_fs_out_open: a 0600
+ * temporary renamed into place, no link followed): the text goes out
+ * straight from the C buffer, with no Lua copy of it. */
 int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t len)
 {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return lpx_fail(ctx, "cannot write %s: %s", path, strerror(errno));
-  int bad = write_all(fd, data, len) != 0;
-  int err = errno;
-  bad |= close(fd) != 0;
-  if (!bad) return 0;
-  return lpx_fail(ctx, "cannot write %s: %s", path, strerror(err ? err : errno));
+  lpx_fs_out *o = lpx_fs_out_open(ctx, path);
+  if (!o) return -1;
+  lpx_fs_out_write(o, data, len);
+  return lpx_fs_out_close(ctx, o, 1);
 }
 
 /* Read the rest of fd into *buf (capacity *cap, *len bytes so far),

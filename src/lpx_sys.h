@@ -6,6 +6,7 @@
 #include "lpx_core.h"
 
 typedef struct lpx_proc lpx_proc;
+typedef struct lpx_fs_out lpx_fs_out;
 
 /* What lpx_fs_kind reports for a path (never following a final symlink). */
 enum { LPX_FS_MISSING = 0, LPX_FS_FILE = 1, LPX_FS_DIR = 2, LPX_FS_LINK = 3, LPX_FS_OTHER = 4 };
@@ -27,6 +28,9 @@ int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap);
 int lpx_fs_real_path(lpx_ctx *ctx, const char *path, char *out, size_t cap);
 int lpx_fs_remove_tree(lpx_ctx *ctx, const char *path);
 int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner);
+lpx_fs_out *lpx_fs_out_open(lpx_ctx *ctx, const char *path);
+void lpx_fs_out_write(lpx_fs_out *o, const char *data, size_t len);
+int lpx_fs_out_close(lpx_ctx *ctx, lpx_fs_out *o, int commit);
 int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t len);
 char *lpx_fs_read_file(lpx_ctx *ctx, const char *path, size_t *len);
 void lpx_fs_free(char *buf);

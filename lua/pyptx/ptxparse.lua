@@ -56,10 +56,12 @@ function Module:lossless() return print_with(self, core.fmt_lossless) end
 function Module:canonical() return print_with(self, core.fmt_canonical) end
 
 --- Write the module's text (canonical = true: the canonical layout) to a
--- file the user named, straight from the core's buffer.
+-- file the user named (created 0600, never through a symbolic link), or
+-- to standard output when path is nil. The core writes it as it prints
+-- it: a big module's text is never whole in memory, nor a Lua string.
 function Module:write(path, canonical)
-  if (canonical and core.fmt_canonical or core.fmt_lossless)(self.ptr, text_out, len_out) ~= 0 then fail() end
-  if core.fs_write_output(core.ctx, path, text_out[0], len_out[0]) ~= 0 then fail() end
+  if not path then io.stdout:flush() end
+  if core.fmt_write(self.ptr, canonical and 1 or 0, path) ~= 0 then fail() end
 end
 
 --- Number of functions with bodies.
@@ -127,6 +129,28 @@ function M.read_file(path)
   f:close()
   if not text then error(path .. ": " .. tostring(rerr), 0) end   -- a link to a directory
   return text
+end
+
+--- Parse PTX and write it back (canonical = true: in the canonical layout)
+-- to the file output (standard output when nil) as it is parsed, so that a
+-- big input's IR is never held whole, nor its text when output is a file
+-- (what `luaptx fmt` runs).
+-- input is a path, or { text = ..., name = ... } for text in hand. On a
+-- parse error nothing is written and output is left as it was.
+function M.format(input, output, canonical)
+  local text, len, name, buf
+  if type(input) == "table" then
+    text, len, name = input.text, #input.text, input.name or "<ptx>"
+  else
+    if sys.kind(input) == "directory" then error(input .. " is a directory (expected a PTX file)", 0) end
+    buf = core.fs_read_file(core.ctx, input, len_out)
+    if buf == nil then fail() end
+    text, len, name = buf, len_out[0], input
+  end
+  if not output then io.stdout:flush() end
+  local rc = core.fmt_file(core.ctx, text, len, name, canonical and 1 or 0, output)
+  if buf ~= nil then core.fs_free(buf) end
+  if rc ~= 0 then fail() end
 end
 
 --- Parse a file. It is read in C and parsed from there: a big input is
