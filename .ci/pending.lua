@@ -1,6 +1,7 @@
 --- Runs the busted specs (TAP output) and checks the run is honest: no
 -- failure, and every pending test carries one of the known reasons (the
--- CUDA toolkit or nvdisasm, a GPU, root or a pty missing). Prints the
+-- CUDA toolkit or nvdisasm, a GPU, root or a pty missing, or an emulator
+-- check a mutant test waits for). Prints the
 -- counts per reason.
 -- usage: build/luaptx .ci/pending.lua   (from the repository root; the
 -- environment, e.g. CUDA_HOME=/nonexistent PATH=/usr/bin:/bin, is passed on)
