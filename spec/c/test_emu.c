@@ -649,7 +649,9 @@ REF(r_cvt_rni_s32_f32, U32(f2i(nearbyint(fa(a)), -2147483648.0, 2147483647.0)))
 REF(r_cvt_rzi_u32_f32, U32(f2i(trunc(fa(a)), 0, 4294967295.0)))
 REF(r_cvt_rn_f32_s32, in_mode(FE_TONEAREST, f_cvt_s, fa(a), 0, 0))
 REF(r_cvt_rz_f32_u32, in_mode(FE_TOWARDZERO, f_cvt_u, fa(a), 0, 0))
-REF(r_cvt_f64_f32, fa(a) != fa(a) ? 0x7fffffffffffffffull : db((double)fa(a)))
+/* f32 -> f64 keeps a NaN's sign and payload and quiets it (an H100's F2F.F64.F32) */
+REF(r_cvt_f64_f32, fa(a) != fa(a) ? ((uint64_t)(U32(a) >> 31) << 63 | 0x7ff8000000000000ull | (uint64_t)(U32(a) & 0x7fffff) << 29)
+                                  : db((double)fa(a)))
 REF(r_cvt_sat_s8_s32, sat_s8(S32(a))) REF(r_cvt_u16_u32, (uint16_t)a) REF(r_cvt_s32_s16, U32((int32_t)(int16_t)a))
 #ifdef __FLT16_MAX__
 static uint64_t h16(float f) { _Float16 h = (_Float16)f; uint16_t u; memcpy(&u, &h, 2); return (u & 0x7c00) == 0x7c00 && (u & 0x3ff) ? 0x7fff : u; }

@@ -206,7 +206,8 @@ static double u64_round_odd(uint64_t u)
 /* f32 bits -> tf32 bits (low 13 bits zero) by rnd. .rna is what ptxas
  * emits for it (add half an ulp unless |a| is Inf or NaN, clear the low
  * bits; .satfinite then steps an Inf or NaN result down by one tf32 ulp);
- * .rn and .rz round the fraction, NaN gives the canonical 0x7fffffff,
+ * .rn and .rz round the fraction, NaN gives 0x7fffe000 (the canonical
+ * 0x7fffffff in tf32's bits, as an H100 writes it),
  * .satfinite turns an infinite result into the largest finite tf32 and
  * .relu a negative one into +0. */
 static uint32_t to_tf32(uint32_t b, int rnd, int satfinite, int relu)
@@ -216,11 +217,40 @@ static uint32_t to_tf32(uint32_t b, int rnd, int satfinite, int relu)
     b = ((special ? b : b + 0x1000u) & 0xffffe000u);
     return satfinite && (b & 0x7f800000u) == 0x7f800000u ? b - 0x2000u : b;
   }
-  if (special && (b & 0x7fffffu)) return 0x7fffffffu;
+  if (special && (b & 0x7fffffu)) return 0x7fffe000u;
   if (!special && rnd != LPX_RND_RZ) b += 0xfffu + ((b >> 13) & 1);
   b &= 0xffffe000u;
   if (satfinite && (b & 0x7fffffffu) == 0x7f800000u) b -= 0x2000u;
   return relu && (b & 0x80000000u) ? 0 : b;
+}
+
+/* Fraction bits of a float type (f16, bf16, f32, f64). */
+static int frac_bits(int t) { return t == LPX_T_F16 ? 10 : t == LPX_T_BF16 ? 7 : t == LPX_T_F64 ? 52 : 23; }
+
+/* The NaN of type st in v as a NaN of type dt the IEEE way: the sign kept,
+ * the payload moved to dt's top fraction bits (widened, or its low bits
+ * dropped), the quiet bit set. */
+static uint64_t nan_move(uint64_t v, int st, int dt)
+{
+  int sp = frac_bits(st), dp = frac_bits(dt), sw = st == LPX_T_F64 ? 64 : st == LPX_T_F32 ? 32 : 16;
+  int dw = dt == LPX_T_F64 ? 64 : dt == LPX_T_F32 ? 32 : 16;
+  uint64_t pay = v & ((1ull << sp) - 1), sign = (v >> (sw - 1)) & 1;
+  pay = dp >= sp ? pay << (dp - sp) : pay >> (sp - dp);
+  uint64_t exp = ((1ull << (dw - 1 - dp)) - 1) << dp;
+  return sign << (dw - 1) | exp | pay | 1ull << (dp - 1);
+}
+
+/* The NaN cvt.dt.st gives for the NaN v, as an H100 does: conversions to or
+ * from f64 (F2F) move it the IEEE way (nan_move); .ftz f32 -> f64 flushes
+ * through f32 arithmetic first, so moves the canonical 0x7fffffff;
+ * bf16 -> f32 is a bit move that keeps even a signaling NaN; the rest
+ * (the f32 and half pipelines) give the canonical NaN: 0x7fffffff, 0x7fff. */
+static uint64_t cvt_nan(int dt, int st, uint64_t v, int ftz)
+{
+  if (st == LPX_T_BF16 && dt == LPX_T_F32 && !ftz) return (v & 0xffffu) << 16;
+  if (st == LPX_T_F32 && dt == LPX_T_F64 && ftz) v = 0x7fffffffu;
+  else if (st != LPX_T_F64 && dt != LPX_T_F64) return dt == LPX_T_F32 ? 0x7fffffffu : 0x7fffu;
+  return nan_move(v, st, dt);
 }
 
 /* A finished value in a float destination type, rounded by rnd. */
@@ -257,9 +287,13 @@ static uint64_t cvt_to_float(const emu_inst *in, int dt, int st, uint64_t v)
   } else {
     x = float_in(st, v);
   }
-  if (in->mod[LPX_GB_FTZ] && st == LPX_T_F32 && fpclassify((float)x) == FP_SUBNORMAL) x = copysign(0.0, x);
+  /* .ftz flushes an f32 source, but not toward f16 / bf16: an H100 rounds a
+   * subnormal f32 to f16 with or without it (cvt.rp.ftz.f16.f32 of 2^-149: 0x0001) */
+  int half_dt = dt == LPX_T_F16 || dt == LPX_T_BF16;
+  if (in->mod[LPX_GB_FTZ] && st == LPX_T_F32 && !half_dt && fpclassify((float)x) == FP_SUBNORMAL) x = copysign(0.0, x);
   if (irnd) x = round_int(x, irnd);
   if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) x = x > 0 ? (x < 1 ? x : 1) : 0;
+  if (x != x) return cvt_nan(dt, st, v, in->mod[LPX_GB_FTZ] != 0);
   if (in->mod[LPX_GB_RELU] && !(x > 0) && x == x) x = 0;
   return float_out(in, dt, x, rnd);
 }

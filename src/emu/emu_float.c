@@ -6,8 +6,9 @@
  * flushing their subnormals; min/max with .NaN and .xorsign.abs; the
  * special functions, computed to within their documented ulp or better.
  * neg/abs are arithmetic as ptxas compiles them (FADD/HADD2: a NaN comes
- * out canonical; f64 passes a NaN through unchanged); copysign is the bit
- * select ptxas emits. */
+ * out canonical; f64 quiets a NaN and keeps its sign); f64 arithmetic
+ * propagates an operand's NaN in the order an H100 does (docs/emulator.md,
+ * "Checked against an H100"); copysign is the bit select ptxas emits. */
 #include "emu.h"
 #include <fenv.h>
 #include <math.h>
@@ -39,6 +40,19 @@ int lpx_emu_host_rounding(int rnd)
 static float ftz32(float x)
 {
   return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x;
+}
+
+/* x / y in the host's rounding mode; with ftz, a quotient whose exact
+ * magnitude is below 2^-126 is a signed zero even where a directed rounding
+ * would carry it up to 2^-126 (an H100 runs div.{rz,rm,rp}.ftz.f32 as a
+ * subroutine that flushes before it rounds). The double quotient lies on
+ * the same side of 2^-126 as the exact one: a quotient of two 24-bit
+ * numbers other than 2^-126 is at least 2^-48 away from it, relatively. */
+static float div_ftz_tiny(float x, float y, int ftz)
+{
+  double q = (double)x / (double)y;
+  if (ftz && q != 0 && fabs(q) < 0x1p-126) return copysignf(0.0f, (float)q);
+  return x / y;
 }
 
 /* Clamp to [0, 1]; NaN becomes 0 (.sat). */
@@ -124,7 +138,7 @@ HANDLER(f32_general)
     case F_SUB: r = x - y; break;
     case F_MUL: r = x * y; break;
     case F_FMA: r = fmaf(x, y, z); break;
-    case F_DIV: r = approx_div && fabsf(y) > 0x1p126f && !isinf(y) ? x * copysignf(0.0f, y) : x / y; break;
+    case F_DIV: r = approx_div && fabsf(y) > 0x1p126f && !isinf(y) ? x * copysignf(0.0f, y) : div_ftz_tiny(x, y, ftz); break;
     case F_SQRT: r = sqrtf(x); break;
     case F_RCP: r = 1.0f / x; break;
     default: r = (float)fop(op, x, y, z, in); break;
@@ -141,6 +155,29 @@ HANDLER(f32_general)
 /* Flush an f64 subnormal to a zero of the same sign (rcp/rsqrt.approx.ftz.f64). */
 static double ftz64(double x) { return fpclassify(x) == FP_SUBNORMAL ? copysign(0.0, x) : x; }
 
+/* Is v an f64 NaN? */
+static inline int nan64(uint64_t v) { return (v & ~(1ull << 63)) > 0x7ff0000000000000ull; }
+
+/* The f64 NaN v quieted (sign and payload kept), as DADD/DMUL/DFMA return it. */
+static inline uint64_t quiet64(uint64_t v) { return v | (1ull << 51); }
+
+/* The NaN an f64 operation with a NaN operand returns on an H100, or 0
+ * when the host's result stands: the NaN operand quieted, and of two the
+ * second source (b) wins for add/sub/mul/min/max, a for div, and fma
+ * takes b, then c, then a; min/max with one NaN give the other operand. */
+static uint64_t nan64_pick(int op, uint64_t a, uint64_t b, uint64_t c)
+{
+  static const char order[][4] = { [F_ADD] = "ba", [F_SUB] = "ba", [F_MUL] = "ba", [F_FMA] = "bca",
+                                   [F_DIV] = "ab", [F_MIN] = "ba", [F_MAX] = "ba" };
+  if (op < 0 || op > F_MAX || !order[op][0]) return 0;
+  if ((op == F_MIN || op == F_MAX) && !(nan64(a) && nan64(b))) return 0;
+  for (const char *k = order[op]; *k; k++) {
+    uint64_t v = *k == 'a' ? a : *k == 'b' ? b : c;
+    if (nan64(v)) return quiet64(v);
+  }
+  return 0;
+}
+
 /* f64 arithmetic with rnd (and .ftz where an approximate f64 row takes it). */
 HANDLER(f64_general)
 {
@@ -152,10 +189,11 @@ HANDLER(f64_general)
   EMU_EACH(m, {
     double x = emu_u2d(a[l]), y = emu_u2d(b[l]), z = emu_u2d(c[l]);
     if (ftz) { x = ftz64(x); y = ftz64(y); z = ftz64(z); }
-    double r = fop(op, x, y, z, in);
+    uint64_t nan = nan64_pick(op, a[l], b[l], c[l]);
+    double r = nan ? emu_u2d(nan) : fop(op, x, y, z, in);
     if (ftz) r = ftz64(r);
     if (in->mod[LPX_GB_SAT] == LPX_SAT_SAT) r = sat01(r);
-    d[l] = emu_d2u(r);
+    d[l] = nan && r != r ? nan : emu_d2u(r);
   });
   if (mode != old) fesetround(old);
   return 0;
@@ -201,12 +239,12 @@ HANDLER(abs_f32) { uint64_t *d = D(0); const uint64_t *a = D(1);
 HANDLER(copysign_f32) { uint64_t *d = D(0); const uint64_t *a = D(1), *b = D(2);
   EMU_EACH(m, d[l] = ((uint32_t)a[l] & 0x80000000u) | ((uint32_t)b[l] & 0x7fffffffu)); return 0; }
 
-/* neg.f64 / abs.f64: sign-bit operations; a NaN passes through unchanged
- * (the ISA's note on abs.f64: DADD returns a NaN operand as it is). */
+/* neg.f64 / abs.f64: sign-bit operations, but a NaN comes back as DADD
+ * returns it on an H100: quieted, its sign and payload kept. */
 HANDLER(neg_f64) { uint64_t *d = D(0); const uint64_t *a = D(1);
-  EMU_EACH(m, d[l] = (a[l] & ~(1ull << 63)) > 0x7ff0000000000000ull ? a[l] : a[l] ^ (1ull << 63)); return 0; }
+  EMU_EACH(m, d[l] = nan64(a[l]) ? quiet64(a[l]) : a[l] ^ (1ull << 63)); return 0; }
 HANDLER(abs_f64) { uint64_t *d = D(0); const uint64_t *a = D(1);
-  EMU_EACH(m, d[l] = (a[l] & ~(1ull << 63)) > 0x7ff0000000000000ull ? a[l] : a[l] & ~(1ull << 63)); return 0; }
+  EMU_EACH(m, d[l] = nan64(a[l]) ? quiet64(a[l]) : a[l] & ~(1ull << 63)); return 0; }
 
 /* ------------------------------------------------------- f16 / bf16 */
 
@@ -290,7 +328,7 @@ HANDLER(op_testp)
     case LPX_TESTP_INFINITE: r = c == FP_INFINITE; break;
     case LPX_TESTP_NUMBER: r = c != FP_NAN; break;
     case LPX_TESTP_NOTANUMBER: r = c == FP_NAN; break;
-    case LPX_TESTP_NORMAL: r = c == FP_NORMAL; break;
+    case LPX_TESTP_NORMAL: r = c == FP_NORMAL || c == FP_ZERO; break;   /* the ISA: zeros are normal */
     case LPX_TESTP_SUBNORMAL: r = c == FP_SUBNORMAL; break;
     }
     d[l] = (uint64_t)r;
