@@ -11,3 +11,13 @@ RMS = os.path.join(ROOT, "examples", "python", "rms_norm.lua")
 def ks():
     import luaptx
     return luaptx.load(RMS, device="emu")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, without one)")
+
+
+@pytest.fixture(scope="module")
+def ks_cuda():
+    import luaptx
+    return luaptx.load(RMS, device="cuda")
