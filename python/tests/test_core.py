@@ -83,7 +83,8 @@ def test_check_reports_ptxas_resources_or_says_ptxas_is_missing(ks):
     except luaptx.LuaError as e:
         assert "ptxas" in str(e)
         pytest.skip(f"no ptxas here: {e}")
-    assert report["arch"] == "sm_80" and report["registers"] > 0 and report["spills"] == 0
+    target = ks.rms_norm_fwd.ptx(B=2, N=8).split(".target ")[1].split()[0]   # arch "auto": the device's
+    assert report["arch"] == target and report["registers"] > 0 and report["spills"] == 0
 
 
 def test_a_wrong_dtype_is_a_type_error_naming_the_argument_and_the_spec(ks):

@@ -10,6 +10,17 @@ import jax.numpy as jnp  # noqa: E402
 import luaptx.jax as lj  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def on_cpu(request):
+    """Arrays on the CPU (the emulator's kernels), even where jax has a GPU;
+    the gpu-marked tests place theirs on it."""
+    if request.node.get_closest_marker("gpu"):
+        yield
+        return
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def rms_ref(x, w, eps=1e-6):
     return x / jnp.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
@@ -103,10 +114,10 @@ local function body(batched)
 end
 local function rows(v) return math.max(1, math.ceil(v.B / 32)) end
 return {
-  pyptx.kernel "scale_rows" { arch = "sm_80", block = { 32, 1, 1 },
+  pyptx.kernel "scale_rows" { arch = "auto", block = { 32, 1, 1 },
     in_specs = { Tile("B", "N", T.f32), Tile("B", T.f32), Tile("N", T.f32) }, out_specs = { Tile("B", "N", T.f32) },
     grid = function(v) return { rows(v), 1, 1 } end, body(false) },
-  pyptx.kernel "scale_rows_batched" { arch = "sm_80", block = { 32, 1, 1 },
+  pyptx.kernel "scale_rows_batched" { arch = "auto", block = { 32, 1, 1 },
     in_specs = { Tile("V", "B", "N", T.f32), Tile("V", "B", T.f32), Tile("V", "N", T.f32) },
     out_specs = { Tile("V", "B", "N", T.f32) },
     grid = function(v) return { rows(v), 1, v.V } end, body(true) },

@@ -59,7 +59,8 @@ function M.open(device, cache_dir, lua_path, quiet)
   return { device_kind = device, quiet = quiet, kernels = {} }
 end
 
---- The context's device, opened on first use.
+--- The context's device, opened on first use; it becomes the state's
+-- current device, so that a kernel of arch "auto" is built for it.
 local function device(ctx)
   if ctx.device then return ctx.device end
   if ctx.device_kind == "auto" then
@@ -69,7 +70,15 @@ local function device(ctx)
   else
     ctx.device = runtime.open(ctx.device_kind)
   end
+  runtime.use(ctx.device)
   return ctx.device
+end
+
+--- The specialization of an entry; arch "auto" is the context's
+-- device's (opened for it when it can be; else LUAPTX_ARCH or the default).
+local function specialize(ctx, entry, values)
+  if (values.arch or entry.kernel.arch) == "auto" then pcall(device, ctx) end
+  return entry.kernel:specialize(values)
 end
 
 --- The device's description.
@@ -114,11 +123,11 @@ function M.kernel_get(ctx, name, params)
 end
 
 --- PTX of an entry's specialization.
-function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx end
+function M.kernel_ptx(ctx, entry) return specialize(ctx, entry, entry.values).ptx end
 
 --- Cubin of an entry's specialization (through the cache).
-function M.kernel_cubin(_, entry)
-  return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
+function M.kernel_cubin(ctx, entry)
+  return compile.kernel_cubin(specialize(ctx, entry, entry.values)).data
 end
 
 --- The names of the loaded kernels, comma-separated.
@@ -149,8 +158,8 @@ end
 
 --- ptxas's resource report of an entry's specialization as "key=value"
 -- lines; raises with the toolkit's message or ptxas's log on failure.
-function M.kernel_check(_, entry)
-  local s = entry.kernel:specialize(entry.values)
+function M.kernel_check(ctx, entry)
+  local s = specialize(ctx, entry, entry.values)
   if not toolkit.find("ptxas") then error(toolkit.missing_message("ptxas"), 0) end
   local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
   if not ok then error(("kernel \"%s\": ptxas failed:\n%s"):format(entry.kernel.name, log), 0) end
