@@ -41,7 +41,8 @@ local function step(title, argv, env)
   return ok, res and res.stdout or ""
 end
 
---- The example scripts this GPU can run: Blackwell ones need sm_100 or newer.
+--- The example scripts this GPU can run, each "path [args...]": Blackwell
+-- ones need sm_100 or newer.
 local function examples()
   local cc = tonumber((dev.arch or "sm_0"):match("%d+"))
   local list = {}
@@ -54,10 +55,15 @@ local function examples()
   end
   for _, n in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } do list[#list + 1] = "examples/ampere/" .. n .. ".lua" end
   if cc >= 90 then
-    for _, n in ipairs { "gemm", "grouped_gemm", "flash_attention" } do list[#list + 1] = "examples/hopper/" .. n .. ".lua" end
+    for _, n in ipairs { "gemm", "gemm_fast", "grouped_gemm", "grouped_gemm_uniform", "flash_attention" } do
+      list[#list + 1] = "examples/hopper/" .. n .. ".lua"
+    end
+    list[#list + 1] = "examples/hopper/flash_attention.lua 2 256 2 causal 2"    -- split-KV and its combine
   end
   if cc >= 100 then
-    for _, n in ipairs { "gemm", "tcgen05_suite", "tcgen05_probes" } do list[#list + 1] = "examples/blackwell/" .. n .. ".lua" end
+    for _, n in ipairs { "gemm", "gemm_persistent", "gemm_no_tma", "grouped_gemm", "tcgen05_suite", "tcgen05_probes" } do
+      list[#list + 1] = "examples/blackwell/" .. n .. ".lua"
+    end
   end
   return list
 end
@@ -76,10 +82,12 @@ local function cublas(n)
   return res.stdout
 end
 
-say("luaptx gpu-check, %s, on %s (%s)", os.date("!%Y-%m-%d"), dev.name, dev.arch or "?")
+say("luaptx gpu-check, %s, on %s", os.date("!%Y-%m-%d"), dev.name)
 step("#gpu specs", { BIN, "/usr/bin/busted", "--tags=gpu", "spec" }, { LUAPTX_BIN = BIN })
-for _, f in ipairs(examples()) do
-  step("example " .. f, { BIN, "run", f }, { LUAPTX_DEVICE = "cuda" })
+for _, f in ipairs(examples()) do        -- "path [args...]"
+  local argv = { BIN, "run" }
+  for word in f:gmatch("%S+") do argv[#argv + 1] = word end
+  step("example " .. f, argv, { LUAPTX_DEVICE = "cuda" })
 end
 step("nvcc differential on the GPU", { BIN, "/usr/bin/busted", "spec/diff_spec.lua", "spec/diff_scalar_spec.lua" },
   { LUAPTX_BIN = BIN, LUAPTX_DIFF_DEVICE = "cuda" })
@@ -90,13 +98,16 @@ say("%-44s %6s %8s", "step", "result", "seconds")
 for _, s in ipairs(steps) do say("%-44s %6s %8.1f", s.title, s.ok and "ok" or "FAIL", s.s) end
 say("")
 say("GEMM, bf16 in, f32 accumulate (median of %d launches, device events):", reps)
-say("%-10s %14s %14s", "size", "luaptx TFLOP/s", "cuBLAS TFLOP/s")
+say("%-10s %14s %14s %14s", "size", "gemm TFLOP/s", "gemm_fast", "cuBLAS TFLOP/s")
+--- bench/gemm.lua's TFLOP/s for examples/hopper/<name>.lua at n^3, or "-".
+local function ours(name, n)
+  return gemm_ok and gemm_out:match("\n" .. name .. "%s+" .. n .. "%^3%s+[%d.]+%s+([%d.]+)") or "-"
+end
 for _, n in ipairs { 4096, 8192 } do
-  local ours = gemm_ok and gemm_out:match("\n" .. n .. "%^3%s+[%d.]+%s+([%d.]+)") or "-"
   local line, why = cublas(n)
   local theirs = line and line:match("^cublas %d+ [%d.]+ ([%d.]+)") or "-"
   if not line then say("  cuBLAS: %s", why) end
-  say("%-10s %14s %14s", n .. "^3", ours, theirs)
+  say("%-10s %14s %14s %14s", n .. "^3", ours("gemm", n), ours("gemm_fast", n), theirs)
 end
 
 local failed = 0

@@ -260,6 +260,29 @@ end
 local SPANS = { none = 0, ["32B"] = 32, ["64B"] = 64, ["128B"] = 128 }
 
 describe("the emulator's TMA copies", function()
+  it("take the map's generic address: a parameter's own .param address is refused as the GPU refuses it", function()
+    local k = kernel "param_map" { arch = "sm_90a", in_specs = { Tile(16, 16, f32) }, out_specs = { Tile(1, f32) },
+                                   grid = { 1 }, block = { 32 },
+      function(A)
+        local s, bar = smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)
+        ptx.if_(reg.from(ptx.special.tid.x(), u32):eq(0), function()
+          ptx.mbarrier.init(bar[0], 1)
+          local d = A:tma_desc { box = { 16, 16 } }
+          local raw = reg.scalar(T.u64)
+          ptx.inst.cvta.to.param.u64(raw, d.base)   -- back to the .param address: what a GPU faults on
+          local bad = setmetatable({ base = raw, offset = 0, tma = d.tma, bytes = d.bytes }, getmetatable(d))
+          ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
+          ptx.cp.async.bulk.tensor_2d { dst = s[0], src = bad, coord = { 0, 0 }, mbar = bar[0] }
+        end)
+        ptx.ret()
+      end }
+    local ok, err = pcall(k, tensor.rand({ 16, 16 }, f32))
+    assert.is_false(ok)
+    assert.matches("is a .param address, not a generic one", tostring(err), 1, true)
+    assert.matches("cvta.param", tostring(err), 1, true)
+    assert.matches("spec/async_spec.lua:%d+: cp.async.bulk.tensor", tostring(err))
+  end)
+
   for _, case in ipairs { { "none", 32 }, { "32B", 8 }, { "64B", 16 }, { "128B", 32 } } do
     local swizzle, BC = case[1], case[2]
     it("load and store a 2-D f32 box with swizzle " .. swizzle .. ", out-of-bounds boxes zero-filled and clipped", function()
@@ -1231,7 +1254,7 @@ local function replaced_kernel(edit, nw, coord)
         local d = A:tma_desc { box = { 8, 16 } }
         for i = 0, 15 do
           local v = reg.scalar(T.b64)
-          ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+          ptx.inst.ld.b64(v, ptx.addr(d.base, 8 * i))   -- the map through its generic address
           ptx.inst.st.global.b64(ptx.addr(pw, 8 * i), v)
           ptx.inst.st.shared.b64(sm[i], v)
         end
@@ -1319,7 +1342,7 @@ describe("tensormap.replace and griddepcontrol", function()
         local d = A:tma_desc { box = { 8, 16 } }
         for i = 0, 15 do
           local v = reg.scalar(T.b64)
-          ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+          ptx.inst.ld.b64(v, ptx.addr(d.base, 8 * i))   -- the map through its generic address
           ptx.inst.st.shared.b64(sm[i], v)
         end
         local g = reg.scalar(T.u64)
@@ -1353,7 +1376,7 @@ describe("tensormap.replace and griddepcontrol", function()
           local d = A:tma_desc { box = { 8, 16 } }
           for i = 0, 15 do
             local v = reg.scalar(T.b64)
-            ptx.inst.ld.param.b64(v, ptx.addr(d.base, 8 * i))
+            ptx.inst.ld.b64(v, ptx.addr(d.base, 8 * i))   -- the map through its generic address
             ptx.inst.st.shared.b64(sm[i], v)
           end
           local r = ptx.tensormap.replace

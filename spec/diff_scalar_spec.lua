@@ -106,6 +106,21 @@ local function check(g, got, arch)
   assert(bad == 0, table.concat(msgs, "\n") .. ("\n[%d mismatching results in %s]"):format(bad, g.name))
 end
 
+--- With LUAPTX_DIFF_RECORD=file, append the device's results for a group:
+-- one line per case, "<arch> <group> <case> <hex values>" (how
+-- spec/fixtures/diff_scalar_h100.ref was recorded on a GPU).
+local function record(arch, g, got)
+  local path = os.getenv("LUAPTX_DIFF_RECORD")
+  if not path then return end
+  local f = assert(io.open(path, "a"))
+  for _, c in ipairs(g.cases) do
+    local hex = {}
+    for t = 0, g.n - 1 do hex[#hex + 1] = bit.tohex(ffi.cast("uint64_t", got[c.k * g.n + t]), 16):sub(17 - c.digits) end
+    f:write(("%s %s %d %s\n"):format(arch, g.name, c.k, table.concat(hex)))
+  end
+  f:close()
+end
+
 local ARCHS = { { "sm80", 80 }, { "sm90a", 90 } }
 
 for _, a in ipairs(ARCHS) do
@@ -122,6 +137,7 @@ for _, a in ipairs(ARCHS) do
           out:fill_bytes(0xff)
           mod.scalar_atomics { grid = grid, block = 128, device = dev(),
                                args = { upload(i.A, n, types.u32), upload(i.B, n, types.u32), scratch, out, n } }
+          record(arch, g, out:to_host())
           return check(g, out:to_host(), archnum)
         end
         local out = tensor.empty({ #g.cases * n }, types.u64, dev())
@@ -129,6 +145,7 @@ for _, a in ipairs(ARCHS) do
         mod[g.name] { grid = grid, block = 128, device = dev(),
                       args = { upload(i.A, n, types.u32), upload(i.B, n, types.u32), upload(i.C, n, types.u32),
                                upload(i.LA, n, types.u64), upload(i.LB, n, types.u64), upload(i.LC, n, types.u64), out, n } }
+        record(arch, g, out:to_host())
         check(g, out:to_host(), archnum)
       end)
     end

@@ -320,7 +320,7 @@ return { kernels = { k }, main = function() k(tensor.rand({ 32 * 32 }, f32)) end
     assert.equal(0, res.status, res.stderr)
     local dom = res.stdout
     local lines = tonumber(dom:match('id="status">rendered 1 kernel%(s%), (%d+) annotated line%(s%)'))
-    assert.truthy(lines and lines > 20, dom:sub(1, 2000))
+    assert.truthy(lines and lines > 12, dom:sub(1, 2000))   -- gemm.lua's lines that emit (its helpers' name them)
     assert.truthy(dom:find('<section class="kernel" id="k0"><h2>hopper_gemm</h2>', 1, true))
     assert.truthy(dom:find('class="hot" data%-k="0" data%-l="0" data%-v="%d+" style="background: rgba%(230, 60, 20'))
     assert.truthy(dom:find('<td class="m">warps %d+</td>'))

@@ -69,12 +69,19 @@ for _, name in ipairs { "gemm", "gemm_pipelined", "gemm_2stage", "gemm_fast" } d
   CASES[#CASES + 1] = { mod = "examples.ampere." .. name, size = { 128, 128, 64 } }
 end
 CASES[#CASES + 1] = { mod = "examples.hopper.gemm", size = { 128, 128, 64 } }
+CASES[#CASES + 1] = { mod = "examples.hopper.gemm_fast", size = { 256, 256, 128 }, opts = { SMS = 2 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm", size = { { 64, 128 }, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 128, 64 }, opts = { causal = true } }
+CASES[#CASES + 1] = { mod = "examples.hopper.flash_attention", size = { 1, 256, 64 }, opts = { SPLITS = 2, causal = true } }
+CASES[#CASES + 1] = { mod = "examples.hopper.grouped_gemm_uniform", size = { 2, 128, 128, 64 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 128, 256, 128 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.gemm", size = { 256, 256, 128 }, opts = { cta_group = 2 } }
 CASES[#CASES + 1] = { mod = "examples.blackwell.tcgen05_probes", size = { 32, 3 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_persistent", size = { 384, 256, 128 }, opts = { ctas = 2 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_no_tma", size = { 128, 128, 192 } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.gemm_no_tma", size = { 128, 128, 128 }, opts = { copy = "ld_st" } }
+CASES[#CASES + 1] = { mod = "examples.blackwell.grouped_gemm", size = { 2, 128, 128, 128 } }
 
 --- A case's title: module(sizes) and its options.
 local function label(c)
@@ -90,7 +97,10 @@ describe("emitted PTX text", function()
       local m = require(c.mod)
       local sz = c.size
       local k, inputs
-      if #sz == 3 then
+      if #sz == 4 then
+        k = m.build(sz[1], sz[2], sz[3], sz[4], c.opts)
+        inputs = m.inputs(sz[1], sz[2], sz[3], sz[4], verify.fresh_seed())
+      elseif #sz == 3 then
         k = m.build(sz[1], sz[2], sz[3], c.opts)
         inputs = m.inputs(sz[1], sz[2], sz[3], verify.fresh_seed())
       else

@@ -228,7 +228,7 @@ describe("the adversarial schedule", function()
     local want = ("^[^\n]*%s:%d: cp%%.async%%.bulk%%.tensor%%.2d[^\n]*: writes shared memory at offset 0x%%x+ that %s:%d: "
       .. "wgmma%%.mma_async[^\n]* still reads: wgmma%%.mma_async reads its shared%%-memory operands until a wgmma%%.wait_group "
       .. "covers its group; release the buffer after that wait"):format(lit(path),
-      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE))"), lit(path),
+      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s), coord = { k0, m0 }"), lit(path),
       line_of(src, "tp.mma { d = acc, n = BN"))   -- the pipeline is a pyptx.helper(): its wgmma names the calling line
     for _, seed in ipairs(SEEDS) do
       assert.matches(want, error_on(adversarial(seed), m.check, 128, 128, 256, { STAGES = 2 }))

@@ -184,3 +184,63 @@ describe("pyptx.smem", function()
     end)
   end)
 end)
+
+describe("smem.wgmma_tile with stages and tile:stage", function()
+  --- The caller's line.
+  local function here() return debug.getinfo(2, "l").currentline end
+
+  --- The error of tracing body in an sm_90a kernel.
+  local function err_of(body)
+    local ok, err = pcall(traced, body)
+    assert.is_false(ok)
+    return tostring(err)
+  end
+
+  it("reserves the stages back to back; a number stage and row is [sym+offset] with one stage's layout", function()
+    local t, v, w
+    local s = traced(function()
+      smem.alloc(T.u8, 1)
+      t = smem.wgmma_tile(T.bf16, { 128, 64 }, { stages = 3 })
+      v, w = t:stage(2), t:stage(1, 64)
+    end)
+    assert.same({ 1024, 3, 128 * 64 * 2, 3 * 128 * 64 * 2 }, { t.offset, t.stages, t.stage_bytes, t.bytes })
+    assert.same({ 1024 + 2 * 16384, 16384, 1 }, { v.offset, v.bytes, v.stages })
+    assert.equal(1024 + 16384 + 64 * 128, w.offset)          -- 64 rows of 128 bytes on
+    assert.same({ "128B", 128, { 128, 64 } }, { v.layout, v.rows, v.tma_box })
+    assert.equal(t:k_offset(32), v:k_offset(32))
+    assert.is_nil(s.ptx:find("mad.lo", 1, true))              -- numbers emit nothing
+  end)
+
+  it("puts a register stage's address in one register that wgmma descriptors and TMA copies take", function()
+    local v
+    local s = traced(function(A)
+      local t = smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 2 })
+      local st = reg.scalar(T.u32, 1)
+      v = t:stage(st, reg.scalar(T.u32, 8))
+      local acc = ptx.wgmma.fragments(64, true)
+      ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, atype = T.bf16, a = v, b = v, k = 16 }
+      local bar = smem.mbarrier(1)
+      ptx.cp.async.bulk.tensor_2d { dst = v, src = A:tma_desc { tile = t }, coord = { 0, 0 }, mbar = bar[0] }
+    end, { in_specs = { pyptx.Tile(64, 64, T.bf16) }, block = { 128 } })
+    local r = tostring(v:base()):gsub("%%", "%%%%")   -- %rN as a pattern
+    assert.equal(v.reg, v:base())
+    assert.matches("mad%.lo%.u32%s+%%r%d+, %%r%d+, 8192, %%r%d+;", s.ptx)   -- stage * stage bytes + base
+    assert.matches("mad%.lo%.u32%s+" .. r .. ", %%r%d+, 128, %%r%d+;", s.ptx) -- + row * 128 bytes
+    assert.matches("add%.u32%s+(%%r%d+), " .. r .. ", 32;", s.ptx)          -- K element 16: byte 32
+    assert.matches("cp%.async%.bulk%.tensor%.2d[^\n]*%[" .. r .. "%]", s.ptx)
+  end)
+
+  it("refuses a stage outside the tile, a row off the 8-row atoms and a bad stages, at the user's line", function()
+    local line
+    local e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 2 }); line = here(); t:stage(2) end)
+    assert.matches("smem_spec.lua:" .. line .. ": tile:stage: stage 2 is outside the tile's stages 0..1", e, 1, true)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = here(); t:stage(0, 12) end)
+    assert.matches("smem_spec.lua:" .. line .. ": tile:stage: row 12 must be a multiple of 8 in 0..56", e, 1, true)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, "MN"); line = here(); t:stage(0, 8) end)
+    assert.matches("smem_spec.lua:" .. line .. ": tile:stage: a row offset needs a K-major swizzled tile", e, 1, true)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = here(); t:stage(reg.scalar(T.f32, 0)) end)
+    assert.matches("smem_spec.lua:" .. line .. ": tile:stage: the stage must be an integer 0..0 or a u32 register", e, 1, true)
+    e = err_of(function() line = here(); smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 0 }) end)
+    assert.matches("smem_spec.lua:" .. line .. ": smem.wgmma_tile: stages must be a positive integer, got 0", e, 1, true)
+  end)
+end)

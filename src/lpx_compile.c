@@ -378,13 +378,28 @@ static void warn_off(lpx_compiler *c)
   lpx_cache_warn(c->ctx, msg);
 }
 
+/* Whether the PTX needs a whole-program compile: nvJitLink compiles PTX as
+ * relocatable code, which leaves a setmaxnreg kernel with fewer registers
+ * than its .maxnreg, and the driver refuses to launch it. */
+int lpx_compile_needs_whole_program(const char *ptx, size_t len)
+{
+  static const char word[] = "setmaxnreg";
+  for (size_t i = 0; i + sizeof word - 1 <= len; i++)
+    if (ptx[i] == 's' && memcmp(ptx + i, word, sizeof word - 1) == 0) return 1;
+  return 0;
+}
+
+/* Whether ptxas was found (the whole-program compiler). */
+int lpx_compiler_has_ptxas(const lpx_compiler *c) { return c && c->ptxas[0]; }
+
 /* Compile PTX for arch through the cache; out points into the compiler. */
 int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch,
                     const lpx_compile_opts *o, lpx_cubin *out)
 {
   char opts[4][48];
   int nopts = build_options(arch, o, opts);
-  int use_jit = has_jit(c) && !(o && o->force_ptxas);
+  int use_jit = has_jit(c) && !(o && o->force_ptxas) &&
+                !(c->ptxas[0] && lpx_compile_needs_whole_program(ptx, (size_t)len));
   if (!use_jit && !c->ptxas[0]) return lpx_fail(c->ctx, "ptxas was asked for but not found");
   if (use_jit && o && o->opt_level != -1 && o->opt_level != 0 && o->opt_level != 3)
     return lpx_fail(c->ctx, "opt_level %d: nvJitLink accepts 0 or 3 (ptxas, with force_ptxas, takes 0-3)", o->opt_level);

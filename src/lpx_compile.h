@@ -44,6 +44,8 @@ const char *lpx_compiler_cache_off(lpx_compiler *c);
 int lpx_cache_root(lpx_ctx *ctx, const char *given, char *out, size_t cap);
 int32_t lpx_compile(lpx_compiler *c, const char *ptx, uint64_t len, const char *arch, const lpx_compile_opts *opts, lpx_cubin *out);
 int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads);
+int lpx_compile_needs_whole_program(const char *ptx, size_t len);
+int lpx_compiler_has_ptxas(const lpx_compiler *c);
 int32_t lpx_content_hash(const char *data, uint64_t len, char *out33);
 int32_t lpx_cache_list(lpx_compiler *c, const char **text);
 int32_t lpx_cache_clear(lpx_compiler *c, int64_t *removed);

@@ -133,6 +133,7 @@ int32_t lpx_modgroup_size(int32_t group);
 const char *lpx_modifier_name(int32_t group, int32_t value);
 int32_t lpx_tc_shape_regs(int32_t shape);
 int32_t lpx_arch_list(char *out, int32_t cap);
+int32_t lpx_arch_for_device(lpx_ctx *ctx, const char *target, const char *device, char *out, int32_t cap);
 int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
 int64_t lpx_video_selector(const char *text);

@@ -6,6 +6,7 @@
 #include "lpx_compile.h"
 #include "lpx_tma.h"
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ typedef uint64_t CUdeviceptr;
   X(ModuleUnload, "cuModuleUnload", CUresult, (void *)) \
   X(ModuleGetFunction, "cuModuleGetFunction", CUresult, (void **, void *, const char *)) \
   X(FuncSetAttribute, "cuFuncSetAttribute", CUresult, (void *, int, int)) \
+  X(FuncGetAttribute, "cuFuncGetAttribute", CUresult, (int *, int, void *)) \
   X(LaunchKernel, "cuLaunchKernel", CUresult, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **)) \
   X(LaunchKernelEx, "cuLaunchKernelEx", CUresult, (const launch_config *, void *, void **, void **)) \
   X(StreamSynchronize, "cuStreamSynchronize", CUresult, (void *)) \
@@ -62,7 +64,9 @@ typedef struct launch_config {
 } launch_config;
 
 enum {
-  ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, FUNC_MAX_DYN_SMEM = 8, FUNC_NON_PORTABLE_CLUSTER = 14,
+  ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_REGS_PER_BLOCK = 12, ATTR_SMEM_OPTIN = 97,
+  FUNC_MAX_THREADS = 0, FUNC_STATIC_SMEM = 1, FUNC_LOCAL_BYTES = 3, FUNC_NUM_REGS = 4,
+  FUNC_MAX_DYN_SMEM = 8, FUNC_NON_PORTABLE_CLUSTER = 14,
   LAUNCH_ATTR_CLUSTER_DIM = 4, JIT_ERROR_LOG = 5, JIT_ERROR_LOG_SIZE = 6,
 };
 #define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
@@ -73,9 +77,17 @@ typedef struct cuda_api {
 #define X(field, name, ret, params) ret (*field) params;
   LPX_CUDA_FUNCS(X)
 #undef X
+  CUresult (*FuncGetParamInfo)(void *, size_t, size_t *, size_t *);   /* CUDA 12.4+; optional */
 } cuda_api;
 
-typedef struct cuda_fn { void *handle; char name[128]; int smem_raised; int nonportable; } cuda_fn;
+/* A loaded kernel's parameters as luaptx packs them (lpx_param_layout). */
+typedef struct cuda_entry { int32_t module; char name[128]; uint32_t nparams; uint32_t *offsets; uint64_t size; } cuda_entry;
+
+typedef struct cuda_fn {
+  void *handle; char name[128]; int smem_raised; int nonportable;
+  int32_t packed;                /* index into entries; -1: launch the packed buffer as it is */
+  void **param_ptrs;             /* one per parameter, pointed into the launch's buffer */
+} cuda_fn;
 
 typedef struct cuda_dev {
   void *lib;
@@ -88,6 +100,7 @@ typedef struct cuda_dev {
   cuda_fn *fns; size_t nfns, fns_cap;
   void **events; size_t nevents, events_cap;
   void **graphs; size_t ngraphs, graphs_cap;   /* instantiated CUgraphExec */
+  cuda_entry *entries; size_t nentries, entries_cap;   /* the loaded kernels' packed layouts */
   void *saved_stream;                          /* the stream before a capture */
 } cuda_dev;
 
@@ -102,7 +115,9 @@ static int cu_fail(lpx_device *d, const char *call, CUresult rc, const char *wha
   cuda_dev *c = DEV(d);
   if (c && c->api.GetErrorName) c->api.GetErrorName(rc, &name);
   if (c && c->api.GetErrorString) c->api.GetErrorString(rc, &text);
-  return lpx_fail(d->ctx, "%s%s%s failed: %s (%d: %s)", what ? what : "", what ? ": " : "", call, name, rc, text);
+  int call_len = (int)strcspn(call, "(");   /* "cuLaunchKernel", not its argument list */
+  return lpx_fail(d->ctx, "%s%s%.*s failed: %s (%d: %s)", what ? what : "", what ? ": " : "", call_len, call, name, rc,
+                  text);
 }
 
 #define CU(d, call, what) do { CUresult rc_ = DEV(d)->api.call; \
@@ -121,6 +136,7 @@ static int load_driver(lpx_device *d, cuda_dev *c)
   if (!c->api.field) return lpx_fail(d->ctx, "the CUDA driver lacks %s (driver too old for luaptx)", name);
   LPX_CUDA_FUNCS(X)
 #undef X
+  c->api.FuncGetParamInfo = (CUresult(*)(void *, size_t, size_t *, size_t *))dlsym(c->lib, "cuFuncGetParamInfo");
   return 0;
 }
 
@@ -156,6 +172,9 @@ static void cuda_close(lpx_device *d)
   if (c->compiler) lpx_compiler_close(c->compiler);
   if (c->lib) dlclose(c->lib);
   free(c->modules);
+  for (size_t i = 0; i < c->nfns; i++) free(c->fns[i].param_ptrs);
+  for (size_t i = 0; i < c->nentries; i++) free(c->entries[i].offsets);
+  free(c->entries);
   free(c->fns);
   free(c);
   d->impl = NULL;
@@ -185,6 +204,49 @@ static int cuda_upload(lpx_device *d, uint64_t dst, const void *src, uint64_t n)
 static int cuda_download(lpx_device *d, void *dst, uint64_t src, uint64_t n) { CU(d, MemcpyDtoH(dst, src, n), "download"); return 0; }
 static int cuda_memset(lpx_device *d, uint64_t dst, int b, uint64_t n) { CU(d, MemsetD8(dst, (unsigned char)b, n), "memset"); return 0; }
 
+/* Pass a kernel's parameters one by one (kernelParams) when the driver can
+ * count them: it lays them out aligned to its constant bank, not from
+ * offset 0 as the packed buffer does, so a buffer holding a 64-byte
+ * aligned tensor map would not match and is refused. */
+static int param_layout(lpx_device *d, cuda_fn *f, int32_t module)
+{
+  cuda_dev *c = DEV(d);
+  size_t off, size, n = 0;
+  const cuda_entry *e = NULL;
+  f->packed = -1;
+  for (size_t i = 0; i < c->nentries && !e; i++)
+    if (c->entries[i].module == module && strcmp(c->entries[i].name, f->name) == 0) e = &c->entries[i];
+  if (!e || !c->api.FuncGetParamInfo) return 0;
+  while (c->api.FuncGetParamInfo(f->handle, n, &off, &size) == 0) n++;
+  if (n != e->nparams)
+    return lpx_fail(d->ctx, "kernel %s: the driver sees %zu parameters, the PTX declares %u", f->name, n, e->nparams);
+  f->param_ptrs = malloc((n ? n : 1) * sizeof *f->param_ptrs);
+  if (!f->param_ptrs) return lpx_fail(d->ctx, "out of memory");
+  f->packed = (int32_t)(e - c->entries);
+  return 0;
+}
+
+/* Record the packed parameter layout of each kernel of a loaded module. */
+static int keep_entries(lpx_device *d, lpx_module *m, int32_t module)
+{
+  cuda_dev *c = DEV(d);
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    const lpx_func *fn = &m->funcs[i];
+    if (!fn->is_entry) continue;
+    if (LPX_RESERVE(c->entries, c->entries_cap, c->nentries + 1)) return lpx_fail(d->ctx, "out of memory");
+    cuda_entry *e = &c->entries[c->nentries];
+    memset(e, 0, sizeof *e);
+    e->offsets = malloc((fn->nparams ? fn->nparams : 1) * sizeof *e->offsets);
+    if (!e->offsets) return lpx_fail(d->ctx, "out of memory");
+    e->module = module;
+    snprintf(e->name, sizeof e->name, "%.*s", (int)lpx_strtab_len(&m->syms, fn->sym), lpx_strtab_get(&m->syms, fn->sym));
+    e->nparams = (uint32_t)fn->nparams;
+    e->size = lpx_param_layout(fn, e->offsets);
+    c->nentries++;
+  }
+  return 0;
+}
+
 /* Load PTX through the driver JIT (the last resort), keeping its log. */
 static int load_ptx_jit(lpx_device *d, const char *ptx, void **mod)
 {
@@ -208,7 +270,13 @@ static int cuda_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
   void *mod = NULL;
   lpx_cubin out;
   lpx_compile_opts co = { 1, -1, 0, 0, 0 };
-  if (c->compiler && lpx_compile(c->compiler, ptx, len, m->target, &co, &out) == 0) {
+  char arch[16];
+  if (lpx_arch_for_device(d->ctx, m->target, c->arch, arch, (int32_t)sizeof arch)) return -1;
+  /* nvJitLink alone cannot compile a setmaxnreg kernel launchably: the driver JIT can */
+  int driver_jit = c->compiler && !lpx_compiler_has_ptxas(c->compiler) && lpx_compile_needs_whole_program(ptx, len);
+  if (driver_jit) {
+    if (load_ptx_jit(d, ptx, &mod)) return -1;
+  } else if (c->compiler && lpx_compile(c->compiler, ptx, len, arch, &co, &out) == 0) {
     CU(d, ModuleLoadData(&mod, out.data), "loading the compiled cubin");
   } else if (!c->compiler) {
     if (load_ptx_jit(d, ptx, &mod)) return -1;
@@ -217,6 +285,7 @@ static int cuda_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
   }
   if (LPX_RESERVE(c->modules, c->modules_cap, c->nmodules + 1)) return lpx_fail(d->ctx, "out of memory");
   c->modules[c->nmodules] = mod;
+  if (keep_entries(d, m, (int32_t)c->nmodules)) return -1;
   *module = (int32_t)c->nmodules++;
   return 0;
 }
@@ -231,6 +300,7 @@ static int cuda_function(lpx_device *d, int32_t module, const char *name, int32_
   memset(f, 0, sizeof *f);
   snprintf(f->name, sizeof f->name, "%s", name);
   CU(d, ModuleGetFunction(&f->handle, c->modules[module], name), name);
+  if (param_layout(d, f, module)) return -1;
   *fn = (int32_t)c->nfns++;
   return 0;
 }
@@ -250,6 +320,35 @@ static int prepare_fn(lpx_device *d, cuda_fn *f, const lpx_launch_cfg *cfg)
   return 0;
 }
 
+/* An attribute of a function or of the device, or -1 when the driver will not say. */
+static int fn_attr(cuda_dev *c, void *fn, int attr)
+{
+  int v = -1;
+  if (fn ? c->api.FuncGetAttribute(&v, attr, fn) : c->api.DeviceGetAttribute(&v, attr, c->ordinal)) return -1;
+  return v;
+}
+
+/* Fail a refused launch with what the compiled kernel asks for beside what
+ * this GPU has, so "too many resources" says which resource. */
+static int launch_fail(lpx_device *d, cuda_fn *f, const lpx_launch_cfg *cfg, CUresult rc)
+{
+  cuda_dev *c = DEV(d);
+  const char *name = "CUDA_ERROR_UNKNOWN", *text = "unknown error";
+  c->api.GetErrorName(rc, &name);
+  c->api.GetErrorString(rc, &text);
+  unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
+  int regs = fn_attr(c, f->handle, FUNC_NUM_REGS);
+  return lpx_fail(d->ctx,
+    "launching kernel %s (grid %ux%ux%u, block %ux%ux%u, %u bytes of dynamic shared memory): the GPU refused it: "
+    "%s (%s). The compiled kernel uses %d registers per thread (%ld for %u threads; this GPU has %d per block), "
+    "%d bytes of static shared memory (dynamic + static may be at most %d), %d bytes of local memory per thread, "
+    "and may run at most %d threads per block",
+    f->name, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2],
+    cfg->dynamic_smem, text, name, regs, (long)regs * threads, threads, fn_attr(c, NULL, ATTR_REGS_PER_BLOCK),
+    fn_attr(c, f->handle, FUNC_STATIC_SMEM), fn_attr(c, NULL, ATTR_SMEM_OPTIN), fn_attr(c, f->handle, FUNC_LOCAL_BYTES),
+    fn_attr(c, f->handle, FUNC_MAX_THREADS));
+}
+
 /* Launch with the packed parameter buffer; cuLaunchKernelEx for clusters. */
 static int cuda_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
 {
@@ -258,11 +357,22 @@ static int cuda_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
   cuda_fn *f = &c->fns[fn];
   if (prepare_fn(d, f, cfg)) return -1;
   size_t size = (size_t)cfg->params_size;
-  void *extra[] = { LAUNCH_PARAM_BUFFER_POINTER, (void *)cfg->params, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END };
+  void *extra_[] = { LAUNCH_PARAM_BUFFER_POINTER, (void *)cfg->params, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END };
+  void **extra = extra_, **kparams = NULL;
+  if (f->packed >= 0) {
+    const cuda_entry *e = &c->entries[f->packed];
+    if (size != e->size)
+      return lpx_fail(d->ctx, "launching kernel %s: its parameters take %" PRIu64 " bytes, the launch packed %zu",
+                      f->name, e->size, size);
+    for (uint32_t i = 0; i < e->nparams; i++) f->param_ptrs[i] = (char *)cfg->params + e->offsets[i];
+    kparams = f->param_ptrs;
+    extra = NULL;
+  }
+  CUresult rc;
   if (cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2] <= 1) {
-    CU(d, LaunchKernel(f->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1],
-                       cfg->block[2], cfg->dynamic_smem, c->stream, NULL, extra), f->name);
-    return 0;
+    rc = c->api.LaunchKernel(f->handle, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1],
+                             cfg->block[2], cfg->dynamic_smem, c->stream, kparams, extra);
+    return rc ? launch_fail(d, f, cfg, rc) : 0;
   }
   launch_attr attr;
   memset(&attr, 0, sizeof attr);
@@ -270,8 +380,8 @@ static int cuda_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
   attr.value.dim.x = cfg->cluster[0]; attr.value.dim.y = cfg->cluster[1]; attr.value.dim.z = cfg->cluster[2];
   launch_config lc = { { cfg->grid[0], cfg->grid[1], cfg->grid[2] }, { cfg->block[0], cfg->block[1], cfg->block[2] },
                        cfg->dynamic_smem, c->stream, &attr, 1 };
-  CU(d, LaunchKernelEx(&lc, f->handle, NULL, extra), f->name);
-  return 0;
+  rc = c->api.LaunchKernelEx(&lc, f->handle, kparams, extra);
+  return rc ? launch_fail(d, f, cfg, rc) : 0;
 }
 
 /* Wait for the stream (or the whole context on the default stream). */

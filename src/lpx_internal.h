@@ -287,6 +287,7 @@ int lpx_lookup_label_placed(lpx_module *m, lpx_func *f, int32_t sym);
 int32_t lpx_lookup_numbered(lpx_module *m, lpx_func *f, const char *s, size_t n);
 int lpx_lookup_range_clash(const lpx_func *f, const char *prefix, int32_t n, char *out, size_t cap);
 void lpx_lookup_free(lpx_func *f);
+uint64_t lpx_param_layout(const lpx_func *f, uint32_t *offsets);
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line);
 int lpx_check_arch(lpx_module *m, const lpx_form_info *fi);
 void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_operand *ops, uint32_t *i);

@@ -169,6 +169,25 @@ int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char *
   return 0;
 }
 
+/* Where each of f's parameters lies in a launch's packed parameter buffer:
+ * declaration order, each at its declared .align (else its element size)
+ * from offset 0; offsets (nparams slots, or NULL) get them. Returns the
+ * buffer's size. The emulator reads this layout and the CUDA device maps
+ * it onto the driver's, which aligns relative to its constant bank. */
+uint64_t lpx_param_layout(const lpx_func *f, uint32_t *offsets)
+{
+  uint64_t off = 0;
+  for (size_t i = 0; i < f->nparams; i++) {
+    const lpx_param *pa = &f->params[i];
+    uint64_t el = (uint64_t)(lpx_types[pa->type].bits + 7) / 8;
+    uint64_t a = pa->align ? (uint64_t)pa->align : el;
+    if (a > 1) off = (off + a - 1) & ~(a - 1);
+    if (offsets) offsets[i] = (uint32_t)off;
+    off += pa->count > 0 ? el * (uint64_t)pa->count : el;
+  }
+  return off;
+}
+
 /* Append a parameter record to a list (params or return values). */
 static int32_t param_push(lpx_module *m, lpx_param **list, size_t *n, size_t *cap, const char *name,
                           int32_t type, int32_t align, int32_t count)

@@ -158,6 +158,26 @@ int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family)
   return 0;
 }
 
+/* The arch to compile a module of target for, to run on a GPU of arch
+ * device: a plain target is compiled for the GPU itself (a cubin runs only
+ * on its own major version, PTX is forward compatible); an 'a' target runs
+ * only on its own GPU and an 'f' one on its own family. */
+int32_t lpx_arch_for_device(lpx_ctx *ctx, const char *target, const char *device, char *out, int32_t cap)
+{
+  int32_t tsm, tfam, dsm, dfam;
+  if (lpx_arch_parse(target, &tsm, &tfam)) return lpx_fail(ctx, "unknown target %s", target);
+  if (lpx_arch_parse(device, &dsm, &dfam)) return lpx_fail(ctx, "unknown GPU arch %s", device);
+  if (tsm > dsm)
+    return lpx_fail(ctx, "the kernel targets %s, newer than this GPU (%s): build it for %s or older "
+                         "(kernel{arch = ...}), or run it on the emulator (LUAPTX_DEVICE=emu)", target, device, device);
+  if ((tfam == 1 && tsm != dsm) || (tfam == 2 && tsm / 10 != dsm / 10))
+    return lpx_fail(ctx, "the kernel targets %s, whose arch-specific instructions this GPU (%s) lacks: "
+                         "build it for %s, or run it on the emulator (LUAPTX_DEVICE=emu)", target, device, device);
+  if (tfam) snprintf(out, (size_t)cap, "%s", target);
+  else snprintf(out, (size_t)cap, "sm_%d", dsm);
+  return 0;
+}
+
 /* The known targets, space-separated, into out (cap bytes); the full length. */
 int32_t lpx_arch_list(char *out, int32_t cap)
 {

@@ -33,9 +33,19 @@
 --
 -- With opts.causal, query i sees keys j <= i: a CTA visits only the blocks
 -- left of its last query, and blocks that reach past a consumer's first
--- query set S to -1e30 where the key is after the query (guarded movs).
+-- query set S to -inf where the key is after the query (guarded movs), so
+-- a row whose blocks so far are all masked keeps m = -1e30, p = 0, l = 0.
 --
--- Shape rules: D == 64, L % 128 == 0, H >= 1.
+-- With opts.SPLITS = P (split-KV, for few query tiles over many keys), the
+-- grid gains a z dimension: CTA (x, y, z) visits only key blocks
+-- z*NB/P .. (z+1)*NB/P - 1 (NB = L/64; causal: those left of its last
+-- query, possibly none) and writes, instead of O / l, its unnormalized O
+-- and each row's (m, l) (running max in base-2 units and sum of 2^(s*c - m))
+-- at rows z*H*L.. of two outputs. A second kernel (M.build_combine, one
+-- thread per element) merges the P partials: O = sum_z 2^(m_z - mx) O_z /
+-- sum_z 2^(m_z - mx) l_z with mx = max_z m_z; M.splitkv runs both.
+--
+-- Shape rules: D == 64, L % 128 == 0, H >= 1, (L / 64) % SPLITS == 0.
 local pyptx = require "pyptx"
 local pipeline = require "pyptx.pipeline"
 local tp = require "examples.lib.tma_pipeline"
@@ -53,49 +63,57 @@ function M.shape_error(H, L, D, o)
   if D ~= 64 then return "D must be 64 (one 128-byte swizzled row of bf16 per tile row)" end
   if type(L) ~= "number" or L < BM or L % BM ~= 0 then return "L % 128 == 0 (and L >= 128) is required" end
   if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
+  if type(o.SPLITS) ~= "number" or o.SPLITS < 1 or (L / BN) % o.SPLITS ~= 0 then
+    return ("SPLITS must be a positive integer dividing the %d key blocks (L / 64); got %s"):format(L / BN, tostring(o.SPLITS))
+  end
   return nil
 end
 
 --- The attention kernel for H heads of L tokens, head dim D; opts: STAGES (2),
--- causal (false; true: query i attends to keys j <= i only).
+-- causal (false; true: query i attends to keys j <= i only), SPLITS (1; P:
+-- the split-KV kernel, whose partial outputs M.build_combine merges).
 function M.build(H, L, D, opts)
   opts = opts or {}
-  local o = { STAGES = opts.STAGES or 2, causal = opts.causal or false }
+  local o = { STAGES = opts.STAGES or 2, causal = opts.causal or false, SPLITS = opts.SPLITS or 1 }
   local err = M.shape_error(H, L, D, o)
   if err then error("hopper flash attention: " .. err, 2) end
-  local S, NB = o.STAGES, L / BN
-  local Q_BYTES, KV_STAGE = BM * D * 2, BN * D * 2
+  local S, P, NB = o.STAGES, o.SPLITS, L / BN
+  local NBS = NB / P                                     -- key blocks per split
   local C = 1.4426950408889634 / math.sqrt(D)           -- log2(e) / sqrt(D): softmax in base 2
-  return kernel(o.causal and "hopper_flash_attention_causal" or "hopper_flash_attention") {
+  return kernel("hopper_flash_attention" .. (P > 1 and "_splitkv" or "") .. (o.causal and "_causal" or "")) {
     arch = "sm_90a",
     in_specs = { Tile(H * L, D, bf16), Tile(H * L, D, bf16), Tile(H * D, L, bf16) },
-    out_specs = { Tile(H * L, D, f32) },
-    grid = { L / BM, H, 1 }, block = { 384, 1, 1 }, maxnreg = 168,
-    function(Q, K, Vt, O)
+    -- split-KV: per split z, rows z*H*L.. of the unnormalized O and of (m, l)
+    out_specs = P > 1 and { Tile(P * H * L, D, f32), Tile(P * H * L, 2, f32) } or { Tile(H * L, D, f32) },
+    grid = { L / BM, H, P }, block = { 384, 1, 1 }, maxnreg = 168,
+    function(Q, K, Vt, O, ML)
       local sQ = smem.wgmma_tile(bf16, { BM, D })
-      local sK = smem.wgmma_tile(bf16, { S * BN, D })       -- stage s: tokens s*BN..
-      local sV = smem.wgmma_tile(bf16, { S * D, BN })       -- stage s: Vt rows (d) s*D..
+      local sK = smem.wgmma_tile(bf16, { BN, D }, { stages = S })    -- BN tokens of D
+      local sV = smem.wgmma_tile(bf16, { D, BN }, { stages = S })    -- Vt: D rows of BN tokens
       local tid = reg.from(ptx.special.tid.x(), u32)
       local head = reg.from(ptx.special.ctaid.y(), u32)
       local qt = reg.from(ptx.special.ctaid.x(), u32) * BM            -- first query token of the CTA
       local q0 = head * L + qt                                           -- its row in the stacked Q/O
-      -- key/value blocks to visit: all, or (causal) those left of the CTA's last query
+      -- key/value blocks to visit: all, or (causal) those left of the CTA's last query;
+      -- split z visits blocks j0 = z*NBS .. of them (none, or fewer, past a causal end)
       local nblocks = o.causal and (qt + BM) / BN or NB
-      local pipe = tp.new { stages = S, bytes = 2 * KV_STAGE }
+      local split = P > 1 and reg.from(ptx.special.ctaid.z(), u32) or nil
+      local j0 = split and split * NBS or 0
+      if split then nblocks = o.causal and nblocks:min(j0 + NBS):max(j0) - j0 or NBS end
+      local function block(i) return split and j0 + i or i end
+      local pipe = tp.new { stages = S, bytes = sK.stage_bytes + sV.stage_bytes }
       local qbar = pipeline.barriers(1, 1)
       pipe:init(tid, { qbar })
 
       local producer = function()
-        local k_base, v_base = sK:base(), sV:base()
-        qbar:at(0):arrive_expect_tx(Q_BYTES)
-        ptx.cp.async.bulk.tensor_2d{ dst = sQ[0], coord = { 0, q0 }, mbar = qbar:at(0),
-          src = Q:tma_desc{ box = { BM, D }, swizzle = "128B" } }
+        qbar:at(0):arrive_expect_tx(sQ.stage_bytes)
+        ptx.cp.async.bulk.tensor_2d{ dst = sQ, coord = { 0, q0 }, mbar = qbar:at(0), src = Q:tma_desc{ tile = sQ } }
         local kv0 = head * L
-        pipe:producer():loop(nblocks, function(j, s, full)
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(k_base, s, KV_STAGE)), coord = { 0, kv0 + j * BN },
-            mbar = full, src = K:tma_desc{ box = { BN, D }, swizzle = "128B" } }
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(v_base, s, KV_STAGE)), coord = { j * BN, head * D },
-            mbar = full, src = Vt:tma_desc{ box = { D, BN }, swizzle = "128B" } }
+        pipe:producer():loop(nblocks, function(i, s, full)
+          local j = block(i)
+          ptx.cp.async.bulk.tensor_2d{ dst = sK:stage(s), coord = { 0, kv0 + j * BN }, mbar = full, src = K:tma_desc{ tile = sK } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sV:stage(s), coord = { j * BN, head * D }, mbar = full,
+            src = Vt:tma_desc{ tile = sV } }
         end)
       end
 
@@ -106,15 +124,14 @@ function M.build(H, L, D, opts)
         local pa = reg.array(b32, BN / 4)                    -- P in bf16x2: 4 registers per k16 step
         local m, l = {}, {}                                  -- per thread row h (0: +0, 1: +8)
         for h = 0, 1 do m[h], l[h] = reg.scalar(f32, -1e30), reg.scalar(f32, 0) end
-        local dq = tp.desc(sQ, sQ:base() + cw * (64 * D * 2))
-        local k_base, v_base = sK:base(), sV:base()
+        local q = sQ:stage(0, cw * 64)                      -- this warpgroup's 64 query rows
         qbar:at(0):wait(0)
         local lane = tid % 32
         local rtok = qt + cw * 64 + (tid % 128):shr(5) * 16 + lane:shr(2)   -- this thread's first query token
-        pipe:consumer(tid):loop(nblocks, function(j, s)
+        pipe:consumer(tid):loop(nblocks, function(b, s)
+          local j = block(b)
           -- S = Q . K^T
-          tp.mma { d = sacc, n = BN, k = D, a = dq, a_tile = sQ, b = tp.desc(sK, tp.stage(k_base, s, KV_STAGE)),
-            b_tile = sK, scale_d = 0 }
+          tp.mma { d = sacc, n = BN, k = D, a = q, b = sK:stage(s), scale_d = 0 }
           if o.causal then                   -- blocks reaching past the warpgroup's first query: mask j > i
             ptx.if_((j * BN + BN):gt(qt + cw * 64 + 1), function()
               local ctok = j * BN + (lane % 4) * 2            -- key token of register 0
@@ -123,7 +140,7 @@ function M.build(H, L, D, opts)
                 for nb = 0, BN / 8 - 1 do
                   for jj = 0, 1 do
                     local x = sacc[4 * nb + 2 * h + jj]
-                    ptx.at((ctok + (8 * nb + jj)):gt(qtok)).inst.mov.f32(x, -1e30)
+                    ptx.at((ctok + (8 * nb + jj)):gt(qtok)).inst.mov.f32(x, -math.huge)
                   end
                 end
               end
@@ -164,12 +181,20 @@ function M.build(H, L, D, opts)
           end
           -- O += P . V
           tp.mma { d = oacc, n = D, k = BN, a = function(kk) return { pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2],
-            pa[4 * kk + 3] } end, b = tp.desc(sV, tp.stage(v_base, s, KV_STAGE)), b_tile = sV }
+            pa[4 * kk + 3] } end, b = sV:stage(s) }
         end)
         -- epilogue: O / l, f32, from the accumulator fragments (each row's l summed over its four lanes)
+        for h = 0, 1 do ptx.warp.reduce_sum(l[h], 4) end
+        if split then           -- split-KV: O unnormalized, and each row's (m, l) from its first lane
+          local row0 = split * (H * L) + q0 + cw * 64
+          tp.store_acc(tid, oacc, D, { ptr = ptx.global_ptrs(O), ld = D, row = row0, col = 0 })
+          local pml = ptx.global_ptrs(ML) + (row0 + (tid % 128):shr(5) * 16 + lane:shr(2)):mul_wide(8)
+          local first = (lane % 4):eq(0)
+          for h = 0, 1 do ptx.at(first).st.global(ptx.addr(pml, 8 * h * 8), { m[h], l[h] }) end
+          return
+        end
         local inv = {}
         for h = 0, 1 do
-          ptx.warp.reduce_sum(l[h], 4)
           inv[h] = reg.scalar(f32)
           ptx.inst.rcp.rn.f32(inv[h], l[h])
         end
@@ -180,6 +205,53 @@ function M.build(H, L, D, opts)
       ptx.ret()
     end,
   }
+end
+
+--- The split-KV combine kernel: P partials of H*L rows (O unnormalized,
+-- (P*H*L) x D, and (m, l), (P*H*L) x 2, in base-2 units) merged into O
+-- ((H*L) x D): with mx = max_z m_z and w_z = 2^(m_z - mx),
+-- O = sum_z w_z O_z / sum_z w_z l_z. One thread per element, 4 rows a CTA;
+-- a split that saw no key of a row (m = -1e30, l = 0, O = 0) weighs 0.
+function M.build_combine(H, L, D, P)
+  local ROWS = 256 / D
+  return kernel "hopper_flash_attention_combine" {
+    arch = "sm_90a",
+    in_specs = { Tile(P * H * L, D, f32), Tile(P * H * L, 2, f32) },
+    out_specs = { Tile(H * L, D, f32) },
+    grid = { H * L / ROWS, 1, 1 }, block = { 256, 1, 1 },
+    function(Op, ML, O)
+      local po, pml, pout = ptx.global_ptrs(Op, ML, O)
+      local tid = reg.from(ptx.special.tid.x(), u32)
+      local row = reg.from(ptx.special.ctaid.x(), u32) * ROWS + tid / D
+      local e = row * D + tid % D                              -- this thread's element of O
+      local m, l = {}, {}
+      for z = 0, P - 1 do
+        m[z], l[z] = reg.scalar(f32), reg.scalar(f32)
+        ptx.ld.global({ m[z], l[z] }, ptx.addr(pml + row:mul_wide(8), z * H * L * 8))
+      end
+      local mx = m[0]
+      for z = 1, P - 1 do mx = mx:max(m[z]) end
+      local acc, lsum = reg.scalar(f32, 0), reg.scalar(f32, 0)
+      for z = 0, P - 1 do
+        local w, x = m[z] - mx, reg.scalar(f32)
+        ptx.inst.ex2.approx.ftz.f32(w, w)
+        ptx.ld.global(x, ptx.addr(po + e:mul_wide(4), z * H * L * D * 4))
+        ptx.inst.fma.rn.f32(acc, w, x, acc)
+        ptx.inst.fma.rn.f32(lsum, w, l[z], lsum)
+      end
+      local inv = reg.scalar(f32)
+      ptx.inst.rcp.rn.f32(inv, lsum)
+      ptx.st.global(ptx.addr(pout + e:mul_wide(4)), acc * inv)
+      ptx.ret()
+    end,
+  }
+end
+
+--- The split-KV attention as one callable { attn =, combine = }: the
+-- split kernel, then the combine; (Q, K, Vt) -> O.
+function M.splitkv(H, L, D, opts)
+  local run = { attn = M.build(H, L, D, opts), combine = M.build_combine(H, L, D, opts.SPLITS) }
+  return setmetatable(run, { __call = function(_, q, k, vt) return run.combine(run.attn(q, k, vt)) end })
 end
 
 local to_bf16 = require("pyptx.runtime.floats").round_bf16
@@ -249,25 +321,27 @@ M.TOLERANCE = { atol = 2 ^ -8, rtol = 2 ^ -7 }
 --- Build, launch on fresh random inputs, compare every element.
 function M.check(H, L, D, opts)
   local check = require "pyptx.tools.verify"
-  local k = M.build(H, L, D, opts)
+  local k = (opts and opts.SPLITS or 1) > 1 and M.splitkv(H, L, D, opts) or M.build(H, L, D, opts)
   local inputs = M.inputs(H, L, D, check.fresh_seed())
   inputs.causal = opts and opts.causal
   return check.run { kernel = k, args = M.args(inputs), reference = M.reference(inputs), tolerance = M.TOLERANCE }
 end
 
 -- The default (realistic) size: 16 heads of 4096 tokens, head dim 64.
-M.kernels = { M.build(16, 4096, 64), M.build(16, 4096, 64, { causal = true }) }
+M.kernels = { M.build(16, 4096, 64), M.build(16, 4096, 64, { causal = true }),
+  M.build(16, 4096, 64, { SPLITS = 4 }), M.build_combine(16, 4096, 64, 4) }
 
---- `luaptx run examples/hopper/flash_attention.lua [H L [STAGES [causal]]] [--summary]`:
--- run 2 heads of 256 tokens (D = 64) by default and check against the CPU reference.
+--- `luaptx run examples/hopper/flash_attention.lua [H L [STAGES [causal|full [SPLITS]]]] [--summary]`:
+-- run 2 heads of 256 tokens (D = 64) by default and check against the CPU
+-- reference; SPLITS > 1 runs the split-KV kernel and the combine.
 function M.main(args)
   args = args or {}
   if args[1] == "--summary" then return require("examples.lib.runner").summary(M.kernels) end
   local H, L, S = tonumber(args[1]) or 2, tonumber(args[2]) or 256, tonumber(args[3]) or 2
-  local causal = args[4] == "causal"
-  local ok, report = M.check(H, L, 64, { STAGES = S, causal = causal })
-  return require("pyptx.tools.verify").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s)"):format(H, L, S,
-    causal and ", causal" or ""), ok, report)
+  local causal, P = args[4] == "causal", tonumber(args[5]) or 1
+  local ok, report = M.check(H, L, 64, { STAGES = S, causal = causal, SPLITS = P })
+  return require("pyptx.tools.verify").report(("hopper flash attention(%d heads, %d tokens, d 64, %d stages%s%s)"):format(H, L, S,
+    causal and ", causal" or "", P > 1 and (", split-KV " .. P) or ""), ok, report)
 end
 
 return M

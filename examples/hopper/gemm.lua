@@ -68,7 +68,6 @@ function M.build(Md, N, K, opts)
   local BM, BN, BK, S, CL = o.BM, o.BN, o.BK, o.STAGES, o.CLUSTER
   local AROWS = BM / CL                                    -- rows of A each CTA loads (and multicasts)
   local KT = K / BK
-  local A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2
   local P, TN, TILES = o.PERSISTENT, N / BN, (Md / BM) * (N / BN)
   return kernel "hopper_gemm" {
     arch = "sm_90a",
@@ -77,10 +76,10 @@ function M.build(Md, N, K, opts)
     grid = P and { P, 1, 1 } or { N / BN, Md / BM, 1 }, cluster = { CL, 1, 1 },
     block = { 384, 1, 1 }, maxnreg = 168,
     function(A, B, C)
-      local sA = smem.wgmma_tile(bf16, { S * BM, BK })     -- stage s: rows s*BM.. (8 KB atoms)
-      local sB = smem.wgmma_tile(bf16, { S * BN, BK })
+      local sA = smem.wgmma_tile(bf16, { BM, BK }, { stages = S })    -- 128B swizzle, one per ring stage
+      local sB = smem.wgmma_tile(bf16, { BN, BK }, { stages = S })
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local pipe = tp.new { stages = S, bytes = A_STAGE + B_STAGE, cluster = CL }
+      local pipe = tp.new { stages = S, bytes = sA.stage_bytes + sB.stage_bytes, cluster = CL }
       pipe:init(tid)                                -- a cluster barrier when CL > 1
 
       --- body(m0, n0) for this CTA's tile, or for each tile it owns when persistent.
@@ -94,35 +93,28 @@ function M.build(Md, N, K, opts)
       end
 
       local producer = function()
-        local a_base, b_base = sA:base(), sB:base()
         local rank = CL > 1 and ptx.cluster.ctarank() or nil
         local prod = pipe:producer()                -- the ring runs on across tiles
         over_tiles(function(m0, n0) prod:loop(KT, function(i, s, full)
           local k0 = i * BK
           if CL > 1 then                            -- my half of A's rows, to every CTA of the cluster
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE) + rank * (AROWS * BK * 2)),
-              coord = { k0, m0 + rank * AROWS }, mbar = full, multicast = reg.scalar(T.u16, 2 ^ CL - 1),
-              src = A:tma_desc{ box = { AROWS, BK }, swizzle = "128B" } }
+            ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s, rank * AROWS), coord = { k0, m0 + rank * AROWS }, mbar = full,
+              multicast = reg.scalar(T.u16, 2 ^ CL - 1), src = A:tma_desc{ box = { AROWS, BK }, swizzle = sA.tma_swizzle } }
           else
-            ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE)), coord = { k0, m0 }, mbar = full,
-              src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
+            ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s), coord = { k0, m0 }, mbar = full, src = A:tma_desc{ tile = sA } }
           end
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(b_base, s, B_STAGE)), coord = { k0, n0 }, mbar = full,
-            src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sB:stage(s), coord = { k0, n0 }, mbar = full, src = B:tma_desc{ tile = sB } }
         end) end)
       end
 
       local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
         local acc = ptx.wgmma.fragments(BN, not P)
-        local a_base = sA:base() + cw * (64 * BK * 2)
-        local b_base = sB:base()
         local pc = ptx.global_ptrs(C)
         local cons = pipe:consumer(tid)
         over_tiles(function(m0, n0)
           if P then for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end end
           cons:loop(KT, function(_, s)
-            tp.mma { d = acc, n = BN, k = BK, a = tp.desc(sA, tp.stage(a_base, s, A_STAGE)), a_tile = sA,
-              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB }
+            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s) }
           end)
           tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0 })
         end)

@@ -71,17 +71,16 @@ function M.build(groups, N, K, opts)
   local G, KT, TN = #groups, K / BK, N / BN
   local plan = M.plan(groups, N, BM, BN)
   local P = math.min(o.PERSISTENT or 132, plan.tiles)
-  local A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2
   return kernel "hopper_grouped_gemm" {
     arch = "sm_90a",
     in_specs = { Tile(plan.rows, K, bf16), Tile(G * N, K, bf16) },
     out_specs = { Tile(plan.rows, N, f32) },
     grid = { P, 1, 1 }, block = { 384, 1, 1 }, maxnreg = 168,
     function(A, B, C)
-      local sA = smem.wgmma_tile(bf16, { S * BM, BK })
-      local sB = smem.wgmma_tile(bf16, { S * BN, BK })
+      local sA = smem.wgmma_tile(bf16, { BM, BK }, { stages = S })    -- 128B swizzle, one per ring stage
+      local sB = smem.wgmma_tile(bf16, { BN, BK }, { stages = S })
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local pipe = tp.new { stages = S, bytes = A_STAGE + B_STAGE }
+      local pipe = tp.new { stages = S, bytes = sA.stage_bytes + sB.stage_bytes }
       pipe:init(tid)
 
       --- The tile scheduler: tile t -> first row of A/C (m0, in the stacked
@@ -112,28 +111,22 @@ function M.build(groups, N, K, opts)
       end
 
       local producer = function()
-        local a_base, b_base = sA:base(), sB:base()
         local prod = pipe:producer()                -- the ring runs on across tiles
         over_tiles(function(m0, _, b0) prod:loop(KT, function(i, s, full)
           local k0 = i * BK
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(a_base, s, A_STAGE)), coord = { k0, m0 }, mbar = full,
-            src = A:tma_desc{ box = { BM, BK }, swizzle = "128B" } }
-          ptx.cp.async.bulk.tensor_2d{ dst = ptx.addr(tp.stage(b_base, s, B_STAGE)), coord = { k0, b0 }, mbar = full,
-            src = B:tma_desc{ box = { BN, BK }, swizzle = "128B" } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s), coord = { k0, m0 }, mbar = full, src = A:tma_desc{ tile = sA } }
+          ptx.cp.async.bulk.tensor_2d{ dst = sB:stage(s), coord = { k0, b0 }, mbar = full, src = B:tma_desc{ tile = sB } }
         end) end)
       end
 
       local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
         local acc = ptx.wgmma.fragments(BN, false)
-        local a_base = sA:base() + cw * (64 * BK * 2)
-        local b_base = sB:base()
         local pc = ptx.global_ptrs(C)
         local cons = pipe:consumer(tid)
         over_tiles(function(m0, rend, _, n0)
           for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end
           cons:loop(KT, function(_, s)
-            tp.mma { d = acc, n = BN, k = BK, a = tp.desc(sA, tp.stage(a_base, s, A_STAGE)), a_tile = sA,
-              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB }
+            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s) }
           end)
           -- epilogue: the rows inside the group only
           tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0, rows_end = rend })

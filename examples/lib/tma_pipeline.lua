@@ -111,7 +111,8 @@ function M.roles(tid, producer, consumer)
 end
 
 --- The address of stage s of a buffer of stages at base (a u32 register):
--- base + s * bytes (one mad for a register stage, none for stage 0).
+-- base + s * bytes (one mad for a register stage, none for stage 0); for
+-- kernels that place stages by hand (gemm_fast's multicast halves).
 function M.stage(base, s, bytes)
   if s == 0 then return base end
   if type(s) == "number" then return base + s * bytes end
@@ -124,20 +125,21 @@ function M.desc(tile, addr)
 end
 
 --- One K block of o.k columns as o.k/16 wgmma m64nNk16 steps into o.d
--- (N = o.n, bf16 inputs): A through descriptor o.a on tile o.a_tile, or
--- from registers (o.a a function(kk) returning step kk's four registers);
--- B through descriptor o.b on tile o.b_tile; each step's descriptors
--- advanced by the tile's k_offset. o.scale_d = 0: the first step
+-- (N = o.n, bf16 inputs): A a wgmma tile (sA:stage(s, row)) or a
+-- function(kk) giving step kk's four A registers, B a wgmma tile. Each
+-- tile's descriptor is built once; step kk moves it to K element 16*kk
+-- (a_tile/b_tile with k: one add). With o.a_tile (o.b_tile), o.a (o.b) is
+-- already that tile's descriptor (M.desc). o.scale_d = 0: the first step
 -- overwrites d. Fenced before, committed and waited for after.
 function M.mma(o)
+  local regs = type(o.a) == "function" and o.a or nil
+  local a_tile, b_tile = o.a_tile or (not regs and o.a or nil), o.b_tile or o.b
+  local da = not regs and (o.a_tile and o.a or ptx.wgmma.desc(o.a)) or nil
+  local db = o.b_tile and o.b or ptx.wgmma.desc(o.b)
   ptx.wgmma.fence()
   for kk = 0, o.k / 16 - 1 do
-    local a = o.a
-    if type(a) == "function" then a = a(kk)
-    elseif kk > 0 then a = a + o.a_tile:k_offset(16 * kk) / 16 end      -- descriptor start address units
-    local b = kk == 0 and o.b or o.b + o.b_tile:k_offset(16 * kk) / 16
-    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, a = a, b = b,
-      scale_d = (kk == 0 and o.scale_d) or 1 }
+    ptx.wgmma.mma_async { shape = { 64, o.n, 16 }, d = o.d, atype = T.bf16, k = 16 * kk, a = regs and regs(kk) or da,
+      a_tile = a_tile, b = db, b_tile = b_tile, scale_d = (kk == 0 and o.scale_d) or 1 }
   end
   ptx.wgmma.commit_group()
   ptx.wgmma.wait_group(0)

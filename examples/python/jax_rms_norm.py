@@ -29,6 +29,13 @@ def layer(norm):
 
 
 def main():
+    # The kernels run on the emulator, which takes host memory: keep the
+    # arrays on JAX's CPU device even where a GPU is JAX's default.
+    with jax.default_device(jax.devices("cpu")[0]):
+        run()
+
+
+def run():
     kx, kw, km = jax.random.split(jax.random.PRNGKey(0), 3)
     x = jax.random.normal(kx, (8, 64), jnp.float32)
     w = jax.random.uniform(kw, (64,), jnp.float32) + 0.5

@@ -730,9 +730,11 @@ function M.tma_param(spec, opts)
   local d
   for _, e in ipairs(t.tma) do if e.tensor == spec.param and same_opts(e.opts, opts) then d = e end end
   if not d then d = declare_tma(t, spec, opts, spec.param .. "|" .. tma_key(opts)) end
-  -- the param's address in a register: what the tensor-map operand takes
+  -- the map's generic address in a register, which the tensor-map operand
+  -- takes: a parameter's own .param address faults on a GPU (cvta.param)
   local r = reg.new(t, types.u64)
   emit("mov.u64", r, d.name)
+  emit("cvta.param.u64", r, r)
   return setmetatable({ base = r, offset = 0, tma = d, bytes = d.bytes }, operands.Addr)
 end
 

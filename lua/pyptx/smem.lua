@@ -23,28 +23,38 @@ M.B32, M.B64, M.B128 = 32, 64, 128
 
 local Alloc = {}
 
---- sA[i]: the address of element i ([sym+offset+i*elem]).
+--- sA[i]: the address of element i ([sym+offset+i*elem], or [r+i*elem]
+-- for a view whose address is in a register, tile:stage(s) with s a register).
 Alloc.__index = function(a, k)
   if type(k) == "number" then
-    return operands.addr(a.sym, a.offset + k * a.type.bytes)
+    return operands.addr(rawget(a, "reg") or a.sym, a.offset + k * a.type.bytes)
   end
   return Alloc[k]
 end
 
 --- As an operand an allocation is its address (for mov/cvta).
 function Alloc.__operand(a, o, t, k)
+  local r = rawget(a, "reg")
+  if r then return getmetatable(r).__operand(r, o, t, k) end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.SYM, -1, trace.sym(t, a.sym), 0, a.offset, 0
   return k + 1
 end
-Alloc.__tostring = function(a) return ("smem %s+%d (%d bytes)"):format(a.sym, a.offset, a.bytes) end
-
---- The allocation's address for ptx.addr: its symbol and offset.
-function Alloc:address()
-  return { base = self.sym, offset = self.offset }
+Alloc.__tostring = function(a)
+  local r = rawget(a, "reg")
+  if r then return ("smem view at %s (%d bytes)"):format(tostring(r), a.bytes) end
+  return ("smem %s+%d (%d bytes)"):format(a.sym, a.offset, a.bytes)
 end
 
---- A u32 register holding the allocation's shared-window address (one mov).
+--- The allocation's address for ptx.addr: its symbol (or register) and offset.
+function Alloc:address()
+  return { base = rawget(self, "reg") or self.sym, offset = self.offset }
+end
+
+--- A u32 register holding the allocation's shared-window address (one
+-- mov; a view in a register gives that register, no instruction).
 function Alloc:base()
+  local v = rawget(self, "reg")
+  if v then return v end
   local r = reg.new(trace.need("smem:base"), types.u32)
   trace.emit(reg.form("mov.u32"), r, self)
   return r
@@ -92,10 +102,16 @@ local LAYOUT_SPAN = { ["128B"] = 128, ["64B"] = 64, ["32B"] = 32, interleave = 0
 -- from the bytes of M/N (a multiple of 16), K a multiple of 8. Aligned to
 -- 1024 bytes; carries .layout, .span, .lbo, .sbo, .major and :k_offset(k).
 -- A layout ("128B", "64B", "32B", "interleave": pyptx.Layout.TMA_*) asks
--- for that swizzle instead of the widest one.
+-- for that swizzle instead of the widest one. {stages = S} reserves S
+-- such tiles back to back (a ring's buffer); tile:stage(s[, row]) is one.
 function M.wgmma_tile(dtype, shape, major)
-  local want
-  if type(major) == "table" then want, major = major.layout, major.major
+  local want, stages = nil, 1
+  if type(major) == "table" then
+    stages = major.stages or 1
+    if type(stages) ~= "number" or stages < 1 or stages % 1 ~= 0 then
+      trace.fail("smem.wgmma_tile: stages must be a positive integer, got " .. tostring(stages))
+    end
+    want, major = major.layout, major.major
   elseif major ~= nil and LAYOUT_SPAN[major] then want, major = major, nil end
   major = (major == nil or major == "K" or major == "k") and "K" or (major == "MN" or major == "mn") and "MN" or nil
   if not major then trace.fail("smem.wgmma_tile: major must be \"K\" or \"MN\"") end
@@ -121,8 +137,9 @@ function M.wgmma_tile(dtype, shape, major)
     end
     layout, span = want, LAYOUT_SPAN[want]
   end
-  local a = M.alloc(dtype, rows * cols, { align = 1024 })
+  local a = M.alloc(dtype, stages * rows * cols, { align = 1024 })
   a.layout, a.span, a.rows, a.cols, a.major = layout, span, rows, cols, major
+  a.stages, a.stage_bytes, a.stage = stages, rows * cols * dtype.bytes, M.tile_stage
   if major == "MN" and span == 0 then
     a.sbo, a.lbo = 128, (mn_bytes / 16) * 128             -- core matrices: M/N neighbours 128 B apart
   elseif major == "MN" then
@@ -143,6 +160,61 @@ function M.wgmma_tile(dtype, shape, major)
     a.tma_block = function(self, j) return self[j * self.tma_box_bytes / dtype.bytes], j * self.tma_box[2] end
   end
   return a
+end
+
+--- Is v a 32-bit integer register?
+local function is_int32(v) return reg.is(v) and types.is_int(v.type) and v.type.bits == 32 end
+
+--- tile:stage(s[, row]): stage s (0..stages-1: a number, or a u32
+-- register such as ring.stage) of a tile from smem.wgmma_tile(..., {stages
+-- = S}), from its row `row` on (K-major; a multiple of 8: a number, or a
+-- u32 register the caller keeps a multiple of 8). A wgmma tile itself:
+-- it has the layout, descriptor strides, k_offset and TMA box of one
+-- stage, so ptx.wgmma.mma_async{a = sA:stage(s), k = k} and
+-- cp.async.bulk.tensor{dst = sA:stage(s)} take it. Numbers give a
+-- [sym+offset] view (no instruction); a register, a view whose address
+-- is one register (mad, and mad for a register row).
+function M.tile_stage(tile, s, row)
+  if type(tile) ~= "table" or not tile.stage_bytes then
+    trace.fail("tile:stage: call it with a colon on a wgmma tile, sA:stage(s)")
+  end
+  if type(s) == "number" then
+    if s < 0 or s >= tile.stages or s % 1 ~= 0 then
+      trace.fail(("tile:stage: stage %s is outside the tile's stages 0..%d"):format(tostring(s), tile.stages - 1))
+    end
+  elseif not is_int32(s) then
+    trace.fail(("tile:stage: the stage must be an integer 0..%d or a u32 register (ring.stage), got %s")
+      :format(tile.stages - 1, tostring(s)))
+  end
+  row = row or 0
+  if row ~= 0 and (tile.major ~= "K" or tile.span == 0) then
+    trace.fail("tile:stage: a row offset needs a K-major swizzled tile (its rows are 8-row atoms apart)")
+  end
+  if type(row) == "number" then
+    if row < 0 or row >= tile.rows or row % 8 ~= 0 then
+      trace.fail(("tile:stage: row %s must be a multiple of 8 in 0..%d"):format(tostring(row), tile.rows - 8))
+    end
+  elseif not is_int32(row) then
+    trace.fail("tile:stage: the row must be a multiple of 8 or a u32 register, got " .. tostring(row))
+  end
+  local v = {}
+  for k, x in pairs(tile) do v[k] = x end
+  v.stages, v.bytes, v.count = 1, tile.stage_bytes, tile.stage_bytes / tile.type.bytes
+  local row_bytes = tile.sbo / 8                          -- K-major, swizzled: 8 rows per sbo
+  if type(s) == "number" and type(row) == "number" then
+    v.offset = tile.offset + s * tile.stage_bytes + row * row_bytes
+  else
+    local at = tile:base()                                  -- a view in a register: that register
+    if type(s) ~= "number" then at = s:fma(tile.stage_bytes, at)
+    elseif s > 0 then at = at + s * tile.stage_bytes end
+    if type(row) == "number" then
+      if row ~= 0 then at = at + row * row_bytes end
+    else
+      at = row:fma(row_bytes, at)
+    end
+    v.reg, v.offset = at, 0
+  end
+  return setmetatable(v, Alloc)
 end
 
 --- offset ^ ((((offset >> 7) - base) & mask) << 4) on a register: the

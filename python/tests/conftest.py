@@ -7,6 +7,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RMS = os.path.join(ROOT, "examples", "python", "rms_norm.lua")
 
 
+@pytest.fixture(autouse=True)
+def jax_on_cpu():
+    """The emulator's tests keep JAX arrays on its CPU device, also where a
+    GPU is JAX's default (tests that want the GPU place arrays there)."""
+    try:
+        import jax
+    except ImportError:
+        yield
+        return
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 @pytest.fixture(scope="session")
 def ks():
     import luaptx

@@ -26,6 +26,38 @@ static const char *bad =
   ".version 8.0\n.target sm_80\n.address_size 64\n"
   ".visible .entry k()\n{\n\t.reg .b32 %r<2>;\n\tadd.u32 %r1, %r9, 1;\n\tret;\n}\n";
 
+/* A warp-specialised kernel: setmaxnreg needs the launch's register count
+ * to be the .maxnreg, which only a whole-program compile gives. */
+static const char *regs_kernel =
+  ".version 8.0\n.target sm_90a\n.address_size 64\n"
+  ".visible .entry k(.param .u64 p)\n.maxntid 384, 1, 1\n.maxnreg 168\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<2>;\n"
+  "\tsetmaxnreg.inc.sync.aligned.u32 232;\n"
+  "\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tmov.u32 %r1, %tid.x;\n"
+  "\tst.global.u32 [%rd2], %r1;\n\tret;\n}\n";
+
+/* The register count (EIATTR_REGCOUNT) a cubin records for its kernel, or -1. */
+static int cubin_regcount(const uint8_t *b, size_t n)
+{
+  uint64_t shoff; uint16_t shentsize, shnum, shstrndx;
+  if (n < 64) return -1;
+  memcpy(&shoff, b + 0x28, 8); memcpy(&shentsize, b + 0x3A, 2); memcpy(&shnum, b + 0x3C, 2); memcpy(&shstrndx, b + 0x3E, 2);
+  uint64_t stroff;
+  memcpy(&stroff, b + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
+  for (unsigned i = 0; i < shnum; i++) {
+    const uint8_t *sh = b + shoff + (uint64_t)i * shentsize;
+    uint32_t name; uint64_t off, size;
+    memcpy(&name, sh, 4); memcpy(&off, sh + 0x18, 8); memcpy(&size, sh + 0x20, 8);
+    if (strcmp((const char *)b + stroff + name, ".nv.info") != 0) continue;
+    for (uint64_t p = off; p + 4 <= off + size;) {
+      uint16_t len; memcpy(&len, b + p + 2, 2);
+      uint32_t value;
+      if (b[p] == 4 && b[p + 1] == 0x2f) { memcpy(&value, b + p + 8, 4); return (int)value; }
+      p += b[p] == 4 ? 4u + len : 4u;
+    }
+  }
+  return -1;
+}
+
 #define KEY_A "0123456789abcdef0123456789abcdef"
 #define KEY_B "fedcba9876543210fedcba9876543210"
 static const uint8_t image_a[] = "\177ELF image a";
@@ -413,6 +445,12 @@ static int compile_tests(void)
   CHECK(lpx_compile_many(c, jobs, 6, &o, 3) == 0);
   for (int i = 0; i < 6; i++) CHECK(i == 4 ? jobs[i].status < 0 && strstr(jobs[i].error, "%r9") : jobs[i].status == 0);
   CHECK(lpx_compile(c, texts[0], strlen(texts[0]), "sm_80", &o, &out) == 0 && out.cache_hit == 1);
+
+  if (lpx_compiler_has_ptxas(c)) {   /* whatever the default compiler, setmaxnreg goes whole-program */
+    CHECK(lpx_compile(c, regs_kernel, strlen(regs_kernel), "sm_90a", &o, &out) == 0);
+    CHECK(cubin_regcount(out.data, out.size) == 168 || !fprintf(stderr, "  regcount %d\n", cubin_regcount(out.data, out.size)));
+  }
+  CHECK(lpx_compile_needs_whole_program(regs_kernel, strlen(regs_kernel)) && !lpx_compile_needs_whole_program(good, strlen(good)));
 
   keep_failed_tests(c, ctx, dir);
   temp_tests(c, ctx);

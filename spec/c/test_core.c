@@ -251,6 +251,12 @@ int main(void)
   char archs[512];
   CHECK(lpx_arch_list(archs, sizeof archs) < (int32_t)sizeof archs && strstr(archs, "sm_90a sm_100 "));
   CHECK(lpx_arch_min_ptx("sm_90a") == 80 && lpx_arch_min_ptx("sm_999") == -1 && lpx_ptx_version_max() >= 90);
+  char cubin_arch[16];
+  CHECK(lpx_arch_for_device(ctx, "sm_80", "sm_90a", cubin_arch, 16) == 0 && strcmp(cubin_arch, "sm_90") == 0);
+  CHECK(lpx_arch_for_device(ctx, "sm_90a", "sm_90a", cubin_arch, 16) == 0 && strcmp(cubin_arch, "sm_90a") == 0);
+  CHECK(lpx_arch_for_device(ctx, "sm_86", "sm_86", cubin_arch, 16) == 0 && strcmp(cubin_arch, "sm_86") == 0);
+  CHECK(lpx_arch_for_device(ctx, "sm_100a", "sm_90a", cubin_arch, 16) < 0 && strstr(lpx_ctx_error(ctx), "newer than this GPU (sm_90a)"));
+  CHECK(lpx_arch_for_device(ctx, "sm_90a", "sm_100a", cubin_arch, 16) < 0 && strstr(lpx_ctx_error(ctx), "arch-specific"));
   int fn = lpx_func_begin(m, "k", 1, 1);
   CHECK(fn == 0);
   int f32 = lpx_type_lookup("f32"), u32 = lpx_type_lookup("u32");

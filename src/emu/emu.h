@@ -21,6 +21,7 @@ enum {                              /* state spaces an address resolves to */
  * allocations above EMU_GLOBAL_BASE. Real addresses never meet host ones. */
 #define EMU_SHARED_WINDOW 0x00007e0000000000ull
 #define EMU_LOCAL_WINDOW  0x00007d0000000000ull
+#define EMU_PARAM_WINDOW  0x00007c0000000000ull   /* cvta.param: a kernel parameter's generic address */
 #define EMU_WINDOW_SIZE   0x0000000100000000ull
 #define EMU_GLOBAL_BASE   0x00007f0000000000ull
 #define EMU_CONST_BASE    0x00007c0000000000ull

@@ -131,23 +131,17 @@ static void place_var(dec *d, const lpx_var *v, int module_index, uint32_t *ext_
   }
 }
 
-/* Lay out params (natural alignment, declaration order) and variables. */
+/* Lay out params (lpx_param_layout) and variables. */
 static int layout(dec *d)
 {
   const lpx_func *f = d->f;
   emu_prog *p = d->p;
   p->param_off = calloc(f->nparams + 1, sizeof *p->param_off);
   if (!p->param_off) return -1;
-  uint64_t off = 0;
+  uint64_t off = lpx_param_layout(f, p->param_off);
   for (size_t i = 0; i < f->nparams; i++) {
-    const lpx_param *pa = &f->params[i];
-    uint64_t el = (uint64_t)(lpx_types[pa->type].bits + 7) / 8;
-    uint64_t a = pa->align ? (uint64_t)pa->align : el;
-    off = align_up(off, a);
-    p->param_off[i] = (uint32_t)off;
-    d->sym_space[pa->sym] = (f->is_entry ? EMU_SP_PARAM : EMU_SP_FRAME) + 1;
-    d->sym_addr[pa->sym] = off;
-    off += pa->count > 0 ? el * (uint64_t)pa->count : el;
+    d->sym_space[f->params[i].sym] = (f->is_entry ? EMU_SP_PARAM : EMU_SP_FRAME) + 1;
+    d->sym_addr[f->params[i].sym] = p->param_off[i];
   }
   p->param_size = (uint32_t)off;
   if (!f->is_entry) p->frame_size = (uint32_t)align_up(off, 16);

@@ -246,7 +246,8 @@ HANDLER(op_cvta)
   uint64_t *d = D(0);
   const uint64_t *a = D(1);
   int sp = lpx_emu_space(in), to = in->mod[LPX_GB_TO] != 0;
-  uint64_t win = sp == EMU_SP_SHARED ? EMU_SHARED_WINDOW : sp == EMU_SP_LOCAL ? EMU_LOCAL_WINDOW : 0;
+  uint64_t win = sp == EMU_SP_SHARED ? EMU_SHARED_WINDOW : sp == EMU_SP_LOCAL ? EMU_LOCAL_WINDOW
+               : sp == EMU_SP_PARAM ? EMU_PARAM_WINDOW : 0;
   uint64_t mk = lpx_types[in->type].bits >= 64 ? ~0ull : 0xffffffffull;
   EMU_EACH(m, d[l] = (to ? a[l] - win : a[l] + win) & mk);
   return 0;

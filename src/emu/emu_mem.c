@@ -184,6 +184,7 @@ uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint
   if (space == EMU_SP_GENERIC) {
     if (addr - EMU_SHARED_WINDOW < EMU_WINDOW_SIZE) { space = EMU_SP_SHARED; addr -= EMU_SHARED_WINDOW; }
     else if (addr - EMU_LOCAL_WINDOW < EMU_WINDOW_SIZE) { space = EMU_SP_LOCAL; addr -= EMU_LOCAL_WINDOW; }
+    else if (addr - EMU_PARAM_WINDOW < EMU_WINDOW_SIZE) { space = EMU_SP_PARAM; addr -= EMU_PARAM_WINDOW; }
     else space = EMU_SP_GLOBAL;
   }
   if ((w->cta->L->checks & EMU_CHECK_ALIGN) && (addr & (n - 1)) && space != EMU_SP_PARAM && space != EMU_SP_FRAME) {

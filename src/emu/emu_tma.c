@@ -81,12 +81,17 @@ int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, c
   return 0;
 }
 
-/* Read and check the tensor map whose address a lane holds (param or
- * generic; the ISA has TMA read maps from .param, .const or .global). */
+/* Read and check the tensor map whose generic address a lane holds (the
+ * ISA has TMA read maps from .param, .const or .global through a generic
+ * address: a parameter's own .param address faults on a GPU). */
 static int load_map(emu_warp *w, const emu_inst *in, int lane, uint64_t a, emu_tmap *out)
 {
-  int sp = a < w->cta->L->cfg.params_size ? EMU_SP_PARAM : EMU_SP_GENERIC;
-  if (sp == EMU_SP_GENERIC && a - EMU_SHARED_WINDOW < EMU_WINDOW_SIZE)
+  int sp = EMU_SP_GENERIC;
+  if (a < w->cta->L->cfg.params_size)
+    return lpx_emu_fail(w, in, lane, "the tensor map operand 0x%llx is a .param address, not a generic one (a GPU "
+                        "faults: misaligned address); convert the parameter's address with cvta.param.u64 first",
+                        (unsigned long long)a);
+  if (a - EMU_SHARED_WINDOW < EMU_WINDOW_SIZE)
     return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is in shared memory; TMA reads maps from .param, .const or "
                         ".global memory (copy it to global memory after tensormap.replace)", (unsigned long long)a);
   const uint8_t *p = lpx_emu_addr(w, in, lane, sp, a, 128, 0);

@@ -1,0 +1,101 @@
+--- What the Blackwell GEMM examples beside examples/blackwell/gemm.lua
+-- share: an mbarrier spin, the TMEM -> global epilogue of one row, and the
+-- host side (random bf16 inputs, the double-precision reference of
+-- D = A * B^T, launch arguments, the tolerance, check-and-report).
+-- Groups (grouped_gemm.lua) stack G problems: A (G*M x K), B (G*N x K),
+-- D (G*M x N); an ungrouped problem is G = 1.
+local pyptx = require "pyptx"
+local floats = require "pyptx.runtime.floats"
+local verify = require "pyptx.tools.verify"
+local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
+
+pyptx.helper()   -- errors and lines name the example calling in
+
+local L = {}
+
+--- Spin on an mbarrier phase: try_wait.parity in a loop. bar: a shared
+-- address register; phase: 0, 1 or a u32 register holding the parity.
+function L.wait(bar, phase)
+  ptx.loop(function()
+    local done = reg.pred()
+    ptx.inst("mbarrier.try_wait.parity.shared::cta.b64", done, ptx.addr(bar), phase)
+    return -done
+  end)
+end
+
+--- One arrival on the mbarrier at shared address bar.
+function L.arrive(bar)
+  ptx.inst("mbarrier.arrive.shared::cta.b64", ptx.sink, ptx.addr(bar))
+end
+
+--- The calling warp reads bn f32 accumulator columns of its 32 TMEM lanes
+-- at lane_base (32 at a time, tcgen05.ld.32x32b.x32 then wait::ld) and
+-- stores them to the row at prow (a u64 global address), 16 bytes a store.
+function L.store_row(lane_base, prow, bn)
+  local tc = ptx.tcgen05
+  for c = 0, bn / 32 - 1 do
+    local acc, v = reg.array(T.f32, 32), {}
+    for i = 0, 31 do v[i + 1] = acc[i] end
+    tc.ld { dst = v, taddr = c == 0 and lane_base or lane_base + c * 32, shape = "32x32b", num = 32 }
+    tc.wait("ld")
+    for j = 0, 7 do
+      ptx.inst.st.global.v4.f32(ptx.addr(prow, (c * 32 + j * 4) * 4), { v[4 * j + 1], v[4 * j + 2], v[4 * j + 3], v[4 * j + 4] })
+    end
+  end
+end
+
+--- Random inputs in [-1, 1): { a (G*M x K), b (G*N x K), M, N, K, G }.
+function L.inputs(m, n, k, seed, g)
+  g = g or 1
+  math.randomseed(seed or 1)
+  local a, b = {}, {}
+  for i = 1, g * m * k do a[i] = math.random() * 2 - 1 end
+  for i = 1, g * n * k do b[i] = math.random() * 2 - 1 end
+  return { a = a, b = b, M = m, N = n, K = k, G = g }
+end
+
+--- D_g = A_g * B_g^T in double precision from the bf16 values the kernel
+-- reads, for every group g, stacked: a list of G*M*N values, row-major.
+function L.reference(inp)
+  local m, n, k, g = inp.M, inp.N, inp.K, inp.G or 1
+  local a, b, d = {}, {}, {}
+  for i = 1, #inp.a do a[i] = floats.round_bf16(inp.a[i]) end
+  for i = 1, #inp.b do b[i] = floats.round_bf16(inp.b[i]) end
+  for grp = 0, g - 1 do
+    for i = grp * m, grp * m + m - 1 do
+      for j = grp * n, grp * n + n - 1 do
+        local s, ai, bj = 0, i * k, j * k
+        for t = 1, k do s = s + a[ai + t] * b[bj + t] end
+        d[i * n + (j - grp * n) + 1] = s
+      end
+    end
+  end
+  return d
+end
+
+--- The tensors a launch takes: A (G*M x K) and B (G*N x K), bf16.
+function L.args(inp)
+  local g = inp.G or 1
+  return { { inp.a, { g * inp.M, inp.K }, dtype = T.bf16 }, { inp.b, { g * inp.N, inp.K }, dtype = T.bf16 } }
+end
+
+--- Per-element tolerance for inputs in [-1, 1). The products of bf16
+-- values are exact in f32; the error is the f32 rounding of the running
+-- sum, at most K/16 roundings (the emulator rounds once per K = 16 MMA; a
+-- GPU rounds at least as often as that, within a few ulps each) of a
+-- partial sum whose size grows like sqrt(K) for these inputs. 1e-5 * K
+-- bounds that with a margin at every K used here (at K = 512: 32
+-- roundings of 2^-24 * ~25 is about 5e-5, the bound 5e-3), while a
+-- single wrong product (an element of magnitude up to 1) breaks it.
+function L.tolerance(k)
+  return { atol = 1e-5 * k, rtol = 1e-3 }
+end
+
+--- Build kernel kern's launch on fresh random inputs and compare every
+-- element with the reference; returns ok, report.
+function L.check(kern, m, n, k, g)
+  local inputs = L.inputs(m, n, k, verify.fresh_seed(), g)
+  return verify.run { kernel = kern, args = L.args(inputs), reference = L.reference(inputs), tolerance = L.tolerance(k) }
+end
+
+return L
