@@ -2,7 +2,8 @@
  * point luaptx's cuda device resolves, succeeding without a GPU, counting
  * synchronisations and recording each launch's stream and parameter bytes,
  * so that a test on a machine without a GPU can see what the C API asks of
- * the driver. Not a driver: nothing runs. */
+ * the driver. Not a driver: nothing runs. When lpx_cuda.c's LPX_CUDA_FUNCS
+ * gains an entry point, add it here (the test then says which is lacking). */
 #include <stdint.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ CUresult cuDeviceGetName(char *name, int len, int d) { (void)d; strncpy(name, "f
 
 /* Compute capability 9.0 (attributes 75, 76); 0 for any other attribute. */
 CUresult cuDeviceGetAttribute(int *v, int attr, int d) { (void)d; *v = attr == 75 ? 9 : 0; return 0; }
+
+/* Function attributes: 0 for every one. */
+CUresult cuFuncGetAttribute(int *v, int attr, void *f) { (void)attr; (void)f; *v = 0; return 0; }
 
 /* A context handle. */
 CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = &rec; return 0; }
