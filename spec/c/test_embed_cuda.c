@@ -2,8 +2,9 @@
  * found first on LD_LIBRARY_PATH as libcuda.so.1): a launch on a caller's
  * stream goes on that stream and never synchronises (no cuStreamSynchronize,
  * cuCtxSynchronize or cuEventSynchronize), so it is capturable in a CUDA
- * graph; a later launch of the same shapes (the C plan, no Lua) patches
- * the new addresses into the parameters. Exits 77 (skipped) when the
+ * graph; a later launch of the same shapes (the C plan) patches the new
+ * addresses into the parameters and runs no Lua (it still runs with Lua's
+ * planning broken). Exits 77 (skipped) when the
  * stand-in is not the libcuda.so.1 this process loads. */
 #include "luaptx.h"
 #include <dlfcn.h>
@@ -86,12 +87,21 @@ int main(void)
   rc = k256 ? luaptx_launch_ptrs(k256, ptrs, 2, stream) : -1;
   if (rc) fprintf(stderr, "%s\n", luaptx_error(S));
   CHECK(rc == 0 && r->launches == 4 && param(r, 1) == 0x7200001000ull);
-  /* none of them waited for the GPU */
-  CHECK(r->stream_syncs == 0 && r->ctx_syncs == 0 && r->event_syncs == 0);
   /* a CPU tensor is refused by the cuda device, naming it */
   x.device.device_type = kDLCPU;
   CHECK(luaptx_launch_dlpack(k, args, 2, stream) == -1
         && strstr(luaptx_error(S), "tensor 1 is in DLPack device type 1 memory, which the cuda device cannot use"));
+  /* planned shapes launch without Lua: with planning broken, they still
+   * run, and only a new shape reaches Lua (and its error) */
+  CHECK(luaptx_load_string(S, "package.loaded['pyptx.runtime.embed'].plan_dlpack = "
+                              "function() error('planned again', 0) end\nreturn {}", "=break.lua") == 0);
+  n = 256;
+  x.device.device_type = kDLCUDA;
+  CHECK(luaptx_launch_dlpack(k, args, 2, stream) == 0 && r->launches == 5);
+  n = 1024;
+  CHECK(luaptx_launch_dlpack(k, args, 2, stream) == -1 && strcmp(luaptx_error(S), "planned again") == 0 && r->launches == 5);
+  /* none of them waited for the GPU */
+  CHECK(r->stream_syncs == 0 && r->ctx_syncs == 0 && r->event_syncs == 0);
   luaptx_close(S);
   printf("%d checks, %d failures\n", checks, failures);
   return failures != 0;
