@@ -16,7 +16,6 @@ local KNOWN = {
   { "no GPU", "needs a GPU: " },
   { "not root", "needs root to " },
   { "no pseudo-terminal", "needs a pseudo-terminal: " },
-  { "emulator check not there yet", "the emulator does not check tcgen05.fence" },
 }
 
 --- The label of the known reason a pending message gives, or nil.

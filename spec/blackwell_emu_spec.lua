@@ -451,7 +451,11 @@ describe("the emulator's tcgen05 checks", function()
     local ok, err = pcall(suite.check, "mma_bf16_128B")
     tc.commit, mb.wait = commit, wait
     assert.is_false(ok)
-    assert.matches("tcgen05_suite%.lua:%d+: tcgen05%.ld.- reads tensor%-memory column 0 while .-tcgen05_suite%.lua:%d+: "
-      .. "tcgen05%.mma.- may still be writing it: no tcgen05%.commit by its issuing thread", tostring(err))
+    -- a warp reads D before the MMA lands, or (first, when the issuer is behind) the MMA overwrites what a warp read
+    local msg = tostring(err)
+    assert(msg:find("tcgen05_suite%.lua:%d+: tcgen05%.ld.- reads tensor%-memory column 0 while .-tcgen05_suite%.lua:%d+: "
+      .. "tcgen05%.mma.- may still be writing it: no tcgen05%.commit by its issuing thread") or
+      msg:find("tcgen05_suite%.lua:%d+: tcgen05%.mma.-: tcgen05%.mma writes tensor%-memory column %d+, which "
+      .. ".-tcgen05_suite%.lua:%d+: tcgen05%.ld.- reads, and no thread synchronization orders the two"), msg)
   end)
 end)

@@ -1,5 +1,6 @@
 -- Blackwell kernels beyond gemm.lua and tcgen05_suite.lua (issue 16 item
--- 11): each assembles with ptxas for sm_100a without spills, runs on the
+-- 11; the tcgen05 probes: accumulate, epilogue partition, ld phases, ld to
+-- registers, round trip): each assembles with ptxas for sm_100a without spills, runs on the
 -- emulator against its CPU reference at two or more sizes on fresh random
 -- inputs (every element), and fails or is reported when a commit, wait,
 -- fence or barrier it needs is taken out.
@@ -40,6 +41,25 @@ describe("examples/blackwell/tcgen05_probes.lua", function()
     end)
   end
 
+  it("runs the epilogue-partition probe at two sizes", function()
+    local n = 0
+    for _, c in ipairs(probes.cases) do if c.name:match("^epilogue_partition_%d+$") then n = n + 1 end end
+    assert.is_true(n >= 2)
+  end)
+
+  it("derives the ld layouts from CUTLASS's tables and checks them against the ISA's lanes x bits", function()
+    -- 16x64b: thread l, register j -> lane l/4 + 8 (l % 2), column (l/2) % 2 + 2 j (thr (2,2,8):(512N,32,64N))
+    local p = probes.placement("16x64b", 2)
+    assert.are.same({ 8, 1 }, { p.place(3, 0) })
+    assert.are.same({ 9, 2 }, { p.place(5, 1) })
+    -- 16x256b.x1: register j of thread l -> lane l/4 + 8 (j/2), column 2 (l%4) + j%2
+    local q = probes.placement("16x256b", 1)
+    assert.are.same({ 8 + 1, 2 * 3 + 1 }, { q.place(7, 3) })
+    assert.are.equal(4, q.regs)
+    -- every register of .32x32b.x4 in its own lane, in order
+    assert.are.same({ 31, 3 }, { probes.placement("32x32b", 4).place(31, 3) })
+  end)
+
   it("runs the accumulate probe at two sizes and more than one round", function()
     local sizes = {}
     for _, c in ipairs(probes.cases) do
@@ -50,8 +70,8 @@ describe("examples/blackwell/tcgen05_probes.lua", function()
   end)
 
   -- each mutation, on a fresh 3-round probe: the launch stops or the result is wrong.
-  -- (The emulator does not check tcgen05.fence::before/after_thread_sync yet:
-  -- taking one out still passes, so those are not listed.)
+  -- (Taking out a tcgen05 fence or wait, from this probe, the others and
+  -- gemm.lua: spec/tcgen05_fences_spec.lua.)
   local MUTATIONS = {
     { "the mbarrier wait", ptx.mbarrier, "wait", "tcgen05_probes%.lua:%d+: tcgen05%.mma.- may still be writing it" },
     { "the tcgen05.commit", ptx.tcgen05, "commit", "tcgen05_probes%.lua:%d+: mbarrier%.try_wait.- deadlock" },

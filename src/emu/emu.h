@@ -371,7 +371,8 @@ void lpx_emu_tmem_reset(emu_cta *c);
 void lpx_emu_tmem_free(emu_cta *c);
 int lpx_emu_tmem_exit(emu_cta *g, int n);
 int lpx_emu_tmem_pending(emu_warp *w, const emu_inst *in, int32_t slot, uint32_t bad);
-void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity);
+void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity, const emu_inst *in);
+int lpx_emu_tmem_publish(emu_warp *w, const uint8_t *p);
 void lpx_emu_tmem_sync(emu_cta *c, int cluster);
 
 /* half precision and fp8 */

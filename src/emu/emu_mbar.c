@@ -183,7 +183,9 @@ HANDLER(op_mbarrier)
     if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
     if (d) d[l] = out;
     if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
-    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && out && w->cta->tm) lpx_emu_tmem_observe(w, p, wait_parity(w, in, k, l));
+    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && out && w->cta->tm) lpx_emu_tmem_observe(w, p, wait_parity(w, in, k, l), in);
+    if ((kind == LPX_MBAR_ARRIVE || kind == LPX_MBAR_ARRIVE_DROP) && w->cta->tm && lpx_emu_tmem_publish(w, p))
+      return lpx_emu_fail(w, in, l, "out of host memory");
   });
   return 0;
 }

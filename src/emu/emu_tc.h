@@ -30,6 +30,7 @@ typedef struct tm_group {
   uint16_t warp;
   uint8_t lane, cta;       /* issuing thread: lane and the CTA's cluster rank */
   uint32_t seen[16];       /* per CTA: warps that know the group completed */
+  uint32_t ctick;          /* the tick of that commit (0 before) */
 } tm_group;
 
 /* A tcgen05.commit: it tracks every group its thread issued before it
@@ -44,7 +45,12 @@ typedef struct tm_commit {
 } tm_commit;
 
 /* One column allocation and where it was made. */
-typedef struct tm_alloc { uint16_t col, ncols, warp; int32_t inst; } tm_alloc;
+typedef struct tm_alloc { uint16_t col, ncols, warp; int32_t inst; uint32_t tick; } tm_alloc;
+
+/* The last tcgen05.ld (or tcgen05.st) of a warp that reached a (lane
+ * quadrant, column): another warp's conflicting access must be ordered
+ * after it by the fences around a thread synchronization. */
+typedef struct tm_acc { uint32_t tick; int32_t inst; uint16_t warp, set; } tm_acc;
 
 /* A register a tcgen05.ld wrote that the warp may not read before tcgen05.wait::ld. */
 typedef struct tm_pend { int32_t slot, inst; } tm_pend;
@@ -61,7 +67,23 @@ struct emu_tmem {
   int settled;                          /* groups before this every warp of every CTA has seen */
   tm_commit *commits; int ncommits, ccap;   /* the cluster's (rank 0's) */
   int csettled;                         /* commits before this track settled groups only */
+  tm_acc rd[4][TM_COLS], wr[4][TM_COLS];  /* per quadrant and column: last tcgen05.ld / tcgen05.st */
+  uint32_t *afence, *bfence;            /* per warp: tick of its last fence::after / before_thread_sync */
+  uint32_t *waited; int32_t *wait_inst; /* per warp: tick and instruction of its last successful mbarrier wait */
+  uint32_t tick;                        /* the cluster's clock of tcgen05 events (rank 0's) */
+  /* What each warp knows of the others' before-fences (nwarps x nwarps,
+   * [reader * nwarps + writer]): hb through a thread synchronization and
+   * an after-fence since, hbp through a synchronization not yet fenced;
+   * hs: the latest tick of each warp known through a synchronization
+   * (fenced or not), to tell a missing fence from a missing synchronization. */
+  uint32_t *hb, *hbp, *hs;
+  /* Per mbarrier of this CTA (its offset): what the warps that arrived on
+   * it published (npubs rows of 2 x nwarps ticks: fences, then clocks). */
+  uint32_t *pub_off, *pub; int npubs, pub_cap;
 };
+
+/* What lpx_emu_tm_note records for an access. */
+enum { TM_NOTE_LD, TM_NOTE_ST, TM_NOTE_ASYNC };
 
 /* What lpx_emu_tm_ready treats as a write in flight. */
 enum {
@@ -83,5 +105,12 @@ int32_t lpx_emu_tm_open(emu_warp *w, const emu_inst *in, int lane);
 emu_cta *lpx_emu_tm_peer(emu_warp *w, const emu_inst *in, int lane, int which);
 int lpx_emu_tm_uniform(emu_warp *w, const emu_inst *in, uint32_t m, int k, const char *what);
 emu_fn lpx_emu_pick_tc_async(const emu_inst *in);
+uint32_t lpx_emu_tm_tick(emu_cta *c);
+void lpx_emu_tm_acquire(emu_warp *w, const uint8_t *p);
+void lpx_emu_tm_merge(emu_cta *c);
+int lpx_emu_tm_fenced(emu_warp *w, const emu_inst *in, int lane, const char *what);
+int lpx_emu_tm_order(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint32_t quads, uint32_t col, uint32_t n,
+                     int write, const char *doing);
+void lpx_emu_tm_note(emu_warp *w, const emu_inst *in, emu_cta *c, uint32_t quads, uint32_t col, uint32_t n, int kind);
 
 #endif

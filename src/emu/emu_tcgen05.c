@@ -73,9 +73,12 @@ static void seen_upto(emu_tmem *s, const tm_commit *t, const emu_warp *w)
 
 /* A wait on the mbarrier word p for a phase parity succeeded in warp w:
  * every commit that arrived in that phase completed what it tracks. */
-void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity)
+void lpx_emu_tmem_observe(emu_warp *w, const uint8_t *p, int parity, const emu_inst *in)
 {
   emu_tmem *s = w->cta->group[0].tm;
+  w->cta->tm->waited[w->id] = lpx_emu_tm_tick(w->cta);
+  w->cta->tm->wait_inst[w->id] = (int32_t)(in - w->p->insts);
+  lpx_emu_tm_acquire(w, p);
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   uint32_t off = (uint32_t)(p - c->shared);
   for (int i = s->csettled; i < s->ncommits; i++) {
@@ -92,6 +95,7 @@ void lpx_emu_tmem_sync(emu_cta *c, int cluster)
   emu_cta *g0 = c->group;
   emu_tmem *s = g0->tm;
   int lo = cluster ? 0 : c->rank, hi = cluster ? g0->group_size : c->rank + 1;
+  for (int r = lo; r < hi; r++) lpx_emu_tm_merge(&g0[r]);
   for (int i = s->settled; i < s->ngroups; i++) {
     tm_group *g = &s->groups[i];
     uint32_t any = 0;
@@ -282,7 +286,8 @@ static int check_part(emu_warp *w, const emu_inst *in, int lane, const tc_mma *o
     return lpx_emu_fail(w, in, lane, "D's tensor-memory address 0x%x starts at lane %u; the data-path layout %s (M = %u) "
                         "takes lane 0%s", o->d, dl, o->lay->name, o->m, o->lay->lanes ? " or 16" : "");
   if (lpx_emu_tm_cols(w, in, lane, c, dc, ncol, "tcgen05.mma writes D in") ||
-      lpx_emu_tm_ready(w, in, lane, c, 0xf, dc, ncol, TM_CHECK_OWN_ST, "tcgen05.mma accumulates into")) return -1;
+      lpx_emu_tm_ready(w, in, lane, c, 0xf, dc, ncol, TM_CHECK_OWN_ST, "tcgen05.mma accumulates into") ||
+      lpx_emu_tm_order(w, in, lane, c, 0xf, dc, ncol, 1, "tcgen05.mma writes")) return -1;
   if (!o->a_tmem) return 0;
   uint32_t acols = o->k * (uint32_t)lpx_mtype_bits(o->at) / 32;
   if (o->lay->ndiv != 1)
@@ -292,7 +297,8 @@ static int check_part(emu_warp *w, const emu_inst *in, int lane, const tc_mma *o
     return lpx_emu_fail(w, in, lane, "A's tensor-memory address 0x%x starts at lane %u and D's at lane %u; A and D must use "
                         "the same lane alignment", o->a, o->a >> 16, dl);
   return lpx_emu_tm_cols(w, in, lane, c, o->a & 0xffff, acols, "tcgen05.mma reads A in") ||
-         lpx_emu_tm_ready(w, in, lane, c, 0xf, o->a & 0xffff, acols, TM_CHECK_OWN_ST, "tcgen05.mma reads A from") ? -1 : 0;
+         lpx_emu_tm_ready(w, in, lane, c, 0xf, o->a & 0xffff, acols, TM_CHECK_OWN_ST, "tcgen05.mma reads A from") ||
+         lpx_emu_tm_order(w, in, lane, c, 0xf, o->a & 0xffff, acols, 0, "tcgen05.mma reads A from") ? -1 : 0;
 }
 
 /* ------------------------------------------------------------ mma: the arithmetic */
@@ -370,7 +376,7 @@ static void accumulate(const tc_mma *o, emu_cta *c, uint32_t part, const double 
 static int mma_one(emu_warp *w, const emu_inst *in, int lane)
 {
   tc_mma o;
-  if (operands(w, in, lane, &o)) return -1;
+  if (lpx_emu_tm_fenced(w, in, lane, "tcgen05.mma") || operands(w, in, lane, &o)) return -1;
   lpx_emu_prof_add(w, EMU_PC_FLOPS, 2ull * o.m * o.n * o.k);
   if (o.at == LPX_MT_E4M3 || o.at == LPX_MT_E5M2) lpx_emu_prof_add(w, EMU_PC_FLOPS_FP8, 2ull * o.m * o.n * o.k);
   for (int p = 0; p < o.lay->ctas; p++) if (check_part(w, in, lane, &o, o.cta[p])) return -1;
@@ -384,7 +390,10 @@ static int mma_one(emu_warp *w, const emu_inst *in, int lane)
   free(b);
   int32_t g = rc ? -1 : lpx_emu_tm_open(w, in, lane);
   if (g < 0) return -1;
-  for (int p = 0; p < o.lay->ctas; p++) lpx_emu_tm_tag(o.cta[p], 0xf, o.d & 0xffff, o.n / o.lay->ndiv, TM_TAG_ASYNC | (uint32_t)g);
+  for (int p = 0; p < o.lay->ctas; p++) {
+    lpx_emu_tm_tag(o.cta[p], 0xf, o.d & 0xffff, o.n / o.lay->ndiv, TM_TAG_ASYNC | (uint32_t)g);
+    lpx_emu_tm_note(w, in, o.cta[p], 0xf, o.d & 0xffff, o.n / o.lay->ndiv, TM_NOTE_ASYNC);
+  }
   return 0;
 }
 
@@ -445,7 +454,8 @@ static int cp_one(emu_warp *w, const emu_inst *in, int lane, const tc_cp *s)
   uint32_t taddr = (uint32_t)lpx_emu_tm_arg(w, in, 0, lane), lane0 = taddr >> 16, col0 = taddr & 0xffff, cols = s->bytes / 4u;
   uint32_t span = cp_lane(s, s->rows - 1, s->copies - 1) + 1;
   emu_mdesc d;
-  if (tc_desc(w, in, lane, lpx_emu_tm_arg(w, in, 1, lane), "source", &d)) return -1;
+  if (lpx_emu_tm_fenced(w, in, lane, "tcgen05.cp") || tc_desc(w, in, lane, lpx_emu_tm_arg(w, in, 1, lane), "source", &d))
+    return -1;
   if (lane0 + span > TM_LANES)
     return lpx_emu_fail(w, in, lane, "tcgen05.cp at tensor-memory address 0x%x covers lanes %u..%u, beyond lane 127", taddr,
                         lane0, lane0 + span - 1);
@@ -455,8 +465,10 @@ static int cp_one(emu_warp *w, const emu_inst *in, int lane, const tc_cp *s)
     emu_cta *c = ctas == 2 ? lpx_emu_tm_peer(w, in, lane, p) : w->cta;
     if (!c || lpx_emu_tm_cols(w, in, lane, c, col0, cols, "tcgen05.cp writes") ||
         lpx_emu_tm_ready(w, in, lane, c, cp_quads(s, lane0), col0, cols, TM_CHECK_OWN_ST, "tcgen05.cp writes") ||
+        lpx_emu_tm_order(w, in, lane, c, cp_quads(s, lane0), col0, cols, 1, "tcgen05.cp writes") ||
         cp_part(w, in, lane, s, c, &d, taddr) || (g < 0 && (g = lpx_emu_tm_open(w, in, lane)) < 0)) return -1;
     lpx_emu_tm_tag(c, cp_quads(s, lane0), col0, cols, TM_TAG_ASYNC | (uint32_t)g);
+    lpx_emu_tm_note(w, in, c, cp_quads(s, lane0), col0, cols, TM_NOTE_ASYNC);
   }
   return 0;
 }
@@ -492,9 +504,11 @@ static int shift_one(emu_warp *w, const emu_inst *in, int lane)
     emu_cta *c = ctas == 2 ? lpx_emu_tm_peer(w, in, lane, p) : w->cta;
     if (!c || lpx_emu_tm_cols(w, in, lane, c, col0, 8, "tcgen05.shift moves") ||
         lpx_emu_tm_ready(w, in, lane, c, 1u << (lane0 / 32), col0, 8, TM_CHECK_OWN_ST, "tcgen05.shift moves") ||
+        lpx_emu_tm_order(w, in, lane, c, 1u << (lane0 / 32), col0, 8, 1, "tcgen05.shift moves") ||
         (g < 0 && (g = lpx_emu_tm_open(w, in, lane)) < 0)) return -1;
     for (uint32_t r = 31; r > 0; r--) memcpy(&TM_CELL(c->tm, lane0 + r, col0), &TM_CELL(c->tm, lane0 + r - 1, col0), 32);
     lpx_emu_tm_tag(c, 1u << (lane0 / 32), col0, 8, TM_TAG_ASYNC | (uint32_t)g);
+    lpx_emu_tm_note(w, in, c, 1u << (lane0 / 32), col0, 8, TM_NOTE_ASYNC);
   }
   return 0;
 }
@@ -513,7 +527,9 @@ static int commit_to(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, tm_c
 {
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   int phase;
+  w->cta->tm->bfence[w->id] = lpx_emu_tm_tick(w->cta);     /* a commit fences before_thread_sync implicitly */
   if (lpx_emu_mbar_arrive_one(w, in, lane, p, c, &phase)) return -1;
+  if (lpx_emu_tmem_publish(w, p)) return lpx_emu_fail(w, in, lane, "out of host memory");
   t->armed |= (uint16_t)(1u << c->rank);
   t->parity[c->rank] = (uint8_t)phase;
   t->mbar_off = (uint32_t)(p - c->shared);
@@ -566,7 +582,11 @@ static int commit_one(emu_warp *w, const emu_inst *in, int lane)
       if (!p || commit_to(w, in, lane, p, t)) return -1;
     }
   }
-  if (g >= 0) lpx_emu_tm_group(w->cta, g)->commit = t->inst;
+  if (g >= 0) {
+    tm_group *gr = lpx_emu_tm_group(w->cta, g);
+    gr->commit = t->inst;
+    gr->ctick = lpx_emu_tm_tick(w->cta);
+  }
   return 0;
 }
 

@@ -51,7 +51,15 @@ int lpx_emu_tmem_init(emu_cta *c)
   tm->pend = calloc((size_t)c->nwarps, sizeof *tm->pend);
   tm->npend = calloc((size_t)c->nwarps, sizeof *tm->npend);
   tm->pend_cap = calloc((size_t)c->nwarps, sizeof *tm->pend_cap);
-  return tm->pend && tm->npend && tm->pend_cap ? 0 : -1;
+  tm->afence = calloc((size_t)c->nwarps, sizeof *tm->afence);
+  tm->bfence = calloc((size_t)c->nwarps, sizeof *tm->bfence);
+  tm->waited = calloc((size_t)c->nwarps, sizeof *tm->waited);
+  tm->wait_inst = calloc((size_t)c->nwarps, sizeof *tm->wait_inst);
+  tm->hb = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hb);
+  tm->hbp = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hbp);
+  tm->hs = calloc((size_t)c->nwarps * (size_t)c->nwarps, sizeof *tm->hs);
+  return tm->pend && tm->npend && tm->pend_cap && tm->afence && tm->bfence && tm->waited && tm->wait_inst && tm->hb &&
+         tm->hbp && tm->hs ? 0 : -1;
 }
 
 /* Free a CTA's tensor memory. */
@@ -61,16 +69,29 @@ void lpx_emu_tmem_free(emu_cta *c)
   if (!tm) return;
   for (int k = 0; tm->pend && k < tm->nwarps; k++) free(tm->pend[k]);
   free(tm->pend); free(tm->npend); free(tm->pend_cap); free(tm->groups); free(tm->commits);
+  free(tm->afence); free(tm->bfence); free(tm->waited); free(tm->wait_inst);
+  free(tm->hb); free(tm->hbp); free(tm->hs); free(tm->pub_off); free(tm->pub);
   free(tm);
   c->tm = NULL;
 }
 
-/* Start a CTA's run: every cell poisoned, nothing allocated, pending or in flight. */
+/* Start a CTA's run: every cell poisoned, nothing allocated, pending,
+ * in flight or fenced, the clock at 0. */
 void lpx_emu_tmem_reset(emu_cta *c)
 {
   emu_tmem *tm = c->tm;
   memset(tm->cell, 0xff, sizeof tm->cell);
   memset(tm->tag, 0, sizeof tm->tag);
+  memset(tm->rd, 0, sizeof tm->rd);
+  memset(tm->wr, 0, sizeof tm->wr);
+  memset(tm->afence, 0, (size_t)tm->nwarps * sizeof *tm->afence);
+  memset(tm->bfence, 0, (size_t)tm->nwarps * sizeof *tm->bfence);
+  memset(tm->waited, 0, (size_t)tm->nwarps * sizeof *tm->waited);
+  memset(tm->hb, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hb);
+  memset(tm->hbp, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hbp);
+  memset(tm->hs, 0, (size_t)tm->nwarps * (size_t)tm->nwarps * sizeof *tm->hs);
+  tm->npubs = 0;
+  tm->tick = 0;
   tm->nallocs = 0; tm->relinquished = 0; tm->ngroups = 0; tm->settled = 0; tm->ncommits = 0; tm->csettled = 0;
   memset(tm->npend, 0, (size_t)tm->nwarps * sizeof *tm->npend);
 }
@@ -152,6 +173,22 @@ static tm_alloc *alloc_at(emu_tmem *tm, uint32_t col)
   return NULL;
 }
 
+static int ordered(emu_warp *w, emu_cta *c, int a, uint32_t t);
+static const char *unordered_text(int why);
+
+/* Fail unless allocation a (of CTA c), made by another warp, is ordered
+ * before warp w's access: its warp's tcgen05.fence::before_thread_sync
+ * after the tcgen05.alloc and w's tcgen05.fence::after_thread_sync since. */
+static int alloc_ordered(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, const tm_alloc *a, const char *what)
+{
+  char where[512];
+  if (c == w->cta && a->warp == w->id) return 0;
+  int why = ordered(w, c, a->warp, a->tick);
+  if (!why) return 0;
+  lpx_emu_where(w->p, &w->p->insts[a->inst], where, sizeof where);
+  return lpx_emu_fail(w, in, lane, "%s columns that %s (warp %u) allocated, and %s", what, where, a->warp, unordered_text(why));
+}
+
 /* Fail unless columns [col, col + n) of CTA c are allocated ("what" says who accesses them). */
 int lpx_emu_tm_cols(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint32_t col, uint32_t n, const char *what)
 {
@@ -160,6 +197,7 @@ int lpx_emu_tm_cols(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint3
     return lpx_emu_fail(w, in, lane, "%s columns %u..%u, beyond the 512 columns of tensor memory", what, col, col + n - 1);
   for (uint32_t x = col; x < col + n;) {
     const tm_alloc *a = alloc_at(c->tm, x);
+    if (a && alloc_ordered(w, in, lane, c, a, what)) return -1;
     if (a) { x = (uint32_t)a->col + a->ncols; continue; }
     describe_allocs(w, c->tm, have, sizeof have);
     return lpx_emu_fail(w, in, lane, "%s columns %u..%u of tensor memory, but column %u is not allocated in CTA (%u,%u,%u) "
@@ -195,7 +233,11 @@ static void fresh_columns(emu_tmem *tm, uint32_t col, uint32_t n)
 {
   for (uint32_t lane = 0; lane < TM_LANES; lane++)
     for (uint32_t x = col; x < col + n; x++) TM_CELL(tm, lane, x) = TM_POISON;
-  for (int q = 0; q < 4; q++) memset(&tm->tag[q][col], 0, n * sizeof(uint32_t));
+  for (int q = 0; q < 4; q++) {
+    memset(&tm->tag[q][col], 0, n * sizeof(uint32_t));
+    memset(&tm->rd[q][col], 0, n * sizeof(tm_acc));
+    memset(&tm->wr[q][col], 0, n * sizeof(tm_acc));
+  }
 }
 
 /* tcgen05.alloc [dst], nCols: allocate columns, write their address to shared memory. */
@@ -216,7 +258,8 @@ HANDLER(op_alloc)
     return lpx_emu_fail(w, in, -1, "tcgen05.alloc of %u columns: no %u free columns at a multiple of %u (%s); on a GPU the "
                         "warp would block until they are freed, and nothing in this CTA frees them first", n, n, n, have);
   }
-  tm->allocs[tm->nallocs++] = (tm_alloc){ (uint16_t)col, (uint16_t)n, (uint16_t)w->id, (int32_t)(in - w->p->insts) };
+  tm->allocs[tm->nallocs++] = (tm_alloc){ (uint16_t)col, (uint16_t)n, (uint16_t)w->id, (int32_t)(in - w->p->insts),
+                                          lpx_emu_tm_tick(w->cta) };
   fresh_columns(tm, (uint32_t)col, n);
   uint8_t *p = shared_word(w, in, 0, __builtin_ctz(m), 4, 1);
   if (!p) return -1;
@@ -243,7 +286,8 @@ HANDLER(op_dealloc)
     lpx_emu_where(w->p, &w->p->insts[a->inst], where, sizeof where);
     return lpx_emu_fail(w, in, -1, "tcgen05.dealloc of %u columns at column %u, but %s allocated %u there", n, col, where, a->ncols);
   }
-  if (lpx_emu_tm_ready(w, in, -1, w->cta, 0xf, col, n, TM_CHECK_ASYNC | TM_CHECK_OWN_ST, "deallocates")) return -1;
+  if (lpx_emu_tm_ready(w, in, -1, w->cta, 0xf, col, n, TM_CHECK_ASYNC | TM_CHECK_OWN_ST, "deallocates") ||
+      lpx_emu_tm_order(w, in, -1, w->cta, 0xf, col, n, 1, "tcgen05.dealloc frees")) return -1;
   fresh_columns(tm, col, n);
   *a = tm->allocs[--tm->nallocs];
   return 0;
@@ -320,8 +364,13 @@ static int tag_ready(emu_warp *w, const emu_inst *in, int lane, uint32_t tag, ui
   }
   if (kind != TM_TAG_ASYNC || !(flags & TM_CHECK_ASYNC)) return 0;
   const tm_group *g = lpx_emu_tm_group(w->cta, (int32_t)idx);
-  if (g->seen[w->cta->rank] >> w->id & 1) return 0;
   lpx_emu_where(w->p, &w->p->insts[g->inst], where, sizeof where);
+  if ((g->seen[w->cta->rank] >> w->id & 1) && w->cta->tm->afence[w->id] > g->ctick) return 0;
+  if (g->seen[w->cta->rank] >> w->id & 1)
+    return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u, which %s wrote; this warp knows it completed (an "
+                        "mbarrier wait, or a barrier with a warp that waited) but executed no "
+                        "tcgen05.fence::after_thread_sync since: put one between the wait and this instruction",
+                        doing, col, where);
   group_state(w, g, why, sizeof why);
   return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u while %s may still be writing it: %s", doing, col, where, why);
 }
@@ -336,6 +385,179 @@ int lpx_emu_tm_ready(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint
       for (uint32_t x = col; x < col + n && x < TM_COLS; x++)
         if (c->tm->tag[q][x] && tag_ready(w, in, lane, c->tm->tag[q][x], x, flags, doing)) return -1;
   return 0;
+}
+
+/* ------------------------------------------------------------ ordering between warps */
+
+/* What warp b of tm knows of warp a's before-fences (its own: its last). */
+static uint32_t known(const emu_tmem *tm, int b, int a)
+{
+  return a == b ? tm->bfence[a] : tm->hb[b * tm->nwarps + a];
+}
+
+/* What warp b of tm knows of warp a's clock (its own: now). */
+static uint32_t known_clock(const emu_tmem *tm, int b, int a, uint32_t now)
+{
+  return a == b ? now : tm->hs[b * tm->nwarps + a];
+}
+
+/* x = max(x, y). */
+static void raise_to(uint32_t *x, uint32_t y) { if (y > *x) *x = y; }
+
+/* The published row of the mbarrier at offset off of tm, added when add; NULL if none (or out of memory). */
+static uint32_t *pub_row(emu_tmem *tm, uint32_t off, int add)
+{
+  size_t w2 = 2 * (size_t)tm->nwarps;
+  for (int i = 0; i < tm->npubs; i++) if (tm->pub_off[i] == off) return &tm->pub[(size_t)i * w2];
+  if (!add) return NULL;
+  size_t cap = (size_t)tm->pub_cap, cap2 = cap * w2;
+  if (LPX_RESERVE(tm->pub_off, cap, (size_t)tm->npubs + 1)) return NULL;
+  if (LPX_RESERVE(tm->pub, cap2, cap * w2)) return NULL;
+  tm->pub_cap = (int)cap;
+  tm->pub_off[tm->npubs] = off;
+  uint32_t *row = &tm->pub[(size_t)tm->npubs++ * w2];
+  memset(row, 0, w2 * sizeof *row);
+  return row;
+}
+
+/* An arrive of warp w on the mbarrier at p: what it knows of every warp's
+ * before-fences (its own last included) goes with the barrier to the
+ * warps that wait on it. Barriers of other CTAs are not tracked. -1 out of memory. */
+int lpx_emu_tmem_publish(emu_warp *w, const uint8_t *p)
+{
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  if (c != w->cta) return 0;
+  emu_tmem *tm = c->tm;
+  uint32_t *row = pub_row(tm, (uint32_t)(p - c->shared), 1), now = lpx_emu_tm_tick(c);
+  if (!row) return -1;
+  for (int a = 0; a < tm->nwarps; a++) {
+    raise_to(&row[a], known(tm, w->id, a));
+    raise_to(&row[tm->nwarps + a], known_clock(tm, w->id, a, now));
+  }
+  return 0;
+}
+
+/* A successful wait of warp w on the mbarrier at p: it learns what the
+ * arrivals published (in force after its next after-fence). */
+void lpx_emu_tm_acquire(emu_warp *w, const uint8_t *p)
+{
+  emu_cta *c = lpx_emu_mbar_owner(w, p);
+  if (c != w->cta) return;
+  emu_tmem *tm = c->tm;
+  const uint32_t *row = pub_row(tm, (uint32_t)(p - c->shared), 0);
+  for (int a = 0; row && a < tm->nwarps; a++) {
+    raise_to(&tm->hbp[w->id * tm->nwarps + a], row[a]);
+    raise_to(&tm->hs[w->id * tm->nwarps + a], row[tm->nwarps + a]);
+  }
+}
+
+/* A barrier completed in CTA c: every warp learns what any of them knew. */
+void lpx_emu_tm_merge(emu_cta *c)
+{
+  emu_tmem *tm = c->tm;
+  int n = tm->nwarps;
+  uint32_t now = lpx_emu_tm_tick(c);
+  for (int a = 0; a < n; a++) {
+    uint32_t k = 0, t = 0;
+    for (int b = 0; b < n; b++) { raise_to(&k, known(tm, b, a)); raise_to(&t, known_clock(tm, b, a, now)); }
+    for (int b = 0; b < n; b++) { raise_to(&tm->hbp[b * n + a], k); raise_to(&tm->hs[b * n + a], t); }
+  }
+}
+
+/* The next tick of the cluster's tcgen05 clock (CTA c's cluster). */
+uint32_t lpx_emu_tm_tick(emu_cta *c)
+{
+  return ++c->group[0].tm->tick;
+}
+
+/* Fail if warp w issues an asynchronous tcgen05 operation (what) after a
+ * successful mbarrier wait with no tcgen05.fence::after_thread_sync since:
+ * the operation may then start before what the wait ordered. */
+int lpx_emu_tm_fenced(emu_warp *w, const emu_inst *in, int lane, const char *what)
+{
+  emu_tmem *tm = w->cta->tm;
+  char where[512];
+  if (tm->waited[w->id] <= tm->afence[w->id]) return 0;
+  lpx_emu_where(w->p, &w->p->insts[tm->wait_inst[w->id]], where, sizeof where);
+  return lpx_emu_fail(w, in, lane, "%s issued after %s with no tcgen05.fence::after_thread_sync by this warp in between: "
+                      "without it the operation may start before what the wait orders (the shared-memory operands a "
+                      "TMA load filled, tensor memory another warp released); put the fence right after the wait",
+                      what, where);
+}
+
+/* Why a tcgen05 event of warp a at tick t is not ordered before warp w's
+ * access to CTA c's tensor memory (0: it is; see unordered). In one CTA:
+ * a before-fence of a after t that reached w through a barrier or an
+ * mbarrier, and an after-fence of w since (missing that: w synchronized
+ * with a after t but a did not fence first, 1, or w did not fence after,
+ * 2; or no synchronization, 3). Across CTAs: a's before-fence after t and
+ * w's after-fence after that. */
+static int ordered(emu_warp *w, emu_cta *c, int a, uint32_t t)
+{
+  const emu_tmem *tm = w->cta->tm;
+  int n = tm->nwarps;
+  if (c != w->cta) return c->tm->bfence[a] <= t ? 1 : tm->afence[w->id] > c->tm->bfence[a] ? 0 : 2;
+  if (tm->hb[w->id * n + a] > t) return 0;
+  if (tm->hbp[w->id * n + a] > t) return 2;
+  return tm->hs[w->id * n + a] > t ? 1 : 3;
+}
+
+/* What ordered's answers mean, for messages. */
+static const char *const unordered[4] = {
+  "",
+  "that warp executed no tcgen05.fence::before_thread_sync after it: fence it before the thread synchronization that "
+  "orders the two",
+  "this warp executed no tcgen05.fence::after_thread_sync since the thread synchronization that orders the two: put "
+  "one right after it",
+  "no thread synchronization orders the two: a barrier both warps take part in, or an mbarrier that warp arrives on "
+  "and this one waits for (tcgen05.fence::before_thread_sync before it, after_thread_sync after it)",
+};
+
+/* The text of one of ordered's answers. */
+static const char *unordered_text(int why) { return unordered[why]; }
+
+/* Fail unless warp w's access to a cell of CTA c that another warp's
+ * tcgen05.ld/st r reached is ordered after it (see ordered). */
+static int acc_ordered(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, const tm_acc *r, uint32_t col,
+                       const char *doing, const char *verb)
+{
+  char where[512];
+  if (!r->set || (c == w->cta && r->warp == w->id)) return 0;
+  int why = ordered(w, c, r->warp, r->tick);
+  if (!why) return 0;
+  lpx_emu_where(w->p, &w->p->insts[r->inst], where, sizeof where);
+  return lpx_emu_fail(w, in, lane, "%s tensor-memory column %u, which %s (warp %u) %s, and %s", doing, col, where, r->warp,
+                      verb, unordered_text(why));
+}
+
+/* Fail unless an access by warp w to columns [col, col + n) of CTA c in
+ * the quadrants of the mask is ordered after other warps' tcgen05.st
+ * there (and, when it writes, their tcgen05.ld). */
+int lpx_emu_tm_order(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint32_t quads, uint32_t col, uint32_t n,
+                     int write, const char *doing)
+{
+  emu_tmem *tm = c->tm;
+  for (int q = 0; q < 4; q++)
+    for (uint32_t x = col; (quads >> q & 1) && x < col + n && x < TM_COLS; x++)
+      if ((write && acc_ordered(w, in, lane, c, &tm->rd[q][x], x, doing, "reads")) ||
+          acc_ordered(w, in, lane, c, &tm->wr[q][x], x, doing, "stores to")) return -1;
+  return 0;
+}
+
+/* Record warp w's access to columns [col, col + n) of CTA c: a tcgen05.ld
+ * (TM_NOTE_LD), a tcgen05.st (replaces the readers), or an asynchronous
+ * write (mma, cp, shift: ordered by its commit, forgets both). */
+void lpx_emu_tm_note(emu_warp *w, const emu_inst *in, emu_cta *c, uint32_t quads, uint32_t col, uint32_t n, int kind)
+{
+  tm_acc a = { lpx_emu_tm_tick(w->cta), (int32_t)(in - w->p->insts), (uint16_t)w->id, 1 }, none = { 0, 0, 0, 0 };
+  if (c != w->cta) a = none;              /* another CTA's warps: ordered by the pair's own barriers */
+  for (int q = 0; q < 4; q++)
+    for (uint32_t x = col; (quads >> q & 1) && x < col + n && x < TM_COLS; x++) {
+      if (kind == TM_NOTE_LD) c->tm->rd[q][x] = a;
+      else c->tm->rd[q][x] = none;
+      if (kind == TM_NOTE_ST) c->tm->wr[q][x] = a;
+      else if (kind == TM_NOTE_ASYNC) c->tm->wr[q][x] = none;
+    }
 }
 
 /* ------------------------------------------------------------ ld / st */
@@ -421,10 +643,14 @@ HANDLER(op_ld)
   const emu_op *v = EMU_OP(w, in, 0);
   int n = v->reg, split = in->mod[LPX_GB_TCSHAPE] == LPX_TCSHAPE_16X32BX2;
   tm_access a;
+  int chk = TM_CHECK_ASYNC | TM_CHECK_OWN_ST;
   if (access_setup(w, in, m, 1 + n, split ? 2 + n : -1, in->mod[LPX_GB_PACK] != 0, &a)) return -1;
-  if (lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, a.col0, a.span, TM_CHECK_ASYNC, "tcgen05.ld reads") ||
-      (split && lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, a.col0 + a.split, a.span, TM_CHECK_ASYNC, "tcgen05.ld reads")))
-    return -1;
+  for (uint32_t h = 0; h <= (uint32_t)split; h++) {
+    uint32_t col = a.col0 + h * a.split;
+    if (lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, col, a.span, chk, "tcgen05.ld reads") ||
+        lpx_emu_tm_order(w, in, -1, w->cta, 1u << a.quad, col, a.span, 0, "tcgen05.ld reads")) return -1;
+    lpx_emu_tm_note(w, in, w->cta, 1u << a.quad, col, a.span, TM_NOTE_LD);
+  }
   emu_tmem *tm = w->cta->tm;
   for (uint32_t j = 0; j < a.nregs && (int)j < n; j++) {
     int32_t slot = v[1 + j].reg;
@@ -449,9 +675,12 @@ HANDLER(op_st)
   const emu_op *v = EMU_OP(w, in, kv);
   tm_access a;
   if (access_setup(w, in, m, 0, split ? 1 : -1, in->mod[LPX_GB_UNPACK] != 0, &a)) return -1;
-  if (lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, a.col0, a.span, TM_CHECK_ASYNC, "tcgen05.st writes") ||
-      (split && lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, a.col0 + a.split, a.span, TM_CHECK_ASYNC, "tcgen05.st writes")))
-    return -1;
+  for (uint32_t h = 0; h <= (uint32_t)split; h++) {
+    uint32_t col = a.col0 + h * a.split;
+    if (lpx_emu_tm_ready(w, in, -1, w->cta, 1u << a.quad, col, a.span, TM_CHECK_ASYNC, "tcgen05.st writes") ||
+        lpx_emu_tm_order(w, in, -1, w->cta, 1u << a.quad, col, a.span, 1, "tcgen05.st writes")) return -1;
+    lpx_emu_tm_note(w, in, w->cta, 1u << a.quad, col, a.span, TM_NOTE_ST);
+  }
   emu_tmem *tm = w->cta->tm;
   for (uint32_t j = 0; j < a.nregs && (int)j < v->reg; j++) {
     const uint64_t *r = EMU_R(w, v[1 + j].reg);
@@ -504,9 +733,25 @@ int lpx_emu_tmem_pending(emu_warp *w, const emu_inst *in, int32_t slot, uint32_t
   return 0;
 }
 
-/* Fences order tcgen05 operations around thread synchronization; the
- * emulator runs each operation at once, so there is nothing to order. */
-HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
+/* tcgen05.fence::before_thread_sync: the warp's tcgen05 operations so far
+ * are ordered before its next thread synchronization. */
+HANDLER(op_fence_before)
+{
+  (void)in; (void)m;
+  w->cta->tm->bfence[w->id] = lpx_emu_tm_tick(w->cta);
+  return 0;
+}
+
+/* tcgen05.fence::after_thread_sync: the warp's later tcgen05 operations
+ * are ordered after the thread synchronizations it took part in so far. */
+HANDLER(op_fence_after)
+{
+  (void)in; (void)m;
+  emu_tmem *tm = w->cta->tm;
+  tm->afence[w->id] = lpx_emu_tm_tick(w->cta);
+  for (int a = 0; a < tm->nwarps; a++) raise_to(&tm->hb[w->id * tm->nwarps + a], tm->hbp[w->id * tm->nwarps + a]);
+  return 0;
+}
 
 /* ------------------------------------------------------------ decoding */
 
@@ -527,7 +772,7 @@ void lpx_emu_decode_tcgen05(emu_inst *in, const lpx_form *fo)
 static const emu_fn tm_handlers[LPX_OP__COUNT] = {
   [LPX_OP_TCALLOC] = op_alloc, [LPX_OP_TCDEALLOC] = op_dealloc, [LPX_OP_TCRELINQ] = op_relinquish,
   [LPX_OP_TCLD] = op_ld, [LPX_OP_TCST] = op_st, [LPX_OP_TCWAITLD] = op_wait_ld, [LPX_OP_TCWAITST] = op_wait_st,
-  [LPX_OP_TCFENCEB] = op_nop, [LPX_OP_TCFENCEA] = op_nop,
+  [LPX_OP_TCFENCEB] = op_fence_before, [LPX_OP_TCFENCEA] = op_fence_after,
 };
 
 /* Handler of a tcgen05 row (mma, cp, shift, commit: emu_tcgen05.c). */
