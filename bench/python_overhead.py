@@ -9,7 +9,8 @@ loop (luaptx._core.c_launch_times: tensors taken once); each Python path
 is timed per call the same way, and its overhead is its median minus the
 C median. Spread: the 10th and 90th percentiles of the per-call times.
 Paths: numpy (outputs given, and allocated), torch eager (outputs given,
-and through the custom op), JAX (a jitted function calling luaptx.jax.call).
+allocated, the op's eager path, and its custom op through torch's
+dispatcher), JAX (a jitted function calling luaptx.jax.call).
 Targets: <= 5 us per eager torch call and per JAX FFI call. This is a
 benchmark, not a timed test: machines differ, and this one is shared.
 """
@@ -64,7 +65,9 @@ def main():
         tx, ty = torch.zeros(1), torch.zeros(1)
         op = lt.op(k)
         rows.append(("torch eager k(x, y), outputs given", per_call(lambda: k(tx, ty), a.iters, a.repeats)))
-        rows.append(("torch eager custom op lt.op(k)(x)", per_call(lambda: op(tx), a.iters, a.repeats)))
+        rows.append(("torch eager k(x), output allocated", per_call(lambda: k(tx), a.iters, a.repeats)))
+        rows.append(("torch eager lt.op(k)(x)", per_call(lambda: op(tx), a.iters, a.repeats)))
+        rows.append(("torch custom op lt.op(k).custom(x) (dispatcher)", per_call(lambda: op.custom(tx), a.iters, a.repeats)))
     except ImportError as e:
         print(f"torch paths skipped: {e}", file=sys.stderr)
     try:
@@ -77,11 +80,11 @@ def main():
         print(f"JAX path skipped: {e}", file=sys.stderr)
     c_med = statistics.median(base)
     print(f"noop kernel on the emulator, {a.iters * a.repeats} calls per path; times per call in microseconds")
-    print(f"{'path':46} {'median':>8} {'p10':>8} {'p90':>8} {'overhead':>9}")
+    print(f"{'path':50} {'median':>8} {'p10':>8} {'p90':>8} {'overhead':>9}")
     for name, times in rows:
         med, p10, p90 = summary(times)
         over = "" if times is base else f"{(med - c_med) * 1e6:+9.2f}"
-        print(f"{name:46} {med * 1e6:8.2f} {p10 * 1e6:8.2f} {p90 * 1e6:8.2f} {over}")
+        print(f"{name:50} {med * 1e6:8.2f} {p10 * 1e6:8.2f} {p90 * 1e6:8.2f} {over}")
 
 
 if __name__ == "__main__":

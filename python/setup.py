@@ -52,6 +52,7 @@ core = Extension(
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra"] + pkg_config("--cflags"),
     extra_objects=[LIB],
+    depends=[LIB],   # relink when the library (and the Lua bundled in it) changes
     extra_link_args=pkg_config("--libs") + ["-lm", "-ldl", "-lpthread"],
 )
 

@@ -2,6 +2,7 @@
  * luaptx installed, and each call runs a function of lua/pyptx/runtime/embed.lua
  * under pcall, keeping its error message on the state. */
 #include "luaptx.h"
+#include "lpx_device.h"
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -9,11 +10,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { PLAN_TENSORS = 32, PLAN_MAPS = 8, PLAN_NAME = 64, PLAN_DIMS = 8, PLANS_PER_KERNEL = 8 };
+
+/* What embed.plan_dlpack fills (declared alike in lua/pyptx/runtime/embed.lua):
+ * the device and its context, the function, the launch configuration, the
+ * packed parameters and where each tensor's address and TMA map go. */
+typedef struct lpx_embed_plan {
+  lpx_device *device; lpx_ctx *ctx; int32_t fn; int32_t staged;
+  uint32_t grid[3], block[3], cluster[3]; uint32_t dynamic_smem;
+  const uint8_t *params; uint64_t params_size;
+  int32_t ntensors; uint64_t tensor_offset[PLAN_TENSORS];
+  int32_t nmaps; int32_t map_tensor[PLAN_MAPS]; uint64_t map_offset[PLAN_MAPS]; char map_name[PLAN_MAPS][PLAN_NAME];
+} lpx_embed_plan;
+
+/* What a plan was made for, per tensor: device, dtype and shape (compact
+ * row-major strides are required of every tensor that reuses it). */
+typedef struct plan_key {
+  int32_t device_type, device_id, ndim;
+  DLDataType dtype;
+  int64_t shape[PLAN_DIMS];
+} plan_key;
+
+/* A prepared launch: a later launch of the same shapes runs in C alone. */
+typedef struct plan {
+  lpx_embed_plan p;
+  plan_key key[PLAN_TENSORS];
+  uint8_t *params;         /* the packed parameters, addresses patched per launch */
+} plan;
+
 struct luaptx_kernel {
   luaptx_state *S;
   int ref;                 /* registry reference to the Lua kernel entry */
   char *ptx, *cubin, *specs, *check;
   size_t ptx_len, cubin_len;
+  char name[PLAN_NAME];    /* for the plans' error messages */
+  plan *plans[PLANS_PER_KERNEL];
+  int nplans, next_plan;   /* plans kept; the slot a new one replaces when full */
 };
 
 struct luaptx_state {
@@ -95,6 +127,10 @@ void luaptx_close(luaptx_state *S)
 {
   if (!S) return;
   for (size_t i = 0; i < S->nkernels; i++) {
+    for (int j = 0; j < S->kernels[i]->nplans; j++) {
+      free(S->kernels[i]->plans[j]->params);
+      free(S->kernels[i]->plans[j]);
+    }
     free(S->kernels[i]->ptx);
     free(S->kernels[i]->cubin);
     free(S->kernels[i]->specs);
@@ -181,6 +217,7 @@ luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *
   S->kernels[S->nkernels++] = K;
   K->S = S;
   K->ref = luaL_ref(S->L, LUA_REGISTRYINDEX);
+  snprintf(K->name, sizeof K->name, "%s", name ? name : "");
   return K;
 }
 
@@ -226,7 +263,7 @@ const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
   return kernel_string(K, "kernel_check", &K->check, len);
 }
 
-/* Shared launch path: embed[name](ctx, kernel, array, n, stream). */
+/* Shared Lua launch path: embed[name](ctx, kernel, array, n, stream). */
 static int launch(luaptx_kernel *K, const char *name, const void *array, int n, void *stream)
 {
   luaptx_state *S = K->S;
@@ -239,16 +276,218 @@ static int launch(luaptx_kernel *K, const char *name, const void *array, int n, 
   return call(S, 4, 0);
 }
 
+/* ---------------------------------------------------------------- plans */
+
+/* Is t compact row-major (no strides, or a contiguous layout's)? */
+static int compact(const DLTensor *t)
+{
+  if (!t->strides) return 1;
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->strides[d] != expect) return 0;
+    expect *= t->shape[d];
+  }
+  return 1;
+}
+
+/* Does tensor t fit the plan key k? */
+static int key_fits(const plan_key *k, const DLTensor *t)
+{
+  if (k->device_type != (int32_t)t->device.device_type || k->device_id != t->device.device_id || k->ndim != t->ndim
+      || k->dtype.code != t->dtype.code || k->dtype.bits != t->dtype.bits || k->dtype.lanes != t->dtype.lanes)
+    return 0;
+  for (int d = 0; d < t->ndim; d++) if (k->shape[d] != t->shape[d]) return 0;
+  return compact(t);
+}
+
+/* The kernel's plan for these tensors, or NULL. */
+static plan *plan_find(luaptx_kernel *K, DLTensor *const *ts, int n)
+{
+  for (int j = 0; j < K->nplans; j++) {
+    plan *P = K->plans[j];
+    int fits = P->p.ntensors == n;
+    for (int i = 0; fits && i < n; i++) fits = key_fits(&P->key[i], ts[i]);
+    if (fits) return P;
+  }
+  return NULL;
+}
+
+/* Record the tensors' key in P (ranks beyond PLAN_DIMS are never planned). */
+static int plan_keys(plan *P, DLTensor *const *ts, int n)
+{
+  for (int i = 0; i < n; i++) {
+    plan_key *k = &P->key[i];
+    if (ts[i]->ndim > PLAN_DIMS || ts[i]->ndim < 0) return -1;
+    k->device_type = (int32_t)ts[i]->device.device_type;
+    k->device_id = ts[i]->device.device_id;
+    k->ndim = ts[i]->ndim;
+    k->dtype = ts[i]->dtype;
+    for (int d = 0; d < k->ndim; d++) k->shape[d] = ts[i]->shape[d];
+  }
+  return 0;
+}
+
+/* Keep P on the kernel, replacing the oldest plan when all slots are taken. */
+static void plan_keep(luaptx_kernel *K, plan *P)
+{
+  if (K->nplans < PLANS_PER_KERNEL) { K->plans[K->nplans++] = P; return; }
+  plan *old = K->plans[K->next_plan];
+  free(old->params);
+  free(old);
+  K->plans[K->next_plan] = P;
+  K->next_plan = (K->next_plan + 1) % PLANS_PER_KERNEL;
+}
+
+/* Make a plan for these tensors through embed.plan_dlpack (binding and
+ * checking them as a launch does); NULL with the error on the state.
+ * *kept: whether the kernel keeps it (else the caller frees it). */
+static plan *plan_make(luaptx_kernel *K, DLTensor *const *ts, int n, int *kept)
+{
+  luaptx_state *S = K->S;
+  if (n < 0 || (n > 0 && !ts)) { set_error(S, "launch: no tensors given"); return NULL; }
+  plan *P = calloc(1, sizeof *P);
+  if (!P) { set_error(S, "out of memory"); return NULL; }
+  push_call(S, "plan_dlpack");
+  lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
+  lua_pushlightuserdata(S->L, (void *)ts);
+  lua_pushinteger(S->L, n);
+  lua_pushlightuserdata(S->L, &P->p);
+  lua_pushinteger(S->L, (lua_Integer)sizeof P->p);
+  if (call(S, 5, 1)) { free(P); return NULL; }
+  P->params = malloc(P->p.params_size ? P->p.params_size : 1);    /* the buffer is on the stack until popped */
+  if (P->params) memcpy(P->params, P->p.params, P->p.params_size);
+  P->p.params = NULL;
+  lua_pop(S->L, 1);
+  if (!P->params) { free(P); set_error(S, "out of memory"); return NULL; }
+  *kept = plan_keys(P, ts, n) == 0;
+  if (*kept) plan_keep(K, P);
+  return P;
+}
+
+/* Fail a plan's launch with the device's message, as Lua words it. */
+static int plan_fail(luaptx_kernel *K, const plan *P, const char *what)
+{
+  char msg[sizeof K->S->error];
+  snprintf(msg, sizeof msg, what, K->name, lpx_ctx_error(P->p.ctx));
+  return set_error(K->S, msg);
+}
+
+/* Bytes of a tensor's elements. */
+static uint64_t tensor_bytes(const DLTensor *t)
+{
+  uint64_t bytes = t->dtype.bits / 8u * t->dtype.lanes;
+  for (int d = 0; d < t->ndim; d++) bytes *= (uint64_t)t->shape[d];
+  return bytes;
+}
+
+/* Stage CPU tensors into fresh device memory (the emulator): addrs[i]. */
+static int plan_stage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int n, uint64_t *addrs)
+{
+  for (int i = 0; i < n; i++) {
+    const uint8_t *host = (const uint8_t *)ts[i]->data + ts[i]->byte_offset;
+    if (lpx_device_alloc(P->p.device, tensor_bytes(ts[i]), &addrs[i]) < 0) {
+      for (int j = 0; j < i; j++) lpx_device_free(P->p.device, addrs[j]);
+      return plan_fail(K, P, "kernel \"%s\": device alloc: %s");
+    }
+    if (lpx_device_upload(P->p.device, addrs[i], host, tensor_bytes(ts[i])) < 0) {
+      for (int j = 0; j <= i; j++) lpx_device_free(P->p.device, addrs[j]);
+      return plan_fail(K, P, "kernel \"%s\": upload: %s");
+    }
+  }
+  return 0;
+}
+
+/* Copy staged tensors back to the host and free them (rc: the launch's). */
+static int plan_unstage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int n, const uint64_t *addrs, int rc)
+{
+  for (int i = 0; i < n; i++) {
+    uint8_t *host = (uint8_t *)ts[i]->data + ts[i]->byte_offset;
+    if (rc == 0 && lpx_device_download(P->p.device, host, addrs[i], tensor_bytes(ts[i])) < 0)
+      rc = plan_fail(K, P, "kernel \"%s\": download: %s");
+    lpx_device_free(P->p.device, addrs[i]);
+  }
+  return rc;
+}
+
+/* Patch the addresses into the packed parameters (TMA maps re-pointed). */
+static int plan_patch(luaptx_kernel *K, plan *P, const uint64_t *addrs)
+{
+  for (int i = 0; i < P->p.ntensors; i++) memcpy(P->params + P->p.tensor_offset[i], &addrs[i], 8);
+  for (int j = 0; j < P->p.nmaps; j++)
+    if (lpx_device_tma_replace_address(P->p.device, P->p.map_name[j], P->params + P->p.map_offset[j],
+                                       addrs[P->p.map_tensor[j]]) < 0)
+      return plan_fail(K, P, "kernel \"%s\": %s");
+  return 0;
+}
+
+/* Launch the plan's function with its patched parameters; a CUDA launch
+ * goes on stream and is not waited for, the emulator's is synchronised. */
+static int plan_launch(luaptx_kernel *K, const plan *P, void *stream)
+{
+  lpx_launch_cfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  memcpy(cfg.grid, P->p.grid, sizeof cfg.grid);
+  memcpy(cfg.block, P->p.block, sizeof cfg.block);
+  memcpy(cfg.cluster, P->p.cluster, sizeof cfg.cluster);
+  cfg.dynamic_smem = P->p.dynamic_smem;
+  cfg.params = P->params;
+  cfg.params_size = P->p.params_size;
+  if (!P->p.staged && lpx_device_set_option(P->p.device, "stream", (int64_t)(intptr_t)stream) < 0)
+    return plan_fail(K, P, "kernel \"%s\": stream: %s");
+  if (lpx_device_launch(P->p.device, P->p.fn, &cfg) < 0) return plan_fail(K, P, "launching kernel \"%s\": %s");
+  if (P->p.staged && lpx_device_sync(P->p.device) < 0) return plan_fail(K, P, "kernel \"%s\": sync: %s");
+  return 0;
+}
+
+/* Run a plan on tensors that fit it: no Lua. */
+static int plan_run(luaptx_kernel *K, plan *P, DLTensor *const *ts, int n, void *stream)
+{
+  uint64_t addrs[PLAN_TENSORS];
+  if (P->p.staged) {
+    if (plan_stage(K, P, ts, n, addrs)) return -1;
+  } else {
+    for (int i = 0; i < n; i++) addrs[i] = (uint64_t)(uintptr_t)ts[i]->data + ts[i]->byte_offset;
+  }
+  int rc = plan_patch(K, P, addrs);
+  if (rc == 0) rc = plan_launch(K, P, stream);
+  return P->p.staged ? plan_unstage(K, P, ts, n, addrs, rc) : rc;
+}
+
+/* Launch through the kernel's plan for these shapes, made on first use. */
+static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, void *stream)
+{
+  if (ready(K->S)) return -1;
+  K->S->error[0] = '\0';
+  int kept = 1;
+  plan *P = plan_find(K, ts, n);
+  if (!P && !(P = plan_make(K, ts, n, &kept))) return -1;
+  int rc = plan_run(K, P, ts, n, stream);
+  if (!kept) { free(P->params); free(P); }
+  return rc;
+}
+
 /* Launch with DLTensors. */
 int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream)
 {
-  return launch(K, "launch_dlpack", tensors, n, stream);
+  return launch_planned(K, tensors, n, stream);
 }
 
-/* Launch with DLPack 1.0 managed tensors. */
+/* Launch with DLPack 1.0 managed tensors (version 1.x checked here). */
 int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream)
 {
-  return launch(K, "launch_dlpack_versioned", tensors, n, stream);
+  DLTensor *ts[PLAN_TENSORS];
+  if (n < 0 || (n > 0 && !tensors)) return set_error(K->S, "launch: no tensors given");
+  if (n > PLAN_TENSORS) return launch(K, "launch_dlpack_versioned", tensors, n, stream);
+  for (int i = 0; i < n; i++) {
+    if (tensors[i]->version.major != 1) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "tensor %d is DLPack version %u.%u; luaptx reads DLPack 1.x", i + 1,
+               (unsigned)tensors[i]->version.major, (unsigned)tensors[i]->version.minor);
+      return set_error(K->S, msg);
+    }
+    ts[i] = &tensors[i]->dl_tensor;
+  }
+  return launch_planned(K, ts, n, stream);
 }
 
 /* Launch with raw device addresses. */

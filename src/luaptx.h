@@ -124,8 +124,12 @@ const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
 
 /* Launch with every tensor the kernel takes, inputs then outputs, as
  * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
- * CPU tensors run on the emulator (copied in and out); CUDA tensors on the
- * cuda device. stream: a CUstream, or NULL for the default stream. */
+ * CPU tensors run on the emulator (copied in and out; the call returns
+ * when done); CUDA tensors on the cuda device, queued on stream (a
+ * CUstream, or NULL for the default stream) with no synchronisation, so
+ * the launch can be captured in a CUDA graph. The first launch of given
+ * shapes, dtypes and devices prepares a plan kept on the kernel; later
+ * launches of the same run it in C without Lua. */
 int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream);
 
 /* The same with DLPack 1.0 managed tensors (version 1.x required). */

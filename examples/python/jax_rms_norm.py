@@ -51,4 +51,5 @@ def run():
 
 
 if __name__ == "__main__":
-    main()
+    with jax.default_device(jax.devices("cpu")[0]):   # CPU arrays (the emulator), even where jax has a GPU
+        main()

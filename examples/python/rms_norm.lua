@@ -45,7 +45,7 @@ end
 --- The forward kernel for element type ty.
 local function forward(name, ty)
   return pyptx.kernel(name) {
-    arch = "sm_80",
+    arch = "auto",
     in_specs = { Tile("B", "N", ty), Tile("N", ty) },
     out_specs = { Tile("B", "N", ty), Tile("B", ty) },
     params = { eps = 1e-6 }, block = { THREADS, 1, 1 },
@@ -78,7 +78,7 @@ end
 local function backward(name, ty)
   local size = ty.bits / 8
   return pyptx.kernel(name) {
-    arch = "sm_80",
+    arch = "auto",
     in_specs = { Tile("B", "N", ty), Tile("N", ty), Tile("B", ty), Tile("B", "N", ty) },
     out_specs = { Tile("B", "N", ty), Tile("N", ty) },
     block = { THREADS, 1, 1 },

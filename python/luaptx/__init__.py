@@ -35,25 +35,30 @@ def _params_text(params):
     return ",".join(items)
 
 
-def _numpy_alloc(like):
-    """An allocator of numpy outputs (for numpy and other CPU inputs)."""
-    import numpy
-
-    def alloc(dtype, shape):
-        if dtype not in NUMPY_DTYPES:
-            raise TypeError(f"numpy has no dtype for {dtype}; pass the outputs")
-        return numpy.empty(shape, dtype=NUMPY_DTYPES[dtype])
-    return alloc
-
-
-def _allocator(first):
-    """How to allocate outputs like the first input: torch tensors for torch
-    inputs (same device), numpy arrays otherwise."""
-    module = type(first).__module__.split(".")[0]
-    if module == "torch":
+def _alloc(dtype, shape, like):
+    """Allocate an output like the first input ``like``, for inputs whose
+    type has no DLPack C exchange API (torch's allocates in C): torch
+    tensors on like's device, numpy arrays otherwise."""
+    if type(like).__module__.split(".")[0] == "torch":
         from . import torch as lt
-        return lt.allocator(first)
-    return _numpy_alloc(first)
+        return lt.allocate(dtype, shape, like)
+    import numpy
+    if dtype not in NUMPY_DTYPES:
+        raise TypeError(f"numpy has no dtype for {dtype}; pass the outputs")
+    return numpy.empty(shape, dtype=NUMPY_DTYPES[dtype])
+
+
+def _cuda_stream(like):
+    """The stream of a launch on a CUDA tensor whose type has no DLPack C
+    exchange API (called from C): torch's current stream for an older
+    torch, else None (the default stream)."""
+    if type(like).__module__.split(".")[0] == "torch":
+        import torch
+        return torch.cuda.current_stream(like.device).cuda_stream or None
+    return None
+
+
+_core.set_stream_fallback(_cuda_stream)
 
 
 class Spec:
@@ -103,9 +108,11 @@ class Specialization:
             out.append(tuple(dims))
         return out
 
-    def launch(self, tensors, alloc=None, stream=None):
-        """Launch on tensors (inputs, then outputs unless alloc makes them)."""
-        return _core.launch(self.handle, tuple(tensors), alloc, stream)
+    def launch(self, tensors, stream=None):
+        """Launch on tensors (inputs, then outputs: allocated when left out);
+        returns the outputs as a tuple. stream: None (a CUDA tensor's
+        producer's current stream) or a CUstream as an int."""
+        return _core.launch(self.handle, tuple(tensors), _alloc, stream)
 
 
 class Kernel:
@@ -148,23 +155,13 @@ class Kernel:
         """Launch on the inputs (outputs allocated like the first input and
         returned) or on the inputs and outputs (written in place, returned).
         One output is returned as is, several as a tuple."""
-        s = self.specialize(**params) if params or self._default is None else self._default
-        alloc = _allocator(tensors[0]) if tensors and len(tensors) == s.nin else None
-        stream = _stream_of(tensors) if tensors and getattr(tensors[0], "is_cuda", False) else None
-        outs = _core.launch(s.handle, tensors, alloc, stream)
+        s = self._default if not params and self._default is not None else self.specialize(**params)
+        # CUDA tensors: the producer's current stream (looked up in C)
+        outs = _core.launch(s.handle, tensors, _alloc, None)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):
         return f"<luaptx kernel {self.name} ({self.script.path})>"
-
-
-def _stream_of(tensors):
-    """The CUDA stream for a launch on CUDA tensors: torch's current stream
-    for torch tensors, else None (the default stream)."""
-    if type(tensors[0]).__module__.split(".")[0] == "torch":
-        from . import torch as lt
-        return lt.current_stream(tensors[0])
-    return None
 
 
 class Script:

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include "luaptx.h"
@@ -56,14 +57,31 @@ typedef struct {
   py_spec specs[MAX_TENSORS];
 } py_kernel;
 
-/* A tensor taken from a DLPack capsule, until its deleter runs. */
+/* A tensor taken from a DLPack capsule (until its deleter runs), or
+ * viewed through its type's DLPack C exchange API (own: a copy of the
+ * producer's DLTensor with its shape and strides, owner kept alive). */
 typedef struct {
   PyObject *owner, *capsule;
   DLTensor *t;
   void *managed;
   int versioned;
   uint64_t flags;
+  DLTensor own;
+  int64_t shape[MAX_DIMS], strides[MAX_DIMS];
 } py_taken;
+
+/* DLPack's C exchange API (dlpack.h 1.2+, `type(x).__dlpack_c_exchange_api__`,
+ * a capsule "dlpack_exchange_api"): tensors viewed and allocated, and the
+ * producer's current stream, from C without Python calls. torch has it. */
+typedef struct dl_exchange_api {
+  struct { DLPackVersion version; void *prev_api; } header;
+  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
+  int (*managed_from_py)(void *obj, DLManagedTensorVersioned **out);
+  int (*managed_to_py)(DLManagedTensorVersioned *tensor, void **out);
+  int (*dltensor_from_py)(void *obj, DLTensor *out);
+  int (*current_stream)(DLDeviceType device_type, int32_t device_id, void **out);
+} dl_exchange_api;
 
 /* ------------------------------------------------------------ dtypes */
 
@@ -313,11 +331,58 @@ static PyObject *dlpack_capsule(PyObject *obj, PyObject *stream)
   return cap;
 }
 
+/* Types seen and their exchange API (NULL: none), kept with a reference. */
+enum { XC_TYPES = 8 };
+static struct { PyObject *type; const dl_exchange_api *api; } xc_seen[XC_TYPES];
+static int xc_next;
+static PyObject *s_xc_attr;
+
+/* The DLPack C exchange API of obj's type (DLPack 1.x), or NULL. */
+static const dl_exchange_api *exchange_api(PyObject *obj)
+{
+  PyObject *type = (PyObject *)Py_TYPE(obj);
+  for (int i = 0; i < XC_TYPES; i++) if (xc_seen[i].type == type) return xc_seen[i].api;
+  const dl_exchange_api *api = NULL;
+  PyObject *cap = PyObject_GetAttr(type, s_xc_attr);
+  if (cap && PyCapsule_IsValid(cap, "dlpack_exchange_api")) api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+  if (api && (api->header.version.major != 1 || !api->dltensor_from_py)) api = NULL;
+  Py_XDECREF(cap);
+  PyErr_Clear();
+  Py_XDECREF(xc_seen[xc_next].type);
+  Py_INCREF(type);
+  xc_seen[xc_next].type = type;
+  xc_seen[xc_next].api = api;
+  xc_next = (xc_next + 1) % XC_TYPES;
+  return api;
+}
+
+/* View obj through its exchange API: no capsule, no Python call. */
+static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk, const char *arg, const py_kernel *k)
+{
+  if (api->dltensor_from_py(obj, &tk->own)) return -1;
+  if (tk->own.ndim < 0 || tk->own.ndim > MAX_DIMS) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d; luaptx takes at most %d dims", k->name, k->where, arg, (int)tk->own.ndim, MAX_DIMS);
+    return -1;
+  }
+  for (int d = 0; d < tk->own.ndim; d++) {
+    tk->shape[d] = tk->own.shape[d];
+    if (tk->own.strides) tk->strides[d] = tk->own.strides[d];
+  }
+  tk->own.shape = tk->shape;
+  tk->own.strides = tk->own.strides ? tk->strides : NULL;
+  tk->t = &tk->own;
+  Py_INCREF(obj);
+  tk->owner = obj;
+  return 0;
+}
+
 /* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
  * capsule no longer owns it; release() runs its deleter). */
 static int take(PyObject *obj, PyObject *stream, py_taken *tk, const char *arg, const py_kernel *k)
 {
-  memset(tk, 0, sizeof *tk);
+  memset(tk, 0, offsetof(py_taken, own));
+  const dl_exchange_api *api = exchange_api(obj);
+  if (api) return take_exchange(api, obj, tk, arg, k);
   PyObject *cap = dlpack_capsule(obj, stream);
   if (!cap) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -363,7 +428,7 @@ static void release(py_taken *tk)
   }
   Py_XDECREF(tk->capsule);
   Py_XDECREF(tk->owner);
-  memset(tk, 0, sizeof *tk);
+  memset(tk, 0, offsetof(py_taken, own));
 }
 
 /* ------------------------------------------------------------ binding */
@@ -478,23 +543,45 @@ static int check_one(const py_kernel *k, py_state *st, py_taken *tk, int i, cons
   return check_strides(k, tk->t, arg);
 }
 
-/* Allocate output j through alloc(dtype, shape) from the bound dims. */
-static PyObject *allocate(const py_kernel *k, int j, const py_binds *b, PyObject *alloc)
+/* Report an exchange API allocator's error as a Python exception. */
+static void xc_set_error(void *ctx, const char *kind, const char *message)
+{
+  (void)ctx;
+  PyErr_Format(PyExc_RuntimeError, "allocating an output (%s): %s", kind ? kind : "error", message ? message : "failed");
+}
+
+/* Allocate output j like the first tensor: through its type's exchange
+ * API when it has one (torch), else alloc(dtype, shape, like). */
+static PyObject *allocate(const py_kernel *k, int j, const py_binds *b, PyObject *alloc, PyObject *like, const DLTensor *first)
 {
   const py_spec *s = &k->specs[k->nin + j];
-  PyObject *shape = PyTuple_New(s->ndim);
-  if (!shape) return NULL;
+  int64_t dims[MAX_DIMS];
   for (int d = 0; d < s->ndim; d++) {
     int64_t v = s->syms[d][0] ? bound(b, s->syms[d]) : s->dims[d];
     if (v < 0) {
-      Py_DECREF(shape);
       PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): out_specs[%d] dim %d is %s, which no input binds; pass it as a parameter (%s=...) or pass the outputs",
                    k->name, k->where, j + 1, d + 1, s->syms[d], s->syms[d]);
       return NULL;
     }
-    PyTuple_SetItem(shape, d, PyLong_FromLongLong(v));
+    dims[d] = v;
   }
-  PyObject *r = PyObject_CallFunction(alloc, "sO", s->dtype, shape);
+  const dl_exchange_api *api = first ? exchange_api(like) : NULL;
+  if (api && api->allocator && api->managed_to_py && s->code != 255) {
+    DLTensor proto;
+    memset(&proto, 0, sizeof proto);
+    proto.device = first->device;
+    proto.ndim = s->ndim;
+    proto.dtype.code = s->code; proto.dtype.bits = s->bits; proto.dtype.lanes = 1;
+    proto.shape = dims;
+    DLManagedTensorVersioned *mt = NULL;
+    void *out = NULL;
+    if (api->allocator(&proto, &mt, NULL, xc_set_error) || api->managed_to_py(mt, &out)) return NULL;
+    return out;
+  }
+  PyObject *shape = PyTuple_New(s->ndim);
+  if (!shape) return NULL;
+  for (int d = 0; d < s->ndim; d++) PyTuple_SetItem(shape, d, PyLong_FromLongLong(dims[d]));
+  PyObject *r = PyObject_CallFunction(alloc, "sOO", s->dtype, shape, like);
   Py_DECREF(shape);
   return r;
 }
@@ -519,7 +606,8 @@ static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc
   for (int i = 0; i < k->nin + k->nout; i++) {
     char arg[24];
     snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
-    PyObject *obj = i < n ? PyTuple_GetItem(tensors, i) : allocate(k, i - k->nin, &b, alloc);
+    PyObject *obj = i < n ? PyTuple_GetItem(tensors, i)
+                          : allocate(k, i - k->nin, &b, alloc, PyTuple_GetItem(tensors, 0), k->nin ? tk[0].t : NULL);
     if (!obj) return -1;
     if (i < n) Py_INCREF(obj);
     if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
@@ -530,9 +618,42 @@ static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc
   return 0;
 }
 
+/* stream_fallback(tensor) -> CUstream int or None: the stream of a CUDA
+ * tensor whose type has no exchange API (set by luaptx/__init__.py). */
+static PyObject *stream_fallback;
+
+/* set_stream_fallback(fn): set it. */
+static PyObject *py_set_stream_fallback(PyObject *self, PyObject *fn)
+{
+  (void)self;
+  PyObject *old = stream_fallback;
+  Py_INCREF(fn);
+  stream_fallback = fn;
+  Py_XDECREF(old);
+  Py_RETURN_NONE;
+}
+
+/* The producer's current stream for a CUDA tensor (torch's
+ * current_stream, through the exchange API, else stream_fallback), or
+ * NULL: the default stream. */
+static int producer_stream(PyObject *obj, const DLTensor *t, void **stream)
+{
+  const dl_exchange_api *api = exchange_api(obj);
+  *stream = NULL;
+  if (api && api->current_stream) return api->current_stream(kDLCUDA, t->device.device_id, stream) ? -1 : 0;
+  if (!stream_fallback || stream_fallback == Py_None) return 0;
+  PyObject *r = PyObject_CallFunctionObjArgs(stream_fallback, obj, NULL);
+  if (!r) return -1;
+  if (r != Py_None) *stream = PyLong_AsVoidPtr(r);
+  Py_DECREF(r);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
 /* launch(kernel, tensors, alloc, stream) -> tuple of the outputs. Given
- * the inputs only, the outputs are allocated through alloc(dtype, shape);
- * stream: None, or the CUDA stream as an int (also given to __dlpack__). */
+ * the inputs only, the outputs are allocated like the first input (its
+ * type's DLPack exchange API, else alloc(dtype, shape, first input));
+ * stream: None (CUDA tensors: their producer's current stream, else the
+ * default stream), or the CUDA stream as an int (also given to __dlpack__). */
 static PyObject *py_launch(PyObject *self, PyObject *args)
 {
   PyObject *cap, *tensors, *alloc, *stream;
@@ -550,13 +671,15 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
   }
   if (!st->device_kind) { pthread_mutex_lock(&st->lock); learn_device(st); pthread_mutex_unlock(&st->lock); }
   py_taken tk[MAX_TENSORS];
-  memset(tk, 0, sizeof tk);
+  for (int i = 0; i < total; i++) memset(&tk[i], 0, offsetof(py_taken, own));
   PyObject *outs = PyTuple_New(k->nout);
   int rc = outs ? gather(k, st, tensors, alloc, stream, tk, outs) : -1;
+  void *s = NULL;
+  if (rc == 0 && stream != Py_None) s = PyLong_AsVoidPtr(stream);
+  else if (rc == 0 && total && tk[0].t->device.device_type == kDLCUDA) rc = producer_stream(PyTuple_GetItem(tensors, 0), tk[0].t, &s);
   if (rc == 0) {
     DLTensor *ts[MAX_TENSORS];
     for (int i = 0; i < total; i++) ts[i] = tk[i].t;
-    void *s = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&st->lock);
     rc = luaptx_launch_dlpack(k->K, ts, total, s);
@@ -642,17 +765,30 @@ static int xla_tensor(const XLA_FFI_Buffer *b, int dev, DLTensor *t)
   return 0;
 }
 
-/* The py_kernel named by the "kernel" attribute, or NULL. */
-static py_kernel *xla_kernel(const XLA_FFI_Attrs *at)
+/* The py_kernel named by an int64 attribute ("kernel", "batched"), or NULL. */
+static py_kernel *xla_kernel(const XLA_FFI_Attrs *at, const char *name)
 {
+  size_t len = strlen(name);
   for (int64_t i = 0; i < at->size; i++) {
     const XLA_FFI_ByteSpan *n = at->names[i];
-    if (at->types[i] == XLA_FFI_AttrType_SCALAR && n->len == 6 && memcmp(n->ptr, "kernel", 6) == 0) {
+    if (at->types[i] == XLA_FFI_AttrType_SCALAR && n->len == len && memcmp(n->ptr, name, len) == 0) {
       const XLA_FFI_Scalar *s = at->attrs[i];
       if (s->dtype == XLA_FFI_DataType_S64) return (py_kernel *)(intptr_t)*(const int64_t *)s->value;
     }
   }
   return NULL;
+}
+
+/* Fold the leading `extra` dims of t (vmap's batch dims, row-major) into
+ * one, so that a batched kernel sees (V, dims...): shape kept in dims. */
+static void xla_fold(DLTensor *t, int extra, int64_t *dims)
+{
+  int64_t v = 1;
+  for (int d = 0; d < extra; d++) v *= t->shape[d];
+  dims[0] = v;
+  for (int d = extra; d < t->ndim; d++) dims[d - extra + 1] = t->shape[d];
+  t->ndim -= extra - 1;
+  t->shape = dims;
 }
 
 /* Answer XLA's metadata query (the API version this handler speaks). */
@@ -667,19 +803,35 @@ static int xla_metadata(XLA_FFI_CallFrame *f)
   return 1;
 }
 
-/* The handler for device type dev: launch the kernel on the buffers. */
+/* The handler for device type dev: launch the kernel on the buffers.
+ * Operands of a higher rank than the kernel's in_specs come from
+ * jax.vmap (vmap_method "broadcast_all": every operand and result gains
+ * the batch dims in front): their batch dims are folded into one leading
+ * dim and the "batched" kernel runs once on them, its grid covering the
+ * batch. */
 static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
 {
   if (xla_metadata(f) || f->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
   const XLA_FFI_Api *api = f->api;
-  py_kernel *k = xla_kernel(&f->attrs);
+  py_kernel *k = xla_kernel(&f->attrs, "kernel");
   int64_t n = f->args.size + f->rets.size;
   if (!k) return xla_error(api, "luaptx: the ffi_call has no kernel attribute (call it through luaptx.jax.call)");
   if (n > MAX_TENSORS) return xla_error(api, "luaptx: too many buffers");
   DLTensor ts[MAX_TENSORS], *tp[MAX_TENSORS];
+  int64_t folded[MAX_TENSORS][MAX_DIMS + 1];
   for (int64_t i = 0; i < n; i++) {
     xla_tensor(i < f->args.size ? f->args.args[i] : f->rets.rets[i - f->args.size], dev, &ts[i]);
     tp[i] = &ts[i];
+  }
+  int extra = n && k->nin ? ts[0].ndim - k->specs[0].ndim : 0;
+  if (extra > 0) {
+    py_kernel *kb = xla_kernel(&f->attrs, "batched");
+    if (!kb) return xla_error(api, "luaptx: batched operands but no batched kernel (luaptx.jax.call(..., batched=...))");
+    for (int64_t i = 0; i < n; i++) {
+      if (ts[i].ndim < extra || ts[i].ndim - extra + 1 > MAX_DIMS) return xla_error(api, "luaptx: a batched operand has too few or too many dims");
+      xla_fold(&ts[i], extra, folded[i]);
+    }
+    k = kb;
   }
   void *stream = NULL;
   if (dev == kDLCUDA) {
@@ -723,6 +875,7 @@ static PyMethodDef METHODS[] = {
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "kernel_address", py_kernel_address, METH_VARARGS, "kernel_address(kernel) -> int" },
   { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
   { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
   XLA_METHOD
   { NULL, NULL, 0, NULL },
@@ -736,9 +889,10 @@ PyMODINIT_FUNC PyInit__core(void)
   PyObject *m = PyModule_Create(&MODULE);
   if (!m) return NULL;
   s_dlpack = PyUnicode_InternFromString("__dlpack__");
+  s_xc_attr = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   s_empty = PyTuple_New(0);
   s_kw_versioned = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
-  if (!s_dlpack || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
+  if (!s_dlpack || !s_xc_attr || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
   Py_INCREF(LuaError);

@@ -57,16 +57,38 @@ def _check(spec, arrays):
     return spec.out_shapes([a.shape for a in arrays])
 
 
-def call(kernel, *arrays, **params):
+def _check_batched(spec, bspec):
+    """A batched kernel takes each of the kernel's tensors with one more,
+    leading, dim (the batch) and the same dtype; ValueError otherwise."""
+    pairs = list(zip(spec.in_specs + spec.out_specs, bspec.in_specs + bspec.out_specs))
+    same = len(spec.in_specs) == len(bspec.in_specs) and len(spec.out_specs) == len(bspec.out_specs)
+    if same and all(b.dtype == s.dtype and len(b.dims) == len(s.dims) + 1 for s, b in pairs):
+        return
+    want = ", ".join(f"Tile(V, {', '.join(str(d) for d in s.dims + (s.dtype,))})" for s in spec.in_specs + spec.out_specs)
+    have = ", ".join(repr(b) for b in bspec.in_specs + bspec.out_specs)
+    raise ValueError(f'batched kernel "{bspec.kernel.name}" ({bspec.where}) must take the tensors of "{spec.kernel.name}" '
+                     f"({spec.where}) with a leading batch dim, in order: {want}; it takes {have}")
+
+
+def call(kernel, *arrays, batched=None, **params):
     """Call a kernel specialisation on JAX arrays through jax.ffi.ffi_call;
     returns its outputs (one as is, several as a tuple). Works eagerly and
-    under jax.jit; under vmap the kernel runs once per batch element
-    (vmap_method="sequential")."""
+    under jax.jit. Under jax.vmap the kernel runs once per batch element
+    (vmap_method="sequential"), unless `batched` names a kernel taking the
+    same tensors with a leading batch dim (its grid covering the batch):
+    then vmap runs that kernel once on the whole batch (vmap_method
+    "broadcast_all"; nested vmaps fold their batch dims into one)."""
     spec = kernel.specialize(**params)
     shapes = _check(spec, arrays)
     outs = [jax.ShapeDtypeStruct(s, DTYPES[o.dtype]) for s, o in zip(shapes, spec.out_specs)]
-    f = jax.ffi.ffi_call("luaptx", outs, vmap_method="sequential")
-    res = f(*arrays, kernel=np.int64(_core.kernel_address(spec.handle)))
+    attrs = {"kernel": np.int64(_core.kernel_address(spec.handle))}
+    method = "sequential"
+    if batched is not None:
+        bspec = batched.specialize(**params)
+        _check_batched(spec, bspec)
+        attrs["batched"] = np.int64(_core.kernel_address(bspec.handle))
+        method = "broadcast_all"
+    res = jax.ffi.ffi_call("luaptx", outs, vmap_method=method)(*arrays, **attrs)
     return res[0] if len(res) == 1 else tuple(res)
 
 

@@ -19,7 +19,9 @@ import itertools
 
 import torch
 
-__all__ = ["op", "differentiable", "allocator", "current_stream", "DTYPES"]
+from . import _alloc, _core
+
+__all__ = ["op", "Op", "differentiable", "allocate", "DTYPES"]
 
 # torch dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -35,38 +37,76 @@ def _dtype(name, kernel_name):
     return DTYPES[name]
 
 
-def allocator(like):
-    """Allocate outputs as torch tensors on like's device."""
-    device = like.device
-
-    def alloc(dtype, shape):
-        return torch.empty(shape, dtype=_dtype(dtype, "?"), device=device)
-    return alloc
-
-
-def current_stream(t):
-    """torch's current CUDA stream on t's device as a CUstream int (the
-    legacy default stream, 1, for torch's default stream)."""
-    return torch.cuda.current_stream(t.device).cuda_stream or 1
+def allocate(dtype, shape, like):
+    """An output as a torch tensor on like's device (for dtypes the C path
+    does not allocate itself)."""
+    return torch.empty(shape, dtype=_dtype(dtype, "?"), device=like.device)
 
 
 def _launch(spec, tensors):
-    """Launch a specialisation on torch tensors, outputs allocated by torch."""
-    xs = tuple(t.detach().contiguous() for t in tensors)
-    stream = current_stream(xs[0]) if xs and xs[0].is_cuda else None
-    return spec.launch(xs, allocator(xs[0]), stream)
+    """Launch a specialisation on torch tensors, outputs allocated by torch
+    (on torch's current stream for CUDA tensors)."""
+    return spec.launch(tuple(t.detach().contiguous() for t in tensors))
 
 
 _ops = {}
 _serial = itertools.count(1)
 
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_jit_tracing = torch._C._get_tracing_state
+_functorch = torch._C._functorch.peek_interpreter_stack
+
+
+def _eager(tensors):
+    """May a call on these tensors skip torch's dispatcher? Only for plain
+    contiguous tensors needing no gradient, outside torch.compile, jit
+    tracing, torch function or dispatch modes (FakeTensorMode, export)
+    and functorch transforms: then the op's result is the kernel's alone."""
+    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None or _functorch() is not None:
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
+            return False
+    return True
+
+
+class Op:
+    """A kernel specialisation's torch custom op (``.custom``, a
+    torch.library CustomOpDef; its other attributes, like
+    register_autograd, are the custom op's). Called eagerly on plain
+    tensors that need no gradient it launches the kernel directly, in C,
+    skipping torch's dispatcher (the same result, less overhead); in any
+    other case (torch.compile, autograd, fake tensors, modes, functorch)
+    it calls the custom op."""
+
+    def __init__(self, custom, spec):
+        self.custom, self._handle, self._nout = custom, spec.handle, len(spec.out_specs)
+
+    def __call__(self, *tensors):
+        if _eager(tensors):
+            outs = _core.launch(self._handle, tensors, _alloc, None)
+            return outs[0] if self._nout == 1 else outs
+        return self.custom(*tensors)
+
+    def __getattr__(self, name):
+        return getattr(self.custom, name)
+
+    def __repr__(self):
+        return f"<luaptx.torch.Op {self.custom._qualname}>"
+
 
 def op(kernel, **params):
     """The torch custom op (torch.ops.luaptx.<kernel>_<n>) of a kernel's
-    specialisation: inputs in, a new output (or a tuple) out. Registered
-    once per specialisation; its fake implementation gives the outputs'
-    shapes and dtypes from out_specs, so torch.compile(fullgraph=True)
-    traces a model calling it with no graph break."""
+    specialisation, as an Op: inputs in, a new output (or a tuple) out.
+    Registered once per specialisation; its fake implementation gives the
+    outputs' shapes and dtypes from out_specs, so torch.compile(fullgraph=True)
+    traces a model calling it with no graph break. Eager calls needing no
+    autograd skip the dispatcher (see Op)."""
     spec = kernel.specialize(**params)
     found = _ops.get(id(spec))
     if found is not None:
@@ -88,8 +128,9 @@ def op(kernel, **params):
 
     custom = torch.library.custom_op(name, impl, mutates_args=(), schema=f"({args}) -> {result}")
     custom.register_fake(fake)
-    _ops[id(spec)] = (spec, custom)
-    return custom
+    wrapped = Op(custom, spec)
+    _ops[id(spec)] = (spec, wrapped)
+    return wrapped
 
 
 def _parse_saved(names, nin, nout):

@@ -24,3 +24,13 @@ def jax_on_cpu():
 def ks():
     import luaptx
     return luaptx.load(RMS, device="emu")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped, with the reason, without one)")
+
+
+@pytest.fixture(scope="module")
+def ks_cuda():
+    import luaptx
+    return luaptx.load(RMS, device="cuda")

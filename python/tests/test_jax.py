@@ -10,6 +10,17 @@ import jax.numpy as jnp  # noqa: E402
 import luaptx.jax as lj  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def on_cpu(request):
+    """Arrays on the CPU (the emulator's kernels), even where jax has a GPU;
+    the gpu-marked tests place theirs on it."""
+    if request.node.get_closest_marker("gpu"):
+        yield
+        return
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def rms_ref(x, w, eps=1e-6):
     return x / jnp.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
@@ -71,3 +82,124 @@ def test_a_launch_error_inside_xla_carries_the_lua_message():
                             "=big.lua", device="emu")
     with pytest.raises(Exception, match=r'kernel "big": grid \(4294967296, 1, 1\) is out of range'):
         jax.block_until_ready(lj.call(ks.big, jnp.zeros(4, jnp.float32), G=4294967296))
+
+
+# y[b, j] = x[b, j] * s[b] + w[j], and its batched form: every tensor gains a
+# leading batch dim V, which the grid covers in z (ctaid.z picks the batch).
+BATCH_SRC = r"""
+local pyptx = require "pyptx"
+local reg, ptx, Tile, T = pyptx.reg, pyptx.ptx, pyptx.Tile, pyptx.types
+local function body(batched)
+  return function(X, S, W, Y, v)
+    local px, ps, pw, py = ptx.global_ptrs(X, S, W, Y)
+    local row = reg.from(ptx.special.ctaid.x(), T.u32):fma(32, reg.from(ptx.special.tid.x(), T.u32))
+    if batched then
+      local z = reg.from(ptx.special.ctaid.z(), T.u32)
+      px, ps = px + z:mul_wide(v.B * v.N * 4), ps + z:mul_wide(v.B * 4)
+      pw, py = pw + z:mul_wide(v.N * 4), py + z:mul_wide(v.B * v.N * 4)
+    end
+    ptx.if_(row:lt(v.B), function()
+      local first = row:mul_wide(v.N * 4)
+      local s = reg.scalar(T.f32)
+      ptx.ld.global(s, ptx.addr(ps + row:mul_wide(4)))
+      ptx.range(0, v.N, function(j)
+        local x, w = reg.scalar(T.f32), reg.scalar(T.f32)
+        ptx.ld.global(x, ptx.addr(px + first + j:mul_wide(4)))
+        ptx.ld.global(w, ptx.addr(pw + j:mul_wide(4)))
+        ptx.st.global(ptx.addr(py + first + j:mul_wide(4)), x * s + w)
+      end)
+    end)
+    ptx.ret()
+  end
+end
+local function rows(v) return math.max(1, math.ceil(v.B / 32)) end
+return {
+  pyptx.kernel "scale_rows" { arch = "auto", block = { 32, 1, 1 },
+    in_specs = { Tile("B", "N", T.f32), Tile("B", T.f32), Tile("N", T.f32) }, out_specs = { Tile("B", "N", T.f32) },
+    grid = function(v) return { rows(v), 1, 1 } end, body(false) },
+  pyptx.kernel "scale_rows_batched" { arch = "auto", block = { 32, 1, 1 },
+    in_specs = { Tile("V", "B", "N", T.f32), Tile("V", "B", T.f32), Tile("V", "N", T.f32) },
+    out_specs = { Tile("V", "B", "N", T.f32) },
+    grid = function(v) return { rows(v), 1, v.V } end, body(true) },
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bk():
+    import luaptx
+    return luaptx.load_string(BATCH_SRC, "=scale_rows.lua", device="emu")
+
+
+def scale_rows_ref(x, s, w):
+    return x * s[:, None] + w
+
+
+def batch_data(v=3, b=5, n=8):
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(7), 3)
+    return (jax.random.normal(k1, (v, b, n), jnp.float32), jax.random.normal(k2, (v, b), jnp.float32),
+            jax.random.normal(k3, (n,), jnp.float32))
+
+
+def test_batched_vmap_launches_the_batched_kernel_once_on_the_whole_batch(bk):
+    xs, ss, w = batch_data()
+    seq = jax.jit(jax.vmap(lambda x, s: lj.call(bk.scale_rows, x, s, w)))
+    bat = jax.jit(jax.vmap(lambda x, s: lj.call(bk.scale_rows, x, s, w, batched=bk.scale_rows_batched)))
+    want = jax.vmap(lambda x, s: scale_rows_ref(x, s, w))(xs, ss)
+    np.testing.assert_allclose(bat(xs, ss), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(bat(xs, ss), seq(xs, ss), rtol=0, atol=0)
+    # one custom call on the batch (3x5x8), not a loop over 5x8 slices
+    text = bat.lower(xs, ss).as_text()
+    assert "tensor<3x5x8xf32>" in text.split("@luaptx")[1].split("\n")[0]
+    assert "tensor<3x5x8xf32>" not in seq.lower(xs, ss).as_text().split("@luaptx")[1].split("\n")[0]
+
+
+def test_batched_vmap_broadcasts_unbatched_operands_and_folds_nested_vmaps(bk):
+    xs, ss, w = batch_data(v=6)
+    ws = jnp.stack([w + i for i in range(6)])
+    f = lambda x, s, w: lj.call(bk.scale_rows, x, s, w, batched=bk.scale_rows_batched)
+    np.testing.assert_allclose(jax.vmap(f)(xs, ss, ws), jax.vmap(scale_rows_ref)(xs, ss, ws), rtol=1e-6, atol=1e-6)
+    x4, s4, w4 = xs.reshape(2, 3, 5, 8), ss.reshape(2, 3, 5), ws.reshape(2, 3, 8)
+    nested = jax.jit(jax.vmap(jax.vmap(f)))(x4, s4, w4)
+    np.testing.assert_allclose(nested, jax.vmap(jax.vmap(scale_rows_ref))(x4, s4, w4), rtol=1e-6, atol=1e-6)
+    # outside vmap the unbatched kernel runs
+    np.testing.assert_allclose(f(xs[0], ss[0], w), scale_rows_ref(xs[0], ss[0], w), rtol=1e-6, atol=1e-6)
+
+
+def test_a_batched_kernel_of_other_tensors_is_refused(bk, ks):
+    xs, ss, w = batch_data()
+    with pytest.raises(ValueError, match=r'batched kernel "rms_norm_fwd" \(.*rms_norm\.lua:\d+\) must take the tensors of '
+                                         r'"scale_rows" \(scale_rows\.lua:\d+\) with a leading batch dim, in order: Tile\(V, B, N, f32\)'):
+        lj.call(bk.scale_rows, xs[0], ss[0], w, batched=ks.rms_norm_fwd)
+
+
+def _jax_gpu():
+    try:
+        return jax.devices("gpu")[0]
+    except RuntimeError:
+        return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_jax_gpu() is None, reason="needs jax with a CUDA GPU (pip install 'jax[cuda13]'); PyPI's plain jax is CPU-only")
+def test_jit_on_the_cuda_platform_runs_on_xla_stream(ks_cuda):
+    gpu = _jax_gpu()
+    x, w = jax.device_put(data(8, 64), gpu)
+    f = jax.jit(lambda x, w: lj.call(ks_cuda.rms_norm_fwd, x, w)[0] * 2)
+    y = f(x, w)
+    assert y.devices() == {gpu}
+    np.testing.assert_allclose(np.asarray(y), 2 * np.asarray(rms_ref(x, w)), rtol=1e-5, atol=1e-6)
+    xs = jnp.stack([x, -x, x + 1])
+    ys = jax.jit(jax.vmap(lambda x: lj.call(ks_cuda.rms_norm_fwd, x, w)[0]))(xs)
+    np.testing.assert_allclose(np.asarray(ys), np.asarray(jax.vmap(lambda x: rms_ref(x, w))(xs)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_jax_gpu() is None, reason="needs jax with a CUDA GPU (pip install 'jax[cuda13]'); PyPI's plain jax is CPU-only")
+def test_batched_vmap_on_the_cuda_platform():
+    import luaptx
+    gk = luaptx.load_string(BATCH_SRC, "=scale_rows.lua", device="cuda")
+    xs, ss, w = jax.device_put(batch_data(), _jax_gpu())
+    f = jax.jit(jax.vmap(lambda x, s: lj.call(gk.scale_rows, x, s, w, batched=gk.scale_rows_batched)))
+    want = jax.vmap(lambda x, s: scale_rows_ref(x, s, w))(xs, ss)
+    np.testing.assert_allclose(np.asarray(f(xs, ss)), np.asarray(want), rtol=1e-6, atol=1e-6)

@@ -45,6 +45,31 @@ def test_the_fake_impl_gives_shapes_from_out_specs(ks):
     assert y.shape == (7, 16) and r.shape == (7,) and y.dtype == torch.float32
 
 
+def test_eager_op_calls_skip_the_dispatcher_unless_autograd_needs_it(ks, monkeypatch):
+    fwd = lt.op(ks.rms_norm_fwd)
+    through_dispatcher = []
+    real = lt._launch
+    monkeypatch.setattr(lt, "_launch", lambda spec, ts: through_dispatcher.append(1) or real(spec, ts))
+    x, w = torch.randn(5, 32), torch.rand(32) + 0.5
+    y, _ = fwd(x, w)                              # plain tensors: the kernel directly
+    assert through_dispatcher == []
+    torch.testing.assert_close(y, F.rms_norm(x, (32,), w, eps=1e-6))
+    y, _ = fwd(x.t().contiguous().t(), w)         # non-contiguous: the op makes it contiguous
+    assert through_dispatcher == [1]
+    torch.testing.assert_close(y, F.rms_norm(x, (32,), w, eps=1e-6))
+    rms = lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    xg = x.clone().requires_grad_()
+    rms(xg, w).sum().backward()                   # a gradient is needed: the custom op and its autograd
+    assert len(through_dispatcher) == 2           # the forward (the backward runs without grad: directly)
+    xr = x.clone().requires_grad_()
+    rms_ref(xr, w).sum().backward()
+    torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(rms(xg, w), rms_ref(x, w))
+    assert len(through_dispatcher) == 2
+
+
 class Model(torch.nn.Module):
     def __init__(self, norm, n):
         super().__init__()
@@ -121,13 +146,70 @@ def test_torch_mismatches_name_the_argument(ks):
         ks.rms_norm_fwd(torch.randn(2, 8), torch.rand(4))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA tensors run on the GPU)")
-def test_cuda_tensors_run_on_the_current_stream():
-    from conftest import RMS
-    ks = luaptx.load(RMS, device="cuda")
+needs_cuda = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                   reason="needs a CUDA GPU (CUDA tensors run on the GPU)")]
+
+
+def gpu(f):
+    for m in needs_cuda:
+        f = m(f)
+    return f
+
+
+@gpu
+def test_cuda_tensors_run_eagerly_on_the_current_stream(ks_cuda):
     x, w = torch.randn(4, 64, device="cuda"), torch.rand(64, device="cuda") + 0.5
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        y, _ = lt.op(ks.rms_norm_fwd)(x, w)
+        y, r = ks_cuda.rms_norm_fwd(x, w)              # allocated by torch on x's device
+        y2, _ = lt.op(ks_cuda.rms_norm_fwd)(x, w)
     s.synchronize()
+    assert y.is_cuda and r.is_cuda
     torch.testing.assert_close(y, rms_ref(x, w))
+    torch.testing.assert_close(y2, rms_ref(x, w))
+    torch.testing.assert_close(y, F.rms_norm(x, (64,), w, eps=1e-6))
+
+
+@gpu
+def test_cuda_launches_are_captured_and_replayed_in_a_cuda_graph(ks_cuda):
+    fwd = lt.op(ks_cuda.rms_norm_fwd)
+    x, w = torch.randn(8, 128, device="cuda"), torch.rand(128, device="cuda") + 0.5
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                        # warm up: the launch plan for these shapes
+        fwd(x, w)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):                         # no synchronisation may happen in here
+        y, _ = fwd(x, w)
+        z = y * 2
+    for scale in (1.0, -3.0, 0.5):
+        x.copy_(torch.randn(8, 128, device="cuda") * scale)
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, rms_ref(x, w))
+        torch.testing.assert_close(z, 2 * rms_ref(x, w))
+
+
+@gpu
+def test_torch_compile_on_cuda_matches_eager(ks_cuda):
+    torch._dynamo.reset()
+    m = Model(lt.op(ks_cuda.rms_norm_fwd), 64).cuda()
+    x = torch.randn(6, 64, device="cuda")
+    with torch.no_grad():
+        want = m.lin(F.rms_norm(torch.relu(x), (64,), m.w, eps=1e-6))
+        torch.testing.assert_close(torch.compile(m, fullgraph=True)(x), want)
+
+
+@gpu
+def test_the_differentiable_pair_on_cuda_matches_autograd(ks_cuda):
+    rms = lt.differentiable(ks_cuda.rms_norm_fwd, ks_cuda.rms_norm_bwd,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    x = torch.randn(4, 32, device="cuda", requires_grad=True)
+    w = (torch.rand(32, device="cuda") + 0.5).requires_grad_()
+    (rms(x, w) * 3).sum().backward()
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    (rms_ref(xr, wr) * 3).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-4, atol=1e-5)

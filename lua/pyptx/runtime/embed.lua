@@ -20,7 +20,17 @@ typedef struct { void *data; lpx_DLDevice device; int32_t ndim; lpx_DLDataType d
                  int64_t *shape; int64_t *strides; uint64_t byte_offset; } lpx_DLTensor;
 typedef struct { lpx_DLPackVersion version; void *manager_ctx; void (*deleter)(void *);
                  uint64_t flags; lpx_DLTensor dl_tensor; } lpx_DLManagedTensorVersioned;
+typedef struct {
+  void *device; void *ctx; int32_t fn; int32_t staged;
+  uint32_t grid[3], block[3], cluster[3]; uint32_t dynamic_smem;
+  const uint8_t *params; uint64_t params_size;
+  int32_t ntensors; uint64_t tensor_offset[32];
+  int32_t nmaps; int32_t map_tensor[8]; uint64_t map_offset[8]; char map_name[8][64];
+} lpx_embed_plan;
 ]]
+
+-- The limits of a launch plan (lpx_embed_plan in src/lpx_embed.c).
+local PLAN_TENSORS, PLAN_MAPS, PLAN_NAME = 32, 8, 64
 
 local KDLCPU, KDLCUDA = 1, 2
 local DL_CODES = { [0] = "s", [1] = "u", [2] = "f", [4] = "bf" }
@@ -49,7 +59,8 @@ function M.open(device, cache_dir, lua_path, quiet)
   return { device_kind = device, quiet = quiet, kernels = {} }
 end
 
---- The context's device, opened on first use.
+--- The context's device, opened on first use; it becomes the state's
+-- current device, so that a kernel of arch "auto" is built for it.
 local function device(ctx)
   if ctx.device then return ctx.device end
   if ctx.device_kind == "auto" then
@@ -59,7 +70,15 @@ local function device(ctx)
   else
     ctx.device = runtime.open(ctx.device_kind)
   end
+  runtime.use(ctx.device)
   return ctx.device
+end
+
+--- The specialization of an entry; arch "auto" is the context's
+-- device's (opened for it when it can be; else LUAPTX_ARCH or the default).
+local function specialize(ctx, entry, values)
+  if (values.arch or entry.kernel.arch) == "auto" then pcall(device, ctx) end
+  return entry.kernel:specialize(values)
 end
 
 --- The device's description.
@@ -104,11 +123,11 @@ function M.kernel_get(ctx, name, params)
 end
 
 --- PTX of an entry's specialization.
-function M.kernel_ptx(_, entry) return entry.kernel:specialize(entry.values).ptx end
+function M.kernel_ptx(ctx, entry) return specialize(ctx, entry, entry.values).ptx end
 
 --- Cubin of an entry's specialization (through the cache).
-function M.kernel_cubin(_, entry)
-  return compile.kernel_cubin(entry.kernel:specialize(entry.values)).data
+function M.kernel_cubin(ctx, entry)
+  return compile.kernel_cubin(specialize(ctx, entry, entry.values)).data
 end
 
 --- The names of the loaded kernels, comma-separated.
@@ -139,8 +158,8 @@ end
 
 --- ptxas's resource report of an entry's specialization as "key=value"
 -- lines; raises with the toolkit's message or ptxas's log on failure.
-function M.kernel_check(_, entry)
-  local s = entry.kernel:specialize(entry.values)
+function M.kernel_check(ctx, entry)
+  local s = specialize(ctx, entry, entry.values)
   if not toolkit.find("ptxas") then error(toolkit.missing_message("ptxas"), 0) end
   local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
   if not ok then error(("kernel \"%s\": ptxas failed:\n%s"):format(entry.kernel.name, log), 0) end
@@ -194,7 +213,18 @@ local function launch_addrs(ctx, entry, values, addrs, stream)
   if core.device_launch(dev.handle, fn, cfg) < 0 then
     error(("launching kernel \"%s\": %s"):format(entry.kernel.name, core.error_message()), 0)
   end
-  dev:sync()
+  -- the emulator's launch is done when it returns; a CUDA launch stays
+  -- queued on the caller's stream (no sync: capturable in a CUDA graph)
+  if dev.kind ~= "cuda" then dev:sync() end
+end
+
+--- Refuse tensor t (0-based i) in memory the device cannot use.
+local function check_memory(dev, t, i)
+  local dt = t.device.device_type
+  if not ((dt == KDLCPU and dev.kind ~= "cuda") or (dt == KDLCUDA and dev.kind == "cuda")) then
+    error(("tensor %d is in DLPack device type %d memory, which the %s device cannot use (CPU tensors need the emulator, CUDA tensors the cuda device)")
+      :format(i + 1, dt, dev.kind), 0)
+  end
 end
 
 --- Launch with DLTensors (CPU tensors are staged through device memory).
@@ -204,25 +234,68 @@ local function launch_tensors(ctx, entry, tensors, n, stream)
   local addrs, staged = {}, {}
   for i = 0, n - 1 do
     local t = tensors[i]
+    check_memory(dev, t, i)
     local bytes = t.dtype.bits / 8
     for d = 0, t.ndim - 1 do bytes = bytes * tonumber(t.shape[d]) end
     local base = ffi.cast("uint8_t *", t.data) + t.byte_offset
-    if t.device.device_type == KDLCPU and dev.kind ~= "cuda" then
+    if dev.kind ~= "cuda" then
       local ptr, mem = dev:alloc(bytes)
       dev:upload(ptr, base, bytes)
       addrs[i + 1], staged[#staged + 1] = ptr, { ptr = ptr, mem = mem, host = base, bytes = bytes }
-    elseif t.device.device_type == KDLCUDA and dev.kind == "cuda" then
-      addrs[i + 1] = ffi.cast("uint64_t", base)
     else
-      error(("tensor %d is in DLPack device type %d memory, which the %s device cannot use (CPU tensors need the emulator, CUDA tensors the cuda device)")
-        :format(i + 1, t.device.device_type, dev.kind), 0)
+      addrs[i + 1] = ffi.cast("uint64_t", base)
     end
   end
   launch_addrs(ctx, entry, values, addrs, stream)
   for _, st in ipairs(staged) do dev:download(st.host, st.ptr, st.bytes) end
 end
 
---- luaptx_launch_dlpack
+--- Prepare a launch plan for DLTensors of these shapes, dtypes and
+-- devices (src/lpx_embed.c keeps it and runs later launches of the same
+-- shapes in C, without Lua): binds and checks as a launch does, loads the
+-- function and fills plan (an lpx_embed_plan *) with the device, the
+-- launch configuration, the packed parameters (addresses placeholders:
+-- where each tensor's address and each TMA map go is recorded). Returns
+-- the packed buffer, which the caller copies before Lua runs again.
+-- plan_size: sizeof(lpx_embed_plan) in C, checked against the cdef.
+function M.plan_dlpack(ctx, entry, array, n, plan, plan_size)
+  if plan_size ~= ffi.sizeof("lpx_embed_plan") then
+    error(("luaptx: lpx_embed_plan is %d bytes in C but %d in Lua (a build mismatch)"):format(plan_size, ffi.sizeof("lpx_embed_plan")), 0)
+  end
+  local tensors = ffi.cast("lpx_DLTensor *const *", array)
+  local values = bind(entry, tensors, n)
+  local dev = device(ctx)
+  local k = entry.kernel
+  for i = 0, n - 1 do check_memory(dev, tensors[i], i) end
+  local s = k:specialize(values)
+  local fn = dev:function_of(s)
+  if n > PLAN_TENSORS or #(s.tma or {}) > PLAN_MAPS then
+    error(("kernel \"%s\": a C API launch takes at most %d tensors and %d TMA maps"):format(k.name, PLAN_TENSORS, PLAN_MAPS), 0)
+  end
+  local views = {}
+  for i = 1, n do   -- placeholder addresses, 64 KiB aligned: C patches the real ones per launch
+    local spec = s.tensors[i]
+    views[i] = { ptr = ffi.cast("uint64_t", 0x10000 * i), shape = spec.shape, dtype = spec.dtype,
+                 strides = tensor.row_major(spec.shape), elem_size = ffi.sizeof(tensor.storage(spec.dtype)), device = dev }
+  end
+  local buf, size, layout = runtime.pack_params(s, views, s.values)
+  local cfg = runtime.make_cfg(s, buf, size)
+  local p = ffi.cast("lpx_embed_plan *", plan)
+  p.device, p.ctx, p.fn, p.staged = dev.handle, core.ctx, fn, dev.kind == "cuda" and 0 or 1
+  for d = 0, 2 do p.grid[d], p.block[d], p.cluster[d] = cfg.grid[d], cfg.block[d], cfg.cluster[d] end
+  p.dynamic_smem, p.params, p.params_size = cfg.dynamic_smem, buf, size
+  p.ntensors = n
+  for i = 1, n do p.tensor_offset[i - 1] = layout[i].offset end
+  local maps = s.tma or {}
+  p.nmaps = #maps
+  for j, d in ipairs(maps) do
+    p.map_tensor[j - 1], p.map_offset[j - 1] = d.index - 1, layout[#layout - #maps + j].offset
+    ffi.copy(p.map_name[j - 1], d.tensor:sub(1, PLAN_NAME - 1))
+  end
+  return buf
+end
+
+--- luaptx_launch_dlpack (the Lua path: the C API runs plans instead)
 function M.launch_dlpack(ctx, entry, array, n, stream)
   launch_tensors(ctx, entry, ffi.cast("lpx_DLTensor *const *", array), n, stream)
 end

@@ -20,8 +20,10 @@ M.open, M.device, M.use, M.current_arch = device.open, device.device, device.use
 
 --- Pack params in declaration order with natural alignment: tensor
 -- pointers, raw params (values by name), then the TMA maps of s.tma,
--- encoded by each tensor's device. Returns buffer, size. Errors are
--- raised at level (relative to the caller; nil: no position).
+-- encoded by each tensor's device. Returns buffer, size and the layout
+-- (one { offset, name, bytes, ... } per parameter, in order; the C API's
+-- launch plans patch addresses at those offsets). Errors are raised at
+-- level (relative to the caller; nil: no position).
 function M.pack_params(s, tensors, values, level)
   level = level and level + 1 or 0
   local layout, size = {}, 0
@@ -57,7 +59,7 @@ function M.pack_params(s, tensors, values, level)
       ffi.cast(tensor.storage(e.type) .. "*", buf + e.offset)[0] = tensor.encode(e.type, v)
     end
   end
-  return buf, size
+  return buf, size, layout
 end
 
 -- --------------------------------------------------------------- binding

@@ -1,0 +1,62 @@
+--- The C API's Lua half (pyptx.runtime.embed): a kernel of arch "auto" is
+-- built for the state's own device, which becomes the state's current
+-- device, rather than for a default device opened on the side; launch
+-- plans record where the addresses go.
+local ffi = require "ffi"
+local runtime = require "pyptx.runtime"
+local embed = require "pyptx.runtime.embed"
+
+local AUTO_SRC = [[
+local p = require "pyptx"
+return p.kernel "k" { arch = "auto", in_specs = { p.Tile("N", p.types.f32) }, out_specs = { p.Tile("N", p.types.f32) },
+  function() p.ptx.ret() end }
+]]
+
+--- An embed context on the emulator with the "auto" kernel loaded, and its entry.
+local function auto_entry(kind)
+  local ctx = embed.open(kind or "emu", "", "", true)
+  embed.load_string(ctx, AUTO_SRC, "=auto.lua")
+  return ctx, embed.kernel_get(ctx, "k", "N=4")
+end
+
+describe("embed", function()
+  local before
+  before_each(function() before = runtime.device(); runtime.use(nil) end)
+  after_each(function() runtime.use(before) end)
+
+  it("builds an arch auto kernel for the state's device, made current", function()
+    local ctx, entry = auto_entry()
+    local text = embed.kernel_ptx(ctx, entry)
+    assert.truthy(ctx.device, "the state's device was opened for the arch")
+    assert.equal(ctx.device, runtime.device())
+    assert.truthy(text:find(".target " .. (ctx.device.arch or "sm_90a"), 1, true))
+  end)
+
+  it("still gives the PTX of an arch auto kernel when the state's device cannot open", function()
+    local ctx, entry = auto_entry("cuda")
+    local text = embed.kernel_ptx(ctx, entry)
+    assert.truthy(text:find(".entry k(", 1, true) and text:find(".target sm_", 1, true))
+  end)
+
+  it("plans a launch: tensor addresses first, at 8-byte steps", function()
+    local ctx, entry = auto_entry()
+    local shape = ffi.new("int64_t[1]", 4)
+    local data = ffi.new("float[8]")
+    local ts = ffi.new("lpx_DLTensor[2]")
+    for i = 0, 1 do
+      ts[i].data, ts[i].device.device_type, ts[i].ndim, ts[i].shape = data + 4 * i, 1, 1, shape
+      ts[i].dtype.code, ts[i].dtype.bits, ts[i].dtype.lanes = 2, 32, 1
+    end
+    local arr = ffi.new("lpx_DLTensor *[2]", ts, ts + 1)
+    local plan = ffi.new("lpx_embed_plan")
+    local buf = embed.plan_dlpack(ctx, entry, arr, 2, plan, ffi.sizeof(plan))
+    assert.equal(1, plan.staged)
+    assert.equal(2, plan.ntensors)
+    assert.equal(0, tonumber(plan.tensor_offset[0]))
+    assert.equal(8, tonumber(plan.tensor_offset[1]))
+    assert.equal(0, plan.nmaps)
+    assert.truthy(buf ~= nil and tonumber(plan.params_size) >= 16)
+    assert.has_error(function() embed.plan_dlpack(ctx, entry, arr, 2, plan, 8) end,
+      "luaptx: lpx_embed_plan is 8 bytes in C but " .. ffi.sizeof(plan) .. " in Lua (a build mismatch)")
+  end)
+end)
