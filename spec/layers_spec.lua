@@ -173,6 +173,14 @@ print(err)
     assert.same(actual, documented)
   end)
 
+  it("loads from the bundle alone: no Lua module need be installed where the library runs", function()
+    local out, err, rc = H.luaptx({ "-e", 'local pyptx = require "pyptx"; require "pyptx.tools.tune"; '
+      .. 'print(type(pyptx.kernel), type(package.loaded.dkjson))' },
+      { env = { LUA_PATH = "/nonexistent/?.lua", LUA_CPATH = "/nonexistent/?.so", LUAPTX_LUA_DIR = false } })
+    assert.are.equal(0, rc, err)
+    assert.are.equal("function\ttable\n", out)
+  end)
+
   it("tells a nested require and an upward one from sound code", function()
     local dir = H.temp_dir()
     local sound = H.write(dir .. "/sound.lua", 'local trace = require "pyptx.trace"\nreturn function() return trace end\n')
