@@ -10,25 +10,9 @@ local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
 local T = pyptx.types
 
---- An emulator with the adversarial schedule of a seed, one per seed.
-local adversarial_devs = {}
-local function adversarial(seed)
-  if not adversarial_devs[seed] then
-    local dev = runtime.open("emu")
-    dev:set_option("schedule", seed)
-    adversarial_devs[seed] = dev
-  end
-  return adversarial_devs[seed]
-end
+local adversarial = H.adversarial
 
---- m.check(...) on dev: ok and the report's message, or false and the launch error.
-local function check_on(dev, m, ...)
-  runtime.use(dev)
-  local res = { pcall(m.check, ...) }
-  runtime.use(H.emu())
-  if not res[1] then return false, tostring(res[2]) end
-  return res[2], res[3].message
-end
+local check_on = H.check_on
 
 local EXAMPLES = {
   gemm_2stage = { sizes = { { 64, 64, 32 }, { 128, 192, 96 }, { 256, 128, 160 } } },

@@ -196,6 +196,31 @@ function M.device(kind) return device_for(kind or "emu") end
 --- The CPU emulator device, opened once per spec file.
 function M.emu() return device_for("emu") end
 
+--- An emulator on the adversarial schedule of seed, opened once per spec
+-- file and seed.
+function M.adversarial(seed)
+  local key = "emu\0" .. tostring(seed)
+  local dev = devices[caller_file() .. "\0" .. key]
+  if not dev then
+    dev = require("pyptx.runtime").open("emu")
+    dev:set_option("schedule", seed)
+    devices[caller_file() .. "\0" .. key] = dev
+  end
+  return dev
+end
+
+--- An example's m.check(...) with dev as the current device (the spec
+-- file's emulator again after): true or false, the report's message and
+-- the report; or false and the error's text when it raises.
+function M.check_on(dev, m, ...)
+  local runtime = require "pyptx.runtime"
+  runtime.use(dev)
+  local res = { pcall(m.check, ...) }
+  runtime.use(device_for("emu"))
+  if not res[1] then return false, tostring(res[2]) end
+  return res[2], res[3].message, res[3]
+end
+
 -- ------------------------------------------------ the nvcc differentials
 
 --- The device the differential specs run on: the emulator, or the one

@@ -12,25 +12,10 @@ local H = require "spec.helpers"
 
 local gf = require "examples.hopper.gemm_fast"
 
---- An emulator with the adversarial schedule of a seed, one per seed.
-local adversarial_devs = {}
-local function adversarial(seed)
-  if not adversarial_devs[seed] then
-    local dev = runtime.open("emu")
-    dev:set_option("schedule", seed)
-    adversarial_devs[seed] = dev
-  end
-  return adversarial_devs[seed]
-end
+local adversarial = H.adversarial
 
---- gf.check(...) on dev: ok and the report's message, or false and the launch error.
-local function check_on(dev, ...)
-  runtime.use(dev)
-  local res = { pcall(gf.check, ...) }
-  runtime.use(H.emu())
-  if not res[1] then return false, tostring(res[2]) end
-  return res[2], res[3].message
-end
+--- gemm_fast.check(...) on dev (H.check_on).
+local function check_on(dev, ...) return H.check_on(dev, gf, ...) end
 
 --- Call main(args) with print captured; returns main's result and the output.
 local function run_main(args)

@@ -57,23 +57,13 @@ end
 --- Escape text for a Lua pattern.
 local function lit(text) return (text:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
 
---- An emulator with the adversarial schedule of a seed (one per seed).
-local adversarial_devs = {}
-local function adversarial(seed)
-  if not adversarial_devs[seed] then
-    adversarial_devs[seed] = runtime.open("emu")
-    adversarial_devs[seed]:set_option("schedule", seed)
-  end
-  return adversarial_devs[seed]
-end
+local adversarial = H.adversarial
 
 --- m.check(...) on dev: the error it raises as text, or its verdict (ok, report).
 local function check_on(dev, m, ...)
-  runtime.use(dev)
-  local res = { pcall(m.check, ...) }
-  runtime.use(H.emu())
-  if not res[1] then return tostring(res[2]) end
-  return nil, res[2], res[3]
+  local ok, msg, report = H.check_on(dev, m, ...)
+  if not ok and not report then return msg end
+  return nil, ok, report
 end
 
 --- Call main(args) with print captured; returns main's result and the output.

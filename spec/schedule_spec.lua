@@ -19,16 +19,7 @@ local SEEDS = { 1, 2, 3 }
 --- The current source line (to name planted bugs).
 local function here() return debug.getinfo(2, "l").currentline end
 
---- An emulator with the adversarial schedule of a seed (one per seed and spec file).
-local adversarial_devs = {}
-local function adversarial(seed)
-  if not adversarial_devs[seed] then
-    local dev = runtime.open("emu")
-    dev:set_option("schedule", seed)
-    adversarial_devs[seed] = dev
-  end
-  return adversarial_devs[seed]
-end
+local adversarial = H.adversarial
 
 --- fn(...) with dev as the current device (the file's default emulator after).
 local function on(dev, fn, ...)

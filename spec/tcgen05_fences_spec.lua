@@ -15,15 +15,7 @@ runtime.use(H.emu())
 
 local SEEDS = { 1, 2, 3 }
 
---- An emulator with the adversarial schedule of a seed (one per seed).
-local adversarial_devs = {}
-local function adversarial(seed)
-  if not adversarial_devs[seed] then
-    adversarial_devs[seed] = runtime.open("emu")
-    adversarial_devs[seed]:set_option("schedule", seed)
-  end
-  return adversarial_devs[seed]
-end
+local adversarial = H.adversarial
 
 --- pcall(fn, ...) with dev as the current device (the default emulator after).
 local function on(dev, fn, ...)
