@@ -102,15 +102,7 @@ function M.build(m, n, k, opts)
         ptx.inst("mbarrier.init.shared::cta.b64", done[0], 1)
         ptx.inst("fence.mbarrier_init.release.cluster")   -- the barriers, visible to tcgen05.commit
       end)
-      ptx.if_(warp:eq(0), function()
-        tc.alloc { dst = slot, ncols = BN }
-        tc.relinquish_alloc_permit {}
-      end)
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      tc.fence_after_thread_sync()
-      local taddr = reg.scalar(T.b32)
-      ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
+      local taddr = L.tmem_alloc(warp, 0, slot, BN)
       local empty0, sA0, sB0 = empty:base(), sA:base(), sB:base()
 
       -- this thread's rows r0 + 16i and 16-byte chunk c, and where the chunk goes
@@ -198,12 +190,7 @@ function M.build(m, n, k, opts)
       local prow = pd + ((m0 + tid) * n + n0):mul_wide(4)
       L.store_row(taddr + warp * bw.tmem_offset(32, 0), prow, BN)
 
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      ptx.if_(warp:eq(0), function()
-        tc.fence_after_thread_sync()
-        tc.dealloc { taddr = taddr, ncols = BN }
-      end)
+      L.tmem_dealloc(warp, 0, taddr, BN)
       ptx.ret()
     end,
   }

@@ -123,15 +123,7 @@ function M.build(m, n, k, opts)
         end
         ptx.inst("fence.proxy.async.shared::cta")   -- the barriers, visible to TMA and tcgen05.commit
       end)
-      ptx.if_(warp:eq(1), function()
-        tc.alloc { dst = slot, ncols = NCOLS }
-        tc.relinquish_alloc_permit {}
-      end)
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      tc.fence_after_thread_sync()
-      local taddr = reg.scalar(T.b32)
-      ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
+      local taddr = L.tmem_alloc(warp, 1, slot, NCOLS)
 
       local full0, empty0, sA0, sB0 = full:base(), empty:base(), sA:base(), sB:base()
       local accf0, acce0 = acc_full:base(), acc_empty:base()
@@ -212,12 +204,7 @@ function M.build(m, n, k, opts)
         end)
       end)
 
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      ptx.if_(warp:eq(1), function()
-        tc.fence_after_thread_sync()
-        tc.dealloc { taddr = taddr, ncols = NCOLS }
-      end)
+      L.tmem_dealloc(warp, 1, taddr, NCOLS)
       ptx.ret()
     end,
   }

@@ -105,15 +105,7 @@ function M.build(g, m, n, k, opts)
         ptx.inst("mbarrier.init.shared::cta.b64", done[0], 1)
         ptx.inst("fence.proxy.async.shared::cta")   -- the barriers, visible to TMA and tcgen05.commit
       end)
-      ptx.if_(warp:eq(2), function()
-        tc.alloc { dst = slot, ncols = NCOLS }
-        tc.relinquish_alloc_permit {}
-      end)
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      tc.fence_after_thread_sync()
-      local taddr = reg.scalar(T.b32)
-      ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
+      local taddr = L.tmem_alloc(warp, 2, slot, NCOLS)
       local full0, empty0, sA0, sB0 = full:base(), empty:base(), sA:base(), sB:base()
 
       -- TMA producer
@@ -159,12 +151,7 @@ function M.build(g, m, n, k, opts)
       local prow = pd + ((a_row + tid) * n + n_col):mul_wide(4)
       L.store_row(taddr + warp * bw.tmem_offset(32, 0), prow, BN)
 
-      tc.fence_before_thread_sync()
-      ptx.bar_sync(0)
-      ptx.if_(warp:eq(2), function()
-        tc.fence_after_thread_sync()
-        tc.dealloc { taddr = taddr, ncols = NCOLS }
-      end)
+      L.tmem_dealloc(warp, 2, taddr, NCOLS)
       ptx.ret()
     end,
   }

@@ -1,5 +1,6 @@
 --- What the Blackwell GEMM examples beside examples/blackwell/gemm.lua
--- share: an mbarrier spin, the TMEM -> global epilogue of one row, and the
+-- share: an mbarrier spin, TMEM allocation and release, the TMEM -> global
+-- epilogue of one row, and the
 -- host side (random bf16 inputs, the double-precision reference of
 -- D = A * B^T, launch arguments, the tolerance, check-and-report).
 -- Groups (grouped_gemm.lua) stack G problems: A (G*M x K), B (G*N x K),
@@ -20,6 +21,35 @@ function L.wait(bar, phase)
     local done = reg.pred()
     ptx.inst("mbarrier.try_wait.parity.shared::cta.b64", done, ptx.addr(bar), phase)
     return -done
+  end)
+end
+
+--- Allocate ncols TMEM columns in warp `owner` (the address lands in the
+-- shared word slot), then hand it to every thread: before-fence, CTA
+-- barrier, after-fence, and each thread loads the address. Returns it.
+function L.tmem_alloc(warp, owner, slot, ncols)
+  local tc = ptx.tcgen05
+  ptx.if_(warp:eq(owner), function()
+    tc.alloc { dst = slot, ncols = ncols }
+    tc.relinquish_alloc_permit {}
+  end)
+  tc.fence_before_thread_sync()
+  ptx.bar_sync(0)
+  tc.fence_after_thread_sync()
+  local taddr = reg.scalar(T.b32)
+  ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
+  return taddr
+end
+
+--- Free the allocation once every warp is done with it: before-fence, CTA
+-- barrier, and warp `owner` (the allocating warp) fences and deallocates.
+function L.tmem_dealloc(warp, owner, taddr, ncols)
+  local tc = ptx.tcgen05
+  tc.fence_before_thread_sync()
+  ptx.bar_sync(0)
+  ptx.if_(warp:eq(owner), function()
+    tc.fence_after_thread_sync()
+    tc.dealloc { taddr = taddr, ncols = ncols }
   end)
 end
 
