@@ -267,6 +267,13 @@ describe("examples on the emulator", function()
       "bind and pack %d+%.%d%d ms%)$", printed[1])
   end)
 
+  it("reports a refused size under `luaptx run` without the shared runner's position", function()
+    local _, err, rc = H.luaptx({ "run", "examples/ampere/rms_norm.lua", "16", "1000" }, { env = { LUAPTX_DEVICE = "emu" } })
+    assert.are_not.equal(0, rc)
+    assert.matches("luaptx: rms_norm: N %% 128 == 0 is required", err)
+    assert.is_nil(err:find("runner.lua", 1, true), err)
+  end)
+
   it("exits non-zero from main on a mismatch and zero on a match", function()
     local out, _, rc = H.luaptx({ "run", "examples/hopper/softmax.lua", "4", "512" }, { merge = true })
     assert.matches("softmax%(4, 512%): ok on emu", out)

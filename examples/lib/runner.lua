@@ -30,6 +30,15 @@ function R.summary(kernels)
   return 0
 end
 
+--- M.check(...) for `luaptx run`: an error raised through this file (a
+-- shape the example refuses, a launch the device refuses) is reported
+-- without this file's position, which is no line of the user's.
+local function run_check(M, ...)
+  local res = { pcall(M.check, ...) }
+  if not res[1] then error((tostring(res[2]):gsub("^[^\n]-examples/lib/runner%.lua:%d+: ", "")), 0) end
+  return res[2], res[3]
+end
+
 --- Give an example module M (with build, inputs, args, reference) its
 -- check(B, N, opts) and main(args, opts, kernels) for `luaptx run`.
 function R.install(M, name, tolerance)
@@ -50,7 +59,7 @@ function R.install(M, name, tolerance)
     args = args or {}
     if args[1] == "--summary" then return R.summary(kernels or M.kernels) end
     local B, N = tonumber(args[1]) or 16, tonumber(args[2]) or 1024
-    local ok, report = M.check(B, N, opts)
+    local ok, report = run_check(M, B, N, opts)
     return require("pyptx.tools.verify").report(("%s(%d, %d)"):format(name, B, N), ok, report)
   end
 end
@@ -74,7 +83,7 @@ function R.install_gemm(M, name)
     local Md, N, K = tonumber(args[1]) or 256, tonumber(args[2]) or 256, tonumber(args[3]) or 128
     local types = require("pyptx").types
     local opts = { dtype = (args[4] == "f16") and types.f16 or types.bf16 }
-    local ok, report = M.check(Md, N, K, opts)
+    local ok, report = run_check(M, Md, N, K, opts)
     return require("pyptx.tools.verify").report(("%s(%d, %d, %d, %s)"):format(name, Md, N, K, opts.dtype.name), ok, report)
   end
 end
