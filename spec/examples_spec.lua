@@ -263,8 +263,14 @@ describe("examples on the emulator", function()
     _G.print = function(line) printed[#printed + 1] = line end
     verify.report("rms_norm(4, 512)", ok, report)
     _G.print = saved
-    assert.matches("^rms_norm%(4, 512%): ok on .-; launch %d+%.%d ms %(before it: trace %d+%.%d%d, decode %d+%.%d%d, " ..
+    assert.matches("^rms_norm%(4, 512%): ok on .-; launch %d+%.%d+ ms %(before it: trace %d+%.%d%d, decode %d+%.%d%d, " ..
       "bind and pack %d+%.%d%d ms%)$", printed[1])
+    -- a GPU launch's microseconds are not printed as 0.0 ms
+    _G.print = function(line) printed[#printed + 1] = line end
+    verify.report("k", true, { device = "cuda", message = "all match", ms = 0.0123, load_name = "compile",
+                               before = { trace = 1, load = 2, pack = 3 } })
+    _G.print = saved
+    assert.matches("; launch 0%.012 ms %(before it:", printed[2])
   end)
 
   it("reports a refused size under `luaptx run` without the shared runner's position", function()

@@ -56,12 +56,18 @@ function M.run(opts)
   return ok, report
 end
 
+--- Milliseconds with three decimals below 1 ms (a GPU launch takes
+-- microseconds, which "%.1f" would print as 0.0), one above.
+local function ms_text(ms)
+  return ((ms or 0) < 1 and "%.3f" or "%.1f"):format(ms or 0)
+end
+
 --- The times part of a verdict: "launch 2.1 ms (before it: trace 0.25,
 -- decode 0.03, bind and pack 0.10 ms)".
 local function times_text(report)
   local b = report.before
-  if not b then return ("%.1f ms (trace, load and launch)"):format(report.ms or 0) end
-  return ("launch %.1f ms (before it: trace %.2f, %s %.2f, bind and pack %.2f ms)"):format(report.ms, b.trace,
+  if not b then return ms_text(report.ms) .. " ms (trace, load and launch)" end
+  return ("launch %s ms (before it: trace %.2f, %s %.2f, bind and pack %.2f ms)"):format(ms_text(report.ms), b.trace,
     report.load_name or "load", b.load, b.pack)
 end
 
