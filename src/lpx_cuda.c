@@ -66,7 +66,7 @@ typedef struct launch_config {
 enum {
   ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_REGS_PER_BLOCK = 12, ATTR_SMEM_OPTIN = 97,
   FUNC_MAX_THREADS = 0, FUNC_STATIC_SMEM = 1, FUNC_LOCAL_BYTES = 3, FUNC_NUM_REGS = 4,
-  FUNC_MAX_DYN_SMEM = 8, FUNC_NON_PORTABLE_CLUSTER = 14,
+  FUNC_MAX_DYN_SMEM = 8, FUNC_NON_PORTABLE_CLUSTER = 14, CU_INVALID_VALUE = 1, CU_OUT_OF_RESOURCES = 701,
   LAUNCH_ATTR_CLUSTER_DIM = 4, JIT_ERROR_LOG = 5, JIT_ERROR_LOG_SIZE = 6,
 };
 #define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
@@ -217,7 +217,9 @@ static int param_layout(lpx_device *d, cuda_fn *f, int32_t module)
   for (size_t i = 0; i < c->nentries && !e; i++)
     if (c->entries[i].module == module && strcmp(c->entries[i].name, f->name) == 0) e = &c->entries[i];
   if (!e || !c->api.FuncGetParamInfo) return 0;
-  while (c->api.FuncGetParamInfo(f->handle, n, &off, &size) == 0) n++;
+  CUresult rc;
+  while ((rc = c->api.FuncGetParamInfo(f->handle, n, &off, &size)) == 0) n++;
+  if (n == 0 && rc != CU_INVALID_VALUE) return 0;   /* the driver cannot say: launch the packed buffer */
   if (n != e->nparams)
     return lpx_fail(d->ctx, "kernel %s: the driver sees %zu parameters, the PTX declares %u", f->name, n, e->nparams);
   f->param_ptrs = malloc((n ? n : 1) * sizeof *f->param_ptrs);
@@ -338,6 +340,11 @@ static int launch_fail(lpx_device *d, cuda_fn *f, const lpx_launch_cfg *cfg, CUr
   c->api.GetErrorString(rc, &text);
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2];
   int regs = fn_attr(c, f->handle, FUNC_NUM_REGS);
+  if ((rc != CU_OUT_OF_RESOURCES && rc != CU_INVALID_VALUE) || regs < 0)
+    return lpx_fail(d->ctx, "launching kernel %s (grid %ux%ux%u, block %ux%ux%u): the GPU refused it: %s (%s)%s",
+                    f->name, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0], cfg->block[1], cfg->block[2], text,
+                    name, regs < 0 ? "; the driver cannot describe the kernel now (an earlier kernel may have faulted, "
+                                     "which leaves the CUDA context unusable until the process ends)" : "");
   return lpx_fail(d->ctx,
     "launching kernel %s (grid %ux%ux%u, block %ux%ux%u, %u bytes of dynamic shared memory): the GPU refused it: "
     "%s (%s). The compiled kernel uses %d registers per thread (%ld for %u threads; this GPU has %d per block), "

@@ -19,9 +19,18 @@ typedef struct fake_cuda_record {
 
 static fake_cuda_record rec;
 static uint64_t next_address = 0x100000000ull;
+static int nparams = -1;      /* cuFuncGetParamInfo's kernels: this many 8-byte params; -1: not supported */
+static CUresult fail_next;    /* the next launch's result */
 
 /* The record of calls so far. */
 fake_cuda_record *fake_cuda_record_get(void) { return &rec; }
+
+/* From now on, kernels take n 8-byte parameters (cuFuncGetParamInfo
+ * answers for them); -1: the entry point says it is not supported. */
+void fake_cuda_set_params(int n) { nparams = n; }
+
+/* Make the next launch fail with rc. */
+void fake_cuda_fail_next_launch(CUresult rc) { fail_next = rc; }
 
 /* Succeed, doing nothing (entry points whose effect no test reads). */
 #define NOP(name, params) CUresult name params { return 0; }
@@ -47,11 +56,27 @@ CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
 /* Its name. */
 CUresult cuDeviceGetName(char *name, int len, int d) { (void)d; strncpy(name, "fake GPU", (size_t)len); return 0; }
 
-/* Compute capability 9.0 (attributes 75, 76); 0 for any other attribute. */
-CUresult cuDeviceGetAttribute(int *v, int attr, int d) { (void)d; *v = attr == 75 ? 9 : 0; return 0; }
+/* Compute capability 9.0 (attributes 75, 76), an H100's registers per
+ * block (12) and opt-in shared memory (97); 0 for any other attribute. */
+CUresult cuDeviceGetAttribute(int *v, int attr, int d)
+{
+  (void)d;
+  *v = attr == 75 ? 9 : attr == 12 ? 65536 : attr == 97 ? 232448 : 0;
+  return 0;
+}
 
-/* Function attributes: 0 for every one. */
-CUresult cuFuncGetAttribute(int *v, int attr, void *f) { (void)attr; (void)f; *v = 0; return 0; }
+/* Function attributes: 168 registers, 384 threads at most; 0 for the rest. */
+CUresult cuFuncGetAttribute(int *v, int attr, void *f) { (void)f; *v = attr == 4 ? 168 : attr == 0 ? 384 : 0; return 0; }
+
+/* Parameter i of a kernel: at 8 * i, 8 bytes, while i < nparams. */
+CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *offset, size_t *size)
+{
+  (void)f;
+  if (nparams < 0) return 801;   /* CUDA_ERROR_NOT_SUPPORTED */
+  if ((int)i >= nparams) return 1;   /* CUDA_ERROR_INVALID_VALUE */
+  *offset = 8 * i; *size = 8;
+  return 0;
+}
 
 /* A context handle. */
 CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = &rec; return 0; }
@@ -77,32 +102,37 @@ CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *o, voi
 /* A function handle. */
 CUresult cuModuleGetFunction(void **f, void *m, const char *name) { (void)m; (void)name; *f = &rec; return 0; }
 
-/* Record the stream and the parameter buffer (extra: POINTER, buf, SIZE, &size, END). */
-static void record_launch(void *stream, void **extra)
+/* Record the stream and the parameters: the buffer of extra (POINTER,
+ * buf, SIZE, &size, END), or kernelParams, one 8-byte value each. */
+static CUresult record_launch(void *stream, void **params, void **extra)
 {
+  CUresult rc = fail_next;
+  fail_next = 0;
+  if (rc) return rc;
   rec.launches++;
   rec.last_stream = stream;
-  size_t n = extra ? *(size_t *)extra[3] : 0;
+  size_t n = extra ? *(size_t *)extra[3] : params && nparams > 0 ? 8 * (size_t)nparams : 0;
   rec.last_params_size = n;
   if (extra && n <= sizeof rec.last_params) memcpy(rec.last_params, extra[1], n);
+  for (int i = 0; !extra && params && i < nparams && 8 * (i + 1) <= (int)sizeof rec.last_params; i++)
+    memcpy(rec.last_params + 8 * i, params[i], 8);
+  return 0;
 }
 
 /* A launch, recorded. */
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void *stream, void **params, void **extra)
 {
-  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)params;
-  record_launch(stream, extra);
-  return 0;
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem;
+  return record_launch(stream, params, extra);
 }
 
 /* A cluster launch, recorded (the stream is the config's fifth field). */
 typedef struct { unsigned grid[3], block[3], smem; void *stream; void *attrs; unsigned nattrs; } launch_config;
 CUresult cuLaunchKernelEx(const launch_config *c, void *f, void **params, void **extra)
 {
-  (void)f; (void)params;
-  record_launch(c->stream, extra);
-  return 0;
+  (void)f;
+  return record_launch(c->stream, params, extra);
 }
 
 /* An event handle. */

@@ -4,7 +4,9 @@
  * cuCtxSynchronize or cuEventSynchronize), so it is capturable in a CUDA
  * graph; a later launch of the same shapes (the C plan) patches the new
  * addresses into the parameters and runs no Lua (it still runs with Lua's
- * planning broken). Exits 77 (skipped) when the
+ * planning broken). Parameters go one by one (kernelParams) where the
+ * driver lays them out, else as the packed buffer; a refused launch names
+ * the kernel's registers beside the GPU's. Exits 77 (skipped) when the
  * stand-in is not the libcuda.so.1 this process loads. */
 #include "luaptx.h"
 #include <dlfcn.h>
@@ -54,6 +56,10 @@ int main(void)
   fake_cuda_record *(*get)(void) = lib ? (fake_cuda_record *(*)(void))dlsym(lib, "fake_cuda_record_get") : NULL;
   if (!get) { printf("skipped: libcuda.so.1 is not the stand-in driver (set LD_LIBRARY_PATH)\n"); return 77; }
   fake_cuda_record *r = get();
+  void (*set_params)(int) = (void (*)(int))dlsym(lib, "fake_cuda_set_params");
+  void (*fail_next)(int) = (void (*)(int))dlsym(lib, "fake_cuda_fail_next_launch");
+  if (!set_params || !fail_next) { printf("skipped: the stand-in driver lacks its controls\n"); return 77; }
+  set_params(2);   /* the driver lays out two 8-byte params: launches pass them one by one (kernelParams) */
   luaptx_options o = { "cuda", NULL, NULL, 1 };
   luaptx_state *S = luaptx_open(&o);
   CHECK(S && luaptx_load_string(S, SCRIPT, "=copy.lua") == 0);
@@ -102,7 +108,24 @@ int main(void)
   CHECK(luaptx_launch_dlpack(k, args, 2, stream) == -1 && strcmp(luaptx_error(S), "planned again") == 0 && r->launches == 5);
   /* none of them waited for the GPU */
   CHECK(r->stream_syncs == 0 && r->ctx_syncs == 0 && r->event_syncs == 0);
+  /* a refused launch says what the kernel asks for beside what the GPU has */
+  n = 256;
+  fail_next(701);
+  CHECK(luaptx_launch_dlpack(k, args, 2, stream) == -1);
+  CHECK(strstr(luaptx_error(S), "launching kernel copy (grid") && strstr(luaptx_error(S), "the GPU refused it")
+        && strstr(luaptx_error(S), "uses 168 registers per thread") && strstr(luaptx_error(S), "this GPU has 65536 per block")
+        && !strstr(luaptx_error(S), "(f->handle"));
   luaptx_close(S);
+  /* a driver that cannot lay out parameters gets the packed buffer */
+  set_params(-1);
+  luaptx_state *S2 = luaptx_open(&o);
+  luaptx_kernel *k2 = S2 && luaptx_load_string(S2, SCRIPT, "=copy.lua") == 0 ? luaptx_kernel_get(S2, "copy", NULL) : NULL;
+  x.data = (void *)(uintptr_t)0x7300000000ull;
+  y.data = (void *)(uintptr_t)0x7300001000ull;
+  y.byte_offset = 0;
+  CHECK(k2 && luaptx_launch_dlpack(k2, args, 2, stream) == 0 && r->last_params_size == 16);
+  CHECK(param(r, 0) == 0x7300000000ull && param(r, 1) == 0x7300001000ull);
+  luaptx_close(S2);
   printf("%d checks, %d failures\n", checks, failures);
   return failures != 0;
 }
