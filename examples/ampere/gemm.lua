@@ -21,21 +21,45 @@ local M = {}
 
 M.TM, M.TN = 32, 32   -- warp tile
 
---- Why (Mdim, N, K, opts) breaks the shape rules, or nil.
-function M.shape_error(Md, N, K, opts)
-  local name = (opts and opts.name) or "gemm"
+--- The shape rules the Ampere GEMM examples share, checked in one order:
+-- M, N and K positive integers; with rules.stages, opts.stages (default 3)
+-- an integer in [2, 6]; M, N, K multiples of rules.tile = { BM, BN, BK };
+-- with rules.stages, at least stages - 1 k-tiles; a bf16 or f16 dtype;
+-- with rules.mutants (a list), opts.mutant, if given, one of them.
+-- Returns the first broken rule's message, named opts.name or name, or nil.
+function M.check_shape(name, Md, N, K, opts, rules)
+  name = (opts and opts.name) or name
   for _, p in ipairs { { "M", Md }, { "N", N }, { "K", K } } do
     local v = p[2]
     if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
       return ("%s: %s must be a positive integer, got %s"):format(name, p[1], tostring(v))
     end
   end
-  if Md % 32 ~= 0 then return ("%s: M %% 32 == 0 is required, got M = %d"):format(name, Md) end
-  if N % 32 ~= 0 then return ("%s: N %% 32 == 0 is required, got N = %d"):format(name, N) end
-  if K % 16 ~= 0 then return ("%s: K %% 16 == 0 is required, got K = %d"):format(name, K) end
+  local stages = (opts and opts.stages) or 3
+  if rules.stages and (type(stages) ~= "number" or stages < 2 or stages > 6 or stages ~= math.floor(stages)) then
+    return ("%s: stages must be an integer in [2, 6], got %s"):format(name, tostring(stages))
+  end
+  local bm, bn, bk = rules.tile[1], rules.tile[2], rules.tile[3]
+  if Md % bm ~= 0 then return ("%s: M %% %d == 0 is required, got M = %d"):format(name, bm, Md) end
+  if N % bn ~= 0 then return ("%s: N %% %d == 0 is required, got N = %d"):format(name, bn, N) end
+  if K % bk ~= 0 then return ("%s: K %% %d == 0 is required, got K = %d"):format(name, bk, K) end
+  if rules.stages and K / bk < stages - 1 then
+    return ("%s: K / %d >= stages - 1 is required, got K = %d, stages = %d"):format(name, bk, K, stages)
+  end
   local dt = opts and opts.dtype
   if dt and dt ~= T.bf16 and dt ~= T.f16 then return name .. ": dtype must be bf16 or f16" end
+  local mu, list = opts and opts.mutant, rules.mutants
+  if mu ~= nil and list then
+    for _, m in ipairs(list) do if m == mu then return nil end end
+    return ("%s: mutant must be %s or %s, got %s"):format(name, table.concat(list, ", ", 1, #list - 1), list[#list],
+      tostring(mu))
+  end
   return nil
+end
+
+--- Why (Mdim, N, K, opts) breaks the shape rules, or nil.
+function M.shape_error(Md, N, K, opts)
+  return M.check_shape("gemm", Md, N, K, opts, { tile = { 32, 32, 16 } })
 end
 
 --- A single-warp mma.sync GEMM kernel for (M, N, K). opts: dtype (bf16,

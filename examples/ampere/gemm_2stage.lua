@@ -34,27 +34,11 @@ local M = {}
 M.BM, M.BN, M.BK = 64, 64, 32
 local A_BYTES, B_BYTES = 64 * 32 * 2, 32 * 64 * 2
 local STAGE = A_BYTES + B_BYTES
-local MUTANTS = { no_wait = true, no_barrier = true, no_trailing_barrier = true }
+local MUTANTS = { "no_wait", "no_barrier", "no_trailing_barrier" }
 
 --- Why (Mdim, N, K, opts) breaks the shape rules, or nil.
 function M.shape_error(Md, N, K, opts)
-  local name = (opts and opts.name) or "gemm_2stage"
-  for _, p in ipairs { { "M", Md }, { "N", N }, { "K", K } } do
-    local v = p[2]
-    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
-      return ("%s: %s must be a positive integer, got %s"):format(name, p[1], tostring(v))
-    end
-  end
-  if Md % 64 ~= 0 then return ("%s: M %% 64 == 0 is required, got M = %d"):format(name, Md) end
-  if N % 64 ~= 0 then return ("%s: N %% 64 == 0 is required, got N = %d"):format(name, N) end
-  if K % 32 ~= 0 then return ("%s: K %% 32 == 0 is required, got K = %d"):format(name, K) end
-  local dt = opts and opts.dtype
-  if dt and dt ~= T.bf16 and dt ~= T.f16 then return name .. ": dtype must be bf16 or f16" end
-  local mu = opts and opts.mutant
-  if mu and not MUTANTS[mu] then
-    return name .. ": mutant must be no_wait, no_barrier or no_trailing_barrier, got " .. tostring(mu)
-  end
-  return nil
+  return simple.check_shape("gemm_2stage", Md, N, K, opts, { tile = { 64, 64, 32 }, mutants = MUTANTS })
 end
 
 --- A two-stage 64x64x32 cp.async + ld.shared + mma.sync GEMM for (M, N, K).

@@ -29,7 +29,7 @@ local kernel, reg, ptx, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.Tile
 local T = pyptx.types
 local simple = require "examples.ampere.gemm"
 local pipelined = require "examples.ampere.gemm_pipelined"
-local MUTANTS = { no_wait = true, no_barrier = true, serpentine = true, double_buffer = true }
+local MUTANTS = { "no_wait", "no_barrier", "serpentine", "double_buffer" }
 
 local M = {}
 
@@ -37,30 +37,7 @@ M.BM, M.BN, M.BK = 128, 128, 32
 
 --- Why (Mdim, N, K, opts) breaks the shape rules, or nil.
 function M.shape_error(Md, N, K, opts)
-  local name = (opts and opts.name) or "gemm_fast"
-  for _, p in ipairs { { "M", Md }, { "N", N }, { "K", K } } do
-    local v = p[2]
-    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
-      return ("%s: %s must be a positive integer, got %s"):format(name, p[1], tostring(v))
-    end
-  end
-  local stages = (opts and opts.stages) or 3
-  if type(stages) ~= "number" or stages < 2 or stages > 6 or stages ~= math.floor(stages) then
-    return ("%s: stages must be an integer in [2, 6], got %s"):format(name, tostring(stages))
-  end
-  if Md % 128 ~= 0 then return ("%s: M %% 128 == 0 is required, got M = %d"):format(name, Md) end
-  if N % 128 ~= 0 then return ("%s: N %% 128 == 0 is required, got N = %d"):format(name, N) end
-  if K % 32 ~= 0 then return ("%s: K %% 32 == 0 is required, got K = %d"):format(name, K) end
-  if K / 32 < stages - 1 then
-    return ("%s: K / 32 >= stages - 1 is required, got K = %d, stages = %d"):format(name, K, stages)
-  end
-  local dt = opts and opts.dtype
-  if dt and dt ~= T.bf16 and dt ~= T.f16 then return name .. ": dtype must be bf16 or f16" end
-  local mu = opts and opts.mutant
-  if mu and not MUTANTS[mu] then
-    return name .. ": mutant must be no_wait, no_barrier, serpentine or double_buffer, got " .. tostring(mu)
-  end
-  return nil
+  return simple.check_shape("gemm_fast", Md, N, K, opts, { tile = { 128, 128, 32 }, stages = true, mutants = MUTANTS })
 end
 
 --- The n-tile the j-th mma of accumulator row mi uses: 0..7 forward on even
