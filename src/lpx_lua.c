@@ -77,8 +77,14 @@ static int searcher(lua_State *L)
 
 /* Is a chunk name one of luaptx's own Lua modules (pyptx/x.lua, or one
  * directory down: pyptx/runtime/x.lua)? */
+/* Chunks marked as helper libraries (pyptx.helper()): where() skips them
+ * like luaptx's own modules, so their instructions take the fast path. */
+static char *helper_sources[32];
+static int nhelper_sources;
+
 static int is_internal_source(const char *src)
 {
+  for (int i = 0; i < nhelper_sources; i++) if (strcmp(src, helper_sources[i]) == 0) return 1;
   if (strncmp(src, "@lua/pyptx/", 11) == 0) return 1;
   const char *p = strstr(src, "/pyptx/");
   if (!p) return 0;
@@ -90,9 +96,10 @@ static int is_internal_source(const char *src)
 /* is_internal_source, remembered per chunk name (the pointer, which the
  * Lua side already uses as the chunk's key): where() asks it for every
  * frame of every traced instruction. */
+static struct { const char *src; int internal; } seen[64];
+
 static int is_internal_cached(const char *src)
 {
-  static struct { const char *src; int internal; } seen[64];
   size_t slot = ((uintptr_t)src >> 4) & 63;
   if (seen[slot].src != src) {
     seen[slot].src = src;
@@ -101,8 +108,22 @@ static int is_internal_cached(const char *src)
   return seen[slot].internal;
 }
 
+/* where_skip(chunk_name): where() skips this chunk from now on (a helper). */
+static int where_skip(lua_State *L)
+{
+  const char *src = luaL_checkstring(L, 1);
+  for (int i = 0; i < nhelper_sources; i++) if (strcmp(src, helper_sources[i]) == 0) return 0;
+  if (nhelper_sources == (int)(sizeof helper_sources / sizeof helper_sources[0]))
+    return luaL_error(L, "pyptx.helper: too many helper libraries (at most 32)");
+  char *copy = strdup(src);
+  if (!copy) return luaL_error(L, "out of memory");
+  helper_sources[nhelper_sources++] = copy;
+  memset(seen, 0, sizeof seen);   /* a chunk already classified may be this one */
+  return 0;
+}
+
 /* where(level[, want_name]): the first frame at or above level that is not
- * luaptx's own code, as (chunk key, line[, chunk name]). The key is a
+ * luaptx's own code or a helper library, as (chunk key, line[, chunk name]). The key is a
  * lightuserdata naming the chunk, so the hot path builds no string. */
 static int where(lua_State *L)
 {
@@ -250,6 +271,8 @@ static int open_core(lua_State *L)
   lua_setfield(L, -2, "fn");
   lua_pushcfunction(L, where);
   lua_setfield(L, -2, "where");
+  lua_pushcfunction(L, where_skip);
+  lua_setfield(L, -2, "where_skip");
   for (const luaL_Reg *r = signal_funcs; r->name; r++) {
     lua_pushcfunction(L, r->func);
     lua_setfield(L, -2, r->name);

@@ -29,8 +29,7 @@ local core_where = core.where
 local source_names = {}
 
 local front_end = {}   -- chunk keys of the command line's own code
-local helper_keys, helper_sources = {}, {}   -- chunks marked by M.mark_helper
-local user_frame
+local helper_sources = {}   -- chunks marked by M.mark_helper (core.where skips them too)
 
 --- Source and line of the first frame at or above level outside luaptx.
 -- When none is left inside the trace (a body ending in `return ptx.ret()`
@@ -38,11 +37,6 @@ local user_frame
 -- line's code; the kernel's defining line stands in for it then.
 function M.where(level)
   local key, line = core_where((level or 1) + 1)
-  if helper_keys[key] then
-    local src, hline = user_frame((level or 1) + 2)
-    if src then return src, hline end
-    return "?", 0
-  end
   if not key or front_end[key] then
     if cur and cur.src then return cur.src, cur.line end
     if not key then return "?", 0 end
@@ -90,9 +84,17 @@ M.is_own = is_own
 -- library: the lines its code emits, and the errors raised in it, name
 -- the user's line that called into it instead (examples/lib/*.lua do).
 function M.mark_helper()
-  local key, _, src = core_where(1, true)
-  if not key then return end
-  helper_keys[key], helper_sources[src] = true, true
+  -- the chunk calling in, found without core_where: it skips a chunk
+  -- already marked (a helper loaded again), which would mark its caller
+  local level, info = 2, debug.getinfo(2, "S")
+  while info and (info.what == "C" or is_internal(info.source)) do
+    level = level + 1
+    info = debug.getinfo(level, "S")
+  end
+  if not info then return end
+  local src = info.source
+  helper_sources[src] = true
+  core.where_skip(src)
   local file = src:sub(1, 1) == "@" and src:sub(2) or src
   helper_sources["@" .. file] = true
 end
@@ -106,7 +108,7 @@ end
 --- The first frame at or above level that is user code: source, line and
 -- the name the user called into luaptx by (nil when unknown); the active
 -- kernel's defining line when no user frame is left (a tail call).
-user_frame = function(level)
+local function user_frame(level)
   local called
   while true do
     local info = debug.getinfo(level, "Sln")
@@ -263,7 +265,7 @@ end
 -- guard, append in C.
 local function append(t, form, k, level)
   local key, line = core_where(level)
-  local src = key and not front_end[key] and not helper_keys[key] and source_names[key]
+  local src = key and not front_end[key] and source_names[key]
   if not src then src, line = M.where(level) end   -- a chunk seen first, or the command line's code
   local g, gneg = -1, 0
   local guard = t.guard   -- a predicate register, or a negated view of one ({ reg = p })

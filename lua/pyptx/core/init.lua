@@ -23,6 +23,7 @@ end
 
 M.version = host.version
 M.where = host.where
+M.where_skip = host.where_skip   -- helper libraries: where() skips them too
 -- The REPL's interrupt handling (src/lpx_lua.c): open, arm, take, close.
 M.signals_open, M.signals_arm = host.signals_open, host.signals_arm
 M.signals_take, M.signals_close = host.signals_take, host.signals_close
