@@ -227,3 +227,16 @@ def load_string(chunk, name="=(python)", device="auto", lua_path=None, cache_dir
     state = _open(device, ";".join(([lua_path] if lua_path else []) + [os.path.join(os.getcwd(), "?.lua")]), cache_dir)
     _core.load(state, chunk, name)
     return Script(state, name.lstrip("=@"))
+
+
+def _parse_saved(names, nin, nout):
+    """("input 1", "output 2") -> [("input", 0), ("output", 1)], checked
+    (the save_for_backward of luaptx.torch and luaptx.jax)."""
+    out = []
+    for n in names:
+        role, _, num = str(n).partition(" ")
+        limit = {"input": nin, "output": nout}.get(role)
+        if limit is None or not num.isdigit() or not 1 <= int(num) <= limit:
+            raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
+        out.append((role, int(num) - 1))
+    return out

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core
+from . import _core, _parse_saved
 
 __all__ = ["call", "differentiable", "DTYPES"]
 
@@ -91,17 +91,6 @@ def call(kernel, *arrays, batched=None, **params):
     res = jax.ffi.ffi_call("luaptx", outs, vmap_method=method)(*arrays, **attrs)
     return res[0] if len(res) == 1 else tuple(res)
 
-
-def _parse_saved(names, nin, nout):
-    """("input 1", "output 2") -> [("input", 0), ("output", 1)], checked."""
-    out = []
-    for n in names:
-        role, _, num = str(n).partition(" ")
-        limit = {"input": nin, "output": nout}.get(role)
-        if limit is None or not num.isdigit() or not 1 <= int(num) <= limit:
-            raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
-        out.append((role, int(num) - 1))
-    return out
 
 
 def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **params):

@@ -19,7 +19,7 @@ import itertools
 
 import torch
 
-from . import _alloc, _core
+from . import _alloc, _core, _parse_saved
 
 __all__ = ["op", "Op", "differentiable", "allocate", "DTYPES"]
 
@@ -132,17 +132,6 @@ def op(kernel, **params):
     _ops[id(spec)] = (spec, wrapped)
     return wrapped
 
-
-def _parse_saved(names, nin, nout):
-    """("input 1", "output 2") -> [("in", 0), ("out", 1)], checked."""
-    out = []
-    for n in names:
-        role, _, num = str(n).partition(" ")
-        limit = {"input": nin, "output": nout}.get(role)
-        if limit is None or not num.isdigit() or not 1 <= int(num) <= limit:
-            raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
-        out.append((role, int(num) - 1))
-    return out
 
 
 def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **params):
