@@ -74,15 +74,7 @@ local function rejects(m, want, ...)
   assert.matches("blackwell_gemms_spec%.lua:%d+: ", tostring(err))
 end
 
---- main(args) with print captured: its return code and output.
-local function run_main(m, args)
-  local lines, saved = {}, _G.print
-  _G.print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end
-  local ok, rc = pcall(m.main, args)
-  _G.print = saved
-  assert(ok, rc)
-  return rc, table.concat(lines, "\n")
-end
+local run_main = H.run_main
 
 describe("examples/blackwell/gemm_persistent.lua", function()
   runtime.use(H.emu())

@@ -50,20 +50,7 @@ local function load_example(dir, name)
   return dofile(("examples/%s/%s.lua"):format(dir, name))
 end
 
---- Call main(args) with print captured; returns main's result and the output.
-local function run_main(m, args)
-  local lines = {}
-  local saved = _G.print
-  _G.print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
-    lines[#lines + 1] = table.concat(parts, "\t")
-  end
-  local ok, rc = pcall(m.main, args)
-  _G.print = saved
-  if not ok then error(rc, 0) end
-  return rc, table.concat(lines, "\n")
-end
+local run_main = H.run_main
 
 for _, fam in ipairs(FAMILIES) do
   for _, name in ipairs(ORDER) do

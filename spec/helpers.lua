@@ -196,6 +196,21 @@ function M.device(kind) return device_for(kind or "emu") end
 --- The CPU emulator device, opened once per spec file.
 function M.emu() return device_for("emu") end
 
+--- An example's m.main(args) with print captured: main's result and the
+-- printed text (lines joined by newlines); an error in main is raised as it is.
+function M.run_main(m, args)
+  local lines, saved = {}, _G.print
+  _G.print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+    lines[#lines + 1] = table.concat(parts, "\t")
+  end
+  local ok, rc = pcall(m.main, args)
+  _G.print = saved
+  if not ok then error(rc, 0) end
+  return rc, table.concat(lines, "\n")
+end
+
 --- An emulator on the adversarial schedule of seed, opened once per spec
 -- file and seed.
 function M.adversarial(seed)

@@ -21,20 +21,7 @@ local function traced(k)
   end
 end
 
---- Call main(args) with print captured; returns main's result and the output.
-local function run_main(m, args)
-  local lines = {}
-  local saved = _G.print
-  _G.print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
-    lines[#lines + 1] = table.concat(parts, "\t")
-  end
-  local ok, rc = pcall(m.main, args)
-  _G.print = saved
-  if not ok then error(rc, 0) end
-  return rc, table.concat(lines, "\n")
-end
+local run_main = H.run_main
 
 --- Assert build(...) fails naming `names`, at the caller's line.
 local function assert_rejects(build, args, names)

@@ -17,20 +17,8 @@ local adversarial = H.adversarial
 --- gemm_fast.check(...) on dev (H.check_on).
 local function check_on(dev, ...) return H.check_on(dev, gf, ...) end
 
---- Call main(args) with print captured; returns main's result and the output.
-local function run_main(args)
-  local lines = {}
-  local saved = _G.print
-  _G.print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
-    lines[#lines + 1] = table.concat(parts, "\t")
-  end
-  local ok, rc = pcall(gf.main, args)
-  _G.print = saved
-  if not ok then error(rc, 0) end
-  return rc, table.concat(lines, "\n")
-end
+--- gemm_fast.main(args) with print captured (H.run_main).
+local function run_main(args) return H.run_main(gf, args) end
 
 describe("examples/hopper/gemm_fast.lua", function()
   it("follows the kernel-script convention", function()
