@@ -46,24 +46,17 @@ local bf16, u32 = T.bf16, T.u32
 local BM, BK, UMMA_K = 128, 64, 16
 
 -- opts.mutant values
-local MUTANTS = { no_swizzle = true, no_proxy_fence = true, no_commit = true, no_empty_wait = true, no_done_wait = true, no_fence = true }
+local MUTANTS = { "no_swizzle", "no_proxy_fence", "no_commit", "no_empty_wait", "no_done_wait", "no_fence" }
 
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
-  for name, v in pairs { M = m, N = n, K = k } do
-    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
-  end
-  if opts.mutant ~= nil and not MUTANTS[opts.mutant] then
-    return "mutant must be one of no_swizzle, no_proxy_fence, no_commit, no_empty_wait, no_done_wait, no_fence, got " .. tostring(opts.mutant)
-  end
+  local err = L.dims_error({ M = m, N = n, K = k }, opts, MUTANTS)
+  if err then return err end
   local bn, stages, copy = opts.BN or 128, opts.stages or 2, opts.copy or "cp.async"
   if bn ~= 64 and bn ~= 128 and bn ~= 256 then return "BN must be 64, 128 or 256" end
   if copy ~= "cp.async" and copy ~= "ld_st" then return 'copy must be "cp.async" or "ld_st"' end
   if stages ~= 2 and stages ~= 4 then return "stages must be 2 or 4" end
-  if m % BM ~= 0 then return "M % 128 == 0" end
-  if n % bn ~= 0 then return ("N %% BN == 0 (BN = %d)"):format(bn) end
-  if k % BK ~= 0 then return "K % 64 == 0" end
-  return nil
+  return L.tile_error(m, n, k, bn)
 end
 
 --- build(M, N, K[, opts]): opts.BN (128), opts.copy ("cp.async" or

@@ -47,25 +47,17 @@ local BM, BK, UMMA_K = 128, 64, 16
 local SMS = 148                 -- streaming multiprocessors of a B200: the default grid
 
 -- opts.mutant values
-local MUTANTS = { no_swizzle = true, no_acc_wait = true, no_acc_commit = true, no_full_wait = true, no_fence = true }
+local MUTANTS = { "no_swizzle", "no_acc_wait", "no_acc_commit", "no_full_wait", "no_fence" }
 
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
-  for name, v in pairs { M = m, N = n, K = k } do
-    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
-  end
-  if opts.mutant ~= nil and not MUTANTS[opts.mutant] then
-    return "mutant must be one of no_swizzle, no_acc_wait, no_acc_commit, no_full_wait, no_fence, got " .. tostring(opts.mutant)
-  end
+  local err = L.dims_error({ M = m, N = n, K = k }, opts, MUTANTS)
+  if err then return err end
   local bn, stages, acc = opts.BN or 128, opts.stages or 4, opts.acc or 2
   if bn ~= 64 and bn ~= 128 and bn ~= 256 then return "BN must be 64, 128 or 256" end
   if acc ~= 1 and acc ~= 2 then return "acc must be 1 or 2" end
-  if m % BM ~= 0 then return "M % 128 == 0" end
-  if n % bn ~= 0 then return ("N %% BN == 0 (BN = %d)"):format(bn) end
-  if k % BK ~= 0 then return "K % 64 == 0" end
-  if stages ~= 2 and stages ~= 4 and stages ~= 8 then return "stages must be 2, 4 or 8" end
-  local bytes = stages * (BM + bn) * BK * 2
-  if bytes > 200 * 1024 then return ("stages * (128 + BN) * 64 * 2 <= 200 KiB (got %d)"):format(bytes) end
+  err = L.tile_error(m, n, k, bn) or L.ring_error(stages, bn)
+  if err then return err end
   if opts.ctas ~= nil and (type(opts.ctas) ~= "number" or opts.ctas < 1 or opts.ctas ~= math.floor(opts.ctas)) then
     return "ctas must be a positive integer"
   end

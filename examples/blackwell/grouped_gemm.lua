@@ -42,24 +42,16 @@ local bf16, u32 = T.bf16, T.u32
 local BM, BK, UMMA_K = 128, 64, 16
 
 -- opts.mutant values
-local MUTANTS = { no_swizzle = true, no_commit = true, no_full_wait = true, no_done_wait = true, no_group = true, no_fence = true }
+local MUTANTS = { "no_swizzle", "no_commit", "no_full_wait", "no_done_wait", "no_group", "no_fence" }
 
 --- Why (g, m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(g, m, n, k, opts)
-  for name, v in pairs { G = g, M = m, N = n, K = k } do
-    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
-  end
-  if opts.mutant ~= nil and not MUTANTS[opts.mutant] then
-    return "mutant must be one of no_swizzle, no_commit, no_full_wait, no_done_wait, no_group, no_fence, got " .. tostring(opts.mutant)
-  end
+  local err = L.dims_error({ G = g, M = m, N = n, K = k }, opts, MUTANTS)
+  if err then return err end
   local bn, stages = opts.BN or 128, opts.stages or 4
   if bn % 32 ~= 0 or bn < 64 or bn > 256 then return "BN must be a multiple of 32 in [64, 256]" end
-  if m % BM ~= 0 then return "M % 128 == 0" end
-  if n % bn ~= 0 then return ("N %% BN == 0 (BN = %d)"):format(bn) end
-  if k % BK ~= 0 then return "K % 64 == 0" end
-  if stages ~= 2 and stages ~= 4 and stages ~= 8 then return "stages must be 2, 4 or 8" end
-  local bytes = stages * (BM + bn) * BK * 2
-  if bytes > 200 * 1024 then return ("stages * (128 + BN) * 64 * 2 <= 200 KiB (got %d)"):format(bytes) end
+  err = L.tile_error(m, n, k, bn) or L.ring_error(stages, bn)
+  if err then return err end
   if g > 65535 then return "G <= 65535 (grid z)" end
   return nil
 end

@@ -24,6 +24,38 @@ function L.wait(bar, phase)
   end)
 end
 
+-- ------------------------------------------------------- shape rules
+
+--- The first checks of every example's shape_error: each of dims (name ->
+-- value) a positive integer, and opts.mutant, if given, one of mutants
+-- (a list). Returns the message or nil.
+function L.dims_error(dims, opts, mutants)
+  for name, v in pairs(dims) do
+    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then return name .. " must be a positive integer" end
+  end
+  local mu = opts.mutant
+  if mu == nil then return nil end
+  for _, m in ipairs(mutants) do if m == mu then return nil end end
+  return "mutant must be one of " .. table.concat(mutants, ", ") .. ", got " .. tostring(mu)
+end
+
+--- M, N and K whole tiles of 128 x bn x 64; the message or nil.
+function L.tile_error(m, n, k, bn)
+  if m % 128 ~= 0 then return "M % 128 == 0" end
+  if n % bn ~= 0 then return ("N %% BN == 0 (BN = %d)"):format(bn) end
+  if k % 64 ~= 0 then return "K % 64 == 0" end
+  return nil
+end
+
+--- A TMA ring of 2, 4 or 8 stages of a 128 x 64 A tile and a bn x 64 B
+-- tile (bf16) within 200 KiB of shared memory; the message or nil.
+function L.ring_error(stages, bn)
+  if stages ~= 2 and stages ~= 4 and stages ~= 8 then return "stages must be 2, 4 or 8" end
+  local bytes = stages * (128 + bn) * 64 * 2
+  if bytes > 200 * 1024 then return ("stages * (128 + BN) * 64 * 2 <= 200 KiB (got %d)"):format(bytes) end
+  return nil
+end
+
 --- Allocate ncols TMEM columns in warp `owner` (the address lands in the
 -- shared word slot), then hand it to every thread: before-fence, CTA
 -- barrier, after-fence, and each thread loads the address. Returns it.
