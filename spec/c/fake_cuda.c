@@ -4,18 +4,11 @@
  * so that a test on a machine without a GPU can see what the C API asks of
  * the driver. Not a driver: nothing runs. When lpx_cuda.c's LPX_CUDA_FUNCS
  * gains an entry point, add it here (the test then says which is lacking). */
+#include "fake_cuda.h"
 #include <stdint.h>
 #include <string.h>
 
 typedef int CUresult;
-
-/* What the test reads back through fake_cuda_record(). */
-typedef struct fake_cuda_record {
-  int launches, stream_syncs, ctx_syncs, event_syncs;
-  void *last_stream;
-  unsigned char last_params[4096];
-  size_t last_params_size;
-} fake_cuda_record;
 
 static fake_cuda_record rec;
 static uint64_t next_address = 0x100000000ull;

@@ -8,17 +8,12 @@
  * driver lays them out, else as the packed buffer; a refused launch names
  * the kernel's registers beside the GPU's. Exits 77 (skipped) when the
  * stand-in is not the libcuda.so.1 this process loads. */
+#include "fake_cuda.h"
 #include "luaptx.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-typedef struct fake_cuda_record {
-  int launches, stream_syncs, ctx_syncs, event_syncs;
-  void *last_stream;
-  unsigned char last_params[4096];
-  size_t last_params_size;
-} fake_cuda_record;
 
 static int failures, checks;
 #define CHECK(c) do { checks++; if (!(c)) { failures++; fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); } } while (0)
