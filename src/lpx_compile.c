@@ -383,10 +383,7 @@ static void warn_off(lpx_compiler *c)
  * than its .maxnreg, and the driver refuses to launch it. */
 int lpx_compile_needs_whole_program(const char *ptx, size_t len)
 {
-  static const char word[] = "setmaxnreg";
-  for (size_t i = 0; i + sizeof word - 1 <= len; i++)
-    if (ptx[i] == 's' && memcmp(ptx + i, word, sizeof word - 1) == 0) return 1;
-  return 0;
+  return memmem(ptx, len, "setmaxnreg", 10) != NULL;
 }
 
 /* Whether ptxas was found (the whole-program compiler). */
