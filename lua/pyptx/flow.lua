@@ -26,6 +26,17 @@ local function place(t, name)
   if core.label_place(t.mod, t.fn, trace.sym(t, name)) < 0 then trace.fail(core.error_message()) end
 end
 
+--- Place a fresh label (a reference from operands.fresh_ref) in trace t.
+local function place_ref(t, ref)
+  if core.label_place(t.mod, t.fn, ref.sym) < 0 then trace.fail(core.error_message()) end
+end
+
+--- A fresh label of trace t ("$L__hint_n") as a reference, not yet placed.
+local function fresh(t, hint)
+  return operands.fresh_ref(t, trace.fresh_sym(t, hint))
+end
+M.fresh = fresh
+
 --- Place a label here; returns a reference usable as a branch target.
 function M.label(name)
   local t = trace.need("ptx.label")
@@ -63,14 +74,16 @@ function M.exit() return trace.emit_n(F("exit"), 0) end
 function M.if_(p, then_fn, else_fn)
   local t = trace.need("ptx.if_")
   if not reg.is_pred(p) then trace.fail("ptx.if_ needs a predicate (e.g. a:lt(b)), got " .. tostring(p)) end
-  local l_else, l_end = trace.fresh_label(t, "else"), trace.fresh_label(t, "endif")
-  M.bra(operands.label_ref(l_else), -p)
+  local l_else = fresh(t, "else")
+  local l_end
+  if else_fn then l_end = fresh(t, "endif") else t.nlabels = t.nlabels + 1 end   -- numbered as if made
+  M.bra(l_else, -p)
   then_fn()
-  if else_fn then M.bra_uni(operands.label_ref(l_end)) end
-  place(t, l_else)
+  if else_fn then M.bra_uni(l_end) end
+  place_ref(t, l_else)
   if else_fn then
     else_fn()
-    place(t, l_end)
+    place_ref(t, l_end)
   end
 end
 
@@ -78,18 +91,19 @@ end
 -- whether to go round again; loop.exit is a label to break to. opts.top
 -- names the top label; opts.exit = false places no exit label (a string
 -- names it).
+local no_opts = {}
 function M.loop(body, opts)
   local t = trace.need("ptx.loop")
-  opts = opts or {}
-  local top = opts.top or trace.fresh_label(t, "loop")
-  local exit = opts.exit ~= false and (opts.exit or trace.fresh_label(t, "loop_exit")) or nil
-  local loop = { top = operands.label_ref(top), exit = exit and operands.label_ref(exit) }
-  if opts.top then M.label(top) else place(t, top) end
-  local again = body(loop)
-  if again == nil then M.bra_uni(loop.top)
-  elseif reg.is_pred(again) then M.bra(loop.top, again)
+  opts = opts or no_opts
+  local top, exit
+  if opts.top then top = M.label(opts.top) else top = fresh(t, "loop"); place_ref(t, top) end
+  if opts.exit then exit = operands.label_ref(opts.exit)
+  elseif opts.exit ~= false then exit = fresh(t, "loop_exit") end
+  local again = body({ top = top, exit = exit })
+  if again == nil then M.bra_uni(top)
+  elseif reg.is_pred(again) then M.bra(top, again)
   else trace.fail("ptx.loop: the body must return a predicate (continue?) or nothing") end
-  if opts.exit then M.label(exit) elseif exit then place(t, exit) end
+  if opts.exit then M.label(opts.exit) elseif exit then place_ref(t, exit) end
 end
 
 --- for i = lo, hi - 1, step: an emitted counted loop with a u32 (or the

@@ -93,13 +93,20 @@ local Label = {}
 Label.__index = Label
 Label.__tostring = function(l) return l.name end
 function Label.__operand(l, o, t, k)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.LABEL, -1, trace.sym(t, l.name), 0, 0, 0
+  local id = l.trace == t and l.sym or trace.sym(t, l.name)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.LABEL, -1, id, 0, 0, 0
   return k + 1
 end
 
 --- A label reference by name (placing is ptx.label's job).
 function M.label_ref(name)
-  return setmetatable({ name = name }, Label)
+  return setmetatable({ name = name, sym = false, trace = false }, Label)
+end
+
+--- A reference to a fresh label of trace t whose symbol id is known (the
+-- structured control flow's labels): packing it looks nothing up.
+function M.fresh_ref(t, name, sym)
+  return setmetatable({ name = name, sym = sym, trace = t }, Label)
 end
 
 -- -------------------------------------------------------- other operands

@@ -212,6 +212,16 @@ function M.fresh_label(t, hint)
   return "$L__" .. (hint or "L") .. "_" .. t.nlabels
 end
 
+--- A fresh label name and its symbol id, interned straight into the
+-- module: the name is new, so remembering it in t.syms (a hash insert per
+-- label of every loop and if_) would only cost.
+function M.fresh_sym(t, hint)
+  local name = M.fresh_label(t, hint)
+  local id = core.sym(t.mod, name)
+  if id < 0 then M.fail(core.error_message()) end
+  return name, id
+end
+
 -- --------------------------------------------------------------- operands
 
 local put
