@@ -35,13 +35,11 @@ local bf16 = T.bf16
 local BM, BK = 128, 64          -- rows of A per CTA, k-block (64 bf16 = one 128-byte swizzle row)
 local UMMA_K = 16               -- K of one tcgen05.mma.kind::f16
 
---- Spin on an mbarrier phase: try_wait.parity in a loop (a few instructions).
+--- Spin on an mbarrier phase: a label, try_wait.parity and a branch back
+-- while it has not completed (ptx.mbarrier.wait: no closure per wait, so
+-- the unrolled k-block loop stays JIT-compiled).
 local function wait(bar, phase)
-  ptx.loop(function()
-    local done = reg.pred()
-    ptx.inst("mbarrier.try_wait.parity.shared::cta.b64", done, ptx.addr(bar), phase)
-    return -done
-  end)
+  ptx.mbarrier.wait(bar, phase)
 end
 
 --- Check the shape constraints; returns an error message or nil.

@@ -14,14 +14,11 @@ pyptx.helper()   -- errors and lines name the example calling in
 
 local L = {}
 
---- Spin on an mbarrier phase: try_wait.parity in a loop. bar: a shared
--- address register; phase: 0, 1 or a u32 register holding the parity.
+--- Spin on an mbarrier phase: try_wait.parity and a branch back while it
+-- has not completed. bar: a shared address register; phase: 0, 1 or a
+-- u32 register holding the parity.
 function L.wait(bar, phase)
-  ptx.loop(function()
-    local done = reg.pred()
-    ptx.inst("mbarrier.try_wait.parity.shared::cta.b64", done, ptx.addr(bar), phase)
-    return -done
-  end)
+  ptx.mbarrier.wait(bar, phase)
 end
 
 -- ------------------------------------------------------- shape rules

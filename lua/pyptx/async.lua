@@ -409,13 +409,15 @@ end
 --- try_wait / test_wait: with a b64 state register the state form,
 -- otherwise the .parity form (parity: 0, 1 or a u32 register). Returns a predicate.
 local function waiter(kind)
+  local what, addr_what = "ptx.mbarrier." .. kind, "mbarrier." .. kind
+  local state_op, parity_op = "mbarrier." .. kind .. B64, "mbarrier." .. kind .. ".parity" .. B64
   return function(bar, phase)
-    local p = fresh(types.pred, "ptx.mbarrier." .. kind)
+    local p = fresh(types.pred, what)
     if reg.is(phase) and phase.type.bits == 64 then
-      emit("mbarrier." .. kind .. B64, p, as_addr(bar, "mbarrier." .. kind), phase)
+      trace.emit_n(F(state_op), 3, p, as_addr(bar, addr_what), phase)
     else
       if phase == nil then fail("mbarrier." .. kind .. ": missing the phase parity (0, 1 or a register)") end
-      emit("mbarrier." .. kind .. ".parity" .. B64, p, as_addr(bar, "mbarrier." .. kind), phase)
+      trace.emit_n(F(parity_op), 3, p, as_addr(bar, addr_what), phase)
     end
     return p
   end
@@ -427,7 +429,8 @@ mbarrier.test_wait = waiter("test_wait")
 -- try_wait.parity and a guarded branch back (three items, two instructions).
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
-  local top = flow.label(trace.fresh_label(t, "mbar_wait"))
+  local top = flow.fresh(t, "mbar_wait")
+  flow.place(t, top)
   local p = mbarrier.try_wait(bar, parity)
   flow.bra(top, -p)
 end
