@@ -68,7 +68,9 @@ end
 function Reg.__operand(r, o, t, k)
   if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
   local u = t.unused_preds
-  if u then u[r.id] = nil end
+  -- read first: storing nil under a missing key inserts it (a hash insert
+  -- per operand, and a table that grows with every register used)
+  if u and u[r.id] then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
   return k + 1
 end
@@ -78,7 +80,7 @@ function NegPred.__operand(n, o, t, k)
   local r = n.reg
   if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
   local u = t.unused_preds
-  if u then u[r.id] = nil end
+  if u and u[r.id] then u[r.id] = nil end
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
   return k + 1
 end
@@ -157,6 +159,19 @@ local function mov_name(ty)
 end
 M.mov_name = mov_name
 
+local mov_forms = {}   -- type -> form of its mov
+--- The form of the mov into a register of type ty (interned once per type).
+local function mov_form(ty)
+  local id = mov_forms[ty]
+  if not id then
+    id = F("mov." .. mov_name(ty))
+    mov_forms[ty] = id
+  end
+  return id
+end
+
+local cvt_forms = {}   -- to -> from -> form of the cvt between them
+
 -- Encoders of a Lua number into the bits of a half or fp8 register type:
 -- PTX has no .f16/.bf16/fp8 immediates, so mov moves the encoded bits.
 local ENCODE = {
@@ -182,7 +197,7 @@ end
 -- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then emit_n(F("mov." .. mov_name(ty)), 2, r, constant(ty, init)) end
+  if init ~= nil then emit_n(mov_form(ty), 2, r, constant(ty, init)) end
   return r
 end
 
@@ -274,7 +289,7 @@ end
 --- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
 function M.fragments(ty, n, zero)
   local a = M.array(ty, n)
-  if zero then for i = 0, n - 1 do emit_n(F("mov." .. mov_name(ty)), 2, a[i], 0) end end
+  if zero then for i = 0, n - 1 do emit_n(mov_form(ty), 2, a[i], 0) end end
   return a
 end
 
@@ -314,13 +329,21 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  emit_n(F(same and ("mov." .. mov_name(ty)) or cvt_opcode(ty, st)), 2, r, src)
+  local form
+  if same then form = mov_form(ty)
+  else
+    local by_from = cvt_forms[ty]
+    if not by_from then by_from = {}; cvt_forms[ty] = by_from end
+    form = by_from[st]
+    if not form then form = F(cvt_opcode(ty, st)); by_from[st] = form end
+  end
+  emit_n(form, 2, r, src)
   return r
 end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  emit_n(F("mov." .. mov_name(self.type)), 2, self, constant(self.type, v))
+  emit_n(mov_form(self.type), 2, self, constant(self.type, v))
   return self
 end
 
@@ -403,7 +426,8 @@ end
 --- Mark predicate p (or -p) used: a guard made from it reaches no operand slot.
 function M.use_pred(t, p)
   local u = t.unused_preds
-  if u then u[(M.is(p) and p or p.reg).id] = nil end
+  local id = (M.is(p) and p or p.reg).id
+  if u and u[id] then u[id] = nil end
 end
 
 --- Warn once per predicate the function just traced computed and never
