@@ -210,13 +210,35 @@ end
 -- arrive when the thread's earlier async tcgen05 operations complete. A
 -- shared mbar (allocation or 32-bit register) uses .shared::cluster;
 -- multicast = a 16-bit CTA mask signals the same offset in those CTAs.
+local commit_forms = {}   -- cta_group -> shared (bool) -> multicast (bool) -> form
+
+--- The form of tcgen05.commit for a CTA group, address space and multicast
+-- (its opcode spelled once per combination, not per k-block).
+local function commit_form(a, shared)
+  local cta, multicast = a.cta_group or 1, a.multicast ~= nil
+  local by_cta = commit_forms[cta]
+  if not by_cta then
+    if cta ~= cta then return F("tcgen05.commit" .. cta_group(a)) end   -- NaN is no table key: F reports it
+    by_cta = {}
+    commit_forms[cta] = by_cta
+  end
+  local by_space = by_cta[shared] or {}
+  by_cta[shared] = by_space
+  local form = by_space[multicast]
+  if not form then
+    form = F("tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" .. (shared and ".shared::cluster" or "")
+      .. (multicast and ".multicast::cluster" or "") .. ".b64")
+    by_space[multicast] = form
+  end
+  return form
+end
+
 function tc.commit(a)
   args_of("commit", a)
   local mbar = need("commit", a, "mbar")
-  local op = "tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" ..
-    (is_shared_addr(mbar) and ".shared::cluster" or "") .. (a.multicast and ".multicast::cluster" or "") .. ".b64"
-  if a.multicast then return emit_n(F(op), 2, as_addr(mbar), a.multicast) end
-  return emit_n(F(op), 1, as_addr(mbar))
+  local form = commit_form(a, is_shared_addr(mbar))
+  if a.multicast then return emit_n(form, 2, as_addr(mbar), a.multicast) end
+  return emit_n(form, 1, as_addr(mbar))
 end
 
 
