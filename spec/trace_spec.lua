@@ -166,4 +166,42 @@ describe("pyptx.trace", function()
       assert.matches("ptx instruction called outside a kernel trace", err)
     end)
   end)
+
+  describe("speed", function()
+    --- The line numbers of the first line of text containing `from` and of the next containing `to`.
+    local function span(text, from, to)
+      local first, n = nil, 0
+      for line in text:gmatch("([^\n]*)\n") do
+        n = n + 1
+        if not first and line:find(from, 1, true) then first = n end
+        if first and line:find(to, 1, true) then return first, n end
+      end
+      error("span not found: " .. from)
+    end
+
+    it("keeps the unrolled Blackwell GEMM's k-block loop free of closure aborts of the JIT", function()
+      -- a closure made per wait (FNEW) or an upvalue closed per k-block
+      -- (UCLO) is NYI for LuaJIT's JIT: the loop would run interpreted
+      local ok, v = pcall(require, "jit.v")
+      if not ok then return H.pending("LuaJIT's jit.v module is not installed: " .. tostring(v)) end
+      local path = "examples/blackwell/gemm.lua"
+      local text = assert(io.open(path, "rb")):read("*a")
+      local spans = { { span(text, "local function wait(", "end") }, { span(text, "local function produce(kt)", "ptx.range(0, KT, 1, consume)") } }
+      local log = os.tmpname()
+      local gemm = dofile(path)
+      v.start(log)
+      local traced = pcall(function() gemm.build(128, 256, 64 * 120, { unroll = true }):specialize({}) end)
+      v.off()
+      local out = assert(io.open(log, "rb")):read("*a")
+      os.remove(log)
+      assert.is_true(traced)
+      for at in out:gmatch("NYI: bytecode 5[01] at gemm%.lua:(%d+)") do
+        at = tonumber(at)
+        for _, s in ipairs(spans) do
+          assert(at < s[1] or at > s[2], ("the JIT aborts on a closure at gemm.lua:%d, inside the k-block loop (lines %d-%d)")
+            :format(at, s[1], s[2]))
+        end
+      end
+    end)
+  end)
 end)
