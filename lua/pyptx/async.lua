@@ -416,7 +416,7 @@ local function waiter(kind)
     if reg.is(phase) and phase.type.bits == 64 then
       trace.emit_n(F(state_op), 3, p, as_addr(bar, addr_what), phase)
     else
-      if phase == nil then fail("mbarrier." .. kind .. ": missing the phase parity (0, 1 or a register)") end
+      if phase == nil then fail(addr_what .. ": missing the phase parity (0, 1 or a register)") end
       trace.emit_n(F(parity_op), 3, p, as_addr(bar, addr_what), phase)
     end
     return p
@@ -430,7 +430,7 @@ mbarrier.test_wait = waiter("test_wait")
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
   local top = flow.fresh(t, "mbar_wait")
-  flow.place(t, top)
+  flow.place_ref(t, top)
   local p = mbarrier.try_wait(bar, parity)
   flow.bra(top, -p)
 end

@@ -30,7 +30,7 @@ end
 local function place_ref(t, ref)
   if core.label_place(t.mod, t.fn, ref.sym) < 0 then trace.fail(core.error_message()) end
 end
-M.place = place_ref
+M.place_ref = place_ref
 
 --- A fresh label of trace t ("$L__hint_n") as a reference, not yet placed.
 local function fresh(t, hint)

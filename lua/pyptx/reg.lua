@@ -65,12 +65,17 @@ local function active(what)
 end
 
 --- Pack a register into an operand slot.
+--- Mark register id of trace t used (no longer an unused predicate). It
+-- reads before it clears: storing nil under an absent key, the common
+-- case, takes the table's slow path, once per register operand.
+local function mark_used(t, id)
+  local u = t.unused_preds
+  if u and u[id] then u[id] = nil end
+end
+
 function Reg.__operand(r, o, t, k)
   if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
-  local u = t.unused_preds
-  -- read first: storing nil under a missing key inserts it (a hash insert
-  -- per operand, and a table that grows with every register used)
-  if u and u[r.id] then u[r.id] = nil end
+  mark_used(t, r.id)
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
   return k + 1
 end
@@ -79,8 +84,7 @@ end
 function NegPred.__operand(n, o, t, k)
   local r = n.reg
   if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
-  local u = t.unused_preds
-  if u and u[r.id] then u[r.id] = nil end
+  mark_used(t, r.id)
   o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
   return k + 1
 end
@@ -170,7 +174,6 @@ local function mov_form(ty)
   return id
 end
 
-local cvt_forms = {}   -- to -> from -> form of the cvt between them
 
 -- Encoders of a Lua number into the bits of a half or fp8 register type:
 -- PTX has no .f16/.bf16/fp8 immediates, so mov moves the encoded bits.
@@ -310,6 +313,19 @@ local function cvt_opcode(to, from)
   return "cvt." .. tn .. "." .. fn
 end
 
+local cvt_forms = {}   -- to -> from -> form of the cvt between them
+--- The form of the cvt from type `from` to type `to` (interned once per pair).
+local function cvt_form(to, from)
+  local by_from = cvt_forms[to]
+  if not by_from then by_from = {}; cvt_forms[to] = by_from end
+  local id = by_from[from]
+  if not id then
+    id = F(cvt_opcode(to, from))
+    by_from[from] = id
+  end
+  return id
+end
+
 --- The type a source value carries, if any (registers, specials, typed imms).
 local function source_type(src)
   local mt = getmetatable(src)
@@ -329,15 +345,7 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  local form
-  if same then form = mov_form(ty)
-  else
-    local by_from = cvt_forms[ty]
-    if not by_from then by_from = {}; cvt_forms[ty] = by_from end
-    form = by_from[st]
-    if not form then form = F(cvt_opcode(ty, st)); by_from[st] = form end
-  end
-  emit_n(form, 2, r, src)
+  emit_n(same and mov_form(ty) or cvt_form(ty, st), 2, r, src)
   return r
 end
 
@@ -425,9 +433,7 @@ end
 
 --- Mark predicate p (or -p) used: a guard made from it reaches no operand slot.
 function M.use_pred(t, p)
-  local u = t.unused_preds
-  local id = (M.is(p) and p or p.reg).id
-  if u and u[id] then u[id] = nil end
+  mark_used(t, (M.is(p) and p or p.reg).id)
 end
 
 --- Warn once per predicate the function just traced computed and never
