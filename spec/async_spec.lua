@@ -154,6 +154,40 @@ describe("pyptx.async wrappers", function()
     assert_ptxas(kk)
   end)
 
+  it("share one tensor map between X:tma_desc calls whose options are equal, in fresh tables or not", function()
+    local names = {}
+    snippet(function(A)
+      local function name_of(d) return d.tma.name end
+      names[1] = name_of(A:tma_desc { box = { 64, 64 }, swizzle = "128B" })
+      names[2] = name_of(A:tma_desc { swizzle = "128B", box = { 64, 64 } })
+      names[3] = name_of(A:tma_desc { box = { 64, 32 }, swizzle = "128B" })
+      names[4] = name_of(A:tma_desc { box = { 64, 64 }, swizzle = "128B" })   -- not the last one named
+      names[5] = name_of(A:tma_desc { box = { 64, 64 }, swizzle = "128B", l2 = "none" })
+      names[6] = name_of(A:tma_desc { box = { 64, 64 } })
+      ptx.ret()
+    end, { Tile(128, 512, bf16) }):ptx()
+    assert.same({ "snip_param_0_tma", "snip_param_0_tma", "snip_param_0_tma_1", "snip_param_0_tma",
+      "snip_param_0_tma_2", "snip_param_0_tma_3" }, names)
+  end)
+
+  it("refuse an unknown X:tma_desc option wherever it comes in the table", function()
+    for _, opts in ipairs {
+      { boxx = { 64, 64 } },
+      { box = { 64, 64 }, swizzle = "128B", oob = "zero", l2 = "none", swizle = "128B" },
+      { box = { 64, 64 }, swizzle = "128B", oob = "zero", l2 = "none", interleave = "none", [1] = 5 },
+    } do
+      local line
+      local ok, err = pcall(function()
+        snippet(function(A)
+          A:tma_desc { box = { 64, 64 }, swizzle = "128B", oob = "zero", l2 = "none" }
+          line = here(); A:tma_desc(opts)
+        end, { Tile(128, 512, bf16) }):ptx()
+      end)
+      assert.is_false(ok)
+      assert.matches("async_spec.lua:" .. line .. ": X:tma_desc: unknown option ", err, 1, true)
+    end
+  end)
+
   it("reduce into global memory and arrive on a remote barrier", function()
     local k = snippet(function(A)
       local s = smem.alloc(f32, 256, { align = 128 })

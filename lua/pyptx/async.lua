@@ -746,28 +746,82 @@ local function declare_tma(t, spec, opts, key)
   return d
 end
 
+--- Do two option values agree as given: the same value, or lists with
+-- the same first five items and no sixth (a box has at most five)? A
+-- quick test: false only means "ask same_opts".
+local function same_given(x, y)
+  if x == y then return true end
+  return type(x) == "table" and type(y) == "table" and x[1] == y[1] and x[2] == y[2] and x[3] == y[3]
+    and x[4] == y[4] and x[5] == y[5] and x[6] == nil and y[6] == nil
+end
+
+--- Do two option tables agree on every option, as given? Straight-line
+-- code, no loop: X:tma_desc{...} runs once per copy, and a loop here
+-- keeps the JIT from compiling it into its caller's trace. Checked at
+-- load against TMA_OPTS below.
+local function same_given_opts(a, b)
+  return same_given(a.box, b.box) and a.swizzle == b.swizzle and a.interleave == b.interleave and a.l2 == b.l2
+    and a.oob == b.oob and same_given(a.elem_strides, b.elem_strides) and a.mode == b.mode
+    and same_given(a.lower_corner, b.lower_corner) and same_given(a.upper_corner, b.upper_corner)
+    and a.channels_per_pixel == b.channels_per_pixel and a.pixels_per_column == b.pixels_per_column
+end
+for _, k in ipairs(TMA_OPTS) do   -- an option same_given_opts forgot would make two maps one
+  assert(not same_given_opts({ [k] = 1 }, {}), "same_given_opts does not compare " .. k)
+end
+
+--- The first key of opts that is not a tma_desc option, or nil. The first
+-- four keys (box and swizzle, usually) are looked at without a loop.
+local function unknown_option(opts)
+  local k = next(opts)
+  if k == nil then return nil elseif not TMA_KNOWN[k] then return k end
+  k = next(opts, k)
+  if k == nil then return nil elseif not TMA_KNOWN[k] then return k end
+  k = next(opts, k)
+  if k == nil then return nil elseif not TMA_KNOWN[k] then return k end
+  k = next(opts, k)
+  if k == nil then return nil elseif not TMA_KNOWN[k] then return k end
+  for rest in next, opts, k do
+    if not TMA_KNOWN[rest] then return rest end
+  end
+  return nil
+end
+
+--- The declared map of tensor spec with options opts, declared now if new.
+local function tma_of(t, spec, opts)
+  t.tma = t.tma or {}
+  t.tma_last = t.tma_last or {}
+  local d = t.tma_last[spec.param]   -- the map this tensor's last X:tma_desc named: usually this one again
+  if d and same_given_opts(d.opts, opts) then return d end
+  d = nil
+  for _, e in ipairs(t.tma) do if e.tensor == spec.param and same_opts(e.opts, opts) then d = e end end
+  if not d then d = declare_tma(t, spec, opts, spec.param .. "|" .. tma_key(opts)) end
+  t.tma_last[spec.param] = d
+  return d
+end
+
 --- X:tma_desc{...} (see tile.lua): declare the 128-byte tensor-map param
 -- once per tensor and options, validate the box against the spec's shape at
 -- trace time, and return its operand (`.bytes` = bytes one box moves).
 function M.tma_param(spec, opts)
   local t = trace.need("X:tma_desc")
   if type(opts) ~= "table" then fail("X:tma_desc takes an options table {box = {...}, swizzle = ...}") end
-  for k in pairs(opts) do
-    if not TMA_KNOWN[k] then fail(("X:tma_desc: unknown option %s (valid: %s)"):format(tostring(k), table.concat(TMA_OPTS, ", "))) end
+  local bad = unknown_option(opts)
+  if bad ~= nil then
+    fail(("X:tma_desc: unknown option %s (valid: %s)"):format(tostring(bad), table.concat(TMA_OPTS, ", ")))
   end
   if opts.mode == "im2col" and opts.box ~= nil then
     fail("X:tma_desc: an im2col map has no box; it takes channels_per_pixel, pixels_per_column and the pixel-box corners")
   end
-  t.tma = t.tma or {}
-  local d
-  for _, e in ipairs(t.tma) do if e.tensor == spec.param and same_opts(e.opts, opts) then d = e end end
-  if not d then d = declare_tma(t, spec, opts, spec.param .. "|" .. tma_key(opts)) end
+  local d = tma_of(t, spec, opts)
   -- the map's generic address in a register, which the tensor-map operand
   -- takes: a parameter's own .param address faults on a GPU (cvta.param)
   local r = reg.new(t, types.u64)
-  emit("mov.u64", r, d.name)
-  emit("cvta.param.u64", r, r)
-  return setmetatable({ base = r, offset = 0, tma = d, bytes = d.bytes }, operands.Addr)
+  trace.emit_n(F("mov.u64"), 2, r, d.name)
+  trace.emit_n(F("cvta.param.u64"), 2, r, r)
+  -- fields made by the constructor's template, set below: no new key is inserted
+  local a = setmetatable({ base = false, offset = 0, tma = false, bytes = 0 }, operands.Addr)
+  a.base, a.tma, a.bytes = r, d, d.bytes
+  return a
 end
 
 --- The 128 launch bytes of tensor map d for the runtime tensor x (or a
