@@ -5,6 +5,8 @@
 -- header is reachable from Lua with no second list to keep.
 -- usage: luajit cmake/bundle.lua out.c header1.h,header2.h name=path...
 local out_path, cdef_paths = arg[1], arg[2]
+-- the bytecode dump drops the keys of table templates; bcfix puts them back
+local bcfix = dofile((arg[0]:match("^(.*[/\\])") or "") .. "bcfix.lua")
 
 local function c_bytes(s)
   local parts = {}
@@ -34,7 +36,7 @@ local entries = {}
 for i = 3, #arg do
   local name, path = arg[i]:match("^([^=]+)=(.+)$")
   local fn = assert(loadfile(path))
-  local bc = string.dump(fn)
+  local bc = bcfix.fix(string.dump(fn))
   out[#out + 1] = ("static const unsigned char m%d[] = {\n%s\n};"):format(i, c_bytes(bc))
   entries[#entries + 1] = ('  { "%s", "%s", m%d, %d },'):format(name, path, i, #bc)
 end
