@@ -6,12 +6,14 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-/* Grow an array geometrically so appends stay amortised O(1). */
+/* Grow an array geometrically so appends stay amortised O(1): by 4 once
+ * it holds 64 KiB, since realloc copies a block that size (a traced
+ * kernel's instruction and operand arrays reach megabytes). */
 int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
   if (need <= *cap) return 0;
   size_t ncap = *cap ? *cap : 16;
-  while (ncap < need) ncap *= 2;
+  while (ncap < need) ncap *= ncap * elem >= 65536 ? 4 : 2;
   void *np = realloc(*p, ncap * elem);
   if (!np) return -1;
   *p = np;
