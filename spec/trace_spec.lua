@@ -25,6 +25,18 @@ describe("pyptx.trace", function()
       assert.equal(debug.getinfo(1, "l").currentline - 2, line)
     end)
 
+    it("names the chunk from core.where only when asked (the per-instruction call builds no string)", function()
+      local core = require "pyptx.core"
+      local plain, here = { core.where(1) }, debug.getinfo(1, "l").currentline
+      assert.equal(2, select("#", core.where(1)))
+      assert.equal("userdata", type(plain[1]))
+      assert.equal(here, plain[2])
+      local key, line, name = core.where(1, true)
+      assert.equal(plain[1], key)
+      assert.equal(here + 4, line)
+      assert.equal("@spec/trace_spec.lua", name)
+    end)
+
     it("recognizes luaptx's own chunks", function()
       assert.truthy(trace.is_internal("@lua/pyptx/reg.lua"))
       assert.truthy(trace.is_internal("@/usr/share/luaptx/pyptx/ptx.lua"))

@@ -128,13 +128,14 @@ static int where_skip(lua_State *L)
 static int where(lua_State *L)
 {
   int level = (int)luaL_optinteger(L, 1, 1);
+  int want_name = lua_toboolean(L, 2);   /* read now: index 2 is a result once pushed */
   lua_Debug ar;
   while (lua_getstack(L, level++, &ar)) {
     if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0) continue;
     if (is_internal_cached(ar.source)) continue;
     lua_pushlightuserdata(L, (void *)ar.source);
     lua_pushinteger(L, ar.currentline);
-    if (!lua_toboolean(L, 2)) return 2;
+    if (!want_name) return 2;
     lua_pushstring(L, ar.source);
     return 3;
   }
