@@ -406,33 +406,58 @@ function mbarrier.complete_tx(bar, bytes)
   return emit("mbarrier.complete_tx.relaxed.cta" .. B64, as_addr(bar, "mbarrier.complete_tx"), bytes)
 end
 
+--- Append try_wait / test_wait into a fresh predicate and return it: with
+-- a b64 state register the state form, otherwise the .parity form
+-- (parity: 0, 1 or a u32 register). addr is the barrier's address operand.
+local function emit_wait(what, addr_what, state_op, parity_op, addr, phase)
+  local p = fresh(types.pred, what)
+  if reg.is(phase) and phase.type.bits == 64 then
+    trace.emit_n(F(state_op), 3, p, addr, phase)
+  else
+    if phase == nil then fail(addr_what .. ": missing the phase parity (0, 1 or a register)") end
+    trace.emit_n(F(parity_op), 3, p, addr, phase)
+  end
+  return p
+end
+
 --- try_wait / test_wait: with a b64 state register the state form,
 -- otherwise the .parity form (parity: 0, 1 or a u32 register). Returns a predicate.
 local function waiter(kind)
   local what, addr_what = "ptx.mbarrier." .. kind, "mbarrier." .. kind
   local state_op, parity_op = "mbarrier." .. kind .. B64, "mbarrier." .. kind .. ".parity" .. B64
   return function(bar, phase)
-    local p = fresh(types.pred, what)
-    if reg.is(phase) and phase.type.bits == 64 then
-      trace.emit_n(F(state_op), 3, p, as_addr(bar, addr_what), phase)
-    else
-      if phase == nil then fail(addr_what .. ": missing the phase parity (0, 1 or a register)") end
-      trace.emit_n(F(parity_op), 3, p, as_addr(bar, addr_what), phase)
-    end
-    return p
+    return emit_wait(what, addr_what, state_op, parity_op, as_addr(bar, addr_what), phase)
   end
 end
 mbarrier.try_wait = waiter("try_wait")
 mbarrier.test_wait = waiter("test_wait")
 
+-- The operands mbarrier.wait makes on every call, made once: it packs each
+-- before it is set again (a wait per k-block of an unrolled loop would
+-- otherwise make three tables for the collector).
+local wait_addr = setmetatable({ base = false, offset = 0 }, operands.Addr)
+local wait_top = operands.fresh_ref(false, "", -1)
+local wait_again = setmetatable({ reg = false }, reg.NegPred)
+local TRY_STATE, TRY_PARITY = "mbarrier.try_wait" .. B64, "mbarrier.try_wait.parity" .. B64
+
 --- Spin until the phase with the given parity completes: a label, a
 -- try_wait.parity and a guarded branch back (three items, two instructions).
 function mbarrier.wait(bar, parity)
   local t = trace.need("ptx.mbarrier.wait")
-  local top = flow.fresh(t, "mbar_wait")
-  flow.place_ref(t, top)
-  local p = mbarrier.try_wait(bar, parity)
-  flow.bra(top, -p)
+  wait_top.name, wait_top.sym = trace.fresh_sym(t, "mbar_wait")
+  wait_top.trace = t
+  flow.place_ref(t, wait_top)
+  local addr
+  if reg.is(bar) and (bar.type.bits == 32 or bar.type.bits == 64) then
+    wait_addr.base = bar
+    addr = wait_addr
+  else
+    addr = as_addr(bar, "mbarrier.try_wait")
+  end
+  local p = emit_wait("ptx.mbarrier.wait", "mbarrier.wait", TRY_STATE, TRY_PARITY, addr, parity)
+  wait_again.reg = p
+  flow.bra(wait_top, wait_again)
+  wait_addr.base, wait_top.trace, wait_again.reg = false, false, false   -- keep no trace alive
 end
 
 --- mbarrier.pending_count.b64 count, state; returns the u32 count.

@@ -28,6 +28,7 @@ M.Reg = Reg
 
 local NegPred = {}
 NegPred.__index = NegPred
+M.NegPred = NegPred
 
 local forms = {}
 --- Form id of an opcode string, interned once per Lua state.
