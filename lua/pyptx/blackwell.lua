@@ -57,6 +57,20 @@ local function as_addr(v)
   return operands.addr(v)
 end
 
+--- A reusable [x] operand for one operand position of one wrapper (the
+-- wrappers run once per instruction: a fresh table each time is garbage).
+local function scratch_addr() return setmetatable({ base = false, offset = 0 }, operands.Addr) end
+
+--- as_addr(v), written into scratch when v is a 32/64-bit register; the
+-- caller packs it before scratch is set again, then clears scratch.base.
+local function addr_in(scratch, v)
+  if reg.is(v) and (v.type.bits == 32 or v.type.bits == 64) then
+    scratch.base = v
+    return scratch
+  end
+  return as_addr(v)
+end
+
 --- Is v a 32-bit register (a shared-window or tensor-memory address)?
 local function is_r32(v) return reg.is(v) and v.type.bits == 32 end
 
@@ -129,17 +143,22 @@ local function mma_form(a)
   return form
 end
 
+local mma_d, mma_a = scratch_addr(), scratch_addr()
+
 function tc.mma(a)
   args_of("mma", a)
   local am = need("mma", a, "a", "a 64-bit SMEM descriptor or a 32-bit TMEM address")
-  if is_r32(am) then am = operands.addr(am) end
-  local d, b = as_addr(need("mma", a, "d", "the accumulator's TMEM address")), need("mma", a, "b")
+  if is_r32(am) then am = addr_in(mma_a, am) end
+  local d, b = addr_in(mma_d, need("mma", a, "d", "the accumulator's TMEM address")), need("mma", a, "b")
   if not (a.sp_meta or a.disable_output_lane or a.scale_d) then   -- the common form: no operand list to build
     local idesc = need("mma", a, "idesc", "pyptx.blackwell.idesc{...} in a 32-bit register")
     local en = need("mma", a, "enable_d", "a predicate: false overwrites D, true accumulates")
     if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
-    return emit_n(mma_form(a), 5, d, am, b, idesc, en)
+    local rc = emit_n(mma_form(a), 5, d, am, b, idesc, en)
+    mma_d.base, mma_a.base = false, false
+    return rc
   end
+
   local ops = { d, am, b }
   if a.sp_meta then ops[#ops + 1] = as_addr(a.sp_meta) end
   ops[#ops + 1] = need("mma", a, "idesc", "pyptx.blackwell.idesc{...} in a 32-bit register")
@@ -148,8 +167,10 @@ function tc.mma(a)
   if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
   ops[#ops + 1] = en
   if a.scale_d then ops[#ops + 1] = a.scale_d end
-  if #ops <= 8 then return emit_n(mma_form(a), #ops, unpack(ops, 1, #ops)) end
-  return emit(mma_form(a), unpack(ops))
+  local rc
+  if #ops <= 8 then rc = emit_n(mma_form(a), #ops, unpack(ops, 1, #ops)) else rc = emit(mma_form(a), unpack(ops)) end
+  mma_d.base, mma_a.base = false, false
+  return rc
 end
 
 -- --------------------------------------------------------------- ld / st
@@ -233,12 +254,17 @@ local function commit_form(a, shared)
   return form
 end
 
+local commit_bar = scratch_addr()
+
 function tc.commit(a)
   args_of("commit", a)
   local mbar = need("commit", a, "mbar")
   local form = commit_form(a, is_shared_addr(mbar))
-  if a.multicast then return emit_n(form, 2, as_addr(mbar), a.multicast) end
-  return emit_n(form, 1, as_addr(mbar))
+  local rc
+  if a.multicast then rc = emit_n(form, 2, addr_in(commit_bar, mbar), a.multicast)
+  else rc = emit_n(form, 1, addr_in(commit_bar, mbar)) end
+  commit_bar.base = false
+  return rc
 end
 
 
