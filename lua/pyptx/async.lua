@@ -62,7 +62,8 @@ M.Bracket = Bracket
 --- The tensor-map operand of a TMA copy: [desc, {c0, c1, ...}]. rank
 -- nil: a mode with its own coordinate count (tile::gather4), which the
 -- validator checks.
-local function tensor_operand(desc, coord, rank, what)
+-- into: a Bracket to fill instead of a new one (the caller packs it at once).
+local function tensor_operand(desc, coord, rank, what, into)
   if type(coord) ~= "table" or (rank and #coord ~= rank) then
     fail(("%s: coord must list %s coordinate(s) (innermost first), got %s"):format(what, rank or "the mode's",
       type(coord) == "table" and #coord or tostring(coord)))
@@ -70,8 +71,15 @@ local function tensor_operand(desc, coord, rank, what)
   local base = desc
   if getmetatable(desc) == operands.Addr then base = desc.base end
   if base == nil then fail(what .. ": missing the tensor map (X:tma_desc{...} or a 64-bit address register)") end
+  if into then
+    into.base, into.list = base, coord
+    return into
+  end
   return setmetatable({ base = base, list = coord }, Bracket)
 end
+
+-- The tensor operand of the plain load, filled and packed once per copy.
+local load_tmap = setmetatable({ base = false, list = false }, Bracket)
 
 --- Is v a TMA descriptor operand (what X:tma_desc returns)?
 local function is_tma(v)
@@ -218,11 +226,14 @@ local function tensor_copy(rank, a)
   if a.mbar ~= nil then
     local mode = load_mode(a.src, a, what)
     local dst = a.dst == nil and as_addr(nil, what .. " dst") or as_addr(a.dst)
-    local tmap = tensor_operand(a.src, a.coord, own_rank(mode, rank), what)
-    local mbar = as_addr(a.mbar)
     local cg = a.cta_group
-    if mode ~= "im2col" and a.multicast == nil and a.cache_hint == nil and cg == cg then
-      return trace.emit_n(plain_load_form(rank, what, mode, cg), 3, dst, tmap, mbar)
+    local plain = mode ~= "im2col" and a.multicast == nil and a.cache_hint == nil and cg == cg
+    local tmap = tensor_operand(a.src, a.coord, own_rank(mode, rank), what, plain and load_tmap or nil)
+    local mbar = as_addr(a.mbar)
+    if plain then
+      local rc = trace.emit_n(plain_load_form(rank, what, mode, cg), 3, dst, tmap, mbar)
+      load_tmap.base, load_tmap.list = false, false
+      return rc
     end
     local op = what .. ".shared::cluster.global." .. mode .. ".mbarrier::complete_tx::bytes"
     local args = { dst, tmap, mbar }
