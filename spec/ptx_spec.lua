@@ -43,6 +43,43 @@ describe("pyptx.ptx", function()
       assert.equal("f32", ptx.spell("f32"))
     end)
 
+    it("validates a repeated shape like its first: numbers typed the same, registers kept", function()
+      assert.same({
+        "add.f32 %f2, %f1, 0f3FC00000;",
+        "add.f32 %f3, %f2, 0f3FC00000;",
+        "add.u32 %r2, %r1, 24;",
+        "add.u32 %r3, %r2, 24;",
+        "add.u32 %r3, %r2, 25;",
+      }, (function()
+        local out = lines(function()
+          local x, i = reg.scalar(T.f32), reg.scalar(T.u32)
+          local y = x + 1.5
+          local _ = y + 1.5
+          local j = i + 24
+          local k = j + 24
+          ptx.inst.add.u32(k, j, 25)
+        end)
+        return out
+      end)())
+    end)
+
+    it("still refuses a bad operand in a shape that validated with a good one", function()
+      local err = trace_error(function()
+        local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
+        local f = reg.scalar(T.f32)
+        ptx.inst.add.u32(a, a, b)
+        ptx.inst.add.u32(a, a, b)   -- the same shape again: remembered
+        ptx.inst.add.u32(a, a, f)   -- a register of another type there
+      end)
+      assert.matches("ptx_spec.lua:%d+: add.u32: operand 3 is a f32 register", err)
+      err = trace_error(function()
+        local a = reg.scalar(T.u32)
+        ptx.inst.shl.b32(a, a, 3)
+        ptx.inst.shl.b32(a, a, 3.5)   -- a number of another kind
+      end)
+      assert.matches("shl.b32: operand 3 is 3.5, expected an integer", err, 1, true)
+    end)
+
     it("memoizes chain nodes (one table per spelling)", function()
       assert.equal(ptx.inst.ld.global.f32, ptx.inst.ld.global.f32)
       assert.equal("ld.global.f32", ptx.inst.ld.global.f32.opcode)

@@ -277,6 +277,7 @@ struct lpx_module {
    * this module (0: not yet), so lpx_validate checks them once. */
   uint8_t *rules_ok; size_t rules_cap;
   int64_t rules_key;   /* the target and version they passed under */
+  struct lpx_vmemo *vmemo;   /* instruction shapes that validated (lpx_validate.c) */
 };
 
 const char *lpx_special_name(int32_t id);

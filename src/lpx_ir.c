@@ -50,7 +50,7 @@ void lpx_module_free(lpx_module *m)
   for (size_t i = 0; i < m->nfuncs; i++) func_free(&m->funcs[i]);
   for (size_t i = 0; i < m->nvars; i++) { free(m->vars[i].init); free(m->vars[i].relocs); }
   free(m->funcs); free(m->vars); free(m->files);
-  free(m->top); free(m->lex); free(m->rules_ok);
+  free(m->top); free(m->lex); free(m->rules_ok); free(m->vmemo);
   lpx_strtab_free(&m->syms);
   lpx_buf_free(&m->out);
   free(m);

@@ -1417,11 +1417,127 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
   return lpx_fail(m->ctx, "%s takes %s operand(s), got %d", form->info.text, counts, count);
 }
 
+/* ======================================================= validated shapes
+ * A kernel's instructions take few shapes: an unrolled loop appends the
+ * same few hundred thousands of times, and validating one costs as much
+ * as the rest of appending it. A shape that validated is remembered per
+ * module: the form, what validate() reads of the module and function
+ * (target, version, address size, the function's CTA group), and each
+ * operand with a register replaced by its type and a symbol or label by
+ * its kind (validity reads nothing else of them). A hit copies back the
+ * operands as validation left them (numbers typed), keeping the ids. */
+
+#define VMEMO_SLOTS 256   /* direct-mapped by hash */
+#define VMEMO_OPS 10      /* longer operand lists are validated each time */
+
+typedef struct vmemo_entry {
+  uint64_t hash;
+  int32_t form, nops;
+  int64_t module_key;
+  uint64_t in[VMEMO_OPS * 3];      /* each operand's key: three words */
+  lpx_operand out[VMEMO_OPS];
+} vmemo_entry;
+
+struct lpx_vmemo { vmemo_entry slot[VMEMO_SLOTS]; };
+
+/* What validate() reads of the module and function, as one number. */
+static int64_t vmemo_module_key(const lpx_module *m, const lpx_func *f)
+{
+  return (rules_key(m) << 12) ^ ((int64_t)m->address_size << 4) ^ (int64_t)f->tc_cta_group;
+}
+
+/* An operand's key in three words: kind, type, aux and what stands for
+ * its id (a register's type, nothing for a symbol or label, else the
+ * id), then ival and fval's bits; 0 when it names a register outside the
+ * function (validate() reports that). */
+static int vmemo_word(const lpx_func *f, const lpx_operand *o, uint64_t *w)
+{
+  int32_t id = o->id;
+  if (o->kind == LPX_OPD_REG || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_REG)) {
+    if (id < 0 || (size_t)id >= f->nregs) return 0;
+    id = f->reg_type[id];
+  } else if (o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM)) {
+    id = 0;
+  }
+  w[0] = ((uint64_t)(uint8_t)o->kind << 56) | ((uint64_t)(uint8_t)o->type << 48) | ((uint64_t)(uint16_t)o->aux << 32) |
+         (uint32_t)id;
+  w[1] = (uint64_t)o->ival;
+  memcpy(&w[2], &o->fval, sizeof w[2]);
+  return (uint32_t)o->kind < 256 && (uint32_t)(o->type + 1) < 256 && (uint32_t)o->aux < 65536;
+}
+
+/* The operands' key words and their hash with the form; 0 when the
+ * instruction is not memoized. */
+static int vmemo_key(const lpx_func *f, int32_t form, const lpx_operand *ops, int nops, uint64_t *key, uint64_t *hash)
+{
+  if (nops > VMEMO_OPS) return 0;
+  uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(form + 1) + (uint64_t)nops;
+  for (int i = 0; i < nops; i++) {
+    uint64_t *w = key + 3 * i;
+    if (!vmemo_word(f, &ops[i], w)) return 0;
+    h = (h ^ w[0] ^ (w[1] * 0xff51afd7ed558ccdull) ^ (w[2] >> 7)) * 0xc4ceb9fe1a85ec53ull;
+  }
+  h ^= h >> 33;   /* mix the high bits down: slots are picked by the low ones */
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  *hash = h;
+  return 1;
+}
+
+/* The entry that remembers this shape as valid, or NULL. */
+static const vmemo_entry *vmemo_find(const lpx_module *m, const lpx_func *f, int32_t form, const uint64_t *key, int nops,
+                                     uint64_t hash)
+{
+  if (!m->vmemo) return NULL;
+  const vmemo_entry *e = &m->vmemo->slot[hash % VMEMO_SLOTS];
+  if (e->hash != hash || e->form != form || e->nops != nops || e->module_key != vmemo_module_key(m, f)) return NULL;
+  return memcmp(e->in, key, sizeof(uint64_t) * 3 * (size_t)nops) == 0 ? e : NULL;
+}
+
+/* Remember a shape that validated, with its operands as validation left
+ * them (best effort: without memory it is validated again next time). */
+static void vmemo_store(lpx_module *m, const lpx_func *f, int32_t form, const uint64_t *key, const lpx_operand *ops,
+                        int nops, uint64_t hash)
+{
+  if (!m->vmemo && !(m->vmemo = calloc(1, sizeof *m->vmemo))) return;
+  vmemo_entry *e = &m->vmemo->slot[hash % VMEMO_SLOTS];
+  e->hash = hash;
+  e->form = form;
+  e->nops = nops;
+  e->module_key = vmemo_module_key(m, f);
+  memcpy(e->in, key, sizeof(uint64_t) * 3 * (size_t)nops);
+  memcpy(e->out, ops, sizeof(lpx_operand) * (size_t)nops);
+}
+
+/* Validate through the memo: a remembered shape gets its validated
+ * operands back (ids kept); a new one is validated and remembered. */
+static int validate_memo(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file,
+                         int32_t line)
+{
+  uint64_t key[VMEMO_OPS * 3], hash;
+  int32_t id = (int32_t)(form - m->ctx->forms);
+  if (!vmemo_key(f, id, ops, nops, key, &hash)) return validate(m, f, form, ops, nops, file, line);
+  const vmemo_entry *e = vmemo_find(m, f, id, key, nops, hash);
+  if (e) {
+    for (int i = 0; i < nops; i++) {
+      int32_t keep = ops[i].id;
+      ops[i] = e->out[i];
+      ops[i].id = keep;
+    }
+    return 0;
+  }
+  if (validate(m, f, form, ops, nops, file, line)) return -1;
+  vmemo_store(m, f, id, key, ops, nops, hash);
+  return 0;
+}
+
+/* ================================================= end of validated shapes */
+
 /* Validate an instruction appended at file:line; a valid tcgen05 one that
  * is the function's first with a CTA group fixes the function's size. */
 int lpx_validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file, int32_t line)
 {
-  if (validate(m, f, form, ops, nops, file, line)) return -1;
+  if (validate_memo(m, f, form, ops, nops, file, line)) return -1;
   if (form->info.op >= 0 && form->info.cta_group && !f->tc_cta_group && is_tcgen05(form->info.op)) {
     f->tc_cta_group = form->info.cta_group;
     f->tc_cta_file = file;
