@@ -270,11 +270,11 @@ local function file_id(t, src)
   return id
 end
 
---- Append the instruction whose k operands are packed: find the user's
--- line (level: the frame of emit's caller, counted from here), take the
--- guard, append in C.
-local function append(t, form, k, level)
-  local key, line = core_where(level)
+--- Append the instruction whose k operands are packed, at the user's line
+-- that core.where found (key, line); level: where M.where looks again,
+-- counted from here, when the chunk is new or the command line's own.
+-- Takes the guard and appends in C.
+local function append_at(t, form, k, key, line, level)
   local src = key and not front_end[key] and source_names[key]
   if not src then src, line = M.where(level) end   -- a chunk seen first, or the command line's code
   local g, gneg = -1, 0
@@ -291,13 +291,15 @@ local function append(t, form, k, level)
   return rc
 end
 
---- Pack up to eight operands and append, the user's line found from level
--- (counted from append). Fixed parameters, no vararg: a trace the JIT
--- starts here, or resumes here after the C call that finds the line, can
--- return through it to the caller, which it cannot through a vararg
--- function's frame (interpreted callers: straight-line kernel bodies,
--- transpiled scripts; compiled ones: the loop goes on in the same trace).
-local function emit_fixed(level, form, n, a, b, c, d, e, f, g, h)
+--- Append one instruction of form with n (at most eight) operands given
+-- as fixed arguments: the emit of the hot paths (operators, control flow,
+-- the family wrappers), which the JIT compiles end to end. It packs the
+-- operands and finds the user's line itself: each frame between here and
+-- the user's is one more for core.where to walk, for every instruction.
+-- Fixed parameters, no vararg: a trace the JIT starts here, or resumes
+-- here after the C call that finds the line, can return through it to
+-- the caller, which it cannot through a vararg function's frame.
+function M.emit_n(form, n, a, b, c, d, e, f, g, h)
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = 0
@@ -323,30 +325,25 @@ local function emit_fixed(level, form, n, a, b, c, d, e, f, g, h)
       end
     end
   end
-  local rc = append(t, form, k, level)
+  local key, line = core_where(2)   -- emit_n < the caller
+  local rc = append_at(t, form, k, key, line, 3)   -- M.where < append_at < emit_n < the caller
   return rc
 end
-
---- Append one instruction of form with n (at most eight) operands given
--- as fixed arguments: the emit of the hot paths (operators, control flow,
--- the family wrappers), which the JIT compiles end to end.
-function M.emit_n(form, n, a, b, c, d, e, f, g, h)
-  local rc = emit_fixed(4, form, n, a, b, c, d, e, f, g, h)   -- append < emit_fixed < emit_n < the caller
-  return rc
-end
+local emit_n = M.emit_n
 
 --- Append one instruction of an interned form with Lua operands.
 function M.emit(form, ...)
   local n = select("#", ...)
   if n <= 8 then
-    local rc = emit_fixed(4, form, n, ...)   -- append < emit_fixed < emit < the caller
+    local rc = emit_n(form, n, ...)   -- its caller, this frame, is skipped as luaptx's own
     return rc
   end
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = 0
   for i = 1, n do k = put(t, k, (select(i, ...))) end
-  local rc = append(t, form, k, 3)   -- append < emit < the caller
+  local key, line = core_where(2)   -- emit < the caller
+  local rc = append_at(t, form, k, key, line, 3)   -- M.where < append_at < emit < the caller
   return rc
 end
 
