@@ -128,4 +128,26 @@ describe("traced source lines", function()
       end
     end
   end)
+
+  it("put every instruction of mbarrier.wait and X:tma_desc at the calling line, alternating in a hot loop", function()
+    local lines = {}
+    local text = pyptx.kernel "k" { arch = "sm_100a", block = { 128 }, in_specs = { pyptx.Tile(64, 64, T.bf16) },
+      function(A)
+        local bar = reg.scalar(T.u32, 0)
+        for i = 1, 200 do                                   -- hot: the JIT compiles the loop
+          ptx.mbarrier.wait(bar, i % 2); lines[1] = here()
+          local _ = A:tma_desc { box = { 64, 64 } }; lines[2] = here()
+        end
+        ptx.ret()
+      end }:specialize({}).ptx
+    local got = located(text)
+    local k = 2                                             -- after the mov of bar
+    for i = 1, 200 do
+      assert.are.same({ lines[1], "mbarrier.try_wait.parity.shared::cta.b64" }, { got[k][1], got[k][2]:match("^%S+") }, "wait " .. i)
+      assert.are.same({ lines[1], "@!%p" .. i }, { got[k + 1][1], got[k + 1][2]:match("^%S+") }, "branch " .. i)
+      assert.are.same({ lines[2], "mov.u64" }, { got[k + 2][1], got[k + 2][2]:match("^%S+") }, "map address " .. i)
+      assert.are.same({ lines[2], "cvta.param.u64" }, { got[k + 3][1], got[k + 3][2]:match("^%S+") }, "cvta " .. i)
+      k = k + 4
+    end
+  end)
 end)

@@ -467,7 +467,8 @@ function mbarrier.wait(bar, parity)
   end
   local p = emit_wait("ptx.mbarrier.wait", "mbarrier.wait", TRY_STATE, TRY_PARITY, addr, parity)
   wait_again.reg = p
-  flow.bra(wait_top, wait_again)
+  flow.set_guard(t, wait_again)
+  trace.emit_n_again(F("bra"), 1, wait_top)   -- at try_wait's line
   wait_addr.base, wait_top.trace, wait_again.reg = false, false, false   -- keep no trace alive
 end
 
@@ -853,7 +854,7 @@ function M.tma_param(spec, opts)
   -- takes: a parameter's own .param address faults on a GPU (cvta.param)
   local r = reg.new(t, types.u64)
   trace.emit_n(F("mov.u64"), 2, r, d.name)
-  trace.emit_n(F("cvta.param.u64"), 2, r, r)
+  trace.emit_n_again(F("cvta.param.u64"), 2, r, r)
   -- fields made by the constructor's template, set below: no new key is inserted
   local a = setmetatable({ base = false, offset = 0, tma = false, bytes = 0 }, operands.Addr)
   a.base, a.tma, a.bytes = r, d, d.bytes

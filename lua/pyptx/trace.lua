@@ -27,6 +27,7 @@ M.is_internal = is_internal
 
 local core_where = core.where
 local source_names = {}
+local last_key, last_line   -- the location emit_n found last (emit_n_again's)
 
 local front_end = {}   -- chunk keys of the command line's own code
 local helper_sources = {}   -- chunks marked by M.mark_helper (core.where skips them too)
@@ -326,10 +327,30 @@ function M.emit_n(form, n, a, b, c, d, e, f, g, h)
     end
   end
   local key, line = core_where(2)   -- emit_n < the caller
+  last_key, last_line = key, line
   local rc = append_at(t, form, k, key, line, 3)   -- M.where < append_at < emit_n < the caller
   return rc
 end
 local emit_n = M.emit_n
+
+--- emit_n for the second and later instructions a helper appends for
+-- one call of the user's, right after an emit_n of its own: at the line
+-- that emit_n found (no stack walk), so they carry the same .loc.
+function M.emit_n_again(form, n, a, b, c, d, e, f, g, h)
+  local t = cur
+  if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
+  local k = 0
+  if n > 0 then k = put(t, k, a) end
+  if n > 1 then k = put(t, k, b) end
+  if n > 2 then k = put(t, k, c) end
+  if n > 3 then k = put(t, k, d) end
+  if n > 4 then k = put(t, k, e) end
+  if n > 5 then k = put(t, k, f) end
+  if n > 6 then k = put(t, k, g) end
+  if n > 7 then k = put(t, k, h) end
+  local rc = append_at(t, form, k, last_key, last_line, 3)   -- M.where < append_at < emit_n_again < the caller
+  return rc
+end
 
 --- Append one instruction of an interned form with Lua operands.
 function M.emit(form, ...)
