@@ -277,6 +277,14 @@ function Kernel:trace_into(t, values, tensors)
   return t.fn
 end
 
+-- The collector's pause while a kernel traces (Lua's default is 200: a
+-- cycle starts once the heap has doubled). Tracing makes short-lived
+-- tables by the megabyte (operands, registers, keyword tables); waiting
+-- for the heap to grow fourfold marks the same live data half as often.
+-- callgrind, unrolled Blackwell GEMM: 4% fewer instructions per trace,
+-- about 250 KB more peak heap.
+local TRACE_GC_PAUSE = 400
+
 --- Trace one specialization into a module and its PTX text.
 function Kernel:trace(values, arch)
   local sm = ffi.new("int32_t[2]")
@@ -291,12 +299,14 @@ function Kernel:trace(values, arch)
   local tensors = self:tensor_specs(values)
   local t = trace.begin { arch = arch, version = version, src = self.src, line = self.line, address_size = self.address_size,
     target_modifiers = self.target_modifiers }
+  local pause = collectgarbage("setpause", TRACE_GC_PAUSE)
   local ok, err = xpcall(function()
     for _, f in ipairs(self.funcs) do
       if type(f) == "string" then ptxparse.append_module(f) else f:trace_into(t) end
     end
     self:trace_into(t, values, tensors)
   end, trace.relocate)
+  collectgarbage("setpause", pause)   -- also after a failed trace: xpcall returned
   trace.finish()
   if not ok then error(err, 0) end
   local opts = ffi.new("lpx_emit_opts", { self.line_info and 1 or 0, 1 })
