@@ -1505,8 +1505,10 @@ static void vmemo_store(lpx_module *m, const lpx_func *f, int32_t form, const ui
   e->form = form;
   e->nops = nops;
   e->module_key = vmemo_module_key(m, f);
-  memcpy(e->in, key, sizeof(uint64_t) * 3 * (size_t)nops);
-  memcpy(e->out, ops, sizeof(lpx_operand) * (size_t)nops);
+  if (nops) {   /* ops may be NULL when there are none */
+    memcpy(e->in, key, sizeof(uint64_t) * 3 * (size_t)nops);
+    memcpy(e->out, ops, sizeof(lpx_operand) * (size_t)nops);
+  }
 }
 
 /* Validate through the memo: a remembered shape gets its validated
