@@ -446,7 +446,7 @@ mbarrier.test_wait = waiter("test_wait")
 -- The operands mbarrier.wait makes on every call, made once: it packs each
 -- before it is set again (a wait per k-block of an unrolled loop would
 -- otherwise make three tables for the collector).
-local wait_addr = setmetatable({ base = false, offset = 0 }, operands.Addr)
+local wait_addr = operands.scratch_addr()
 local wait_top = operands.fresh_ref(false, "", -1)
 local wait_again = setmetatable({ reg = false }, reg.NegPred)
 local TRY_STATE, TRY_PARITY = "mbarrier.try_wait" .. B64, "mbarrier.try_wait.parity" .. B64
@@ -458,13 +458,7 @@ function mbarrier.wait(bar, parity)
   wait_top.name, wait_top.sym = trace.fresh_sym(t, "mbar_wait")
   wait_top.trace = t
   flow.place_ref(t, wait_top)
-  local addr
-  if reg.is(bar) and (bar.type.bits == 32 or bar.type.bits == 64) then
-    wait_addr.base = bar
-    addr = wait_addr
-  else
-    addr = as_addr(bar, "mbarrier.try_wait")
-  end
+  local addr = operands.reg_addr(wait_addr, bar) or as_addr(bar, "mbarrier.try_wait")
   local p = emit_wait("ptx.mbarrier.wait", "mbarrier.wait", TRY_STATE, TRY_PARITY, addr, parity)
   wait_again.reg = p
   flow.set_guard(t, wait_again)

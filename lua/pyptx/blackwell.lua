@@ -57,18 +57,10 @@ local function as_addr(v)
   return operands.addr(v)
 end
 
---- A reusable [x] operand for one operand position of one wrapper (the
--- wrappers run once per instruction: a fresh table each time is garbage).
-local function scratch_addr() return setmetatable({ base = false, offset = 0 }, operands.Addr) end
-
---- as_addr(v), written into scratch when v is a 32/64-bit register; the
--- caller packs it before scratch is set again, then clears scratch.base.
+--- as_addr(v), written into scratch (operands.scratch_addr) when v is a
+-- 32/64-bit register; the caller clears scratch.base after packing.
 local function addr_in(scratch, v)
-  if reg.is(v) and (v.type.bits == 32 or v.type.bits == 64) then
-    scratch.base = v
-    return scratch
-  end
-  return as_addr(v)
+  return operands.reg_addr(scratch, v) or as_addr(v)
 end
 
 --- Is v a 32-bit register (a shared-window or tensor-memory address)?
@@ -143,7 +135,7 @@ local function mma_form(a)
   return form
 end
 
-local mma_d, mma_a = scratch_addr(), scratch_addr()
+local mma_d, mma_a = operands.scratch_addr(), operands.scratch_addr()
 
 function tc.mma(a)
   args_of("mma", a)
@@ -254,7 +246,7 @@ local function commit_form(a, shared)
   return form
 end
 
-local commit_bar = scratch_addr()
+local commit_bar = operands.scratch_addr()
 
 function tc.commit(a)
   args_of("commit", a)

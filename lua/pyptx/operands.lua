@@ -87,6 +87,22 @@ function M.addr(base, offset)
 end
 M.Addr = Addr
 
+--- A reusable address operand for one operand position of a wrapper
+-- that packs it at once (a fresh table per instruction is garbage).
+function M.scratch_addr() return setmetatable({ base = false, offset = 0 }, Addr) end
+
+--- scratch made [v] when v is a 32- or 64-bit register, else nil (the
+-- caller makes its address some other way). The caller packs scratch
+-- before setting it again and clears scratch.base after, so that it
+-- keeps no trace alive.
+function M.reg_addr(scratch, v)
+  if reg.is(v) and (v.type.bits == 32 or v.type.bits == 64) then
+    scratch.base = v
+    return scratch
+  end
+  return nil
+end
+
 -- ------------------------------------------------------------------ labels
 
 local Label = {}
