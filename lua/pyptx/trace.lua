@@ -292,6 +292,21 @@ local function append_at(t, form, k, key, line, level)
   return rc
 end
 
+--- Pack the first n (at most eight) of a..h into the operand buffer;
+-- returns the number of operand slots they took.
+local function pack_fixed(t, n, a, b, c, d, e, f, g, h)
+  local k = 0
+  if n > 0 then k = put(t, k, a) end
+  if n > 1 then k = put(t, k, b) end
+  if n > 2 then k = put(t, k, c) end
+  if n > 3 then k = put(t, k, d) end
+  if n > 4 then k = put(t, k, e) end
+  if n > 5 then k = put(t, k, f) end
+  if n > 6 then k = put(t, k, g) end
+  if n > 7 then k = put(t, k, h) end
+  return k
+end
+
 --- Append one instruction of form with n (at most eight) operands given
 -- as fixed arguments: the emit of the hot paths (operators, control flow,
 -- the family wrappers), which the JIT compiles end to end. It packs the
@@ -303,29 +318,7 @@ end
 function M.emit_n(form, n, a, b, c, d, e, f, g, h)
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
-  local k = 0
-  if n > 0 then
-    k = put(t, k, a)
-    if n > 1 then
-      k = put(t, k, b)
-      if n > 2 then
-        k = put(t, k, c)
-        if n > 3 then
-          k = put(t, k, d)
-          if n > 4 then
-            k = put(t, k, e)
-            if n > 5 then
-              k = put(t, k, f)
-              if n > 6 then
-                k = put(t, k, g)
-                if n > 7 then k = put(t, k, h) end
-              end
-            end
-          end
-        end
-      end
-    end
-  end
+  local k = pack_fixed(t, n, a, b, c, d, e, f, g, h)
   local key, line = core_where(2)   -- emit_n < the caller
   last_key, last_line = key, line
   local rc = append_at(t, form, k, key, line, 3)   -- M.where < append_at < emit_n < the caller
@@ -339,15 +332,7 @@ local emit_n = M.emit_n
 function M.emit_n_again(form, n, a, b, c, d, e, f, g, h)
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
-  local k = 0
-  if n > 0 then k = put(t, k, a) end
-  if n > 1 then k = put(t, k, b) end
-  if n > 2 then k = put(t, k, c) end
-  if n > 3 then k = put(t, k, d) end
-  if n > 4 then k = put(t, k, e) end
-  if n > 5 then k = put(t, k, f) end
-  if n > 6 then k = put(t, k, g) end
-  if n > 7 then k = put(t, k, h) end
+  local k = pack_fixed(t, n, a, b, c, d, e, f, g, h)
   local rc = append_at(t, form, k, last_key, last_line, 3)   -- M.where < append_at < emit_n_again < the caller
   return rc
 end
