@@ -210,6 +210,11 @@ local function cp_image(L, rows)
   return words
 end
 
+--- The args of a probe whose one input is the shared image of inp.rows in layout L.
+local function image_args(L)
+  return function(inp) return { { cp_image(L, inp.rows), { L.size / 4 }, dtype = T.u32 } } end
+end
+
 --- 128 rows of nwords random u32 words.
 local function random_rows(nwords)
   local rows = {}
@@ -218,6 +223,12 @@ local function random_rows(nwords)
     for wd = 1, nwords do rows[r][wd] = math.random(0, 0x7fffffff) * 2 + math.random(0, 1) end
   end
   return rows
+end
+
+--- The inputs of a probe that reads 32-word rows: { rows = ... } from seed.
+local function draw_rows32(seed)
+  math.randomseed(seed or 1)
+  return { rows = random_rows(32) }
 end
 
 --- In a kernel: thread 0 copies blocks x 8 columns of the shared image at
@@ -305,10 +316,6 @@ function M.ld_phases()
       end)
     end)
   local L = suite.layout { major = "K", swizzle = "none", strided = 128, bytes = 128 }
-  local function draw(seed)
-    math.randomseed(seed or 1)
-    return { rows = random_rows(32) }
-  end
   local function reference(inp)
     local out = {}
     for t = 0, 127 do
@@ -326,8 +333,7 @@ function M.ld_phases()
     end
     return out
   end
-  return exact("ld_phases", kern, draw, function(inp) return { { cp_image(L, inp.rows), { L.size / 4 }, dtype = T.u32 } } end,
-               reference)
+  return exact("ld_phases", kern, draw_rows32, image_args(L), reference)
 end
 
 -- ------------------------------------------------------------ ld to registers
@@ -360,10 +366,6 @@ function M.ld_registers()
       end)
     end)
   local L = suite.layout { major = "K", swizzle = "none", strided = 128, bytes = 128 }
-  local function draw(seed)
-    math.randomseed(seed or 1)
-    return { rows = random_rows(32) }
-  end
   local function reference(inp)
     local out = {}
     local p = placement("16x256b", 1)
@@ -382,8 +384,7 @@ function M.ld_registers()
     end
     return out
   end
-  return exact("ld_registers", kern, draw, function(inp) return { { cp_image(L, inp.rows), { L.size / 4 }, dtype = T.u32 } } end,
-               reference)
+  return exact("ld_registers", kern, draw_rows32, image_args(L), reference)
 end
 
 -- ------------------------------------------------------------ round trip
