@@ -244,38 +244,9 @@ function M.build(Md, N, K, opts)
   }
 end
 
-local floats = require "pyptx.runtime.floats"
-local to_bf16 = floats.round_bf16
-
---- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
-function M.inputs(Md, N, K, seed)
-  math.randomseed(seed or 1)
-  local a, b = {}, {}
-  for i = 1, Md * K do a[i] = math.random() * 2 - 1 end
-  for i = 1, N * K do b[i] = math.random() * 2 - 1 end
-  return { a = a, b = b, M = Md, N = N, K = K }
-end
-
---- CPU reference in double: C[m][n] = sum_k bf16(A[m][k]) * bf16(B[n][k]).
-function M.reference(inputs)
-  local Md, N, K = inputs.M, inputs.N, inputs.K
-  local a, b, c = {}, {}, {}
-  for i = 1, Md * K do a[i] = to_bf16(inputs.a[i]) end
-  for i = 1, N * K do b[i] = to_bf16(inputs.b[i]) end
-  for m = 0, Md - 1 do
-    for n = 0, N - 1 do
-      local s, ao, bo = 0, m * K, n * K
-      for k = 1, K do s = s + a[ao + k] * b[bo + k] end
-      c[m * N + n + 1] = s
-    end
-  end
-  return c
-end
-
---- The tensors a launch takes.
-function M.args(inputs)
-  return { { inputs.a, { inputs.M, inputs.K }, dtype = bf16 }, { inputs.b, { inputs.N, inputs.K }, dtype = bf16 } }
-end
+-- Random inputs, the reference and the launch arguments: examples/lib/gemm_data.lua.
+local data = require "examples.lib.gemm_data"
+M.inputs, M.reference, M.args = data.inputs, data.reference, data.args
 
 --- Per-element tolerance, |got - ref| <= atol + rtol * |ref|. The products
 -- of bf16 inputs are exact in f32; the f32 sum of K of them (|term| < 1)

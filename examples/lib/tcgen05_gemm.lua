@@ -1,13 +1,14 @@
 --- What the Blackwell GEMM examples beside examples/blackwell/gemm.lua
 -- share: an mbarrier spin, TMEM allocation and release, the TMEM -> global
--- epilogue of one row, and the
--- host side (random bf16 inputs, the double-precision reference of
--- D = A * B^T, launch arguments, the tolerance, check-and-report).
+-- epilogue of one row, and the host side (the tolerance and
+-- check-and-report here; random bf16 inputs, the double-precision
+-- reference of D = A * B^T and the launch arguments from
+-- examples/lib/gemm_data.lua, which the Hopper GEMMs use too).
 -- Groups (grouped_gemm.lua) stack G problems: A (G*M x K), B (G*N x K),
 -- D (G*M x N); an ungrouped problem is G = 1.
 local pyptx = require "pyptx"
-local floats = require "pyptx.runtime.floats"
 local verify = require "pyptx.tools.verify"
+local data = require "examples.lib.gemm_data"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 
 pyptx.helper()   -- errors and lines name the example calling in
@@ -103,40 +104,8 @@ function L.store_row(lane_base, prow, bn)
   end
 end
 
---- Random inputs in [-1, 1): { a (G*M x K), b (G*N x K), M, N, K, G }.
-function L.inputs(m, n, k, seed, g)
-  g = g or 1
-  math.randomseed(seed or 1)
-  local a, b = {}, {}
-  for i = 1, g * m * k do a[i] = math.random() * 2 - 1 end
-  for i = 1, g * n * k do b[i] = math.random() * 2 - 1 end
-  return { a = a, b = b, M = m, N = n, K = k, G = g }
-end
-
---- D_g = A_g * B_g^T in double precision from the bf16 values the kernel
--- reads, for every group g, stacked: a list of G*M*N values, row-major.
-function L.reference(inp)
-  local m, n, k, g = inp.M, inp.N, inp.K, inp.G or 1
-  local a, b, d = {}, {}, {}
-  for i = 1, #inp.a do a[i] = floats.round_bf16(inp.a[i]) end
-  for i = 1, #inp.b do b[i] = floats.round_bf16(inp.b[i]) end
-  for grp = 0, g - 1 do
-    for i = grp * m, grp * m + m - 1 do
-      for j = grp * n, grp * n + n - 1 do
-        local s, ai, bj = 0, i * k, j * k
-        for t = 1, k do s = s + a[ai + t] * b[bj + t] end
-        d[i * n + (j - grp * n) + 1] = s
-      end
-    end
-  end
-  return d
-end
-
---- The tensors a launch takes: A (G*M x K) and B (G*N x K), bf16.
-function L.args(inp)
-  local g = inp.G or 1
-  return { { inp.a, { g * inp.M, inp.K }, dtype = T.bf16 }, { inp.b, { g * inp.N, inp.K }, dtype = T.bf16 } }
-end
+-- Random inputs, the reference and the launch arguments: examples/lib/gemm_data.lua.
+L.inputs, L.reference, L.args = data.inputs, data.reference, data.args
 
 --- Per-element tolerance for inputs in [-1, 1). The products of bf16
 -- values are exact in f32; the error is the f32 rounding of the running
