@@ -76,6 +76,41 @@ describe("pyptx.trace", function()
       assert.is_nil(err:find("helpy.lua", 1, true))
     end)
 
+    it("puts what the walk-saving emit_up paths append at the user's lines", function()
+      local first
+      local text = pyptx.kernel "up" { arch = "sm_100a", function()
+        local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
+        first = debug.getinfo(1, "l").currentline + 1
+        local s = a + b                                        -- an operator
+        local c = reg.scalar(T.u32, 7)                         -- reg.scalar's mov
+        ptx.mbarrier.wait(ptx.addr(reg.scalar(T.u32)), 0)      -- a helper calling a helper
+        ptx.inst.add.u32(s, s, c)                              -- ptx.inst through trace.emit
+      end }:ptx()
+      local want = { ["add.u32"] = { first, first + 3 }, ["mov.u32"] = { first + 1 },
+                     ["mbarrier.try_wait.parity.shared::cta.b64"] = { first + 2 } }
+      local line, got = nil, {}
+      for l in text:gmatch("[^\n]+") do
+        local at = l:match("^\t%.loc\t1 (%d+) ")
+        if at then line = tonumber(at) end
+        local op = l:match("^\t([%w_.:]+) ")
+        if op and want[op] then got[op] = got[op] or {}; got[op][#got[op] + 1] = line end
+      end
+      assert.same(want, got)
+    end)
+
+    it("has no luaptx module tail-call emit_up, whose walk starts above the caller's frame", function()
+      local files = H.find("lua/pyptx", "%.lua$")
+      assert.is_true(#files > 20)
+      for _, path in ipairs(files) do
+        local n = 0
+        for l in H.read(path):gmatch("([^\n]*)\n") do
+          n = n + 1
+          local code = l:gsub("%-%-.*", "")
+          assert(not code:find("return%s+[%w_.]*emit_up%s*%("), ("%s:%d tail-calls emit_up"):format(path, n))
+        end
+      end
+    end)
+
     it("prefixes failures with the user's file:line", function()
       local ok, err = pcall(function() trace.fail("boom") end)
       assert.is_false(ok)

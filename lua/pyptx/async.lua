@@ -231,7 +231,7 @@ local function tensor_copy(rank, a)
     local tmap = tensor_operand(a.src, a.coord, own_rank(mode, rank), what, plain and load_tmap or nil)
     local mbar = as_addr(a.mbar)
     if plain then
-      local rc = trace.emit_n(plain_load_form(rank, what, mode, cg), 3, dst, tmap, mbar)
+      local rc = trace.emit_up(plain_load_form(rank, what, mode, cg), 3, dst, tmap, mbar)
       load_tmap.base, load_tmap.list = false, false
       return rc
     end
@@ -423,10 +423,10 @@ end
 local function emit_wait(what, addr_what, state_op, parity_op, addr, phase)
   local p = fresh(types.pred, what)
   if reg.is(phase) and phase.type.bits == 64 then
-    trace.emit_n(F(state_op), 3, p, addr, phase)
+    trace.emit_up(F(state_op), 3, p, addr, phase)
   else
     if phase == nil then fail(addr_what .. ": missing the phase parity (0, 1 or a register)") end
-    trace.emit_n(F(parity_op), 3, p, addr, phase)
+    trace.emit_up(F(parity_op), 3, p, addr, phase)
   end
   return p
 end
@@ -847,7 +847,7 @@ function M.tma_param(spec, opts)
   -- the map's generic address in a register, which the tensor-map operand
   -- takes: a parameter's own .param address faults on a GPU (cvta.param)
   local r = reg.new(t, types.u64)
-  trace.emit_n(F("mov.u64"), 2, r, d.name)
+  trace.emit_up(F("mov.u64"), 2, r, d.name)
   trace.emit_n_again(F("cvta.param.u64"), 2, r, r)
   -- fields made by the constructor's template, set below: no new key is inserted
   local a = setmetatable({ base = false, offset = 0, tma = false, bytes = 0 }, operands.Addr)

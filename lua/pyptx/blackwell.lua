@@ -23,7 +23,7 @@ local tc = {}
 M.tcgen05 = tc
 
 local F = reg.form
-local emit, emit_n = trace.emit, trace.emit_n
+local emit, emit_n, emit_up = trace.emit, trace.emit_n, trace.emit_up
 
 -- ------------------------------------------------------------ helpers
 
@@ -146,7 +146,7 @@ function tc.mma(a)
     local idesc = need("mma", a, "idesc", "pyptx.blackwell.idesc{...} in a 32-bit register")
     local en = need("mma", a, "enable_d", "a predicate: false overwrites D, true accumulates")
     if type(en) == "boolean" then fail("mma", "enable_d must be a predicate register (PTX has no immediate here)") end
-    local rc = emit_n(mma_form(a), 5, d, am, b, idesc, en)
+    local rc = emit_up(mma_form(a), 5, d, am, b, idesc, en)
     mma_d.base, mma_a.base = false, false
     return rc
   end
@@ -253,8 +253,8 @@ function tc.commit(a)
   local mbar = need("commit", a, "mbar")
   local form = commit_form(a, is_shared_addr(mbar))
   local rc
-  if a.multicast then rc = emit_n(form, 2, addr_in(commit_bar, mbar), a.multicast)
-  else rc = emit_n(form, 1, addr_in(commit_bar, mbar)) end
+  if a.multicast then rc = emit_up(form, 2, addr_in(commit_bar, mbar), a.multicast)
+  else rc = emit_up(form, 1, addr_in(commit_bar, mbar)) end
   commit_bar.base = false
   return rc
 end

@@ -17,7 +17,7 @@ local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
 local floats = require "pyptx.floats"
 local table_new = require "table.new"
-local emit_n = trace.emit_n
+local emit_up = trace.emit_up
 
 local M = {}
 local OPD = trace.OPD
@@ -201,7 +201,7 @@ end
 -- number into a half/fp8 register as its encoded bits).
 function M.scalar(ty, init)
   local r = new(trace.need("reg.scalar"), ty)
-  if init ~= nil then emit_n(mov_form(ty), 2, r, constant(ty, init)) end
+  if init ~= nil then emit_up(mov_form(ty), 2, r, constant(ty, init)) end
   return r
 end
 
@@ -293,7 +293,7 @@ end
 --- Accumulator fragments for mma/wgmma: an array, optionally zeroed with mov.
 function M.fragments(ty, n, zero)
   local a = M.array(ty, n)
-  if zero then for i = 0, n - 1 do emit_n(mov_form(ty), 2, a[i], 0) end end
+  if zero then for i = 0, n - 1 do emit_up(mov_form(ty), 2, a[i], 0) end end
   return a
 end
 
@@ -346,13 +346,13 @@ function M.from(src, ty)
   local r = new(t, ty)
   local same = not st or st == ty or (st.bits == ty.bits and types.is_int(st) and types.is_int(ty))
     or (st.bits == ty.bits and (st.kind == "b" or ty.kind == "b"))
-  emit_n(same and mov_form(ty) or cvt_form(ty, st), 2, r, src)
+  emit_up(same and mov_form(ty) or cvt_form(ty, st), 2, r, src)
   return r
 end
 
 --- Emit `mov` of v into this register (in-place update, one instruction).
 function Reg:set(v)
-  emit_n(mov_form(self.type), 2, self, constant(self.type, v))
+  emit_up(mov_form(self.type), 2, self, constant(self.type, v))
   return self
 end
 
@@ -396,7 +396,7 @@ local function binop(int, float, sym)
     local ty = join(sym, a, b)
     local at = arith_type(ty)
     local d = new(active(what), ty)
-    emit_n(TF(is_int(at) and int or float, at), 3, d, a, b)
+    emit_up(TF(is_int(at) and int or float, at), 3, d, a, b)
     return d
   end
 end
@@ -418,7 +418,7 @@ Reg.__unm = function(a)
   local at = arith_type(a.type)
   if at.kind == "u" then at = types["s" .. at.bits] end
   local d = new(trace.need("operator -"), a.type)
-  emit_n(TF("neg", at), 2, d, a)
+  emit_up(TF("neg", at), 2, d, a)
   return d
 end
 
@@ -459,7 +459,7 @@ local function compare(cmp)
     local ty = arith_type(join(cmp, a, b))
     local t = active(what)
     local p = new(t, types.pred)
-    emit_n(TF(prefix, ty), 3, p, a, b)
+    emit_up(TF(prefix, ty), 3, p, a, b)
     fresh_pred(t, p, cmp)
     return p
   end
@@ -487,7 +487,7 @@ local function bitop(opname)
   return function(a, b)
     local ty = join(opname, a, b)
     local d = new(active(what), ty)
-    emit_n(sized_form(opname, "b", ty, true), 3, d, a, b)
+    emit_up(sized_form(opname, "b", ty, true), 3, d, a, b)
     if ty == types.pred then fresh_pred(d.trace, d, opname) end
     return d
   end
@@ -498,7 +498,7 @@ Reg.and_, Reg.or_, Reg.xor = Reg.band, Reg.bor, Reg.bxor
 --- Bitwise / logical not.
 function Reg:bnot()
   local d = new(trace.need(":bnot"), self.type)
-  emit_n(sized_form("not", "b", self.type, true), 2, d, self)
+  emit_up(sized_form("not", "b", self.type, true), 2, d, self)
   if self.type == types.pred then fresh_pred(d.trace, d, "bnot") end
   return d
 end
@@ -507,14 +507,14 @@ Reg.not_ = Reg.bnot
 --- Shift left by n bits.
 function Reg:shl(n)
   local d = new(trace.need(":shl"), self.type)
-  emit_n(sized_form("shl", "b", self.type), 3, d, self, n)
+  emit_up(sized_form("shl", "b", self.type), 3, d, self, n)
   return d
 end
 
 --- Shift right (arithmetic for signed registers, logical otherwise).
 function Reg:shr(n)
   local d = new(trace.need(":shr"), self.type)
-  emit_n(self.type.kind == "s" and TF("shr", self.type) or sized_form("shr", "u", self.type), 3, d, self, n)
+  emit_up(self.type.kind == "s" and TF("shr", self.type) or sized_form("shr", "u", self.type), 3, d, self, n)
   return d
 end
 
@@ -525,7 +525,7 @@ local function typed(opname, float_mods)
     local ty = arith_type(b ~= nil and join(opname, a, b) or a.type)
     local d = new(active(what), a.type)
     local op = TF(is_float(ty) and float or opname, ty)
-    if b ~= nil then emit_n(op, 3, d, a, b) else emit_n(op, 2, d, a) end
+    if b ~= nil then emit_up(op, 3, d, a, b) else emit_up(op, 2, d, a) end
     return d
   end
 end
@@ -535,7 +535,7 @@ Reg.min, Reg.max, Reg.abs = typed("min", ""), typed("max", ""), typed("abs", "")
 function Reg:fma(b, c)
   local ty = arith_type(join("fma", self, b))
   local d = new(trace.need(":fma"), self.type)
-  emit_n(TF(is_float(ty) and "fma.rn" or "mad.lo", ty), 4, d, self, b, c)
+  emit_up(TF(is_float(ty) and "fma.rn" or "mad.lo", ty), 4, d, self, b, c)
   return d
 end
 
@@ -546,7 +546,7 @@ function Reg:mul_wide(b)
     trace.fail(":mul_wide needs a 16- or 32-bit integer register, got " .. self.type.name)
   end
   local d = new(trace.need(":mul_wide"), types[ty.kind .. (ty.bits * 2)])
-  emit_n(F("mul.wide." .. ty.name), 3, d, self, b)
+  emit_up(F("mul.wide." .. ty.name), 3, d, self, b)
   return d
 end
 

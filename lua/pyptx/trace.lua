@@ -307,24 +307,43 @@ local function pack_fixed(t, n, a, b, c, d, e, f, g, h)
   return k
 end
 
---- Append one instruction of form with n (at most eight) operands given
--- as fixed arguments: the emit of the hot paths (operators, control flow,
--- the family wrappers), which the JIT compiles end to end. It packs the
--- operands and finds the user's line itself: each frame between here and
--- the user's is one more for core.where to walk, for every instruction.
--- Fixed parameters, no vararg: a trace the JIT starts here, or resumes
--- here after the C call that finds the line, can return through it to
--- the caller, which it cannot through a vararg function's frame.
-function M.emit_n(form, n, a, b, c, d, e, f, g, h)
+--- Append one instruction of form with n (at most eight) operands, at
+-- the user's line that core.where finds from level up (counted from
+-- here): the shared body of emit_n and emit_up. Fixed parameters, no
+-- vararg: a trace the JIT starts here, or resumes here after the C call
+-- that finds the line, can return through it to the caller, which it
+-- cannot through a vararg function's frame.
+local function emit_from(level, form, n, a, b, c, d, e, f, g, h)
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
   local k = pack_fixed(t, n, a, b, c, d, e, f, g, h)
-  local key, line = core_where(2)   -- emit_n < the caller
+  local key, line = core_where(level + 1)
   last_key, last_line = key, line
-  local rc = append_at(t, form, k, key, line, 3)   -- M.where < append_at < emit_n < the caller
+  local rc = append_at(t, form, k, key, line, level + 2)   -- M.where < append_at < this frame
   return rc
 end
-local emit_n = M.emit_n
+
+--- Append one instruction of form with n (at most eight) operands given
+-- as fixed arguments: the emit of the hot paths (operators, control flow,
+-- the family wrappers), which the JIT compiles end to end. It packs the
+-- operands and finds the user's line itself, walking up from its caller:
+-- each frame between here and the user's is one more for core.where to
+-- look at, for every instruction.
+function M.emit_n(form, n, a, b, c, d, e, f, g, h)
+  local rc = emit_from(2, form, n, a, b, c, d, e, f, g, h)   -- emit_from < emit_n < the caller
+  return rc
+end
+
+--- emit_n for luaptx's own code that the user's calls (an operator, a
+-- family wrapper): the walk starts above the caller, which is known not
+-- to be the user's, and saves core.where a frame for every instruction.
+-- Never tail-call it (`return emit_up(...)`): the caller's frame would be
+-- gone, and the frame above it could be the user's line itself.
+function M.emit_up(form, n, a, b, c, d, e, f, g, h)
+  local rc = emit_from(3, form, n, a, b, c, d, e, f, g, h)   -- emit_from < emit_up < luaptx < the caller
+  return rc
+end
+local emit_up = M.emit_up
 
 --- emit_n for the second and later instructions a helper appends for
 -- one call of the user's, right after an emit_n of its own: at the line
@@ -347,7 +366,7 @@ end
 function M.emit(form, ...)
   local n = select("#", ...)
   if n <= 8 then
-    local rc = emit_n(form, n, ...)   -- its caller, this frame, is skipped as luaptx's own
+    local rc = emit_up(form, n, ...)   -- this frame is luaptx's own: the walk starts above it
     return rc
   end
   local t = cur
