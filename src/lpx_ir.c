@@ -32,9 +32,27 @@ lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target
   return m;
 }
 
+/* The body sizes the last traced function reached, on this thread: a
+ * process that traces one kernel after another (a sweep, a benchmark, the
+ * REPL) starts the next body's arrays there rather than growing them by
+ * copies again. Capped, since a reservation is kept until the module goes. */
+static _Thread_local size_t hint_items, hint_ops;
+#define HINT_MAX_ITEMS ((size_t)1 << 18)
+#define HINT_MAX_OPS ((size_t)1 << 20)
+
+/* Remember a traced body's sizes (parsed ones, with operand spellings,
+ * reserve from their token count instead). */
+static void hint_remember(const lpx_func *f)
+{
+  if (f->ops_lex || !f->nitems) return;
+  hint_items = f->nitems < HINT_MAX_ITEMS ? f->nitems : HINT_MAX_ITEMS;
+  hint_ops = f->nops < HINT_MAX_OPS ? f->nops : HINT_MAX_OPS;
+}
+
 /* Free one function's arrays. */
 static void func_free(lpx_func *f)
 {
+  hint_remember(f);
   for (size_t i = 0; i < f->nvars; i++) { free(f->vars[i].init); free(f->vars[i].relocs); }
   free(f->params); free(f->rets); free(f->directives); free(f->vars);
   free(f->reg_type); free(f->reg_index);
@@ -376,9 +394,17 @@ int32_t lpx_func_reg_count(lpx_module *m, int32_t fn)
 
 /* ----------------------------------------------------------------- items */
 
+/* Give an empty traced body the sizes the last one reached (see hint_items). */
+static int body_start(lpx_func *f)
+{
+  if (f->items_cap) return 0;
+  return LPX_RESERVE(f->items, f->items_cap, hint_items + 1) || LPX_RESERVE(f->ops, f->ops_cap, hint_ops + 1);
+}
+
 /* Append one body item with no operands. */
 static lpx_item *item_new(lpx_module *m, lpx_func *f, int kind)
 {
+  if (body_start(f)) { lpx_fail(m->ctx, "out of memory"); return NULL; }
   if (LPX_RESERVE(f->items, f->items_cap, f->nitems + 1)) { lpx_fail(m->ctx, "out of memory"); return NULL; }
   lpx_item *it = &f->items[f->nitems++];
   memset(it, 0, sizeof *it);

@@ -225,6 +225,38 @@ static void mma_table_tests(lpx_ctx *ctx)
   CHECK(f && lpx_mma_form_check(f, why, sizeof why) < 0 && strstr(why, "no shape .m16n8k4 for .bf16 inputs"));
 }
 
+/* Trace a body of n adds in a fresh module; returns the module. */
+static lpx_module *adds_module(lpx_ctx *ctx, int n)
+{
+  lpx_module *m = lpx_module_new(ctx, 80, "sm_80", 64);
+  int fn = lpx_func_begin(m, "k", 1, 1), u32 = lpx_type_lookup("u32");
+  lpx_operand ops[3] = { opd(LPX_OPD_REG, lpx_reg_new(m, fn, u32), 0, 0), opd(LPX_OPD_REG, 0, 0, 0), opd(LPX_OPD_INT, 0, 0, 1) };
+  ops[1].id = ops[0].id;
+  for (int i = 0; i < n; i++) CHECK(lpx_append(m, fn, lpx_form_intern(ctx, "add.u32"), -1, 0, 3, ops, 0, 0) >= 0);
+  return m;
+}
+
+/* A traced body starts at the sizes the last one on this thread reached
+ * (no growth by copies), and the text buffer is reserved before emitting:
+ * neither changes the PTX. */
+static void size_hint_tests(lpx_ctx *ctx)
+{
+  lpx_module *big = adds_module(ctx, 5000);
+  const char *text;
+  size_t len;
+  CHECK(lpx_emit(big, NULL, &text, &len) == 0);
+  char *first = malloc(len + 1);
+  memcpy(first, text, len + 1);
+  lpx_module_free(big);
+  lpx_module *next = adds_module(ctx, 1);
+  CHECK(next->funcs[0].items_cap >= 5000 && next->funcs[0].ops_cap >= 15000);
+  lpx_module_free(next);
+  lpx_module *again = adds_module(ctx, 5000);
+  CHECK(lpx_emit(again, NULL, &text, &len) == 0 && strcmp(text, first) == 0);
+  lpx_module_free(again);
+  free(first);
+}
+
 int main(void)
 {
   lpx_ctx *ctx = lpx_ctx_new();
@@ -283,6 +315,7 @@ int main(void)
   CHECK(strstr(text, ".reg .f32 \t%f<2>;") != NULL);
   lpx_module_free(m);
   emit_tests(ctx);
+  size_hint_tests(ctx);
   env_tests(ctx);
   lpx_ctx_free(ctx);
   printf("%d checks, %d failures\n", checks, failures);
