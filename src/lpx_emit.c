@@ -16,6 +16,12 @@ static const char *const class_prefix[LPX_RC__COUNT] = {
   LPX_REGCLASSES(X)
 #undef X
 };
+/* The same, padded to four bytes: put_reg copies a fixed size (no call). */
+static const char class_prefix4[LPX_RC__COUNT][4] = {
+#define X(id, decl, prefix) prefix,
+  LPX_REGCLASSES(X)
+#undef X
+};
 static const uint8_t class_prefix_len[LPX_RC__COUNT] = {
 #define X(id, decl, prefix) sizeof(prefix) - 1,
   LPX_REGCLASSES(X)
@@ -42,8 +48,10 @@ void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg
     return;
   }
   int cls = lpx_types[f->reg_type[reg]].regclass;
-  lpx_buf_put(b, class_prefix[cls], class_prefix_len[cls]);
-  lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);
+  if (b->n + 4 >= b->cap && lpx_buf_grow(b, 4)) return;
+  memcpy(b->p + b->n, class_prefix4[cls], 4);
+  b->n += class_prefix_len[cls];
+  lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);   /* writes the NUL after the prefix's digits */
 }
 
 /* The same name into a fixed buffer, for messages (validator, emulator). */

@@ -23,6 +23,11 @@ int lpx_grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---------------------------------------------------------------- buffers */
 
+const char lpx_digit_pairs[201] =
+  "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+  "8081828384858687888990919293949596979899";
+
 /* Make room for n more bytes and the NUL (the slow path of the writers
  * in lpx_util.h); -1 when out of memory. */
 int lpx_buf_grow(lpx_buf *b, size_t n)

@@ -55,15 +55,20 @@ static inline int lpx_digits(uint64_t v)
   return d + (v >= 10) + (v >= 100) + (v >= 1000);
 }
 
+/* "00" .. "99": the decimal writer below puts two digits per division. */
+extern const char lpx_digit_pairs[201];
+
 /* Append an unsigned decimal without going through printf: the digits
- * are written in place, last first. */
+ * are written in place, last first, two at a time. */
 static inline int lpx_buf_putu(lpx_buf *b, uint64_t v)
 {
   int d = lpx_digits(v);
   if (b->n + (size_t)d >= b->cap && lpx_buf_grow(b, (size_t)d)) return -1;
   char *p = b->p + b->n + d;
   *p = '\0';
-  do { *--p = (char)('0' + v % 10); v /= 10; } while (v);
+  for (; v >= 100; v /= 100) { p -= 2; memcpy(p, &lpx_digit_pairs[2 * (v % 100)], 2); }
+  if (v >= 10) memcpy(p - 2, &lpx_digit_pairs[2 * v], 2);
+  else p[-1] = (char)('0' + v);
   b->n += (size_t)d;
   return 0;
 }

@@ -4,6 +4,7 @@
 #include "lpx_env.h"
 #include "lpx_internal.h"
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,27 @@ static void mma_table_tests(lpx_ctx *ctx)
   CHECK(f && lpx_mma_form_check(f, why, sizeof why) < 0 && strstr(why, "no shape .m16n8k4 for .bf16 inputs"));
 }
 
+/* The decimal writers agree with printf on edges and on random values. */
+static void decimal_tests(void)
+{
+  static const int64_t edges[] = { 0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 9999, 10000, 10001, 99999, 100000,
+                                   2147483647, -1, -9, -10, -100, -2147483648LL, INT64_MAX, INT64_MIN };
+  lpx_buf b = { 0 };
+  char want[64];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 20000; i++) {
+    int64_t v = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : (int64_t)(x >> (i % 64));
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    b.n = 0;
+    lpx_buf_puti(&b, v);
+    lpx_buf_putc(&b, ' ');
+    lpx_buf_putu(&b, (uint64_t)v);
+    snprintf(want, sizeof want, "%" PRId64 " %" PRIu64, v, (uint64_t)v);
+    CHECK(strcmp(b.p, want) == 0 || !fprintf(stderr, "  wrote %s, printf %s\n", b.p, want));
+  }
+  lpx_buf_free(&b);
+}
+
 /* Trace a body of n adds in a fresh module; returns the module. */
 static lpx_module *adds_module(lpx_ctx *ctx, int n)
 {
@@ -316,6 +338,7 @@ int main(void)
   lpx_module_free(m);
   emit_tests(ctx);
   size_hint_tests(ctx);
+  decimal_tests();
   env_tests(ctx);
   lpx_ctx_free(ctx);
   printf("%d checks, %d failures\n", checks, failures);
