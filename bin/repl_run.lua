@@ -90,7 +90,7 @@ function M.run(session, threads)
       local tid = reg.from(ptx.special.tid.x(), types.u32)
       local addr = p + tid:mul_wide(nregs * 8)
       for i = 0, nregs - 1 do
-        store(setmetatable({ id = i, type = regtypes[i], trace = trace.current() }, reg.Reg), regtypes[i], addr, i * 8)
+        store(reg.make(i, regtypes[i], trace.current()), regtypes[i], addr, i * 8)
       end
       ptx.ret()
     end,

@@ -107,6 +107,24 @@ describe("pyptx.reg", function()
       assert.is_true(reg.is(first))
     end)
 
+    it("keeps a register's id, type and trace in one table's slots, read and written by name", function()
+      local trace = require "pyptx.trace"
+      lines(function()
+        local r = reg.scalar(T.u32)
+        assert.same({ r.id, T.u32, trace.current() }, { rawget(r, reg.ID), rawget(r, reg.TYPE), rawget(r, reg.TRACE) })
+        assert.is_nil(rawget(r, "id"))   -- no hash part: one allocation per register
+        assert.is_nil(rawget(r, "type"))
+        assert.equal(T.u32, r.type)
+        assert.is_function(r.shr)          -- methods still come from the metatable
+        assert.is_nil(r.address)
+        local s = reg.scalar(T.u32)
+        s.type = T.s32                     -- a named write lands in the slot
+        assert.equal(T.s32, rawget(s, reg.TYPE))
+        s.note = "mine"                    -- other keys are the user's own
+        assert.equal("mine", rawget(s, "note"))
+      end)
+    end)
+
     it("rejects an array count that is not a positive integer", function()
       assert.matches("reg_spec.lua:%d+: reg.array: count must be a positive integer, got 0",
         trace_error(function() reg.array(T.f32, 0) end))

@@ -64,7 +64,7 @@ local function addr_in(scratch, v)
 end
 
 --- Is v a 32-bit register (a shared-window or tensor-memory address)?
-local function is_r32(v) return reg.is(v) and v.type.bits == 32 end
+local function is_r32(v) return reg.is(v) and v[reg.TYPE].bits == 32 end
 
 --- Is v a shared-memory address: an allocation, an address built on one,
 -- or a 32-bit register?

@@ -6,6 +6,7 @@ local types = require "pyptx.types"
 local core = require "pyptx.core"
 local argcheck = require "pyptx.args"
 local reg = require "pyptx.reg"
+local RID, RTYPE, RTRACE = reg.ID, reg.TYPE, reg.TRACE   -- a register's slots
 
 local M = {}
 local OPD = trace.OPD
@@ -47,8 +48,8 @@ function Addr.__operand(a, o, t, k)
   elseif base == false then   -- an absolute address [offset]
     o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, -1, 0, a.offset, 0
   else
-    if base.trace ~= t then trace.fail("address register belongs to another kernel trace") end
-    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, base.id, OPD.REG, a.offset, 0
+    if base[RTRACE] ~= t then trace.fail("address register belongs to another kernel trace") end
+    o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.ADDR, -1, base[RID], OPD.REG, a.offset, 0
   end
   return k + 1
 end
@@ -73,14 +74,14 @@ function M.addr(base, offset)
     if n ~= math.floor(n) then trace.fail("ptx.addr: an absolute address must be an integer, got " .. tostring(base)) end
     return setmetatable({ base = false, offset = n + offset }, Addr)
   end
-  if type(base) == "table" and base.address then
+  if type(base) == "table" and getmetatable(base) ~= reg.Reg and base.address then
     local a = base:address()
     return setmetatable({ base = a.base, offset = a.offset + offset }, Addr)
   end
   if not (type(base) == "string" or reg.is(base)) then
     trace.fail("ptx.addr: the base must be a register or a symbol name, got " .. tostring(base))
   end
-  if reg.is(base) and base.type.bits ~= 64 and base.type.bits ~= 32 then
+  if reg.is(base) and base[RTYPE].bits ~= 64 and base[RTYPE].bits ~= 32 then
     trace.fail("ptx.addr: the base register must be 32 or 64 bits, got " .. base.type.name)
   end
   return setmetatable({ base = base, offset = offset }, Addr)
@@ -96,7 +97,7 @@ function M.scratch_addr() return setmetatable({ base = false, offset = 0 }, Addr
 -- before setting it again and clears scratch.base after, so that it
 -- keeps no trace alive.
 function M.reg_addr(scratch, v)
-  if reg.is(v) and (v.type.bits == 32 or v.type.bits == 64) then
+  if reg.is(v) and (v[RTYPE].bits == 32 or v[RTYPE].bits == 64) then
     scratch.base = v
     return scratch
   end

@@ -22,9 +22,27 @@ local emit_up = trace.emit_up
 local M = {}
 local OPD = trace.OPD
 
+-- A register is one table with its fields in the array part, { id, type,
+-- trace }: a traced kernel makes thousands, and fields by name would give
+-- each a second allocation (the hash part). Named reads (r.id, r.type,
+-- r.trace) go through __index; luaptx's hot paths read the slots.
 local Reg = {}
-Reg.__index = Reg
+local ID, TYPE, TRACE = 1, 2, 3
+local FIELD = { id = ID, type = TYPE, trace = TRACE }
+Reg.__index = function(r, k)
+  local i = FIELD[k]
+  if i then return rawget(r, i) end
+  return Reg[k]
+end
+Reg.__newindex = function(r, k, v) rawset(r, FIELD[k] or k, v) end
 M.Reg = Reg
+M.ID, M.TYPE, M.TRACE = ID, TYPE, TRACE
+
+--- A register object: id in trace t's function, of type ty.
+local function make(id, ty, t)
+  return setmetatable({ id, ty, t }, Reg)
+end
+M.make = make
 
 local NegPred = {}
 NegPred.__index = NegPred
@@ -75,18 +93,20 @@ local function mark_used(t, id)
 end
 
 function Reg.__operand(r, o, t, k)
-  if r.trace ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
-  mark_used(t, r.id)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 0, 0, 0
+  if r[TRACE] ~= t then trace.fail("register " .. tostring(r) .. " belongs to another kernel trace") end
+  local id = r[ID]
+  mark_used(t, id)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r[TYPE].id, id, 0, 0, 0
   return k + 1
 end
 
 --- Pack a negated predicate view (!%p1).
 function NegPred.__operand(n, o, t, k)
   local r = n.reg
-  if r.trace ~= t then trace.fail("predicate belongs to another kernel trace") end
-  mark_used(t, r.id)
-  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r.type.id, r.id, 1, 0, 0
+  if r[TRACE] ~= t then trace.fail("predicate belongs to another kernel trace") end
+  local id = r[ID]
+  mark_used(t, id)
+  o.kind, o.type, o.id, o.aux, o.ival, o.fval = OPD.REG, r[TYPE].id, id, 1, 0, 0
   return k + 1
 end
 NegPred.__unm = function(n) return n.reg end
@@ -141,7 +161,7 @@ local function new(t, ty)
         :format(name, ty.name))
     end
   end
-  return setmetatable({ id = id, type = ty, trace = t }, Reg)
+  return make(id, ty, t)
 end
 M.new = new
 
@@ -244,7 +264,7 @@ function M.param(t, ty, name)
   claim(t, ty, { name }, "a .reg parameter")
   local id = core.reg_named(t.mod, t.fn, ty.id, name)
   if id < 0 then trace.fail(core.error_message()) end
-  return setmetatable({ id = id, type = ty, trace = t }, Reg)
+  return make(id, ty, t)
 end
 
 --- Registers of one type with their own names, declared on one `.reg`
@@ -259,7 +279,7 @@ function M.named(ty, names)
   for i, name in ipairs(list) do
     local id = core.reg_named(t.mod, t.fn, ty.id, name)
     if id < 0 then trace.fail(core.error_message()) end
-    out[i] = setmetatable({ id = id, type = ty, trace = t }, Reg)
+    out[i] = make(id, ty, t)
   end
   if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. table.concat(list, ", ") .. ";") ~= 0 then trace.fail(core.error_message()) end
   return type(names) == "table" and out or out[1]
@@ -285,7 +305,7 @@ function M.range(ty, prefix, n)
   t.reg_ranges[#t.reg_ranges + 1] = { prefix, n }
   local a = table_new(n, 1)
   a.n = n
-  for i = 0, n - 1 do a[i] = setmetatable({ id = first + i, type = ty, trace = t }, Reg) end
+  for i = 0, n - 1 do a[i] = make(first + i, ty, t) end
   if core.append_raw(t.mod, t.fn, ".reg ." .. ty.name .. " \t" .. prefix .. "<" .. n .. ">;") ~= 0 then trace.fail(core.error_message()) end
   return a
 end
@@ -330,7 +350,7 @@ end
 --- The type a source value carries, if any (registers, specials, typed imms).
 local function source_type(src)
   local mt = getmetatable(src)
-  if mt == Reg then return src.type end
+  if mt == Reg then return src[TYPE] end
   if mt and mt.__source_type then return mt.__source_type(src) end
   return nil
 end
@@ -434,7 +454,7 @@ end
 
 --- Mark predicate p (or -p) used: a guard made from it reaches no operand slot.
 function M.use_pred(t, p)
-  mark_used(t, (M.is(p) and p or p.reg).id)
+  mark_used(t, (M.is(p) and p or p.reg)[ID])
 end
 
 --- Warn once per predicate the function just traced computed and never

@@ -282,8 +282,8 @@ local function append_at(t, form, k, key, line, level)
   local guard = t.guard   -- a predicate register, or a negated view of one ({ reg = p })
   if guard then
     t.guard = nil
-    local negated = guard.reg
-    if negated then g, gneg = negated.id, 1 else g = guard.id end
+    local negated = rawget(guard, "reg")   -- a register has none: no __index call
+    if negated then g, gneg = negated[1], 1 else g = guard[1] end   -- a register's id (pyptx.reg)
   end
   local rc = core.append(t.mod, t.fn, form, g, gneg, k, ops, file_id(t, src), line)
   if rc < 0 then error(M.format_where(src, line) .. ": " .. core.error_message(), 0) end
