@@ -35,10 +35,11 @@ lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target
 /* The body sizes the last traced function reached, on this thread: a
  * process that traces one kernel after another (a sweep, a benchmark, the
  * REPL) starts the next body's arrays there rather than growing them by
- * copies again. Capped, since a reservation is kept until the module goes. */
+ * copies again. Capped (at about 10 MB of arrays), since a smaller kernel
+ * traced after a big one keeps the reservation as long as its module. */
 static _Thread_local size_t hint_items, hint_ops;
-#define HINT_MAX_ITEMS ((size_t)1 << 18)
-#define HINT_MAX_OPS ((size_t)1 << 20)
+#define HINT_MAX_ITEMS ((size_t)1 << 16)
+#define HINT_MAX_OPS ((size_t)1 << 18)
 
 /* Remember a traced body's sizes (parsed ones, with operand spellings,
  * reserve from their token count instead). */
