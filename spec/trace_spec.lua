@@ -245,11 +245,14 @@ describe("pyptx.trace", function()
       v.off()
       assert(traced, err)
       local out = assert(io.open(log, "rb")):read("*a")
+      -- strictly inside: LuaJIT puts the FNEW that makes a function itself
+      -- on its `end` line, and a trace that runs on past the last k-block
+      -- into the code that defines consume (once per trace) aborts there
       for at in out:gmatch("NYI: bytecode 5[01] at gemm%.lua:(%d+)") do
         at = tonumber(at)
         for _, s in ipairs(spans) do
-          assert(at < s[1] or at > s[2], ("the JIT aborts on a closure at gemm.lua:%d, inside the k-block loop (lines %d-%d)")
-            :format(at, s[1], s[2]))
+          assert(at <= s[1] or at >= s[2], ("the JIT aborts on a closure at gemm.lua:%d, inside the k-block loop (lines %d-%d)")
+            :format(at, s[1] + 1, s[2] - 1))
         end
       end
     end)
