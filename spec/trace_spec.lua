@@ -227,6 +227,21 @@ describe("pyptx.trace", function()
       error("function not found: " .. header)
     end
 
+    it("raises LuaJIT's trace limit, so a process tracing many kernels flushes no compiled code", function()
+      -- 1,500 live loops make 1,500 traces: past LuaJIT's default limit of
+      -- 1,000 it flushes them all and numbers afresh, so no trace 1,200
+      local path = H.temp_file(table.concat({
+        'local keep = {}',
+        'for i = 1, 1500 do',
+        '  keep[i] = loadstring("local s = 0 for j = 1, 300 do s = s + j end return s + " .. i)',
+        '  keep[i]()',
+        'end',
+        'io.write(tostring(require("jit.util").traceinfo(1200) ~= nil))',
+      }, "\n"), ".lua")
+      local out, err = H.luaptx({ path })
+      assert.equal("true", out, err)
+    end)
+
     it("keeps the unrolled Blackwell GEMM's k-block loop free of closure aborts of the JIT", function()
       -- a closure made per wait (FNEW) or an upvalue closed per k-block
       -- (UCLO) is NYI for LuaJIT's JIT: the loop would run interpreted

@@ -19,6 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define LPX_JIT_MAXTRACE 4000   /* LuaJIT's default: 1000 */
+#define LPX_JIT_MAXMCODE 4096   /* KB; LuaJIT's default: 512 */
+#define LPX_STR_(x) #x
+#define LPX_STR(x) LPX_STR_(x)
+
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)
 {
@@ -303,10 +308,30 @@ static int check_env(lua_State *L)
   return -1;
 }
 
+/* Room for the compiled code of many kernels' traces. LuaJIT's defaults
+ * (1,000 traces, 512 KB of machine code) fill up in a process that traces
+ * several big kernels, and a full cache flushes every trace, each to be
+ * recorded and compiled again (bench/trace.lua did, at its GEMM). A Lua
+ * without jit.opt has nothing to raise. */
+static void jit_room(lua_State *L)
+{
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "jit.opt");
+  if (lua_pcall(L, 1, 1, 0)) { lua_pop(L, 1); return; }
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "start");
+    lua_pushstring(L, "maxtrace=" LPX_STR(LPX_JIT_MAXTRACE));
+    lua_pushstring(L, "maxmcode=" LPX_STR(LPX_JIT_MAXMCODE));
+    if (lua_pcall(L, 2, 0, 0)) lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* Insert the searcher right after package.preload's. */
 int luaptx_install(lua_State *L)
 {
   if (check_env(L)) return -1;
+  jit_room(L);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, open_core);
