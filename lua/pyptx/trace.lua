@@ -27,7 +27,7 @@ M.is_internal = is_internal
 
 local core_where = core.where
 local source_names = {}
-local last_key, last_line   -- the location emit_n found last (emit_n_again's)
+local last_key, last_line   -- the location emit_n or emit_up found last (emit_n_again's)
 
 local front_end = {}   -- chunk keys of the command line's own code
 local helper_sources = {}   -- chunks marked by M.mark_helper (core.where skips them too)
@@ -346,8 +346,8 @@ end
 local emit_up = M.emit_up
 
 --- emit_n for the second and later instructions a helper appends for
--- one call of the user's, right after an emit_n of its own: at the line
--- that emit_n found (no stack walk), so they carry the same .loc.
+-- one call of the user's, right after an emit_n or emit_up of its own: at the line
+-- that one found (no stack walk), so they carry the same .loc.
 function M.emit_n_again(form, n, a, b, c, d, e, f, g, h)
   local t = cur
   if not t then M.fail("ptx instruction called outside a kernel trace (use it inside a kernel body)") end
