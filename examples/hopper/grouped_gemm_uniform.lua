@@ -86,34 +86,17 @@ function M.build(G, Md, N, K, opts)
   }
 end
 
-local to_bf16 = require("pyptx.runtime.floats").round_bf16
+-- Random inputs and the double-precision reference are the shared bf16
+-- GEMM ones (examples/lib/gemm_data.lua, G groups stacked): C[g][m][n] =
+-- sum_k bf16(A[g][m][k]) * bf16(B[g][n][k]), row-major in g, m, n.
+local data = require "examples.lib.gemm_data"
 
 --- Random inputs in [-1, 1): { a (G x M x K), b (G x N x K), G, M, N, K }.
 function M.inputs(G, Md, N, K, seed)
-  math.randomseed(seed or 1)
-  local a, b = {}, {}
-  for i = 1, G * Md * K do a[i] = math.random() * 2 - 1 end
-  for i = 1, G * N * K do b[i] = math.random() * 2 - 1 end
-  return { a = a, b = b, G = G, M = Md, N = N, K = K }
+  return data.inputs(Md, N, K, seed, G)
 end
 
---- CPU reference in double: C[g][m][n] = sum_k bf16(A[g][m][k]) * bf16(B[g][n][k]).
-function M.reference(inputs)
-  local G, Md, N, K = inputs.G, inputs.M, inputs.N, inputs.K
-  local a, b, c = {}, {}, {}
-  for i = 1, #inputs.a do a[i] = to_bf16(inputs.a[i]) end
-  for i = 1, #inputs.b do b[i] = to_bf16(inputs.b[i]) end
-  for g = 0, G - 1 do
-    for m = 0, Md - 1 do
-      for n = 0, N - 1 do
-        local s, ao, bo = 0, (g * Md + m) * K, (g * N + n) * K
-        for k = 1, K do s = s + a[ao + k] * b[bo + k] end
-        c[(g * Md + m) * N + n + 1] = s
-      end
-    end
-  end
-  return c
-end
+M.reference = data.reference
 
 --- The tensors a launch takes.
 function M.args(inputs)
