@@ -60,22 +60,27 @@ local function F(op)
 end
 M.form = F
 
-local typed_forms = {}   -- opcode prefix -> type -> form id
---- Form id of prefix .. "." .. the type's name, without building the
--- string again on every call (the operators run once per instruction).
-local function TF(prefix, ty)
-  local by_type = typed_forms[prefix]
-  if not by_type then
-    by_type = {}
-    typed_forms[prefix] = by_type
+--- cache[a][b], made by build(a, b) the first time: the forms of the
+-- operators, interned without building their opcode string again on every
+-- call (the operators run once per instruction).
+local function memo2(cache, a, b, build)
+  local by_a = cache[a]
+  if not by_a then
+    by_a = {}
+    cache[a] = by_a
   end
-  local id = by_type[ty]
-  if not id then
-    id = F(prefix .. "." .. ty.name)
-    by_type[ty] = id
+  local v = by_a[b]
+  if v == nil then
+    v = build(a, b)
+    by_a[b] = v
   end
-  return id
+  return v
 end
+
+local typed_forms = {}   -- opcode prefix -> type -> form id
+local function typed_form(prefix, ty) return F(prefix .. "." .. ty.name) end
+--- Form id of prefix .. "." .. the type's name.
+local function TF(prefix, ty) return memo2(typed_forms, prefix, ty, typed_form) end
 
 --- The active trace; what (a function returning the operation's name, so
 -- no message string is built on the hot path) names it in the error.
@@ -335,17 +340,9 @@ local function cvt_opcode(to, from)
 end
 
 local cvt_forms = {}   -- to -> from -> form of the cvt between them
+local function make_cvt_form(to, from) return F(cvt_opcode(to, from)) end
 --- The form of the cvt from type `from` to type `to` (interned once per pair).
-local function cvt_form(to, from)
-  local by_from = cvt_forms[to]
-  if not by_from then by_from = {}; cvt_forms[to] = by_from end
-  local id = by_from[from]
-  if not id then
-    id = F(cvt_opcode(to, from))
-    by_from[from] = id
-  end
-  return id
-end
+local function cvt_form(to, from) return memo2(cvt_forms, to, from, make_cvt_form) end
 
 --- The type a source value carries, if any (registers, specials, typed imms).
 local function source_type(src)
