@@ -235,8 +235,11 @@ local function commit_form(a, shared)
     by_cta = {}
     commit_forms[cta] = by_cta
   end
-  local by_space = by_cta[shared] or {}
-  by_cta[shared] = by_space
+  local by_space = by_cta[shared]
+  if not by_space then
+    by_space = {}
+    by_cta[shared] = by_space
+  end
   local form = by_space[multicast]
   if not form then
     form = F("tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" .. (shared and ".shared::cluster" or "")
