@@ -11,17 +11,15 @@ static const char *const class_decl[LPX_RC__COUNT] = {
   LPX_REGCLASSES(X)
 #undef X
 };
-static const char *const class_prefix[LPX_RC__COUNT] = {
+/* Four bytes each, NUL-padded: put_reg copies a fixed size (no call). */
+static const char class_prefix[LPX_RC__COUNT][4] = {
 #define X(id, decl, prefix) prefix,
   LPX_REGCLASSES(X)
 #undef X
 };
-/* The same, padded to four bytes: put_reg copies a fixed size (no call). */
-static const char class_prefix4[LPX_RC__COUNT][4] = {
-#define X(id, decl, prefix) prefix,
-  LPX_REGCLASSES(X)
+#define X(id, decl, prefix) _Static_assert(sizeof(prefix) <= 4, "register prefix " prefix " is over 3 characters");
+LPX_REGCLASSES(X)
 #undef X
-};
 static const uint8_t class_prefix_len[LPX_RC__COUNT] = {
 #define X(id, decl, prefix) sizeof(prefix) - 1,
   LPX_REGCLASSES(X)
@@ -49,7 +47,7 @@ void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg
   }
   int cls = lpx_types[f->reg_type[reg]].regclass;
   if (b->n + 4 >= b->cap && lpx_buf_grow(b, 4)) return;
-  memcpy(b->p + b->n, class_prefix4[cls], 4);
+  memcpy(b->p + b->n, class_prefix[cls], 4);
   b->n += class_prefix_len[cls];
   lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);   /* writes the NUL after the prefix's digits */
 }
