@@ -298,6 +298,12 @@ void lpx_emit_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_
 int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it);
 /* Canonical text of a parsed directive's token run (lpx_fmt.c). */
 void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
+/* Does an operand name a symbol or label by its id (a symbol, a label, or
+ * an address on a symbol), rather than a register or an immediate? */
+static inline int lpx_opd_names_symbol(const lpx_operand *o)
+{
+  return o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM);
+}
 /* A 64-bit digest of every field of an operand (lpx_fmt.c). */
 uint64_t lpx_operand_digest(const lpx_operand *o);
 /* A register's PTX name: its parsed name, else class prefix + index. */

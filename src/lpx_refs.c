@@ -86,13 +86,6 @@ static int check_operand(lpx_module *m, const lpx_item *it, const lpx_operand *o
   return 0;
 }
 
-/* Does an operand name a label or symbol (the only ones with references to
- * check; registers and immediates, most operands, are skipped unlooked)? */
-static int names_symbol(const lpx_operand *o)
-{
-  return o->kind == LPX_OPD_LABEL || o->kind == LPX_OPD_SYM || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM);
-}
-
 /* Check every instruction of a function; -1 with the first problem found. */
 int32_t lpx_func_check_refs(lpx_module *m, int32_t fn)
 {
@@ -108,7 +101,7 @@ int32_t lpx_func_check_refs(lpx_module *m, int32_t fn)
     if (it->kind != LPX_ITEM_INST || m->ctx->forms[it->form].info.op == LPX_OP_CALL) continue;
     for (uint32_t k = 0; k < it->nops && !rc; k++) {
       const lpx_operand *o = &f->ops[it->ops + k];
-      if (!names_symbol(o)) continue;
+      if (!lpx_opd_names_symbol(o)) continue;   /* registers and immediates have no references */
       rc = check_operand(m, it, o, decl, labels, o->kind != LPX_OPD_LABEL || lpx_labels_find(&lab, i, o->id) >= 0);
     }
   }

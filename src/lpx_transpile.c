@@ -252,8 +252,7 @@ static void put_children(tx *x, const lpx_operand *ops, uint32_t *i, int n)
 static void put_operand(tx *x, const lpx_operand *ops, uint32_t *i)
 {
   const lpx_operand *o = &ops[(*i)++];
-  const char *name = o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM)
-                   ? lpx_strtab_get(&x->m->syms, o->id) : NULL;
+  const char *name = lpx_opd_names_symbol(o) ? lpx_strtab_get(&x->m->syms, o->id) : NULL;
   switch (o->kind) {
   case LPX_OPD_REG:
     if (o->ival || o->aux == LPX_REG_NEG) put_video_reg(x, o);

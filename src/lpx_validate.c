@@ -1456,7 +1456,7 @@ static int vmemo_word(const lpx_func *f, const lpx_operand *o, uint64_t *w)
   if (o->kind == LPX_OPD_REG || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_REG)) {
     if (id < 0 || (size_t)id >= f->nregs) return 0;
     id = f->reg_type[id];
-  } else if (o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM)) {
+  } else if (lpx_opd_names_symbol(o)) {
     id = 0;
   }
   w[0] = ((uint64_t)(uint8_t)o->kind << 56) | ((uint64_t)(uint8_t)o->type << 48) | ((uint64_t)(uint16_t)o->aux << 32) |
