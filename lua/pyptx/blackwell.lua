@@ -223,30 +223,20 @@ end
 -- arrive when the thread's earlier async tcgen05 operations complete. A
 -- shared mbar (allocation or 32-bit register) uses .shared::cluster;
 -- multicast = a 16-bit CTA mask signals the same offset in those CTAs.
-local commit_forms = {}   -- cta_group -> shared (bool) -> multicast (bool) -> form
+local commit_forms = {}   -- cta_group -> variant -> form
+
+--- The form of one commit variant: +1 .shared::cluster, +2 .multicast::cluster.
+local function make_commit_form(cta, variant)
+  return F("tcgen05.commit.cta_group::" .. tostring(cta) .. ".mbarrier::arrive::one"
+    .. (variant % 2 == 1 and ".shared::cluster" or "") .. (variant >= 2 and ".multicast::cluster" or "") .. ".b64")
+end
 
 --- The form of tcgen05.commit for a CTA group, address space and multicast
 -- (its opcode spelled once per combination, not per k-block).
 local function commit_form(a, shared)
-  local cta, multicast = a.cta_group or 1, a.multicast ~= nil
-  local by_cta = commit_forms[cta]
-  if not by_cta then
-    if cta ~= cta then return F("tcgen05.commit" .. cta_group(a)) end   -- NaN is no table key: F reports it
-    by_cta = {}
-    commit_forms[cta] = by_cta
-  end
-  local by_space = by_cta[shared]
-  if not by_space then
-    by_space = {}
-    by_cta[shared] = by_space
-  end
-  local form = by_space[multicast]
-  if not form then
-    form = F("tcgen05.commit" .. cta_group(a) .. ".mbarrier::arrive::one" .. (shared and ".shared::cluster" or "")
-      .. (multicast and ".multicast::cluster" or "") .. ".b64")
-    by_space[multicast] = form
-  end
-  return form
+  local cta = a.cta_group or 1
+  if cta ~= cta then return F("tcgen05.commit" .. cta_group(a)) end   -- NaN is no table key: F reports it
+  return reg.memo2(commit_forms, cta, (shared and 1 or 0) + (a.multicast ~= nil and 2 or 0), make_commit_form)
 end
 
 local commit_bar = operands.scratch_addr()

@@ -77,6 +77,8 @@ local function memo2(cache, a, b, build)
   return v
 end
 
+M.memo2 = memo2
+
 local typed_forms = {}   -- opcode prefix -> type -> form id
 local function typed_form(prefix, ty) return F(prefix .. "." .. ty.name) end
 --- Form id of prefix .. "." .. the type's name.
