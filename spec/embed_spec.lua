@@ -40,23 +40,17 @@ describe("embed", function()
 
   it("plans a launch: tensor addresses first, at 8-byte steps", function()
     local ctx, entry = auto_entry()
-    local shape = ffi.new("int64_t[1]", 4)
-    local data = ffi.new("float[8]")
-    local ts = ffi.new("lpx_DLTensor[2]")
-    for i = 0, 1 do
-      ts[i].data, ts[i].device.device_type, ts[i].ndim, ts[i].shape = data + 4 * i, 1, 1, shape
-      ts[i].dtype.code, ts[i].dtype.bits, ts[i].dtype.lanes = 2, 32, 1
-    end
-    local arr = ffi.new("lpx_DLTensor *[2]", ts, ts + 1)
+    local bound = ffi.new("int64_t[?]", ffi.C.LPX_BIND_SYMS, -1)
+    bound[0] = 4   -- N, the kernel's first symbol, as lpx_bind_check binds it
     local plan = ffi.new("lpx_embed_plan")
-    local buf = embed.plan_dlpack(ctx, entry, arr, 2, plan, ffi.sizeof(plan))
+    local buf = embed.plan_dlpack(ctx, entry, bound, 2, plan, ffi.sizeof(plan))
     assert.equal(1, plan.staged)
     assert.equal(2, plan.ntensors)
     assert.equal(0, tonumber(plan.tensor_offset[0]))
     assert.equal(8, tonumber(plan.tensor_offset[1]))
     assert.equal(0, plan.nmaps)
     assert.truthy(buf ~= nil and tonumber(plan.params_size) >= 16)
-    assert.has_error(function() embed.plan_dlpack(ctx, entry, arr, 2, plan, 8) end,
+    assert.has_error(function() embed.plan_dlpack(ctx, entry, bound, 2, plan, 8) end,
       "luaptx: lpx_embed_plan is 8 bytes in C but " .. ffi.sizeof(plan) .. " in Lua (a build mismatch)")
   end)
 end)

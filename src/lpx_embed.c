@@ -2,7 +2,8 @@
  * luaptx installed, and each call runs a function of lua/pyptx/runtime/embed.lua
  * under pcall, keeping its error message on the state. */
 #include "luaptx.h"
-#include "lpx_device.h"
+#include "lpx_bind.h"
+#include "lpx_embed.h"
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -10,21 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLAN_TENSORS = 32, PLAN_MAPS = 8, PLAN_NAME = 64, PLAN_DIMS = 8, PLANS_PER_KERNEL = 8 };
+enum { PLAN_TENSORS = LPX_PLAN_TENSORS, PLAN_NAME = LPX_PLAN_NAME, PLAN_DIMS = LPX_BIND_DIMS, PLANS_PER_KERNEL = 8 };
 
-/* What embed.plan_dlpack fills (declared alike in lua/pyptx/runtime/embed.lua):
- * the device and its context, the function, the launch configuration, the
- * packed parameters and where each tensor's address and TMA map go. */
-typedef struct lpx_embed_plan {
-  lpx_device *device; lpx_ctx *ctx; int32_t fn; int32_t staged;
-  uint32_t grid[3], block[3], cluster[3]; uint32_t dynamic_smem;
-  const uint8_t *params; uint64_t params_size;
-  int32_t ntensors; uint64_t tensor_offset[PLAN_TENSORS];
-  int32_t nmaps; int32_t map_tensor[PLAN_MAPS]; uint64_t map_offset[PLAN_MAPS]; char map_name[PLAN_MAPS][PLAN_NAME];
-} lpx_embed_plan;
-
-/* What a plan was made for, per tensor: device, dtype and shape (compact
- * row-major strides are required of every tensor that reuses it). */
+/* What a plan was made for, per tensor: device, dtype and shape (layouts
+ * are checked by lpx_bind_check before a plan is looked up). */
 typedef struct plan_key {
   int32_t device_type, device_id, ndim;
   DLDataType dtype;
@@ -44,6 +34,8 @@ struct luaptx_kernel {
   char *ptx, *cubin, *specs, *check;
   size_t ptx_len, cubin_len;
   char name[PLAN_NAME];    /* for the plans' error messages */
+  lpx_bind_kernel bind;    /* its boundary, for lpx_bind_check */
+  int64_t given[LPX_BIND_SYMS];   /* symbols given as template values (-1: none) */
   plan *plans[PLANS_PER_KERNEL];
   int nplans, next_plan;   /* plans kept; the slot a new one replaces when full */
 };
@@ -52,6 +44,7 @@ struct luaptx_state {
   lua_State *L;
   int embed;               /* registry reference to the pyptx.runtime.embed module */
   int ctx;                 /* registry reference to its context table */
+  int32_t device_type;     /* the launches' DLPack device type, once known (0: not yet) */
   char error[4096];
   char device[256];
   char *names;             /* luaptx_kernel_names's text */
@@ -146,10 +139,18 @@ void luaptx_close(luaptx_state *S)
 /* The last error ("" when none). */
 const char *luaptx_error(const luaptx_state *S) { return S ? S->error : "no state"; }
 
-/* Is the state usable? (set-up may have failed). */
+/* Is the state usable? (given, and its set-up did not fail). */
 static int ready(luaptx_state *S)
 {
-  return S->ctx != LUA_NOREF ? 0 : -1;
+  return S && S->ctx != LUA_NOREF ? 0 : -1;
+}
+
+/* Refuse a NULL argument of a call: -1 with the message on the state. */
+static int null_arg(luaptx_state *S, const char *call, const char *arg)
+{
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: %s is NULL", call, arg);
+  return set_error(S, msg);
 }
 
 /* The device description. */
@@ -169,6 +170,7 @@ const char *luaptx_device(luaptx_state *S)
 int luaptx_load_file(luaptx_state *S, const char *path)
 {
   if (ready(S)) return -1;
+  if (!path) return null_arg(S, "luaptx_load_file", "path");
   push_call(S, "load_file");
   lua_pushstring(S->L, path);
   return call(S, 1, 0);
@@ -178,6 +180,7 @@ int luaptx_load_file(luaptx_state *S, const char *path)
 int luaptx_load_string(luaptx_state *S, const char *chunk, const char *chunkname)
 {
   if (ready(S)) return -1;
+  if (!chunk) return null_arg(S, "luaptx_load_string", "chunk");
   push_call(S, "load_string");
   lua_pushstring(S->L, chunk);
   lua_pushstring(S->L, chunkname ? chunkname : "=(string)");
@@ -206,6 +209,7 @@ const char *luaptx_kernel_names(luaptx_state *S)
 luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *params)
 {
   if (ready(S)) return NULL;
+  if (!name) { null_arg(S, "luaptx_kernel_get", "name"); return NULL; }
   push_call(S, "kernel_get");
   lua_pushstring(S->L, name ? name : "");
   lua_pushstring(S->L, params ? params : "");
@@ -217,13 +221,19 @@ luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *
   S->kernels[S->nkernels++] = K;
   K->S = S;
   K->ref = luaL_ref(S->L, LUA_REGISTRYINDEX);
-  snprintf(K->name, sizeof K->name, "%s", name ? name : "");
+  snprintf(K->name, sizeof K->name, "%s", name);
+  push_call(S, "kernel_bind");     /* its boundary, for the checks of every launch */
+  lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
+  lua_pushlightuserdata(S->L, &K->bind);
+  lua_pushlightuserdata(S->L, K->given);
+  if (call(S, 3, 0)) { S->nkernels--; luaL_unref(S->L, LUA_REGISTRYINDEX, K->ref); free(K); return NULL; }
   return K;
 }
 
 /* Call embed[name](ctx, kernel) returning a string; copy it into *out. */
 static const char *kernel_string(luaptx_kernel *K, const char *name, char **out, size_t *len)
 {
+  if (!K || ready(K->S)) return NULL;
   luaptx_state *S = K->S;
   push_call(S, name);
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
@@ -266,6 +276,7 @@ const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
 /* Shared Lua launch path: embed[name](ctx, kernel, array, n, stream). */
 static int launch(luaptx_kernel *K, const char *name, const void *array, int n, void *stream)
 {
+  if (!K || ready(K->S)) return -1;
   luaptx_state *S = K->S;
   if (n < 0 || (n > 0 && !array)) return set_error(S, "launch: no tensors given");
   push_call(S, name);
@@ -278,26 +289,14 @@ static int launch(luaptx_kernel *K, const char *name, const void *array, int n, 
 
 /* ---------------------------------------------------------------- plans */
 
-/* Is t compact row-major (no strides, or a contiguous layout's)? */
-static int compact(const DLTensor *t)
-{
-  if (!t->strides) return 1;
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->strides[d] != expect) return 0;
-    expect *= t->shape[d];
-  }
-  return 1;
-}
-
-/* Does tensor t fit the plan key k? */
+/* Does tensor t (checked by lpx_bind_check) fit the plan key k? */
 static int key_fits(const plan_key *k, const DLTensor *t)
 {
   if (k->device_type != (int32_t)t->device.device_type || k->device_id != t->device.device_id || k->ndim != t->ndim
       || k->dtype.code != t->dtype.code || k->dtype.bits != t->dtype.bits || k->dtype.lanes != t->dtype.lanes)
     return 0;
   for (int d = 0; d < t->ndim; d++) if (k->shape[d] != t->shape[d]) return 0;
-  return compact(t);
+  return 1;
 }
 
 /* The kernel's plan for these tensors, or NULL. */
@@ -312,19 +311,17 @@ static plan *plan_find(luaptx_kernel *K, DLTensor *const *ts, int n)
   return NULL;
 }
 
-/* Record the tensors' key in P (ranks beyond PLAN_DIMS are never planned). */
-static int plan_keys(plan *P, DLTensor *const *ts, int n)
+/* Record the tensors' key in P (their ranks checked by lpx_bind_check). */
+static void plan_keys(plan *P, DLTensor *const *ts, int n)
 {
   for (int i = 0; i < n; i++) {
     plan_key *k = &P->key[i];
-    if (ts[i]->ndim > PLAN_DIMS || ts[i]->ndim < 0) return -1;
     k->device_type = (int32_t)ts[i]->device.device_type;
     k->device_id = ts[i]->device.device_id;
     k->ndim = ts[i]->ndim;
     k->dtype = ts[i]->dtype;
     for (int d = 0; d < k->ndim; d++) k->shape[d] = ts[i]->shape[d];
   }
-  return 0;
 }
 
 /* Keep P on the kernel, replacing the oldest plan when all slots are taken. */
@@ -338,18 +335,17 @@ static void plan_keep(luaptx_kernel *K, plan *P)
   K->next_plan = (K->next_plan + 1) % PLANS_PER_KERNEL;
 }
 
-/* Make a plan for these tensors through embed.plan_dlpack (binding and
- * checking them as a launch does); NULL with the error on the state.
- * *kept: whether the kernel keeps it (else the caller frees it). */
-static plan *plan_make(luaptx_kernel *K, DLTensor *const *ts, int n, int *kept)
+/* Make a plan for these tensors (checked, their dims bound in values)
+ * through embed.plan_dlpack; NULL with the error on the state. The
+ * kernel keeps it. */
+static plan *plan_make(luaptx_kernel *K, DLTensor *const *ts, int n, const int64_t *values)
 {
   luaptx_state *S = K->S;
-  if (n < 0 || (n > 0 && !ts)) { set_error(S, "launch: no tensors given"); return NULL; }
   plan *P = calloc(1, sizeof *P);
   if (!P) { set_error(S, "out of memory"); return NULL; }
   push_call(S, "plan_dlpack");
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
-  lua_pushlightuserdata(S->L, (void *)ts);
+  lua_pushlightuserdata(S->L, (void *)values);
   lua_pushinteger(S->L, n);
   lua_pushlightuserdata(S->L, &P->p);
   lua_pushinteger(S->L, (lua_Integer)sizeof P->p);
@@ -359,8 +355,8 @@ static plan *plan_make(luaptx_kernel *K, DLTensor *const *ts, int n, int *kept)
   P->p.params = NULL;
   lua_pop(S->L, 1);
   if (!P->params) { free(P); set_error(S, "out of memory"); return NULL; }
-  *kept = plan_keys(P, ts, n) == 0;
-  if (*kept) plan_keep(K, P);
+  plan_keys(P, ts, n);
+  plan_keep(K, P);
   return P;
 }
 
@@ -372,12 +368,11 @@ static int plan_fail(luaptx_kernel *K, const plan *P, const char *what)
   return set_error(K->S, msg);
 }
 
-/* Bytes of a tensor's elements. */
+/* Bytes of a checked tensor's elements. */
 static uint64_t tensor_bytes(const DLTensor *t)
 {
-  uint64_t bytes = t->dtype.bits / 8u * t->dtype.lanes;
-  for (int d = 0; d < t->ndim; d++) bytes *= (uint64_t)t->shape[d];
-  return bytes;
+  lpx_bind_tensor b = { .ndim = t->ndim, .bits = t->dtype.bits, .lanes = t->dtype.lanes, .shape = t->shape };
+  return lpx_bind_bytes(&b);
 }
 
 /* Stage CPU tensors into fresh device memory (the emulator): addrs[i]. */
@@ -385,11 +380,12 @@ static int plan_stage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int 
 {
   for (int i = 0; i < n; i++) {
     const uint8_t *host = (const uint8_t *)ts[i]->data + ts[i]->byte_offset;
-    if (lpx_device_alloc(P->p.device, tensor_bytes(ts[i]), &addrs[i]) < 0) {
+    uint64_t bytes = tensor_bytes(ts[i]);
+    if (lpx_device_alloc(P->p.device, bytes ? bytes : 1, &addrs[i]) < 0) {     /* an empty input: a placeholder byte */
       for (int j = 0; j < i; j++) lpx_device_free(P->p.device, addrs[j]);
       return plan_fail(K, P, "kernel \"%s\": device alloc: %s");
     }
-    if (lpx_device_upload(P->p.device, addrs[i], host, tensor_bytes(ts[i])) < 0) {
+    if (bytes && lpx_device_upload(P->p.device, addrs[i], host, bytes) < 0) {
       for (int j = 0; j <= i; j++) lpx_device_free(P->p.device, addrs[j]);
       return plan_fail(K, P, "kernel \"%s\": upload: %s");
     }
@@ -402,7 +398,8 @@ static int plan_unstage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, in
 {
   for (int i = 0; i < n; i++) {
     uint8_t *host = (uint8_t *)ts[i]->data + ts[i]->byte_offset;
-    if (rc == 0 && lpx_device_download(P->p.device, host, addrs[i], tensor_bytes(ts[i])) < 0)
+    uint64_t bytes = tensor_bytes(ts[i]);
+    if (rc == 0 && bytes && lpx_device_download(P->p.device, host, addrs[i], bytes) < 0)
       rc = plan_fail(K, P, "kernel \"%s\": download: %s");
     lpx_device_free(P->p.device, addrs[i]);
   }
@@ -453,32 +450,102 @@ static int plan_run(luaptx_kernel *K, plan *P, DLTensor *const *ts, int n, void 
   return P->p.staged ? plan_unstage(K, P, ts, n, addrs, rc) : rc;
 }
 
-/* Launch through the kernel's plan for these shapes, made on first use. */
-static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, void *stream)
+/* The launches' DLPack device type: the state's device, opened now. */
+static int32_t state_device_type(luaptx_state *S)
 {
-  if (ready(K->S)) return -1;
+  if (S->device_type) return S->device_type;
+  push_call(S, "device_kind");
+  if (call(S, 0, 1)) return 0;
+  S->device_type = strcmp(lua_tostring(S->L, -1), "cuda") == 0 ? LPX_BIND_CUDA : LPX_BIND_CPU;
+  lua_pop(S->L, 1);
+  return S->device_type;
+}
+
+/* Read DLTensor i (NULL refused) into what lpx_bind_check reads. */
+static int bind_view(luaptx_kernel *K, DLTensor *const *ts, int i, uint64_t flags, lpx_bind_tensor *b)
+{
+  const DLTensor *t = ts[i];
+  if (!t) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "kernel \"%s\": %s %d is a NULL pointer", K->name, i < K->bind.nin ? "input" : "output",
+             i < K->bind.nin ? i + 1 : i - K->bind.nin + 1);
+    return set_error(K->S, msg);
+  }
+  *b = (lpx_bind_tensor){ .data = t->data, .device_type = (int32_t)t->device.device_type, .device_id = t->device.device_id,
+                          .ndim = t->ndim, .code = t->dtype.code, .bits = t->dtype.bits, .lanes = t->dtype.lanes,
+                          .shape = t->shape, .strides = t->strides, .byte_offset = t->byte_offset, .flags = flags };
+  return 0;
+}
+
+/* Check the tensors with lpx_bind_check, binding the kernel's dims into
+ * r: all of them, or (inputs_only) the inputs alone; flags: each tensor's
+ * DLPack flags (NULL: none). -1 (-2: a dtype) with the error on the state. */
+static int check_tensors(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, lpx_bind_result *r, int inputs_only)
+{
+  lpx_bind_tensor bs[PLAN_TENSORS];
+  if (lpx_bind_count(&K->bind, n, !inputs_only, r)) return set_error(K->S, r->message);
+  if (n > 0 && !ts) return null_arg(K->S, "launch", "the tensor array");
+  for (int i = 0; i < n; i++) if (bind_view(K, ts, i, flags ? flags[i] : 0, &bs[i])) return -1;
+  int32_t device_type = state_device_type(K->S);
+  if (!device_type) return -1;
+  lpx_bind_reset(&K->bind, r);
+  memcpy(r->value, K->given, sizeof K->given);
+  if (lpx_bind_check(&K->bind, bs, n, device_type, r)) return set_error(K->S, r->message) - (r->kind == LPX_BIND_ETYPE);
+  return 0;
+}
+
+/* Launch through the kernel's plan for these shapes, made on first use;
+ * a launch whose outputs are all empty checks and returns at once. */
+static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, void *stream)
+{
+  if (!K || ready(K->S)) return -1;
   K->S->error[0] = '\0';
-  int kept = 1;
+  lpx_bind_result r;
+  if (check_tensors(K, ts, n, flags, &r, 0)) return -1;
+  if (lpx_bind_empty(&K->bind, &r)) return 0;
   plan *P = plan_find(K, ts, n);
-  if (!P && !(P = plan_make(K, ts, n, &kept))) return -1;
-  int rc = plan_run(K, P, ts, n, stream);
-  if (!kept) { free(P->params); free(P); }
-  return rc;
+  if (!P && !(P = plan_make(K, ts, n, r.value))) return -1;
+  return plan_run(K, P, ts, n, stream);
+}
+
+/* Check tensors as a launch does and bind the kernel's dims, without
+ * launching; out_shapes receives the outputs' shapes. */
+int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes)
+{
+  if (!K || ready(K->S)) return -1;
+  K->S->error[0] = '\0';
+  lpx_bind_result r;
+  int rc = check_tensors(K, tensors, n, flags, &r, n == K->bind.nin);
+  if (rc) return rc;
+  for (int j = 0; out_shapes && j < K->bind.nout; j++) {
+    int64_t *shape = out_shapes + (size_t)j * LUAPTX_MAX_DIMS;
+    for (int d = 0; d < LUAPTX_MAX_DIMS; d++) shape[d] = -1;
+    if (lpx_bind_out_shape(&K->bind, &r, j, shape)) return set_error(K->S, r.message);
+  }
+  return 0;
 }
 
 /* Launch with DLTensors. */
 int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream)
 {
-  return launch_planned(K, tensors, n, stream);
+  return launch_planned(K, tensors, n, NULL, stream);
 }
 
-/* Launch with DLPack 1.0 managed tensors (version 1.x checked here). */
+/* Launch with DLPack 1.0 managed tensors (version 1.x and their flags
+ * checked here: a read-only or copied output is refused). */
 int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream)
 {
   DLTensor *ts[PLAN_TENSORS];
-  if (n < 0 || (n > 0 && !tensors)) return set_error(K->S, "launch: no tensors given");
-  if (n > PLAN_TENSORS) return launch(K, "launch_dlpack_versioned", tensors, n, stream);
+  uint64_t flags[PLAN_TENSORS];
+  if (!K || ready(K->S)) return -1;
+  if (n > 0 && !tensors) return null_arg(K->S, "luaptx_launch_dlpack_versioned", "tensors");
+  if (n < 0 || n > PLAN_TENSORS) {   /* the count's message */
+    lpx_bind_result r;
+    lpx_bind_count(&K->bind, n, 1, &r);
+    return set_error(K->S, r.message);
+  }
   for (int i = 0; i < n; i++) {
+    if (!tensors[i]) { ts[i] = NULL; flags[i] = 0; continue; }
     if (tensors[i]->version.major != 1) {
       char msg[128];
       snprintf(msg, sizeof msg, "tensor %d is DLPack version %u.%u; luaptx reads DLPack 1.x", i + 1,
@@ -486,8 +553,9 @@ int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *c
       return set_error(K->S, msg);
     }
     ts[i] = &tensors[i]->dl_tensor;
+    flags[i] = tensors[i]->flags;
   }
-  return launch_planned(K, ts, n, stream);
+  return launch_planned(K, ts, n, flags, stream);
 }
 
 /* Launch with raw device addresses. */

@@ -30,6 +30,7 @@ extern "C" {
 #endif
 
 #define LUAPTX_VERSION "0.1.0"
+#define LUAPTX_MAX_DIMS 8      /* the highest rank of a tensor luaptx binds */
 
 /* ------------------------------------------------------------------ DLPack
  * The DLPack 1.0 ABI, declared here unless the host included dlpack.h. */
@@ -131,6 +132,15 @@ const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
  * shapes, dtypes and devices prepares a plan kept on the kernel; later
  * launches of the same run it in C without Lua. */
 int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream);
+
+/* Check tensors as a launch does, without launching, and bind the
+ * kernel's dims: n is the number of inputs (outputs left to the host to
+ * allocate) or of inputs and outputs. flags: each tensor's DLPack 1.0
+ * flags (NULL: none; a read-only or copied output is refused). out_shapes
+ * (NULL: not wanted) receives each output's shape, LUAPTX_MAX_DIMS values
+ * per output (-1 past its rank); an output dim no input binds is an error.
+ * 0; -1 with luaptx_error, or -2 when the error is a tensor's dtype. */
+int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes);
 
 /* The same with DLPack 1.0 managed tensors (version 1.x required). */
 int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream);

@@ -2,9 +2,11 @@
  * Python is a host like any C host: a state per loaded script, kernels by
  * name, tensors taken through the DLPack protocol (versioned capsules with
  * the 0.x fallback), zero-copy. Shapes, dtypes, strides and devices are
- * checked here against the kernel's specs (luaptx_kernel_specs) so that a
- * mismatch is a TypeError/ValueError naming the argument and the Lua
- * file:line of the kernel; everything else raised by Lua is LuaError. */
+ * checked by the C API (luaptx_kernel_bind, the checks of every launch) so
+ * that a mismatch is a TypeError (a dtype) or ValueError naming the
+ * argument and the Lua file:line of the kernel; everything else raised by
+ * Lua is LuaError. The specs text (luaptx_kernel_specs) gives the outputs'
+ * dtypes for allocating them. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030A0000
 #endif
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include "luaptx.h"
+#include "lpx_bind.h"
 
 /* The DLPack 0.x managed tensor (the unversioned capsule "dltensor"). */
 typedef struct DLManagedTensor {
@@ -26,8 +29,7 @@ typedef struct DLManagedTensor {
   void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
 
-enum { MAX_DIMS = 8, MAX_TENSORS = 32, MAX_SYMS = 32, SYM_LEN = 32 };
-enum { FLAG_READ_ONLY = 1, FLAG_IS_COPIED = 2 };
+enum { MAX_DIMS = LUAPTX_MAX_DIMS, MAX_TENSORS = LPX_BIND_TENSORS, SYM_LEN = 32 };
 
 static PyObject *LuaError;
 
@@ -35,7 +37,6 @@ static PyObject *LuaError;
 typedef struct {
   luaptx_state *S;
   pthread_mutex_t lock;
-  int device_kind;         /* 0 unknown, kDLCPU for emu, kDLCUDA for cuda */
 } py_state;
 
 /* One tensor spec: dtype and dims (a number, or a symbol). */
@@ -85,36 +86,11 @@ typedef struct dl_exchange_api {
 
 /* ------------------------------------------------------------ dtypes */
 
-static const struct { const char *name; uint8_t code, bits; } DTYPES[] = {
-  { "f16", kDLFloat, 16 }, { "f32", kDLFloat, 32 }, { "f64", kDLFloat, 64 }, { "bf16", kDLBfloat, 16 },
-  { "s8", kDLInt, 8 }, { "s16", kDLInt, 16 }, { "s32", kDLInt, 32 }, { "s64", kDLInt, 64 },
-  { "u8", kDLUInt, 8 }, { "u16", kDLUInt, 16 }, { "u32", kDLUInt, 32 }, { "u64", kDLUInt, 64 },
-};
-
-/* Fill a spec's DLPack code and bits from its PTX type name. */
+/* Fill a spec's DLPack code and bits from its PTX type name (code 255: a
+ * dtype DLPack cannot name), through the binding's one table. */
 static void dtype_of(py_spec *s)
 {
-  s->code = 255;
-  for (size_t i = 0; i < sizeof DTYPES / sizeof *DTYPES; i++)
-    if (strcmp(DTYPES[i].name, s->dtype) == 0) { s->code = DTYPES[i].code; s->bits = DTYPES[i].bits; }
-}
-
-/* A DLPack dtype as text: its PTX name, or its code, bits and lanes. */
-static void dl_dtype_text(DLDataType d, char *buf, size_t n)
-{
-  for (size_t i = 0; i < sizeof DTYPES / sizeof *DTYPES; i++)
-    if (d.lanes == 1 && DTYPES[i].code == d.code && DTYPES[i].bits == d.bits) { snprintf(buf, n, "%s", DTYPES[i].name); return; }
-  snprintf(buf, n, "DLPack dtype (code %d, %d bits, %d lanes)", d.code, d.bits, d.lanes);
-}
-
-/* A spec as Tile(d1, d2, dtype) text. */
-static void spec_text(const py_spec *s, char *buf, size_t n)
-{
-  size_t at = (size_t)snprintf(buf, n, "Tile(");
-  for (int d = 0; d < s->ndim && at < n; d++)
-    at += (size_t)(s->syms[d][0] ? snprintf(buf + at, n - at, "%s, ", s->syms[d])
-                                 : snprintf(buf + at, n - at, "%lld, ", (long long)s->dims[d]));
-  if (at < n) snprintf(buf + at, n - at, "%s)", s->dtype);
+  if (lpx_bind_dtype(s->dtype, &s->code, &s->bits)) s->code = 255;
 }
 
 /* ------------------------------------------------------------- states */
@@ -433,114 +409,32 @@ static void release(py_taken *tk)
 
 /* ------------------------------------------------------------ binding */
 
-/* Symbolic dims bound so far: name, value, and the argument that bound it. */
-typedef struct {
-  int n;
-  char name[MAX_SYMS][SYM_LEN];
-  int64_t value[MAX_SYMS];
-  char by[MAX_SYMS][24];
-} py_binds;
-
-/* The bound value of a symbol, or -1. */
-static int64_t bound(const py_binds *b, const char *name)
+/* Raise the C API's binding error (rc -2: a dtype, TypeError; else
+ * ValueError), naming the kernel's file:line after its name. */
+static void bind_error(const py_kernel *k, int rc, const char *msg)
 {
-  for (int i = 0; i < b->n; i++) if (strcmp(b->name[i], name) == 0) return b->value[i];
-  return -1;
+  char prefix[160];
+  snprintf(prefix, sizeof prefix, "kernel \"%s\"", k->name);
+  size_t n = strlen(prefix);
+  PyObject *type = rc == -2 ? PyExc_TypeError : PyExc_ValueError;
+  if (strncmp(msg, prefix, n) == 0) PyErr_Format(type, "%s (%s)%s", prefix, k->where, msg + n);
+  else PyErr_Format(type, "kernel \"%s\" (%s): %s", k->name, k->where, msg);
 }
 
-/* Check a tensor's dtype against its spec (TypeError). */
-static int check_dtype(const py_kernel *k, const py_spec *s, const DLTensor *t, const char *arg, const char *sname)
+/* Check the n tensors taken (inputs, then none or all outputs) through
+ * luaptx_kernel_bind; shapes receives the outputs' shapes. */
+static int bind(const py_kernel *k, py_state *st, const py_taken *tk, int n, int64_t *shapes)
 {
-  if (s->code == 255 || (t->dtype.code == s->code && t->dtype.bits == s->bits && t->dtype.lanes == 1)) return 0;
-  char have[64], want[256];
-  dl_dtype_text(t->dtype, have, sizeof have);
-  spec_text(s, want, sizeof want);
-  PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s is %s but %s is %s", k->name, k->where, arg, have, sname, want);
-  return -1;
-}
-
-/* Check rank and dims against the spec, binding its symbols (ValueError). */
-static int check_dims(const py_kernel *k, const py_spec *s, const DLTensor *t, const char *arg, const char *sname, py_binds *b)
-{
-  char want[256];
-  spec_text(s, want, sizeof want);
-  if (t->ndim != s->ndim) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d but %s is %s", k->name, k->where, arg, (int)t->ndim, sname, want);
-    return -1;
-  }
-  for (int d = 0; d < s->ndim; d++) {
-    long long got = (long long)t->shape[d];
-    if (!s->syms[d][0] && s->dims[d] != got) {
-      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s dim %d is %lld but %s fixes it at %lld", k->name, k->where, arg, d + 1, got, sname, (long long)s->dims[d]);
-      return -1;
-    }
-    if (!s->syms[d][0]) continue;
-    int64_t v = bound(b, s->syms[d]);
-    if (v < 0 && b->n < MAX_SYMS) {
-      snprintf(b->name[b->n], SYM_LEN, "%s", s->syms[d]);
-      snprintf(b->by[b->n], sizeof b->by[0], "%s", arg);
-      b->value[b->n++] = got;
-    } else if (v != got) {
-      const char *by = "";
-      for (int i = 0; i < b->n; i++) if (strcmp(b->name[i], s->syms[d]) == 0) by = b->by[i];
-      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): dimension %s is %lld from %s but %lld from %s (dim %d)", k->name, k->where, s->syms[d], (long long)v, by, got, arg, d + 1);
-      return -1;
-    }
-  }
-  return 0;
-}
-
-/* Check compact row-major strides (ValueError). */
-static int check_strides(const py_kernel *k, const DLTensor *t, const char *arg)
-{
-  if (!t->strides) return 0;
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->strides[d] != expect) {
-      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is not compact row-major (dim %d has stride %lld elements, expected %lld); pass a contiguous copy",
-                   k->name, k->where, arg, d + 1, (long long)t->strides[d], (long long)expect);
-      return -1;
-    }
-    expect *= t->shape[d];
-  }
-  return 0;
-}
-
-/* Check a tensor's device against the first tensor's and the state's. */
-static int check_device(const py_kernel *k, py_state *st, const DLTensor *t, const DLTensor *first, const char *arg)
-{
-  int dt = t->device.device_type;
-  if (dt != kDLCPU && dt != kDLCUDA) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on DLPack device type %d; valid: CPU (the emulator) or CUDA", k->name, k->where, arg, dt);
-    return -1;
-  }
-  if (first && ((int)first->device.device_type != dt || first->device.device_id != t->device.device_id)) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is on another device than input 1 (DLPack device %d:%d, not %d:%d)", k->name, k->where, arg,
-                 dt, (int)t->device.device_id, (int)first->device.device_type, (int)first->device.device_id);
-    return -1;
-  }
-  if (st->device_kind && st->device_kind != dt) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is a %s tensor but this luaptx state runs on %s; load the script with device=\"%s\"", k->name, k->where, arg,
-                 dt == kDLCPU ? "CPU" : "CUDA", st->device_kind == kDLCPU ? "the emulator" : "the CUDA device", dt == kDLCPU ? "emu" : "cuda");
-    return -1;
-  }
-  return 0;
-}
-
-/* Check tensor i against its spec. */
-static int check_one(const py_kernel *k, py_state *st, py_taken *tk, int i, const DLTensor *first, py_binds *b)
-{
-  char arg[24], sname[24];
-  if (i < k->nin) { snprintf(arg, sizeof arg, "input %d", i + 1); snprintf(sname, sizeof sname, "in_specs[%d]", i + 1); }
-  else { snprintf(arg, sizeof arg, "output %d", i - k->nin + 1); snprintf(sname, sizeof sname, "out_specs[%d]", i - k->nin + 1); }
-  if (i >= k->nin && (tk->flags & (FLAG_READ_ONLY | FLAG_IS_COPIED))) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s is %s; outputs must be writable in place", k->name, k->where, arg,
-                 tk->flags & FLAG_READ_ONLY ? "read-only" : "a copy of its tensor");
-    return -1;
-  }
-  const py_spec *s = &k->specs[i];
-  if (check_device(k, st, tk->t, first, arg) || check_dtype(k, s, tk->t, arg, sname) || check_dims(k, s, tk->t, arg, sname, b)) return -1;
-  return check_strides(k, tk->t, arg);
+  DLTensor *ts[MAX_TENSORS];
+  uint64_t flags[MAX_TENSORS];
+  for (int i = 0; i < n; i++) { ts[i] = tk[i].t; flags[i] = tk[i].flags; }
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  int rc = luaptx_kernel_bind(k->K, ts, flags, n, shapes);
+  if (rc) snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (rc) bind_error(k, rc, msg);
+  return rc ? -1 : 0;
 }
 
 /* Report an exchange API allocator's error as a Python exception. */
@@ -550,21 +444,12 @@ static void xc_set_error(void *ctx, const char *kind, const char *message)
   PyErr_Format(PyExc_RuntimeError, "allocating an output (%s): %s", kind ? kind : "error", message ? message : "failed");
 }
 
-/* Allocate output j like the first tensor: through its type's exchange
- * API when it has one (torch), else alloc(dtype, shape, like). */
-static PyObject *allocate(const py_kernel *k, int j, const py_binds *b, PyObject *alloc, PyObject *like, const DLTensor *first)
+/* Allocate output j of shape dims (bound by luaptx_kernel_bind) like the
+ * first tensor: through its type's exchange API when it has one (torch),
+ * else alloc(dtype, shape, like). */
+static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *alloc, PyObject *like, const DLTensor *first)
 {
   const py_spec *s = &k->specs[k->nin + j];
-  int64_t dims[MAX_DIMS];
-  for (int d = 0; d < s->ndim; d++) {
-    int64_t v = s->syms[d][0] ? bound(b, s->syms[d]) : s->dims[d];
-    if (v < 0) {
-      PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): out_specs[%d] dim %d is %s, which no input binds; pass it as a parameter (%s=...) or pass the outputs",
-                   k->name, k->where, j + 1, d + 1, s->syms[d], s->syms[d]);
-      return NULL;
-    }
-    dims[d] = v;
-  }
   const dl_exchange_api *api = first ? exchange_api(like) : NULL;
   if (api && api->allocator && api->managed_to_py && s->code != 255) {
     DLTensor proto;
@@ -588,34 +473,27 @@ static PyObject *allocate(const py_kernel *k, int j, const py_binds *b, PyObject
 
 /* ------------------------------------------------------------- launch */
 
-/* Learn the state's device kind once (emu takes CPU, cuda CUDA tensors). */
-static void learn_device(py_state *st)
-{
-  if (st->device_kind) return;
-  const char *d = luaptx_device(st->S);
-  if (strncmp(d, "emu", 3) == 0) st->device_kind = kDLCPU;
-  else if (strncmp(d, "cuda", 4) == 0) st->device_kind = kDLCUDA;
-}
-
-/* Take, check and (for missing outputs) allocate every tensor; fills
- * outs with the outputs. */
+/* Take the given tensors, check them (luaptx_kernel_bind), allocate the
+ * missing outputs in the bound shapes and take them; fills outs with the
+ * outputs. */
 static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc, PyObject *stream, py_taken *tk, PyObject *outs)
 {
-  Py_ssize_t n = PyTuple_Size(tensors);
-  py_binds b = { 0 };
+  int n = (int)PyTuple_Size(tensors);
+  int64_t shapes[MAX_TENSORS * MAX_DIMS];
   for (int i = 0; i < k->nin + k->nout; i++) {
     char arg[24];
     snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
+    if (i == n && bind(k, st, tk, n, shapes)) return -1;   /* the inputs: the outputs' shapes */
     PyObject *obj = i < n ? PyTuple_GetItem(tensors, i)
-                          : allocate(k, i - k->nin, &b, alloc, PyTuple_GetItem(tensors, 0), k->nin ? tk[0].t : NULL);
+                          : allocate(k, i - k->nin, shapes + (size_t)(i - k->nin) * MAX_DIMS, alloc, PyTuple_GetItem(tensors, 0), k->nin ? tk[0].t : NULL);
     if (!obj) return -1;
     if (i < n) Py_INCREF(obj);
     if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
     int rc = take(obj, stream, &tk[i], arg, k);
     Py_DECREF(obj);
-    if (rc || check_one(k, st, &tk[i], i, i ? tk[0].t : NULL, &b)) return -1;
+    if (rc) return -1;
   }
-  return 0;
+  return n == k->nin + k->nout ? bind(k, st, tk, n, NULL) : 0;
 }
 
 /* stream_fallback(tensor) -> CUstream int or None: the stream of a CUDA
@@ -669,7 +547,6 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
                  k->name, k->where, k->nin, k->nout, n);
     return NULL;
   }
-  if (!st->device_kind) { pthread_mutex_lock(&st->lock); learn_device(st); pthread_mutex_unlock(&st->lock); }
   py_taken tk[MAX_TENSORS];
   for (int i = 0; i < total; i++) memset(&tk[i], 0, offsetof(py_taken, own));
   PyObject *outs = PyTuple_New(k->nout);

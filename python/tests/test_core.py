@@ -99,19 +99,19 @@ def test_a_wrong_dtype_is_a_type_error_naming_the_argument_and_the_spec(ks):
 
 def test_shape_mismatches_are_value_errors(ks):
     x, w = inputs()
-    with pytest.raises(ValueError, match=WHERE + r"\): dimension N is 40 from input 1 but 20 from input 2 \(dim 1\)"):
+    with pytest.raises(ValueError, match=WHERE + r"\): dimension N is 40 from input 1 \(shape 3x40\) but 20 from input 2 \(shape 20\)"):
         ks.rms_norm_fwd(x, w[:20])
-    with pytest.raises(ValueError, match=r"input 2 has rank 2 but in_specs\[2\] is Tile\(N, f32\)"):
+    with pytest.raises(ValueError, match=r"input 2 has rank 2 \(shape 3x40\) but in_specs\[2\] is Tile\(N, f32\)"):
         ks.rms_norm_fwd(x, x)
-    with pytest.raises(ValueError, match=r"dimension B is 3 from input 1 but 2 from output 1 \(dim 1\)"):
+    with pytest.raises(ValueError, match=r"dimension B is 3 from input 1 \(shape 3x40\) but 2 from output 1 \(shape 2x40\)"):
         ks.rms_norm_fwd(x, w, np.empty((2, 40), np.float32), np.empty(3, np.float32))
-    with pytest.raises(ValueError, match=r"input 1 dim 1 is 5 but in_specs\[1\] fixes it at 4"):
+    with pytest.raises(ValueError, match=r"dimension N is 4 \(a given value\) but 5 from input 1 \(shape 5\)"):
         ks.noop(np.zeros(5, np.float32), N=4)
 
 
 def test_strided_and_read_only_tensors_are_refused(ks):
     x, w = inputs(3, 80)
-    with pytest.raises(ValueError, match=r"input 1 is not compact row-major \(dim 2 has stride 2 elements, expected 1\)"):
+    with pytest.raises(ValueError, match=r"input 1 is not compact row-major: strides 80x2 \(elements\), expected 40x1"):
         ks.rms_norm_fwd(x[:, ::2], w[:40])
     y, r = np.empty_like(x), np.empty(3, np.float32)
     y.flags.writeable = False
@@ -208,5 +208,21 @@ def test_a_strided_tensor_is_refused_after_its_shape_was_planned(ks):
     ks.rms_norm_fwd(x, w)
     strided = np.empty((8, 4), np.float32).T
     strided[...] = x
-    with pytest.raises(ValueError, match=r"input 1 is not compact row-major \(dim 2 has stride 4 elements, expected 1\)"):
+    with pytest.raises(ValueError, match=r"input 1 is not compact row-major: strides 1x4 \(elements\), expected 8x1"):
         ks.rms_norm_fwd(strided, w)
+
+
+def test_size_one_dims_take_any_stride_as_numpy_says(ks):
+    # a (1, 40) that is the transpose of a (40, 1): strides (4, 4) bytes, C-contiguous for numpy
+    x = np.ascontiguousarray(np.linspace(-1, 1, 40, dtype=np.float32).reshape(40, 1)).T
+    w = (np.arange(40) * 0.01 + 0.5).astype(np.float32)
+    assert x.flags.c_contiguous and x.strides == (4, 4)
+    y, r = ks.rms_norm_fwd(x, w)
+    np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_a_launch_over_zero_elements_returns_empty_outputs(ks):
+    y, r = ks.rms_norm_fwd(np.empty((0, 8), np.float32), np.ones(8, np.float32))
+    assert y.shape == (0, 8) and r.shape == (0,)
+    y, r = ks.rms_norm_fwd(np.empty((4, 0), np.float32), np.ones(0, np.float32))   # r is not empty: it runs
+    assert y.shape == (4, 0) and r.shape == (4,)

@@ -111,6 +111,80 @@ static void test_tma_kernel(const char *root)
   luaptx_close(S);
 }
 
+/* Hostile calls (25.4): NULL states, kernels, tensors, shapes and data,
+ * huge ranks and offsets, misaligned offsets, read-only outputs: each a
+ * -1 (or NULL) with a message, never a crash or a read past the caller's
+ * arrays. x, w, y: rms_norm's B x N, N and B x N tensors on the host. */
+static void test_hostile(luaptx_state *S, luaptx_kernel *k, DLTensor *x, DLTensor *w, DLTensor *y)
+{
+  size_t len = 7;
+  CHECK(luaptx_kernel_specs(NULL, &len) == NULL && luaptx_kernel_ptx(NULL, &len) == NULL && len == 7);
+  CHECK(luaptx_kernel_cubin(NULL, NULL) == NULL && luaptx_kernel_check(NULL, NULL) == NULL);
+  CHECK(luaptx_device(NULL) != NULL && *luaptx_device(NULL) == '\0' && luaptx_kernel_names(NULL) == NULL);
+  CHECK(strcmp(luaptx_error(NULL), "no state") == 0);
+  CHECK(luaptx_load_file(NULL, "x.lua") == -1 && luaptx_load_string(NULL, "return 1", NULL) == -1);
+  CHECK(luaptx_load_file(S, NULL) == -1 && strcmp(luaptx_error(S), "luaptx_load_file: path is NULL") == 0);
+  CHECK(luaptx_load_string(S, NULL, NULL) == -1 && strcmp(luaptx_error(S), "luaptx_load_string: chunk is NULL") == 0);
+  CHECK(luaptx_kernel_get(NULL, "rms_norm", NULL) == NULL);
+  CHECK(luaptx_kernel_get(S, NULL, NULL) == NULL && strcmp(luaptx_error(S), "luaptx_kernel_get: name is NULL") == 0);
+  DLTensor *args[] = { x, w, y };
+  CHECK(luaptx_launch_dlpack(NULL, args, 3, NULL) == -1 && luaptx_launch_dlpack_versioned(NULL, NULL, 3, NULL) == -1);
+  CHECK(luaptx_launch_ptrs(NULL, NULL, 0, NULL) == -1);
+  CHECK(luaptx_launch_dlpack(k, NULL, 3, NULL) == -1 && strstr(luaptx_error(S), "the tensor array is NULL"));
+  DLTensor *with_null[] = { x, NULL, y };
+  CHECK(luaptx_launch_dlpack(k, with_null, 3, NULL) == -1 && strcmp(luaptx_error(S), "kernel \"rms_norm\": input 2 is a NULL pointer") == 0);
+  CHECK(luaptx_launch_dlpack(k, args, -1, NULL) == -1 && strstr(luaptx_error(S), "takes 3 tensors (2 input(s), then 1 output(s)), got -1"));
+  DLTensor t = *x;
+  DLTensor *a[] = { &t, w, y };
+  t.shape = NULL;
+  CHECK(luaptx_launch_dlpack(k, a, 3, NULL) == -1 && strcmp(luaptx_error(S), "kernel \"rms_norm\": input 1 has rank 2 but a NULL shape") == 0);
+  t = *x; t.ndim = 1000;   /* would read 1000 dims from a 2-element array */
+  CHECK(luaptx_launch_dlpack(k, a, 3, NULL) == -1 && strcmp(luaptx_error(S), "kernel \"rms_norm\": input 1 has rank 1000; valid: 0..8") == 0);
+  t = *x; t.byte_offset = (uint64_t)1 << 60;
+  CHECK(luaptx_launch_dlpack(k, a, 3, NULL) == -1 && strstr(luaptx_error(S), "beyond any process's memory"));
+  t = *x; t.byte_offset = 2;   /* refused on every device, the emulator too */
+  CHECK(luaptx_launch_dlpack(k, a, 3, NULL) == -1 && strstr(luaptx_error(S), "not a multiple of its element size (4 bytes)"));
+  t = *x; t.data = NULL;
+  CHECK(luaptx_launch_dlpack(k, a, 3, NULL) == -1 && strstr(luaptx_error(S), "input 1 has NULL data but 2048 elements"));
+  /* DLPack 1.0: a read-only (or copied) output is refused; NULL entries too */
+  DLManagedTensorVersioned v[3];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < 3; i++) { v[i].version.major = 1; v[i].dl_tensor = *args[i]; }
+  v[2].flags = 1;   /* DLPACK_FLAG_BITMASK_READ_ONLY */
+  DLManagedTensorVersioned *av[] = { &v[0], &v[1], &v[2] };
+  CHECK(luaptx_launch_dlpack_versioned(k, av, 3, NULL) == -1
+        && strcmp(luaptx_error(S), "kernel \"rms_norm\": output 1 is read-only (DLPack flag READ_ONLY); outputs must be writable in place") == 0);
+  v[2].flags = 2;   /* DLPACK_FLAG_BITMASK_IS_COPIED */
+  CHECK(luaptx_launch_dlpack_versioned(k, av, 3, NULL) == -1 && strstr(luaptx_error(S), "output 1 is a copy of its tensor"));
+  v[2].flags = 0; v[0].flags = 1;   /* a read-only input is fine */
+  CHECK(luaptx_launch_dlpack_versioned(k, av, 3, NULL) == 0);
+  av[1] = NULL;
+  CHECK(luaptx_launch_dlpack_versioned(k, av, 3, NULL) == -1 && strstr(luaptx_error(S), "input 2 is a NULL pointer"));
+  CHECK(luaptx_launch_dlpack_versioned(k, av, 1000, NULL) == -1 && strstr(luaptx_error(S), "got 1000"));
+  CHECK(luaptx_launch_dlpack_versioned(k, NULL, 3, NULL) == -1 && strstr(luaptx_error(S), "tensors is NULL"));
+}
+
+/* A launch over zero elements (28.6) checks, returns 0 and does not run:
+ * the kernel's grid is B blocks, which a launch of B = 0 would refuse. */
+static void test_empty_launch(luaptx_state *S)
+{
+  CHECK(luaptx_load_string(S, "local p = require 'pyptx'\n"
+        "return p.kernel 'rows' { arch = 'sm_80', in_specs = { p.Tile('B', 'N', p.types.f32) }, out_specs = { p.Tile('B', 'N', p.types.f32) },\n"
+        "  grid = function(v) return { v.B } end, function() p.ptx.ret() end }", "=rows.lua") == 0);
+  luaptx_kernel *k = luaptx_kernel_get(S, "rows", NULL);
+  int64_t s08[2] = { 0, 8 }, s40[2] = { 4, 0 }, odd[2] = { 5, 3 };
+  DLTensor x = tensor(NULL, s08, 2), y = tensor(NULL, s08, 2), *a[] = { &x, &y };
+  x.strides = odd;   /* an empty tensor's strides do not matter */
+  CHECK(k && luaptx_launch_dlpack(k, a, 2, NULL) == 0);
+  x.shape = y.shape = s40;
+  CHECK(k && luaptx_launch_dlpack(k, a, 2, NULL) == 0);
+  static float data[8];
+  int64_t s18[2] = { 1, 8 }, any[2] = { 99, 1 };   /* a size-1 dim of any stride: the launch runs */
+  x = tensor(data, s18, 2); y = tensor(data, s18, 2);
+  x.strides = any;
+  CHECK(k && luaptx_launch_dlpack(k, a, 2, NULL) == 0);
+}
+
 int main(int argc, char **argv)
 {
   const char *root = argc > 1 ? argv[1] : ".";
@@ -222,6 +296,8 @@ int main(int argc, char **argv)
         && strstr(luaptx_error(S7), "LUAPTX_EMU_THREADS=99999999999: out of range; valid: an integer in 0..256"));
   luaptx_close(S7);
   unsetenv("LUAPTX_EMU_THREADS");
+  test_hostile(S1, k1, &tx, &tw, &t1);
+  test_empty_launch(S2);
   luaptx_close(S1);
   luaptx_close(S2);
   test_tma_kernel(root);

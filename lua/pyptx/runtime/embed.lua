@@ -2,7 +2,6 @@
 -- context per luaptx_state, kernel lookup by name with template values,
 -- and launches from DLPack tensors or raw device addresses.
 local ffi = require "ffi"
-local types = require "pyptx.types"
 local script = require "pyptx.runtime.script"
 local tensor = require "pyptx.runtime.tensor"
 local core = require "pyptx.core"
@@ -12,36 +11,9 @@ local toolkit = require "pyptx.runtime.toolkit"
 
 local M = {}
 
-ffi.cdef [[
-typedef struct { uint32_t major, minor; } lpx_DLPackVersion;
-typedef struct { int32_t device_type; int32_t device_id; } lpx_DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } lpx_DLDataType;
-typedef struct { void *data; lpx_DLDevice device; int32_t ndim; lpx_DLDataType dtype;
-                 int64_t *shape; int64_t *strides; uint64_t byte_offset; } lpx_DLTensor;
-typedef struct { lpx_DLPackVersion version; void *manager_ctx; void (*deleter)(void *);
-                 uint64_t flags; lpx_DLTensor dl_tensor; } lpx_DLManagedTensorVersioned;
-typedef struct {
-  void *device; void *ctx; int32_t fn; int32_t staged;
-  uint32_t grid[3], block[3], cluster[3]; uint32_t dynamic_smem;
-  const uint8_t *params; uint64_t params_size;
-  int32_t ntensors; uint64_t tensor_offset[32];
-  int32_t nmaps; int32_t map_tensor[8]; uint64_t map_offset[8]; char map_name[8][64];
-} lpx_embed_plan;
-]]
-
--- The limits of a launch plan (lpx_embed_plan in src/lpx_embed.c).
-local PLAN_TENSORS, PLAN_MAPS, PLAN_NAME = 32, 8, 64
-
-local KDLCPU, KDLCUDA = 1, 2
-local DL_CODES = { [0] = "s", [1] = "u", [2] = "f", [4] = "bf" }
-
---- The pyptx type of a DLPack dtype, or nil.
-local function dl_type(dt)
-  if dt.lanes ~= 1 then return nil end
-  local prefix = DL_CODES[dt.code]
-  if not prefix then return nil end
-  return types.get(prefix .. dt.bits)
-end
+-- The limits of a launch plan (lpx_embed_plan, src/lpx_embed.h; its cdef
+-- comes with the core's).
+local PLAN_TENSORS, PLAN_MAPS, PLAN_NAME = tonumber(ffi.C.LPX_PLAN_TENSORS), tonumber(ffi.C.LPX_PLAN_MAPS), tonumber(ffi.C.LPX_PLAN_NAME)
 
 local DEVICES = { auto = true, emu = true, cuda = true }
 
@@ -83,6 +55,9 @@ end
 
 --- The device's description.
 function M.device_name(ctx) return device(ctx).name end
+
+--- The device's kind ("emu" or "cuda"), for the C API's device checks.
+function M.device_kind(ctx) return device(ctx).kind end
 
 --- Add a script's kernels to the context.
 local function add(ctx, s)
@@ -169,29 +144,17 @@ function M.kernel_check(ctx, entry)
     (r.spill_stores or 0) + (r.spill_loads or 0), r.stack or 0)
 end
 
---- What the runtime's binding reads of a DLTensor: its pyptx dtype (nil
--- when it has none) and how to name it, its shape and, when given, its
--- strides (elements, outermost first).
-local function dl_view(t)
-  local ty = dl_type(t.dtype)
-  local v = { dtype = ty, shape = {}, dtype_text = ty and ty.name or
-    ("DLPack dtype (code %d, %d bits, %d lanes)"):format(t.dtype.code, t.dtype.bits, t.dtype.lanes) }
-  for d = 1, t.ndim do v.shape[d] = tonumber(t.shape[d - 1]) end
-  if t.strides ~= nil then
-    v.strides = {}
-    for d = 1, t.ndim do v.strides[d] = tonumber(t.strides[d - 1]) end
+--- Fill a kernel's boundary (lpx_bind_kernel *) for the C API's checks
+-- (lpx_bind_check) and its template values that are symbolic dims
+-- (int64_t *given, -1 for the others).
+function M.kernel_bind(_, entry, bind, given)
+  local d, syms = runtime.bind_kernel(entry.kernel)
+  ffi.copy(bind, d, ffi.sizeof("lpx_bind_kernel"))
+  local g = ffi.cast("int64_t *", given)
+  for y = 0, tonumber(ffi.C.LPX_BIND_SYMS) - 1 do
+    local v = syms[y + 1] and entry.values[syms[y + 1]]
+    g[y] = type(v) == "number" and v or -1
   end
-  return v
-end
-
---- Bind dims and check DLTensors against the kernel's specs (inputs then
--- outputs) through runtime.bind, the binding k(x, w) uses; returns the
--- values table with dims bound.
-local function bind(entry, tensors, n)
-  local views, values = {}, {}
-  for i = 1, n do views[i] = dl_view(tensors[i - 1]) end
-  for key, v in pairs(entry.values) do values[key] = v end
-  return runtime.bind(entry.kernel, views, values, true)
 end
 
 --- Launch a specialization with device addresses, on the device's stream.
@@ -218,55 +181,27 @@ local function launch_addrs(ctx, entry, values, addrs, stream)
   if dev.kind ~= "cuda" then dev:sync() end
 end
 
---- Refuse tensor t (0-based i) in memory the device cannot use.
-local function check_memory(dev, t, i)
-  local dt = t.device.device_type
-  if not ((dt == KDLCPU and dev.kind ~= "cuda") or (dt == KDLCUDA and dev.kind == "cuda")) then
-    error(("tensor %d is in DLPack device type %d memory, which the %s device cannot use (CPU tensors need the emulator, CUDA tensors the cuda device)")
-      :format(i + 1, dt, dev.kind), 0)
-  end
-end
-
---- Launch with DLTensors (CPU tensors are staged through device memory).
-local function launch_tensors(ctx, entry, tensors, n, stream)
-  local values = bind(entry, tensors, n)
-  local dev = device(ctx)
-  local addrs, staged = {}, {}
-  for i = 0, n - 1 do
-    local t = tensors[i]
-    check_memory(dev, t, i)
-    local bytes = t.dtype.bits / 8
-    for d = 0, t.ndim - 1 do bytes = bytes * tonumber(t.shape[d]) end
-    local base = ffi.cast("uint8_t *", t.data) + t.byte_offset
-    if dev.kind ~= "cuda" then
-      local ptr, mem = dev:alloc(bytes)
-      dev:upload(ptr, base, bytes)
-      addrs[i + 1], staged[#staged + 1] = ptr, { ptr = ptr, mem = mem, host = base, bytes = bytes }
-    else
-      addrs[i + 1] = ffi.cast("uint64_t", base)
-    end
-  end
-  launch_addrs(ctx, entry, values, addrs, stream)
-  for _, st in ipairs(staged) do dev:download(st.host, st.ptr, st.bytes) end
-end
-
---- Prepare a launch plan for DLTensors of these shapes, dtypes and
--- devices (src/lpx_embed.c keeps it and runs later launches of the same
--- shapes in C, without Lua): binds and checks as a launch does, loads the
--- function and fills plan (an lpx_embed_plan *) with the device, the
--- launch configuration, the packed parameters (addresses placeholders:
--- where each tensor's address and each TMA map go is recorded). Returns
--- the packed buffer, which the caller copies before Lua runs again.
--- plan_size: sizeof(lpx_embed_plan) in C, checked against the cdef.
-function M.plan_dlpack(ctx, entry, array, n, plan, plan_size)
+--- Prepare a launch plan for n tensors whose dims C bound (lpx_bind_check:
+-- bound, an int64_t * per symbol of runtime.bind_kernel, -1 unbound);
+-- src/lpx_embed.c keeps it and runs later launches of the same shapes in
+-- C, without Lua. Loads the function and fills plan (an lpx_embed_plan *)
+-- with the device, the launch configuration, the packed parameters
+-- (addresses placeholders: where each tensor's address and each TMA map
+-- go is recorded). Returns the packed buffer, which the caller copies
+-- before Lua runs again. plan_size: sizeof(lpx_embed_plan) in C, checked
+-- against the cdef.
+function M.plan_dlpack(ctx, entry, bound, n, plan, plan_size)
   if plan_size ~= ffi.sizeof("lpx_embed_plan") then
     error(("luaptx: lpx_embed_plan is %d bytes in C but %d in Lua (a build mismatch)"):format(plan_size, ffi.sizeof("lpx_embed_plan")), 0)
   end
-  local tensors = ffi.cast("lpx_DLTensor *const *", array)
-  local values = bind(entry, tensors, n)
-  local dev = device(ctx)
   local k = entry.kernel
-  for i = 0, n - 1 do check_memory(dev, tensors[i], i) end
+  local values, _, syms = {}, runtime.bind_kernel(k)
+  for key, v in pairs(entry.values) do values[key] = v end
+  local b = ffi.cast("const int64_t *", bound)
+  for y, name in ipairs(syms) do
+    if b[y - 1] >= 0 and values[name] == nil then values[name] = tonumber(b[y - 1]) end
+  end
+  local dev = device(ctx)
   local s = k:specialize(values)
   local fn = dev:function_of(s)
   if n > PLAN_TENSORS or #(s.tma or {}) > PLAN_MAPS then
@@ -293,24 +228,6 @@ function M.plan_dlpack(ctx, entry, array, n, plan, plan_size)
     ffi.copy(p.map_name[j - 1], d.tensor:sub(1, PLAN_NAME - 1))
   end
   return buf
-end
-
---- luaptx_launch_dlpack (the Lua path: the C API runs plans instead)
-function M.launch_dlpack(ctx, entry, array, n, stream)
-  launch_tensors(ctx, entry, ffi.cast("lpx_DLTensor *const *", array), n, stream)
-end
-
---- luaptx_launch_dlpack_versioned: check each version, then launch.
-function M.launch_dlpack_versioned(ctx, entry, array, n, stream)
-  local mts = ffi.cast("lpx_DLManagedTensorVersioned *const *", array)
-  local ts = ffi.new("lpx_DLTensor *[?]", math.max(n, 1))
-  for i = 0, n - 1 do
-    if mts[i].version.major ~= 1 then
-      error(("tensor %d is DLPack version %d.%d; luaptx reads DLPack 1.x"):format(i + 1, mts[i].version.major, mts[i].version.minor), 0)
-    end
-    ts[i] = mts[i].dl_tensor
-  end
-  launch_tensors(ctx, entry, ts, n, stream)
 end
 
 --- luaptx_launch_ptrs: raw device addresses, shapes from the values.

@@ -64,75 +64,109 @@ end
 
 -- --------------------------------------------------------------- binding
 
---- "input 2" / "output 1" and its spec's name ("in_specs[2]") for
--- argument i of a launch whose first nin tensors are the inputs.
-local function arg_names(i, nin)
-  if i <= nin then return ("input %d"):format(i), ("in_specs[%d]"):format(i) end
-  return ("output %d"):format(i - nin), ("out_specs[%d]"):format(i - nin)
-end
+-- The C binding's limits and device types (src/lpx_bind.h).
+local BIND = {}
+for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA" } do BIND[key] = tonumber(ffi.C["LPX_BIND_" .. key]) end
 
---- A shape as text: 4x512.
-local function shape_text(shape) return #shape > 0 and table.concat(shape, "x") or "scalar" end
+-- The DLPack device type of a device kind (pyptx.bind's CPU or CUDA).
+local function dl_device(dev) return dev.kind == "cuda" and BIND.CUDA or BIND.CPU end
 
---- Check one tensor against its spec and bind the spec's symbolic dims;
--- returns an error text or nil. bound_by[name] = { argument, shape }.
-local function bind_one(spec, t, arg, spec_name, values, bound_by)
-  local shape = t.shape
-  if t.dtype ~= spec.dtype then
-    return ("%s is %s but %s is %s"):format(arg, t.dtype_text or t.dtype.name, spec_name, tostring(spec))
-  end
-  if #shape ~= #spec.dims then
-    return ("%s has rank %d (shape %s) but %s is %s"):format(arg, #shape, shape_text(shape), spec_name, tostring(spec))
-  end
-  for d, dim in ipairs(spec.dims) do
-    local got = shape[d]
-    if type(dim) == "number" and dim ~= got then
-      return ("%s dim %d is %d but %s fixes it at %d"):format(arg, d, got, spec_name, dim)
-    elseif type(dim) == "string" and values[dim] == nil then
-      values[dim], bound_by[dim] = got, { arg, shape }
-    elseif type(dim) == "string" and values[dim] ~= got then
-      local prev = bound_by[dim]
-      return ("dimension %s is %d %s but %d from %s (shape %s)"):format(dim, values[dim],
-        prev and ("from %s (shape %s)"):format(prev[1], shape_text(prev[2])) or "(a given value)", got, arg, shape_text(shape))
-    end
-  end
-  local expect = 1
-  for d = #shape, 1, -1 do
-    if t.strides and t.strides[d] ~= expect then
-      return ("%s is not compact row-major: strides %s (elements), expected %s"):format(arg,
-        table.concat(t.strides, "x"), table.concat(tensor.row_major(shape), "x"))
-    end
-    expect = expect * shape[d]
-  end
-end
-
---- The one shape binding of every host launch: k(x, w) and runtime.prepare
--- pass the inputs (runtime tensors); the C API (pyptx.embed) passes the
--- inputs then the outputs as views of its DLPack tensors ({ dtype,
--- dtype_text, shape, strides } in elements, outermost first). Checks the
--- count, then each tensor's dtype, rank, fixed dims and compact row-major
--- strides, and that each symbolic dim takes one value; values holds the
--- values given (options, template values) and receives the bound dims.
--- Errors name the kernel and the argument, raised at level (relative to
--- the caller; nil: no position).
-function M.bind(k, tensors, values, with_outputs, level)
-  level = level and level + 1 or 0
-  local nin, specs = #k.in_specs, {}
+--- A kernel's boundary for the C binding (lpx_bind_kernel), made once per
+-- kernel: its specs' dtypes, ranks and dims, its symbols by index.
+function M.bind_kernel(k)
+  if k._bind then return k._bind, k._bind_syms end
+  local d, syms, index = ffi.new("lpx_bind_kernel"), {}, {}
+  local specs = {}
   for _, s in ipairs(k.in_specs) do specs[#specs + 1] = s end
-  if with_outputs then for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end end
-  if #tensors ~= #specs then
-    error(with_outputs
-      and ("kernel \"%s\" takes %d tensors (%d input(s), then %d output(s)), got %d"):format(k.name, #specs, nin, #specs - nin, #tensors)
-      or ("kernel \"%s\" takes %d input tensor(s) (its in_specs), got %d"):format(k.name, nin, #tensors), level)
+  for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end
+  if #specs > BIND.TENSORS then
+    error(("kernel \"%s\" takes %d tensors; luaptx binds at most %d"):format(k.name, #specs, BIND.TENSORS), 0)
   end
-  local bound_by = {}
-  for i, spec in ipairs(specs) do
-    local t, arg, spec_name = tensors[i], arg_names(i, nin)
-    if type(t) ~= "table" or type(t.shape) ~= "table" or not (t.dtype or t.dtype_text) then
-      error(("kernel \"%s\": %s must be a tensor, got %s"):format(k.name, arg, tostring(t)), level)
+  ffi.copy(d.name, k.name:sub(1, BIND.NAME - 1))
+  d.nin, d.nout = #k.in_specs, #k.out_specs
+  for i, s in ipairs(specs) do
+    local sp = d.spec[i - 1]
+    local code, bits = ffi.new("uint8_t[1]"), ffi.new("uint8_t[1]")
+    if core.bind_dtype(s.dtype.name, code, bits) == 0 then sp.code, sp.bits = code[0], bits[0] else sp.code = 255 end
+    if #s.dims > BIND.DIMS then
+      error(("kernel \"%s\": %s has rank %d; luaptx binds ranks up to %d"):format(k.name, tostring(s), #s.dims, BIND.DIMS), 0)
     end
-    local err = bind_one(spec, t, arg, spec_name, values, bound_by)
-    if err then error(("kernel \"%s\": %s"):format(k.name, err), level) end
+    sp.ndim = #s.dims
+    for j, dim in ipairs(s.dims) do
+      if type(dim) == "string" then
+        if not index[dim] then
+          if #syms == BIND.SYMS then error(("kernel \"%s\" has more than %d symbolic dims"):format(k.name, BIND.SYMS), 0) end
+          syms[#syms + 1] = dim
+          index[dim] = #syms - 1
+          ffi.copy(d.sym[#syms - 1], dim:sub(1, BIND.NAME - 1))
+        end
+        sp.sym[j - 1] = index[dim]
+      else
+        sp.sym[j - 1], sp.dim[j - 1] = -1, dim
+      end
+    end
+  end
+  d.nsyms = #syms
+  k._bind, k._bind_syms = d, syms
+  return d, syms
+end
+
+--- A tensor (a runtime tensor, or a host view { dtype | dl_dtype, shape,
+-- strides, ptr, device_type, flags }) as an lpx_bind_tensor; keep holds
+-- the arrays it points to. default_type: the launch's device type.
+local function bind_tensor(t, out, keep, default_type)
+  local shape = ffi.new("int64_t[?]", math.max(#t.shape, 1), t.shape)
+  keep[#keep + 1] = shape
+  out.shape, out.ndim = shape, #t.shape
+  if t.strides then
+    local st = ffi.new("int64_t[?]", math.max(#t.strides, 1), t.strides)
+    keep[#keep + 1] = st
+    out.strides = st
+  end
+  if t.dl_dtype then
+    out.code, out.bits, out.lanes = t.dl_dtype[1], t.dl_dtype[2], t.dl_dtype[3] or 1
+  else
+    local code, bits = ffi.new("uint8_t[1]"), ffi.new("uint8_t[1]")
+    if core.bind_dtype(t.dtype.name, code, bits) == 0 then out.code, out.bits = code[0], bits[0] else out.code = 254 end
+    out.lanes = 1
+  end
+  out.data = ffi.cast("const void *", t.ptr or 0)
+  out.device_type = t.device and dl_device(t.device) or t.device_type or default_type
+  out.flags = t.flags or 0
+end
+
+--- The one shape binding of every host launch, in C (lpx_bind.c): k(x, w)
+-- and runtime.prepare pass the inputs (runtime tensors), with opts.out the
+-- inputs then the outputs. Checks the count here (a Lua call's message),
+-- then, in C, each tensor's dtype, rank, fixed dims, layout (compact
+-- row-major; size-1 dims any stride), memory and device, and that each
+-- symbolic dim takes one value; values holds the values given (options,
+-- template values) and receives the bound dims. dev: the launch's device
+-- (nil: the current one). Errors name the kernel and the argument, raised
+-- at level (relative to the caller; nil: no position).
+function M.bind(k, tensors, values, with_outputs, level, dev)
+  level = level and level + 1 or 0
+  local nin = #k.in_specs
+  local want = nin + (with_outputs and #k.out_specs or 0)
+  local d, syms = M.bind_kernel(k)
+  local r = ffi.new("lpx_bind_result")
+  if core.bind_count(d, #tensors, with_outputs and 1 or 0, r) ~= 0 then error(ffi.string(r.message), level) end
+  local ts, keep = ffi.new("lpx_bind_tensor[?]", math.max(want, 1)), {}
+  local launch_type = dl_device(dev or M.device())
+  for i = 1, want do
+    local t = tensors[i]
+    if type(t) ~= "table" or type(t.shape) ~= "table" or not (t.dtype or t.dl_dtype) then
+      error(("kernel \"%s\": %s must be a tensor, got %s"):format(k.name, i <= nin and ("input " .. i) or ("output " .. (i - nin)), tostring(t)), level)
+    end
+    bind_tensor(t, ts[i - 1], keep, launch_type)
+  end
+  core.bind_reset(d, r)
+  for y, name in ipairs(syms) do
+    if type(values[name]) == "number" then r.value[y - 1] = values[name] end
+  end
+  if core.bind_check(d, ts, want, launch_type, r) ~= 0 then error(ffi.string(r.message), level) end
+  for y, name in ipairs(syms) do
+    if r.value[y - 1] >= 0 and values[name] == nil then values[name] = tonumber(r.value[y - 1]) end
   end
   return values
 end
@@ -226,8 +260,8 @@ local function stage(k, args, opts)
     for i, t in ipairs(args) do bound[i] = t end
     for _, t in ipairs(given) do bound[#bound + 1] = t end
   end
-  if given and #args ~= #k.in_specs then M.bind(k, args, values, false, 3) end   -- the inputs' own message
-  M.bind(k, bound, values, given ~= nil, 3)
+  if given and #args ~= #k.in_specs then M.bind(k, args, values, false, 3, dev) end   -- the inputs' own message
+  M.bind(k, bound, values, given ~= nil, 3, dev)
   local t0 = clock_ms()
   local s = k:specialize(values)
   local t1 = clock_ms()

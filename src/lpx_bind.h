@@ -1,0 +1,60 @@
+/* Launch binding: the one check of tensors against a kernel's boundary
+ * (count, pointers, sizes, device, dtype, rank, fixed and symbolic dims,
+ * strides) and the binding of its symbolic dims. The C API (lpx_embed.c),
+ * k(x, w) (pyptx.runtime) and the Python extension all call it. Fed to
+ * LuaJIT's ffi.cdef (minus '#' lines): plain one-line declarations only.
+ * Messages go into the result (no context: the Python extension calls it
+ * from XLA's threads). */
+#ifndef LPX_BIND_H
+#define LPX_BIND_H
+#include <stdint.h>
+
+/* Limits: dims of a tensor, tensors of a launch, symbolic dims of a kernel. */
+enum { LPX_BIND_DIMS = 8, LPX_BIND_TENSORS = 32, LPX_BIND_SYMS = 32, LPX_BIND_NAME = 64 };
+/* A tensor's flags (DLPack 1.0's bits). */
+enum { LPX_BIND_READ_ONLY = 1, LPX_BIND_IS_COPIED = 2 };
+/* Why a check failed: a value (shape, strides, device...) or a dtype. */
+enum { LPX_BIND_OK = 0, LPX_BIND_EVALUE = 1, LPX_BIND_ETYPE = 2 };
+/* Device types (DLPack's): CPU memory runs on the emulator, CUDA on cuda. */
+enum { LPX_BIND_CPU = 1, LPX_BIND_CUDA = 2 };
+
+/* One tensor as binding reads it: a DLTensor's fields and its flags;
+ * strides in elements, outermost first (NULL: compact row-major). */
+typedef struct lpx_bind_tensor {
+  const void *data; int32_t device_type, device_id; int32_t ndim;
+  uint8_t code, bits; uint16_t lanes;
+  const int64_t *shape; const int64_t *strides; uint64_t byte_offset; uint64_t flags;
+} lpx_bind_tensor;
+
+/* One tensor spec of a kernel: DLPack dtype code and bits, rank, and each
+ * dim as a number (sym -1) or the index of a symbol of the kernel. */
+typedef struct lpx_bind_spec {
+  uint8_t code, bits; int32_t ndim;
+  int64_t dim[LPX_BIND_DIMS]; int32_t sym[LPX_BIND_DIMS];
+} lpx_bind_spec;
+
+/* A kernel's boundary: its name, inputs then outputs, its symbols. */
+typedef struct lpx_bind_kernel {
+  char name[LPX_BIND_NAME]; int32_t nin, nout, nsyms;
+  char sym[LPX_BIND_SYMS][LPX_BIND_NAME];
+  lpx_bind_spec spec[LPX_BIND_TENSORS];
+} lpx_bind_kernel;
+
+/* A binding: each symbol's value (set the given ones before the check,
+ * -1 for none; bound ones after), and on failure its kind and message. */
+typedef struct lpx_bind_result {
+  int64_t value[LPX_BIND_SYMS];
+  int32_t kind;
+  char message[768];
+} lpx_bind_result;
+
+int32_t lpx_bind_dtype(const char *name, uint8_t *code, uint8_t *bits);
+const char *lpx_bind_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes);
+void lpx_bind_reset(const lpx_bind_kernel *k, lpx_bind_result *r);
+int32_t lpx_bind_count(const lpx_bind_kernel *k, int32_t n, int32_t with_outputs, lpx_bind_result *r);
+int32_t lpx_bind_check(const lpx_bind_kernel *k, const lpx_bind_tensor *ts, int32_t n, int32_t device_type, lpx_bind_result *r);
+int32_t lpx_bind_out_shape(const lpx_bind_kernel *k, lpx_bind_result *r, int32_t j, int64_t *shape);
+int32_t lpx_bind_empty(const lpx_bind_kernel *k, const lpx_bind_result *r);
+uint64_t lpx_bind_bytes(const lpx_bind_tensor *t);
+
+#endif
