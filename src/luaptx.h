@@ -30,6 +30,14 @@ extern "C" {
 #endif
 
 #define LUAPTX_VERSION "0.1.0"
+
+/* What the library exports: the functions of this header, nothing else
+ * (it is built with hidden visibility, as LuaJIT marks LUA_API). */
+#if defined(__GNUC__)
+#define LUAPTX_API __attribute__((visibility("default")))
+#else
+#define LUAPTX_API
+#endif
 #define LUAPTX_MAX_DIMS 8      /* the highest rank of a tensor luaptx binds */
 
 /* ------------------------------------------------------------------ DLPack
@@ -75,53 +83,53 @@ typedef struct luaptx_options {
  * says why in luaptx_error() right away and refuses every later call; a
  * valid device name whose device is missing (cuda without a GPU) is
  * reported by the first call that needs the device. */
-luaptx_state *luaptx_open(const luaptx_options *opts);
+LUAPTX_API luaptx_state *luaptx_open(const luaptx_options *opts);
 
 /* Close a state and everything it owns (kernels included). */
-void luaptx_close(luaptx_state *S);
+LUAPTX_API void luaptx_close(luaptx_state *S);
 
 /* The last error of the state as text ("" when none). */
-const char *luaptx_error(const luaptx_state *S);
+LUAPTX_API const char *luaptx_error(const luaptx_state *S);
 
 /* The device in use, e.g. "emu (CPU emulator, 2 threads)". */
-const char *luaptx_device(luaptx_state *S);
+LUAPTX_API const char *luaptx_device(luaptx_state *S);
 
 /* ----------------------------------------------------------------- scripts */
 
 /* Load a kernel script (a file, or a string with a chunk name for errors).
  * Its kernels (a kernel, a list, or a table with `kernels`) become
  * available to luaptx_kernel_get. Loading again adds to them. */
-int luaptx_load_file(luaptx_state *S, const char *path);
-int luaptx_load_string(luaptx_state *S, const char *chunk, const char *chunkname);
+LUAPTX_API int luaptx_load_file(luaptx_state *S, const char *path);
+LUAPTX_API int luaptx_load_string(luaptx_state *S, const char *chunk, const char *chunkname);
 
 /* ----------------------------------------------------------------- kernels */
 
 /* A kernel of the loaded scripts by name, specialized with template values
  * "NAME=value,..." (numbers or words; NULL or "" for the defaults). The
  * handle lives until the state closes. */
-luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *params);
+LUAPTX_API luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *params);
 
 /* The PTX text of the specialization (owned by the kernel). */
-const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len);
+LUAPTX_API const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len);
 
 /* The compiled cubin (through the cache; owned by the kernel). */
-const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len);
+LUAPTX_API const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len);
 
 /* The names of the kernels the loaded scripts define, comma-separated
  * (owned by the state, valid until the next call). */
-const char *luaptx_kernel_names(luaptx_state *S);
+LUAPTX_API const char *luaptx_kernel_names(luaptx_state *S);
 
 /* The kernel's tensor boundary as text, for hosts that bind shapes and
  * allocate outputs themselves (owned by the kernel): "where FILE:LINE" (the
  * kernel's definition), then one line per in_spec "in DTYPE DIMS" and per
  * out_spec "out DTYPE DIMS"; DTYPE a PTX type name (f32, bf16, s32...),
  * DIMS comma-separated numbers or symbol names ("-" for a scalar). */
-const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);
+LUAPTX_API const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);
 
 /* ptxas's resource report of the specialization as "key=value" lines
  * (arch, instructions, registers, smem, dynamic_smem, spills, stack);
  * NULL without ptxas or when it fails (owned by the kernel). */
-const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
+LUAPTX_API const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
 
 /* Launch with every tensor the kernel takes, inputs then outputs, as
  * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
@@ -131,7 +139,7 @@ const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
  * the launch can be captured in a CUDA graph. The first launch of given
  * shapes, dtypes and devices prepares a plan kept on the kernel; later
  * launches of the same run it in C without Lua. */
-int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream);
+LUAPTX_API int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream);
 
 /* Check tensors as a launch does, without launching, and bind the
  * kernel's dims: n is the number of inputs (outputs left to the host to
@@ -140,24 +148,24 @@ int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void
  * (NULL: not wanted) receives each output's shape, LUAPTX_MAX_DIMS values
  * per output (-1 past its rank); an output dim no input binds is an error.
  * 0; -1 with luaptx_error, or -2 when the error is a tensor's dtype. */
-int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes);
+LUAPTX_API int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes);
 
 /* The same with DLPack 1.0 managed tensors (version 1.x required). */
-int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream);
+LUAPTX_API int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream);
 
 /* Launch with raw device addresses (of the state's device), one per tensor. */
-int luaptx_launch_ptrs(luaptx_kernel *K, const uint64_t *ptrs, int n, void *stream);
+LUAPTX_API int luaptx_launch_ptrs(luaptx_kernel *K, const uint64_t *ptrs, int n, void *stream);
 
 /* ------------------------------------------------------------- the program */
 
 struct lua_State;
 
 /* Run the luaptx command line with argv; returns the process exit code. */
-int luaptx_main(int argc, char **argv);
+LUAPTX_API int luaptx_main(int argc, char **argv);
 
 /* Install luaptx's module loader and core bindings into a lua_State you
  * own (LuaJIT 2.1, after luaL_openlibs). 0, or -1 with a message on L. */
-int luaptx_install(struct lua_State *L);
+LUAPTX_API int luaptx_install(struct lua_State *L);
 
 #ifdef __cplusplus
 }
