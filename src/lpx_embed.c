@@ -35,6 +35,7 @@ struct luaptx_kernel {
   size_t ptx_len, cubin_len;
   char name[PLAN_NAME];    /* for the plans' error messages */
   lpx_bind_kernel bind;    /* its boundary, for lpx_bind_check */
+  char *unbindable;        /* why its boundary is beyond lpx_bind (launches refused), or NULL */
   int64_t given[LPX_BIND_SYMS];   /* symbols given as template values (-1: none) */
   plan *plans[PLANS_PER_KERNEL];
   int nplans, next_plan;   /* plans kept; the slot a new one replaces when full */
@@ -128,6 +129,7 @@ void luaptx_close(luaptx_state *S)
     free(S->kernels[i]->cubin);
     free(S->kernels[i]->specs);
     free(S->kernels[i]->check);
+    free(S->kernels[i]->unbindable);
     free(S->kernels[i]);
   }
   free(S->kernels);
@@ -226,7 +228,11 @@ luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
   lua_pushlightuserdata(S->L, &K->bind);
   lua_pushlightuserdata(S->L, K->given);
-  if (call(S, 3, 0)) { S->nkernels--; luaL_unref(S->L, LUA_REGISTRYINDEX, K->ref); free(K); return NULL; }
+  if (call(S, 3, 0)) {   /* its PTX and cubin are still there; launches say why not */
+    K->unbindable = strdup(S->error);
+    S->error[0] = '\0';
+    if (!K->unbindable) { set_error(S, "out of memory"); return NULL; }
+  }
   return K;
 }
 
@@ -483,6 +489,7 @@ static int bind_view(luaptx_kernel *K, DLTensor *const *ts, int i, uint64_t flag
 static int check_tensors(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, lpx_bind_result *r, int inputs_only)
 {
   lpx_bind_tensor bs[PLAN_TENSORS];
+  if (K->unbindable) return set_error(K->S, K->unbindable);
   if (lpx_bind_count(&K->bind, n, !inputs_only, r)) return set_error(K->S, r->message);
   if (n > 0 && !ts) return null_arg(K->S, "launch", "the tensor array");
   for (int i = 0; i < n; i++) if (bind_view(K, ts, i, flags ? flags[i] : 0, &bs[i])) return -1;
@@ -539,11 +546,8 @@ int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *c
   uint64_t flags[PLAN_TENSORS];
   if (!K || ready(K->S)) return -1;
   if (n > 0 && !tensors) return null_arg(K->S, "luaptx_launch_dlpack_versioned", "tensors");
-  if (n < 0 || n > PLAN_TENSORS) {   /* the count's message */
-    lpx_bind_result r;
-    lpx_bind_count(&K->bind, n, 1, &r);
-    return set_error(K->S, r.message);
-  }
+  lpx_bind_result r;
+  if (n < 0 || n > PLAN_TENSORS) return check_tensors(K, NULL, n, NULL, &r, 0) ? -1 : -1;   /* the count's message */
   for (int i = 0; i < n; i++) {
     if (!tensors[i]) { ts[i] = NULL; flags[i] = 0; continue; }
     if (tensors[i]->version.major != 1) {

@@ -162,6 +162,14 @@ static void test_hostile(luaptx_state *S, luaptx_kernel *k, DLTensor *x, DLTenso
   CHECK(luaptx_launch_dlpack_versioned(k, av, 3, NULL) == -1 && strstr(luaptx_error(S), "input 2 is a NULL pointer"));
   CHECK(luaptx_launch_dlpack_versioned(k, av, 1000, NULL) == -1 && strstr(luaptx_error(S), "got 1000"));
   CHECK(luaptx_launch_dlpack_versioned(k, NULL, 3, NULL) == -1 && strstr(luaptx_error(S), "tensors is NULL"));
+  /* a boundary beyond the binding (rank 9): its PTX is there, launches say why not */
+  CHECK(luaptx_load_string(S, "local p = require 'pyptx'\n"
+        "return p.kernel 'deep' { arch = 'sm_80', in_specs = { p.Tile(1, 1, 1, 1, 1, 1, 1, 1, 1, p.types.f32) },\n"
+        "  out_specs = { p.Tile(1, p.types.f32) }, function() p.ptx.ret() end }", "=deep.lua") == 0);
+  luaptx_kernel *deep = luaptx_kernel_get(S, "deep", NULL);
+  CHECK(deep && luaptx_kernel_ptx(deep, NULL) && luaptx_launch_dlpack(deep, args, 2, NULL) == -1
+        && strstr(luaptx_error(S), "has rank 9; luaptx binds ranks up to 8"));
+  CHECK(deep && luaptx_launch_dlpack_versioned(deep, av, 2000, NULL) == -1 && strstr(luaptx_error(S), "has rank 9"));
 }
 
 /* A launch over zero elements (28.6) checks, returns 0 and does not run:

@@ -72,15 +72,17 @@ for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA" } do BIN
 local function dl_device(dev) return dev.kind == "cuda" and BIND.CUDA or BIND.CPU end
 
 --- A kernel's boundary for the C binding (lpx_bind_kernel), made once per
--- kernel: its specs' dtypes, ranks and dims, its symbols by index.
-function M.bind_kernel(k)
+-- kernel: its specs' dtypes, ranks and dims, its symbols by index. Raises
+-- at level (nil: no position) when it is beyond the binding's limits.
+function M.bind_kernel(k, level)
+  level = (level or 0) > 0 and level + 1 or 0
   if k._bind then return k._bind, k._bind_syms end
   local d, syms, index = ffi.new("lpx_bind_kernel"), {}, {}
   local specs = {}
   for _, s in ipairs(k.in_specs) do specs[#specs + 1] = s end
   for _, s in ipairs(k.out_specs) do specs[#specs + 1] = s end
   if #specs > BIND.TENSORS then
-    error(("kernel \"%s\" takes %d tensors; luaptx binds at most %d"):format(k.name, #specs, BIND.TENSORS), 0)
+    error(("kernel \"%s\" takes %d tensors; luaptx binds at most %d"):format(k.name, #specs, BIND.TENSORS), level)
   end
   ffi.copy(d.name, k.name:sub(1, BIND.NAME - 1))
   d.nin, d.nout = #k.in_specs, #k.out_specs
@@ -89,13 +91,13 @@ function M.bind_kernel(k)
     local code, bits = ffi.new("uint8_t[1]"), ffi.new("uint8_t[1]")
     if core.bind_dtype(s.dtype.name, code, bits) == 0 then sp.code, sp.bits = code[0], bits[0] else sp.code = 255 end
     if #s.dims > BIND.DIMS then
-      error(("kernel \"%s\": %s has rank %d; luaptx binds ranks up to %d"):format(k.name, tostring(s), #s.dims, BIND.DIMS), 0)
+      error(("kernel \"%s\": %s has rank %d; luaptx binds ranks up to %d"):format(k.name, tostring(s), #s.dims, BIND.DIMS), level)
     end
     sp.ndim = #s.dims
     for j, dim in ipairs(s.dims) do
       if type(dim) == "string" then
         if not index[dim] then
-          if #syms == BIND.SYMS then error(("kernel \"%s\" has more than %d symbolic dims"):format(k.name, BIND.SYMS), 0) end
+          if #syms == BIND.SYMS then error(("kernel \"%s\" has more than %d symbolic dims"):format(k.name, BIND.SYMS), level) end
           syms[#syms + 1] = dim
           index[dim] = #syms - 1
           ffi.copy(d.sym[#syms - 1], dim:sub(1, BIND.NAME - 1))
@@ -148,7 +150,7 @@ function M.bind(k, tensors, values, with_outputs, level, dev)
   level = level and level + 1 or 0
   local nin = #k.in_specs
   local want = nin + (with_outputs and #k.out_specs or 0)
-  local d, syms = M.bind_kernel(k)
+  local d, syms = M.bind_kernel(k, level)
   local r = ffi.new("lpx_bind_result")
   if core.bind_count(d, #tensors, with_outputs and 1 or 0, r) ~= 0 then error(ffi.string(r.message), level) end
   local ts, keep = ffi.new("lpx_bind_tensor[?]", math.max(want, 1)), {}
