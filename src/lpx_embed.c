@@ -381,12 +381,18 @@ static uint64_t tensor_bytes(const DLTensor *t)
   return lpx_bind_bytes(&b);
 }
 
+/* A checked tensor's first byte on the host (NULL when it is empty). */
+static uint8_t *host_of(const DLTensor *t, uint64_t bytes)
+{
+  return bytes ? (uint8_t *)t->data + t->byte_offset : NULL;
+}
+
 /* Stage CPU tensors into fresh device memory (the emulator): addrs[i]. */
 static int plan_stage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int n, uint64_t *addrs)
 {
   for (int i = 0; i < n; i++) {
-    const uint8_t *host = (const uint8_t *)ts[i]->data + ts[i]->byte_offset;
     uint64_t bytes = tensor_bytes(ts[i]);
+    const uint8_t *host = host_of(ts[i], bytes);
     if (lpx_device_alloc(P->p.device, bytes ? bytes : 1, &addrs[i]) < 0) {     /* an empty input: a placeholder byte */
       for (int j = 0; j < i; j++) lpx_device_free(P->p.device, addrs[j]);
       return plan_fail(K, P, "kernel \"%s\": device alloc: %s");
@@ -403,8 +409,8 @@ static int plan_stage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int 
 static int plan_unstage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, int n, const uint64_t *addrs, int rc)
 {
   for (int i = 0; i < n; i++) {
-    uint8_t *host = (uint8_t *)ts[i]->data + ts[i]->byte_offset;
     uint64_t bytes = tensor_bytes(ts[i]);
+    uint8_t *host = host_of(ts[i], bytes);
     if (rc == 0 && bytes && lpx_device_download(P->p.device, host, addrs[i], bytes) < 0)
       rc = plan_fail(K, P, "kernel \"%s\": download: %s");
     lpx_device_free(P->p.device, addrs[i]);
