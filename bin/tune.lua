@@ -10,10 +10,11 @@ local M = {}
 local USAGE = "usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n|auto] [--force]\n" ..
               "       luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F.svg]"
 
---- Write a report file (atomically, 0600), or fail naming the path.
+--- Write a report file (sys.write_output: atomic, no link followed), or
+-- fail naming the path.
 local function write(path, text)
-  local ok, err = pcall(sys.write_file, path, text)
-  if not ok then error(("tune: %s"):format(tostring(err):gsub("^[^\n]-%.lua:%d+: ", "")), 0) end
+  local ok, err = pcall(sys.write_output, path, text)
+  if not ok then error("tune: " .. tostring(err), 0) end
 end
 
 --- Read and decode one shard's JSON result, or fail naming the file.
