@@ -312,6 +312,27 @@ describe("pyptx.tune on the emulator", function()
     assert.equal(3, select(2, svg:gsub("<rect ", "")))
   end)
 
+  it("keeps the SVG well-formed: reasons cut at characters, controls and bad bytes dropped (an XML parser agrees)", function()
+    local reason = ("x"):rep(59) .. "éé" .. "\27[31m\0\1 bad \255 \237\160\128 \239\191\191 end"
+    local r = { name = "n\1<&>", device = "emu", timed = false, ranking = "r", results = {
+      { key = "A=\2é", config = {}, status = "ok", instructions = 5 },
+      { key = "B=1", config = {}, status = "failed", reason = reason },
+      { key = "C=1", config = {}, status = "failed", reason = "\27[1m" .. ("é"):rep(70) },
+    } }
+    r.best = r.results[1]
+    local svg = report.svg(r)
+    assert.is_nil(svg:find("[%z\1-\8\11\12\14-\31\127]"), "a control character in the SVG")
+    assert.matches("failed: " .. ("x"):rep(59) .. "é</text>", svg, 1, true)   -- 60 characters, not 60 bytes
+    assert.matches("failed: [1m" .. ("é"):rep(57) .. "</text>", svg, 1, true)
+    assert.equal("a\239\191\189b", report.clean_text("a\255b"))
+    assert.equal("ab", report.clean_text("a\0\27\127b"))
+    local file = H.temp_file(svg, ".svg")
+    local res = sys.run { "python3", "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('ok')", file }
+    if not res or res.status ~= 0 and res.stderr:find("No module named", 1, true) then H.pending("needs python3 with xml.etree") end
+    assert.equal(0, res.status, res.stderr)
+    assert.equal("ok\n", res.stdout)
+  end)
+
   it("runs from the command line with --csv --json --plot and --merge, files 0600", function()
     local dir = H.temp_dir()
     local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }

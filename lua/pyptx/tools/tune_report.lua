@@ -65,8 +65,44 @@ function M.json(result)
   return tune.encode_json(result) .. "\n"
 end
 
---- Escape text for SVG.
-local function xml(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;")) end
+-- The second byte's range after a lead byte that narrows it (no overlong
+-- forms, no surrogates, nothing past U+10FFFF).
+local SECOND = { [0xE0] = { 0xA0, 0xBF }, [0xED] = { 0x80, 0x9F }, [0xF0] = { 0x90, 0xBF }, [0xF4] = { 0x80, 0x8F } }
+
+--- Is ch (len bytes by its lead byte) one well-formed UTF-8 character XML
+-- allows (not U+FFFE or U+FFFF)?
+local function utf8_ok(ch, len)
+  if #ch < len then return false end
+  if len == 1 then return true end
+  if not ch:sub(2):match("^[\128-\191]+$") then return false end
+  local r = SECOND[ch:byte(1)]
+  if r and (ch:byte(2) < r[1] or ch:byte(2) > r[2]) then return false end
+  return ch ~= "\239\191\190" and ch ~= "\239\191\191"
+end
+
+--- Text as at most max (default: all) whole UTF-8 characters, with
+-- control characters (C0, DEL; XML 1.0 forbids most) dropped and bytes
+-- that are not UTF-8 shown as U+FFFD, so the SVG stays well-formed.
+function M.clean_text(s, max)
+  local out, n, i = {}, 0, 1
+  s = tostring(s)
+  while i <= #s and n < (max or math.huge) do
+    local c = s:byte(i)
+    local len = c < 0x80 and 1 or c >= 0xC2 and c <= 0xDF and 2 or c >= 0xE0 and c <= 0xEF and 3 or c >= 0xF0 and c <= 0xF4 and 4 or 0
+    local ch = len > 0 and s:sub(i, i + len - 1) or nil
+    if ch and not utf8_ok(ch, len) then ch = nil end
+    if ch and len == 1 and (c < 0x20 or c == 0x7F) then ch = "" end
+    out[#out + 1] = ch or "\239\191\189"
+    if ch ~= "" then n = n + 1 end
+    i = i + (ch and len or 1)
+  end
+  return table.concat(out)
+end
+
+--- Escape text for SVG (cleaned first: whole characters, no controls).
+local function xml(s, max)
+  return (M.clean_text(s, max):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"))
+end
 
 --- An SVG bar chart of the measure per config (failed configs marked).
 function M.svg(result)
@@ -90,7 +126,7 @@ function M.svg(result)
       out[#out + 1] = ('<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>'):format(left, y, w, bar_h, i == 1 and "#2a7" or "#48c")
       out[#out + 1] = ('<text x="%.1f" y="%d">%s</text>'):format(left + w + 6, y + 13, xml(result.timed and ("%.4f"):format(value(r)) or value(r)))
     else
-      out[#out + 1] = ('<text x="%d" y="%d" fill="#c33">failed: %s</text>'):format(left, y + 13, xml((r.reason or ""):sub(1, 60)))
+      out[#out + 1] = ('<text x="%d" y="%d" fill="#c33">failed: %s</text>'):format(left, y + 13, xml(r.reason or "", 60))
     end
   end
   out[#out + 1] = "</svg>"
