@@ -58,7 +58,7 @@ function M.main(args)
   if o.merge then
     local parts = {}
     for _, path in ipairs(files) do parts[#parts + 1] = read_result(path) end
-    result = report.merge(parts)
+    result = report.merge(parts, files)
   else
     if not files[1] then error(USAGE, 0) end
     local fn, err = loadfile(files[1])
@@ -71,7 +71,7 @@ function M.main(args)
   if o.csv then write(o.csv, report.csv(result)) end
   if o.json then write(o.json, report.json(result)) end
   if o.plot then write(o.plot, report.svg(result)) end
-  return result.best and 0 or 1
+  return (result.best or report.empty_shard(result)) and 0 or 1
 end
 
 return M

@@ -20,6 +20,14 @@ local function bar_value(r, timed)
   return r.instructions, "instructions per config (emulator run, no ptxas: not timed)"
 end
 
+--- "shard 13/20 is empty (12 configs)" for a shard with no configs (more
+-- tasks than configs: not a failure, the merge completes without it), else nil.
+function M.empty_shard(result)
+  local sh = result.shard
+  if #result.results > 0 or type(sh) ~= "table" or sh.n == 1 then return nil end
+  return ("shard %d/%d is empty (%d configs)"):format(sh.i, sh.n, sh.configs)
+end
+
 --- The sorted table as text.
 function M.table(result)
   local lines = { ("sweep %s on %s — %s"):format(result.name, result.device, result.ranking) }
@@ -29,6 +37,7 @@ function M.table(result)
       r.registers or "-", r.smem or "-", r.instructions or "-", (r.reason or "") .. (r.cached and " (cached)" or ""))
   end
   if result.best then lines[#lines + 1] = ("best: %s"):format(result.best.key)
+  elseif M.empty_shard(result) then lines[#lines + 1] = M.empty_shard(result)
   else lines[#lines + 1] = "best: none (every config failed)" end
   return table.concat(lines, "\n") .. "\n"
 end
@@ -133,16 +142,58 @@ function M.svg(result)
   return table.concat(out, "\n") .. "\n"
 end
 
---- Join shard results (decoded JSON) into one sorted result.
-function M.merge(parts)
-  if #parts == 0 then error("tune --merge: no result files given", 0) end
-  local merged = { name = parts[1].name, device = parts[1].device, timed = parts[1].timed, ranking = parts[1].ranking, results = {} }
-  local seen = {}
-  for _, p in ipairs(parts) do
-    if p.name ~= merged.name then error(("tune --merge: sweeps differ (%s vs %s)"):format(merged.name, p.name), 0) end
-    for _, r in ipairs(p.results or {}) do
-      if not seen[r.key] then seen[r.key] = true; merged.results[#merged.results + 1] = r end
+--- Check one part's shard record (paths[k] names it): { i, n, configs }
+-- with 1 <= i <= n and as many results as shard i of n holds.
+local function check_part(p, path)
+  local sh = p.shard
+  if type(sh) ~= "table" or type(sh.i) ~= "number" or type(sh.n) ~= "number" or type(sh.configs) ~= "number"
+     or sh.i < 1 or sh.i > sh.n then
+    error(("tune --merge: %s has no shard record (i/n and the config count); write it again with this luaptx's tune --json")
+      :format(path), 0)
+  end
+  local want = tune.shard_size(sh.configs, sh.i, sh.n)
+  if #p.results ~= want then
+    error(("tune --merge: %s (shard %d/%d of %d configs) holds %d results, not %d: it is incomplete or was edited")
+      :format(path, sh.i, sh.n, sh.configs, #p.results, want), 0)
+  end
+end
+
+--- Refuse a set of parts that is not exactly shards 1..n of one sweep:
+-- another sweep, another n or config count, a shard given twice, one missing.
+local function check_set(parts, paths)
+  local first, seen, missing = parts[1].shard, {}, {}
+  for k, p in ipairs(parts) do
+    check_part(p, paths[k])
+    local sh = p.shard
+    if p.name ~= parts[1].name then error(("tune --merge: sweeps differ (%s vs %s)"):format(parts[1].name, p.name), 0) end
+    if sh.n ~= first.n or sh.configs ~= first.configs then
+      error(("tune --merge: %s is shard %d/%d of %d configs but %s is shard %d/%d of %d configs: not one split of one sweep")
+        :format(paths[1], first.i, first.n, first.configs, paths[k], sh.i, sh.n, sh.configs), 0)
     end
+    if seen[sh.i] then
+      error(("tune --merge: shard %d/%d is given twice (%s and %s)"):format(sh.i, sh.n, paths[seen[sh.i]], paths[k]), 0)
+    end
+    seen[sh.i] = k
+  end
+  for i = 1, first.n do if not seen[i] then missing[#missing + 1] = ("%d/%d"):format(i, first.n) end end
+  if #missing > 0 then
+    error(("tune --merge: the set is incomplete: shard%s %s of %d configs %s missing (%d of %d given); " ..
+           "a merge of a part would name a best of part of the sweep"):format(#missing > 1 and "s" or "",
+           table.concat(missing, ", "), first.configs, #missing > 1 and "are" or "is", #parts, first.n), 0)
+  end
+end
+
+--- Join shard results (decoded JSON; paths name them in errors) into one
+-- sorted result, refusing a set that is not exactly shards 1..n of one sweep.
+function M.merge(parts, paths)
+  if #parts == 0 then error("tune --merge: no result files given", 0) end
+  paths = paths or {}
+  for k = 1, #parts do paths[k] = paths[k] or ("part " .. k) end
+  check_set(parts, paths)
+  local merged = { name = parts[1].name, device = parts[1].device, timed = parts[1].timed, ranking = parts[1].ranking, results = {},
+                   shard = { i = 1, n = 1, configs = parts[1].shard.configs } }
+  for _, p in ipairs(parts) do
+    for _, r in ipairs(p.results) do merged.results[#merged.results + 1] = r end
   end
   tune.sort_results(merged.results, merged.timed)
   merged.best = merged.results[1] and merged.results[1].status == "ok" and merged.results[1] or nil
