@@ -632,5 +632,8 @@ return { kernels = { { k, { N = 1 } }, { k, { N = 2 } }, { k, { N = 1 } } } }
       assert.equal("rw-------", perms(f))
     end
     assert.equal("rwx------", perms(d))
+    -- `help compile` names the files as they are written: <kernel>.<arch>.<hash>.cubin, 12 hex digits
+    assert.equal(12, #files[1]:match("^.*/twice%.sm_80%.(%x+)%.cubin$"))
+    assert.matches("DIR/<kernel>.<arch>.<hash>.cubin (hash: 12 hex digits", (luaptx("help", "compile")), 1, true)
   end)
 end)
