@@ -271,6 +271,12 @@ local function check_output_or_dir(v)
   return check_output(v)
 end
 
+--- Check tune's --shard (i/n, or auto: the Slurm array's variables) before the sweep script runs.
+local function check_shard(v)
+  local ok, err = pcall(require("pyptx.tools.tune").parse_shard, v)
+  if not ok then return (tostring(err):gsub("^tune: %-%-shard ", "")) end
+end
+
 --- Check a directory to write into: not empty (it is created when missing).
 local function check_dir(v)
   if v == "" then return "the directory path is empty" end
@@ -340,7 +346,7 @@ local COMMANDS = {
     flags = { { "--csv", "F", key = "csv", check = check_output, help = "write the results as CSV" },
               { "--json", "F", key = "json", check = check_output, help = "write the results as JSON" },
               { "--plot", "F.svg", key = "plot", check = check_output, help = "write an SVG plot" },
-              { "--shard", "i/n", key = "shard", help = "run every n-th config starting at the i-th; auto: from a Slurm job array" },
+              { "--shard", "i/n", key = "shard", check = check_shard, help = "run every n-th config starting at the i-th; auto: from a Slurm job array" },
               { "--force", help = "re-time cached configs" },
               { "--merge", help = "merge shard results: the arguments are --json files, not a sweep" } } },
   { name = "transpile", args = "<in.ptx|->", min = 1, max = 1, run = cmd_transpile,

@@ -483,8 +483,9 @@ end }
       local marker = dir .. "/ran"
       local main = script(("local pyptx = require 'pyptx'\nreturn { main = function() io.open(%q, 'w'):close() end }\n")
         :format(marker))
-      local sweep = script(([[return { name = "never", space = { X = { 1 } }, inputs = function() return end,
-        build = function() io.open(%q, "w"):close() error("built") end }]]):format(marker))
+      local sweep = script(([[io.open(%q, "w"):close()   -- the sweep script itself ran
+return { name = "never", space = { X = { 1 } }, inputs = function() return end, build = function() error("built") end }]])
+        :format(marker))
       for _, c in ipairs {
         { { "profile", main, "--html", "/nonexistent/x" },
           "profile: --html: cannot write /nonexistent/x: its directory /nonexistent: No such file or directory" },
@@ -492,6 +493,7 @@ end }
         { { "profile", main, "--gpu", "V100" }, "profile: --gpu: unknown GPU 'V100'" },
         { { "tune", sweep, "--json", "/nonexistent/x" }, "tune: --json: cannot write /nonexistent/x: its directory /nonexistent" },
         { { "tune", sweep, "--csv", "" }, "tune: --csv: cannot write '': the path is empty" },
+        { { "tune", sweep, "--shard", "5/4" }, "tune: --shard: 5/4: the shard index i runs from 1 to n" },
         { { "ptx", main, "-o", "" }, "ptx: -o: cannot write '': the path is empty" },
         { { "transpile", "-", "-o", dir .. "/no/x.lua" }, "transpile: -o: cannot write " .. dir .. "/no/x.lua: its directory" },
         { { "fmt", "-", "-o", "" }, "fmt: -o: cannot write '': the path is empty" },
