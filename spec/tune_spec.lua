@@ -331,6 +331,8 @@ describe("pyptx.tune on the emulator", function()
     if not res or res.status ~= 0 and res.stderr:find("No module named", 1, true) then H.pending("needs python3 with xml.etree") end
     assert.equal(0, res.status, res.stderr)
     assert.equal("ok\n", res.stdout)
+    r.results[2].reason = "a\rb"   -- CSV: a lone CR ends a row in a reader unless quoted
+    assert.matches(',"a\rb"\n', report.csv(r), 1, true)
   end)
 
   it("runs from the command line with --csv --json --plot and --merge, files 0600", function()

@@ -42,10 +42,10 @@ function M.table(result)
   return table.concat(lines, "\n") .. "\n"
 end
 
---- Quote a CSV field.
+--- Quote a CSV field (RFC 4180: one holding a comma, a quote, CR or LF).
 local function csv_field(v)
   v = v == nil and "" or tostring(v)
-  if v:find('[,"\n]') then return '"' .. v:gsub('"', '""') .. '"' end
+  if v:find('[,"\r\n]') then return '"' .. v:gsub('"', '""') .. '"' end
   return v
 end
 
