@@ -22,6 +22,21 @@ assert(ffi.C.chdir(arg[1]) == 0)
 ffi.C.execv(arg[2], argv + 1)
 ]]
 
+--- Run argv on a fresh pseudo-terminal (env: edits), expect first (when
+-- given), enter one line, leave with Ctrl-D and check it exits 0; pending
+-- where no pty can be opened.
+local function one_line(argv, env, first)
+  local ok, p = pcall(pty.spawn, argv, env)
+  if not ok then H.pending("needs a pseudo-terminal: " .. tostring(p)) end
+  if first then p:expect(first) end
+  p:expect("sm_90a> ")
+  p:write("local a = reg.scalar(u32, 5)\r")
+  p:expect("sm_90a> ")
+  p:write("\4")
+  assert.equal(0, p:wait(20))
+  p:close()
+end
+
 --- The REPL on a fresh pseudo-terminal with history in a temporary file;
 -- pending (with the reason) where no pty can be opened.
 local function terminal()
@@ -213,15 +228,7 @@ describe("luaptx repl", function()
     H.with_env({ HOME = "", LUAPTX_HISTORY = "" }, function() assert.is_nil(repl.history_path()) end)
     H.with_env({ HOME = "/h", LUAPTX_HISTORY = false }, function() assert.equal("/h/.luaptx_history", repl.history_path()) end)
     local dir = H.temp_dir()
-    local ok, p = pcall(pty.spawn, { BIN, "-e", IN_DIR, dir, BIN, "repl" },
-      { HOME = false, LUAPTX_HISTORY = false, TERM = "xterm", LUAPTX_TRACEBACK = false })
-    if not ok then H.pending("needs a pseudo-terminal: " .. tostring(p)) end
-    p:expect("sm_90a> ")
-    p:write("local a = reg.scalar(u32, 5)\r")
-    p:expect("sm_90a> ")
-    p:write("\4")
-    assert.equal(0, p:wait(20))
-    p:close()
+    one_line({ BIN, "-e", IN_DIR, dir, BIN, "repl" }, { HOME = false, LUAPTX_HISTORY = false, TERM = "xterm" })
     assert.same({}, H.list(dir))
   end)
 
@@ -229,15 +236,8 @@ describe("luaptx repl", function()
     local dir = H.temp_dir()
     local victim = H.write(dir .. "/victim", "keep\n")
     H.run { "ln", "-s", victim, dir .. "/history" }
-    local ok, p = pcall(pty.spawn, { BIN, "repl" }, { LUAPTX_HISTORY = dir .. "/history", TERM = "xterm" })
-    if not ok then H.pending("needs a pseudo-terminal: " .. tostring(p)) end
-    p:expect("no history is kept: refusing " .. dir .. "/history: it is a symbolic link")
-    p:expect("sm_90a> ")
-    p:write("local a = reg.scalar(u32, 5)\r")
-    p:expect("sm_90a> ")
-    p:write("\4")
-    assert.equal(0, p:wait(20))
-    p:close()
+    one_line({ BIN, "repl" }, { LUAPTX_HISTORY = dir .. "/history", TERM = "xterm" },
+      "no history is kept: refusing " .. dir .. "/history: it is a symbolic link")
     assert.equal("keep\n", H.read(victim))
     assert.equal("link", require("pyptx.core.sys").kind(dir .. "/history"))
   end)
