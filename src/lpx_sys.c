@@ -499,9 +499,10 @@ int lpx_fs_out_close(lpx_ctx *ctx, lpx_fs_out *o, int commit)
   return rc;
 }
 
-/* Write data to a file the user named (lpx_fs_out_open: a 0600
- * temporary renamed into place, no link followed): the text goes out
- * straight from the C buffer, with no Lua copy of it. */
+/* Write data to a file the user named (lpx_fs_out_open: a temporary
+ * renamed into place, a FIFO or device written in place, no link
+ * followed): the text goes out straight from the C buffer, with no Lua
+ * copy of it. */
 int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t len)
 {
   lpx_fs_out *o = lpx_fs_out_open(ctx, path);
