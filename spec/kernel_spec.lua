@@ -59,16 +59,20 @@ describe("pyptx.kernel", function()
     end)
 
     it("takes a kernel name as PTX identifiers go (ptxas agrees): `_` refused, `a$b` and `$x` kept", function()
-      for _, bad in ipairs { "_", "$", "a.b", "1a" } do
+      local bads, kernels = { "_", "$", "a.b", "1a" }, {}
+      for _, bad in ipairs(bads) do
         assert.matches("kernel name '" .. bad:gsub("%p", "%%%0") .. "' is not a PTX identifier",
           build_error(function() local k = pyptx.kernel(bad) { function() end } return k end))
-        H.assert_ptxas_refuses((".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n")
-          :format(bad))
       end
       for _, good in ipairs { "a$b", "$x", "_1", "__", "A9" } do
         local k = pyptx.kernel(good) { arch = "sm_90a", function() end }
         assert.matches(".visible .entry " .. good:gsub("%p", "%%%0") .. "%(", k:ptx())
-        H.assert_ptxas(k, "sm_90a")
+        kernels[#kernels + 1] = k
+      end
+      for _, k in ipairs(kernels) do H.assert_ptxas(k, "sm_90a") end   -- ptxas agrees (pending without it)
+      for _, bad in ipairs(bads) do
+        H.assert_ptxas_refuses((".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n")
+          :format(bad))
       end
     end)
 
