@@ -60,9 +60,31 @@ local function install_completion(self, lib, complete)
   lib.rl_basic_word_break_characters = self.breaks
 end
 
---- Create the history file private (0600) before the library writes it.
-local function private_history(path)
-  if path and not sys.kind(path) then pcall(sys.write_file, path, "", tonumber("600", 8)) end
+--- Load the history file into the library. The library follows links, so
+-- it never opens the file itself: the text is read here (a regular file of
+-- ours, never through a link: sys.read_regular) and handed over in a fresh
+-- private temporary. Returns nil and why when the file is refused.
+local function load_history(lib, path)
+  local text, why = sys.read_regular(path, true)
+  if text == nil then return nil, why end
+  if text ~= "" then
+    local tmp = sys.temp_file(text)
+    lib.read_history(tmp)
+    os.remove(tmp)
+  end
+  return true
+end
+
+--- Save the library's history: it writes a fresh private temporary, whose
+-- text sys.write_output puts at path (atomic, 0600, a link there refused).
+local function save_history(lib, path)
+  local ok, tmp = pcall(sys.temp_file, "")
+  if not ok then return end
+  if lib.write_history(tmp) == 0 then
+    local text = sys.read_regular(tmp)
+    if text then pcall(sys.write_output, path, text) end
+  end
+  os.remove(tmp)
 end
 
 --- Open input: opts.history (file path), opts.complete (function),
@@ -75,8 +97,12 @@ function M.open(opts)
     if self.lib then
       pcall(ffi.cdef, "extern lpx_rl_completion_fn rl_attempted_completion_function; extern const char *rl_basic_word_break_characters;")
       if opts.complete then pcall(install_completion, self, self.lib, opts.complete) end
-      private_history(self.history)
-      if self.history then self.lib.read_history(self.history) end
+      local ok, why = true, nil
+      if self.history then ok, why = load_history(self.lib, self.history) end
+      if not ok then
+        io.stderr:write("luaptx: warning: no history is kept: ", why, "\n")
+        self.history = nil
+      end
       self.on_line = ffi.cast("lpx_rl_line_fn", function(p)
         self.done, self.line = true, p ~= nil and ffi.string(p) or nil
         if p ~= nil then ffi.C.free(p) end
@@ -116,7 +142,7 @@ function Input:read_edited(prompt)
   local line = self.line
   if line and line:match("%S") then
     lib.add_history(line)
-    if self.history then lib.write_history(self.history) end   -- saved now: any exit keeps it
+    if self.history then save_history(lib, self.history) end   -- saved now: any exit keeps it
   end
   return line
 end
@@ -154,7 +180,7 @@ for _, f in pairs(Input) do if type(f) == "function" then jit.off(f, true) end e
 
 --- Save history and leave the terminal as it was.
 function Input:close()
-  if self.lib and self.history then self.lib.write_history(self.history) end
+  if self.lib and self.history then save_history(self.lib, self.history) end
 end
 
 return M

@@ -43,24 +43,13 @@ end
 
 --- Load a kernel script: returns { kernels = {...}, main = fn|nil }.
 function M.load_kernel_script(path, script_args)
-  local pyptx = require "pyptx"
+  require "pyptx"
   local fn, err = loadfile(path)
   if not fn then error(err .. ptx_hint(path), 0) end
   local a = { [0] = path }
   for i, v in ipairs(script_args or {}) do a[i] = v end
   _G.arg = a
-  local ret = fn()
-  if pyptx.is_kernel(ret) then return { kernels = { ret } } end
-  if type(ret) ~= "table" then
-    error(path .. ": a kernel script must return a kernel, a list of kernels, or a table with `kernels`/`main`", 0)
-  end
-  if ret.kernels or ret.main then
-    return { kernels = ret.kernels or {}, main = ret.main, module = ret }
-  end
-  for i, k in ipairs(ret) do
-    if not pyptx.is_kernel(k) then error(("%s: item %d of the returned list is not a kernel"):format(path, i), 0) end
-  end
-  return { kernels = ret }
+  return require("pyptx.runtime.script").normalize(fn(), path)
 end
 
 --- Each (kernel, values) pair a script defines, specialised with --arch.
@@ -77,12 +66,10 @@ local function each_kernel(script, arch)
   return out
 end
 
---- Write text to a file the user named, or fail naming it.
+--- Write text to a file the user named (pyptx.core.sys.write_output: atomic,
+-- no link followed, every write checked), or to standard output.
 local function write_output(path, text)
-  local f, err = io.open(path, "wb")
-  if not f then error("cannot write " .. err, 0) end
-  f:write(text)
-  f:close()
+  return require("pyptx.core.sys").write_output(path, text)
 end
 
 --- The entries --kernel NAME picks (all when no name is given); an error
@@ -142,7 +129,7 @@ local function write_per_kernel(list, dir, path)
   sys.mkdirs(dir)
   for _, e in ipairs(list) do
     local file = dir:gsub("/+$", "") .. "/" .. e.kernel.name .. ".ptx"
-    sys.write_file(file, e.kernel:ptx(e.values))
+    sys.write_output(file, e.kernel:ptx(e.values))
     print(file)
   end
 end
@@ -155,7 +142,7 @@ local function cmd_ptx(opts, pos)
     if opts.arch then whole.arch, whole.traced = opts.arch, nil end
     if opts["--no-line-info"] then whole.line_info, whole.traced = false, nil end
     local text = whole:ptx()
-    if opts.output then write_output(opts.output, text) else io.write(text) end
+    write_output(opts.output, text)
     return 0
   end
   local list = pick_kernels(each_kernel(script, opts.arch), opts.kernel, pos[1])
@@ -165,7 +152,7 @@ local function cmd_ptx(opts, pos)
   if opts.output and is_dir_path(opts.output) then write_per_kernel(list, opts.output, pos[1]) return 0 end
   if #list == 0 then error(pos[1] .. ": the script defines no kernels", 0) end
   local text = #list == 1 and list[1].kernel:ptx(list[1].values) or merged_ptx(list, not opts["--no-line-info"], pos[1])
-  if opts.output then write_output(opts.output, text) else io.write(text) end
+  write_output(opts.output, text)
   return 0
 end
 
@@ -222,7 +209,7 @@ local function cmd_compile(opts, pos)
       -- DIR/<kernel>.<arch>.<PTX hash>.cubin: two specializations of one kernel never share a file
       core.content_hash(s.ptx, #s.ptx, hash)
       path = ("%s/%s.%s.%s.cubin"):format(opts.dir, e.kernel.name, s.arch, ffi.string(hash, 12))
-      sys.write_file(path, cubin.data)
+      sys.write_output(path, cubin.data)
     end
     print(("%-28s %-8s %8d bytes  %-5s %8.2f ms  %s %s"):format(e.kernel.name, s.arch, cubin.size,
       cubin.cache_hit and "hit" or "miss", ms, cubin.key, path))
@@ -271,6 +258,30 @@ local function check_gpu(v)
   return not g and err or nil
 end
 
+--- Check an output path before any work (pyptx.core.sys.check_output: its
+-- directory exists and is writable; not empty, a link or a directory).
+local function check_output(v)
+  local ok, err = require("pyptx.core.sys").check_output(v)
+  if not ok then return err end
+end
+
+--- Check ptx's -o: a directory (one there, or spelled with a final /) or an output file.
+local function check_output_or_dir(v)
+  if v ~= "" and is_dir_path(v) then return end
+  return check_output(v)
+end
+
+--- Check tune's --shard (i/n, or auto: the Slurm array's variables) before the sweep script runs.
+local function check_shard(v)
+  local ok, err = pcall(require("pyptx.tools.tune").parse_shard, v)
+  if not ok then return (tostring(err):gsub("^tune: %-%-shard ", "")) end
+end
+
+--- Check a directory to write into: not empty (it is created when missing).
+local function check_dir(v)
+  if v == "" then return "the directory path is empty" end
+end
+
 --- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
 local function cmd_sass(opts, pos)
   local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
@@ -279,19 +290,12 @@ end
 
 -- ------------------------------------------------------------- the table
 
---- Is a --arch value one the core knows (or "auto")? Returns the list when not.
-local function arch_list()
-  local n = core.arch_list(nil, 0)
-  local buf = ffi.new("char[?]", n + 1)
-  core.arch_list(buf, n + 1)
-  return ffi.string(buf, n)
-end
+local arch_list = require("pyptx.kernel").arch_list   -- the core's targets, as one line
 
 --- Check a --arch value against the core's target table.
 local function check_arch(v)
-  local sm = ffi.new("int32_t[2]")
-  if v == "auto" or core.arch_parse(v, sm, sm + 1) == 0 then return end
-  return ("unknown arch '%s'; valid: %s (or auto)"):format(v, arch_list())
+  local bad = v ~= "auto" and require("pyptx.kernel").bad_arch(v)
+  if bad then return bad .. " (or auto)" end
 end
 
 --- Check a --version value: a PTX ISA version luaptx knows.
@@ -311,7 +315,7 @@ local COMMANDS = {
     help = "load a kernel script and call its main(args) with the arguments after it" },
   { name = "ptx", args = "<script.lua>", min = 1, max = 1, run = cmd_ptx,
     help = "print the PTX of every kernel the script defines, as one module",
-    flags = { ARCH, { "-o", "FILE|DIR/", key = "output",
+    flags = { ARCH, { "-o", "FILE|DIR/", key = "output", check = check_output_or_dir,
                       help = "write the PTX to FILE (one module), or to DIR/<kernel>.ptx each when DIR is a directory" },
               { "--kernel", "NAME", key = "kernel", help = "only the kernel(s) named NAME" },
               { "--no-line-info", help = "leave out .file/.loc" } } },
@@ -320,7 +324,8 @@ local COMMANDS = {
     flags = { ARCH } },
   { name = "compile", args = "<script.lua>", min = 1, max = 1, run = cmd_compile,
     help = "compile each kernel to a cubin through the cache",
-    flags = { ARCH, { "-o", "DIR", key = "dir", help = "also write DIR/<kernel>.<arch>.cubin" },
+    flags = { ARCH, { "-o", "DIR", key = "dir", check = check_dir,
+                      help = "also write DIR/<kernel>.<arch>.<hash>.cubin (hash: 12 hex digits of the PTX's)" },
               { "--force", help = "bypass the cache" } } },
   { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
     help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
@@ -330,29 +335,29 @@ local COMMANDS = {
       .. "the roofline bound and the worst Lua lines (docs/profile.md)",
     flags = { { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
               { "--gpu", "G", key = "gpu", check = check_gpu, help = "GPU of the roofline and occupancy: A100, H100, H100-PCIe, H200, B200, RTX4090, RTX5090" },
-              { "--json", "F", key = "json", help = "write the report as JSON" },
-              { "--html", "F", key = "html", help = "write a self-contained HTML page: annotated source, charts" } } },
+              { "--json", "F", key = "json", check = check_output, help = "write the report as JSON" },
+              { "--html", "F", key = "html", check = check_output, help = "write a self-contained HTML page: annotated source, charts" } } },
   { name = "cache", args = "ls|clear|stats", min = 1, max = 1, choices = { ls = true, clear = true, stats = true },
     run = cmd_cache, help = "list, clear or count the cubin cache ($LUAPTX_CACHE_DIR)" },
   { name = "repl", args = "", max = 0, run = cmd_repl, help = "an interactive prompt inside a kernel trace",
     flags = { ARCH, { "--version", "V", key = "version", check = check_version, help = "PTX ISA version, e.g. 8.3" } } },
   { name = "tune", args = "<sweep.lua>", min = 1, run = cmd_tune,
     help = "an autotuning sweep (docs/tuning.md)",
-    flags = { { "--csv", "F", key = "csv", help = "write the results as CSV" },
-              { "--json", "F", key = "json", help = "write the results as JSON" },
-              { "--plot", "F.svg", key = "plot", help = "write an SVG plot" },
-              { "--shard", "i/n", key = "shard", help = "run every n-th config starting at the i-th; auto: from a Slurm job array" },
+    flags = { { "--csv", "F", key = "csv", check = check_output, help = "write the results as CSV" },
+              { "--json", "F", key = "json", check = check_output, help = "write the results as JSON" },
+              { "--plot", "F.svg", key = "plot", check = check_output, help = "write an SVG plot" },
+              { "--shard", "i/n", key = "shard", check = check_shard, help = "run every n-th config starting at the i-th; auto: from a Slurm job array" },
               { "--force", help = "re-time cached configs" },
               { "--merge", help = "merge shard results: the arguments are --json files, not a sweep" } } },
   { name = "transpile", args = "<in.ptx|->", min = 1, max = 1, run = cmd_transpile,
     help = "PTX -> a kernel script in the DSL (traced, it re-emits the PTX); - reads standard input",
     flags = { { "--name", "N", key = "name", help = "rename the (first) kernel" },
               { "--sugar", key = "sugar", help = "a script a person reads: loops, short labels, builder chains" },
-              { "-o", "FILE", key = "output", help = "write the script to FILE" } } },
+              { "-o", "FILE", key = "output", check = check_output, help = "write the script to FILE" } } },
   { name = "fmt", args = "<in.ptx|->", min = 1, max = 1, run = cmd_fmt,
     help = "reformat PTX: lossless by default (byte-identical); - reads standard input",
     flags = { { "--canonical", key = "canonical", help = "the tracer's normalized layout instead" },
-              { "-o", "FILE", key = "output", help = "write the result to FILE" } } },
+              { "-o", "FILE", key = "output", check = check_output, help = "write the result to FILE" } } },
 }
 local BY_NAME = {}
 for _, c in ipairs(COMMANDS) do BY_NAME[c.name] = c end
@@ -507,8 +512,15 @@ local function protected(f, ...)
   return type(rc) == "number" and rc or 0
 end
 
---- Entry point: argv[0] is the program, argv[1..] its arguments.
-function M.main(argv)
+--- The command names, comma-separated (for "neither a command nor a file").
+local function command_names()
+  local names = {}
+  for _, c in ipairs(COMMANDS) do names[#names + 1] = c.name end
+  return table.concat(names, ", ")
+end
+
+--- Dispatch a command line: argv[0] is the program, argv[1..] its arguments.
+local function dispatch(argv)
   script_require.install()   -- a script's require finds its own tree's modules from any directory
   local args = {}
   for i = 1, #argv do args[i] = argv[i] end
@@ -534,9 +546,25 @@ function M.main(argv)
   end
   local c = BY_NAME[first]
   if c then return protected(run_command, c, args) end
-  if first:sub(1, 1) ~= "-" then return protected(run_script, args) end
+  if first:sub(1, 1) ~= "-" then
+    local kind = require("pyptx.core.sys").kind(first)
+    if kind == nil and not first:find("[/.]") then
+      say_err(("'%s' is neither a command nor a file; commands: %s (see `luaptx help`)"):format(first, command_names()))
+      return 1
+    end
+    return protected(run_script, args)
+  end
   say_err("unknown command or option '" .. first .. "'; see `luaptx help`")
   return 1
+end
+
+--- Entry point: run the command line, then check that all its standard
+-- output arrived (a full disk or /dev/full is exit 1 with the reason).
+function M.main(argv)
+  local rc = dispatch(argv)
+  local ok, err = require("pyptx.core.sys").stdout_ok()
+  if not ok then say_err(err) return 1 end
+  return rc
 end
 
 return M

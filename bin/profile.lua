@@ -107,8 +107,8 @@ function M.main(opts)
     text[#text + 1] = ""
   end
   io.write(table.concat(text, "\n"))
-  if opts.json then sys.write_file(opts.json, tune.encode_json(prof.plain(rep)) .. "\n") end
-  if opts.html then sys.write_file(opts.html, html.page(rep, opts.input)) end
+  if opts.json then sys.write_output(opts.json, tune.encode_json(prof.plain(rep)) .. "\n") end
+  if opts.html then sys.write_output(opts.html, html.page(rep, opts.input)) end
   return 0
 end
 

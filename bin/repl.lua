@@ -163,21 +163,20 @@ function Session:sass()
   self.out:write(ok and text or ("error: " .. shown(text) .. "\n"))
 end
 
---- :save: a kernel script whose body is the session's inputs.
+--- :save: a kernel script whose body is the session's inputs, written the
+-- way every output the user names is (sys.write_output: atomic, no link
+-- followed, a failed write said, not "saved").
 function Session:save(path)
-  local f, err = io.open(path, "w")
-  if not f then self.out:write("error: :save: cannot write ", err, "\n") return end
-  f:write("-- Saved from a luaptx repl session. Run: luaptx ptx ", path, "\n")
-  f:write("local pyptx = require \"pyptx\"\nlocal reg, ptx, smem = pyptx.reg, pyptx.ptx, pyptx.smem\n")
-  for _, t in ipairs(pyptx.types.all) do f:write(("local %s = pyptx.types.%s\n"):format(t.name, t.name)) end
-  f:write("\nlocal M = {}\n\nfunction M.build(arch)\n  return pyptx.kernel \"repl\" {\n")
-  f:write(("    arch = arch or %q, block = { %d },\n    function()\n"):format(self.arch, self.threads))
-  f:write("      -- luaptx-repl-begin\n")
-  for _, src in ipairs(self.inputs) do
-    f:write("      ", (src:gsub("\n", "\n      ")), "\n")
-  end
-  f:write("      -- luaptx-repl-end\n    end,\n  }\nend\n\nM.kernels = { M.build() }\nreturn M\n")
-  f:close()
+  local parts = { "-- Saved from a luaptx repl session. Run: luaptx ptx ", path, "\n",
+    "local pyptx = require \"pyptx\"\nlocal reg, ptx, smem = pyptx.reg, pyptx.ptx, pyptx.smem\n" }
+  for _, t in ipairs(pyptx.types.all) do parts[#parts + 1] = ("local %s = pyptx.types.%s\n"):format(t.name, t.name) end
+  parts[#parts + 1] = "\nlocal M = {}\n\nfunction M.build(arch)\n  return pyptx.kernel \"repl\" {\n"
+  parts[#parts + 1] = ("    arch = arch or %q, block = { %d },\n    function()\n"):format(self.arch, self.threads)
+  parts[#parts + 1] = "      -- luaptx-repl-begin\n"
+  for _, src in ipairs(self.inputs) do parts[#parts + 1] = "      " .. src:gsub("\n", "\n      ") .. "\n" end
+  parts[#parts + 1] = "      -- luaptx-repl-end\n    end,\n  }\nend\n\nM.kernels = { M.build() }\nreturn M\n"
+  local ok, err = pcall(sys.write_output, path, table.concat(parts))
+  if not ok then self.out:write("error: :save: ", tostring(err), "\n") return end
   self.out:write(("saved %d inputs to %s\n"):format(#self.inputs, path))
 end
 
@@ -218,15 +217,7 @@ function Session:retarget(field, value)
   end
 end
 
---- The error for an arch the core does not know (nil when it does).
-local function bad_arch(arch)
-  local sm = ffi.new("int32_t[2]")
-  if core.arch_parse(arch, sm, sm + 1) == 0 then return nil end
-  local n = core.arch_list(nil, 0)
-  local buf = ffi.new("char[?]", n + 1)
-  core.arch_list(buf, n + 1)
-  return ("unknown arch '%s'; valid: %s"):format(arch, ffi.string(buf, n))
-end
+local bad_arch = kernel.bad_arch   -- the error for an arch the core does not know (nil when it does)
 
 --- The error for a PTX version the session's arch cannot use (nil when fine).
 local function bad_version(v, arch)
@@ -417,6 +408,16 @@ local function loop(session, input)
   end
 end
 
+--- The history file: $LUAPTX_HISTORY, else $HOME/.luaptx_history; nil (no
+-- history, as the cache has none) when neither is set, never the current
+-- directory.
+function M.history_path()
+  local set = os.getenv("LUAPTX_HISTORY")
+  if set and set ~= "" then return set end
+  local home = os.getenv("HOME")
+  return home and home ~= "" and home .. "/.luaptx_history" or nil
+end
+
 --- Run the interactive loop on a terminal, or read stdin when piped.
 -- opts: arch, version (checked by the command line). History is written
 -- after every line, so any way out keeps it.
@@ -424,8 +425,7 @@ function M.main(opts)
   opts = opts or {}
   local session = M.new(opts)
   local sigfd = core.signals_open()
-  local input = lineedit.open { history = os.getenv("LUAPTX_HISTORY") or ((os.getenv("HOME") or ".") .. "/.luaptx_history"),
-                                complete = M.complete, signal_fd = sigfd }
+  local input = lineedit.open { history = M.history_path(), complete = M.complete, signal_fd = sigfd }
   session.interactive = input.interactive
   local ok, rc = xpcall(loop, trace.relocate, session, input)
   input:close()

@@ -25,14 +25,8 @@ function M.main(o)
   if o.name then
     script = script:gsub('kernel "([%w_$]+)"', function() return ('kernel "%s"'):format(o.name) end, 1)
   end
-  if o.output then
-    local f, err = io.open(o.output, "wb")
-    if not f then error("transpile: cannot write " .. err, 0) end
-    f:write(script)
-    f:close()
-  else
-    io.write(script)
-  end
+  local ok, err = pcall(require("pyptx.core.sys").write_output, o.output, script)
+  if not ok then error("transpile: " .. err, 0) end
   return 0
 end
 

@@ -10,10 +10,11 @@ local M = {}
 local USAGE = "usage: luaptx tune <sweep.lua> [--csv F] [--json F] [--plot F.svg] [--shard i/n|auto] [--force]\n" ..
               "       luaptx tune --merge a.json b.json ... [--csv F] [--json F] [--plot F.svg]"
 
---- Write a report file (atomically, 0600), or fail naming the path.
+--- Write a report file (sys.write_output: atomic, no link followed), or
+-- fail naming the path.
 local function write(path, text)
-  local ok, err = pcall(sys.write_file, path, text)
-  if not ok then error(("tune: %s"):format(tostring(err):gsub("^[^\n]-%.lua:%d+: ", "")), 0) end
+  local ok, err = pcall(sys.write_output, path, text)
+  if not ok then error("tune: " .. tostring(err), 0) end
 end
 
 --- Read and decode one shard's JSON result, or fail naming the file.
@@ -57,7 +58,7 @@ function M.main(args)
   if o.merge then
     local parts = {}
     for _, path in ipairs(files) do parts[#parts + 1] = read_result(path) end
-    result = report.merge(parts)
+    result = report.merge(parts, files)
   else
     if not files[1] then error(USAGE, 0) end
     local fn, err = loadfile(files[1])
@@ -70,7 +71,7 @@ function M.main(args)
   if o.csv then write(o.csv, report.csv(result)) end
   if o.json then write(o.json, report.json(result)) end
   if o.plot then write(o.plot, report.svg(result)) end
-  return result.best and 0 or 1
+  return (result.best or report.empty_shard(result)) and 0 or 1
 end
 
 return M

@@ -203,7 +203,18 @@ return { kernels = { { k, { V = 7 } } } }
       path = script(KERNEL_HEAD .. "return { k('a'), 'b' }\n")
       _, err, rc = luaptx("ptx", path)
       assert.equal(1, rc)
-      assert.equal("luaptx: " .. path .. ": item 2 of the returned list is not a kernel\n", err)
+      assert.equal("luaptx: " .. path .. ": item 2 of the returned list is not a kernel or a { kernel, values } pair\n", err)
+      for ret, want in pairs {
+        ["{ kernels = 5 }"] = "`kernels` is a number; it must be a list of kernels (or { kernel, values } pairs)",
+        ["{ kernels = k('a') }"] = "`kernels` is one kernel; it must be a list of kernels (or { kernel, values } pairs)",
+        ["{ kernels = { k('a'), 7 } }"] = "item 2 of `kernels` is not a kernel or a { kernel, values } pair",
+        ["{ main = 3 }"] = "the returned `main` is a number; it must be a function main(args)",
+      } do
+        path = script(KERNEL_HEAD .. "return " .. ret .. "\n")
+        _, err, rc = luaptx("ptx", path)
+        assert.equal(1, rc)
+        assert.equal("luaptx: " .. path .. ": " .. want .. "\n", err)
+      end
     end)
 
     it("needs a script and known options", function()
@@ -453,6 +464,47 @@ end }
       return err
     end
 
+    it("say a word that is neither a command nor a file is neither", function()
+      local err = fails { "frobnicate" }
+      assert.matches("^luaptx: 'frobnicate' is neither a command nor a file; commands: run, ptx, ", err)
+      assert.matches("^luaptx: cannot open nosuch%.lua", fails { "nosuch.lua" })   -- a file name: as luajit says
+    end)
+
+    it("list the arches for an unknown LUAPTX_ARCH", function()
+      local path = script(KERNEL_HEAD .. "return k('a', 'auto')\n")
+      local _, err, rc = H.luaptx({ "ptx", path }, { env = { LUAPTX_ARCH = "sm_999" } })
+      assert.equal(1, rc)
+      assert.matches("LUAPTX_ARCH=sm_999: unknown arch 'sm_999'; valid: sm_50 sm_52 ", err, 1, true)
+      assert.matches(" sm_90a ", err, 1, true)
+    end)
+
+    it("check output paths and flags before any work", function()
+      local dir = H.temp_dir()
+      local marker = dir .. "/ran"
+      local main = script(("local pyptx = require 'pyptx'\nreturn { main = function() io.open(%q, 'w'):close() end }\n")
+        :format(marker))
+      local sweep = script(([[io.open(%q, "w"):close()   -- the sweep script itself ran
+return { name = "never", space = { X = { 1 } }, inputs = function() return end, build = function() error("built") end }]])
+        :format(marker))
+      for _, c in ipairs {
+        { { "profile", main, "--html", "/nonexistent/x" },
+          "profile: --html: cannot write /nonexistent/x: its directory /nonexistent: No such file or directory" },
+        { { "profile", main, "--json", dir }, "profile: --json: cannot write " .. dir .. ": it is a directory" },
+        { { "profile", main, "--gpu", "V100" }, "profile: --gpu: unknown GPU 'V100'" },
+        { { "tune", sweep, "--json", "/nonexistent/x" }, "tune: --json: cannot write /nonexistent/x: its directory /nonexistent" },
+        { { "tune", sweep, "--csv", "" }, "tune: --csv: cannot write '': the path is empty" },
+        { { "tune", sweep, "--shard", "5/4" }, "tune: --shard: 5/4: the shard index i runs from 1 to n" },
+        { { "ptx", main, "-o", "" }, "ptx: -o: cannot write '': the path is empty" },
+        { { "transpile", "-", "-o", dir .. "/no/x.lua" }, "transpile: -o: cannot write " .. dir .. "/no/x.lua: its directory" },
+        { { "fmt", "-", "-o", "" }, "fmt: -o: cannot write '': the path is empty" },
+        { { "compile", main, "-o", "" }, "compile: -o: the directory path is empty" },
+      } do
+        local err = fails(c[1])
+        assert.matches("luaptx: " .. c[2], err, 1, true)
+        assert.is_nil(require("pyptx.core.sys").kind(marker), table.concat(c[1], " ") .. " ran before checking")
+      end
+    end)
+
     it("say a PTX file is not a Lua script, and refuse to transpile text that is not a module", function()
       local dir = H.temp_dir()
       local ptx = H.write(dir .. "/k.ptx", ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n")
@@ -491,7 +543,8 @@ end }
         { { "tune", sweep }, "luaptx: tune: a sweep needs build = function(cfg) ... end" },
         { { "ptx", helper }, "luaptx: " .. helper .. ":5: hopper.swizzle_address: argument 2 (span) must be an integer; got a register\n" },
         { { "run", inner }, "luaptx: " .. inner .. ":3: " },
-        { { "ptx", "spec/fixtures/vec_add.lua", "-o", dir .. "/no/such.ptx" }, "luaptx: cannot write " .. dir .. "/no/such.ptx: No such file or directory\n" },
+        { { "ptx", "spec/fixtures/vec_add.lua", "-o", dir .. "/no/such.ptx" },
+          "luaptx: ptx: -o: cannot write " .. dir .. "/no/such.ptx: its directory " .. dir .. "/no: No such file or directory\n" },
         { { "-e", "require('pyptx.hopper').swizzle_address(nil, 128)" },
           "luaptx: (command line):1: hopper.swizzle_address: argument 1 (a) must be an integer or a register; got nil\n" },
         { { "transpile", dir .. "/missing.ptx" }, "luaptx: " },
@@ -581,5 +634,8 @@ return { kernels = { { k, { N = 1 } }, { k, { N = 2 } }, { k, { N = 1 } } } }
       assert.equal("rw-------", perms(f))
     end
     assert.equal("rwx------", perms(d))
+    -- `help compile` names the files as they are written: <kernel>.<arch>.<hash>.cubin, 12 hex digits
+    assert.equal(12, #files[1]:match("^.*/twice%.sm_80%.(%x+)%.cubin$"))
+    assert.matches("DIR/<kernel>.<arch>.<hash>.cubin (hash: 12 hex digits", (luaptx("help", "compile")), 1, true)
   end)
 end)

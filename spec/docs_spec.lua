@@ -26,6 +26,24 @@ local function printf_text(format)
 end
 
 describe("docs", function()
+  it("README.md: the make run figures (PTX lines, instructions) are what luaptx gives", function()
+    local readme = H.read("README.md")
+    local lines = tonumber(readme:match("traced PTX: build/rms_norm%.ptx %((%d+) lines%)"))
+    local insts = tonumber(readme:match("\nrms_norm +sm_90a +(%d+) "))
+    local out, err, status = H.luaptx { "ptx", "examples/hopper/rms_norm.lua" }
+    assert.equal(0, status, err)
+    assert.equal(select(2, out:gsub("\n", "")), lines, "README's PTX line count")
+    local script = require "pyptx.runtime.script"
+    local e = script.entries(script.load_file("examples/hopper/rms_norm.lua"))[1]
+    assert.equal(e.kernel:specialize(e.values).instructions, insts, "README's instruction count")
+  end)
+
+  it("getting-started.md: the package list is the Makefile's (make deps)", function()
+    local want = H.read("Makefile"):match("\nDEBIAN_PACKAGES = ([^\n]+)")
+    local doc = H.read("docs/getting-started.md"):match("`make deps` alone installs the packages (.-)%. The")
+    assert.is_string(doc)
+    for p in want:gmatch("%S+") do assert.matches("`" .. p .. "`", doc, 1, true) end
+  end)
   it("getting-started.md: the first kernel traces, retargets and fails as shown", function()
     local code
     for _, b in ipairs(blocks("docs/getting-started.md")) do if b.lang == "lua" and not code then code = b.body end end

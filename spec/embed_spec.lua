@@ -32,6 +32,28 @@ describe("embed", function()
     assert.truthy(text:find(".target " .. (ctx.device.arch or "sm_90a"), 1, true))
   end)
 
+  it("tells a C caller to bind a dimension through luaptx_kernel_get's params, not k:ptx{}", function()
+    local ctx = embed.open("emu", "", "", true)
+    embed.load_string(ctx, AUTO_SRC, "=auto.lua")
+    local entry = embed.kernel_get(ctx, "k", "")
+    for _, call in ipairs {
+      function() return embed.kernel_ptx(ctx, entry) end,
+      function() return embed.launch_ptrs(ctx, entry, ffi.new("uint64_t[2]", 4096, 8192), 2, nil) end,
+    } do
+      local ok, err = pcall(call)
+      assert.is_false(ok)
+      assert.matches("dimension N of in spec 1 is not bound; pass it in luaptx_kernel_get's params, e.g. \"N=1024\"", err, 1, true)
+      assert.is_nil(err:find("k:ptx", 1, true))
+    end
+  end)
+
+  it("refuses a NULL script path with a message, not an internal line", function()
+    local ctx = embed.open("emu", "", "", true)
+    local ok, err = pcall(embed.load_file, ctx, nil)
+    assert.is_false(ok)
+    assert.equal("load_file: the script path is NULL; give a file name", err)
+  end)
+
   it("still gives the PTX of an arch auto kernel when the state's device cannot open", function()
     local ctx, entry = auto_entry("cuda")
     local text = embed.kernel_ptx(ctx, entry)

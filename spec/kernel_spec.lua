@@ -58,6 +58,24 @@ describe("pyptx.kernel", function()
         build_error(function() local k = pyptx.kernel "k" (function() end) return k end))
     end)
 
+    it("takes a kernel name as PTX identifiers go (ptxas agrees): `_` refused, `a$b` and `$x` kept", function()
+      local bads, kernels = { "_", "$", "a.b", "1a" }, {}
+      for _, bad in ipairs(bads) do
+        assert.matches("kernel name '" .. bad:gsub("%p", "%%%0") .. "' is not a PTX identifier",
+          build_error(function() local k = pyptx.kernel(bad) { function() end } return k end))
+      end
+      for _, good in ipairs { "a$b", "$x", "_1", "__", "A9" } do
+        local k = pyptx.kernel(good) { arch = "sm_90a", function() end }
+        assert.matches(".visible .entry " .. good:gsub("%p", "%%%0") .. "%(", k:ptx())
+        kernels[#kernels + 1] = k
+      end
+      for _, k in ipairs(kernels) do H.assert_ptxas(k, "sm_90a") end   -- ptxas agrees (pending without it)
+      for _, bad in ipairs(bads) do
+        H.assert_ptxas_refuses((".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n")
+          :format(bad))
+      end
+    end)
+
     it("checks block, cluster and grid triples", function()
       assert.matches("kernel_spec.lua:%d+: block%[2%] must be a positive integer, got 0",
         build_error(function() local k = pyptx.kernel "k" { block = { 32, 0 }, function() end } return k end))

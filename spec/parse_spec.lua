@@ -143,15 +143,15 @@ describe("luaptx fmt", function()
     assert.matches(":3:18: expected ',' or ';'", out, 1, true)
   end)
 
-  it("creates its -o output 0600, replacing the file there", function()
+  it("creates its -o output 0600, replacing the file there (keeping its mode)", function()
     local dir = H.temp_dir()
     H.write(dir .. "/out.ptx", "old")
     H.run { "chmod", "644", dir .. "/out.ptx" }
-    for _, out in ipairs { dir .. "/new.ptx", dir .. "/out.ptx" } do
+    for out, mode in pairs { [dir .. "/new.ptx"] = "600\n", [dir .. "/out.ptx"] = "644\n" } do
       local msg, ok = luaptx { "fmt", path, "-o", out }
       assert.is_true(ok, msg)
       assert.are.equal(ptxparse.read_file(path), H.read(out))
-      assert.equal("600\n", H.run({ "stat", "-c", "%a", out }).stdout)
+      assert.equal(mode, H.run({ "stat", "-c", "%a", out }).stdout)
     end
     assert.same({ dir .. "/new.ptx", dir .. "/out.ptx" }, H.list(dir, ".*"))   -- no temporary left
   end)

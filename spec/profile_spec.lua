@@ -305,6 +305,30 @@ return { kernels = { k }, main = function() k(tensor.rand({ 32 * 32 }, f32)) end
     assert.truthy(err:find("has no main(args) to profile", 1, true), err)
   end)
 
+  it("keeps a script path holding <!--<script> or </script> out of the page's markup", function()
+    local dir = H.temp_dir() .. "/<!--<script>x</script>"
+    sys.mkdirs(dir)
+    local path, page = dir .. "/planted.lua", H.temp_dir() .. "/p.html"
+    H.write(path, SCRIPT)
+    local _, err, status = H.luaptx { "profile", path, "--html", page }
+    assert.equal(0, status, err)
+    local html = H.read(page)
+    local json = html:match('<script type="application/json" id="data">(.-)</script>')
+    assert.truthy(json, "the data element ends where it should")
+    assert.is_nil(json:find("<", 1, true), "a < inside the JSON")
+    local function has_path(v)   -- the path comes back whole from the embedded JSON
+      if type(v) == "string" then return v:find(path, 1, true) ~= nil end
+      if type(v) ~= "table" then return false end
+      for _, x in pairs(v) do if has_path(x) then return true end end
+      return false
+    end
+    assert.is_true(has_path(tune.decode_json(json)), json:sub(1, 400))
+    local res = sys.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://" .. page },
+      { timeout = 120, env = { HOME = H.temp_dir() } })
+    if not res then H.pending("needs Debian's chromium for the headless browser check (apt-get install chromium)") end
+    assert.matches('id="status">rendered 1 kernel%(s%)', res.stdout)
+  end)
+
   it("writes a page chromium renders: annotated source, summary, occupancy and roofline charts", function()
     local dir = H.temp_dir()
     local page = dir .. "/gemm.html"

@@ -12,6 +12,31 @@ local function session(input, env)
   return out
 end
 
+-- `luaptx -e IN_DIR dir prog args...`: exec prog in dir (no shell).
+local IN_DIR = [[
+local ffi = require "ffi"
+ffi.cdef "int chdir(const char *p); int execv(const char *p, char *const argv[]);"
+local argv = ffi.new("char *[?]", #arg + 1)   -- argv + 1: from the program on
+for i = 1, #arg do argv[i - 1] = ffi.cast("char *", arg[i]) end
+assert(ffi.C.chdir(arg[1]) == 0)
+ffi.C.execv(arg[2], argv + 1)
+]]
+
+--- Run argv on a fresh pseudo-terminal (env: edits), expect first (when
+-- given), enter one line, leave with Ctrl-D and check it exits 0; pending
+-- where no pty can be opened.
+local function one_line(argv, env, first)
+  local ok, p = pcall(pty.spawn, argv, env)
+  if not ok then H.pending("needs a pseudo-terminal: " .. tostring(p)) end
+  if first then p:expect(first) end
+  p:expect("sm_90a> ")
+  p:write("local a = reg.scalar(u32, 5)\r")
+  p:expect("sm_90a> ")
+  p:write("\4")
+  assert.equal(0, p:wait(20))
+  p:close()
+end
+
 --- The REPL on a fresh pseudo-terminal with history in a temporary file;
 -- pending (with the reason) where no pty can be opened.
 local function terminal()
@@ -198,6 +223,25 @@ describe("luaptx repl", function()
     H.cleanup()
   end)
 
+  it("keeps no history without HOME (never ./.luaptx_history), on a terminal", function()
+    H.with_env({ HOME = false, LUAPTX_HISTORY = false }, function() assert.is_nil(repl.history_path()) end)
+    H.with_env({ HOME = "", LUAPTX_HISTORY = "" }, function() assert.is_nil(repl.history_path()) end)
+    H.with_env({ HOME = "/h", LUAPTX_HISTORY = false }, function() assert.equal("/h/.luaptx_history", repl.history_path()) end)
+    local dir = H.temp_dir()
+    one_line({ BIN, "-e", IN_DIR, dir, BIN, "repl" }, { HOME = false, LUAPTX_HISTORY = false, TERM = "xterm" })
+    assert.same({}, H.list(dir))
+  end)
+
+  it("refuses a history file that is a symbolic link, leaving what it names alone", function()
+    local dir = H.temp_dir()
+    local victim = H.write(dir .. "/victim", "keep\n")
+    H.run { "ln", "-s", victim, dir .. "/history" }
+    one_line({ BIN, "repl" }, { LUAPTX_HISTORY = dir .. "/history", TERM = "xterm" },
+      "no history is kept: refusing " .. dir .. "/history: it is a symbolic link")
+    assert.equal("keep\n", H.read(victim))
+    assert.equal("link", require("pyptx.core.sys").kind(dir .. "/history"))
+  end)
+
   it("checks every command's argument", function()
     local dir = H.temp_dir()
     local out = session(table.concat({
@@ -220,7 +264,7 @@ describe("luaptx repl", function()
       "error: :load: " .. dir .. ": is a directory; give a Lua file",
       "error: :load: " .. dir .. "/missing.lua: no such file",
       "error: :save needs an argument: :save file.lua",
-      "error: :save: cannot write " .. dir .. "/no/such/dir.lua: No such file or directory",
+      "error: :save: cannot write " .. dir .. "/no/such/dir.lua: its directory " .. dir .. "/no/such: No such file or directory",
       "error: :ptx takes no argument; got 'extra'",
       "error: :reset takes no argument; got 'now'",
       "  1  local a = reg.scalar(u32, 7)",   -- the session survived all of it

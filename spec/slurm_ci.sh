@@ -138,6 +138,7 @@ export LUAPTX_CACHE_DIR=$tmp/cache
 exec "$bin" tune "$sweep" --shard auto --json "$tmp/out/shard\$SLURM_ARRAY_TASK_ID.json"
 EOF
 jobid=$(timeout 20 sbatch --parsable --array=0-3 --chdir="$tmp" "$tmp/sweep.sbatch" 2>&1) || fail "sbatch --array=0-3: $jobid"
+jobid=${jobid%%;*}   # "jobid;cluster" on a multi-cluster site (docs/tuning.md)
 echo "== slurm: submitted array job $jobid; the merge step waits for it (afterok), as in docs/tuning.md"
 # The merge step as docs/tuning.md shows it: a job that depends on the array.
 timeout "$(left)" sbatch --wait --dependency="afterok:$jobid" --chdir="$tmp" --output="$tmp/out/merge.out" \

@@ -160,6 +160,25 @@ describe("pyptx.runtime.tensor", function()
     assert.equal("1 element of the output was never written (first at flat index 1); max abs err 0, max rel err 0", r2.message)
   end)
 
+  it("says, on a size mismatch, the shape and the two table forms (values() flat, totable() nested)", function()
+    local t = tensor.empty({ 128, 64 }, T.f32, dev):fill_bytes(0)
+    local rows = {}
+    for i = 1, 128 do rows[i] = 0 end
+    local ok, r = tensor.compare(t, rows)
+    assert.is_false(ok)
+    assert.equal("size mismatch: got 8192 elements (shape 128x64), expected 128 from a flat table (the values() form); "
+      .. "want is a tensor, a flat table of every element (t:values()) or a table nested along the shape (t:totable())",
+      r.message)
+    ok, r = tensor.compare(t, { { 1, 2 } })
+    assert.is_false(ok)
+    assert.matches("expected 2 from a nested table (the totable() form), flattened", r.message, 1, true)
+    ok, r = tensor.compare(t, tensor.empty({ 4, 2 }, T.f32, dev):fill_bytes(0))
+    assert.is_false(ok)
+    assert.matches("expected 8 from a tensor of shape 4x2", r.message, 1, true)
+    assert.is_true((tensor.compare(t, t:totable())))   -- both forms of the same tensor match
+    assert.is_true((tensor.compare(t, t:values())))
+  end)
+
   it("fills device memory with 1, 2, 4 and 8-byte patterns and refuses other widths", function()
     local t = tensor.empty({ 3 }, T.u64, dev):fill_bytes(0)
     dev:fill(t.ptr, 0x1122334455667788ULL, 8, 2)

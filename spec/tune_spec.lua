@@ -312,6 +312,29 @@ describe("pyptx.tune on the emulator", function()
     assert.equal(3, select(2, svg:gsub("<rect ", "")))
   end)
 
+  it("keeps the SVG well-formed: reasons cut at characters, controls and bad bytes dropped (an XML parser agrees)", function()
+    local reason = ("x"):rep(59) .. "éé" .. "\27[31m\0\1 bad \255 \237\160\128 \239\191\191 end"
+    local r = { name = "n\1<&>", device = "emu", timed = false, ranking = "r", results = {
+      { key = "A=\2é", config = {}, status = "ok", instructions = 5 },
+      { key = "B=1", config = {}, status = "failed", reason = reason },
+      { key = "C=1", config = {}, status = "failed", reason = "\27[1m" .. ("é"):rep(70) },
+    } }
+    r.best = r.results[1]
+    local svg = report.svg(r)
+    assert.is_nil(svg:find("[%z\1-\8\11\12\14-\31\127]"), "a control character in the SVG")
+    assert.matches("failed: " .. ("x"):rep(59) .. "é</text>", svg, 1, true)   -- 60 characters, not 60 bytes
+    assert.matches("failed: [1m" .. ("é"):rep(57) .. "</text>", svg, 1, true)
+    assert.equal("a\239\191\189b", report.clean_text("a\255b"))
+    assert.equal("ab", report.clean_text("a\0\27\127b"))
+    local file = H.temp_file(svg, ".svg")
+    local res = sys.run { "python3", "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('ok')", file }
+    if not res or res.status ~= 0 and res.stderr:find("No module named", 1, true) then H.pending("needs python3 with xml.etree") end
+    assert.equal(0, res.status, res.stderr)
+    assert.equal("ok\n", res.stdout)
+    r.results[2].reason = "a\rb"   -- CSV: a lone CR ends a row in a reader unless quoted
+    assert.matches(',"a\rb"\n', report.csv(r), 1, true)
+  end)
+
   it("runs from the command line with --csv --json --plot and --merge, files 0600", function()
     local dir = H.temp_dir()
     local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
@@ -399,7 +422,8 @@ end)
 describe("luaptx tune --shard auto (Slurm job arrays)", function()
   --- parse_shard's result (or error) with the Slurm variables set as given.
   local function shard_with(vars, text)
-    local names = { "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN" }
+    local names = { "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX",
+                    "SLURM_ARRAY_TASK_STEP" }
     local old = {}
     for _, k in ipairs(names) do
       old[k] = os.getenv(k)
@@ -418,6 +442,68 @@ describe("luaptx tune --shard auto (Slurm job arrays)", function()
     assert.equal("3/8", shard_with({ SLURM_ARRAY_TASK_ID = "0" }, "3/8"))   -- an explicit i/n ignores Slurm
   end)
 
+  it("takes stepped arrays (--array=0-6:2) and refuses a list (--array=1,5,7) in every task alike", function()
+    local stepped = { SLURM_ARRAY_TASK_COUNT = "4", SLURM_ARRAY_TASK_MIN = "0", SLURM_ARRAY_TASK_MAX = "6", SLURM_ARRAY_TASK_STEP = "2" }
+    local got = {}
+    for _, id in ipairs { "0", "2", "4", "6" } do
+      stepped.SLURM_ARRAY_TASK_ID = id
+      got[#got + 1] = shard_with(stepped)
+    end
+    assert.same({ "1/4", "2/4", "3/4", "4/4" }, got)
+    stepped.SLURM_ARRAY_TASK_ID = "3"
+    assert.matches("SLURM_ARRAY_TASK_ID=3 is not a task of the array 0..6 step 2", shard_with(stepped), 1, true)
+    for _, id in ipairs { "1", "5", "7" } do   -- what Slurm sets for --array=1,5,7
+      local err = shard_with { SLURM_ARRAY_TASK_ID = id, SLURM_ARRAY_TASK_COUNT = "3", SLURM_ARRAY_TASK_MIN = "1",
+                               SLURM_ARRAY_TASK_MAX = "7", SLURM_ARRAY_TASK_STEP = "1" }
+      assert.equal("tune: --shard auto: the Slurm array's 3 tasks are not evenly spaced (from SLURM_ARRAY_TASK_MIN=1 in steps "
+        .. "of SLURM_ARRAY_TASK_STEP=1 they would end at 3, but SLURM_ARRAY_TASK_MAX=7: a list such as --array=1,5,7?); "
+        .. "every task refuses it; luaptx tune --shard auto takes a range (--array=0-2, or stepped: --array=0-4:2), not a list", err)
+    end
+  end)
+
+  it("runs an empty shard (more tasks than configs) to exit 0, and merges the complete set only", function()
+    local dir = H.temp_dir()
+    local env = { LUAPTX_CACHE_DIR = dir .. "/cache" }
+    local out, err, status = H.luaptx({ "tune", SCALE, "--shard", "13/20", "--json", "e.json" }, { cwd = dir, env = env })
+    assert.equal(0, status, err)
+    assert.matches("shard 13/20 is empty (12 configs)\n", out, 1, true)
+    assert.same({ i = 13, n = 20, configs = 12 }, tune.decode_json(H.read(dir .. "/e.json")).shard)
+    for i = 1, 4 do
+      local _, e, st = H.luaptx({ "tune", SCALE, "--shard", i .. "/4", "--json", "s" .. i .. ".json" }, { cwd = dir, env = env })
+      assert.equal(0, st, e)
+    end
+    local function merge(...)
+      local o, e, st = H.luaptx({ "tune", "--merge", ... }, { cwd = dir })
+      return st == 0 and o or e, st
+    end
+    local msg, st = merge("s1.json", "s3.json")
+    assert.equal(1, st)
+    assert.matches("tune --merge: the set is incomplete: shards 2/4, 4/4 of 12 configs are missing (2 of 4 given)", msg, 1, true)
+    msg, st = merge("s1.json", "s2.json", "s2.json", "s3.json", "s4.json")
+    assert.equal(1, st)
+    assert.matches("tune --merge: shard 2/4 is given twice (s2.json and s2.json)", msg, 1, true)
+    msg, st = merge("s1.json", "s2.json", "s3.json", "e.json")
+    assert.equal(1, st)
+    assert.matches("s1.json is shard 1/4 of 12 configs but e.json is shard 13/20 of 12 configs", msg, 1, true)
+    local cut = tune.decode_json(H.read(dir .. "/s4.json"))
+    table.remove(cut.results)
+    H.write(dir .. "/cut.json", tune.encode_json(cut))
+    msg, st = merge("s1.json", "s2.json", "s3.json", "cut.json")
+    assert.equal(1, st)
+    assert.matches("cut.json (shard 4/4 of 12 configs) holds 2 results, not 3", msg, 1, true)
+    cut.shard = nil
+    H.write(dir .. "/old.json", tune.encode_json(cut))
+    msg, st = merge("s1.json", "old.json")
+    assert.equal(1, st)
+    assert.matches("old.json has no shard record", msg, 1, true)
+    msg, st = merge("s1.json", "s2.json", "s3.json", "s4.json", "--json", "all.json")
+    assert.equal(0, st, msg)
+    assert.matches("best: ", msg)
+    assert.same({ i = 1, n = 1, configs = 12 }, tune.decode_json(H.read(dir .. "/all.json")).shard)
+    msg, st = merge("all.json")   -- a merged result is a whole sweep: it merges again
+    assert.equal(0, st, msg)
+  end)
+
   it("refuses missing, malformed and out-of-array values, saying what is valid", function()
     assert.equal("tune: --shard auto takes the shard from a Slurm job array, but SLURM_ARRAY_TASK_ID is not set; "
       .. "submit with sbatch --array=0-N, or give --shard i/n", shard_with {})
@@ -427,8 +513,8 @@ describe("luaptx tune --shard auto (Slurm job arrays)", function()
       shard_with { SLURM_ARRAY_TASK_ID = "1x", SLURM_ARRAY_TASK_COUNT = "4" })
     assert.matches("^SLURM_ARRAY_TASK_COUNT=0: out of range",
       shard_with { SLURM_ARRAY_TASK_ID = "0", SLURM_ARRAY_TASK_COUNT = "0" })
-    assert.equal("tune: --shard auto: SLURM_ARRAY_TASK_ID=6 is not in 0..3 (SLURM_ARRAY_TASK_MIN=0, "
-      .. "SLURM_ARRAY_TASK_COUNT=4); luaptx tune --shard auto needs a contiguous array such as --array=0-3",
+    assert.equal("tune: --shard auto: SLURM_ARRAY_TASK_ID=6 is not a task of the array 0..3 step 1 (SLURM_ARRAY_TASK_MIN=0, "
+      .. "SLURM_ARRAY_TASK_STEP=1, SLURM_ARRAY_TASK_COUNT=4); luaptx tune --shard auto takes a range such as --array=0-3",
       shard_with { SLURM_ARRAY_TASK_ID = "6", SLURM_ARRAY_TASK_COUNT = "4" })
     for _, bad in ipairs { "1/0", "0/4", "5/4" } do
       assert.equal(("tune: --shard %s: the shard index i runs from 1 to n, and n is at least 1"):format(bad), shard_with({}, bad))

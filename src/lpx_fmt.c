@@ -394,7 +394,7 @@ int32_t lpx_fmt_canonical(lpx_module *m, const char **text, size_t *len)
 /* Write a module's text (canonical != 0: the canonical layout) to the file
  * path (standard output when NULL) while printing it, so a big module's
  * text never exists whole in memory; the file is created as
- * lpx_fs_out_open says (0600, in place when complete, no link followed). */
+ * lpx_fs_out_open says (atomic when complete, FIFOs in place, no link followed). */
 int32_t lpx_fmt_write(lpx_module *m, int32_t canonical, const char *path)
 {
   lpx_fs_out *out = lpx_fs_out_open(m->ctx, path);

@@ -388,27 +388,75 @@ struct lpx_fs_out {
   lpx_buf held;
 };
 
-/* Open fd for out: a fresh O_EXCL temporary beside the path (created
- * 0600), or, for an existing FIFO or device, the path itself (O_NOFOLLOW). */
+/* The permission bits a replacement of the existing regular file st gets:
+ * its own when it is ours (a chmod the user made survives), else 0600. */
+static mode_t out_mode(const struct stat *st, int exists)
+{
+  return exists && st->st_uid == geteuid() ? (st->st_mode & 0777) : 0600;
+}
+
+/* Open fd for out: a fresh O_EXCL temporary beside the path (0600, or the
+ * replaced file's own mode), or, for an existing FIFO or character device,
+ * the path itself (O_NOFOLLOW). */
 static int out_open_fd(lpx_ctx *ctx, lpx_fs_out *o, const struct stat *st, int exists)
 {
   if (exists && !S_ISREG(st->st_mode)) {
     o->fd = open(o->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
   } else {
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", o->path);
-    o->fd = mkostemp(o->tmp, O_CLOEXEC);
+    int n = snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", o->path);
+    errno = ENAMETOOLONG;
+    o->fd = n > 0 && (size_t)n < sizeof o->tmp ? mkostemp(o->tmp, O_CLOEXEC) : -1;
+    if (o->fd >= 0 && fchmod(o->fd, out_mode(st, exists)) != 0) { close(o->fd); unlink(o->tmp); o->fd = -1; }
     if (o->fd < 0) o->tmp[0] = '\0';
   }
   return o->fd < 0 ? lpx_fail(ctx, "cannot write %s: %s", o->path, strerror(errno)) : 0;
 }
 
-/* Start writing a file the user named, as the project's other writers do:
- * the text goes to a fresh 0600 temporary beside it, renamed over the path
- * when lpx_fs_out_close commits it (so a failed run leaves the old file as
- * it was), and a symbolic link at the path is refused, never followed. An
- * existing FIFO or device (/dev/null) is written directly. Path NULL is
- * standard output, which gets the text once it is committed (nothing when
- * it is not). NULL on error. */
+/* Why path cannot be an output (st: its lstat when exists), or NULL: a
+ * link is refused, never followed; so are directories, block devices and
+ * sockets; a new or regular file needs a writable directory to hold it. */
+static const char *out_refusal(const char *path, const struct stat *st, int exists, char *why, size_t cap)
+{
+  if (!path[0]) return "the path is empty";
+  if (exists && S_ISLNK(st->st_mode)) return "it is a symbolic link (not followed; name the file itself)";
+  if (exists && S_ISDIR(st->st_mode)) return "it is a directory";
+  if (exists && !S_ISREG(st->st_mode) && !S_ISFIFO(st->st_mode) && !S_ISCHR(st->st_mode))
+    return "it is a block device or a socket; name a file, a FIFO or a character device";
+  if (exists && !S_ISREG(st->st_mode)) return NULL;
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  int n = slash ? (int)(slash - path) : 1;
+  snprintf(dir, sizeof dir, "%.*s", n ? n : 1, slash ? path : ".");
+  struct stat ds;
+  if (stat(dir, &ds) != 0) { snprintf(why, cap, "its directory %s: %s", dir, strerror(errno)); return why; }
+  if (!S_ISDIR(ds.st_mode)) { snprintf(why, cap, "%s is not a directory", dir); return why; }
+  if (access(dir, W_OK | X_OK) != 0) { snprintf(why, cap, "its directory %s: %s", dir, strerror(errno)); return why; }
+  return NULL;
+}
+
+/* Check, before any work, that lpx_fs_out_open(path) would accept path,
+ * creating nothing: 0, or -1 with "cannot write PATH: reason". NULL
+ * (standard output) is fine. */
+int lpx_fs_out_check(lpx_ctx *ctx, const char *path)
+{
+  struct stat st;
+  char buf[PATH_MAX + 64];
+  if (!path) return 0;
+  if (strlen(path) + 16 > PATH_MAX) return lpx_fail(ctx, "cannot write %s: path too long", path);
+  int exists = lstat(path, &st) == 0;
+  const char *why = out_refusal(path, &st, exists, buf, sizeof buf);
+  return why ? lpx_fail(ctx, "cannot write %s: %s", path[0] ? path : "''", why) : 0;
+}
+
+/* Start writing a file the user named, the one way every output path of
+ * the CLI is written: a regular file gets the text through a fresh
+ * temporary beside it (0600, or the replaced file's mode when it is ours),
+ * renamed over the path when lpx_fs_out_close commits it (so a failed run
+ * leaves the old file as it was); an existing FIFO or character device
+ * (/dev/null, /dev/stdout) is written in place; a symbolic link at the
+ * path is refused, never followed, as are directories, block devices and
+ * sockets. Path NULL is standard output, which gets the text once it is
+ * committed (nothing when it is not). NULL on error. */
 lpx_fs_out *lpx_fs_out_open(lpx_ctx *ctx, const char *path)
 {
   struct stat st;
@@ -418,13 +466,8 @@ lpx_fs_out *lpx_fs_out_open(lpx_ctx *ctx, const char *path)
     *o = (lpx_fs_out){ .fd = 1, .path = "standard output", .is_stdout = 1 };
     return o;
   }
-  if (strlen(path) + 16 > PATH_MAX) { lpx_fail(ctx, "cannot write %s: path too long", path); return NULL; }
+  if (lpx_fs_out_check(ctx, path)) return NULL;
   int exists = lstat(path, &st) == 0;
-  if (exists && S_ISLNK(st.st_mode)) {
-    lpx_fail(ctx, "cannot write %s: it is a symbolic link (not followed; name the file itself)", path);
-    return NULL;
-  }
-  if (exists && S_ISDIR(st.st_mode)) { lpx_fail(ctx, "cannot write %s: it is a directory", path); return NULL; }
   lpx_fs_out *o = calloc(1, sizeof *o);
   if (!o) { lpx_fail(ctx, "out of memory"); return NULL; }
   memcpy(o->path, path, strlen(path) + 1);
@@ -456,9 +499,10 @@ int lpx_fs_out_close(lpx_ctx *ctx, lpx_fs_out *o, int commit)
   return rc;
 }
 
-/* Write data to a file the user named (lpx_fs_out_open: a 0600
- * temporary renamed into place, no link followed): the text goes out
- * straight from the C buffer, with no Lua copy of it. */
+/* Write data to a file the user named (lpx_fs_out_open: a temporary
+ * renamed into place, a FIFO or device written in place, no link
+ * followed): the text goes out straight from the C buffer, with no Lua
+ * copy of it. */
 int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t len)
 {
   lpx_fs_out *o = lpx_fs_out_open(ctx, path);

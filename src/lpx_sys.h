@@ -28,6 +28,7 @@ int lpx_fs_exe_dir(lpx_ctx *ctx, char *path, size_t cap);
 int lpx_fs_real_path(lpx_ctx *ctx, const char *path, char *out, size_t cap);
 int lpx_fs_remove_tree(lpx_ctx *ctx, const char *path);
 int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner);
+int lpx_fs_out_check(lpx_ctx *ctx, const char *path);
 lpx_fs_out *lpx_fs_out_open(lpx_ctx *ctx, const char *path);
 void lpx_fs_out_write(lpx_fs_out *o, const char *data, size_t len);
 int lpx_fs_out_close(lpx_ctx *ctx, lpx_fs_out *o, int commit);

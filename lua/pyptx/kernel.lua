@@ -52,14 +52,34 @@ local host = nil
 --- Register the runtime: { launch = fn(kernel, ...), current_arch = fn(), sass = fn(kernel, given, opts) }.
 function M.use_runtime(runtime) host = runtime end
 
+--- Is name a PTX identifier ptxas takes for an entry: [a-zA-Z][a-zA-Z0-9_$]*
+-- or [_$][a-zA-Z0-9_$]+ (the ISA's followsym; `_` alone is refused)?
+function M.is_identifier(name)
+  return name:match("^%a[%w_$]*$") ~= nil or name:match("^[_$][%w_$]+$") ~= nil
+end
+
+--- The targets the core knows, as one line ("sm_50 sm_52 ... sm_121f").
+function M.arch_list()
+  local n = core.arch_list(nil, 0)
+  local buf = ffi.new("char[?]", n + 1)
+  core.arch_list(buf, n + 1)
+  return ffi.string(buf, n)
+end
+
+--- "unknown arch 'X'; valid: <the core's list>" for an arch the core does
+-- not know, nil for one it does.
+function M.bad_arch(arch)
+  local sm = ffi.new("int32_t[2]")
+  if core.arch_parse(arch, sm, sm + 1) == 0 then return nil end
+  return ("unknown arch '%s'; valid: %s"):format(arch, M.arch_list())
+end
+
 --- The arch "auto" resolves to: $LUAPTX_ARCH, else the current device's.
 function M.auto_arch()
   local given = env.get("LUAPTX_ARCH")
   if given then
-    local sm = ffi.new("int32_t[2]")
-    if core.arch_parse(given, sm, sm + 1) < 0 then
-      error(("LUAPTX_ARCH=%s: not an arch; valid: sm_<number> with an optional a or f suffix, e.g. sm_80, sm_90a, sm_100a"):format(given), 0)
-    end
+    local bad = M.bad_arch(given)
+    if bad then error(("LUAPTX_ARCH=%s: %s"):format(given, bad), 0) end
     return given
   end
   if host then
@@ -147,7 +167,10 @@ function M.new(name, opts, where)
       if want == "number" then check_int_option(k, v, name, where) end
     end
   end
-  if not name:match("^[%a_][%w_]*$") then error(where .. ": kernel name '" .. name .. "' is not a PTX identifier", 0) end
+  if not M.is_identifier(name) then
+    error(where .. ": kernel name '" .. name .. "' is not a PTX identifier (a letter then letters, digits, _ or $; "
+      .. "or _ or $ then at least one of those)", 0)
+  end
   local k = setmetatable({
     name = name, body = body, where = where, arch = opts.arch or "sm_90a", version = opts.version,
     in_specs = opts.in_specs or {}, out_specs = opts.out_specs or {}, grid = opts.grid or { 1, 1, 1 },

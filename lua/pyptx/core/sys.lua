@@ -7,6 +7,10 @@ local core = require "pyptx.core"
 
 local M = {}
 
+pcall(ffi.cdef, "typedef struct _IO_FILE FILE; extern FILE *stdout; int ferror(FILE *stream);")
+pcall(ffi.cdef, "long read(int fd, void *buf, size_t n);")
+pcall(ffi.cdef, "int close(int fd);")
+
 local kinds = { [0] = nil, "file", "directory", "link", "other" }
 
 --- A NULL-terminated const char *[] for a Lua list of strings (kept alive by keep).
@@ -87,6 +91,55 @@ end
 -- mode (default 0600). Errors on failure.
 function M.write_file(path, data, mode)
   return check(core.fs_write_file(core.ctx, path, data, #data, mode or tonumber("600", 8)), 2)
+end
+
+--- Write data to a path the user named (an -o, --json, --html, --csv,
+-- --plot or :save path), the one way the CLI writes them (lpx_fs_out_open):
+-- a regular file is replaced atomically through a temporary beside it (0600
+-- when new, its own mode when it is ours); an existing FIFO or character
+-- device is written in place; a symbolic link is refused, never followed.
+-- Every write and the close are checked. Errors "cannot write PATH: why".
+-- Path nil is standard output (what Lua buffered for it goes first).
+function M.write_output(path, data)
+  if path == nil then io.stdout:flush() end
+  if core.fs_write_output(core.ctx, path, data, #data) ~= 0 then error(core.error_message(), 0) end
+  return true
+end
+
+--- Check, creating nothing, that write_output(path) would accept path (not
+-- a link, a directory or a socket; its directory exists and is writable):
+-- true, or nil and "cannot write PATH: why". For checking flags before work.
+function M.check_output(path)
+  if core.fs_out_check(core.ctx, path) ~= 0 then return nil, core.error_message() end
+  return true
+end
+
+--- Flush standard output and check that everything written to it arrived
+-- (a full disk, /dev/full, a closed pipe): true, or nil and the reason.
+function M.stdout_ok()
+  local ok, err = io.stdout:flush()
+  if ok and ffi.C.ferror(ffi.C.stdout) ~= 0 then ok, err = nil, "a write to it failed" end
+  if not ok then return nil, "cannot write standard output: " .. tostring(err) end
+  return true
+end
+
+--- The text of a regular file, opened without following a link or blocking
+-- on a FIFO (lpx_fs_open_regular); with check_owner it must be ours and not
+-- writable by others. Returns the text; false when path does not exist;
+-- nil and the reason when it is refused or cannot be read.
+function M.read_regular(path, check_owner)
+  local fd = core.fs_open_regular(core.ctx, path, check_owner and 1 or 0)
+  if fd == -2 then return false end
+  if fd < 0 then return nil, core.error_message() end
+  local parts, buf = {}, ffi.new("char[65536]")
+  while true do
+    local n = tonumber(ffi.C.read(fd, buf, 65536))
+    if n == 0 then break end
+    if n > 0 then parts[#parts + 1] = ffi.string(buf, n)
+    elseif ffi.errno() ~= 4 then ffi.C.close(fd) return nil, "cannot read " .. path end
+  end
+  ffi.C.close(fd)
+  return table.concat(parts)
 end
 
 --- A fresh 0600 temporary file holding text; returns its path.

@@ -50,7 +50,10 @@ end
 -- device's (opened for it when it can be; else LUAPTX_ARCH or the default).
 local function specialize(ctx, entry, values)
   if (values.arch or entry.kernel.arch) == "auto" then pcall(device, ctx) end
-  return entry.kernel:specialize(values)
+  local ok, s = pcall(entry.kernel.specialize, entry.kernel, values)
+  if ok then return s end
+  -- a C caller binds values through luaptx_kernel_get's params, not k:ptx{}
+  error((tostring(s):gsub("pass it, e%.g%. k:ptx{(%S+) = (%d+)}", "pass it in luaptx_kernel_get's params, e.g. \"%1=%2\"")), 0)
 end
 
 --- The device's description.
@@ -160,7 +163,7 @@ end
 --- Launch a specialization with device addresses, on the device's stream.
 local function launch_addrs(ctx, entry, values, addrs, stream)
   local dev = device(ctx)
-  local s = entry.kernel:specialize(values)
+  local s = specialize(ctx, entry, values)
   local fn = dev:function_of(s)
   -- what the runtime needs of a tensor (its address, and for TMA maps its
   -- shape, compact row-major strides, dtype and device), from the specs

@@ -299,6 +299,18 @@ local function expected(want)
   return type(want[1]) == "table" and flatten(want) or want
 end
 
+--- The message of a compare whose got and want differ in element count:
+-- the shape, what want was taken as, and the two forms a table may take
+-- (flat as values() gives, nested as totable() gives).
+local function size_mismatch(got, want, n_got, n_want)
+  local as = getmetatable(want) == Tensor and ("a tensor of shape %s"):format(table.concat(want.shape, "x"))
+    or type(want[1]) == "table" and "a nested table (the totable() form), flattened"
+    or "a flat table (the values() form)"
+  return ("size mismatch: got %d elements (shape %s), expected %d from %s; want is a tensor, a flat table of every "
+    .. "element (t:values()) or a table nested along the shape (t:totable())"):format(n_got, table.concat(got.shape, "x"),
+    n_want, as)
+end
+
 --- Is element x (got) within tolerance of y (want)? Returns within, abs err.
 local function close(x, y, atol, rtol)
   if x ~= x or y ~= y then return x ~= x and y ~= y, (x ~= x and y ~= y) and 0 or math.huge end
@@ -342,9 +354,7 @@ function M.compare(got, want, opts)
   end
   local a, poisoned = got:read()
   local b = expected(want)
-  if #a ~= #b then
-    return false, { message = ("size mismatch: got %d elements, expected %d"):format(#a, #b) }
-  end
+  if #a ~= #b then return false, { message = size_mismatch(got, want, #a, #b) } end
   local is_float = not types.is_int(got.dtype)   -- floats and fp8: a NaN payload nothing computes
   local unwritten = {}
   for _, i in ipairs(poisoned) do

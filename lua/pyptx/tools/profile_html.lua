@@ -199,7 +199,9 @@ function M.page(rep, script)
     body[#body + 1] = ('<div class="charts"><div id="occ%d"></div><div id="roof%d"></div></div>'):format(ki - 1, ki - 1)
     body[#body + 1] = source_html(k, ki) .. "</section>"
   end
-  local json = tune.encode_json(data_of(rep)):gsub("</", "<\\/")
+  -- no `<` (nor `>`, `&`) in the script element: a path holding "<!--<script>"
+  -- or "</script>" must not end or change it; JSON reads \u003c back as `<`
+  local json = tune.encode_json(data_of(rep)):gsub("[<>&]", { ["<"] = "\\u003c", [">"] = "\\u003e", ["&"] = "\\u0026" })
   return table.concat {
     '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>luaptx profile: ', esc(script), '</title><style>', STYLE,
     '</style></head><body><h1>luaptx profile: ', esc(script), '</h1>',

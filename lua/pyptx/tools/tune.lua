@@ -97,9 +97,13 @@ function M.shard(list, i, n)
   return out
 end
 
---- Shard i of n from a Slurm job array: SLURM_ARRAY_TASK_ID counted from
--- SLURM_ARRAY_TASK_MIN (0 when unset), SLURM_ARRAY_TASK_COUNT tasks; the
--- array must be contiguous (--array=0-3 or 1-4, no step, no list).
+--- Shard i of n from a Slurm job array: task SLURM_ARRAY_TASK_ID of
+-- SLURM_ARRAY_TASK_COUNT, counted from SLURM_ARRAY_TASK_MIN (0 when unset)
+-- in steps of SLURM_ARRAY_TASK_STEP (1), so --array=0-3, 1-4 and 0-6:2
+-- all work. An array whose tasks are not evenly spaced (a list such as
+-- --array=1,5,7: MIN + (COUNT-1) * STEP is not SLURM_ARRAY_TASK_MAX) is
+-- refused by every task alike, since the check reads only array-wide
+-- variables: no task runs a shard that a merge could not complete.
 local function slurm_shard()
   local what = "luaptx tune --shard auto"
   local id = env.int("SLURM_ARRAY_TASK_ID", 0, 2 ^ 31, "the Slurm array task's index, set by sbatch --array")
@@ -109,12 +113,21 @@ local function slurm_shard()
            "submit with sbatch --array=0-N, or give --shard i/n"):format(id and "SLURM_ARRAY_TASK_COUNT" or "SLURM_ARRAY_TASK_ID"), 0)
   end
   local min = env.int("SLURM_ARRAY_TASK_MIN", 0, 2 ^ 31, "the lowest index of the Slurm array", 0)
-  local i = id - min + 1
-  if i < 1 or i > n then
-    error(("tune: --shard auto: SLURM_ARRAY_TASK_ID=%d is not in %d..%d (SLURM_ARRAY_TASK_MIN=%d, SLURM_ARRAY_TASK_COUNT=%d); " ..
-           "%s needs a contiguous array such as --array=0-%d"):format(id, min, min + n - 1, min, n, what, n - 1), 0)
+  local step = env.int("SLURM_ARRAY_TASK_STEP", 1, 2 ^ 31, "the step of the Slurm array, as in --array=0-6:2", 1)
+  local last = min + (n - 1) * step
+  local max = env.int("SLURM_ARRAY_TASK_MAX", 0, 2 ^ 31, "the highest index of the Slurm array", last)
+  if max ~= last then
+    error(("tune: --shard auto: the Slurm array's %d tasks are not evenly spaced (from SLURM_ARRAY_TASK_MIN=%d in steps of " ..
+           "SLURM_ARRAY_TASK_STEP=%d they would end at %d, but SLURM_ARRAY_TASK_MAX=%d: a list such as --array=1,5,7?); " ..
+           "every task refuses it; %s takes a range (--array=0-%d, or stepped: --array=0-%d:2), not a list")
+           :format(n, min, step, last, max, what, n - 1, 2 * (n - 1)), 0)
   end
-  return i, n
+  if id < min or id > max or (id - min) % step ~= 0 then
+    error(("tune: --shard auto: SLURM_ARRAY_TASK_ID=%d is not a task of the array %d..%d step %d (SLURM_ARRAY_TASK_MIN=%d, " ..
+           "SLURM_ARRAY_TASK_STEP=%d, SLURM_ARRAY_TASK_COUNT=%d); %s takes a range such as --array=0-%d"):format(id, min, max,
+           step, min, step, n, what, n - 1), 0)
+  end
+  return (id - min) / step + 1, n
 end
 
 --- "i/n" (1 <= i <= n) or "auto" (a Slurm job array) as i, n; an error
@@ -429,15 +442,23 @@ end
 
 --- The configs a run covers: the space, pruned, then the shard. A config
 -- whose prune raises is kept, with the error to fail it (in pruned[key]).
+-- Also the shard record { i, n, configs (of the whole sweep) } a merge
+-- checks completeness by.
 local function configs_of(spec, opts, pruned)
+  local i, n = 1, 1
+  if opts.shard then i, n = M.parse_shard(opts.shard) end   -- before any work: a bad array fails at once
   local prune = spec.prune and function(cfg)
     local ok, keep = pcall(spec.prune, cfg)
     if not ok then pruned[M.config_key(cfg)] = keep end
     return not ok or keep
   end
   local all = M.configs(spec.space, prune)
-  if not opts.shard then return all end
-  return M.shard(all, M.parse_shard(opts.shard))
+  return M.shard(all, i, n), { i = i, n = n, configs = #all }
+end
+
+--- How many of a sweep's configs shard i of n holds.
+function M.shard_size(configs, i, n)
+  return configs >= i and math.floor((configs - i) / n) + 1 or 0
 end
 
 --- Sort results: correct configs first, best first; failed ones by key.
@@ -453,7 +474,8 @@ M.sort_results = sort_results
 --- Run a sweep. opts: device, shard = "i/n", force (re-run cached configs),
 -- quiet (no progress line, no warnings printed), cache_dir (instead of
 -- $LUAPTX_CACHE_DIR ...). Returns { name, device, timed, results = {...},
--- best, ranking, cache (the result directory or false), warnings }.
+-- best, ranking, cache (the result directory or false), warnings, shard =
+-- { i, n, configs } (1/1 without a shard; configs: the whole sweep's) }.
 function M.run(spec, opts)
   opts = opts or {}
   if type(spec) ~= "table" or type(spec.build) ~= "function" or type(spec.space) ~= "table"
@@ -462,7 +484,7 @@ function M.run(spec, opts)
           "inputs = function(seed) ... end and optionally name = \"...\"", 0)
   end
   local pruned = {}
-  local all = configs_of(spec, opts, pruned)
+  local all, shard = configs_of(spec, opts, pruned)
   local run = setup(spec, opts)
   local entries = {}
   for i, cfg in ipairs(all) do
@@ -490,7 +512,7 @@ function M.run(spec, opts)
   sort_results(results, run.timed)
   local best = results[1] and results[1].status == "ok" and results[1] or nil
   return { name = spec.name or "sweep", device = run.dev.name, timed = run.timed, results = results, best = best,
-           ranking = ranking(run), cache = run.cache or false, warnings = run.warnings }
+           ranking = ranking(run), cache = run.cache or false, warnings = run.warnings, shard = shard }
 end
 
 return M
