@@ -4,14 +4,10 @@
 -- require and in each directory above it; nothing is added to
 -- package.path, so each script's requires resolve from its own tree.
 local sys = require "pyptx.core.sys"
+local core = require "pyptx.core"
 
 local M = {}
 
---- Is a chunk name one of luaptx's own Lua files (its modules, its CLI)?
-local function internal(source)
-  return source:find("^@lua/pyptx/") or source:find("^@bin/") or source:find("^@pyptx/")
-    or source:find("^@luaptx/") or source:find("/lua/pyptx/[%w_/]*%.lua$")
-end
 
 --- The directory of the Lua file that called require: the first frame above
 -- the searcher running a file chunk that is not luaptx's own; nil if none.
@@ -20,7 +16,7 @@ local function requiring_dir()
     local info = debug.getinfo(level, "S")
     if not info then return nil end
     local src = info.source
-    if src:sub(1, 1) == "@" and not internal(src) then return src:sub(2):match("^(.*)/[^/]*$") or "." end
+    if src:sub(1, 1) == "@" and core.own_source(src) ~= "module" and core.own_source(src) ~= "cli" then return src:sub(2):match("^(.*)/[^/]*$") or "." end
   end
 end
 
