@@ -292,6 +292,27 @@ static const char *untrusted_why(const struct stat *st)
   return NULL;
 }
 
+/* Why st lets a user other than us (or root) change the code it holds, or
+ * NULL: it must be ours or root's, and writable by no one else (a group
+ * may write it only when that group is our own primary group). */
+static const char *code_why(const struct stat *st)
+{
+  if (st->st_uid != geteuid() && st->st_uid != 0) return "it is owned by another user";
+  if (st->st_mode & S_IWOTH) return "it is writable by others";
+  if ((st->st_mode & S_IWGRP) && st->st_gid != getegid()) return "it is writable by its group";
+  return NULL;
+}
+
+/* Check that the file or directory at path (links followed) is safe to
+ * load code from: nobody but us or root can change it. */
+int lpx_fs_trusted_code(lpx_ctx *ctx, const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0) return lpx_fail(ctx, "%s cannot be examined: %s", path, strerror(errno));
+  const char *why = code_why(&st);
+  return why ? lpx_fail(ctx, "%s: %s", path, why) : 0;
+}
+
 /* Create (0700) or check a directory only we may write: not a link, ours,
  * not writable by group or others. */
 int lpx_fs_private_dir(lpx_ctx *ctx, const char *path)
