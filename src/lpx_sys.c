@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -633,4 +634,103 @@ int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner)
   if (why) { close(fd); return lpx_fail(ctx, "refusing %s: %s", path, why); }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
+}
+
+/* ------------------------------------------------------------------ CPUs */
+
+/* The CPUs one cgroup v2 cpu.max file allows, rounded up ("150000 100000":
+ * 2); 0 when it sets no limit ("max 100000"), is missing or unreadable. */
+static int32_t cpu_max_file(const char *path)
+{
+  char buf[64];
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *end;
+  unsigned long long quota = strtoull(buf, &end, 10), period;
+  if (end == buf || buf[0] < '0' || buf[0] > '9' || *end != ' ') return 0;
+  char *p = end + 1;
+  period = strtoull(p, &end, 10);
+  if (end == p || p[0] < '0' || p[0] > '9' || (*end && *end != '\n') || period == 0 || quota == 0) return 0;
+  unsigned long long cpus = quota / period + (quota % period != 0);
+  return cpus > INT32_MAX ? INT32_MAX : (int32_t)cpus;
+}
+
+/* The fewest CPUs the cpu.max files of cgroup rel ("/a/b") under root and
+ * of each cgroup above it allow; 0 when none limits (or rel climbs up). */
+int32_t lpx_cgroup_cpus(const char *root, const char *rel)
+{
+  char dir[PATH_MAX], file[PATH_MAX + 16];
+  if (strstr(rel, "/..") || strncmp(rel, "..", 2) == 0) return 0;
+  int n = snprintf(dir, sizeof dir, "%s/%s", root, rel);
+  if (n < 0 || (size_t)n >= sizeof dir) return 0;
+  size_t top = strlen(root);
+  int32_t fewest = 0;
+  for (;;) {
+    while (n > (int)top && dir[n - 1] == '/') dir[--n] = '\0';
+    snprintf(file, sizeof file, "%s/cpu.max", dir);
+    int32_t c = cpu_max_file(file);
+    if (c > 0 && (fewest == 0 || c < fewest)) fewest = c;
+    char *slash = strrchr(dir, '/');
+    if (n <= (int)top || !slash || slash < dir + top) return fewest;
+    *slash = '\0';
+    n = (int)(slash - dir);
+  }
+}
+
+/* This process's cgroup v2 path (the "0::/a/b" line of /proc/self/cgroup)
+ * into out; 0, or -1 when there is none. */
+static int self_cgroup(char *out, size_t cap)
+{
+  char buf[8192];
+  int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    if (strncmp(line, "0::", 3)) continue;
+    size_t len = strcspn(line + 3, "\n");
+    if (len >= cap) return -1;
+    memcpy(out, line + 3, len);
+    out[len] = '\0';
+    return 0;
+  }
+  return -1;
+}
+
+/* The CPUs this process's affinity mask holds (0 when unknown). */
+static int32_t affinity_cpus(void)
+{
+  for (int ncpu = 1024; ncpu <= (1 << 16); ncpu *= 4) {
+    cpu_set_t *set = CPU_ALLOC(ncpu);
+    if (!set) return 0;
+    size_t size = CPU_ALLOC_SIZE(ncpu);
+    int ok = sched_getaffinity(0, size, set) == 0, count = ok ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (ok) return count;
+    if (errno != EINVAL) return 0;
+  }
+  return 0;
+}
+
+/* How many CPUs this process may use: the CPUs of its affinity mask (a
+ * Slurm job's --cpus-per-task, taskset), lowered by a cgroup v2 cpu.max
+ * quota (a container's --cpus); at least 1. The one answer for every
+ * default thread count (emulator, parallel compiles). */
+int32_t lpx_cpu_count(void)
+{
+  int32_t n = affinity_cpus();
+  if (n <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    n = online > 0 && online < INT32_MAX ? (int32_t)online : 1;
+  }
+  char rel[4096];
+  int32_t quota = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_cpus("/sys/fs/cgroup", rel) : 0;
+  if (quota > 0 && quota < n) n = quota;
+  return n > 0 ? n : 1;
 }

@@ -36,5 +36,7 @@ int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t
 char *lpx_fs_read_file(lpx_ctx *ctx, const char *path, size_t *len);
 void lpx_fs_free(char *buf);
 double lpx_clock_ms(void);
+int32_t lpx_cpu_count(void);
+int32_t lpx_cgroup_cpus(const char *root, const char *rel);
 
 #endif

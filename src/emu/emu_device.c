@@ -3,6 +3,7 @@
 #include "emu.h"
 #include "emu_prof.h"
 #include "../lpx_env.h"
+#include "../lpx_sys.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static int env_options(lpx_device *d, emu_dev *e)
 static const char *emu_describe(lpx_device *d)
 {
   emu_dev *e = EMU(d);
-  long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
+  long n = e->threads > 0 ? (long)e->threads : (long)lpx_cpu_count();
   if (e->schedule >= 0)
     snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s, adversarial schedule seed %lld)", n, n == 1 ? "" : "s",
              (long long)e->schedule);

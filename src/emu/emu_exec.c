@@ -7,6 +7,7 @@
 #include "emu.h"
 #include "emu_sched.h"
 #include "emu_prof.h"
+#include "../lpx_sys.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -837,7 +838,7 @@ static int check_launch(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg
 /* Number of host threads for a launch of nctas CTAs. */
 static int thread_count(emu_dev *e, uint64_t nctas)
 {
-  long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
+  long n = e->threads > 0 ? (long)e->threads : (long)lpx_cpu_count();
   if (n < 1) n = 1;
   if (n > 256) n = 256;
   if ((uint64_t)n > nctas) n = (long)nctas;
