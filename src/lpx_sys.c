@@ -638,47 +638,92 @@ int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner)
 
 /* ------------------------------------------------------------------ CPUs */
 
-/* The CPUs one cgroup v2 cpu.max file allows, rounded up ("150000 100000":
- * 2); 0 when it sets no limit ("max 100000"), is missing or unreadable. */
-static int32_t cpu_max_file(const char *path)
+/* Read a small cgroup file (never following a link or blocking) into buf;
+ * its length, or -1. */
+static ssize_t cgroup_read(const char *path, char *buf, size_t cap)
 {
-  char buf[64];
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
   close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  char *end;
-  unsigned long long quota = strtoull(buf, &end, 10), period;
-  if (end == buf || buf[0] < '0' || buf[0] > '9' || *end != ' ') return 0;
-  char *p = end + 1;
-  period = strtoull(p, &end, 10);
-  if (end == p || p[0] < '0' || p[0] > '9' || (*end && *end != '\n') || period == 0 || quota == 0) return 0;
-  unsigned long long cpus = quota / period + (quota % period != 0);
-  return cpus > INT32_MAX ? INT32_MAX : (int32_t)cpus;
+  if (n >= 0) buf[n] = '\0';
+  return n;
 }
 
-/* The fewest CPUs the cpu.max files of cgroup rel ("/a/b") under root and
- * of each cgroup above it allow; 0 when none limits (or rel climbs up). */
-int32_t lpx_cgroup_cpus(const char *root, const char *rel)
+/* A decimal number at *s (digits only), moving *s past it; -1 if none or too big. */
+static int64_t cgroup_number(const char **s)
 {
-  char dir[PATH_MAX], file[PATH_MAX + 16];
+  const char *p = *s;
+  int64_t v = 0;
+  if (*p < '0' || *p > '9') return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (*p - '0');
+  }
+  *s = p;
+  return v;
+}
+
+/* The CPUs one cgroup v2 cpu.max file allows, rounded up ("150000 100000":
+ * 2); 0 when it sets no limit ("max 100000"), is missing or unreadable. */
+static int64_t cpu_max_file(const char *path)
+{
+  char buf[64];
+  if (cgroup_read(path, buf, sizeof buf) <= 0) return 0;
+  const char *s = buf;
+  int64_t quota = cgroup_number(&s);
+  if (quota <= 0 || *s++ != ' ') return 0;
+  int64_t period = cgroup_number(&s);
+  if (period <= 0 || (*s && *s != '\n')) return 0;
+  int64_t cpus = quota / period + (quota % period != 0);
+  return cpus > INT32_MAX ? INT32_MAX : cpus;
+}
+
+/* The bytes one cgroup v2 memory.max file allows; 0 when "max" or unreadable. */
+static int64_t memory_max_file(const char *path)
+{
+  char buf[64];
+  if (cgroup_read(path, buf, sizeof buf) <= 0) return 0;
+  const char *s = buf;
+  int64_t bytes = cgroup_number(&s);
+  return bytes > 0 && (!*s || *s == '\n') ? bytes : 0;
+}
+
+/* The smallest limit the file `name` sets in cgroup rel ("/a/b") under
+ * root or in any cgroup above it (read reads one file, 0: no limit); 0
+ * when none limits or rel climbs up. */
+static int64_t cgroup_fewest(const char *root, const char *rel, const char *name, int64_t (*read_one)(const char *))
+{
+  char dir[PATH_MAX], file[PATH_MAX + 32];
   if (strstr(rel, "/..") || strncmp(rel, "..", 2) == 0) return 0;
   int n = snprintf(dir, sizeof dir, "%s/%s", root, rel);
   if (n < 0 || (size_t)n >= sizeof dir) return 0;
   size_t top = strlen(root);
-  int32_t fewest = 0;
+  int64_t fewest = 0;
   for (;;) {
     while (n > (int)top && dir[n - 1] == '/') dir[--n] = '\0';
-    snprintf(file, sizeof file, "%s/cpu.max", dir);
-    int32_t c = cpu_max_file(file);
+    snprintf(file, sizeof file, "%s/%s", dir, name);
+    int64_t c = read_one(file);
     if (c > 0 && (fewest == 0 || c < fewest)) fewest = c;
     char *slash = strrchr(dir, '/');
     if (n <= (int)top || !slash || slash < dir + top) return fewest;
     *slash = '\0';
     n = (int)(slash - dir);
   }
+}
+
+/* The fewest CPUs the cpu.max files of cgroup rel ("/a/b") under root and
+ * of each cgroup above it allow; 0 when none limits (or rel climbs up). */
+int32_t lpx_cgroup_cpus(const char *root, const char *rel)
+{
+  return (int32_t)cgroup_fewest(root, rel, "cpu.max", cpu_max_file);
+}
+
+/* The fewest bytes the memory.max files of cgroup rel under root and above
+ * it allow; 0 when none limits. */
+int64_t lpx_cgroup_memory(const char *root, const char *rel)
+{
+  return cgroup_fewest(root, rel, "memory.max", memory_max_file);
 }
 
 /* This process's cgroup v2 path (the "0::/a/b" line of /proc/self/cgroup)
@@ -733,4 +778,15 @@ int32_t lpx_cpu_count(void)
   int32_t quota = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_cpus("/sys/fs/cgroup", rel) : 0;
   if (quota > 0 && quota < n) n = quota;
   return n > 0 ? n : 1;
+}
+
+/* The host memory this process may use: the machine's physical memory,
+ * lowered to a cgroup v2 memory.max of its cgroup or one above it. */
+int64_t lpx_host_memory(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t n = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : (int64_t)1 << 32;
+  char rel[4096];
+  int64_t max = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_memory("/sys/fs/cgroup", rel) : 0;
+  return max > 0 && max < n ? max : n;
 }
