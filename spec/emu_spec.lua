@@ -86,6 +86,80 @@ describe("the emu device", function()
   end)
 end)
 
+describe("the emulator's memory budget", function()
+  local LOCAL_PTX = [[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k()
+{
+  .local .align 8 .b8 a[%d];%s
+  ret;
+}
+]]
+
+  --- A fresh emulator with opts (device options); closed when the test ends.
+  local function open(opts)
+    local d = ffi.gc(core.device_open(core.ctx, "emu"), core.device_close)
+    assert(d ~= nil, core.error_message())
+    for k, v in pairs(opts or {}) do assert.equal(0, core.device_set_option(d, k, v), core.error_message()) end
+    return d
+  end
+
+  --- Launch k of PTX text on d with block threads; the status and the message.
+  local function launch(d, text, block)
+    local m = core.parse(core.ctx, text, #text, "mem.ptx")
+    assert(m ~= nil, core.error_message())
+    m = ffi.gc(m, core.module_free)
+    local mod, fn = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+    assert.equal(0, core.device_load_ir(d, m, mod), core.error_message())
+    assert.equal(0, core.device_function(d, mod[0], "k", fn), core.error_message())
+    local cfg = ffi.new("lpx_launch_cfg")
+    for i = 0, 2 do cfg.grid[i], cfg.block[i], cfg.cluster[i] = 1, i == 0 and block or 1, 1 end
+    local rc = core.device_launch(d, fn[0], cfg)
+    return rc, rc ~= 0 and core.error_message() or nil, m
+  end
+
+  it("defaults to half the host's memory and refuses an allocation past it, naming the budget and LUAPTX_EMU_MEMORY", function()
+    local v = ffi.new("int64_t[1]")
+    assert.equal(0, core.device_get_option(open(), "memory", v))
+    local total = tonumber(H.read("/proc/meminfo"):match("MemTotal:%s+(%d+) kB")) * 1024
+    assert.is_true(tonumber(v[0]) > 0 and tonumber(v[0]) <= total / 2, tostring(v[0]))
+    local d = open { memory = 1048576 }
+    local p = ffi.new("uint64_t[3]")
+    assert.equal(-1, core.device_alloc(d, 2097152, p))
+    assert.matches("^alloc of 2097152 bytes needs 2097152 bytes %(0%.0 GiB%) of host memory, but the emulator's memory budget "
+      .. "is 1048576 bytes %(0%.0 GiB%) and its live allocations take 0; raise it with LUAPTX_EMU_MEMORY or the device option "
+      .. "\"memory\"", core.error_message())
+    assert.equal(0, core.device_alloc(d, 524288, p))
+    assert.equal(0, core.device_alloc(d, 524288, p + 1))
+    assert.equal(-1, core.device_alloc(d, 1, p + 2))                     -- live allocations count
+    assert.matches("its live allocations take 1048576", core.error_message())
+    assert.equal(0, core.device_free(d, p[0]))
+    assert.equal(0, core.device_alloc(d, 524288, p + 2))                 -- freed memory counts no more
+    local out, err, rc = H.luaptx({ "-e", 'require("pyptx.runtime").open("emu")' }, { env = { LUAPTX_EMU_MEMORY = "1.5" } })
+    assert.equal(1, rc, out)
+    assert.matches("LUAPTX_EMU_MEMORY=1%.5: not an integer", err)
+  end)
+
+  it("refuses .local variables of more than 512 KB per thread together, at launch", function()
+    local text = LOCAL_PTX:format(400000, "\n  .local .align 8 .b8 b[400000];")
+    local rc, err = launch(open(), text, 32)
+    assert.equal(-1, rc)
+    assert.equal("launch k: its .local variables take 800000 bytes per thread; the hardware allows 524288 (512 KB)", err)
+  end)
+
+  it("refuses a launch whose CTA state would pass the budget, before allocating it", function()
+    local text = LOCAL_PTX:format(400000, "")                          -- 12.8 MB of .local a warp
+    local rc, err = launch(open { memory = 64 * 1048576, threads = 1 }, text, 256)
+    assert.equal(-1, rc)
+    assert.matches("^launch k %(1 CTA at a time on 1 host thread, %d+ bytes each with 400000 bytes of %.local per thread%) "
+      .. "needs %d+ bytes %(0%.1 GiB%) of host memory, but the emulator's memory budget is 67108864 bytes", err)
+    rc, err = launch(open { memory = 64 * 1048576, threads = 1 }, text, 32)   -- one warp fits
+    assert.equal(0, rc, err)
+  end)
+end)
+
 describe("the emulator's numerics", function()
   it("runs an elementwise kernel with a bounds guard (f32 fma, u32 mad)", function()
     local N = 1000

@@ -69,7 +69,7 @@ describe("luaptx's environment variables", function()
   it("refuses LUAPTX_EMU_THREADS and LUAPTX_EMU_BUDGET values out of range or not integers", function()
     with_env("LUAPTX_EMU_THREADS", "99999999999", function()
       assert.equal("LUAPTX_EMU_THREADS=99999999999: out of range; valid: an integer in 0..256 "
-        .. "(host threads running CTAs, 0 for one per core)", err_of(runtime.open, "emu"))
+        .. "(host threads running CTAs, 0 for one per usable CPU)", err_of(runtime.open, "emu"))
     end)
     with_env("LUAPTX_EMU_BUDGET", "1.5", function()
       assert.matches("^LUAPTX_EMU_BUDGET=1.5: not an integer; valid: an integer in 1..9223372036854775807",

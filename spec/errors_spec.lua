@@ -114,4 +114,22 @@ describe("errors", function()
       assert.is_true(tc < 3 * tu + 0.02, ("checked %.3f s, unchecked %.3f s"):format(tc, tu))
     end)
   end)
+
+  describe("a user's file whose path looks like luaptx's own", function()
+    it("is still the user's: its errors name its line (luaptx's own code is known by how it was loaded)", function()
+      local root = H.temp_dir()
+      local text = H.read(H.ROOT .. "/spec/fails/operand_type.lua")
+      for _, rel in ipairs { "pyptx/kern/bad.lua", "pyptx/bad.lua", "lua/pyptx/runtime/bad.lua", "bin/bad.lua" } do
+        local path = root .. "/" .. rel
+        require("pyptx.core.sys").mkdirs(path:match("^(.*)/"))
+        H.write(path, text)
+        for _, dir in ipairs { false, H.ROOT .. "/lua" } do
+          local _, err, rc = H.luaptx({ "ptx", path }, { env = { LUAPTX_LUA_DIR = dir } })
+          assert.equal(1, rc)
+          assert.equal("luaptx: " .. path .. ":8: add.u32: operand 2 is a f32 register (%f1); "
+            .. "expected a u32/s32/b32 register or an integer\n", err)
+        end
+      end
+    end)
+  end)
 end)

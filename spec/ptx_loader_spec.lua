@@ -176,6 +176,56 @@ describe("pyptx.load_ptx", function()
     assert.matches("no_such_file", err)
   end)
 
+  it("refuses sizes and alignments past the hardware's limits at load, with the size, the limit and the line", function()
+    local head = ".version %s\n.target sm_90\n.address_size 64\n"
+    local cases = {   -- PTX after the header (line 4), the message, whether ptxas refuses it too
+      { ".global .u32 g[4611686018427387904];\n.visible .entry k() { ret; }",
+        "^t%.ptx:4:%d+: g: 4611686018427387904 elements of %.u32 are more than 2%^64 bytes, over the largest global "
+        .. "variable luaptx accepts %(256 TiB%): at most 281474976710656 bytes in %.global$" },
+      { ".global .u32 g[4294967296][4294967296][2];\n.visible .entry k() { ret; }", "^t%.ptx:4:%d+: array size overflows" },
+      { ".visible .entry k() { .shared .b8 s[4294967296]; ret; }",
+        "^t%.ptx:4:%d+: s: 4294967296 elements of %.b8 are 4294967296 bytes, over the most shared memory a CTA can have: "
+        .. "at most 232448 bytes in %.shared$" },
+      { ".visible .entry k() { .local .b8 l[1099511627776]; ret; }",
+        "^t%.ptx:4:%d+: l: 1099511627776 elements of %.b8 are 1099511627776 bytes, over the most local memory a thread "
+        .. "can have: at most 524288 bytes in %.local$" },
+      { ".visible .entry k() { .local .b32 l[131073]; ret; }", "524292 bytes, over the most local memory" },
+      { ".visible .const .b8 c[70000];\n.visible .entry k() { ret; }", "70000 bytes, over the constant bank", true },
+      { ".visible .entry k(.param .b8 p[4294967295]) { ret; }",
+        "^t%.ptx:4:%d+: p: 4294967295 elements of %.b8 are 4294967295 bytes, over a kernel's parameter space before "
+        .. "PTX ISA 8%.1: at most 4352 bytes in %.param$", true },
+      { ".visible .entry k(.param .b8 p[4000], .param .b8 q[400]) { ret; }",
+        "^t%.ptx:4:%d+: the kernel's parameters take 4400 bytes, over a kernel's parameter space before PTX ISA 8%.1: "
+        .. "at most 4352 bytes$", true },
+      { ".global .align 0 .u32 a0;\n.visible .entry k() { ret; }",
+        "^t%.ptx:4:%d+: %.align 0: an alignment must be a power of two from 1 to 2%^30$", true },
+      { ".global .align 3 .u32 a3;\n.visible .entry k() { ret; }", "^t%.ptx:4:%d+: %.align 3: an alignment must be", true },
+      { ".visible .entry k(.param .u64 .ptr .align 12 p) { ret; }", "^t%.ptx:4:%d+: %.align 12: an alignment must be", true },
+      { ".visible .entry k() { .reg .b32 %r<4294967296>; ret; }",
+        "^t%.ptx:4:%d+: register count 4294967296 too large: at most 2147483647$" },
+    }
+    for _, c in ipairs(cases) do
+      local ptx = head:format("8.0") .. c[1] .. "\n"
+      local ok, err = pcall(pyptx.load_ptx, ptx, "t.ptx")
+      assert.is_false(ok, c[1])
+      assert.matches(c[2], err)
+      if c[3] then H.assert_ptxas_refuses(ptx, "sm_90") end
+    end
+    -- at the limits: accepted, and PTX ISA 8.1 allows 32764 bytes of parameters
+    for _, ptx in ipairs {
+      head:format("8.0") .. ".visible .entry k() { .shared .b8 s[232448]; .local .b8 l[524288]; ret; }\n",
+      head:format("8.0") .. ".visible .const .b8 c[65536];\n.visible .entry k(.param .b8 p[4352]) { ret; }\n",
+      head:format("8.1") .. ".visible .entry k(.param .b8 p[32764]) { ret; }\n",
+      head:format("8.0") .. ".global .align 1073741824 .u32 a;\n.visible .entry k() { ret; }\n",
+    } do
+      assert.is_true((pcall(pyptx.load_ptx, ptx, "t.ptx")), ptx)
+    end
+    -- a register of a 2^30 range by its 10-digit name
+    local big = head:format("8.0") .. ".visible .entry k() { .reg .b32 %r<1073741824>; mov.b32 %r1073741823, 1; ret; }\n"
+    assert.is_true((pcall(pyptx.load_ptx, big, "t.ptx")))
+    H.assert_ptxas(big, "sm_90")
+  end)
+
   it("names the available entries for an unknown name", function()
     local mod = pyptx.load_ptx("spec/fixtures/ptx/nvcc/basic_sm80.ptx")
     local ok, err = pcall(function() return mod.sxapy end)

@@ -56,4 +56,66 @@ print(package.path == path)
     local dir = sys.real_path(root .. "/s")
     assert.matches("no file 'lib/nowhere.lua' in " .. dir:gsub("%p", "%%%0") .. " or a directory above it", err)
   end)
+
+  describe("stays inside the script's own project", function()
+    --- chmod a path (argv, no shell).
+    local function chmod(mode, path) assert.equal(0, sys.run({ "chmod", mode, path }).status) end
+
+    --- A fresh directory holding files (path below it -> text); its path.
+    local function tree(files)
+      local root = H.temp_dir()
+      for path, text in pairs(files) do put(root .. path, text) end
+      return root
+    end
+
+    it("never loads a module planted in a directory others can write, nor shadows a system module from there", function()
+      local root = tree {
+        ["/sys/planted_mod.lua"] = 'return "the system module"\n',
+        ["/shared/planted_mod.lua"] = 'return "planted"\n',
+        ["/shared/lib/only_planted.lua"] = 'return "planted"\n',
+        ["/shared/job/main.lua"] = 'print(require "planted_mod")\nprint(pcall(require, "lib.only_planted"))\n',
+      }
+      chmod("1777", root .. "/shared")                              -- like /tmp
+      local e = env() or {}
+      e.LUA_PATH = root .. "/sys/?.lua;;"
+      local out, err, rc = H.luaptx({ root .. "/shared/job/main.lua" }, { cwd = root, env = e })
+      assert.equal(0, rc, err)
+      local job = sys.real_path(root .. "/shared/job")
+      assert.matches("^the system module\nfalse\t.-\n\tno file 'lib/only_planted%.lua' in " .. job:gsub("%p", "%%%0")
+        .. " or a directory above it up to " .. job:gsub("%p", "%%%0") .. " %(the requiring file's project; stopped: "
+        .. sys.real_path(root .. "/shared"):gsub("%p", "%%%0") .. ": it is writable by others%)", out)
+    end)
+
+    it("stops at a marked project root (.git or .luaptx-root)", function()
+      for _, mark in ipairs { ".git", ".luaptx-root" } do
+        local root = tree {
+          ["/above.lua"] = 'return "above the project"\n',
+          ["/proj/lib/inside.lua"] = 'return "inside"\n',
+          ["/proj/" .. mark] = "",
+          ["/proj/app/main.lua"] = 'print(require "lib.inside")\nprint((pcall(require, "above")))\n',
+        }
+        local out, err, rc = H.luaptx({ root .. "/proj/app/main.lua" }, { cwd = H.temp_dir(), env = env() })
+        assert.equal(0, rc, err)
+        assert.equal("inside\nfalse\n", out, mark)
+      end
+    end)
+
+    it("refuses a module file another user can change, naming it", function()
+      local root = tree { ["/lib/shared_mod.lua"] = 'return "changed by someone"\n', ["/app/main.lua"] = 'require "lib.shared_mod"\n' }
+      chmod("666", root .. "/lib/shared_mod.lua")
+      local _, err, rc = H.luaptx({ root .. "/app/main.lua" }, { cwd = root, env = env() })
+      assert.equal(1, rc)
+      assert.matches("refusing to load " .. sys.real_path(root .. "/lib/shared_mod.lua"):gsub("%p", "%%%0")
+        .. ": [^\n]*: it is writable by others", err)
+    end)
+
+    it("refuses a module another user owns (run as root: chown to nobody)", function()
+      if sys.run({ "id", "-u" }).stdout ~= "0\n" then return end
+      local root = tree { ["/lib/theirs.lua"] = 'return "theirs"\n', ["/app/main.lua"] = 'require "lib.theirs"\n' }
+      assert.equal(0, sys.run({ "chown", "65534", root .. "/lib/theirs.lua" }).status)
+      local _, err, rc = H.luaptx({ root .. "/app/main.lua" }, { cwd = H.temp_dir(), env = env() })
+      assert.equal(1, rc)
+      assert.matches("refusing to load [^\n]*theirs%.lua: [^\n]*: it is owned by another user", err)
+    end)
+  end)
 end)

@@ -124,4 +124,46 @@ describe("pyptx.core.sys", function()
     end
     assert.same({}, offenders)
   end)
+
+  describe("how many CPUs this process may use (lpx_cpu_count)", function()
+    local core = require "pyptx.core"
+
+    it("reads cgroup v2 cpu.max quotas of the process's cgroup and every one above it, rounding up", function()
+      local root = H.temp_dir()
+      local function cpu_max(rel, text)
+        sys.mkdirs(root .. rel)
+        H.write(root .. rel .. "/cpu.max", text)
+      end
+      cpu_max("", "max 100000\n")
+      cpu_max("/slurm", "800000 100000\n")
+      cpu_max("/slurm/job", "150000 100000\n")                   -- 1.5 CPUs: 2 threads
+      sys.mkdirs(root .. "/slurm/job/step")                        -- no cpu.max of its own
+      assert.equal(2, core.cgroup_cpus(root, "/slurm/job/step"))
+      assert.equal(8, core.cgroup_cpus(root, "/slurm"))
+      assert.equal(0, core.cgroup_cpus(root, "/"))                 -- "max": no limit
+      assert.equal(0, core.cgroup_cpus(root, "/nonexistent"))
+      assert.equal(0, core.cgroup_cpus(root, "/slurm/../.."))      -- never climbs out of the root
+      for _, bad in ipairs { "", "-1 100000", "100000 0", "0 100000", "abc 100000", "100000", "1e9 100000" } do
+        cpu_max("/bad", bad)
+        assert.equal(0, core.cgroup_cpus(root, "/bad"), bad)
+      end
+      cpu_max("/bad", "50000 100000")                             -- half a CPU: one thread
+      assert.equal(1, core.cgroup_cpus(root, "/bad"))
+      local fifo = root .. "/fifo"
+      sys.mkdirs(fifo)
+      assert.equal(0, sys.run({ "mkfifo", fifo .. "/cpu.max" }).status)
+      assert.equal(0, core.cgroup_cpus(root, "/fifo"))             -- a FIFO is not waited on
+    end)
+
+    it("counts the affinity mask, not the machine's CPUs: the emulator and parallel compiles follow it", function()
+      if sys.run({ "taskset", "-c", "0", "true" }).status ~= 0 then return H.pending("taskset cannot pin here") end
+      local code = 'print(require("pyptx.core").cpu_count()); print(require("pyptx.runtime").device("emu"))'
+      local r = sys.run({ "taskset", "-c", "0", H.BIN, "-e", code })
+      assert.equal(0, r.status, r.stderr)
+      assert.matches("^1\n", r.stdout)
+      assert.matches("emu %(CPU emulator, 1 thread%)", r.stderr)
+      local all = tonumber(sys.run({ H.BIN, "-e", 'print(require("pyptx.core").cpu_count())' }).stdout)
+      assert.is_true(all >= 1)
+    end)
+  end)
 end)

@@ -3,6 +3,7 @@
 local H = require "spec.helpers"
 local pyptx = require "pyptx"
 local trace = require "pyptx.trace"
+local core = require "pyptx.core"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 
 --- Run fn inside a kernel trace; returns the trace's specialization.
@@ -26,7 +27,6 @@ describe("pyptx.trace", function()
     end)
 
     it("names the chunk from core.where only when asked (the per-instruction call builds no string)", function()
-      local core = require "pyptx.core"
       local plain, here = { core.where(1) }, debug.getinfo(1, "l").currentline
       assert.equal(2, select("#", core.where(1)))
       assert.equal("userdata", type(plain[1]))
@@ -37,12 +37,19 @@ describe("pyptx.trace", function()
       assert.equal("@spec/trace_spec.lua", name)
     end)
 
-    it("recognizes luaptx's own chunks", function()
-      assert.truthy(trace.is_internal("@lua/pyptx/reg.lua"))
-      assert.truthy(trace.is_internal("@/usr/share/luaptx/pyptx/ptx.lua"))
-      assert.truthy(trace.is_internal("@/usr/share/luaptx/pyptx/runtime/tensor.lua"))
-      assert.falsy(trace.is_internal("@examples/hopper/pyptx_demo.lua"))
-      assert.falsy(trace.is_internal("@spec/trace_spec.lua"))
+    it("recognizes luaptx's own chunks by how they were loaded, never by their path", function()
+      for _, fn in ipairs { trace.where, require("pyptx.reg").scalar, require("pyptx.runtime.tensor").empty } do
+        local src = debug.getinfo(fn, "S").source   -- the bundle's name, or LUAPTX_LUA_DIR's file
+        assert.truthy(trace.is_internal(src), src)
+        assert.truthy(trace.is_own(src), src)
+        assert.equal("module", core.own_source(src))
+      end
+      assert.equal("cli", core.own_source(debug.getinfo(require("luaptx.cli").main, "S").source))
+      for _, src in ipairs { "@/usr/share/luaptx/pyptx/ptx.lua", "@/home/u/pyptx/kern/bad.lua", "@/x/pyptx/runtime/t.lua",
+        "@/x/lua/pyptx/reg.lua", "@/x/../bin/luaptx.lua", "@examples/hopper/pyptx_demo.lua", "@spec/trace_spec.lua" } do
+        assert.falsy(trace.is_internal(src), src)
+        assert.falsy(trace.is_own(src), src)
+      end
     end)
 
     it("takes no level: fail(msg) and form(opcode, strict) find the user's line themselves", function()

@@ -214,4 +214,55 @@ describe("luaptx transpile", function()
     assert.matches(".func (.param .b32 func_retval0) _Z5scaleff(", log, 1, true)
     assert.matches(".visible .entry saxpy(", log, 1, true)
   end)
+
+  describe("a module too big for one Lua function", function()
+    --- PTX of a kernel with n labelled instructions, each with its own
+    -- constant (so neither the plain nor the sugared script can fold them).
+    local function long_kernel(n)
+      local out = { ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry long(.param .u64 p)\n{\n",
+        "\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<2>;\n\t.reg .pred %p<2>;\n\tld.param.u64 %rd1, [p];\n\tmov.u32 %r1, 0;\n" }
+      for i = 1, n do out[#out + 1] = ("L_%d:\n\tadd.u32 %%r1, %%r1, %d;\n"):format(i, i * 7919 % 1000003) end
+      -- one loop around it all: --sugar must not make it one ptx.loop function
+      out[#out + 1] = "\tsetp.lt.u32 %p1, %r1, 5;\n@%p1 bra L_1;\n\tst.global.u32 [%rd1], %r1;\n\tret;\n}\n"
+      return table.concat(out)
+    end
+
+    --- PTX of a module with nfuncs device functions and nglobals variables.
+    local function wide_module(nfuncs, nglobals)
+      local out = { ".version 8.0\n.target sm_90\n.address_size 64\n\n" }
+      for i = 1, nglobals do out[#out + 1] = (".global .u32 g%d = %d;\n"):format(i, i) end
+      for i = 1, nfuncs do
+        out[#out + 1] = (".func (.param .b32 r) f%d(.param .b32 a)\n{\n\t.reg .b32 %%r<3>;\n\tld.param.b32 %%r1, [a];\n"
+          .. "\tadd.u32 %%r2, %%r1, %d;\n\tst.param.b32 [r], %%r2;\n\tret;\n}\n"):format(i, i)
+      end
+      out[#out + 1] = ".visible .entry k(.param .u64 p)\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<2>;\n"
+        .. "\tld.param.u64 %rd1, [p];\n\t{\n\t.param .b32 a;\n\t.param .b32 r;\n\tst.param.b32 [a], 1;\n"
+        .. ("\tcall.uni (r), f%d, (a);\n\tld.param.b32 %%r1, [r];\n\t}\n"):format(nfuncs)
+        .. "\tst.global.u32 [%rd1], %r1;\n\tret;\n}\n"
+      return table.concat(out)
+    end
+
+    --- Transpile text (sugared when asked) and trace it back: its PTX.
+    local function back(text, sweet)
+      local script = transpile.transpile(text, "big.ptx")
+      if sweet then script = sugar.sugar(script) end
+      local chunk = assert(loadstring(script, "=big.lua"))
+      return chunk().module:ptx()
+    end
+
+    it("round-trips a kernel of 70,000 instructions and labels (over 65,536 constants), with --sugar too", function()
+      local text = long_kernel(35000)
+      local want = structure(text)
+      assert.equal(want, structure(back(text)))
+      assert.equal(want, structure(back(text, true)))
+    end)
+
+    it("round-trips a module of 300 device functions and 10,000 variables (over 200 locals, past unpack)", function()
+      local text = wide_module(300, 10000)
+      local want = structure(text)
+      assert.equal(want, structure(back(text)))
+      assert.equal(want, structure(back(text, true)))
+      H.assert_ptxas(text, "sm_90")
+    end)
+  end)
 end)

@@ -5,6 +5,7 @@
 #include "lpx_cache.h"
 #include "lpx_internal.h"
 #include "lpx_sys.h"
+#include "lpx_sys.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -472,12 +473,12 @@ static void *many_worker(void *arg)
   return NULL;
 }
 
-/* Compile n jobs on up to `threads` worker threads (0: one per core);
+/* Compile n jobs on up to `threads` worker threads (0: one per usable CPU);
  * each job records its own status, so one failure does not stop the rest.
  * The cubins land in the cache: lpx_compile then loads them as hits. */
 int32_t lpx_compile_many(lpx_compiler *c, lpx_compile_job *jobs, int32_t n, const lpx_compile_opts *opts, int32_t threads)
 {
-  if (threads <= 0) threads = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads <= 0) threads = lpx_cpu_count();
   if (threads > n) threads = n;
   if (threads < 1) return 0;
   many_state st = { c, jobs, n, opts, PTHREAD_MUTEX_INITIALIZER, 0 };

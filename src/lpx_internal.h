@@ -7,6 +7,15 @@
 #include "lpx_types.def"
 #include "lpx_isa.def"
 
+/* ------------------------------------------------------------ limits
+ * The most bytes of each state space the hardware (or ptxas) allows: one
+ * variable is refused above them when PTX is loaded (src/lpx_parse.c),
+ * and a launch when its variables together pass them (src/emu). */
+#define LPX_SHARED_MAX ((uint64_t)227 << 10)   /* per CTA: sm_90/sm_100's 227 KB, opt-in */
+#define LPX_LOCAL_MAX ((uint64_t)512 << 10)    /* per thread */
+#define LPX_CONST_MAX ((uint64_t)64 << 10)     /* per module: ptxas's constant bank, 0x10000 */
+#define LPX_GLOBAL_MAX ((uint64_t)1 << 48)     /* one variable: 256 TiB, more than any device holds */
+
 /* ------------------------------------------------------------ enums */
 
 enum lpx_type_id {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,77 @@
 #define LPX_JIT_MAXMCODE 4096   /* KB; LuaJIT's default: 512 */
 #define LPX_STR_(x) #x
 #define LPX_STR(x) LPX_STR_(x)
+
+/* ------------------------------------------------------------ own chunks
+ * Which chunks are luaptx's own is decided by how they were loaded, never
+ * by their path text: every chunk the searcher below loads (a bundled
+ * module, or its file in development mode) is recorded here, with whether
+ * it is a pyptx module or the command line's, and so is each helper
+ * library pyptx.helper() marks. A user's file under .../pyptx/ is not ours. */
+
+enum { OWN_NONE, OWN_MODULE, OWN_CLI, OWN_HELPER };
+#define OWN_SLOTS 1024                    /* open addressing, at most 3/4 full */
+
+static struct { char *name; int kind; } own[OWN_SLOTS];
+static int nown;
+
+/* FNV-1a of a chunk name, the slot it starts probing at. */
+static size_t own_hash(const char *s)
+{
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h & (OWN_SLOTS - 1);
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static size_t own_slot(const char *name)
+{
+  size_t i = own_hash(name);
+  while (own[i].name && strcmp(own[i].name, name)) i = (i + 1) & (OWN_SLOTS - 1);
+  return i;
+}
+
+/* Does a recorded name end with tail (a message's "...tail" shortened name)? */
+static int own_suffix(const char *tail)
+{
+  size_t n = strlen(tail);
+  for (size_t i = 0; i < OWN_SLOTS; i++) {
+    size_t m = own[i].name ? strlen(own[i].name) : 0;
+    if (m >= n && strcmp(own[i].name + m - n, tail) == 0) return own[i].kind;
+  }
+  return OWN_NONE;
+}
+
+/* What a chunk name is: OWN_MODULE, OWN_CLI or OWN_NONE. A name as Lua
+ * shortens it in messages ("@...tail") matches a recorded one ending so. */
+static int own_kind(const char *src)
+{
+  if (strncmp(src, "@...", 4) == 0) return own_suffix(src + 4);
+  size_t i = own_slot(src);
+  return own[i].name ? own[i].kind : OWN_NONE;
+}
+
+static struct { const char *src; int internal; } seen[64];
+
+/* Record a chunk name as luaptx's own; -1 when the table is full or memory is out. */
+static int own_add(const char *name, int kind)
+{
+  size_t i = own_slot(name);
+  if (own[i].name) return 0;
+  if (nown >= OWN_SLOTS * 3 / 4) return -1;
+  if (!(own[i].name = strdup(name))) return -1;
+  own[i].kind = kind;
+  nown++;
+  memset(seen, 0, sizeof seen);   /* a chunk already classified may be this one */
+  return 0;
+}
+
+/* Is a chunk a pyptx module or a helper library (where() skips it)? */
+static int is_internal_source(const char *src)
+{
+  int kind = own_kind(src);
+  return kind == OWN_MODULE || kind == OWN_HELPER;
+}
 
 /* Find a bundled module by name. */
 static const lpx_bundle_entry *bundle_find(const char *name)
@@ -65,7 +137,11 @@ static int searcher(lua_State *L)
   const char *name = luaL_checkstring(L, 1);
   const char *dir = getenv("LUAPTX_LUA_DIR");
   char path[4096];
+  int kind = strncmp(name, "luaptx.", 7) == 0 ? OWN_CLI : OWN_MODULE;
   if (dir && *dir && dev_path(dir, name, path, sizeof path)) {
+    char chunk[4100];
+    snprintf(chunk, sizeof chunk, "@%s", path);
+    if (own_add(chunk, kind)) return luaL_error(L, "luaptx: out of memory loading %s", name);
     if (luaL_loadfile(L, path)) return lua_error(L);
     return 1;
   }
@@ -76,33 +152,14 @@ static int searcher(lua_State *L)
   }
   char chunk[512];
   snprintf(chunk, sizeof chunk, "@%s", e->path);
+  if (own_add(chunk, kind)) return luaL_error(L, "luaptx: out of memory loading %s", name);
   if (luaL_loadbuffer(L, (const char *)e->bc, e->size, chunk)) return lua_error(L);
   return 1;
-}
-
-/* Is a chunk name one of luaptx's own Lua modules (pyptx/x.lua, or one
- * directory down: pyptx/runtime/x.lua)? */
-/* Chunks marked as helper libraries (pyptx.helper()): where() skips them
- * like luaptx's own modules, so their instructions take the fast path. */
-static char *helper_sources[32];
-static int nhelper_sources;
-
-static int is_internal_source(const char *src)
-{
-  for (int i = 0; i < nhelper_sources; i++) if (strcmp(src, helper_sources[i]) == 0) return 1;
-  if (strncmp(src, "@lua/pyptx/", 11) == 0) return 1;
-  const char *p = strstr(src, "/pyptx/");
-  if (!p) return 0;
-  const char *slash = strchr(p + 7, '/');
-  if (slash && strchr(slash + 1, '/')) return 0;
-  return strstr(p, ".lua") != NULL;
 }
 
 /* is_internal_source, remembered per chunk name (the pointer, which the
  * Lua side already uses as the chunk's key): where() asks it for every
  * frame of every traced instruction. */
-static struct { const char *src; int internal; } seen[64];
-
 static int is_internal_cached(const char *src)
 {
   size_t slot = ((uintptr_t)src >> 4) & 63;
@@ -113,17 +170,21 @@ static int is_internal_cached(const char *src)
   return seen[slot].internal;
 }
 
+/* own_source(chunk_name): "module" (a pyptx module), "cli" (the command
+ * line's code), "helper" (a library pyptx.helper() marked) or nil. */
+static int own_source(lua_State *L)
+{
+  static const char *const names[] = { NULL, "module", "cli", "helper" };
+  int kind = own_kind(luaL_checkstring(L, 1));
+  if (kind == OWN_NONE) return 0;
+  lua_pushstring(L, names[kind]);
+  return 1;
+}
+
 /* where_skip(chunk_name): where() skips this chunk from now on (a helper). */
 static int where_skip(lua_State *L)
 {
-  const char *src = luaL_checkstring(L, 1);
-  for (int i = 0; i < nhelper_sources; i++) if (strcmp(src, helper_sources[i]) == 0) return 0;
-  if (nhelper_sources == (int)(sizeof helper_sources / sizeof helper_sources[0]))
-    return luaL_error(L, "pyptx.helper: too many helper libraries (at most 32)");
-  char *copy = strdup(src);
-  if (!copy) return luaL_error(L, "out of memory");
-  helper_sources[nhelper_sources++] = copy;
-  memset(seen, 0, sizeof seen);   /* a chunk already classified may be this one */
+  if (own_add(luaL_checkstring(L, 1), OWN_HELPER)) return luaL_error(L, "pyptx.helper: out of room for helper libraries");
   return 0;
 }
 
@@ -168,10 +229,7 @@ static struct sigaction sig_saved[SIG_COUNT];
 /* Is a chunk luaptx's own code (a pyptx module, the command line) or C? */
 static int is_luaptx_source(const char *src)
 {
-  if (is_internal_source(src) || src[0] == '=') return 1;
-  if (strncmp(src, "@bin/", 5) == 0) return 1;
-  const char *p = strstr(src, "/../bin/");
-  return p && !strchr(p + 8, '/');
+  return src[0] == '=' || own_kind(src) != OWN_NONE;
 }
 
 /* Count hook: once a signal came, raise "interrupted" at user code. */
@@ -279,6 +337,8 @@ static int open_core(lua_State *L)
   lua_setfield(L, -2, "where");
   lua_pushcfunction(L, where_skip);
   lua_setfield(L, -2, "where_skip");
+  lua_pushcfunction(L, own_source);
+  lua_setfield(L, -2, "own_source");
   for (const luaL_Reg *r = signal_funcs; r->name; r++) {
     lua_pushcfunction(L, r->func);
     lua_setfield(L, -2, r->name);

@@ -8,6 +8,7 @@
 #include "lpx_parse.h"
 #include "lpx_video.h"
 #include "lpx_cexpr.h"
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -322,14 +323,6 @@ static int parse_int(const char *s, size_t n, uint64_t *out)
   return parse_digits(s, n, 10, out);
 }
 
-/* The integer value of token k (0 when it is not an integer literal). */
-static int64_t tok_int(pstate *ps, size_t k)
-{
-  uint64_t v = 0;
-  if (k >= ps->nt || ps->t[k].kind != LPX_TK_NUM || parse_int(ps->src + ps->t[k].off, ps->t[k].len, &v)) return 0;
-  return (int64_t)v;
-}
-
 /* Parse a number token into an operand: INT, or FIMM (0f, 0d, decimal float). */
 static void parse_number(pstate *ps, size_t k, lpx_operand *o)
 {
@@ -431,7 +424,7 @@ static int32_t reg_lookup_text(pstate *ps, const char *s, uint32_t n, int32_t sy
   if (id >= 0) return id;
   for (size_t r = ps->nranges; r-- > 0;) {
     const regrange *g = &ps->ranges[r];
-    if (n <= g->len || n - g->len > 9 || memcmp(s, g->prefix, g->len)) continue;
+    if (n <= g->len || n - g->len > 10 || memcmp(s, g->prefix, g->len)) continue;   /* counts < 2^31: 10 digits */
     uint64_t idx;
     if ((s[g->len] == '0' && n - g->len > 1) || parse_digits(s + g->len, n - g->len, 10, &idx) || idx >= g->count) continue;
     return reg_create(ps, sym, g->type);
@@ -696,23 +689,87 @@ static size_t decl_init(pstate *ps, lpx_var *v, size_t k, size_t b)
   return 0;
 }
 
+/* The most bytes one variable of each state space may take (what the
+ * hardware or ptxas allows), as (space, limit, what the limit is). */
+#define SPACE_LIMITS(X) \
+  X(".shared", LPX_SHARED_MAX, "the most shared memory a CTA can have") \
+  X(".local", LPX_LOCAL_MAX, "the most local memory a thread can have") \
+  X(".const", LPX_CONST_MAX, "the constant bank a module's .const variables share") \
+  X(".global", LPX_GLOBAL_MAX, "the largest global variable luaptx accepts (256 TiB)")
+
+#define SPACE_LIMIT_ROW(space, max, what) { space, max, what },
+static const struct { const char *space; uint64_t max; const char *what; } space_limits[] = { SPACE_LIMITS(SPACE_LIMIT_ROW) };
+
+/* Refuse count elements of type ty named by token k when their bytes pass
+ * max (why: what that limit is; space: where); else their byte size. */
+static uint64_t check_bytes(pstate *ps, size_t k, int32_t ty, uint64_t count, const char *space, uint64_t max, const char *why)
+{
+  uint64_t el = ((uint64_t)lpx_types[ty].bits + 7) / 8;
+  if (el == 0) el = 1;
+  if (count <= max / el) return count * el;
+  char bytes[32];
+  if (count > UINT64_MAX / el) snprintf(bytes, sizeof bytes, "more than 2^64");
+  else snprintf(bytes, sizeof bytes, "%" PRIu64, count * el);
+  perr(ps, k, "%.*s: %" PRIu64 " elements of .%s are %s bytes, over %s: at most %" PRIu64 " bytes in %s", (int)ps->t[k].len,
+       ps->src + ps->t[k].off, count, lpx_types[ty].name, bytes, why, max, space);
+  return 0;
+}
+
+/* Refuse an .align value that is not a power of two (token k holds it). */
+static int32_t check_align(pstate *ps, size_t k)
+{
+  uint64_t v;
+  if (k >= ps->nt || ps->t[k].kind != LPX_TK_NUM || parse_int(ps->src + ps->t[k].off, ps->t[k].len, &v))
+    perr(ps, k, ".align: expected a power of two");
+  if (v == 0 || (v & (v - 1)) || v > ((uint64_t)1 << 30))
+    perr(ps, k, ".align %.*s: an alignment must be a power of two from 1 to 2^30", (int)(ps->t[k].len < 40 ? ps->t[k].len : 40),
+         ps->src + ps->t[k].off);
+  return (int32_t)v;
+}
+
+/* Multiply an array's element count by the dimension at token k ([k] is
+ * its first token), refusing a count that passes 2^64. */
+static uint64_t array_dim(pstate *ps, size_t k, uint64_t count)
+{
+  uint64_t d;
+  if (ps->t[k].kind != LPX_TK_NUM || parse_int(ps->src + ps->t[k].off, ps->t[k].len, &d)) return 0;
+  if (d && count > UINT64_MAX / d) perr(ps, k, "array size overflows: more than 2^64 elements");
+  return count * d;
+}
+
+/* Check the size of a variable of space (".shared") against its limit
+ * (token k: its name). */
+static void check_var_size(pstate *ps, size_t k, const char *space, int32_t ty, uint64_t count)
+{
+  for (size_t i = 0; i < sizeof space_limits / sizeof space_limits[0]; i++)
+    if (strcmp(space_limits[i].space, space) == 0) check_bytes(ps, k, ty, count, space, space_limits[i].max, space_limits[i].what);
+}
+
 /* Record the variable a declaration's tokens [a, b) describe (best effort:
  * space, linkage, alignment, type, name, array size); nothing if partial. */
 static void decl_var(pstate *ps, size_t a, size_t b)
 {
   lpx_var v = { -1, -1, -1, 0, 0, 0, 1, NULL, 0, 0, NULL, 0 };
-  size_t k = a;
+  size_t k = a, name = a;
+  uint64_t count = 0;
+  const char *space = NULL;
   for (; k < b && !is_punct(ps, &ps->t[k], '='); k++) {
     const lpx_tok *tok = &ps->t[k];
     int i;
-    if ((i = word_index(ps, tok, var_spaces)) >= 0) v.space = intern(ps, var_spaces[i] + 1, strlen(var_spaces[i]) - 1);
+    if ((i = word_index(ps, tok, var_spaces)) >= 0) {
+      v.space = intern(ps, var_spaces[i] + 1, strlen(var_spaces[i]) - 1);
+      space = var_spaces[i];
+    }
     else if ((i = word_index(ps, tok, linkages)) > 0) v.linkage = i;
-    else if (is_word(ps, tok, ".align") && k + 1 < b) v.align = (int32_t)tok_int(ps, k + 1);
+    else if (is_word(ps, tok, ".align") && k + 1 < b) v.align = check_align(ps, k + 1);
     else if (type_of(ps, tok) >= 0) v.type = type_of(ps, tok);
-    else if (is_ident(ps, tok) && v.sym < 0) v.sym = intern(ps, ps->src + tok->off, tok->len);
-    else if (is_punct(ps, tok, '[')) v.count = is_punct(ps, &ps->t[k + 1], ']') ? -1 : (int64_t)((uint64_t)(v.count ? v.count : 1) * (uint64_t)tok_int(ps, k + 1));
+    else if (is_ident(ps, tok) && v.sym < 0) { v.sym = intern(ps, ps->src + tok->off, tok->len); name = k; }
+    else if (is_punct(ps, tok, '[') && is_punct(ps, &ps->t[k + 1], ']')) v.count = -1;
+    else if (is_punct(ps, tok, '[') && v.count >= 0) count = array_dim(ps, k + 1, count ? count : 1);
   }
   if (v.space < 0 || v.sym < 0 || v.type < 0) return;
+  if (v.count >= 0) check_var_size(ps, name, space, v.type, count ? count : 1);
+  if (v.count >= 0) v.count = (int64_t)count;
   size_t deep = k < b ? decl_init(ps, &v, k + 1, b) : 0;
   if (deep) {   /* v is not the module's yet: free its bytes before unwinding */
     free(v.init);
@@ -764,7 +821,8 @@ static void parse_reg_name(pstate *ps, int32_t type)
     take(ps); take(ps);
     if (cur(ps)->kind != LPX_TK_NUM) perr(ps, ps->pos, "expected a register count after '<'");
     uint64_t n;
-    if (parse_int(ps->src + cur(ps)->off, cur(ps)->len, &n) || n > 0x7fffffff) perr(ps, ps->pos, "malformed register count");
+    if (parse_int(ps->src + cur(ps)->off, cur(ps)->len, &n)) perr(ps, ps->pos, "malformed register count");
+    if (n > 0x7fffffff) perr(ps, ps->pos, "register count %.*s too large: at most 2147483647", (int)(cur(ps)->len < 40 ? cur(ps)->len : 40), ps->src + cur(ps)->off);
     take(ps);
     expect(ps, '>', "to close the register range");
     GROW(ps, ps->ranges, ps->ranges_cap, ps->nranges + 1);
@@ -1307,24 +1365,52 @@ static void parse_body(pstate *ps, lpx_func *f, const char *name)
 /* State spaces a .ptr parameter attribute may name. */
 static const char *const ptr_spaces[] = { ".global", ".shared", ".const", ".local", NULL };
 
+/* The most bytes of parameters a kernel may take: 32764 from PTX ISA 8.1
+ * on, 4352 before (ptxas: "uses too much parameter space"). */
+static uint64_t param_max(pstate *ps) { return ps->m->ptx_version >= 81 ? 32764 : 4352; }
+
+/* What param_max is, for messages. */
+static const char *param_why(pstate *ps)
+{
+  return ps->m->ptx_version >= 81 ? "a kernel's parameter space" : "a kernel's parameter space before PTX ISA 8.1";
+}
+
+/* Refuse an entry whose parameters, laid out with their alignments, pass
+ * param_max (token k: the closing parenthesis). */
+static void check_param_space(pstate *ps, size_t k)
+{
+  uint64_t end = 0;
+  for (size_t i = 0; i < ps->f->nparams; i++) {
+    const lpx_param *p = &ps->f->params[i];
+    uint64_t el = ((uint64_t)lpx_types[p->type].bits + 7) / 8, align = p->align > 0 ? (uint64_t)p->align : el ? el : 1;
+    end = (end + align - 1) / align * align + el * (uint64_t)(p->count > 0 ? p->count : 1);
+  }
+  if (end > param_max(ps))
+    perr(ps, k, "the kernel's parameters take %" PRIu64 " bytes, over %s: at most %" PRIu64 " bytes", end, param_why(ps), param_max(ps));
+}
+
 /* Record a parameter from its tokens [a, b): space, type, alignment,
  * .ptr attributes (.ptr [.space] [.align n]), name, [N]. */
 static void param_add(pstate *ps, size_t a, size_t b, int is_ret)
 {
   lpx_param p = { -1, -1, 0, 0, 0, -1, 0 };
   int ptr = 0;
+  size_t name = a;
+  uint64_t count = 0;
   for (size_t k = a; k < b; k++) {
     const lpx_tok *tok = &ps->t[k];
-    if (is_word(ps, tok, ".align") && k + 1 < b) *(ptr ? &p.ptr_align : &p.align) = (int32_t)tok_int(ps, k + 1);
+    if (is_word(ps, tok, ".align") && k + 1 < b) *(ptr ? &p.ptr_align : &p.align) = check_align(ps, k + 1);
     else if (is_word(ps, tok, ".reg")) p.is_reg = 1;
     else if (is_word(ps, tok, ".ptr")) ptr = 1;
     else if (ptr && word_index(ps, tok, ptr_spaces) >= 0) p.ptr_space = intern(ps, ps->src + tok->off + 1, tok->len - 1);
     else if (type_of(ps, tok) >= 0) p.type = type_of(ps, tok);
-    else if (is_ident(ps, tok) && p.sym < 0) p.sym = intern(ps, ps->src + tok->off, tok->len);
-    else if (is_punct(ps, tok, '[') && k + 1 < b && ps->t[k + 1].kind == LPX_TK_NUM) p.count = (int32_t)tok_int(ps, k + 1);
+    else if (is_ident(ps, tok) && p.sym < 0) { p.sym = intern(ps, ps->src + tok->off, tok->len); name = k; }
+    else if (is_punct(ps, tok, '[') && k + 1 < b && ps->t[k + 1].kind == LPX_TK_NUM) count = array_dim(ps, k + 1, count ? count : 1);
   }
   if (ptr && !p.ptr_align && p.ptr_space < 0) p.ptr_align = -1;   /* a bare .ptr */
   if (p.sym < 0 || p.type < 0) return;
+  check_bytes(ps, name, p.type, count ? count : 1, ".param", param_max(ps), param_why(ps));
+  p.count = (int32_t)count;
   lpx_func *f = ps->f;
   if (is_ret) { GROW(ps, f->rets, f->rets_cap, f->nrets + 1); f->rets[f->nrets++] = p; }
   else { GROW(ps, f->params, f->params_cap, f->nparams + 1); f->params[f->nparams++] = p; }
@@ -1343,7 +1429,11 @@ static void parse_params(pstate *ps, int record)
       take(ps);
     }
     if (record) param_add(ps, a, ps->pos, record == 2);
-    if (is_punct(ps, cur(ps), ')')) { take(ps); return; }
+    if (is_punct(ps, cur(ps), ')')) {
+      if (record == 1 && ps->f->is_entry) check_param_space(ps, ps->pos);
+      take(ps);
+      return;
+    }
     take(ps);
   }
 }

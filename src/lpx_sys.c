@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -290,6 +291,27 @@ static const char *untrusted_why(const struct stat *st)
   if (st->st_uid != geteuid()) return "it is owned by another user";
   if (st->st_mode & (S_IWGRP | S_IWOTH)) return "it is writable by group or others";
   return NULL;
+}
+
+/* Why st lets a user other than us (or root) change the code it holds, or
+ * NULL: it must be ours or root's, and writable by no one else (a group
+ * may write it only when that group is our own primary group). */
+static const char *code_why(const struct stat *st)
+{
+  if (st->st_uid != geteuid() && st->st_uid != 0) return "it is owned by another user";
+  if (st->st_mode & S_IWOTH) return "it is writable by others";
+  if ((st->st_mode & S_IWGRP) && st->st_gid != getegid()) return "it is writable by its group";
+  return NULL;
+}
+
+/* Check that the file or directory at path (links followed) is safe to
+ * load code from: nobody but us or root can change it. */
+int lpx_fs_trusted_code(lpx_ctx *ctx, const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0) return lpx_fail(ctx, "%s cannot be examined: %s", path, strerror(errno));
+  const char *why = code_why(&st);
+  return why ? lpx_fail(ctx, "%s: %s", path, why) : 0;
 }
 
 /* Create (0700) or check a directory only we may write: not a link, ours,
@@ -656,4 +678,159 @@ int lpx_fs_open_regular(lpx_ctx *ctx, const char *path, int check_owner)
   if (why) { close(fd); return lpx_fail(ctx, "refusing %s: %s", path, why); }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
+}
+
+/* ------------------------------------------------------------------ CPUs */
+
+/* Read a small cgroup file (never following a link or blocking) into buf;
+ * its length, or -1. */
+static ssize_t cgroup_read(const char *path, char *buf, size_t cap)
+{
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n >= 0) buf[n] = '\0';
+  return n;
+}
+
+/* A decimal number at *s (digits only), moving *s past it; -1 if none or too big. */
+static int64_t cgroup_number(const char **s)
+{
+  const char *p = *s;
+  int64_t v = 0;
+  if (*p < '0' || *p > '9') return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (*p - '0');
+  }
+  *s = p;
+  return v;
+}
+
+/* The CPUs one cgroup v2 cpu.max file allows, rounded up ("150000 100000":
+ * 2); 0 when it sets no limit ("max 100000"), is missing or unreadable. */
+static int64_t cpu_max_file(const char *path)
+{
+  char buf[64];
+  if (cgroup_read(path, buf, sizeof buf) <= 0) return 0;
+  const char *s = buf;
+  int64_t quota = cgroup_number(&s);
+  if (quota <= 0 || *s++ != ' ') return 0;
+  int64_t period = cgroup_number(&s);
+  if (period <= 0 || (*s && *s != '\n')) return 0;
+  int64_t cpus = quota / period + (quota % period != 0);
+  return cpus > INT32_MAX ? INT32_MAX : cpus;
+}
+
+/* The bytes one cgroup v2 memory.max file allows; 0 when "max" or unreadable. */
+static int64_t memory_max_file(const char *path)
+{
+  char buf[64];
+  if (cgroup_read(path, buf, sizeof buf) <= 0) return 0;
+  const char *s = buf;
+  int64_t bytes = cgroup_number(&s);
+  return bytes > 0 && (!*s || *s == '\n') ? bytes : 0;
+}
+
+/* The smallest limit the file `name` sets in cgroup rel ("/a/b") under
+ * root or in any cgroup above it (read reads one file, 0: no limit); 0
+ * when none limits or rel climbs up. */
+static int64_t cgroup_fewest(const char *root, const char *rel, const char *name, int64_t (*read_one)(const char *))
+{
+  char dir[PATH_MAX], file[PATH_MAX + 32];
+  if (strstr(rel, "/..") || strncmp(rel, "..", 2) == 0) return 0;
+  int n = snprintf(dir, sizeof dir, "%s/%s", root, rel);
+  if (n < 0 || (size_t)n >= sizeof dir) return 0;
+  size_t top = strlen(root);
+  int64_t fewest = 0;
+  for (;;) {
+    while (n > (int)top && dir[n - 1] == '/') dir[--n] = '\0';
+    snprintf(file, sizeof file, "%s/%s", dir, name);
+    int64_t c = read_one(file);
+    if (c > 0 && (fewest == 0 || c < fewest)) fewest = c;
+    char *slash = strrchr(dir, '/');
+    if (n <= (int)top || !slash || slash < dir + top) return fewest;
+    *slash = '\0';
+    n = (int)(slash - dir);
+  }
+}
+
+/* The fewest CPUs the cpu.max files of cgroup rel ("/a/b") under root and
+ * of each cgroup above it allow; 0 when none limits (or rel climbs up). */
+int32_t lpx_cgroup_cpus(const char *root, const char *rel)
+{
+  return (int32_t)cgroup_fewest(root, rel, "cpu.max", cpu_max_file);
+}
+
+/* The fewest bytes the memory.max files of cgroup rel under root and above
+ * it allow; 0 when none limits. */
+int64_t lpx_cgroup_memory(const char *root, const char *rel)
+{
+  return cgroup_fewest(root, rel, "memory.max", memory_max_file);
+}
+
+/* This process's cgroup v2 path (the "0::/a/b" line of /proc/self/cgroup)
+ * into out; 0, or -1 when there is none. */
+static int self_cgroup(char *out, size_t cap)
+{
+  char buf[8192];
+  int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    if (strncmp(line, "0::", 3)) continue;
+    size_t len = strcspn(line + 3, "\n");
+    if (len >= cap) return -1;
+    memcpy(out, line + 3, len);
+    out[len] = '\0';
+    return 0;
+  }
+  return -1;
+}
+
+/* The CPUs this process's affinity mask holds (0 when unknown). */
+static int32_t affinity_cpus(void)
+{
+  for (int ncpu = 1024; ncpu <= (1 << 16); ncpu *= 4) {
+    cpu_set_t *set = CPU_ALLOC(ncpu);
+    if (!set) return 0;
+    size_t size = CPU_ALLOC_SIZE(ncpu);
+    int ok = sched_getaffinity(0, size, set) == 0, count = ok ? CPU_COUNT_S(size, set) : 0;
+    CPU_FREE(set);
+    if (ok) return count;
+    if (errno != EINVAL) return 0;
+  }
+  return 0;
+}
+
+/* How many CPUs this process may use: the CPUs of its affinity mask (a
+ * Slurm job's --cpus-per-task, taskset), lowered by a cgroup v2 cpu.max
+ * quota (a container's --cpus); at least 1. The one answer for every
+ * default thread count (emulator, parallel compiles). */
+int32_t lpx_cpu_count(void)
+{
+  int32_t n = affinity_cpus();
+  if (n <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    n = online > 0 && online < INT32_MAX ? (int32_t)online : 1;
+  }
+  char rel[4096];
+  int32_t quota = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_cpus("/sys/fs/cgroup", rel) : 0;
+  if (quota > 0 && quota < n) n = quota;
+  return n > 0 ? n : 1;
+}
+
+/* The host memory this process may use: the machine's physical memory,
+ * lowered to a cgroup v2 memory.max of its cgroup or one above it. */
+int64_t lpx_host_memory(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t n = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : (int64_t)1 << 32;
+  char rel[4096];
+  int64_t max = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_memory("/sys/fs/cgroup", rel) : 0;
+  return max > 0 && max < n ? max : n;
 }

@@ -21,6 +21,7 @@ int lpx_fs_kind(const char *path);
 int lpx_fs_mkdirs(lpx_ctx *ctx, const char *path, int mode);
 int lpx_fs_private_dir(lpx_ctx *ctx, const char *path);
 int lpx_fs_trusted_parents(lpx_ctx *ctx, const char *path);
+int lpx_fs_trusted_code(lpx_ctx *ctx, const char *path);
 int lpx_fs_write_file(lpx_ctx *ctx, const char *path, const char *data, size_t len, int mode);
 int lpx_fs_temp_file(lpx_ctx *ctx, const char *suffix, const char *data, size_t len, char *path, size_t cap);
 int lpx_fs_temp_dir(lpx_ctx *ctx, char *path, size_t cap);
@@ -36,5 +37,9 @@ int lpx_fs_write_output(lpx_ctx *ctx, const char *path, const char *data, size_t
 char *lpx_fs_read_file(lpx_ctx *ctx, const char *path, size_t *len);
 void lpx_fs_free(char *buf);
 double lpx_clock_ms(void);
+int32_t lpx_cpu_count(void);
+int32_t lpx_cgroup_cpus(const char *root, const char *rel);
+int64_t lpx_cgroup_memory(const char *root, const char *rel);
+int64_t lpx_host_memory(void);
 
 #endif

@@ -39,7 +39,19 @@ typedef struct tx {
   rdecl *decl; size_t ndecl; /* the .reg lines carried, in order */
   int32_t *item_decl;        /* per body item: its rdecl index, or -1 */
   int use_r, use_n;          /* the R / N tables are needed */
+  int nlocal;                /* ranges with a local variable of their own */
+  int parts;                 /* the body is long: written in parts (BODY_PART items each) */
 } tx;
+
+/* A LuaJIT function holds at most 65536 constants and 60 upvalues: a body
+ * of more items is written as parts of BODY_PART items, each a closure
+ * seeing at most LOCAL_RANGES range variables (more go into the table R). */
+#define BODY_PART 1000
+#define LOCAL_RANGES 40
+/* A module of more top-level items is written in parts of TOP_PART items
+ * (a function holds at most 200 locals: one per .func), and its lists are
+ * copied in loops (unpack takes at most a few thousand values). */
+#define TOP_PART 100
 
 static int tok_is(const lpx_module *m, uint32_t k, const char *w);
 
@@ -51,7 +63,7 @@ static int reserved(const char *s)
   static const char *const words[] = {
     "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in", "local",
     "nil", "not", "or", "repeat", "return", "then", "true", "until", "while", "pyptx", "kernel", "func", "reg",
-    "ptx", "T", "S", "L", "M", "N", "P", "R", "items", "prelude", "operands", "math", "string", "table", NULL };
+    "ptx", "T", "S", "L", "M", "N", "P", "R", "items", "prelude", "operands", "math", "string", "table", "part", NULL };
   for (int i = 0; words[i]; i++) if (!strcmp(words[i], s)) return 1;
   return 0;
 }
@@ -61,10 +73,10 @@ static int reserved(const char *s)
 static void name_range(tx *x, rdecl *d)
 {
   const char *p = lpx_strtab_get(&x->m->syms, d->prefix), *s = p + (p[0] == '%');
-  int ok = (s[0] == '_' || ((s[0] | 32) >= 'a' && (s[0] | 32) <= 'z')) && !reserved(s) && strlen(s) < 32 && x->ndecl < 100;
+  int ok = (s[0] == '_' || ((s[0] | 32) >= 'a' && (s[0] | 32) <= 'z')) && !reserved(s) && strlen(s) < 32 && x->nlocal < LOCAL_RANGES;
   for (const char *c = s; *c && ok; c++) ok = *c == '_' || ((*c | 32) >= 'a' && (*c | 32) <= 'z') || (*c >= '0' && *c <= '9');
   for (size_t i = 0; i < x->ndecl && ok; i++) ok = x->decl[i].kind != RX_RANGE || strcmp(x->decl[i].var, s);
-  if (ok) { snprintf(d->var, sizeof d->var, "%s", s); return; }
+  if (ok) { snprintf(d->var, sizeof d->var, "%s", s); x->nlocal++; return; }
   snprintf(d->var, sizeof d->var, "R[\"%.40s\"]", p);
   x->use_r = 1;
 }
@@ -99,7 +111,7 @@ static int parse_reg_item(tx *x, const lpx_item *it, rdecl *d)
 static int32_t range_index(const char *name, const char *prefix, int32_t count)
 {
   size_t n = strlen(prefix);
-  if (strncmp(name, prefix, n) || !name[n] || (name[n] == '0' && name[n + 1]) || strlen(name + n) > 9) return -1;
+  if (strncmp(name, prefix, n) || !name[n] || (name[n] == '0' && name[n + 1]) || strlen(name + n) > 10) return -1;
   for (const char *c = name + n; *c; c++) if (*c < '0' || *c > '9') return -1;
   long v = strtol(name + n, NULL, 10);
   return v < count ? (int32_t)v : -1;
@@ -177,7 +189,7 @@ static void put_reg_decl(tx *x, const lpx_item *it, const rdecl *d)
 {
   const lpx_module *m = x->m;
   if (d->kind == RX_RANGE) {
-    lpx_buf_printf(x->b, "    %s%s = reg.range(T.%s, \"%s\", %d)\n", d->var[0] == 'R' ? "" : "local ", d->var,
+    lpx_buf_printf(x->b, "    %s%s = reg.range(T.%s, \"%s\", %d)\n", d->var[0] == 'R' || x->parts ? "" : "local ", d->var,
                    lpx_type_name(d->type), lpx_strtab_get(&m->syms, d->prefix), d->count);
     return;
   }
@@ -350,13 +362,30 @@ static void put_item(tx *x, size_t i)
   }
 }
 
-/* Write the body of a function: the N/R tables, then every item. */
+/* Open a long body's parts: each range's local is declared up front
+ * (its .reg line assigns it where it stands) and part runs each part. */
+static void put_parts_head(tx *x)
+{
+  for (size_t i = 0; i < x->ndecl; i++)
+    if (x->decl[i].kind == RX_RANGE && x->decl[i].var[0] != 'R')
+      lpx_buf_printf(x->b, "    local %s   -- set at its .reg line\n", x->decl[i].var);
+  lpx_buf_printf(x->b, "    local function part(body) body() end   -- parts of %d statements: a LuaJIT function "
+                       "holds at most 65536 constants\n", BODY_PART);
+}
+
+/* Write the body of a function: the N/R tables, then every item (in
+ * parts when there are more than BODY_PART). */
 static void put_body(tx *x)
 {
   if (x->use_n && x->use_r) lpx_buf_puts(x->b, "    local N, R = {}, {}   -- named registers, ranges by PTX prefix\n");
   else if (x->use_n) lpx_buf_puts(x->b, "    local N = {}   -- named registers by PTX name\n");
   else if (x->use_r) lpx_buf_puts(x->b, "    local R = {}   -- register ranges by PTX prefix\n");
-  for (size_t i = 0; i < x->f->nitems; i++) put_item(x, i);
+  if (x->parts) put_parts_head(x);
+  for (size_t i = 0; i < x->f->nitems; i++) {
+    if (x->parts && i % BODY_PART == 0) lpx_buf_puts(x->b, i ? "  end)\n  part(function()\n" : "  part(function()\n");
+    put_item(x, i);
+  }
+  if (x->parts && x->f->nitems) lpx_buf_puts(x->b, "  end)\n");
 }
 
 /* ------------------------------------------------------------- functions */
@@ -413,7 +442,7 @@ static void put_param_list(lpx_buf *b, const lpx_module *m, const char *key, con
 /* Write a function's body as `function(args) ... end,`; -1 on OOM. */
 static int put_function_body(lpx_buf *b, lpx_module *m, const lpx_func *f, const char *args)
 {
-  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0 };
+  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0, 0, f->nitems > BODY_PART };
   int rc = scan_registers(&x);
   if (!rc) {
     lpx_buf_printf(b, "  function(%s)\n", args);
@@ -462,16 +491,17 @@ static void put_target_modifiers(lpx_buf *b, const lpx_module *m)
   lpx_buf_free(&words);
 }
 
-/* Write `kernel "name" { options, function() body end }` for an .entry. */
-static int put_kernel(lpx_buf *b, lpx_module *m, const lpx_func *f)
+/* Write `kernel "name" { options, function() body end }` for an .entry
+ * (parts: the module is written in parts, its lists copied in loops). */
+static int put_kernel(lpx_buf *b, lpx_module *m, const lpx_func *f, int parts)
 {
-  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0 };
+  tx x = { b, m, f, NULL, NULL, 0, NULL, 0, 0, 0, 0 };
   lpx_buf_puts(b, "M.kernels[#M.kernels + 1] = kernel ");
   put_string(b, lpx_strtab_get(&m->syms, f->sym));
   lpx_buf_printf(b, " {\n  arch = \"%s\", version = \"%d.%d\", line_info = false,\n", m->target, m->ptx_version / 10, m->ptx_version % 10);
   if (m->address_size != 64) lpx_buf_printf(b, "  address_size = %d,\n", m->address_size);
   put_target_modifiers(b, m);
-  lpx_buf_puts(b, "  funcs = { unpack(prelude) },\n");
+  lpx_buf_puts(b, parts ? "  funcs = copy(prelude),\n" : "  funcs = { unpack(prelude) },\n");
   put_directives(&x);
   put_param_list(b, m, "raw_params", f->params, f->nparams);
   return put_function_body(b, m, f, "");
@@ -501,8 +531,8 @@ static void put_module_decl(lpx_buf *b, lpx_module *m, const lpx_item *it)
   lpx_buf_free(&tmp);
 }
 
-/* Write the script's preamble. */
-static void put_preamble(lpx_buf *b, const char *source)
+/* Write the script's preamble (parts: the helpers of a module in parts). */
+static void put_preamble(lpx_buf *b, const char *source, int parts)
 {
   lpx_buf_printf(b, "-- Transpiled from %s by `luaptx transpile`. Tracing it re-emits the\n"
                     "-- module (luaptx ptx this.lua); r[12] is the register %%r12.\n", source);
@@ -512,22 +542,28 @@ static void put_preamble(lpx_buf *b, const char *source)
                   "local S, L = operands.special, operands.label_ref\n\n"
                   "local M = { kernels = {} }\n"
                   "local items, prelude = {}, {}   -- the module in order; what precedes the next kernel\n\n");
+  if (!parts) return;
+  lpx_buf_printf(b, "local function part(body) body() end   -- parts of %d items: a LuaJIT function holds at most 200 "
+                    "locals and 65536 constants\n"
+                    "local function copy(t) local c = {} for i = 1, #t do c[i] = t[i] end return c end\n\n", TOP_PART);
 }
 
-/* Write the closing module object. */
-static void put_postamble(lpx_buf *b, lpx_module *m)
+/* Write the closing module object (parts: its items copied in a loop). */
+static void put_postamble(lpx_buf *b, lpx_module *m, int parts)
 {
-  lpx_buf_printf(b, "M.module = pyptx.module {\n  arch = \"%s\", version = \"%d.%d\", address_size = %d, line_info = false,\n",
-                 m->target, m->ptx_version / 10, m->ptx_version % 10, m->address_size);
+  lpx_buf_printf(b, "%s {\n  arch = \"%s\", version = \"%d.%d\", address_size = %d, line_info = false,\n",
+                 parts ? "local spec =" : "M.module = pyptx.module", m->target, m->ptx_version / 10, m->ptx_version % 10,
+                 m->address_size);
   put_target_modifiers(b, m);
-  lpx_buf_puts(b, "  unpack(items),\n}\n\nreturn M\n");
+  if (parts) lpx_buf_puts(b, "}\nfor i = 1, #items do spec[i] = items[i] end\nM.module = pyptx.module(spec)\n\nreturn M\n");
+  else lpx_buf_puts(b, "  unpack(items),\n}\n\nreturn M\n");
 }
 
 /* Write one function item; -1 on OOM. */
-static int put_function(lpx_buf *b, lpx_module *m, const lpx_func *f, int *nfuncs)
+static int put_function(lpx_buf *b, lpx_module *m, const lpx_func *f, int *nfuncs, int parts)
 {
   if (f->is_entry) {
-    if (put_kernel(b, m, f)) return -1;
+    if (put_kernel(b, m, f, parts)) return -1;
     lpx_buf_puts(b, "items[#items + 1] = M.kernels[#M.kernels]\n\n");
     return 0;
   }
@@ -546,13 +582,20 @@ int32_t lpx_transpile(lpx_module *m, const char *source, const char **text, size
     return lpx_fail(m->ctx, "%s: not a PTX module: it has no %s directive (a module starts with .version and .target)",
                     source ? source : "<ptx>", m->ptx_version ? ".target" : ".version");
   b->n = 0;
-  put_preamble(b, source ? source : "PTX");
+  size_t carried = 0, done = 0;
+  for (size_t i = 0; i < m->ntop; i++) carried += top_kind(m, &m->top[i]) != 0;
+  int parts = carried > TOP_PART;
+  put_preamble(b, source ? source : "PTX", parts);
   for (size_t i = 0; i < m->ntop; i++) {
     int kind = top_kind(m, &m->top[i]);
+    if (!kind) continue;
+    if (parts && done % TOP_PART == 0) lpx_buf_puts(b, done ? "end)\npart(function()\n\n" : "part(function()\n\n");
+    done++;
     if (kind == 2) put_module_decl(b, m, &m->top[i]);
-    else if (kind == 1 && put_function(b, m, &m->funcs[m->top[i].form], &nfuncs)) return lpx_fail(m->ctx, "out of memory");
+    else if (put_function(b, m, &m->funcs[m->top[i].form], &nfuncs, parts)) return lpx_fail(m->ctx, "out of memory");
   }
-  put_postamble(b, m);
+  if (parts) lpx_buf_puts(b, "end)\n\n");
+  put_postamble(b, m, parts);
   if (!b->p) return lpx_fail(m->ctx, "out of memory");
   *text = b->p;
   *len = b->n;

@@ -109,8 +109,8 @@ local function wrapper_maker(n)
   local list = table.concat(names, ", ")
   local src = ("local fn, ok, reject, fname, params = ...\nreturn function(%s, ...)\n%s\nreturn fn(%s, ...)\nend")
     :format(list, table.concat(checks, "\n"), list)
-  -- named as this file, so locating the user's line skips the wrapper's frame
-  wrappers[n] = assert(loadstring(src, "@lua/pyptx/args.lua"))
+  -- named as this file was loaded, so locating the user's line skips the wrapper's frame
+  wrappers[n] = assert(loadstring(src, debug.getinfo(1, "S").source))
   return wrappers[n]
 end
 

@@ -19,9 +19,13 @@ local select, type, getmetatable = select, type, getmetatable
 
 -- --------------------------------------------------------------- locations
 
---- Is a chunk one of luaptx's own modules (skipped when locating the user)?
+local own_source = core.own_source
+
+--- Is a chunk one of luaptx's own modules or a helper library (skipped
+-- when locating the user)? Decided by how it was loaded (src/lpx_lua.c).
 local function is_internal(src)
-  return src:find("^@lua/pyptx/") or src:find("/pyptx/[%w_]+%.lua$") or src:find("/pyptx/[%w_]+/[%w_]+%.lua$") ~= nil
+  local own = own_source(src)
+  return own == "module" or own == "helper"
 end
 M.is_internal = is_internal
 
@@ -30,7 +34,6 @@ local source_names = {}
 local last_key, last_line   -- the location emit_n or emit_up found last (emit_n_again's)
 
 local front_end = {}   -- chunk keys of the command line's own code
-local helper_sources = {}   -- chunks marked by M.mark_helper (core.where skips them too)
 
 --- Source and line of the first frame at or above level outside luaptx.
 -- When none is left inside the trace (a body ending in `return ptx.ret()`
@@ -47,7 +50,7 @@ function M.where(level)
     local _
     _, _, src = core_where((level or 1) + 1, true)
     source_names[key] = src
-    if src:find("bin/luaptx%.lua$") then
+    if own_source(src) == "cli" then
       front_end[key] = true
       if cur and cur.src then return cur.src, cur.line end
     end
@@ -73,11 +76,10 @@ end
 
 -- ---------------------------------------------------------- user errors
 
---- Is a chunk source luaptx's own code: a pyptx module or one of the
--- command line's (bundled as "@bin/x.lua", or "DIR/../bin/x.lua" from disk)?
+--- Is a chunk source luaptx's own code: a pyptx module, a helper library
+-- or the command line's (decided by how it was loaded, src/lpx_lua.c)?
 local function is_own(src)
-  return is_internal(src) or helper_sources[src] or src:find("^@bin/[%w_]+%.lua$") ~= nil
-    or src:find("/%.%./bin/[%w_]+%.lua$") ~= nil
+  return own_source(src) ~= nil
 end
 M.is_own = is_own
 
@@ -88,16 +90,14 @@ function M.mark_helper()
   -- the chunk calling in, found without core_where: it skips a chunk
   -- already marked (a helper loaded again), which would mark its caller
   local level, info = 2, debug.getinfo(2, "S")
-  while info and (info.what == "C" or is_internal(info.source)) do
+  while info and (info.what == "C" or own_source(info.source) == "module") do
     level = level + 1
     info = debug.getinfo(level, "S")
   end
   if not info then return end
   local src = info.source
-  helper_sources[src] = true
   core.where_skip(src)
-  local file = src:sub(1, 1) == "@" and src:sub(2) or src
-  helper_sources["@" .. file] = true
+  if src:sub(1, 1) ~= "@" then core.where_skip("@" .. src:sub(2)) end   -- as strip_own names it
 end
 
 --- Does the user want Lua tracebacks with errors ($LUAPTX_TRACEBACK)?

@@ -138,6 +138,8 @@ typedef struct emu_dev {
   int64_t budget, threads, checks;
   int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
   int64_t profile;                /* 1: count performance counters per instruction (emu_prof.c) */
+  int64_t memory;                 /* bytes of host memory device memory and a launch may take */
+  uint64_t mem_used;              /* bytes of live device allocations */
   uint64_t warp_insts, lane_insts;
   char desc[128];
 } emu_dev;
@@ -297,6 +299,7 @@ int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr);
+int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what);
 int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
 void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);

@@ -109,6 +109,14 @@ static uint64_t var_bytes(const lpx_var *v)
 /* Round x up to a power-of-two alignment. */
 static uint64_t align_up(uint64_t x, uint64_t a) { return a > 1 ? (x + a - 1) & ~(a - 1) : x; }
 
+/* a + b, held at 2^31 so sums of many variables (and an alignment after) cannot wrap
+ * (the launch refuses sizes that large: LPX_SHARED_MAX, LPX_LOCAL_MAX). */
+static uint32_t sum_u32(uint32_t a, uint64_t b)
+{
+  uint64_t cap = (uint64_t)1 << 31, s = (uint64_t)a + b;
+  return (uint32_t)(s > cap ? cap : s);
+}
+
 /* Lay out one variable: shared and local get offsets, globals their address. */
 static void place_var(dec *d, const lpx_var *v, int module_index, uint32_t *ext_align)
 {
@@ -119,12 +127,12 @@ static void place_var(dec *d, const lpx_var *v, int module_index, uint32_t *ext_
     if (v->count < 0) { if (a > *ext_align) *ext_align = (uint32_t)a; d->sym_addr[v->sym] = (uint64_t)-1; return; }
     d->p->shared_static = (uint32_t)align_up(d->p->shared_static, a);
     d->sym_addr[v->sym] = d->p->shared_static;
-    d->p->shared_static += (uint32_t)var_bytes(v);
+    d->p->shared_static = sum_u32(d->p->shared_static, var_bytes(v));
   } else if (strcmp(space, "local") == 0) {
     d->sym_space[v->sym] = EMU_SP_LOCAL + 1;
     d->p->local_size = (uint32_t)align_up(d->p->local_size, a);
     d->sym_addr[v->sym] = d->p->local_size;
-    d->p->local_size += (uint32_t)var_bytes(v);
+    d->p->local_size = sum_u32(d->p->local_size, var_bytes(v));
   } else if (module_index >= 0) {
     d->sym_space[v->sym] = (strcmp(space, "const") == 0 ? EMU_SP_CONST : EMU_SP_GLOBAL) + 1;
     d->sym_addr[v->sym] = d->mod->global_addr[module_index];

@@ -3,6 +3,7 @@
 #include "emu.h"
 #include "emu_prof.h"
 #include "../lpx_env.h"
+#include "../lpx_sys.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,11 @@ typedef struct option { const char *name; size_t off; int64_t lo, hi; const char
 
 static const option options[] = {
   { "budget", offsetof(emu_dev, budget), 1, INT64_MAX, "warp-instructions per launch before it is stopped", "LUAPTX_EMU_BUDGET" },
-  { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per core", "LUAPTX_EMU_THREADS" },
+  { "threads", offsetof(emu_dev, threads), 0, 256, "host threads running CTAs, 0 for one per usable CPU", "LUAPTX_EMU_THREADS" },
   { "checks", offsetof(emu_dev, checks), 0, EMU_CHECK_ALL, "bitmask: 1 alignment, 2 shared races, 4 unwritten registers, 8 unwritten shared", NULL },
   { "schedule", offsetof(emu_dev, schedule), -1, INT64_MAX, "-1 for the default schedule, else the seed of the adversarial one", NULL },
   { "profile", offsetof(emu_dev, profile), 0, 1, "1 counts performance counters per instruction (luaptx profile; one host thread)", "LUAPTX_EMU_PROFILE" },
+  { "memory", offsetof(emu_dev, memory), 1, INT64_MAX, "bytes of host memory for device allocations and a launch's state (default: half the host's)", "LUAPTX_EMU_MEMORY" },
 };
 
 #define SCHEDULE_HELP "the emulator's schedule: default, or adversarial with a seed"
@@ -46,7 +48,7 @@ static int env_options(lpx_device *d, emu_dev *e)
 static const char *emu_describe(lpx_device *d)
 {
   emu_dev *e = EMU(d);
-  long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
+  long n = e->threads > 0 ? (long)e->threads : (long)lpx_cpu_count();
   if (e->schedule >= 0)
     snprintf(e->desc, sizeof e->desc, "emu (CPU emulator, %ld thread%s, adversarial schedule seed %lld)", n, n == 1 ? "" : "s",
              (long long)e->schedule);
@@ -66,7 +68,7 @@ static const flag_option flag_options[] = {
 
 #define NOPTIONS (sizeof options / sizeof options[0])
 #define NFLAGS (sizeof flag_options / sizeof flag_options[0])
-#define VALID_OPTIONS "budget, threads, checks, schedule, profile, race_check, uninit_check, align_check"
+#define VALID_OPTIONS "budget, threads, checks, schedule, profile, memory, race_check, uninit_check, align_check"
 
 /* Set an option by name; unknown names and bad values are errors that list the valid ones. */
 static int emu_set_option(lpx_device *d, const char *name, int64_t value)
@@ -296,6 +298,7 @@ int lpx_emu_open(lpx_device *d)
   e->budget = DEFAULT_BUDGET;
   e->checks = EMU_CHECK_ALL;
   e->schedule = -1;
+  e->memory = lpx_host_memory() / 2;
   if (env_options(d, e)) { free(e); return -1; }
   d->vt = &emu_vt;
   d->impl = e;

@@ -7,6 +7,7 @@
 #include "emu.h"
 #include "emu_sched.h"
 #include "emu_prof.h"
+#include "../lpx_sys.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -703,6 +704,19 @@ typedef struct worker {
   uint64_t warp_insts, lane_insts;
 } worker;
 
+/* Host bytes one CTA's state takes (what cta_alloc allocates, less the
+ * small per-warp records): shared memory and its check shadows, and per
+ * warp its registers, .local and call frame for 32 lanes. */
+static uint64_t cta_bytes(const emu_prog *p, const lpx_launch_cfg *cfg, int64_t checks)
+{
+  uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
+  uint64_t shared = cfg->dynamic_smem ? (uint64_t)p->extern_off + cfg->dynamic_smem : p->shared_static;
+  uint64_t shadows = checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED) ? (shared + 1) * (4 * sizeof(uint32_t) + 1) : 0;
+  uint64_t warp = (uint64_t)p->nslots * (32 * sizeof(uint64_t) + sizeof(uint32_t)) + ((uint64_t)p->local_size + p->frame_size) * 32
+                + sizeof(emu_warp);
+  return shared + 16 + shadows + warps * warp;
+}
+
 /* Allocate one CTA's state: shared memory, shadows, warps. */
 static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
 {
@@ -829,15 +843,31 @@ static int check_launch(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg
     return lpx_fail(ctx, "launch %s: the kernel's %zu parameter(s) take %u bytes, but %" PRIu64 " bytes were passed",
                     p->name, p->f->nparams, p->param_size, cfg->params_size);
   uint64_t smem = cfg->dynamic_smem ? (uint64_t)p->extern_off + cfg->dynamic_smem : p->shared_static;
-  if (smem > 232448)
+  if (smem > LPX_SHARED_MAX)
     return lpx_fail(ctx, "launch %s: %" PRIu64 " bytes of shared memory per CTA; the limit is 227 KB", p->name, smem);
+  if (p->local_size > LPX_LOCAL_MAX)
+    return lpx_fail(ctx, "launch %s: its .local variables take %" PRIu64 " bytes per thread; the hardware allows %" PRIu64
+                    " (512 KB)", p->name, (uint64_t)p->local_size, LPX_LOCAL_MAX);
   return 0;
+}
+
+/* Check that the host memory a launch's CTA state takes on its workers
+ * (each runs a cluster of CTAs at a time) fits the memory budget. */
+static int check_launch_memory(emu_dev *e, const emu_launch *L)
+{
+  uint64_t per_cta = cta_bytes(L->p, &L->cfg, L->checks), ctas = (uint64_t)L->nworkers * (uint64_t)L->cluster_size;
+  uint64_t bytes = per_cta > UINT64_MAX / ctas ? UINT64_MAX : per_cta * ctas;
+  char what[256];
+  snprintf(what, sizeof what, "launch %s (%" PRIu64 " CTA%s at a time on %d host thread%s, %" PRIu64 " bytes each with %u "
+           "bytes of .local per thread)", L->p->name, ctas, ctas == 1 ? "" : "s", L->nworkers, L->nworkers == 1 ? "" : "s",
+           per_cta, (unsigned)L->p->local_size);
+  return lpx_emu_mem_room(e, bytes, what);
 }
 
 /* Number of host threads for a launch of nctas CTAs. */
 static int thread_count(emu_dev *e, uint64_t nctas)
 {
-  long n = e->threads > 0 ? (long)e->threads : sysconf(_SC_NPROCESSORS_ONLN);
+  long n = e->threads > 0 ? (long)e->threads : (long)lpx_cpu_count();
   if (n < 1) n = 1;
   if (n > 256) n = 256;
   if ((uint64_t)n > nctas) n = (long)nctas;
@@ -861,6 +891,7 @@ int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg)
   L.prof = e->profile != 0;
   if (L.prof && lpx_emu_prof_prepare(e)) return -1;
   if (L.prof) L.nworkers = 1;        /* counters without atomics: the profile is exact and deterministic */
+  if (check_launch_memory(e, &L)) return -1;
   pthread_mutex_init(&L.lock, NULL);
   worker *wk = calloc((size_t)L.nworkers, sizeof *wk);
   pthread_t *th = calloc((size_t)L.nworkers, sizeof *th);

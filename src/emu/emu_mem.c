@@ -11,10 +11,24 @@
 
 /* ------------------------------------------------------- allocation table */
 
+/* Check that bytes more of host memory fit the device's memory budget
+ * beside its live allocations; else fail with what needs them. */
+int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what)
+{
+  uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0;
+  if (bytes <= left) return 0;
+  return lpx_fail(e->d->ctx, "%s needs %" PRIu64 " bytes (%.1f GiB) of host memory, but the emulator's memory budget is %" PRIu64
+                  " bytes (%.1f GiB) and its live allocations take %" PRIu64 "; raise it with LUAPTX_EMU_MEMORY or the device "
+                  "option \"memory\" (default: half the host's memory)", what, bytes, bytes / 1073741824.0, budget,
+                  budget / 1073741824.0, e->mem_used);
+}
+
 /* Allocate bytes of device memory at a fresh address above the last one. */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
 {
-  if (bytes > ((uint64_t)1 << 40)) return lpx_fail(e->d->ctx, "alloc: %" PRIu64 " bytes is more than the emulator's 1 TiB limit", bytes);
+  char what[64];
+  snprintf(what, sizeof what, "alloc of %" PRIu64 " bytes", bytes);
+  if (lpx_emu_mem_room(e, bytes, what)) return -1;
   uint8_t *host = calloc(1, (size_t)bytes);
   if (!host) return lpx_fail(e->d->ctx, "alloc: out of host memory for %" PRIu64 " bytes", bytes);
   if (LPX_RESERVE(e->allocs, e->allocs_cap, e->nallocs + 1)) { free(host); return lpx_fail(e->d->ctx, "out of memory"); }
@@ -22,6 +36,7 @@ int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
   uint64_t base = e->next_addr;
   e->next_addr = (base + bytes + 256 + 255) & ~(uint64_t)255;   /* >= 256 bytes of gap */
   e->allocs[e->nallocs++] = (emu_alloc){ base, bytes, host, 0 };
+  e->mem_used += bytes;
   e->gen++;
   *dptr = base;
   return 0;
@@ -46,6 +61,7 @@ int lpx_emu_mem_free(emu_dev *e, uint64_t dptr)
   if (i >= e->nallocs || e->allocs[i].base != dptr)
     return lpx_fail(e->d->ctx, "free: 0x%" PRIx64 " is not the start of a live allocation", dptr);
   free(e->allocs[i].host);
+  e->mem_used -= e->allocs[i].size;
   memmove(&e->allocs[i], &e->allocs[i + 1], (e->nallocs - i - 1) * sizeof *e->allocs);
   e->nallocs--;
   e->gen++;

@@ -24,6 +24,9 @@ end
 M.version = host.version
 M.where = host.where
 M.where_skip = host.where_skip   -- helper libraries: where() skips them too
+-- Which chunks are luaptx's own, by how they were loaded: "module", "cli",
+-- "helper" (marked by pyptx.helper) or nil (the user's).
+M.own_source = host.own_source
 -- The REPL's interrupt handling (src/lpx_lua.c): open, arm, take, close.
 M.signals_open, M.signals_arm = host.signals_open, host.signals_arm
 M.signals_take, M.signals_close = host.signals_take, host.signals_close

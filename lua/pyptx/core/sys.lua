@@ -87,6 +87,13 @@ function M.private_dir(path)
   return true
 end
 
+--- Is the file or directory at path safe to load code from (ours or
+-- root's, writable by no other user)? true, or nil and why.
+function M.trusted_code(path)
+  if core.fs_trusted_code(core.ctx, path) ~= 0 then return nil, core.error_message() end
+  return true
+end
+
 --- Write data to path atomically (temporary beside it, then rename) with
 -- mode (default 0600). Errors on failure.
 function M.write_file(path, data, mode)

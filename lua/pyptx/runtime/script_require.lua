@@ -1,17 +1,18 @@
 --- Where a script's own modules come from: `require "examples.lib.runner"`
 -- in /x/examples/hopper/rms_norm.lua finds /x/examples/lib/runner.lua from
 -- any working directory. The searcher looks beside the file that calls
--- require and in each directory above it; nothing is added to
+-- require and in each directory above it within that file's project: it
+-- stops after a marked project root (a directory holding .git or
+-- .luaptx-root) and before any directory another user could write to (so
+-- nothing planted in /tmp or a shared folder shadows a module), and it
+-- loads only files no other user can change. Nothing is added to
 -- package.path, so each script's requires resolve from its own tree.
 local sys = require "pyptx.core.sys"
+local core = require "pyptx.core"
 
 local M = {}
 
---- Is a chunk name one of luaptx's own Lua files (its modules, its CLI)?
-local function internal(source)
-  return source:find("^@lua/pyptx/") or source:find("^@bin/") or source:find("^@pyptx/")
-    or source:find("^@luaptx/") or source:find("/lua/pyptx/[%w_/]*%.lua$")
-end
+local ROOT_MARKERS = { ".git", ".luaptx-root" }
 
 --- The directory of the Lua file that called require: the first frame above
 -- the searcher running a file chunk that is not luaptx's own; nil if none.
@@ -19,8 +20,8 @@ local function requiring_dir()
   for level = 3, 100 do
     local info = debug.getinfo(level, "S")
     if not info then return nil end
-    local src = info.source
-    if src:sub(1, 1) == "@" and not internal(src) then return src:sub(2):match("^(.*)/[^/]*$") or "." end
+    local src, own = info.source, core.own_source(info.source)
+    if src:sub(1, 1) == "@" and own ~= "module" and own ~= "cli" then return src:sub(2):match("^(.*)/[^/]*$") or "." end
   end
 end
 
@@ -31,26 +32,56 @@ local function parent(dir)
   return (up == nil or up == "") and "/" or up
 end
 
+--- Is dir a marked project root?
+local function is_root(dir)
+  for _, mark in ipairs(ROOT_MARKERS) do
+    if sys.kind((dir == "/" and "" or dir) .. "/" .. mark) then return true end
+  end
+  return false
+end
+
+--- Load file (found under dir as rel's file): every directory from dir down
+-- to it, and the file, must be safe to load code from; errors otherwise.
+local function load_trusted(dir, file)
+  local path = dir == "/" and "" or dir
+  for part in file:sub(#path + 2):gmatch("[^/]+") do
+    path = path .. "/" .. part
+    local ok, why = sys.trusted_code(path)
+    if not ok then error(("refusing to load %s: %s (a script's modules must be files no other user can change)"):format(file, why), 0) end
+  end
+  local fn, err = loadfile(file)
+  if not fn then error(err, 0) end
+  return fn
+end
+
+--- The module's file in dir (name.lua or name/init.lua), or nil.
+local function file_in(dir, rel)
+  local base = dir == "/" and "" or dir
+  for _, file in ipairs { base .. "/" .. rel .. ".lua", base .. "/" .. rel .. "/init.lua" } do
+    if sys.kind(file) == "file" then return file end
+  end
+end
+
 --- package.loaders entry: module name as name.lua or name/init.lua (dots as
--- slashes) beside the requiring file or in a directory above it.
+-- slashes) beside the requiring file or in a directory above it, within
+-- its project (see the top of this file).
 local function beside_requirer(name)
   local dir = requiring_dir()
   local abs = dir and sys.real_path(dir)
   if not abs then return nil end
   local rel = name:gsub("%.", "/")
-  local d = abs
+  local d, last, stop = abs, nil, nil
   while d do
-    local base = d == "/" and "" or d
-    for _, file in ipairs { base .. "/" .. rel .. ".lua", base .. "/" .. rel .. "/init.lua" } do
-      if sys.kind(file) == "file" then
-        local fn, err = loadfile(file)
-        if not fn then error(err, 0) end
-        return fn
-      end
-    end
+    local ok, why = sys.trusted_code(d)
+    if not ok then stop = why break end
+    local file = file_in(d, rel)
+    if file then return load_trusted(d, file) end
+    last = d
+    if is_root(d) then stop = d .. " is the project root" break end
     d = parent(d)
   end
-  return ("\n\tno file '%s.lua' in %s or a directory above it (the requiring file's tree)"):format(rel, abs)
+  local where = last and ("%s or a directory above it up to %s"):format(abs, last) or abs
+  return ("\n\tno file '%s.lua' in %s (the requiring file's project%s)"):format(rel, where, stop and "; stopped: " .. stop or "")
 end
 
 --- Install the searcher once, after luaptx's own modules' searcher and

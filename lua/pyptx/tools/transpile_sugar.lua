@@ -141,8 +141,24 @@ end
 
 -- ------------------------------------------------------------------ loops
 
+-- A loop's body is one Lua function, which holds at most 65536 constants.
+local MAX_CONSTANTS = 50000
+
+--- How many distinct constants lines i..j may need at most (strings,
+-- numbers and field names, each counted once).
+local function constants(lines, i, j)
+  local seen, n = {}, 0
+  for k = i, j do
+    local l = lines[k]:gsub("%[==%[(.-)%]==%]", function(s) if not seen[s] then seen[s], n = true, n + 1 end return "" end)
+    for c in l:gmatch('"[^"]*"') do if not seen[c] then seen[c], n = true, n + 1 end end
+    for c in l:gsub('"[^"]*"', ""):gmatch("[%w_.]+") do if not seen[c] then seen[c], n = true, n + 1 end end
+  end
+  return n
+end
+
 --- Raise `ptx.label("X") ... ptx.at(P).inst("bra", L"X")` to ptx.loop
--- (innermost first; spans holding a `local` or crossing another stay).
+-- (innermost first; spans holding a `local`, crossing another or needing
+-- more constants than a Lua function holds stay).
 local function raise_loops(lines)
   for j = 1, #lines do
     local indent, pred, target = lines[j]:match('^(%s*)ptx%.at%((.-)%)%.inst%("bra", L"([^"]+)"%)$')
@@ -157,6 +173,7 @@ local function raise_loops(lines)
         if not l:match("^" .. indent) or l:match("^%s*local ") or l:match("^%s*do$") then ok = false end
         if l:find('"' .. target .. '"', 1, true) then ok = false end   -- another branch to the top: keep it plain
       end
+      if ok and j - i > 1000 then ok = constants(lines, i + 1, j - 1) < MAX_CONSTANTS end
       if ok then
         local out = {}
         for k = 1, i - 1 do out[#out + 1] = lines[k] end
@@ -292,12 +309,54 @@ end
 
 -- ----------------------------------------------------------------- script
 
+-- A long body comes in parts (`part(function()` ... `end)`, see
+-- src/lpx_transpile.c): sugar works on the whole body, then splits it again.
+local PART_OPEN, PART_CLOSE, PART_SIZE = "  part(function()", "  end)", 1000
+
+--- The body's lines without its part boundaries; and whether it had any.
+local function unpart(lines)
+  local out, had = {}, false
+  for _, l in ipairs(lines) do
+    if l == PART_OPEN or l == PART_CLOSE then had = true else out[#out + 1] = l end
+  end
+  return out, had
+end
+
+--- Split a body into parts of at most PART_SIZE lines, between whole
+-- statements (a line at the body's indent that closes nothing, outside a
+-- long string); the declarations up to `local function part` stay ahead.
+local function repart(lines)
+  local out, k = {}, 1
+  while k <= #lines and not lines[k]:match("^    local function part%(") do out[#out + 1] = lines[k]; k = k + 1 end
+  if k > #lines then return lines end
+  out[#out + 1] = lines[k]
+  local in_string, count = false, 0
+  for i = k + 1, #lines do
+    local l = lines[i]
+    local starts = not in_string and l:match("^    [^ ]") and not l:match("^    end")
+    if starts and (count == 0 or count >= PART_SIZE) then
+      if count > 0 then out[#out + 1] = PART_CLOSE end
+      out[#out + 1] = PART_OPEN
+      count = 0
+    end
+    out[#out + 1] = l
+    count = count + 1
+    local opens, closes = select(2, l:gsub("%[==%[", "")), select(2, l:gsub("%]==%]", ""))
+    if opens ~= closes then in_string = not in_string end
+  end
+  out[#out + 1] = PART_CLOSE
+  return out
+end
+
 --- Sugar one function body (its lines between `function(...)` and `end,`).
 local function body(lines)
+  local parted
+  lines, parted = unpart(lines)
   lines = short_labels(lines)
   lines = raise_loops(lines)
   for k, l in ipairs(lines) do lines[k] = use_chain(l) end
-  return raise_fors(lines)
+  lines = raise_fors(lines)
+  return parted and repart(lines) or lines
 end
 
 --- Name device functions after their demangled names and note C++

@@ -18,6 +18,7 @@ local sys = require "pyptx.core.sys"
 local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 local env = require "pyptx.core.env"
+local trace = require "pyptx.trace"
 
 local M = {}
 
@@ -155,9 +156,9 @@ local function hash(s)
   return ffi.string(out)
 end
 
---- A Lua error's message without an internal location ("lua/pyptx/x.lua:12: ").
+--- A Lua error's message without luaptx's own locations ("lua/pyptx/x.lua:12: ").
 local function message(err)
-  return (tostring(err):gsub("^[%w_./-]*pyptx/[%w_/]+%.lua:%d+: ", ""))
+  return trace.strip_own(tostring(err))
 end
 
 --- The root of luaptx's caches, chosen, created and checked by the C core
