@@ -176,7 +176,15 @@ struct emu_warp {
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;
   uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
+  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_check.c) */
 };
+
+/* A byte another warp wrote in this epoch, overwritten by the running
+ * instruction: a race only if the value changes (lpx_emu_race_settle). */
+typedef struct emu_waw {
+  uint32_t off, other_inst;
+  uint8_t old, other, lane;
+} emu_waw;
 
 struct emu_cta {
   emu_launch *L;
@@ -195,6 +203,7 @@ struct emu_cta {
   struct { uint64_t lo, hi; uint32_t span; const emu_inst *in; } tma_rgn[16];  /* shared ranges TMA loads wrote, */
   int ntma_rgn;                           /* with their swizzle (checked against wgmma descriptors) */
   uint8_t *pdirty;                        /* per shared byte: written by the generic proxy, no fence.proxy.async since */
+  emu_waw *waw; uint32_t nwaw, waw_cap;   /* overwrites to settle after the running instruction */
   emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
   emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
 };
@@ -318,6 +327,8 @@ uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m);
 
 /* checks */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
+int lpx_emu_race_settle(emu_warp *w, const emu_inst *in);
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* handler tables (one file each) */
