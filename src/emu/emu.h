@@ -61,7 +61,8 @@ typedef struct emu_op {
 /* Flags of a decoded instruction. */
 enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16,
        EI_ASYNC = 32,     /* an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
-       EI_WG_WRITE = 64 };  /* writes a register a wgmma.mma_async reads (emu_wgmma.c's fence check) */
+       EI_WG_WRITE = 64,  /* writes a register a wgmma.mma_async reads (emu_wgmma.c's fence check) */
+       EI_EXTERN = 128 }; /* a call to a function with no body (target: its symbol; emu_call.c) */
 
 struct emu_inst {
   emu_fn fn;
@@ -298,6 +299,7 @@ typedef struct emu_mdread {
 /* decode */
 int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out);
 int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
+int lpx_emu_call_extern(emu_warp *w, const emu_inst *in, uint32_t m);
 void lpx_emu_prog_free(emu_prog *p);
 emu_fn lpx_emu_pick(const emu_inst *in);
 int lpx_emu_cover(const emu_prog *p);
