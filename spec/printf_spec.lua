@@ -6,6 +6,7 @@ local pyptx = require "pyptx"
 local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"
 local R = require "spec.fixtures.triton.run"
+local ptx = pyptx.ptx
 
 --- The lines of text (without their newlines).
 local function lines(text)
@@ -127,5 +128,72 @@ DONE:
     assert.is_false(ok)
     assert.matches("call%.uni%s+%(r0%), mystery, %(p0%): calls the extern function mystery, which has no body in this module; the "
       .. "emulator provides only vprintf %(printf%) and __assertfail %(assert%)", err)
+  end)
+end)
+
+describe("ptx.printf and ptx.assert (issue 26 item 6)", function()
+  local K = require "spec.fixtures.devlib_kernels"
+
+  it("print each thread's line on the emulator, after the Lua line and the thread", function()
+    local out, err, status = child([[
+local K = require "spec.fixtures.devlib_kernels"
+K.printing()()
+io.stderr:write("line ", K.print_line, "\n")]])
+    assert.equal(0, status, err)
+    local line = assert(err:match("line (%d+)"))
+    local got = lines(out)
+    assert.equal(8, #got)
+    for t = 0, 3 do
+      assert.equal(("spec/fixtures/devlib_kernels.lua:%s: [thread (%d,0,0), CTA (0,0,0)] t=%d f=%d.00 d=%s w=%d h=%d x=%s s=hi "
+        .. "n=-42 pi=3.5 %%"):format(line, t, t, t, ("%e"):format(t), t, t, ("%#06x"):format(t)), got[t + 1]:gsub("^%./", ""))
+      assert.matches("^[^\n]*devlib_kernels%.lua:%d+: %[thread %(" .. t .. ",0,0%), CTA %(0,0,0%)%] no arguments$", got[5 + t])
+    end
+  end)
+
+  it("emit what ptxas accepts (sm_80 and sm_90a)", function()
+    local ptxas = H.need_ptxas()
+    local sys = require "pyptx.core.sys"
+    for _, arch in ipairs({ "sm_80", "sm_90a" }) do
+      local path = sys.temp_file(K.printing(arch):ptx() , ".ptx")
+      local r = H.run({ ptxas, "-arch=" .. arch, path, "-o", path .. ".cubin" })
+      sys.remove_tree(path); sys.remove_tree(path .. ".cubin")
+      assert.equal(0, r.status, r.stderr)
+    end
+    local k = K.asserting()
+    local path = sys.temp_file(k:ptx(), ".ptx")
+    local r = H.run({ ptxas, "-arch=sm_80", path, "-o", path .. ".cubin" })
+    sys.remove_tree(path); sys.remove_tree(path .. ".cubin")
+    assert.equal(0, r.status, r.stderr)
+  end)
+
+  it("assert: passes when the predicate holds, stops the launch like CUDA's assert when it does not", function()
+    local k = K.asserting()
+    local x = tensor.arange(64, pyptx.types.u32)
+    assert.same(x:values(), k(x):values())
+    local bad = x:values()
+    bad[8] = 300
+    local ok, err = pcall(k, tensor.from_table(bad, pyptx.types.u32))
+    assert.is_false(ok)
+    assert.matches(("devlib_kernels%%.lua:%d: @!%%%%p%%d+ call%%s+__assertfail[^\n]*: device%%-side assert triggered: "
+      .. "[^\n]*devlib_kernels%%.lua:%d: devlib_assert: block: %%[0,0,0%%], thread: %%[7,0,0%%] Assertion `values stay below 100` "
+      .. "failed%%."):format(K.assert_line, K.assert_line), err)
+  end)
+
+  it("refuse a format and arguments that do not match, at the caller's line", function()
+    local function trace_error(body)
+      local ok, err = pcall(function()
+        pyptx.kernel "bad_printf" { arch = "sm_80", block = { 32 }, in_specs = {}, out_specs = {}, body }:ptx()
+      end)
+      assert.is_false(ok)
+      return err
+    end
+    assert.matches("printf_spec%.lua:%d+: ptx%.printf: format \"%%d %%d\" takes 2 argument%(s%), got 1",
+      trace_error(function() ptx.printf("%d %d", 1) end))
+    assert.matches("printf_spec%.lua:%d+: ptx%.printf: format \"%%y\": '%%y' at byte 1 is not a conversion CUDA's printf takes",
+      trace_error(function() ptx.printf("%y", 1) end))
+    assert.matches("printf_spec%.lua:%d+: ptx%.printf: argument 1 %(for %%d%) takes an integer register, got a f32 register",
+      trace_error(function() ptx.printf("%d", pyptx.reg.scalar(pyptx.types.f32, 1)) end))
+    assert.matches("printf_spec%.lua:%d+: ptx%.assert: expected a predicate register",
+      trace_error(function() ptx.assert(1, "x") end))
   end)
 end)

@@ -188,6 +188,12 @@ function M.raw(text, env) return ptxparse.append(text, env) end
 --- Module-level PTX (globals with initializers, .extern declarations).
 function M.raw_module(text) return ptxparse.append_module(text) end
 
+--- CUDA's printf from a kernel (pyptx.devlib): ptx.printf("x = %d\n", r).
+function M.printf(fmt, ...) return require("pyptx.devlib").printf(fmt, ...) end
+
+--- CUDA's assert (pyptx.devlib): threads where pred is false stop the launch with msg.
+function M.assert(pred, msg) return require("pyptx.devlib").assert(pred, msg) end
+
 --- Wrap body's instructions in a PTX { } block.
 function M.scope(body)
   trace.raw_line("{")
