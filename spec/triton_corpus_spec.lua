@@ -111,3 +111,41 @@ describe("write-after-write of the same value (issue 26 item 2)", function()
     assert.matches("PTX line %d+: [^\n]*: shared%-memory race %(write after read%)", err)
   end)
 end)
+
+describe("one PTX ISA version rule for every command (issue 26 item 4)", function()
+  local NEWER = "PTX ISA 9%.6 is newer than luaptx knows; the newest is 9%.5"
+  local V96 = ".version 9.6\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n"
+
+  it("takes Triton 3.9's PTX 9.4 through fmt, load_ptx and the script transpile writes", function()
+    local sys = require "pyptx.core.sys"
+    local dir = assert(sys.temp_dir())
+    local script = dir .. "/t.lua"
+    local _, err, status = H.luaptx({ "transpile", R.DIR .. "matmul_f16_sm_90a.ptx", "-o", script })
+    assert.equal(0, status, err)
+    assert.matches('version = "9%.4"', assert(H.read(script)))
+    local out
+    out, err, status = H.luaptx({ "ptx", script })
+    sys.remove_tree(dir)
+    assert.equal(0, status, err)
+    assert.matches("^[^\n]*\n[^\n]*\n[^\n]*\n\n%.version 9%.4\n", out)
+  end)
+
+  it("refuses a newer version with the same message in fmt, load_ptx and a kernel's version option", function()
+    local sys = require "pyptx.core.sys"
+    local path = sys.temp_file(V96, ".ptx")
+    local _, err = H.luaptx({ "fmt", path })
+    assert.matches(":1:10: " .. NEWER, err)
+    local ok
+    ok, err = pcall(require("pyptx").load_ptx, V96, "v96.ptx")
+    assert.is_false(ok)
+    assert.matches("^v96%.ptx:1:10: " .. NEWER, err)
+    ok, err = pcall(function()
+      local pyptx = require "pyptx"
+      pyptx.kernel "k" { arch = "sm_80", version = "9.6", block = { 32 }, in_specs = {}, out_specs = {},
+        function() pyptx.ptx.ret() end }:ptx()
+    end)
+    sys.remove_tree(path)
+    assert.is_false(ok)
+    assert.matches(NEWER, err)
+  end)
+end)
