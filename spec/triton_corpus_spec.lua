@@ -149,3 +149,19 @@ describe("one PTX ISA version rule for every command (issue 26 item 4)", functio
     assert.matches(NEWER, err)
   end)
 end)
+
+describe("messages about foreign PTX name PTX, not DSL calls (issue 26 item 8)", function()
+  it("the missing wgmma.fence", function()
+    local err = error_of(mutant(case("matmul_f16_sm_90a"), "wgmma.fence.sync.aligned;", ""), H.emu())
+    assert.matches("wgmma%.mma_async with no wgmma%.fence before it: the warp's first wgmma needs one "
+      .. "%(wgmma%.fence%.sync%.aligned before the first wgmma%.mma_async%)", err)
+    assert.not_matches("ptx%.", err)
+  end)
+
+  it("an operand that must be an address", function()
+    local ok, err = pcall(require("pyptx").load_ptx, ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+      .. ".reg .b32 %r<3>;\nld.global.u32 %r1, %r2;\nret;\n}\n", "a.ptx")
+    assert.is_false(ok)
+    assert.matches("^a%.ptx:7:1: ld%.global%.u32: operand 2 must be an address: %[reg%+offset%] or a shared/param symbol$", err)
+  end)
+end)
