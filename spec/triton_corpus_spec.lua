@@ -24,7 +24,6 @@ end
 
 -- Cases the emulator cannot run yet, and why (issue 26).
 local NOT_YET = {
-  desc_copy_sm_90a = "tensor maps built on the device (issue 26 item 5)",
 }
 
 describe("the Triton corpus on the emulator with every check on", function()
@@ -163,5 +162,19 @@ describe("messages about foreign PTX name PTX, not DSL calls (issue 26 item 8)",
       .. ".reg .b32 %r<3>;\nld.global.u32 %r1, %r2;\nret;\n}\n", "a.ptx")
     assert.is_false(ok)
     assert.matches("^a%.ptx:7:1: ld%.global%.u32: operand 2 must be an address: %[reg%+offset%] or a shared/param symbol$", err)
+  end)
+end)
+
+describe("tensor maps built on the device (issue 26 item 5)", function()
+  local dc = case("desc_copy_sm_90a")
+
+  it("runs tl.make_tensor_descriptor: zeroed bytes, tensormap.replace of every field, then TMA", function()
+    assert.is_nil(error_of(dc, H.emu()))
+  end)
+
+  it("checks a built map as cuTensorMapEncodeTiled would when a copy uses it", function()
+    local err = error_of(mutant(dc, "mov.b32 \t%r10, 32;", "mov.b32 \t%r10, 3;"), H.emu())
+    assert.matches("cp%.async%.bulk%.tensor%.2d[^\n]*: TMA descriptor for the tensor map at 0x%x+: [^\n]*box[^\n]*16[^\n]* %(a map "
+      .. "tensormap%.replace edited, checked as cuTensorMapEncodeTiled would%)", err)
   end)
 end)

@@ -269,7 +269,8 @@ typedef struct emu_tmap {
   uint64_t strides[4];
   uint16_t pixels;                /* im2col pixels per column */
   int16_t lower[3], upper[3];     /* im2col pixel-box corners, W first */
-  uint8_t pad[26];
+  uint8_t edited;                 /* a tensormap.replace changed it: validated as a whole at each use */
+  uint8_t pad[25];
 } emu_tmap;
 #define EMU_TMAP_MAGIC 0x414d5458u   /* "XTMA" */
 
@@ -345,6 +346,7 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in);
 void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
 emu_fn lpx_emu_pick_tmap(const emu_inst *in);
+int lpx_emu_tmap_validate(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
 struct lpx_tma_desc;
 int lpx_emu_tmap_encode(lpx_ctx *ctx, const char *tensor, const struct lpx_tma_desc *d, void *out128);

@@ -73,12 +73,13 @@ int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, c
 {
   char why[128];
   if (t->magic != EMU_TMAP_MAGIC)
-    return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is not one luaptx built (pass it with X:tma_desc{...}, "
-                        "or copy such a map before tensormap.replace edits it)", (unsigned long long)at);
+    return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is not one luaptx built (pass it %s, or build it with "
+                        "tensormap.replace in 128 zeroed bytes)", (unsigned long long)at,
+                        lpx_emu_spell(w, in, "with X:tma_desc{...}", "as a parameter encoded by the device (dev:tma_encode)"));
   if (tmap_bad_field(t, why, sizeof why))
     return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx has %s (a tensormap.replace left it unusable?)",
                         (unsigned long long)at, why);
-  return 0;
+  return t->edited ? lpx_emu_tmap_validate(w, in, lane, at, t) : 0;
 }
 
 /* Read and check the tensor map whose generic address a lane holds (the
