@@ -97,3 +97,21 @@ describe("launch directives (issue 26 item 3)", function()
       .. "but it declares %.reqntid 128, 1, 1", err)
   end)
 end)
+
+describe("launch directives on the CUDA device (issue 26 item 3)", function()
+  it("are checked before the driver sees the launch (the stand-in driver of spec/c/fake_cuda.c)", function()
+    local fake = H.BIN:gsub("[^/]+$", "") .. "fake-cuda"
+    if not H.read(fake .. "/libcuda.so.1") then return H.pending("no stand-in driver at " .. fake) end
+    local out, err, status = H.luaptx({ "-e", [[
+local pyptx, ffi = require "pyptx", require "ffi"
+local dev = require("pyptx.runtime").open("cuda")
+local mod = pyptx.load_ptx("spec/fixtures/triton/add_sm_80.ptx")
+local null = ffi.new("uint64_t", 0)
+for _, block in ipairs({ 64, 128 }) do
+  print(block, pcall(mod.add_kernel, { grid = 8, block = block, args = { null, null, null, 1000, null, null }, device = dev }))
+end]] }, { cwd = H.ROOT, env = { LD_LIBRARY_PATH = fake, LUAPTX_CACHE_DIR = H.temp_dir() } })
+    assert.equal(0, status, err)
+    assert.matches("^64\tfalse\tlaunching entry add_kernel: kernel add_kernel launched with block %(64, 1, 1%), but it declares "
+      .. "%.reqntid 128, 1, 1: a GPU refuses any other block\n128\ttrue\n$", out)
+  end)
+end)
