@@ -50,6 +50,18 @@ local function mutant(c, old, new)
   return m
 end
 
+--- Case c with its PTX line n (which must hold want) removed.
+local function without_line(c, n, want)
+  local lines = {}
+  for l in (R.read(c.ptx) .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = l end
+  assert(lines[n] and lines[n]:find(want, 1, true), c.ptx .. ":" .. n .. " is not " .. want)
+  lines[n] = ""
+  local m = {}
+  for k, v in pairs(c) do m[k] = v end
+  m.text = table.concat(lines, "\n")
+  return m
+end
+
 --- The error running case c (mutated: c.text) raises on dev, or nil.
 local function error_of(c, dev)
   local ok, err = pcall(R.launch, c, dev, c.text)
@@ -177,4 +189,31 @@ describe("tensor maps built on the device (issue 26 item 5)", function()
     assert.matches("cp%.async%.bulk%.tensor%.2d[^\n]*: TMA descriptor for the tensor map at 0x%x+: [^\n]*box[^\n]*16[^\n]* %(a map "
       .. "tensormap%.replace edited, checked as cuTensorMapEncodeTiled would%)", err)
   end)
+end)
+
+describe("the widened corpus's planted bugs are still caught (issue 26)", function()
+  it("cumsum without its barrier: the scan reads partial sums no thread wrote yet", function()
+    local err = error_of(mutant(case("cumsum_sm_80"), "\tbar.sync \t0;\n", "\n"), H.emu())
+    assert.matches("cumsum_kernel, PTX line %d+: ld%.shared%.v4%.b32 [^\n]*: reads 16 bytes of shared memory at offset 0x%x+ "
+      .. "that no thread has written", err)
+  end)
+
+  it("sort without the barrier after its first exchange: a race, with uninit_check off", function()
+    local m = mutant(case("sort_sm_80"), "st.shared.b32 \t[%r62], %r48;\n\tbar.sync \t0;", "st.shared.b32 \t[%r62], %r48;")
+    assert.matches("sort_kernel, PTX line %d+: ld%.shared%.b32 [^\n]*: reads 4 bytes of shared memory", error_of(m, H.emu()))
+    assert.matches("sort_kernel, PTX line %d+: [^\n]*: shared%-memory race %(write after read%)",
+      error_of(m, emu_with { uninit_check = false }))
+  end)
+
+  it("flash attention (sm_90a) reading O's wgmma accumulators with no wgmma.wait_group", function()
+    local m = without_line(case("flash_attn_sm_90a"), 535, "wgmma.wait_group.sync.aligned 0;")
+    for _, seed in ipairs(SEEDS) do
+      assert.matches("reads %%r%d+, an accumulator of flash_attn_kernel, PTX line 481: wgmma%.mma_async[^\n]* before a "
+        .. "wgmma%.wait_group covers its group: the result is not there yet %(adversarial schedule, seed " .. seed .. "%)",
+        error_of(m, H.adversarial(seed)))
+    end
+  end)
+
+  pending("the spin lock with its atomic_cas removed: CTAs' global-memory accesses are not race-checked "
+    .. "against each other (docs/emulator.md, Not yet), so the lost update a GPU can show is not reported")
 end)
