@@ -444,7 +444,9 @@ describe("the emulator's TMA copies", function()
   end)
 
   --- Threads fill a 32x32 f32 tile with st.shared (value = 1000 + index),
-  -- then thread 0 TMA-stores it; fence: whether they fence.proxy.async first.
+  -- then thread 0 TMA-stores it; fence: whether they fence.proxy.async first
+  -- (true: every thread before the barrier; "after": thread 0 after it, before
+  -- its store; "warp0": warp 0 alone before the barrier).
   local function store_kernel(fence, lines)
     return kernel "st_tma" { arch = "sm_90a", in_specs = {}, out_specs = { Tile(32, 32, f32) }, block = { 128 },
       function(C)
@@ -455,10 +457,12 @@ describe("the emulator's TMA copies", function()
           local e = tid + i * 128
           lines.st = here(); ptx.inst.st.shared.f32(ptx.addr(base + e * 4), reg.from(e, f32) + 1000)
         end
-        if fence then ptx.fence.proxy_async("shared::cta") end
+        if fence == true then ptx.fence.proxy_async("shared::cta") end
+        if fence == "warp0" then ptx.if_(tid:lt(32), function() ptx.fence.proxy_async("shared::cta") end) end
         ptx.bar_sync(0)
         local z = reg.scalar(u32, 0)
         ptx.if_(tid:eq(0), function()
+          if fence == "after" then ptx.fence.proxy_async("shared::cta") end
           lines.tma = here(); ptx.cp.async.bulk.tensor_2d { dst = C:tma_desc { box = { 32, 32 } }, src = s[0], coord = { z, z } }
           ptx.cp.async.bulk.commit_group()
           ptx.cp.async.bulk.wait_group(0)
@@ -479,7 +483,19 @@ describe("the emulator's TMA copies", function()
     assert.matches("async_spec.lua:" .. lines.tma .. ": cp.async.bulk.tensor.2d.global.shared::cta", err, 1, true)
     assert.matches("this TMA store reads shared memory at 0x0 through the async proxy, but spec/async_spec.lua:"
       .. lines.st .. ": st.shared.f32", err, 1, true)
-    assert.matches("no fence.proxy.async in between", err, 1, true)
+    assert.matches("no fence.proxy.async in between (put ptx.fence.proxy_async() after the stores, or after the barrier", err, 1, true)
+  end)
+
+  it("takes the fence on the causality path: the storing thread's, after the barrier (issue 26 item 1)", function()
+    local out = store_kernel("after", {})():values()
+    for i = 1, 1024 do assert.are.equal(999 + i, out[i]) end
+  end)
+
+  it("reports a fence before the barrier by a warp that did not write the bytes", function()
+    local lines = {}
+    local ok, err = pcall(store_kernel("warp0", lines))
+    assert.is_false(ok)
+    assert.matches("this TMA store reads shared memory at 0x80 through the async proxy", err, 1, true)
   end)
 
   it("reports expect_tx bytes no copy delivers as a deadlock", function()
@@ -1369,7 +1385,7 @@ describe("tensormap.replace and griddepcontrol", function()
     ok, err = pcall(bad, tensor.rand({ 64 }, u32, { lo = 1, hi = 9 }))
     assert.is_false(ok)
     assert.matches("async_spec.lua:" .. line .. ":", err, 1, true)
-    assert.matches("holds no tensor map luaptx built", err, 1, true)
+    assert.matches("holds neither a tensor map luaptx built nor 128 zero bytes", err, 1, true)
     local shared_map = kernel "tmr_sh" { arch = "sm_90a", in_specs = { Tile(64, 64, f32) }, out_specs = {}, block = { 32 },
       function(A)
         local sm, box, bar = smem.alloc(T.b64, 16, { align = 128 }), smem.alloc(f32, 256, { align = 128 }), smem.mbarrier(1)

@@ -256,6 +256,16 @@ describe("docs", function()
     H.assert_ptxas(text, "sm_80")
   end)
 
+  it("runtime.md: Launching Triton PTX runs Triton's vector add as shown", function()
+    local section = H.read("docs/runtime.md"):match("\n## Launching Triton PTX\n(.-)\n## ")
+    assert.is_string(section, "docs/runtime.md has no Launching Triton PTX section")
+    local code = section:match("```lua\n(.-)```")
+    local shown = code:match("print%([^\n]*%-%- ([^\n]+)")
+    local out, err, status = H.luaptx({ "-e", code }, { cwd = H.ROOT, env = { LUAPTX_DEVICE = "emu" } })
+    assert.equal(0, status, err)
+    assert.equal(shown:gsub("%s+", "\t") .. "\n", out)
+  end)
+
   it("embedding.md: the C and CMake snippets are those of the tested host", function()
     local host, cmake = H.read("examples/embed/host.c"), H.read("examples/embed/CMakeLists.txt")
     for _, b in ipairs(blocks("docs/embedding.md")) do

@@ -83,7 +83,7 @@ describe("label scopes", function()
 
   it("let ptx.raw place one name in separate blocks; the traced kernel assembles and runs the same", function()
     local k = pyptx.kernel "scoped" {
-      arch = "sm_80", raw_params = { { "u64", "out" }, { "u64", "inp" } },
+      arch = "sm_80", block = { 5 }, raw_params = { { "u64", "out" }, { "u64", "inp" } },   -- run_on_emu's block (.maxntid)
       function()
         reg.range(T.b32, "%r", 4); reg.range(T.b64, "%rd", 5); reg.range(T.pred, "%p", 3)
         ptx.raw(BODY)

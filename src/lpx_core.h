@@ -136,6 +136,7 @@ int32_t lpx_arch_list(char *out, int32_t cap);
 int32_t lpx_arch_for_device(lpx_ctx *ctx, const char *target, const char *device, char *out, int32_t cap);
 int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
+int32_t lpx_ptx_version_check(lpx_ctx *ctx, int32_t v);
 int64_t lpx_video_selector(const char *text);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);

@@ -81,11 +81,15 @@ typedef struct cuda_api {
 } cuda_api;
 
 /* A loaded kernel's parameters as luaptx packs them (lpx_param_layout). */
-typedef struct cuda_entry { int32_t module; char name[128]; uint32_t nparams; uint32_t *offsets; uint64_t size; } cuda_entry;
+typedef struct cuda_entry {
+  int32_t module; char name[128]; uint32_t nparams; uint32_t *offsets; uint64_t size;
+  lpx_bounds bounds;             /* its launch directives (lpx_bounds.c) */
+} cuda_entry;
 
 typedef struct cuda_fn {
   void *handle; char name[128]; int smem_raised; int nonportable;
   int32_t packed;                /* index into entries; -1: launch the packed buffer as it is */
+  int32_t entry;                 /* index into entries; -1: not found (no launch directives known) */
   void **param_ptrs;             /* one per parameter, pointed into the launch's buffer */
 } cuda_fn;
 
@@ -213,9 +217,10 @@ static int param_layout(lpx_device *d, cuda_fn *f, int32_t module)
   cuda_dev *c = DEV(d);
   size_t off, size, n = 0;
   const cuda_entry *e = NULL;
-  f->packed = -1;
+  f->packed = f->entry = -1;
   for (size_t i = 0; i < c->nentries && !e; i++)
     if (c->entries[i].module == module && strcmp(c->entries[i].name, f->name) == 0) e = &c->entries[i];
+  if (e) f->entry = (int32_t)(e - c->entries);
   if (!e || !c->api.FuncGetParamInfo) return 0;
   CUresult rc;
   while ((rc = c->api.FuncGetParamInfo(f->handle, n, &off, &size)) == 0) n++;
@@ -244,6 +249,7 @@ static int keep_entries(lpx_device *d, lpx_module *m, int32_t module)
     snprintf(e->name, sizeof e->name, "%.*s", (int)lpx_strtab_len(&m->syms, fn->sym), lpx_strtab_get(&m->syms, fn->sym));
     e->nparams = (uint32_t)fn->nparams;
     e->size = lpx_param_layout(fn, e->offsets);
+    lpx_bounds_of(m, fn, &e->bounds);
     c->nentries++;
   }
   return 0;
@@ -513,11 +519,22 @@ static int cuda_tma_replace_address(lpx_device *d, const char *tensor, void *map
   return rc ? tma_fail(d, "cuTensorMapReplaceAddress", rc, tensor) : 0;
 }
 
+/* The launch directives of kernel fn, checked before the driver sees the
+ * launch (lpx_bounds.c); -1 when unknown. */
+static int cuda_bounds(lpx_device *d, int32_t fn, lpx_bounds *b, const char **name)
+{
+  cuda_dev *c = DEV(d);
+  if (fn < 0 || (size_t)fn >= c->nfns || c->fns[fn].entry < 0) return -1;
+  *b = c->entries[c->fns[fn].entry].bounds;
+  *name = c->fns[fn].name;
+  return 0;
+}
+
 static const lpx_device_vt cuda_vt = {
   "cuda", cuda_close, cuda_describe, cuda_set_option, cuda_get_option, cuda_alloc, cuda_free,
   cuda_upload, cuda_download, cuda_memset, cuda_load_ir, cuda_function, cuda_launch, cuda_sync, NULL,
   cuda_event_record, cuda_event_elapsed, cuda_graph_begin, cuda_graph_end, cuda_graph_launch, cuda_tma_encode,
-  cuda_tma_replace_address,
+  cuda_tma_replace_address, cuda_bounds,
 };
 
 /* Open the CUDA device on d; -1 (reason in the context) without a driver or GPU. */

@@ -192,6 +192,9 @@ int32_t lpx_device_launch(lpx_device *d, int32_t fn, const lpx_launch_cfg *cfg)
   if (!cfg) return lpx_fail(d->ctx, "launch: no configuration");
   lpx_launch_cfg c = *cfg;
   for (int i = 0; i < 3; i++) if (!c.cluster[i]) c.cluster[i] = 1;
+  lpx_bounds b;
+  const char *name = NULL;
+  if (d->vt->bounds && d->vt->bounds(d, fn, &b, &name) == 0 && lpx_bounds_apply(d->ctx, &b, name, &c)) return -1;
   if (check_cfg(d, &c)) return -1;
   if (d->capturing && !d->vt->graph_begin) return record_launch(d, fn, &c);
   return d->vt->launch(d, fn, &c);

@@ -4,6 +4,7 @@
 #define LPX_DEVICE_IMPL_H
 #include "lpx_device.h"
 #include "lpx_internal.h"
+#include "lpx_bounds.h"
 
 typedef struct lpx_device_vt {
   const char *kind;
@@ -32,6 +33,9 @@ typedef struct lpx_device_vt {
    * launch bytes, and patch an encoded map's address; tensor names it. */
   int (*tma_encode)(lpx_device *d, const char *tensor, const struct lpx_tma_desc *desc, void *out128);
   int (*tma_replace_address)(lpx_device *d, const char *tensor, void *map128, uint64_t address);
+  /* The launch directives of function fn and its name (lpx_bounds.c), which
+   * the dispatcher applies to every launch. */
+  int (*bounds)(lpx_device *d, int32_t fn, lpx_bounds *b, const char **name);
 } lpx_device_vt;
 
 /* A launch recorded for replay (its parameters copied). */

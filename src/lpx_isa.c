@@ -197,13 +197,25 @@ int32_t lpx_arch_min_ptx(const char *arch)
   return t ? t->ptx : -1;
 }
 
-/* The newest PTX ISA version (x10) luaptx knows: the newest any target needs. */
+/* The newest PTX ISA version (x10) luaptx knows (LPX_PTX_VERSIONS). */
 int32_t lpx_ptx_version_max(void)
 {
   int32_t v = 0;
   for (int i = 0; i < TARGET_COUNT; i++)
     if (targets[i].ptx > v) v = targets[i].ptx;
+#define X(n, cuda) if (n > v) v = n;
+  LPX_PTX_VERSIONS(X)
+#undef X
   return v;
+}
+
+/* The one version rule of every command: 0 when PTX ISA version v (x10)
+ * is one luaptx knows, else -1 with the error set. */
+int32_t lpx_ptx_version_check(lpx_ctx *ctx, int32_t v)
+{
+  int32_t newest = lpx_ptx_version_max();
+  if (v <= newest) return 0;
+  return lpx_fail(ctx, "PTX ISA %d.%d is newer than luaptx knows; the newest is %d.%d", v / 10, v % 10, newest / 10, newest % 10);
 }
 
 /* ------------------------------------------------------- form parsing */

@@ -1584,6 +1584,10 @@ static void module_header(pstate *ps, size_t k)
     int major = 0, minor = 0;   /* bounded: a huge major would overflow major * 10 */
     if (sscanf(buf, "%3d.%1d", &major, &minor) == 2 && major > 0 && major < 100 && minor >= 0)
       m->ptx_version = major * 10 + minor;
+    if (m->ptx_version > lpx_ptx_version_max()) {
+      lpx_ptx_version_check(ps->ctx, m->ptx_version);
+      perr(ps, k + 1, "%s", lpx_ctx_error(ps->ctx));
+    }
   } else if (is_word(ps, &ps->t[k], ".target")) {
     snprintf(m->target, sizeof m->target, "%s", buf);
     if (lpx_arch_parse(buf, &m->sm, &m->family)) m->sm = m->family = 0;

@@ -93,6 +93,14 @@ static int opfail(vctx *v, const char *what)
   return lpx_fail(v->m->ctx, "%s: operand %d %s", v->form->info.text, v->pos, what);
 }
 
+/* What a message suggests: the DSL call for a traced instruction (it has
+ * a Lua file, or its module was never parsed), the PTX syntax for parsed
+ * (foreign) PTX. */
+static const char *spell(const vctx *v, const char *dsl, const char *ptx)
+{
+  return v->file > 0 || !v->m->nlex ? dsl : ptx;
+}
+
 /* Give an untyped Lua number its type's bits, or fail. */
 static int type_number(vctx *v, lpx_operand *o, int want)
 {
@@ -300,7 +308,9 @@ static int check_letter(vctx *v, char c, lpx_operand *ops, uint32_t i)
   case 'g': return check_dst(v, o, LPX_T_B32);
   case 'G': case 't': return check_pipe(v, ops, i, c == 'G' ? LPX_T_B32 : t);
   case 'm':
-    if (o->kind != LPX_OPD_ADDR) return opfail(v, "must be an address: ptx.addr(reg, offset) or a shared/param symbol");
+    if (o->kind != LPX_OPD_ADDR)
+      return lpx_fail(v->m->ctx, "%s: operand %d must be an address: %s or a shared/param symbol", v->form->info.text, v->pos,
+                      spell(v, "ptx.addr(reg, offset)", "[reg+offset]"));
     if (o->aux == LPX_OPD_REG && o->id >= 0 && (size_t)o->id < v->f->nregs && v->m->address_size == 64 &&
         lpx_types[v->f->reg_type[o->id]].bits == 32 && !narrow_space(v->form))
       return opfail(v, "is an address in a 32-bit register; global and generic addresses are 64-bit (use a 64-bit register)");
@@ -626,7 +636,8 @@ static int tc_tmem(vctx *v, int pos, const lpx_operand *o)
   v->pos = pos;
   if (o->kind != LPX_OPD_ADDR || o->aux != LPX_OPD_REG || o->id < 0 || (size_t)o->id >= v->f->nregs ||
       lpx_types[v->f->reg_type[o->id]].bits != 32)
-    return opfail(v, "must be a tensor-memory address: ptx.addr(taddr) with taddr a 32-bit register");
+    return lpx_fail(v->m->ctx, "%s: operand %d must be a tensor-memory address: %s with taddr a 32-bit register",
+                    v->form->info.text, v->pos, spell(v, "ptx.addr(taddr)", "[taddr]"));
   return 0;
 }
 

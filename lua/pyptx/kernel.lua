@@ -126,11 +126,7 @@ local function parse_version(v, where)
     local shown = type(v) == "table" and "a table without two numbers" or tostring(v)
     error(at .. "version must be {major, minor} or \"major.minor\", got " .. shown, 0)
   end
-  local newest = core.ptx_version_max()
-  if n > newest then
-    error(("%sPTX ISA %d.%d is newer than luaptx knows; the newest is %d.%d"):format(at, math.floor(n / 10), n % 10,
-      math.floor(newest / 10), newest % 10), 0)
-  end
+  if core.ptx_version_check(core.ctx, n) ~= 0 then error(at .. core.error_message(), 0) end
   return n
 end
 M.parse_version = parse_version

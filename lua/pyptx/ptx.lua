@@ -10,6 +10,7 @@ local reg = require "pyptx.reg"
 local operands = require "pyptx.operands"
 local argcheck = require "pyptx.args"
 local flow = require "pyptx.flow"
+local devlib = require "pyptx.devlib"
 local ptxparse = require "pyptx.ptxparse"
 local ampere = require "pyptx.ampere"
 local async = require "pyptx.async"
@@ -187,6 +188,12 @@ function M.raw(text, env) return ptxparse.append(text, env) end
 
 --- Module-level PTX (globals with initializers, .extern declarations).
 function M.raw_module(text) return ptxparse.append_module(text) end
+
+--- CUDA's printf from a kernel (pyptx.devlib): ptx.printf("x = %d\n", r).
+function M.printf(fmt, ...) return devlib.printf(fmt, ...) end
+
+--- CUDA's assert (pyptx.devlib): threads where pred is false stop the launch with msg.
+function M.assert(pred, msg) return devlib.assert(pred, msg) end
 
 --- Wrap body's instructions in a PTX { } block.
 function M.scope(body)

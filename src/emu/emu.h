@@ -61,7 +61,8 @@ typedef struct emu_op {
 /* Flags of a decoded instruction. */
 enum { EI_CONTROL = 1, EI_READS_CLOCK = 2, EI_VEC = 4, EI_UNRESOLVED = 8, EI_CALL = 16,
        EI_ASYNC = 32,     /* an asynchronous copy, group, wgmma or mbarrier row (emu_sched.c) */
-       EI_WG_WRITE = 64 };  /* writes a register a wgmma.mma_async reads (emu_wgmma.c's fence check) */
+       EI_WG_WRITE = 64,  /* writes a register a wgmma.mma_async reads (emu_wgmma.c's fence check) */
+       EI_EXTERN = 128 }; /* a call to a function with no body (target: its symbol; emu_call.c) */
 
 struct emu_inst {
   emu_fn fn;
@@ -178,7 +179,15 @@ struct emu_warp {
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;
   uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
+  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_check.c) */
 };
+
+/* A byte another warp wrote in this epoch, overwritten by the running
+ * instruction: a race only if the value changes (lpx_emu_race_settle). */
+typedef struct emu_waw {
+  uint32_t off, other_inst;
+  uint8_t old, other, lane;
+} emu_waw;
 
 struct emu_cta {
   emu_launch *L;
@@ -197,6 +206,7 @@ struct emu_cta {
   struct { uint64_t lo, hi; uint32_t span; const emu_inst *in; } tma_rgn[16];  /* shared ranges TMA loads wrote, */
   int ntma_rgn;                           /* with their swizzle (checked against wgmma descriptors) */
   uint8_t *pdirty;                        /* per shared byte: written by the generic proxy, no fence.proxy.async since */
+  emu_waw *waw; uint32_t nwaw, waw_cap;   /* overwrites to settle after the running instruction */
   emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
   emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
 };
@@ -261,7 +271,8 @@ typedef struct emu_tmap {
   uint64_t strides[4];
   uint16_t pixels;                /* im2col pixels per column */
   int16_t lower[3], upper[3];     /* im2col pixel-box corners, W first */
-  uint8_t pad[26];
+  uint8_t edited;                 /* a tensormap.replace changed it: validated as a whole at each use */
+  uint8_t pad[25];
 } emu_tmap;
 #define EMU_TMAP_MAGIC 0x414d5458u   /* "XTMA" */
 
@@ -291,6 +302,7 @@ typedef struct emu_mdread {
 /* decode */
 int lpx_emu_decode(emu_dev *e, lpx_module *m, int32_t fn, emu_mod *mod, emu_prog **out);
 int lpx_emu_call(emu_warp *w, const emu_inst *in, uint32_t m);
+int lpx_emu_call_extern(emu_warp *w, const emu_inst *in, uint32_t m);
 void lpx_emu_prog_free(emu_prog *p);
 emu_fn lpx_emu_pick(const emu_inst *in);
 int lpx_emu_cover(const emu_prog *p);
@@ -321,6 +333,8 @@ uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m);
 
 /* checks */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
+int lpx_emu_race_settle(emu_warp *w, const emu_inst *in);
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* handler tables (one file each) */
@@ -335,6 +349,7 @@ emu_fn lpx_emu_pick_mbar(const emu_inst *in);
 void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo);
 emu_fn lpx_emu_pick_tma(const emu_inst *in);
 emu_fn lpx_emu_pick_tmap(const emu_inst *in);
+int lpx_emu_tmap_validate(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
 int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t);
 struct lpx_tma_desc;
 int lpx_emu_tmap_encode(lpx_ctx *ctx, const char *tensor, const struct lpx_tma_desc *d, void *out128);

@@ -5,6 +5,7 @@
 #include "emu.h"
 #include "emu_sched.h"
 #include <stdio.h>
+#include <stdlib.h>
 
 /* --------------------------------------------------------------- races */
 
@@ -20,7 +21,42 @@ static int race_report(emu_warp *w, const emu_inst *in, int lane, uint32_t off, 
                       "(at %s); separate the accesses with bar.sync", kind, n, off, who, other_did, there);
 }
 
-/* Check and record one access of n shared bytes at off (write: 0 read, 1 write). */
+/* Remember that lane's write of byte off overwrites what another warp
+ * wrote in this epoch; 0, or -1 when out of memory. */
+static int waw_defer(emu_warp *w, int lane, uint32_t off, uint32_t other)
+{
+  emu_cta *c = w->cta;
+  if (c->nwaw == c->waw_cap) {
+    uint32_t cap = c->waw_cap ? c->waw_cap * 2 : 64;
+    emu_waw *nw = realloc(c->waw, cap * sizeof *nw);
+    if (!nw) return -1;
+    c->waw = nw; c->waw_cap = cap;
+  }
+  c->waw[c->nwaw++] = (emu_waw){ off, c->race_wi[off], c->shared[off], (uint8_t)(other & 0xff), (uint8_t)lane };
+  w->waw = 1;
+  return 0;
+}
+
+/* After the instruction that overwrote bytes other warps wrote in this
+ * epoch: a write-after-write race only where the value changed (storing
+ * what is already there is deterministic, as tl.histogram's zeroing is). */
+int lpx_emu_race_settle(emu_warp *w, const emu_inst *in)
+{
+  emu_cta *c = w->cta;
+  uint32_t n = c->nwaw;
+  w->waw = 0;
+  c->nwaw = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    const emu_waw *r = &c->waw[k];
+    if (c->shared[r->off] != r->old)
+      return race_report(w, in, r->lane, r->off, 1, "write after write of a different value", r->other, "wrote", r->other_inst);
+  }
+  return 0;
+}
+
+/* Check and record one access of n shared bytes at off (write: 0 read, 1
+ * write). A write over another warp's write of this epoch is settled after
+ * the instruction (lpx_emu_race_settle): a race only if the value changes. */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write)
 {
   emu_cta *c = w->cta;
@@ -30,8 +66,10 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
   for (uint32_t i = off; i < off + n; i++) {
     uint32_t wv = c->race_w[i], rv = c->race_r[i];
     if (write == 2) { if (!wv) c->race_w[i] = 0xff; continue; }
-    if (races && (wv & ~0xffu) == now && (wv & 0xff) != me)
-      return race_report(w, in, lane, i, n, write ? "write after write" : "read after write", wv & 0xff, "wrote", c->race_wi[i]);
+    if (races && (wv & ~0xffu) == now && (wv & 0xff) != me) {
+      if (!write) return race_report(w, in, lane, i, n, "read after write", wv & 0xff, "wrote", c->race_wi[i]);
+      if (waw_defer(w, lane, i, wv)) return lpx_emu_fail(w, in, lane, "out of host memory for the race check");
+    }
     if (write) {
       if (races && (rv & ~0xffu) == now && (rv & 0xff) != me)
         return race_report(w, in, lane, i, n, "write after read", rv & 0xff, "read", c->race_ri[i]);
@@ -46,6 +84,14 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
     }
   }
   return 0;
+}
+
+/* The fix a message about in names: the DSL call when in was traced
+ * (it has a Lua line, or its module was never parsed), the PTX
+ * instruction in parsed (foreign) PTX. */
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx)
+{
+  return (in && in->item >= 0 && w->p->f->items[in->item].file > 0) || !w->p->m->nlex ? dsl : ptx;
 }
 
 /* ---------------------------------------------------- uninitialised registers */

@@ -342,6 +342,17 @@ static int braced_scalar(int op)
   return op == LPX_OP_LD || op == LPX_OP_LDU || op == LPX_OP_ST || op == LPX_OP_ATOM || op == LPX_OP_RED;
 }
 
+/* A call naming no function of the module calls an extern one: its
+ * symbol is the first operand outside the return and argument lists. */
+static void extern_callee(const dec *d, const lpx_item *it, emu_inst *in)
+{
+  for (uint32_t k = 0; k < it->nops; k++) {
+    const lpx_operand *o = &d->f->ops[it->ops + k];
+    if (o->kind == LPX_OPD_VEC || o->kind == LPX_OPD_PAREN) { k += (uint32_t)o->aux; continue; }
+    if (o->kind == LPX_OPD_SYM) { in->flags |= EI_EXTERN; in->target = o->id; return; }
+  }
+}
+
 /* Decode one instruction item. */
 static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
 {
@@ -369,6 +380,7 @@ static int decode_inst(dec *d, const lpx_item *it, int32_t item, emu_inst *in)
       int32_t fi = o->kind == LPX_OPD_SYM ? func_of(d, o->id) : -1;
       if (fi >= 0) { in->flags |= EI_CALL; in->target = fi; }
     }
+    if (!(in->flags & EI_CALL)) extern_callee(d, it, in);
   }
   collect_srcs(d, in);
   lpx_emu_decode_tcgen05(in, fo);
@@ -424,7 +436,7 @@ static int resolve_labels(dec *d)
   emu_prog *p = d->p;
   for (size_t i = 0; i < p->ninsts; i++) {
     emu_inst *in = &p->insts[i];
-    for (uint32_t k = 0; k < in->nops && !(in->flags & EI_CALL); k++) {
+    for (uint32_t k = 0; k < in->nops && !(in->flags & (EI_CALL | EI_EXTERN)); k++) {
       emu_op *o = &p->ops[in->o + k];
       if (o->kind != EO_LABEL) continue;
       int32_t k = in->item >= 0 ? lpx_labels_find(&d->lab, (size_t)in->item, o->reg) : -1;
@@ -433,7 +445,8 @@ static int resolve_labels(dec *d)
                         lpx_strtab_get(&d->m->syms, o->reg));
       in->target = d->inst_at[k];
     }
-    in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call : lpx_emu_pick(in);
+    in->fn = (in->flags & EI_UNRESOLVED) ? unresolved : (in->flags & EI_CALL) ? lpx_emu_call
+           : (in->flags & EI_EXTERN) ? lpx_emu_call_extern : lpx_emu_pick(in);
     if (in->fn == lpx_emu_unsupported && p->unimpl < 0) p->unimpl = (int32_t)i;
     if (lpx_emu_is_control(in->fn)) in->flags |= EI_CONTROL;
     else if (lpx_emu_sched_row(in->op)) in->flags |= EI_ASYNC;

@@ -281,12 +281,24 @@ static void emu_close(lpx_device *d)
   d->impl = NULL;
 }
 
+/* The launch directives of entry fn (lpx_bounds.c); -1 for no such entry
+ * (the launch reports it). */
+static int emu_bounds(lpx_device *d, int32_t fn, lpx_bounds *b, const char **name)
+{
+  emu_dev *e = EMU(d);
+  if (fn < 0 || (size_t)fn >= e->nprogs) return -1;
+  lpx_bounds_of(e->progs[fn]->m, e->progs[fn]->f, b);
+  *name = e->progs[fn]->name;
+  return 0;
+}
+
 static const lpx_device_vt emu_vt = {
   "emu", emu_close, emu_describe, emu_set_option, emu_get_option, emu_alloc_op, emu_free_op,
   emu_upload, emu_download, emu_memset_op, emu_load_ir, emu_function, emu_launch_op, emu_sync, emu_stats,
   NULL, NULL,         /* host-clock events: launches run to completion */
   NULL, NULL, NULL,   /* graphs: the dispatcher records and replays launches */
   emu_tma_encode, emu_tma_replace_address,   /* TMA: the emulator's emu_tmap record */
+  emu_bounds,
 };
 
 /* Open the emulator on a device object. */

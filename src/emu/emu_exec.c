@@ -425,6 +425,7 @@ static int async_step(emu_warp *w, const emu_inst *in, uint32_t m, int *yield)
   emu_sched *s = w->cta->sched;
   if (s && m) lpx_emu_sched_begin(w, in);
   if (m && in->fn(w, in, m)) return -1;
+  if (w->waw && lpx_emu_race_settle(w, in)) return -1;
   for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
   if (in->ndst_vec) mark_vec_written(w, in, m);
   *yield = s && m && lpx_emu_sched_end(w, in, m);
@@ -461,13 +462,17 @@ static inline __attribute__((always_inline)) int warp_run(emu_warp *w, uint64_t 
     if (prof) lpx_emu_prof_before(w, in, m, &snap);
     if (in->flags & (EI_CONTROL | EI_ASYNC)) {
       int yield = 0;
-      if (in->flags & EI_CONTROL) { if ((rc = in->fn(w, in, m))) break; yield = control_yields(w, in); }
+      if (in->flags & EI_CONTROL) {
+        if ((rc = in->fn(w, in, m)) || (w->waw && (rc = lpx_emu_race_settle(w, in)))) break;
+        yield = control_yields(w, in);
+      }
       else if ((rc = async_step(w, in, m, &yield))) break;
       if (prof) lpx_emu_prof_after(w, in, m, &snap);
       if (yield) break;
       continue;
     }
     if (m && (rc = in->fn(w, in, m))) break;
+    if (w->waw && (rc = lpx_emu_race_settle(w, in))) break;
     if (prof) lpx_emu_prof_after(w, in, m, &snap);
     if (m && (in->flags & EI_WG_WRITE)) w->wg_write = in;
     for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
@@ -569,7 +574,7 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   w->cta = c; w->id = id;
   uint32_t first = id * 32, n = c->nthreads - first;
   w->exists = n >= 32 ? EMU_FULL : (1u << n) - 1;
-  w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX;
+  w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX; w->waw = 0;
   w->mbar_wait_gen = 0; w->mbar_wait_fails = 0;
   memset(w->pc, 0, sizeof w->pc);
   for (int l = 0; l < 32; l++) w->red_dst[l] = -1;
@@ -774,7 +779,7 @@ static void worker_free(worker *wk)
     for (int k = 0; c->warps && k < c->nwarps; k++) {
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
-    free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty);
+    free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty); free(c->waw);
     lpx_emu_tmem_free(c);
   }
   free(wk->ctas);
@@ -791,6 +796,7 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   c->epoch = 1;
   c->cl_arrived = c->cl_phase = 0;
   c->ntma_rgn = 0;
+  c->nwaw = 0;
   if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
   if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);

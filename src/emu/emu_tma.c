@@ -73,12 +73,13 @@ int lpx_emu_tmap_check(emu_warp *w, const emu_inst *in, int lane, uint64_t at, c
 {
   char why[128];
   if (t->magic != EMU_TMAP_MAGIC)
-    return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is not one luaptx built (pass it with X:tma_desc{...}, "
-                        "or copy such a map before tensormap.replace edits it)", (unsigned long long)at);
+    return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx is not one luaptx built (pass it %s, or build it with "
+                        "tensormap.replace in 128 zeroed bytes)", (unsigned long long)at,
+                        lpx_emu_spell(w, in, "with X:tma_desc{...}", "as a parameter encoded by the device (dev:tma_encode)"));
   if (tmap_bad_field(t, why, sizeof why))
     return lpx_emu_fail(w, in, lane, "the tensor map at 0x%llx has %s (a tensormap.replace left it unusable?)",
                         (unsigned long long)at, why);
-  return 0;
+  return t->edited ? lpx_emu_tmap_validate(w, in, lane, at, t) : 0;
 }
 
 /* Read and check the tensor map whose generic address a lane holds (the
@@ -520,31 +521,38 @@ static int tensor_prefetch(emu_warp *w, const emu_inst *in, int lane, const tma_
 /* ------------------------------------------------------ the async proxy */
 
 /* Shared bytes [off, off+n) read by the async proxy (TMA store, wgmma):
- * report one the generic proxy wrote with no fence.proxy.async since. */
+ * report one the generic proxy wrote with no fence.proxy.async on the
+ * way to this read (a race check: off with race_check). */
 int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader)
 {
   emu_cta *c = w->cta;
-  if (!c->pdirty || off >= c->shared_size) return 0;
+  if (!c->pdirty || !(c->L->checks & EMU_CHECK_RACE) || off >= c->shared_size) return 0;
   if (n > c->shared_size - off) n = (uint32_t)(c->shared_size - off);
   for (uint64_t i = off; i < off + n; i++) {
     if (!c->pdirty[i]) continue;
     char there[512];
     lpx_emu_where(w->p, &w->p->insts[c->race_wi[i]], there, sizeof there);
     return lpx_emu_fail(w, in, lane, "%s reads shared memory at 0x%llx through the async proxy, but %s wrote it through the "
-                        "generic proxy with no fence.proxy.async in between (put ptx.fence.proxy_async() after the stores, "
-                        "before the barrier)", reader, (unsigned long long)i, there);
+                        "generic proxy with no fence.proxy.async in between (put %s after the stores, or after the barrier "
+                        "that orders them before this read, in the thread that issues it)", reader, (unsigned long long)i, there,
+                        lpx_emu_spell(w, in, "ptx.fence.proxy_async()", "fence.proxy.async.shared::cta"));
   }
   return 0;
 }
 
-/* fence.proxy.async: the generic-proxy writes this warp made become visible to the async proxy. */
+/* fence.proxy.async: the generic-proxy writes that happen before it
+ * become visible to the async proxy: this warp's own, and every warp's
+ * made before a barrier that completed since (the memory model asks for
+ * the fence on the causality path from the write to the async read, not
+ * in the writing thread: Triton fences after its bar.sync). */
 static int op_proxy_fence(emu_warp *w, const emu_inst *in, uint32_t m)
 {
   (void)in; (void)m;
   emu_cta *c = w->cta;
   if (!c->pdirty) return 0;
+  uint32_t me = w->id + 1, epoch = c->epoch;
   for (uint32_t i = 0; i < c->shared_size; i++)
-    if (c->pdirty[i] && (c->race_w[i] & 0xff) == w->id + 1) c->pdirty[i] = 0;
+    if (c->pdirty[i] && ((c->race_w[i] & 0xff) == me || (c->race_w[i] >> 8) < epoch)) c->pdirty[i] = 0;
   return 0;
 }
 

@@ -3,10 +3,12 @@
  * cuTensorMapEncode* is on CUDA) and patching its address; editing maps
  * in kernels: tensormap.replace on a map in global or shared::cta memory,
  * and tensormap.cp_fenceproxy copying one from shared::cta to global
- * memory. A map a kernel copied out of its parameter can be edited field
- * by field and then used by TMA instructions; each new value is checked
- * against the range the driver allows for that field, and the map as a
- * whole when a copy uses it. */
+ * memory. A map a kernel copied out of its parameter, or built field by
+ * field in 128 zeroed bytes (as Triton's tl.make_tensor_descriptor does),
+ * can be edited and then used by TMA instructions; each new value is
+ * checked against the range the driver allows for that field, and an
+ * edited map as a whole, by cuTensorMapEncodeTiled's rules
+ * (lpx_tma_validate), when a copy uses it. */
 #include "emu.h"
 #include "../lpx_tma.h"
 #include <stdio.h>
@@ -186,7 +188,15 @@ static const struct { tmap_set set; int ordinal; } fields[LPX_TMFIELD__END] = {
   [LPX_TMFIELD_FILL_MODE] = { set_fill, 0 },
 };
 
-/* One lane's edit of the map at addr. */
+/* Are the n bytes at p all zero (a map about to be built field by field)? */
+static int all_zero(const uint8_t *p, size_t n)
+{
+  for (size_t i = 0; i < n; i++) if (p[i]) return 0;
+  return 1;
+}
+
+/* One lane's edit of the map at addr: a map luaptx encoded, or 128 zero
+ * bytes, which become a blank map (the hardware's fields start at zero). */
 static int replace_lane(emu_warp *w, const emu_inst *in, int lane, int sp, uint64_t addr, uint32_t ord, uint64_t v)
 {
   int f = in->mod[LPX_GB_TMFIELD];
@@ -196,11 +206,14 @@ static int replace_lane(emu_warp *w, const emu_inst *in, int lane, int sp, uint6
   if (!p) return -1;
   emu_tmap t;
   memcpy(&t, p, sizeof t);
+  if (t.magic != EMU_TMAP_MAGIC && all_zero(p, sizeof t)) t.magic = EMU_TMAP_MAGIC;
   if (t.magic != EMU_TMAP_MAGIC)
-    return lpx_emu_fail(w, in, lane, "tensormap.replace: 0x%llx holds no tensor map luaptx built (copy one from an "
-                        "X:tma_desc parameter there first)", (unsigned long long)addr);
+    return lpx_emu_fail(w, in, lane, "tensormap.replace: 0x%llx holds neither a tensor map luaptx built nor 128 zero bytes "
+                        "(build a map field by field in zeroed memory, or copy one %s there first)", (unsigned long long)addr,
+                        lpx_emu_spell(w, in, "from an X:tma_desc parameter", "from a tensor-map parameter"));
   char why[160];
   if (fields[f].set(&t, ord, v, why, sizeof why)) return lpx_emu_fail(w, in, lane, "tensormap.replace: %s", why);
+  t.edited = 1;
   memcpy(p, &t, sizeof t);
   return 0;
 }
@@ -218,6 +231,36 @@ static int op_replace(emu_warp *w, const emu_inst *in, uint32_t m)
     if (replace_lane(w, in, l, sp, a, ord ? (uint32_t)ord[l] : 0, nv)) return -1;
   });
   return 0;
+}
+
+/* The description a record holds (the inverse of lpx_emu_tmap_encode). */
+static void tmap_desc(const emu_tmap *t, lpx_tma_desc *d)
+{
+  memset(d, 0, sizeof *d);
+  d->rank = t->rank; d->dtype = t->dtype; d->global_address = t->address;
+  d->interleave = t->interleave; d->swizzle = t->swizzle; d->oob_fill = t->oob; d->mode = t->mode;
+  d->channels = t->channels; d->pixels = t->pixels;
+  for (int i = 0; i < 5; i++) {
+    d->dims[i] = t->dims[i]; d->box[i] = t->box[i]; d->elem_strides[i] = t->elem_strides[i];
+    if (i < 4) d->strides[i] = t->strides[i];
+    if (i < 3) { d->lower[i] = t->lower[i]; d->upper[i] = t->upper[i]; }
+  }
+}
+
+/* Check an edited map about to be used as cuTensorMapEncode* checks a
+ * description (every documented rule, lpx_tma_validate); 0 or -1. */
+int lpx_emu_tmap_validate(emu_warp *w, const emu_inst *in, int lane, uint64_t at, const emu_tmap *t)
+{
+  lpx_tma_desc d;
+  tmap_desc(t, &d);
+  lpx_ctx *ctx = lpx_ctx_new();   /* its own: CTAs run on several host threads */
+  if (!ctx) return lpx_emu_fail(w, in, lane, "out of host memory");
+  char name[64];
+  snprintf(name, sizeof name, "the tensor map at 0x%llx", (unsigned long long)at);
+  int rc = lpx_tma_validate(ctx, name, &d) ? lpx_emu_fail(w, in, lane, "%s (a map tensormap.replace edited, checked as "
+                                                          "cuTensorMapEncodeTiled would)", lpx_ctx_error(ctx)) : 0;
+  lpx_ctx_free(ctx);
+  return rc;
 }
 
 /* Address operand k of lane l; a symbol operand sets *sp to its own space. */

@@ -728,7 +728,8 @@ int lpx_emu_tmem_pending(emu_warp *w, const emu_inst *in, int32_t slot, uint32_t
     lpx_reg_text(w->p->m, w->p->f, slot, name, sizeof name);
     lpx_emu_where(w->p, &w->p->insts[tm->pend[w->id][i].inst], where, sizeof where);
     return lpx_emu_fail(w, in, __builtin_ctz(bad), "reads %s before tcgen05.wait::ld: %s fills it asynchronously; execute "
-                        "tcgen05.wait::ld (ptx.tcgen05.wait(\"ld\")) before using the loaded registers", name, where);
+                        "%s before using the loaded registers", name, where,
+                        lpx_emu_spell(w, in, "tcgen05.wait::ld (ptx.tcgen05.wait(\"ld\"))", "tcgen05.wait::ld.sync.aligned"));
   }
   return 0;
 }

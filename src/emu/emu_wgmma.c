@@ -400,7 +400,7 @@ static int check_fence(emu_warp *w, const emu_inst *in)
   char where[512];
   if (!w->wg_fenced)
     return lpx_emu_fail(w, in, -1, "wgmma.mma_async with no wgmma.fence before it: the warp's first wgmma needs one "
-                        "(ptx.wgmma.fence() before the first wgmma.mma_async)");
+                        "(%s before the first wgmma.mma_async)", lpx_emu_spell(w, in, "ptx.wgmma.fence()", "wgmma.fence.sync.aligned"));
   if (!w->wg_write) return 0;
   lpx_emu_where(w->p, w->wg_write, where, sizeof where);
   return lpx_emu_fail(w, in, -1, "wgmma.mma_async reads registers that %s wrote after the last wgmma.fence: the ISA "
