@@ -209,7 +209,8 @@ return { kernels = { { k, { V = 7 } } } }
     it("needs a script and known options", function()
       local _, err, rc = luaptx("ptx")
       assert.equal(1, rc)
-      assert.equal("luaptx: ptx: missing <script.lua>\nusage: luaptx ptx <script.lua> [--arch A] [-D NAME=VALUE] [-o FILE|DIR/] [--kernel NAME] [--no-line-info]\n", err)
+      assert.equal("luaptx: ptx: missing <script.lua>\nusage: luaptx ptx <script.lua> [--arch A] [-D NAME=VALUE] "
+        .. "[-o FILE|DIR/] [--kernel NAME] [--no-line-info]\n", err)
       _, err, rc = luaptx("ptx", "spec/fixtures/vec_add.lua", "--arch")
       assert.equal(1, rc)
       assert.equal("luaptx: ptx: --arch needs a value (A)\n", err)

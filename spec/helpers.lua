@@ -196,6 +196,29 @@ function M.device(kind) return device_for(kind or "emu") end
 --- The CPU emulator device, opened once per spec file.
 function M.emu() return device_for("emu") end
 
+--- The error tracing body fn in a kernel raises, or nil when it traces.
+-- opts: the arch (a string; default sm_90a) or the kernel's options
+-- ({ arch =, version =, check_refs =, ... }).
+function M.trace_error(fn, opts)
+  local o = type(opts) == "table" and opts or { arch = opts }
+  local k = { fn }
+  for key, v in pairs(o) do k[key] = v end
+  k.arch = k.arch or "sm_90a"
+  local ok, err = pcall(function() return require("pyptx").kernel "t" (k):ptx() end)
+  return not ok and tostring(err) or nil
+end
+
+--- Run fn with io.stderr captured: fn's first result and what it wrote
+-- there (an error in fn fails the test).
+function M.capture_stderr(fn)
+  local saved, buf = io.stderr, {}
+  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
+  local ok, res = pcall(fn)
+  rawset(io, "stderr", saved)
+  assert(ok, res)
+  return res, table.concat(buf)
+end
+
 --- An example's m.main(args) with print captured: main's result and the
 -- printed text (lines joined by newlines); an error in main is raised as it is.
 function M.run_main(m, args)
