@@ -80,8 +80,6 @@ static int searcher(lua_State *L)
   return 1;
 }
 
-/* Is a chunk name one of luaptx's own Lua modules (pyptx/x.lua, or one
- * directory down: pyptx/runtime/x.lua)? */
 /* Chunks marked as helper libraries (pyptx.helper()): where() skips them
  * like luaptx's own modules, so their instructions take the fast path. */
 static char *helper_sources[32];
