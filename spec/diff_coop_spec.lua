@@ -12,7 +12,7 @@ local types = pyptx.types
 
 local device = H.diff_device
 
-local function u32(x) return x % 4294967296 end
+local u32 = H.u32
 
 --- The nine results of tile_ops for tile width W, for thread t.
 local function tile_ref(vals, t, W)

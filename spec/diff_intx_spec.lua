@@ -21,8 +21,7 @@ local device, load, input, output = H.diff_device, H.nvcc_ptx, H.diff_input, H.d
 
 -- ------------------------------------------------------------ integers
 
---- x as an unsigned 32-bit value (x any integer-valued number).
-local function u32(x) return x % TWO32 end
+local u32 = H.u32
 
 --- The low bits of v as a signed number.
 local function sext(v, bits)
