@@ -3,7 +3,7 @@
 -- sm_90a, TMA tensor maps through X:tma_desc (trace-time validation,
 -- launch-time packing), the emulator's TMA copies (boxes, OOB fill, every
 -- swizzle, element strides, interleave, im2col; against CPU references and
--- hardware-measured layouts), bulk prefetches, bulk and tensor reductions,
+-- transcribed layout words, see TRANSCRIBED), bulk prefetches, bulk and tensor reductions,
 -- and the mbarrier deadlock report, named at the Lua line.
 local bit = require "bit"
 local pyptx = require "pyptx"
@@ -576,7 +576,7 @@ end
 
 --- CPU reference of a TMA load of 4-byte elements into nw words prefilled
 -- with sent, the box at byte offset off of a 1024-aligned buffer: a
--- swizzled row takes the whole span (as measured on hardware), an
+-- swizzled row takes the whole span (as TRANSCRIBED's words have it), an
 -- unswizzled one its own bytes; outside the tensor: oob.
 local function ref_load(vals, r, nw, sent, oob, off)
   local words = {}
@@ -739,10 +739,17 @@ describe("the emulator's TMA layouts", function()
       upper_corner = { 0, -1, -1 } }, { 0, -1, 0, 1, 0 }, { 1, 1, 0 }, 512, 128, "5-D")
   end)
 
-  -- Shared-memory words measured on an RTX 5080 (sm_120a; the TMA modes it
-  -- shares with sm_90) for a u32 tensor holding i + 1 at element i, published
-  -- with the roundandr/Allegro RTL's verification suite: {byte, value}.
-  local MEASURED = {
+  -- Shared-memory words after TMA loads of a u32 tensor holding i + 1 at
+  -- element i: {byte, value}. They were transcribed when this spec was
+  -- written (8d2c003) as measured on an RTX 5080 (sm_120a, the TMA modes it
+  -- shares with sm_90) for an RTL verification suite, but no recording of
+  -- that run, nor the command that made it, is in the tree: they are not a
+  -- hardware record, and docs/emulator-coverage.md does not count these
+  -- tests as checked against an oracle. They pin the emulator's layouts as
+  -- regression values until a recording (as spec/fixtures/
+  -- diff_scalar_h100.delta is one, with spec/fixtures/cuda/hw_delta.lua)
+  -- replaces them.
+  local TRANSCRIBED = {
     { "32B swizzle at +128", { 8, 32 }, { box = { 8, 8 }, swizzle = "32B" }, { 0, 0 }, 128,
       { { 128, 5 }, { 144, 1 }, { 160, 37 }, { 176, 33 }, { 256, 129 }, { 272, 133 } } },
     { "element stride 2, 128B swizzle", { 8, 32 }, { box = { 5, 8 }, elem_strides = { 2, 1 }, swizzle = "128B" }, { 0, 0 }, 0,
@@ -761,9 +768,9 @@ describe("the emulator's TMA layouts", function()
       lower_corner = { 0, 0, -1 }, upper_corner = { 0, 0, -1 }, elem_strides = { 1, 1, 1, 2, 1 }, swizzle = "128B" },
       { 0, 1, 0, 0, 0 }, 128, { { 128, 757 }, { 144, 753 }, { 288, 785 }, { 416, 805 }, { 1744, 1073 } }, { 1, 1, 1 } },
   }
-  for _, case in ipairs(MEASURED) do
+  for _, case in ipairs(TRANSCRIBED) do
     local what, shape, opts, coord, off, words, offsets = unpack(case)
-    it("reproduces the layout measured on hardware: " .. what, function()
+    it("reproduces the transcribed (unrecorded) layout words: " .. what, function()
       local k = dump_kernel(tile_of(shape, u32), 512, off, function(A, dst, bar)
         local d = A:tma_desc(opts)
         ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)

@@ -5,6 +5,7 @@
 -- compared with a result computed here from the CUDA semantics.
 -- LUAPTX_DIFF_DEVICE=cuda runs the same specs on a GPU (to check the
 -- references themselves against the hardware).
+-- oracle: nvcc: the kernels run are nvcc's PTX of CUDA C (spec/fixtures/cuda/diff_*.cu); the references follow the CUDA semantics
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
