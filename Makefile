@@ -49,12 +49,16 @@ run: deps build
 	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
-# Every test: C unit tests and the busted specs, through ctest; then the
-# Python package's tests when `make test-python` has made their venv.
+# Every test: C unit tests and the busted specs (one ctest test per spec
+# file, run side by side), through ctest; then the Python package's tests
+# when `make test-python` has made their venv, or a banner saying they did
+# not run.
 test: deps build sass-tools
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j$$(nproc)
 	@if [ -x $(PY_VENV)/bin/pytest ]; then $(MAKE) --no-print-directory python-check; \
-	else echo "make test: the Python tests need $(PY_VENV) (make test-python makes it): not run"; fi
+	else printf '\n%s\n%s\n%s\n\n' "******************************************************************************" \
+	  "make test: THE PYTHON TESTS DID NOT RUN: they need $(PY_VENV) (make test-python makes it)" \
+	  "******************************************************************************" >&2; fi
 
 # The Python package (python/, docs/python.md): a virtual environment under
 # $(BUILD) with torch, jax, numpy and pytest from PyPI (about 3 GB of
