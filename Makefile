@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage lua-types gpu-check check-lua asan clean
 
 all: build
 
@@ -86,6 +86,11 @@ python-check: build
 # with LUAPTX_EMU_COVERAGE set).
 emulator-coverage: deps build
 	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) spec/emu_coverage.lua docs/emulator-coverage.md
+
+# Regenerate types/: LuaLS annotations (---@meta) of docs/api.md's modules
+# and of ptx.inst's builders from the ISA table, for editors (.luarc.json).
+lua-types: deps build
+	$(LUAPTX) spec/lua_types.lua types
 
 # Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
 # specs, every example on the GPU against its CPU reference, the nvcc
