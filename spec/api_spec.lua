@@ -36,15 +36,7 @@ local function section(title)
   error("docs/api.md has no section " .. title)
 end
 
---- The value a section title names: a module, or a field of one
--- (pyptx.kernel.Kernel is require("pyptx.kernel").Kernel).
-local function resolve(title)
-  local ok, v = pcall(require, title)
-  if ok then return v end
-  local mod, field = title:match("^(.+)%.([%w_]+)$")
-  local base = resolve(mod)
-  return base and base[field]
-end
+local resolve = require("spec.lua_types").resolve   -- a section's module or class
 
 --- The module sections: titles that are pyptx module or class names.
 local function module_sections()

@@ -82,7 +82,8 @@ local function params_of(sig)
   return table.concat(out, ", ")
 end
 
---- The value a section title names (a module, or a field of one).
+--- The value a section title names: a module, or a field of one
+-- (pyptx.kernel.Kernel is require("pyptx.kernel").Kernel).
 local function resolve(title)
   local ok, v = pcall(require, title)
   if ok then return v end
@@ -90,6 +91,7 @@ local function resolve(title)
   local base = resolve(mod)
   return base and base[field]
 end
+M.resolve = resolve
 
 --- One comment line's text (no newlines).
 local function oneline(s) return (s:gsub("%s+", " ")) end
@@ -184,14 +186,7 @@ function M.files(api_text, isa_def)
   return out
 end
 
---- Read a whole file.
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-M.read = read
+local read = require("pyptx.ptxparse").read_file
 
 if arg and arg[0] and arg[0]:match("lua_types%.lua$") then
   local dir = arg[1] or "types"
