@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage lua-types gpu-check check-lua asan clean
 
 all: build
 
@@ -49,12 +49,16 @@ run: deps build
 	  $(LUAPTX) check examples/hopper/rms_norm.lua; else echo "ptxas not found: skipping the resource report"; fi
 	$(LUAPTX) run examples/hopper/rms_norm.lua
 
-# Every test: C unit tests and the busted specs, through ctest; then the
-# Python package's tests when `make test-python` has made their venv.
+# Every test: C unit tests and the busted specs (one ctest test per spec
+# file, run side by side), through ctest; then the Python package's tests
+# when `make test-python` has made their venv, or a banner saying they did
+# not run.
 test: deps build sass-tools
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j$$(nproc)
 	@if [ -x $(PY_VENV)/bin/pytest ]; then $(MAKE) --no-print-directory python-check; \
-	else echo "make test: the Python tests need $(PY_VENV) (make test-python makes it): not run"; fi
+	else printf '\n%s\n%s\n%s\n\n' "******************************************************************************" \
+	  "make test: THE PYTHON TESTS DID NOT RUN: they need $(PY_VENV) (make test-python makes it)" \
+	  "******************************************************************************" >&2; fi
 
 # The Python package (python/, docs/python.md): a virtual environment under
 # $(BUILD) with torch, jax, numpy and pytest from PyPI (about 3 GB of
@@ -82,6 +86,11 @@ python-check: build
 # with LUAPTX_EMU_COVERAGE set).
 emulator-coverage: deps build
 	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) spec/emu_coverage.lua docs/emulator-coverage.md
+
+# Regenerate types/: LuaLS annotations (---@meta) of docs/api.md's modules
+# and of ptx.inst's builders from the ISA table, for editors (.luarc.json).
+lua-types: deps build
+	$(LUAPTX) spec/lua_types.lua types
 
 # Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
 # specs, every example on the GPU against its CPU reference, the nvcc

@@ -9,6 +9,7 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local trace = require "pyptx.trace"
 local script_require = require "pyptx.runtime.script_require"
+local script_mod = require "pyptx.runtime.script"
 
 --- Print to stderr with the program's prefix.
 local function say_err(msg)
@@ -52,9 +53,10 @@ function M.load_kernel_script(path, script_args)
   return require("pyptx.runtime.script").normalize(fn(), path)
 end
 
---- Each (kernel, values) pair a script defines, specialised with --arch.
-local function each_kernel(script, arch)
-  local out = {}
+--- Each (kernel, values) pair a script defines, specialised with --arch
+-- (opts.arch) and the -D values (opts.defines) each kernel takes.
+local function each_kernel(script, opts, path)
+  local arch, out = opts.arch, {}
   for _, entry in ipairs(script.kernels) do
     local k, values = entry, {}
     if type(entry) == "table" and not getmetatable(entry) then k, values = entry[1], entry[2] or {} end
@@ -63,7 +65,7 @@ local function each_kernel(script, arch)
     if arch then v.arch = arch end
     out[#out + 1] = { kernel = k, values = v }
   end
-  return out
+  return script_mod.apply_defines(out, script_mod.defines(opts.defines), path)
 end
 
 --- Write text to a file the user named (pyptx.core.sys.write_output: atomic,
@@ -138,6 +140,7 @@ end
 local function cmd_ptx(opts, pos)
   local script = M.load_kernel_script(pos[1])
   local whole = not opts.kernel and script.module and require("pyptx.module").is(script.module.module) and script.module.module
+  if whole and opts.defines then error(pos[1] .. ": -D binds a kernel's values; the script returns a pyptx.module", 0) end
   if whole and not (opts.output and is_dir_path(opts.output)) then   -- a pyptx.module (transpiled scripts): one module already
     if opts.arch then whole.arch, whole.traced = opts.arch, nil end
     if opts["--no-line-info"] then whole.line_info, whole.traced = false, nil end
@@ -145,7 +148,7 @@ local function cmd_ptx(opts, pos)
     write_output(opts.output, text)
     return 0
   end
-  local list = pick_kernels(each_kernel(script, opts.arch), opts.kernel, pos[1])
+  local list = pick_kernels(each_kernel(script, opts, pos[1]), opts.kernel, pos[1])
   for _, e in ipairs(list) do
     if opts["--no-line-info"] then e.kernel.line_info = false end
   end
@@ -160,10 +163,11 @@ end
 local function cmd_check(opts, pos)
   local toolkit = require "pyptx.runtime.toolkit"
   local script = M.load_kernel_script(pos[1])   -- a broken script says so, toolkit or not
+  local list = each_kernel(script, opts, pos[1])
   if not toolkit.find("ptxas") then say_err(toolkit.missing_message("ptxas")) return 2 end
   local failed = 0
   print(("%-28s %-8s %5s %6s %8s %8s %6s %6s"):format("kernel", "arch", "insts", "regs", "smem", "dyn.smem", "spills", "stack"))
-  for _, e in ipairs(each_kernel(script, opts.arch)) do
+  for _, e in ipairs(list) do
     local s = e.kernel:specialize(e.values)
     local ok, report, log = toolkit.ptxas(s.ptx, s.arch)
     if ok then
@@ -196,10 +200,11 @@ local function cmd_compile(opts, pos)
   local compile = require "pyptx.runtime.compile"
   local script = M.load_kernel_script(pos[1])
   local sys = require "pyptx.core.sys"
+  local list = each_kernel(script, opts, pos[1])
   if opts.dir then sys.mkdirs(opts.dir) end
   print(("compiler: %s; cache: %s"):format(compile.identity(), compile.cache_dir() or "off"))
   local hash = ffi.new("char[33]")
-  for _, e in ipairs(each_kernel(script, opts.arch)) do
+  for _, e in ipairs(list) do
     local s = e.kernel:specialize(e.values)
     local t0 = os.clock()
     local cubin = compile.cubin(s.ptx, s.arch, { no_cache = opts["--force"] })
@@ -285,7 +290,7 @@ end
 --- luaptx sass script.lua [--arch A] [--summary]: the listing is bin/sass.lua's.
 local function cmd_sass(opts, pos)
   local script = M.load_kernel_script(pos[1])   -- a broken script says so, nvdisasm or not
-  return require("luaptx.sass").main(each_kernel(script, opts.arch), opts)
+  return require("luaptx.sass").main(each_kernel(script, opts, pos[1]), opts)
 end
 
 -- ------------------------------------------------------------- the table
@@ -305,6 +310,12 @@ local function check_version(v)
 end
 
 local ARCH = { "--arch", "A", key = "arch", check = check_arch, help = "target arch: sm_80, sm_90a, sm_100a, ... (see below)" }
+--- Check a -D value's form (the names are checked against the kernels later).
+local function check_define(v)
+  if not v:match("^[%a_][%w_]*=.") then return "expected NAME=VALUE, e.g. -D B=1024" end
+end
+local DEFINE = { "-D", "NAME=VALUE", key = "defines", many = true, check = check_define,
+  help = "bind a template value or symbolic dim of the kernels, as k:ptx{NAME = VALUE} (repeatable)" }
 
 -- Each command: args (its positional arguments, as usage shows them),
 -- min/max positional counts (rest: everything after the first positional
@@ -315,25 +326,25 @@ local COMMANDS = {
     help = "load a kernel script and call its main(args) with the arguments after it" },
   { name = "ptx", args = "<script.lua>", min = 1, max = 1, run = cmd_ptx,
     help = "print the PTX of every kernel the script defines, as one module",
-    flags = { ARCH, { "-o", "FILE|DIR/", key = "output", check = check_output_or_dir,
+    flags = { ARCH, DEFINE, { "-o", "FILE|DIR/", key = "output", check = check_output_or_dir,
                       help = "write the PTX to FILE (one module), or to DIR/<kernel>.ptx each when DIR is a directory" },
               { "--kernel", "NAME", key = "kernel", help = "only the kernel(s) named NAME" },
               { "--no-line-info", help = "leave out .file/.loc" } } },
   { name = "check", args = "<script.lua>", min = 1, max = 1, run = cmd_check,
     help = "assemble each kernel with ptxas: registers, shared memory, spills, stack",
-    flags = { ARCH } },
+    flags = { ARCH, DEFINE } },
   { name = "compile", args = "<script.lua>", min = 1, max = 1, run = cmd_compile,
     help = "compile each kernel to a cubin through the cache",
-    flags = { ARCH, { "-o", "DIR", key = "dir", check = check_dir,
+    flags = { ARCH, DEFINE, { "-o", "DIR", key = "dir", check = check_dir,
                       help = "also write DIR/<kernel>.<arch>.<hash>.cubin (hash: 12 hex digits of the PTX's)" },
               { "--force", help = "bypass the cache" } } },
   { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
     help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
-    flags = { ARCH, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
+    flags = { ARCH, DEFINE, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
   { name = "profile", args = "<script.lua>", min = 1, max = 1, run = cmd_profile,
     help = "run the script's main on the emulator with performance counters: per kernel totals, occupancy, "
       .. "the roofline bound and the worst Lua lines (docs/profile.md)",
-    flags = { { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
+    flags = { DEFINE, { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
               { "--gpu", "G", key = "gpu", check = check_gpu, help = "GPU of the roofline and occupancy: A100, H100, H100-PCIe, H200, B200, RTX4090, RTX5090" },
               { "--json", "F", key = "json", check = check_output, help = "write the report as JSON" },
               { "--html", "F", key = "html", check = check_output, help = "write a self-contained HTML page: annotated source, charts" } } },
@@ -452,6 +463,7 @@ local function parse(c, args)
     elseif a == "--" then only_pos = true
     else
       local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
+      if not name and not find_flag(c, a) and find_flag(c, a:sub(1, 2)) then name, inline = a:sub(1, 2), a:sub(3) end   -- -DNAME=VALUE
       local f = find_flag(c, name or a)
       if not f then error(unknown_flag(c, a), 0) end
       local key = f.key or f[1]
@@ -464,7 +476,7 @@ local function parse(c, args)
         if not inline then i = i + 1 end
         local bad = f.check and f.check(v)
         if bad then error(("%s: %s: %s"):format(c.name, f[1], bad), 0) end
-        opts[key] = v
+        if f.many then opts[key] = opts[key] or {} table.insert(opts[key], v) else opts[key] = v end
       end
     end
     i = i + 1

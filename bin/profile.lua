@@ -92,6 +92,7 @@ function M.main(opts)
   local dev = runtime.open("emu")
   runtime.use(dev)
   local script = script_mod.load_file(opts.input, {})
+  script_mod.default_defines(script, script_mod.defines(opts.defines), opts.input)
   if not script.main then
     error(opts.input .. ": the script has no main(args) to profile; profile a script whose main launches its kernels", 0)
   end

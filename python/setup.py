@@ -20,6 +20,12 @@ if not os.path.exists(LIB):
                      "or point LUAPTX_BUILD_DIR at a CMake build of luaptx")
 
 
+def version():
+    """luaptx's one version: VERSION at the root of the tree (docs/api.md)."""
+    with open(os.path.join(ROOT, "VERSION"), encoding="ascii") as f:
+        return f.read().strip()
+
+
 def pkg_config(flag):
     """LuaJIT's flags from pkg-config (argument list, no shell)."""
     try:
@@ -56,4 +62,4 @@ core = Extension(
     extra_link_args=pkg_config("--libs") + ["-lm", "-ldl", "-lpthread"],
 )
 
-setup(ext_modules=[core], options={"bdist_wheel": {"py_limited_api": "cp310"}})
+setup(version=version(), ext_modules=[core], options={"bdist_wheel": {"py_limited_api": "cp310"}})

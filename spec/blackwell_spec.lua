@@ -481,9 +481,6 @@ describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
   local tensor = require "pyptx.runtime.tensor"
   local Tile = pyptx.Tile
 
-  --- The current source line (to name what a test plants).
-  local function here() return debug.getinfo(2, "l").currentline end
-
   --- A kernel that gathers four rows of A into shared memory with
   -- ptx.cp.async.bulk.tensor_2d (mode = "tile::gather4") and ptx.inst,
   -- then scatters them back with mode = "tile::scatter4" (a store and a
@@ -533,28 +530,28 @@ describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
     local line
     local e = err_of(function(A)
       local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
-      line = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c },
+      line = H.here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c },
         mbar = bar[0], mode = "tile::gather4" }
     end)
     assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4."
       .. "mbarrier::complete_tx::bytes: the tensor coordinates list 2 value(s); .tile::gather4 takes 5", e, 1, true)
     e = err_of(function()
       local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
-      line = here(); ptx.inst("cp.async.bulk.tensor.3d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes", s[0],
+      line = H.here(); ptx.inst("cp.async.bulk.tensor.3d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes", s[0],
         setmetatable({ base = reg.scalar(T.u64, 0), list = { c, c, c } }, require("pyptx.async").Bracket), bar[0])
     end)
     assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.3d.shared::cluster.global.tile::gather4."
       .. "mbarrier::complete_tx::bytes: .tile::gather4 takes .2d tensors only, not .3d", e, 1, true)
     e = err_of(function(A)
       local s, bar, c = smem.alloc(T.bf16, 256, { align = 128 }), smem.mbarrier(1), reg.scalar(T.u32, 0)
-      line = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c, c, c, c },
+      line = H.here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = A:tma_desc { box = { 1, 64 } }, coord = { c, c, c, c, c },
         mbar = bar[0], mode = "tile::scatter4" }
     end)
     assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.shared::cluster.global.tile::scatter4."
       .. "mbarrier::complete_tx::bytes: .tile::scatter4 writes a tensor: stores and reductions (.global.shared::cta) only", e, 1, true)
     e = err_of(function(A)
       local s, c = smem.alloc(T.bf16, 256, { align = 128 }), reg.scalar(T.u32, 0)
-      line = here(); ptx.cp.async.bulk.tensor_2d { dst = A:tma_desc { box = { 1, 64 } }, src = s[0], coord = { c, c, c, c, c },
+      line = H.here(); ptx.cp.async.bulk.tensor_2d { dst = A:tma_desc { box = { 1, 64 } }, src = s[0], coord = { c, c, c, c, c },
         mode = "tile::scatter4" }
     end, "sm_90a", "8.6")
     assert.matches("blackwell_spec.lua:" .. line .. ": cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group", e, 1, true)
@@ -599,7 +596,7 @@ describe("TMA tile::gather4 / tile::scatter4 (sm_100a)", function()
           local d = A:tma_desc { box = { box_rows or 1, BC }, swizzle = swizzle }
           ptx.mbarrier.arrive_expect_tx(bar[0], 4 * BC * 4)
           local c = load_coords(Cd)
-          lines.gather = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = c, mbar = bar[0], mode = "tile::gather4" }
+          lines.gather = H.here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = c, mbar = bar[0], mode = "tile::gather4" }
           ptx.cp.async.bulk.prefetch.tensor_2d { src = d, coord = c, mode = "tile::gather4" }
         end)
         ptx.mbarrier.wait(bar[0], 0)

@@ -3,6 +3,7 @@
 -- cooperative_groups::tiled_partition<4/8/16> (spec/fixtures/cuda/diff_coop.cu,
 -- compiled for sm_80 and sm_90a) each reduce, shuffle, vote and match among
 -- their own lanes. References from the cooperative groups' definitions.
+-- oracle: nvcc: the kernels run are nvcc's PTX of cooperative_groups code (spec/fixtures/cuda/diff_coop.cu); the references follow their definitions
 local bit = require "bit"
 local pyptx = require "pyptx"
 local tensor = require "pyptx.runtime.tensor"
@@ -12,7 +13,7 @@ local types = pyptx.types
 
 local device = H.diff_device
 
-local function u32(x) return x % 4294967296 end
+local u32 = H.u32
 
 --- The nine results of tile_ops for tile width W, for thread t.
 local function tile_ref(vals, t, W)

@@ -8,6 +8,7 @@
 -- pseudo-code; the carry chains, lop3's predicate form, the intrinsics
 -- and the stack get references from the CUDA semantics.
 -- LUAPTX_DIFF_DEVICE=cuda runs the same specs on a GPU.
+-- oracle: nvcc: the kernels run are nvcc's PTX of CUDA C (spec/fixtures/cuda/diff_intx.cu, diff_video.cu); references: the ISA's pseudo-code
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
@@ -21,8 +22,7 @@ local device, load, input, output = H.diff_device, H.nvcc_ptx, H.diff_input, H.d
 
 -- ------------------------------------------------------------ integers
 
---- x as an unsigned 32-bit value (x any integer-valued number).
-local function u32(x) return x % TWO32 end
+local u32 = H.u32
 
 --- The low bits of v as a signed number.
 local function sext(v, bits)

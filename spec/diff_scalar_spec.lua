@@ -17,6 +17,7 @@
 -- All of it is checked in, so no toolkit or GPU is needed;
 -- spec/fixtures/cuda/build.sh regenerates the oracle's table and
 -- spec/fixtures/cuda/hw_delta.lua the delta from a new recording.
+-- oracle: hardware records: nvcc's PTX, each result as an H100 gave it (spec/fixtures/diff_scalar_h100.delta, diff_scalar.ref)
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"

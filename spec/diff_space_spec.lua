@@ -4,6 +4,7 @@
 -- (spec/fixtures/cuda/diff_space.cu, for sm_80 and sm_90a). References from
 -- the CUDA definitions of __isGlobal, __isShared, __isLocal, __isConstant,
 -- __isClusterShared and __cluster_query_shared_rank.
+-- oracle: nvcc: the kernels run are nvcc's PTX of CUDA C (spec/fixtures/cuda/diff_space.cu); the references follow the CUDA definitions
 local pyptx = require "pyptx"
 local tensor = require "pyptx.runtime.tensor"
 local H = require "spec.helpers"

@@ -5,6 +5,7 @@
 -- compared with a result computed here from the CUDA semantics.
 -- LUAPTX_DIFF_DEVICE=cuda runs the same specs on a GPU (to check the
 -- references themselves against the hardware).
+-- oracle: nvcc: the kernels run are nvcc's PTX of CUDA C (spec/fixtures/cuda/diff_*.cu); the references follow the CUDA semantics
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"
@@ -20,7 +21,7 @@ local rng, rand_s32, rand_f32, rand_f64 = H.rng, H.rand_s32, H.rand_f32, H.rand_
 
 local input, output = H.diff_input, H.diff_output
 
-local u32 = function(x) return x % 4294967296 end
+local u32 = H.u32
 local s32 = bit.tobit
 
 --- Compare got[k * n + t] with want(k, t) for k in 0..K-1, t in 0..n-1;

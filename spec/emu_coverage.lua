@@ -3,7 +3,11 @@
 -- (opcode spellings: row, modifiers, types) the specs launched on the
 -- emulator, and which spec files did. Each spec file runs alone under
 -- busted with LUAPTX_EMU_COVERAGE naming a record file (src/emu/emu_cover.c
--- appends the forms of every program the emulator decodes to it).
+-- appends the forms of every program the emulator decodes to it). A spec
+-- file whose expected results come from an oracle we did not write (nvcc's
+-- PTX of CUDA C, hardware records) says so in a line of its header,
+-- `-- oracle: <what>`; the page splits the rows such files ran from the
+-- rows only our own references check.
 -- usage: build/luaptx spec/emu_coverage.lua [OUT.md]   (`make emulator-coverage`)
 local ffi = require "ffi"
 local core = require "pyptx.core"
@@ -24,7 +28,7 @@ end
 
 --- The spec files, sorted (but this page's own spec, which checks the page
 -- and records into files of its own).
-local function spec_files()
+function M.spec_files()
   local res = sys.run({ "find", "spec", "-maxdepth", "1", "-name", "*_spec.lua" })
   local files = {}
   for f in res.stdout:gmatch("[^\n]+") do
@@ -59,6 +63,22 @@ local function run_one(test, path)
   return seen, res and res.status == 0, res and res.stdout or ""
 end
 
+--- The oracle each spec file declares ({ [base] = text }): a header line
+-- "-- oracle: <what>" among its leading comment lines.
+function M.oracles(files)
+  local out = {}
+  for _, file in ipairs(files) do
+    local f = assert(io.open(file, "rb"))
+    for line in f:lines() do
+      if not line:match("^%-%-") then break end
+      local what = line:match("^%-%- oracle: (.+)$")
+      if what then out[file:match("([^/]+)_spec%.lua$")] = what end
+    end
+    f:close()
+  end
+  return out
+end
+
 --- The sorted keys of a set.
 local function keys(set)
   local out = {}
@@ -91,12 +111,22 @@ function M.collect(files, dir)
   return forms, specs, failed
 end
 
+--- The tests of a row that declare an oracle, sorted.
+function M.checked(specs_of_row, oracles)
+  local out = {}
+  for _, base in ipairs(keys(specs_of_row)) do
+    if oracles[base] then out[#out + 1] = base end
+  end
+  return out
+end
+
 --- The page's text.
-function M.render(rows, forms, specs)
-  local out, emulated, tested = {}, 0, 0
+function M.render(rows, forms, specs, oracles)
+  local out, emulated, tested, checked = {}, 0, 0, 0
   for _, r in ipairs(rows) do
     if r.emulated then emulated = emulated + 1 end
     if r.emulated and next(specs[r.name] or {}) then tested = tested + 1 end
+    if r.emulated and #M.checked(specs[r.name], oracles) > 0 then checked = checked + 1 end
   end
   local function put(s) out[#out + 1] = s end
   put("# Emulator coverage")
@@ -114,15 +144,27 @@ function M.render(rows, forms, specs)
   put("*Forms run* counts the distinct opcode spellings (row, modifiers, types)")
   put("that the specs launched on the emulator; they are listed below the table.")
   put("")
-  put(("%d rows; %d emulated, %d of them run by the specs; %d not emulated."):format(#rows, emulated, tested, #rows - emulated))
+  put("*Tests* are the spec files (and C tests) that ran a row. Most compare")
+  put("with references we wrote ourselves (CPU code in Lua or C); *checked by")
+  put("an oracle* names those whose expected results come from something we")
+  put("did not write, each saying what in its header (`-- oracle: ...`; listed")
+  put("under [Oracles](#oracles)). A spec file counts for every row it ran,")
+  put("also rows outside the instructions its oracle speaks for.")
   put("")
-  put("| row | emulated | forms run | tests |")
-  put("|---|---|---|---|")
+  put(("%d rows; %d emulated, %d of them run by the specs, %d of those by a spec checked against an oracle we did "
+    .. "not write; %d not emulated."):format(#rows, emulated, tested, checked, #rows - emulated))
+  put("")
+  put("| row | emulated | forms run | tests | checked by an oracle |")
+  put("|---|---|---|---|---|")
   for _, r in ipairs(rows) do
-    local s = keys(specs[r.name])
-    put(("| `%s` | %s | %d | %s |"):format(r.name, r.emulated and "yes" or "no", #keys(forms[r.name]),
-      #s > 0 and table.concat(s, ", ") or "—"))
+    local s, c = keys(specs[r.name]), M.checked(specs[r.name], oracles)
+    put(("| `%s` | %s | %d | %s | %s |"):format(r.name, r.emulated and "yes" or "no", #keys(forms[r.name]),
+      #s > 0 and table.concat(s, ", ") or "—", #c > 0 and table.concat(c, ", ") or "—"))
   end
+  put("")
+  put("## Oracles")
+  put("")
+  for _, base in ipairs(keys(oracles)) do put(("- `%s`: %s"):format(base, oracles[base])) end
   put("")
   put("## Forms run, by row")
   put("")
@@ -140,7 +182,7 @@ end
 if arg and arg[0] and arg[0]:match("emu_coverage%.lua$") then
   local out = arg[1] or "docs/emulator-coverage.md"
   local dir = sys.temp_dir()
-  local files = spec_files()
+  local files = M.spec_files()
   local forms, specs, failed = M.collect(files, dir)
   sys.remove_tree(dir)
   if #failed > 0 then
@@ -148,7 +190,7 @@ if arg and arg[0] and arg[0]:match("emu_coverage%.lua$") then
       table.concat(failed, "\n  "), "\n")
     os.exit(1)
   end
-  sys.write_file(out, M.render(M.rows(), forms, specs), 420)
+  sys.write_file(out, M.render(M.rows(), forms, specs, M.oracles(files)), 420)
   print(("emu_coverage: wrote %s from %d spec files and the C tests"):format(out, #files))
 end
 

@@ -3,14 +3,25 @@
 local H = require "spec.helpers"
 local coverage = require "spec.emu_coverage"
 
---- The page's table rows: { name, emulated, forms, specs } in order.
+--- The page's text.
+local function page()
+  return assert(H.read("docs/emulator-coverage.md"), "docs/emulator-coverage.md is missing: run make emulator-coverage")
+end
+
+--- The page's table rows: { name, emulated, forms, specs, checked } in order.
 local function page_rows()
-  local text = assert(H.read("docs/emulator-coverage.md"), "docs/emulator-coverage.md is missing: run make emulator-coverage")
   local rows = {}
-  for name, emu, forms, specs in text:gmatch("\n| `([^`]+)` | (%a+) | (%d+) | ([^|\n]+) |") do
-    rows[#rows + 1] = { name = name, emulated = emu == "yes", forms = tonumber(forms), specs = specs }
+  for name, emu, forms, specs, checked in page():gmatch("\n| `([^`]+)` | (%a+) | (%d+) | ([^|\n]+) | ([^|\n]+) |") do
+    rows[#rows + 1] = { name = name, emulated = emu == "yes", forms = tonumber(forms), specs = specs, checked = checked }
   end
   return rows
+end
+
+--- A comma-separated list of the page as a set ("—" is none).
+local function set_of(list)
+  local out = {}
+  for x in list:gmatch("[^, ]+") do if x ~= "—" then out[x] = true end end
+  return out
 end
 
 describe("docs/emulator-coverage.md", function()
@@ -22,6 +33,20 @@ describe("docs/emulator-coverage.md", function()
       assert.equal(r.name, got[i].name, stale)
       assert.equal(r.emulated, got[i].emulated, stale .. " (" .. r.name .. ")")
     end
+  end)
+
+  it("names as checked by an oracle exactly the tests of a row whose header declares one", function()
+    local oracles, stale = coverage.oracles(coverage.spec_files()), "docs/emulator-coverage.md is stale: run make emulator-coverage"
+    assert.is_truthy(oracles.diff_scalar and oracles.diff, "the nvcc differentials declare their oracles")
+    for _, r in ipairs(page_rows()) do
+      local want = coverage.checked(set_of(r.specs), oracles)
+      assert.equal(#want > 0 and table.concat(want, ", ") or "—", (r.checked:gsub("%s+$", "")), stale .. " (" .. r.name .. ")")
+    end
+    local listed = {}
+    for base, what in page():gmatch("\n%- `([%w_]+)`: ([^\n]+)") do
+      if oracles[base] ~= nil or not what:match("^`") then listed[base] = what end
+    end
+    assert.same(oracles, listed, stale)
   end)
 
   it("shows no emulated row without a spec that runs it", function()

@@ -9,6 +9,7 @@
 -- semantics. LUAPTX_DIFF_DEVICE=cuda runs the same specs on a GPU (but
 -- trap, brkpt and the emulator's own bar.warp.sync reports, which stay on
 -- the emulator).
+-- oracle: nvcc: the kernels run are nvcc's PTX of CUDA C (spec/fixtures/cuda/diff_rows.cu); the references follow the PTX ISA's semantics
 local ffi = require "ffi"
 local bit = require "bit"
 local pyptx = require "pyptx"

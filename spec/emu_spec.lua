@@ -17,9 +17,6 @@ pcall(ffi.cdef, "float nextafterf(float x, float y);")
 --- The emulator's device handle (the file's one emulator, opened on first use).
 local function emu() return H.emu().handle end
 
---- The current source line (to name planted bugs).
-local function here() return debug.getinfo(2, "l").currentline end
-
 local CT = { [f32] = "float", [u32] = "uint32_t", [s32] = "int32_t", [u64] = "uint64_t", [b32] = "uint32_t" }
 
 --- Run a kernel: bufs = { {type, n, values?}, ... } one per tensor param in
@@ -688,7 +685,7 @@ describe("the emulator's numerics", function()
       function()
         local bar = smem.mbarrier(1)
         local state = reg.scalar(T.b64)
-        line = here(); ptx.inst.mbarrier.arrive.shared.b64(state, bar[0])
+        line = H.here(); ptx.inst.mbarrier.arrive.shared.b64(state, bar[0])
         ptx.ret()
       end,
     }
@@ -1065,7 +1062,7 @@ describe("the emulator's checks", function()
   it("reports an out-of-bounds global store with the lane, CTA, allocation and Lua line", function()
     local line
     local k = planted("oob", 64, function(t, po)
-      line = here(); ptx.st.global(ptx.addr(po + (t + 1):mul_wide(4)), t)     -- bug: t + 1
+      line = H.here(); ptx.st.global(ptx.addr(po + (t + 1):mul_wide(4)), t)     -- bug: t + 1
     end)
     local ok, msg = run(k, { { u32, 64 } })
     assert.is_false(ok)
@@ -1078,7 +1075,7 @@ describe("the emulator's checks", function()
   it("reports a misaligned access", function()
     local line
     local k = planted("mis", 32, function(t, po)
-      line = here(); ptx.st.global(ptx.addr(po + t:mul_wide(4), 2), t)       -- bug: +2 bytes
+      line = H.here(); ptx.st.global(ptx.addr(po + t:mul_wide(4), 2), t)       -- bug: +2 bytes
     end)
     local ok, msg = run(k, { { u32, 64 } })
     assert.is_false(ok)
@@ -1090,7 +1087,7 @@ describe("the emulator's checks", function()
     local line
     local k = planted("soob", 32, function(t)
       local s = smem.alloc(u32, 32)
-      line = here(); ptx.st.shared(ptx.addr(s:base() + t:shl(3)), t)          -- bug: stride 8
+      line = H.here(); ptx.st.shared(ptx.addr(s:base() + t:shl(3)), t)          -- bug: stride 8
     end)
     local ok, msg = run(k, { { u32, 32 } })
     assert.is_false(ok)
@@ -1106,7 +1103,7 @@ describe("the emulator's checks", function()
       ptx.st.shared(ptx.addr(base + t:shl(2)), t)
       local v = reg.scalar(u32)
       -- bug: no bar.sync between the store above and this read of another warp's slot
-      line = here(); ptx.ld.shared(v, ptx.addr(base + t:bxor(32):shl(2)))
+      line = H.here(); ptx.ld.shared(v, ptx.addr(base + t:bxor(32):shl(2)))
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
     end)
     local ok, msg = run(k, { { u32, 64 } }, { options = { uninit_check = 0 } })
@@ -1134,7 +1131,7 @@ describe("the emulator's checks", function()
     local line
     local k = planted("uninit", 32, function(t, po)
       local x = reg.scalar(u32)                                                 -- bug: never set
-      line = here(); local y = x + t
+      line = H.here(); local y = x + t
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), y)
     end)
     local ok, msg = run(k, { { u32, 32 } })
@@ -1149,7 +1146,7 @@ describe("the emulator's checks", function()
       local s = smem.alloc(u32, 64)
       local v = reg.scalar(u32)
       ptx.st.shared(ptx.addr(s:base() + t:shl(2)), t)
-      line = here(); ptx.ld.shared(v, ptx.addr(s:base() + t:shl(2), 128))      -- bug: the upper half is never written
+      line = H.here(); ptx.ld.shared(v, ptx.addr(s:base() + t:shl(2), 128))      -- bug: the upper half is never written
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
     end)
     local ok, msg = run(k, { { u32, 32 } })
@@ -1163,7 +1160,7 @@ describe("the emulator's checks", function()
     local k = planted("unimpl", 32, function(t, po)
       local s, bar = smem.alloc(u32, 8, { align = 16 }), smem.mbarrier(1)
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), t)                 -- would run first
-      line = here(); ptx.inst("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+      line = H.here(); ptx.inst("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
         s[0], ptx.addr(po), 16, bar[0], reg.scalar(pyptx.types.u16, 1))
     end)
     local ok, msg, hosts = run(k, { { u32, 32 } })
@@ -1219,7 +1216,7 @@ describe("the emulator's checks", function()
     local line
     local k = planted("dead", 64, function(t, po)
       ptx.if_(t:lt(32), function()
-        line = here(); ptx.bar_sync(0)                                          -- bug: half the CTA skips it
+        line = H.here(); ptx.bar_sync(0)                                          -- bug: half the CTA skips it
       end)
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), t)
     end)
@@ -1234,7 +1231,7 @@ describe("the emulator's checks", function()
     local k = planted("spin", 32, function(t, po)
       local x = reg.scalar(u32, 0)
       ptx.loop(function()
-        line = here(); ptx.inst.add.u32(x, x, 1)                                -- bug: never exits
+        line = H.here(); ptx.inst.add.u32(x, x, 1)                                -- bug: never exits
       end)
       ptx.st.global(ptx.addr(po + t:mul_wide(4)), x)
     end)

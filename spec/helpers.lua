@@ -196,6 +196,29 @@ function M.device(kind) return device_for(kind or "emu") end
 --- The CPU emulator device, opened once per spec file.
 function M.emu() return device_for("emu") end
 
+--- The error tracing body fn in a kernel raises, or nil when it traces.
+-- opts: the arch (a string; default sm_90a) or the kernel's options
+-- ({ arch =, version =, check_refs =, ... }).
+function M.trace_error(fn, opts)
+  local o = type(opts) == "table" and opts or { arch = opts }
+  local k = { fn }
+  for key, v in pairs(o) do k[key] = v end
+  k.arch = k.arch or "sm_90a"
+  local ok, err = pcall(function() return require("pyptx").kernel "t" (k):ptx() end)
+  return not ok and tostring(err) or nil
+end
+
+--- Run fn with io.stderr captured: fn's first result and what it wrote
+-- there (an error in fn fails the test).
+function M.capture_stderr(fn)
+  local saved, buf = io.stderr, {}
+  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
+  local ok, res = pcall(fn)
+  rawset(io, "stderr", saved)
+  assert(ok, res)
+  return res, table.concat(buf)
+end
+
 --- An example's m.main(args) with print captured: main's result and the
 -- printed text (lines joined by newlines); an error in main is raised as it is.
 function M.run_main(m, args)
@@ -236,6 +259,49 @@ function M.check_on(dev, m, ...)
   return res[2], res[3].message, res[3]
 end
 
+-- ------------------------------------------- planted bugs, source lines
+
+--- The line this is called from.
+function M.here() return debug.getinfo(2, "l").currentline end
+
+--- The 1-based line of the first occurrence of text in src.
+function M.line_of(src, text)
+  local at = assert(src:find(text, 1, true), text)
+  return select(2, src:sub(1, at):gsub("\n", "")) + 1
+end
+
+--- Escape text for a Lua pattern.
+function M.lit(text) return (text:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+
+--- The module at path loaded afresh with a bug planted when old is given:
+-- old becomes new (as many lines, so other lines keep their numbers);
+-- old must occur exactly once, or nth picks its nth occurrence. Returns
+-- the module and its source as written.
+function M.planted(path, old, new, nth)
+  local src = assert(M.read(path))
+  local patched = src
+  if old then
+    local at = 0
+    for _ = 1, nth or 1 do at = assert(src:find(old, at + 1, true), ("no %s #%d in %s"):format(old, nth or 1, path)) end
+    assert(nth or not src:find(old, at + 1, true), "more than one " .. old .. " in " .. path)
+    patched = src:sub(1, at - 1) .. (new or "") .. src:sub(at + #old)
+  end
+  return assert(load(patched, "@" .. path))(), src
+end
+
+--- The module at path loaded afresh (edit = { old, new } planted in it,
+-- or nil) while the library module lib_module (file lib_path) is loaded
+-- afresh with lib_edit = { old, new } planted (kept as loaded when nil).
+-- Returns the module, its source and the library's (nil when kept).
+function M.planted_on(path, edit, lib_module, lib_path, lib_edit)
+  local saved, lib_src = package.loaded[lib_module], nil
+  if lib_edit then package.loaded[lib_module], lib_src = M.planted(lib_path, lib_edit[1], lib_edit[2]) end
+  local ok, m, src = pcall(M.planted, path, edit and edit[1], edit and edit[2])
+  package.loaded[lib_module] = saved
+  if not ok then error(m, 0) end
+  return m, src, lib_src
+end
+
 -- ------------------------------------------------ the nvcc differentials
 
 --- The device the differential specs run on: the emulator, or the one
@@ -270,6 +336,7 @@ end
 
 --- A u32 from a Lua number holding a signed 32-bit pattern.
 local function u32(x) return x % 4294967296 end
+M.u32 = u32
 
 --- A xorshift generator of signed 32-bit integers (never 0) from a seed.
 function M.rng(seed)

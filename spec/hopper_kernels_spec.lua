@@ -24,38 +24,9 @@ local function traced(k)
   end
 end
 
---- The module at path loaded afresh, with old (found exactly once) replaced
--- by new when old is given; returns it and the source as written.
-local function planted(path, old, new)
-  local src = assert(H.read(path))
-  local patched = src
-  if old then
-    local at = assert(src:find(old, 1, true), "no " .. old .. " in " .. path)
-    assert(not src:find(old, at + 1, true), "more than one " .. old .. " in " .. path)
-    patched = src:sub(1, at - 1) .. new .. src:sub(at + #old)
-  end
-  return assert(load(patched, "@" .. path))(), src
-end
-
 --- The example at path with a bug planted in it (ex) or in the shared TMA
 -- pipeline (pipe): each { old, new } or nil. Returns the example and its source.
-local function mutant(path, ex, pipe)
-  local saved = package.loaded[PIPE_MODULE]
-  if pipe then package.loaded[PIPE_MODULE] = planted(PIPE, pipe[1], pipe[2]) end
-  local ok, m, src = pcall(planted, path, ex and ex[1], ex and ex[2])
-  package.loaded[PIPE_MODULE] = saved
-  if not ok then error(m, 0) end
-  return m, src
-end
-
---- The line of the first occurrence of text in src.
-local function line_of(src, text)
-  local at = assert(src:find(text, 1, true), text)
-  return select(2, src:sub(1, at):gsub("\n", "")) + 1
-end
-
---- Escape text for a Lua pattern.
-local function lit(text) return (text:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+local function mutant(path, ex, pipe) return H.planted_on(path, ex, PIPE_MODULE, PIPE, pipe) end
 
 local adversarial = H.adversarial
 
@@ -135,22 +106,22 @@ describe("examples/hopper/grouped_gemm_uniform.lua", function()
       local m, src = mutant(UNIFORM, { "box = { 1, BM, BK }, swizzle = sA.tma_swizzle", "box = { 1, BM, BK }, swizzle = \"none\"" })
       local err = check_on(H.emu(), m, 2, 128, 128, 128)
       assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: the A descriptor reads shared memory at 0x%%x+ with 128B swizzle, but the "
-        .. "TMA load at %s:%d: cp%%.async%%.bulk%%.tensor%%.3d[^\n]* wrote it with no swizzle"):format(lit(UNIFORM),
-        line_of(src, "tp.mma { d = acc"), lit(UNIFORM), line_of(src, "ptx.cp.async.bulk.tensor_3d { dst = sA:stage(s)")), err)
+        .. "TMA load at %s:%d: cp%%.async%%.bulk%%.tensor%%.3d[^\n]* wrote it with no swizzle"):format(H.lit(UNIFORM),
+        H.line_of(src, "tp.mma { d = acc"), H.lit(UNIFORM), H.line_of(src, "ptx.cp.async.bulk.tensor_3d { dst = sA:stage(s)")), err)
     end)
 
     it("reports the wgmmas issued without wgmma.fence (removed from the shared pipeline's mma)", function()
       local m, src = mutant(UNIFORM, nil, { "  ptx.wgmma.fence()\n", "" })
       local err = check_on(H.emu(), m, 2, 128, 128, 128)
-      assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: wgmma%%.mma_async with no wgmma%%.fence before it"):format(lit(UNIFORM),
-        line_of(src, "tp.mma { d = acc")), err)
+      assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: wgmma%%.mma_async with no wgmma%%.fence before it"):format(H.lit(UNIFORM),
+        H.line_of(src, "tp.mma { d = acc")), err)
     end)
 
     it("reports a consumer that does not wait for full[s] (wgmma reads what TMA has not written)", function()
       local m, src = mutant(UNIFORM, nil, { "    pipe.full:at(s):wait(phase)\n", "" })
       local err = check_on(H.emu(), m, 2, 128, 128, 128)
       assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: reads 16 bytes of shared memory at offset 0x%%x+ that no thread has "
-        .. "written"):format(lit(UNIFORM), line_of(src, "tp.mma { d = acc")), err)
+        .. "written"):format(H.lit(UNIFORM), H.line_of(src, "tp.mma { d = acc")), err)
     end)
 
     it("reports a producer that refills a stage without waiting on empty[s] (adversarial schedules)", function()
@@ -158,8 +129,8 @@ describe("examples/hopper/grouped_gemm_uniform.lua", function()
       for seed = 1, 3 do
         local err = check_on(adversarial(seed), m, 2, 128, 128, 256, { STAGES = 2 })
         assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: reads shared memory at offset 0x%%x+ that %s:%d: cp%%.async%%.bulk"
-          .. "%%.tensor%%.3d[^\n]* has not finished writing"):format(lit(UNIFORM), line_of(src, "tp.mma { d = acc"),
-          lit(UNIFORM), line_of(src, "ptx.cp.async.bulk.tensor_3d")), err)
+          .. "%%.tensor%%.3d[^\n]* has not finished writing"):format(H.lit(UNIFORM), H.line_of(src, "tp.mma { d = acc"),
+          H.lit(UNIFORM), H.line_of(src, "ptx.cp.async.bulk.tensor_3d")), err)
       end
     end)
   end)
@@ -217,24 +188,24 @@ describe("examples/hopper/flash_attention.lua split-KV", function()
       local m, src = mutant(FLASH, { "src = K:tma_desc{ tile = sK }", "src = K:tma_desc{ box = { BN, D } }" })
       local err = check_on(H.emu(), m, 1, 256, 64, { SPLITS = 2 })
       assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: the B descriptor reads shared memory at 0x%%x+ with 128B swizzle, but the "
-        .. "TMA load at %s:%d: [^\n]* wrote it with no swizzle"):format(lit(FLASH), line_of(src, "tp.mma { d = sacc"), lit(FLASH),
-        line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sK:stage(s)")), err)
+        .. "TMA load at %s:%d: [^\n]* wrote it with no swizzle"):format(H.lit(FLASH), H.line_of(src, "tp.mma { d = sacc"), H.lit(FLASH),
+        H.line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sK:stage(s)")), err)
     end)
 
     it("reports a consumer that skips the wait for full[s] or for the Q tile (adversarial schedules)", function()
       local m, src = mutant(FLASH, nil, { "    pipe.full:at(s):wait(phase)\n", "" })
       for seed = 1, 3 do
         local err = check_on(adversarial(seed), m, 1, 256, 64, { SPLITS = 2 })   -- before the copy, or during it
-        assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: reads [%%w ]*shared memory at offset 0x%%x+ that "):format(lit(FLASH),
-          line_of(src, "tp.mma { d = sacc")), err)
+        assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: reads [%%w ]*shared memory at offset 0x%%x+ that "):format(H.lit(FLASH),
+          H.line_of(src, "tp.mma { d = sacc")), err)
         assert.is_truthy(err:find("no thread has written", 1, true) or err:find("has not finished writing", 1, true), err)
       end
       m, src = mutant(FLASH, { "        qbar:at(0):wait(0)\n", "        -- planted: no wait for the Q tile\n" })
       for seed = 1, 3 do
         local err = check_on(adversarial(seed), m, 1, 256, 64, { SPLITS = 2 })
         assert.matches(("%s:%d: wgmma%%.mma_async[^\n]*: reads shared memory at offset 0x%%x+ that %s:%d: cp%%.async%%.bulk"
-          .. "%%.tensor%%.2d[^\n]* has not finished writing"):format(lit(FLASH), line_of(src, "tp.mma { d = sacc"), lit(FLASH),
-          line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sQ")), err)
+          .. "%%.tensor%%.2d[^\n]* has not finished writing"):format(H.lit(FLASH), H.line_of(src, "tp.mma { d = sacc"), H.lit(FLASH),
+          H.line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sQ")), err)
       end
     end)
 

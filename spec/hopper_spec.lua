@@ -22,9 +22,6 @@ local f32, u32, bf16, f16 = T.f32, T.u32, T.bf16, T.f16
 
 local assert_ptxas = H.assert_ptxas       -- for sm_90a; pending without ptxas, so last in a test
 
---- The current source line (to name planted bugs).
-local function here() return debug.getinfo(2, "l").currentline end
-
 describe("pyptx.hopper wrappers", function()
   local k = kernel "wg" { arch = "sm_90a", block = { 128 },
     function()
@@ -183,33 +180,33 @@ describe("pyptx.hopper wrappers", function()
     end
     local line
     local e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, trans_b = 1 }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, trans_b = 1 }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 takes 6 operands: "
       .. "{d}, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b; got 8; imm-trans-a/imm-trans-b (MN-major operands) are for "
       .. ".f16 and .bf16 only, not .e4m3", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 40 }, d = reg.array(T.s32, 20), a = 0, b = 0, atype = T.s8 }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 40 }, d = reg.array(T.s32, 20), a = 0, b = 0, atype = T.s8 }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n40k32.s32.s8.s8: .s8 wgmma takes the shape "
       .. ".m64nNk32 with N = 8, 16, 24, 32, then a multiple of 16 up to 256; got .m64n40k32", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", satfinite = true }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", satfinite = true }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k256.satfinite.s32.b1.b1.and.popc: "
       .. ".satfinite applies to .s8/.u8 wgmma only, not .b1", e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1, 0, 1)
+      line = H.here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1, 0, 1)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 takes 6 operands", e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1)
+      line = H.here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n8k256.s32.b1.b1.xor.popc: "
       .. "wgmma.mma_async takes .dtype.atype.btype", e, 1, true)
-    e = err_of(function() line = here(); smem.wgmma_tile(T.e4m3, { 64, 64 }, "MN") end)
+    e = err_of(function() line = H.here(); smem.wgmma_tile(T.e4m3, { 64, 64 }, "MN") end)
     assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: MN-major tiles are f16/bf16 only", e, 1, true)
   end)
 
@@ -231,58 +228,58 @@ describe("pyptx.hopper wrappers", function()
     local line
     local meta = function() return reg.scalar(T.b32, 0) end
     local e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
     end, "8.1")
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16: sparse wgmma (.sp) needs "
       .. 'PTX ISA 8.2; this kernel uses 8.1 (version = "8.2")', e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+      line = H.here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
         meta(), 0, 1, 1, 1)
     end, "8.0")
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32: sparse wgmma (.sp) needs "
       .. "PTX ISA 8.2; this kernel uses 8.0", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, sparse = { meta = meta(), sel = 1 } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.e4m3, sparse = { meta = meta(), sel = 1 } }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.f32.e4m3.e4m3: operand 5 (sparsity "
       .. "selector) must be the immediate 0 for .e4m3 inputs (8-bit inputs: all four threads of a group hold the metadata)", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.tf32, sparse = { meta = meta(), sel = 2 } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = T.tf32, sparse = { meta = meta(), sel = 2 } }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32: operand 5 (sparsity "
       .. "selector) must be the immediate 0 or 1 for .tf32 inputs", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", sparse = { meta = meta() } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(T.s32, 4), a = 0, b = 0, atype = "b1", sparse = { meta = meta() } }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k512.s32.b1.b1.and.popc: .b1 wgmma has no "
       .. "sparse (.sp) form; sparse wgmma takes .f16 .bf16 .tf32 .e4m3/.e5m2 .s8/.u8", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { meta = meta() } }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.f16.f16: .f16 sparse (.sp) wgmma "
       .. "takes the shape .m64nNk32 with N = 8..256 in steps of 8; got .m64n8k16", e, 1, true)
     e = err_of(function()
-      line = here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { sel = 0 } }
+      line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8 }, d = reg.array(f32, 4), a = 0, b = 0, atype = f16, sparse = { sel = 0 } }
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async: sparse must be { meta = <.b32 register>, sel = 0|1 }", e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
+      line = H.here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc,
         dsc, 0, 1, 1, 1, 0, 0)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16: operand 4 "
       .. "(sparsity metadata) must be a 32-bit register", e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(T.s32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, meta(), 1, 1)
+      line = H.here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, meta(), 1, 1)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.u8.u8: operand 5 "
       .. "(sparsity selector) must be the immediate 0 for .u8 inputs (8-bit inputs: all four threads of a group hold the metadata)",
       e, 1, true)
     e = err_of(function()
       local acc, dsc = reg.array(f32, 4), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1)
+      line = H.here(); ptx.inst("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32", { acc[0], acc[1], acc[2], acc[3] }, dsc, dsc, 1, 1, 1)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 takes 8 operands: "
       .. "{d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, imm-scale-a, imm-scale-b; got 6", e, 1, true)
@@ -298,7 +295,7 @@ describe("pyptx.hopper wrappers", function()
     local line
     local e = err_of(function()
       local acc, d = reg.array(f32, 8), reg.scalar(T.u64, 0)
-      line = here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3],
+      line = H.here(); ptx.inst("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16", { acc[0], acc[1], acc[2], acc[3],
         acc[4], acc[5], acc[6], acc[7] }, d, d, 1, 1, 1, 0, 0)
     end)
     assert.matches("hopper_spec.lua:" .. line .. ": wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16: operand 1 (d) "
@@ -343,7 +340,7 @@ describe("pyptx.hopper wrappers", function()
     local ok, err = pcall(function()
       kernel "bad" { arch = "sm_90a", block = { 128 }, function()
         local acc = ptx.wgmma.fragments(64, true)
-        line = here(); ptx.wgmma.mma_async { shape = { 64, 60, 16 }, d = acc, a = 0, b = 0 }
+        line = H.here(); ptx.wgmma.mma_async { shape = { 64, 60, 16 }, d = acc, a = 0, b = 0 }
       end }:ptx()
     end)
     assert.is_false(ok)
@@ -393,7 +390,7 @@ local function mma_kernel(n, at, layout, lbo, sbo, scale_a, no_fence, lines)
       local da = ptx.wgmma.desc(base, { layout = layout, lbo = lbo, sbo = sbo })
       local db = ptx.wgmma.desc(base + 16384, { layout = layout, lbo = lbo, sbo = sbo })
       ptx.wgmma.fence()
-      if lines then lines.mma = here() end
+      if lines then lines.mma = H.here() end
       ptx.wgmma.mma_async { shape = { 64, n, 16 }, d = acc, a = da, b = db, atype = at, scale_d = 0, scale_a = scale_a }
       ptx.wgmma.mma_async { shape = { 64, n, 16 }, d = acc, a = da, b = db, atype = at, scale_d = 1, scale_a = scale_a }
       ptx.wgmma.commit_group()
@@ -578,14 +575,14 @@ describe("the emulator's wgmma", function()
           ptx.mbarrier.init(bar[0], 1)
           local d = A:tma_desc { box = { 64, 64 }, swizzle = "128B" }
           ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
-          tma_line = here(); ptx.cp.async.bulk.tensor_2d { dst = sA[0], src = d, coord = { z, z }, mbar = bar[0] }
+          tma_line = H.here(); ptx.cp.async.bulk.tensor_2d { dst = sA[0], src = d, coord = { z, z }, mbar = bar[0] }
         end)
         ptx.bar_sync(0)
         ptx.mbarrier.wait(bar[0], 0)
         local acc = ptx.wgmma.fragments(64, true)
         local da = ptx.wgmma.desc(sA:base(), { layout = "64B", lbo = 16, sbo = 512 })   -- planted: TMA used 128B
         ptx.wgmma.fence()
-        mma_line = here(); ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = da }
+        mma_line = H.here(); ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = da }
         ptx.wgmma.commit_group()
         ptx.wgmma.wait_group(0)
         ptx.ret()
@@ -1008,7 +1005,7 @@ local function sparse_kernel(c, lines)
       end
       local b = ptx.wgmma.desc(base + c.B.base, { layout = c.B.layout, lbo = c.B.lbo, sbo = c.B.sbo })
       ptx.wgmma.fence()
-      if lines then lines.mma = here() + 1 end
+      if lines then lines.mma = H.here() + 1 end
       ptx.wgmma.mma_async { shape = { 64, c.n }, d = acc, a = a, b = b, atype = c.at, btype = c.bt, dtype = c.dt,
         sparse = { meta = meta, sel = c.sel }, trans_a = c.ta and 1 or nil, trans_b = c.tb and 1 or nil, satfinite = c.sat }
       ptx.wgmma.commit_group()
@@ -1267,7 +1264,7 @@ local function tma_base_offset_kernel(offa, offb, boff, lines)
         ptx.mbarrier.init(bar[0], 1)
         local ta, tb = A:tma_desc { box = { 64, 64 }, swizzle = "128B" }, B:tma_desc { box = { 64, 64 }, swizzle = "128B" }
         ptx.mbarrier.arrive_expect_tx(bar[0], ta.bytes + tb.bytes)
-        lines.tma = here(); ptx.cp.async.bulk.tensor_2d { dst = s[offa / 2], src = ta, coord = { z, z }, mbar = bar[0] }
+        lines.tma = H.here(); ptx.cp.async.bulk.tensor_2d { dst = s[offa / 2], src = ta, coord = { z, z }, mbar = bar[0] }
         ptx.cp.async.bulk.tensor_2d { dst = s[offb / 2], src = tb, coord = { z, z }, mbar = bar[0] }
       end)
       ptx.bar_sync(0)
@@ -1277,7 +1274,7 @@ local function tma_base_offset_kernel(offa, offb, boff, lines)
       for kk = 0, 3 do
         local opts = { layout = "128B", lbo = 16, sbo = 1024, base_offset = boff }
         local da, db = ptx.wgmma.desc(s:base() + (offa + 32 * kk), opts), ptx.wgmma.desc(s:base() + (offb + 32 * kk), opts)
-        if kk == 0 then lines.mma = here() + 1 end
+        if kk == 0 then lines.mma = H.here() + 1 end
         ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = db, atype = bf16, scale_d = kk > 0 and 1 or 0 }
       end
       ptx.wgmma.commit_group()
@@ -1396,7 +1393,7 @@ describe("the emulator's wgmma descriptors: matrix base offset (bits 49-51)", fu
         local da = ptx.wgmma.desc(s:base(), { layout = "interleave", lbo = 128, sbo = 256 })
         local db = da + 2 ^ 49                                          -- base offset 1, planted past the DSL
         ptx.wgmma.fence()
-        line = here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = acc, a = da, b = db, atype = bf16 }
+        line = H.here(); ptx.wgmma.mma_async { shape = { 64, 8, 16 }, d = acc, a = da, b = db, atype = bf16 }
         ptx.wgmma.commit_group()
         ptx.wgmma.wait_group(0)
         ptx.ret()
@@ -1504,13 +1501,13 @@ describe("wgmma tiles as TMA boxes and mma_async operands", function()
 
   it("refuse a box or swizzle that does not write the tile, and tiles TMA cannot write, at the user's line", function()
     local line
-    local err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here(); A:tma_desc{ tile = s, box = { 32, 64 } } end)
+    local err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = H.here(); A:tma_desc{ tile = s, box = { 32, 64 } } end)
     assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: box {32, 64} does not write tile's layout; the tile needs box {64, 64}", err, 1, true)
-    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here(); A:tma_desc{ tile = s, swizzle = "64B" } end)
+    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }); line = H.here(); A:tma_desc{ tile = s, swizzle = "64B" } end)
     assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: swizzle 64B does not match the tile's 128B layout", err, 1, true)
-    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }, "MN"); line = here(); A:tma_desc{ tile = s } end)
+    err = err_of(function(A) local s = smem.wgmma_tile(bf16, { 64, 64 }, "MN"); line = H.here(); A:tma_desc{ tile = s } end)
     assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: a MN-major 128B tile has no one-box TMA layout", err, 1, true)
-    err = err_of(function(A) local s = smem.wgmma_tile(f16, { 64, 64 }); line = here(); A:tma_desc{ tile = s } end)
+    err = err_of(function(A) local s = smem.wgmma_tile(f16, { 64, 64 }); line = H.here(); A:tma_desc{ tile = s } end)
     assert.matches("hopper_spec.lua:" .. line .. ": X:tma_desc: tile holds f16 but tensor tiles_param_0 is bf16", err, 1, true)
   end)
 
@@ -1529,9 +1526,9 @@ describe("wgmma tiles as TMA boxes and mma_async operands", function()
     assert.is_nil(tiles.INTERLEAVED.tma_box)
     assert.same({ "MN", "32B" }, { tiles.mn.major, tiles.mn.layout })
     local line
-    local err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 16 }, pyptx.Layout.TMA_64B) end)
+    local err = err_of(function() line = H.here(); smem.wgmma_tile(bf16, { 64, 16 }, pyptx.Layout.TMA_64B) end)
     assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: a 64B layout needs the row's bytes (32 here) to be a multiple of 64", err, 1, true)
-    err = err_of(function() line = here(); smem.wgmma_tile(bf16, { 64, 64 }, { layout = "16B" }) end)
+    err = err_of(function() line = H.here(); smem.wgmma_tile(bf16, { 64, 64 }, { layout = "16B" }) end)
     assert.matches("hopper_spec.lua:" .. line .. ": smem.wgmma_tile: layout must be Layout.TMA_128B, TMA_64B, TMA_32B or INTERLEAVED", err, 1, true)
   end)
 
@@ -1547,7 +1544,7 @@ describe("wgmma tiles as TMA boxes and mma_async operands", function()
     assert.matches("add.u64 \t%%rd%d+, %%rd%d+, 512;", text)          -- 8192 >> 4 into the built descriptor
     local line
     local err = err_of(function()
-      local s = smem.wgmma_tile(bf16, { 64, 64 }); line = here()
+      local s = smem.wgmma_tile(bf16, { 64, 64 }); line = H.here()
       ptx.wgmma.mma_async{ shape = { 64, 64, 16 }, d = ptx.wgmma.fragments(64), a = s, b = s, k = 4 }
     end)
     assert.matches("hopper_spec.lua:" .. line + 1 .. ": wgmma.mma_async: K element 4 of a's tile starts at byte 8, not on a 16-byte boundary", err, 1, true)

@@ -27,14 +27,6 @@ local function refused(text)
   return err
 end
 
---- Trace fn in a kernel for arch (and version); returns the error or nil.
-local function trace_error(arch, fn, version, check_refs)
-  local ok, err = pcall(function()
-    return pyptx.kernel "isa" { arch = arch, version = version, check_refs = check_refs, fn }:ptx()
-  end)
-  return not ok and err or nil
-end
-
 describe("the ISA table", function()
   describe("form interning", function()
     it("gives one id per spelling", function()
@@ -219,21 +211,21 @@ describe("the ISA table", function()
   describe("arch and version checks", function()
     it("refuse an arch-specific instruction elsewhere", function()
       local function fence() ptx.inst.wgmma.fence.sync.aligned() end
-      assert.matches("isa_spec.lua:%d+: wgmma.fence.sync.aligned needs target sm_90a; this kernel targets sm_80", trace_error("sm_80", fence))
-      assert.matches("needs target sm_90a; this kernel targets sm_90$", trace_error("sm_90", fence))
-      assert.matches("needs target sm_90a; this kernel targets sm_100a", trace_error("sm_100a", fence))
-      assert.is_nil(trace_error("sm_90a", fence))
+      assert.matches("isa_spec.lua:%d+: wgmma.fence.sync.aligned needs target sm_90a; this kernel targets sm_80", H.trace_error(fence, "sm_80"))
+      assert.matches("needs target sm_90a; this kernel targets sm_90$", H.trace_error(fence, "sm_90"))
+      assert.matches("needs target sm_90a; this kernel targets sm_100a", H.trace_error(fence, "sm_100a"))
+      assert.is_nil(H.trace_error(fence, "sm_90a"))
       local function tc() ptx.inst.tcgen05["fence::before_thread_sync"]() end
       assert.matches("tcgen05.fence::before_thread_sync needs an arch%-specific target sm_100a..sm_103a; this kernel targets sm_90a",
-        trace_error("sm_90a", tc))
-      assert.is_nil(trace_error("sm_100a", function() ptx.inst.setmaxnreg.inc.sync.aligned.u32(240) end))
+        H.trace_error(tc, "sm_90a"))
+      assert.is_nil(H.trace_error(function() ptx.inst.setmaxnreg.inc.sync.aligned.u32(240) end, "sm_100a"))
     end)
 
     it("refuse an instruction above the kernel's sm", function()
       assert.matches("isa_spec.lua:%d+: add.bf16 needs sm_90 or newer; this kernel targets sm_80",
-        trace_error("sm_80", function() local b = reg.scalar(T.bf16) ptx.inst.add.bf16(b, b, b) end))
+        H.trace_error(function() local b = reg.scalar(T.bf16) ptx.inst.add.bf16(b, b, b) end, "sm_80"))
       assert.matches("elect.sync needs sm_90 or newer",
-        trace_error("sm_80", function() ptx.inst.elect.sync(ptx.pipe(ptx.sink, reg.pred()), 0xffffffff) end))
+        H.trace_error(function() ptx.inst.elect.sync(ptx.pipe(ptx.sink, reg.pred()), 0xffffffff) end, "sm_80"))
     end)
 
     it("refuse an instruction above the kernel's PTX version", function()
@@ -242,8 +234,8 @@ describe("the ISA table", function()
         ptx.ld.global({ r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] }, ptx.addr(reg.scalar(T.u64)))
       end
       assert.matches("isa_spec.lua:%d+: ld.global.v8.f32 needs PTX ISA 8.8; this kernel uses 8.6 %(raise the kernel's version%)",
-        trace_error("sm_100a", v8))
-      assert.is_nil(trace_error("sm_100a", v8, "8.8"))
+        H.trace_error(v8, "sm_100a"))
+      assert.is_nil(H.trace_error(v8, { arch = "sm_100a", version = "8.8" }))
     end)
   end)
 
@@ -320,7 +312,7 @@ describe("the ISA table", function()
     }
     for _, c in ipairs(cases) do
       it("refuses " .. c[1]:match("^[^:]+"):gsub("%%", ""), function()
-        local err = trace_error(c[3] or "sm_80", c[2])
+        local err = H.trace_error(c[2], c[3] or "sm_80")
         assert.is_string(err, "traced without error")
         assert.matches("^spec/isa_spec.lua:%d+: " .. c[1], err)
       end)
@@ -340,7 +332,7 @@ describe("the ISA table", function()
             kept[#kept + 1] = line
           end
           -- the dropped declarations leave names undeclared: skip that check
-          local err = trace_error(target, function() ptx.raw(table.concat(kept, "\n")) end, version, false)
+          local err = H.trace_error(function() ptx.raw(table.concat(kept, "\n")) end, { arch = target, version = version, check_refs = false })
           assert.is_nil(err, path)
           bodies = bodies + 1
         end
@@ -351,7 +343,7 @@ describe("the ISA table", function()
     end)
 
     it("accepts the forms those rules must not refuse", function()
-      assert.is_nil(trace_error("sm_90a", function()
+      assert.is_nil(H.trace_error(function()
         local b64, b32, b16 = reg.scalar(T.b64), reg.scalar(T.b32), reg.scalar(T.b16)
         ptx.inst.mov.b64(b64, { b32, f32() })
         ptx.inst.mov.b64({ b32, ptx.sink }, b64)
@@ -444,7 +436,7 @@ describe("pyptx.isa, the C family tables seen from Lua", function()
   end)
 
   it("agree with the validator: every mma.sync row and wgmma family spelled from them validates", function()
-    assert.is_nil(trace_error("sm_90a", function()
+    assert.is_nil(H.trace_error(function()
       for key, row in pairs(isa.mma_shapes) do
         local shape, fam = key:match("^(.-)%.(.*)$")
         for a in pairs(isa.mma_families[fam].inputs) do
@@ -460,6 +452,6 @@ describe("pyptx.isa, the C family tables seen from Lua", function()
           hopper.wgmma.mma_async { shape = { 64, 64 }, atype = a, dtype = acc, d = d, a = reg.scalar(T.u64), b = reg.scalar(T.u64) }
         end
       end
-    end, "8.7"))
+    end, { version = "8.7" }))
   end)
 end)

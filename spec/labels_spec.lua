@@ -68,14 +68,6 @@ local function run_on_emu(text)
   return t
 end
 
---- The error a traced body raises, or nil.
-local function trace_error(body)
-  local ok, err = pcall(function()
-    return pyptx.kernel "k" { arch = "sm_80", function() body() end }:ptx()
-  end)
-  return not ok and err or nil
-end
-
 describe("label scopes", function()
   it("send each branch to the label its block sees on the emulator", function()
     assert.same(WANT, run_on_emu(MODULE))
@@ -97,7 +89,7 @@ describe("label scopes", function()
   end)
 
   it("let ptx.label place a name again inside ptx.scope", function()
-    assert.is_nil(trace_error(function()
+    assert.is_nil(H.trace_error(function()
       ptx.scope(function() ptx.bra("again"); ptx.label("again") end)
       ptx.scope(function() ptx.bra("again"); ptx.label("again") end)
       ptx.ret()
@@ -105,16 +97,16 @@ describe("label scopes", function()
   end)
 
   it("refuse a name placed twice in one block", function()
-    assert.matches("labels_spec.lua:%d+: label 'L' is placed twice in one block", trace_error(function()
+    assert.matches("labels_spec.lua:%d+: label 'L' is placed twice in one block", H.trace_error(function()
       ptx.scope(function() ptx.label("L"); ptx.label("L") end)
     end))
-    assert.matches("label 'L' is placed twice in one block", trace_error(function()
+    assert.matches("label 'L' is placed twice in one block", H.trace_error(function()
       ptx.label("L"); ptx.scope(function() ptx.label("L") end); ptx.label("L")
     end))
   end)
 
   it("tell blocks apart however many places a name has (the trace's lookup drops closed blocks)", function()
-    assert.matches("label 'X' is placed twice in one block", trace_error(function()
+    assert.matches("label 'X' is placed twice in one block", H.trace_error(function()
       ptx.scope(function() ptx.label("X") end)
       ptx.scope(function()
         ptx.label("X")
@@ -122,7 +114,7 @@ describe("label scopes", function()
         ptx.label("X")   -- the block's own X again, after a nested one closed
       end)
     end))
-    assert.is_nil(trace_error(function()
+    assert.is_nil(H.trace_error(function()
       for _ = 1, 300 do ptx.scope(function() ptx.bra("X"); ptx.label("X") end) end
       ptx.raw("{ X: }")
       ptx.label("X")
@@ -131,7 +123,7 @@ describe("label scopes", function()
   end)
 
   it("refuse a branch to a label placed only inside a block it is outside of", function()
-    local err = trace_error(function()
+    local err = H.trace_error(function()
       ptx.bra("inner")
       ptx.scope(function() ptx.label("inner") end)
       ptx.ret()

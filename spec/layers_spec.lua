@@ -19,9 +19,19 @@ local function module_of(path)
   return (path:match("^lua/(.-)%.lua$"):gsub("/init$", ""):gsub("/", "."))
 end
 
+--- The modules that are old names kept for a release (their file calls
+-- pyptx.deprecated's warn): entries like pyptx itself, since the module
+-- each one forwards to may be in any layer.
+local ALIASES = {}
+for _, path in ipairs(H.find(H.ROOT .. "/lua/pyptx", "%.lua$")) do
+  if H.read(path):match('require%("pyptx%.deprecated"%)%.warn%(') then
+    ALIASES[(path:match("/lua/(.-)%.lua$"):gsub("/", "."))] = true
+  end
+end
+
 --- The layer of a pyptx module, or nil for a directory no layer names.
 local function layer_of(name)
-  if name == "pyptx" then return "entry" end
+  if name == "pyptx" or ALIASES[name] then return "entry" end
   local sub = name:match("^pyptx%.([%w_]+)%.") or name:match("^pyptx%.([%w_]+)$")
   if sub == "core" or sub == "runtime" or sub == "tools" then return sub end
   if name:match("^pyptx%.[%w_]+$") then return "language" end
@@ -192,6 +202,7 @@ print(err)
     assert.equal("runtime", layer_of("pyptx.runtime.tensor"))
     assert.equal("language", layer_of("pyptx.kernel"))
     assert.equal("core", layer_of("pyptx.core"))
+    assert.equal("entry", layer_of("pyptx.check"))
     assert.equal("pyptx.runtime", module_of("lua/pyptx/runtime/init.lua"))
   end)
 end)

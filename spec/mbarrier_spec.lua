@@ -9,9 +9,6 @@ local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.s
 local T = pyptx.types
 local u32, b64 = T.u32, T.b64
 
---- The current source line (to name what a test plants).
-local function here() return debug.getinfo(2, "l").currentline end
-
 -- Every space word PTX spells, and none (a generic address).
 local SPACES = { "", "shared", "shared::cta", "shared::cluster", "global", "local", "const", "param", "generic" }
 
@@ -98,7 +95,7 @@ describe("mbarrier state spaces", function()
     local line
     local ok, err = pcall(function()
       return kernel "g" { arch = "sm_90a", function()
-        line = here(); ptx.inst("mbarrier.arrive.global.b64", reg.scalar(b64), ptx.addr(reg.scalar(T.u64, 0)))
+        line = H.here(); ptx.inst("mbarrier.arrive.global.b64", reg.scalar(b64), ptx.addr(reg.scalar(T.u64, 0)))
       end }:ptx()
     end)
     assert.is_false(ok)
@@ -184,7 +181,7 @@ describe("mbarrier.arrive.noComplete on the emulator", function()
         ptx.if_(reg.from(ptx.special.tid.x(), u32):eq(0), function()
           ptx.mbarrier.init(bar[0], 3)
           local st = reg.scalar(b64)
-          lines.nc = here(); ptx.inst("mbarrier.arrive.noComplete.shared::cta.b64", st, bar[0], nc)
+          lines.nc = H.here(); ptx.inst("mbarrier.arrive.noComplete.shared::cta.b64", st, bar[0], nc)
           local st2 = reg.scalar(b64)
           ptx.inst("mbarrier.arrive.shared::cta.b64", st2, bar[0])
           ptx.inst.st.global.u32(ptx.addr(po), ptx.mbarrier.pending_count(st2))

@@ -1,19 +1,13 @@
 -- pyptx.operands: special registers, addresses, labels, typed immediates,
 -- the sink, d|p pipes and parenthesised lists, as they print in PTX.
 local pyptx = require "pyptx"
+local H = require "spec.helpers"
 local operands = require "pyptx.operands"
 local reg, ptx, smem, T = pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.types
 
 --- The instruction lines of a kernel whose body is fn (raw_params optional).
 local function lines(fn, arch, raw_params)
   return pyptx.kernel "t" { arch = arch or "sm_90a", raw_params = raw_params, fn }:module().entry.body
-end
-
---- The error message of tracing fn.
-local function trace_error(fn, arch)
-  local ok, err = pcall(lines, fn, arch)
-  assert(not ok, "expected the trace to fail")
-  return err
 end
 
 describe("pyptx.operands", function()
@@ -65,28 +59,28 @@ describe("pyptx.operands", function()
 
     it("need an integer offset", function()
       assert.matches("operands_spec.lua:%d+: ptx.addr: the offset must be an integer number of bytes, got 1.5",
-        trace_error(function() ptx.addr(reg.scalar(T.u64), 1.5) end))
+        H.trace_error(function() ptx.addr(reg.scalar(T.u64), 1.5) end))
       assert.matches("operands_spec.lua:%d+: an address offset must be a number",
-        trace_error(function() local _ = ptx.addr(reg.scalar(T.u64)) + "x" end))
+        H.trace_error(function() local _ = ptx.addr(reg.scalar(T.u64)) + "x" end))
     end)
 
     it("need a register or symbol base of 32 or 64 bits", function()
       assert.matches("operands_spec.lua:%d+: ptx.addr: the base must be a register or a symbol name, got true",
-        trace_error(function() ptx.addr(true) end))
+        H.trace_error(function() ptx.addr(true) end))
       assert.matches("operands_spec.lua:%d+: ptx.addr: an absolute address must be an integer, got 4.5",
-        trace_error(function() ptx.addr(4.5) end))
+        H.trace_error(function() ptx.addr(4.5) end))
       assert.matches("operands_spec.lua:%d+: ptx.addr: the base register must be 32 or 64 bits, got u16",
-        trace_error(function() ptx.addr(reg.scalar(T.u16)) end))
+        H.trace_error(function() ptx.addr(reg.scalar(T.u16)) end))
     end)
 
     it("may be 32-bit only in shared memory", function()
       assert.matches("operands_spec.lua:%d+: ld.global.f32: operand 2 is an address in a 32%-bit register; global and generic addresses are 64%-bit",
-        trace_error(function() ptx.ld.global(reg.scalar(T.f32), ptx.addr(reg.scalar(T.u32))) end))
+        H.trace_error(function() ptx.ld.global(reg.scalar(T.f32), ptx.addr(reg.scalar(T.u32))) end))
     end)
 
     it("are required where the instruction reads memory", function()
       assert.matches("ld.global.f32: operand 2 must be an address: ptx.addr%(reg, offset%)",
-        trace_error(function() ptx.ld.global(reg.scalar(T.f32), reg.scalar(T.u64)) end))
+        H.trace_error(function() ptx.ld.global(reg.scalar(T.f32), reg.scalar(T.u64)) end))
     end)
   end)
 
@@ -118,17 +112,17 @@ describe("pyptx.operands", function()
 
     it("must be integers for integer types", function()
       assert.matches("operands_spec.lua:%d+: ptx.imm: 1.5 is not an integer",
-        trace_error(function() ptx.imm(T.u32, 1.5) end))
+        H.trace_error(function() ptx.imm(T.u32, 1.5) end))
     end)
 
     it("do not exist for half types", function()
       assert.matches("operands_spec.lua:%d+: ptx.imm: PTX has no .f16 immediates; use ptx.imm%(b16, bits%)",
-        trace_error(function() ptx.imm(T.f16, 1) end))
+        H.trace_error(function() ptx.imm(T.f16, 1) end))
     end)
 
     it("must match the width the instruction wants", function()
       assert.matches("add.u32: operand 3 is a .f64 immediate; expected a u32/s32/b32 register or an integer",
-        trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), reg.scalar(T.u32), ptx.imm(T.f64, 1)) end))
+        H.trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), reg.scalar(T.u32), ptx.imm(T.f64, 1)) end))
     end)
 
     it("take bracket lists and symbol offsets", function()
@@ -139,7 +133,7 @@ describe("pyptx.operands", function()
         ptx.inst("tex.2d.v4.f32.s32", { f[0], f[1], f[2], f[3] }, ptx.bracket("tex0", { reg.scalar(T.s32), reg.scalar(T.s32) }))
       end, "sm_80"))
       assert.matches("ptx.sym: the offset must be an integer number of bytes, got 1.5",
-        trace_error(function() ptx.sym("tbl", 1.5) end), 1, true)
+        H.trace_error(function() ptx.sym("tbl", 1.5) end), 1, true)
     end)
 
     it("are absolute with an integer base", function()
@@ -157,7 +151,7 @@ describe("pyptx.operands", function()
 
     it("refuse a Lua number that overflows f32", function()
       assert.matches("mov.f32: operand 2 is 9.9999999999999994e%+38, which overflows .f32",
-        trace_error(function() ptx.mov(reg.scalar(T.f32), 1e39) end))
+        H.trace_error(function() ptx.mov(reg.scalar(T.f32), 1e39) end))
     end)
   end)
 
@@ -183,14 +177,14 @@ describe("pyptx.operands", function()
 
     it("refuse the sink where PTX discards no result", function()
       assert.matches("operands_spec.lua:%d+: add.u32: operand 1 is the sink _, which add.u32 does not accept as a destination",
-        trace_error(function() ptx.inst.add.u32(ptx.sink, reg.scalar(T.u32), 1) end))
+        H.trace_error(function() ptx.inst.add.u32(ptx.sink, reg.scalar(T.u32), 1) end))
       assert.matches("shfl.sync.down.b32: operand 1 is the sink _",
-        trace_error(function() ptx.inst.shfl.sync.down.b32(ptx.sink, reg.scalar(T.b32), 1, 31, 0xffffffff) end))
+        H.trace_error(function() ptx.inst.shfl.sync.down.b32(ptx.sink, reg.scalar(T.b32), 1, 31, 0xffffffff) end))
     end)
 
     it("refuse a Lua value that is no operand", function()
       assert.matches("operands_spec.lua:%d+: cannot use a boolean %(true%) as an operand",
-        trace_error(function() ptx.inst.mov.u32(reg.scalar(T.u32), true) end))
+        H.trace_error(function() ptx.inst.mov.u32(reg.scalar(T.u32), true) end))
     end)
   end)
 end)

@@ -11,19 +11,9 @@ local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.s
 local T = pyptx.types
 local f32, u32 = T.f32, T.u32
 
---- The line this is called from.
-local function here() return debug.getinfo(2, "l").currentline end
-
 --- Trace a kernel with body fn for sm_90a; returns its specialization.
 local function traced(fn, name)
   return kernel(name or "t") { arch = "sm_90a", fn }:specialize()
-end
-
---- The error tracing fn raises (it must fail).
-local function trace_error(fn)
-  local ok, err = pcall(traced, fn)
-  assert.is_false(ok, "expected the trace to fail")
-  return tostring(err)
 end
 
 --- The instructions of PTX text, one string each with single spaces.
@@ -224,61 +214,61 @@ describe("pyptx.pipeline argument errors", function()
 
   it("name the user's line for rings and kloop", function()
     local line
-    names(trace_error(function() line = here(); pipeline.ring(0) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.ring(0) end), line,
       "pipeline.ring: stages must be a positive integer; got 0")
-    names(trace_error(function() line = here(); pipeline.ring(2.5) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.ring(2.5) end), line,
       "pipeline.ring: argument 1 (stages) must be an integer; got 2.5")
-    names(trace_error(function() line = here(); pipeline.ring(2, { phase = 2 }) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.ring(2, { phase = 2 }) end), line,
       "pipeline.ring: opts.phase must be 0 or 1; got 2")
-    names(trace_error(function() line = here(); pipeline.ring(2, { unrolled = "yes" }) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.ring(2, { unrolled = "yes" }) end), line,
       "pipeline.ring: field unrolled must be a boolean (or nil); got a string (\"yes\")")
-    names(trace_error(function() line = here(); pipeline.kloop({}, 4, function() end) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.kloop({}, 4, function() end) end), line,
       "pipeline.kloop: argument 1 (ring) must be a pipeline ring (pipeline.ring); got a table")
-    names(trace_error(function()
+    names(H.trace_error(function()
       local ring = pipeline.ring(2, { unrolled = true })
-      line = here(); pipeline.kloop(ring, reg.scalar(u32, 4), function() end)
+      line = H.here(); pipeline.kloop(ring, reg.scalar(u32, 4), function() end)
     end), line, "pipeline.kloop: an unrolled ring needs a number of iterations; got a u32 register")
-    names(trace_error(function() line = here(); pipeline.kloop(pipeline.ring(2), 4) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.kloop(pipeline.ring(2), 4) end), line,
       "pipeline.kloop: argument 3 (body) must be a function; got nil")
-    names(trace_error(function() line = here(); pipeline.kloop(pipeline.ring(2), -1, print) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.kloop(pipeline.ring(2), -1, print) end), line,
       "pipeline.kloop: the iteration count must be >= 0; got -1")
-    names(trace_error(function() line = here(); pipeline.stage_of(2, reg.scalar(f32, 1)) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.stage_of(2, reg.scalar(f32, 1)) end), line,
       "pipeline.stage_of: the iteration must be an integer or a u32 register; got a f32 register")
-    names(trace_error(function() local r = pipeline.ring(2); line = here(); r.advance() end), line,
+    names(H.trace_error(function() local r = pipeline.ring(2); line = H.here(); r.advance() end), line,
       "ring:advance: call it with a colon")
   end)
 
   it("name the user's line for barrier arrays and barriers", function()
     local line
-    names(trace_error(function() line = here(); pipeline.barriers(0) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.barriers(0) end), line,
       "pipeline.barriers: n must be a positive integer; got 0")
-    names(trace_error(function() line = here(); pipeline.barriers(2, 0x100000) end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.barriers(2, 0x100000) end), line,
       "pipeline.barriers: count must be 1..1048575 (arrivals per phase); got 1048576")
-    names(trace_error(function() line = here(); pipeline.barriers(2, "one") end), line,
+    names(H.trace_error(function() line = H.here(); pipeline.barriers(2, "one") end), line,
       "pipeline.barriers: argument 2 (count) must be an integer (or nil); got a string (\"one\")")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(3) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(3) end), line,
       "bars:at: stage 3 is outside the array's stages 0..2")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(reg.scalar(f32, 0)) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(reg.scalar(f32, 0)) end), line,
       "bars:at: the stage must be an integer 0..2 or a u32 register (ring.stage); got a f32 register")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b.at(1) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b.at(1) end), line,
       "bars:at: call it with a colon on the object")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):wait(2) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):wait(2) end), line,
       "bar:wait: the phase must be 0, 1 or a u32 register (ring.phase); got 2")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):wait() end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):wait() end), line,
       "bar:wait: the phase must be 0, 1 or a u32 register (ring.phase); got nil")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):when(1) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):when(1) end), line,
       "bar:when: the guard must be a predicate (or -p); got 1")
-    names(trace_error(function()
+    names(H.trace_error(function()
       local b, p = pipeline.barriers(3), reg.pred()
-      line = here(); b:at(0):when(p):wait(0)
+      line = H.here(); b:at(0):when(p):wait(0)
     end), line, "bar:wait: a wait is a loop and cannot carry a guard; wrap it in ptx.if_(p, ...) instead")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):arrive_expect_tx() end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):arrive_expect_tx() end), line,
       "bar:arrive_expect_tx: bytes must be a positive integer or a u32 register; got nil")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):arrive(0) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):arrive(0) end), line,
       "bar:arrive: count must be a positive integer or a u32 register; got 0")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):arrive_remote(-1) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):arrive_remote(-1) end), line,
       "bar:arrive_remote: rank must be a CTA rank in the cluster")
-    names(trace_error(function() local b = pipeline.barriers(3); line = here(); b:at(0):init(0) end), line,
+    names(H.trace_error(function() local b = pipeline.barriers(3); line = H.here(); b:at(0):init(0) end), line,
       "bar:init: count must be 1..1048575; got 0")
   end)
 
@@ -331,7 +321,7 @@ local function ring_copy(nb, stages, opts, lines)
         local px = ptx.global_ptrs(X)
         local ring = pipeline.ring(stages, { phase = 1, unrolled = opts.unrolled })
         pipeline.kloop(ring, nb, function(i, s, phase)
-          if lines then lines.empty = here() + 1 end
+          if lines then lines.empty = H.here() + 1 end
           empty:at(s):wait(phase)
           local f = full:at(s)
           f:arrive_expect_tx(bytes)
@@ -345,7 +335,7 @@ local function ring_copy(nb, stages, opts, lines)
         local sum = reg.scalar(f32, 0)
         local ring = pipeline.ring(stages, { unrolled = opts.unrolled })
         pipeline.kloop(ring, nb, function(i, s, phase)
-          if lines then lines.full = here() + 1 end
+          if lines then lines.full = H.here() + 1 end
           full:at(s):wait(phase)
           local v = reg.scalar(f32)
           ptx.inst.ld.shared.f32(v, stage_addr(s, tid * 4))

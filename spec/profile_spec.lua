@@ -11,9 +11,6 @@ local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.s
 local T = pyptx.types
 local f32, u32 = T.f32, T.u32
 
---- The current source line (to find a planted line's row).
-local function here() return debug.getinfo(2, "l").currentline end
-
 --- Profile one launch of k on the inputs; returns the per-line rows and the kernel's totals.
 local function profile(k, ...)
   local dev = H.emu()
@@ -41,8 +38,8 @@ describe("the profiler's counters", function()
         local px, po = ptx.global_ptrs(X, O)
         local t = reg.from(ptx.special.tid.x(), u32)
         local a, b = reg.scalar(f32), reg.scalar(f32)
-        L1 = here(); ptx.ld.global(a, ptx.addr(px + t:mul_wide(4)))
-        L32 = here(); ptx.ld.global(b, ptx.addr(px + (t * 32):mul_wide(4)))
+        L1 = H.here(); ptx.ld.global(a, ptx.addr(px + t:mul_wide(4)))
+        L32 = H.here(); ptx.ld.global(b, ptx.addr(px + (t * 32):mul_wide(4)))
         ptx.st.global(ptx.addr(po + t:mul_wide(4)), a + b)
         ptx.ret()
       end,
@@ -67,9 +64,9 @@ describe("the profiler's counters", function()
         local s = smem.alloc(u32, 32 * 33, { align = 128 })
         local t = reg.from(ptx.special.tid.x(), u32)
         local x, y, z = reg.scalar(u32), reg.scalar(u32), reg.scalar(u32)
-        L2 = here(); ptx.ld.shared(x, ptx.addr(s:base() + (t * 2):shl(2)))      -- stride 2 words: 2 lanes per bank
-        L32 = here(); ptx.ld.shared(y, ptx.addr(s:base() + (t * 32):shl(2)))    -- stride 32 words: one bank
-        LB = here(); ptx.ld.shared(z, ptx.addr(s:base()))                        -- one word: a broadcast
+        L2 = H.here(); ptx.ld.shared(x, ptx.addr(s:base() + (t * 2):shl(2)))      -- stride 2 words: 2 lanes per bank
+        L32 = H.here(); ptx.ld.shared(y, ptx.addr(s:base() + (t * 32):shl(2)))    -- stride 32 words: one bank
+        LB = H.here(); ptx.ld.shared(z, ptx.addr(s:base()))                        -- one word: a broadcast
         ptx.st.global(ptx.addr(po + t:mul_wide(4)), x + y + z)
         ptx.ret()
       end,
@@ -91,7 +88,7 @@ describe("the profiler's counters", function()
         local s = smem.alloc(u32, 32 * 4, { align = 128 })
         local t = reg.from(ptx.special.tid.x(), u32)
         local v = reg.array(u32, 4)
-        LV = here(); ptx.inst.ld.shared.v4.b32({ v[0], v[1], v[2], v[3] }, ptx.addr(s:base() + t:shl(4)))
+        LV = H.here(); ptx.inst.ld.shared.v4.b32({ v[0], v[1], v[2], v[3] }, ptx.addr(s:base() + t:shl(4)))
         ptx.st.global(ptx.addr(po + t:mul_wide(4)), v[0] + v[3])
         ptx.ret()
       end,
@@ -109,8 +106,8 @@ describe("the profiler's counters", function()
         local t = reg.from(ptx.special.tid.x(), u32)
         local x = reg.scalar(u32)
         ptx.ld.global(x, ptx.addr(pa + t:mul_wide(4)))
-        LB = here(); ptx.if_(t:band(1):eq(0), function()
-          LIN = here(); ptx.inst.mul.lo.u32(x, x, 3)
+        LB = H.here(); ptx.if_(t:band(1):eq(0), function()
+          LIN = H.here(); ptx.inst.mul.lo.u32(x, x, 3)
         end)
         ptx.st.global(ptx.addr(po + t:mul_wide(4)), x)
         ptx.ret()
@@ -134,9 +131,9 @@ describe("the profiler's counters", function()
         local t = reg.from(ptx.special.tid.x(), u32)
         local d, e = reg.array(T.b32, 4), reg.array(T.b32, 4)
         -- rows 16 bytes apart: each matrix's 8 rows cover all 32 banks once
-        LOK = here(); ptx.ldmatrix { d = d, addr = s:base() + t:shl(4) }
+        LOK = H.here(); ptx.ldmatrix { d = d, addr = s:base() + t:shl(4) }
         -- rows 128 bytes apart: all 8 rows of a matrix in banks 0-3 (8-way)
-        LBAD = here(); ptx.ldmatrix { d = e, addr = s:base() + t:shl(7) }
+        LBAD = H.here(); ptx.ldmatrix { d = e, addr = s:base() + t:shl(7) }
         ptx.st.global(ptx.addr(po + t:mul_wide(4)), d[0] + e[3])
         ptx.ret()
       end,
@@ -153,12 +150,12 @@ describe("the profiler's counters", function()
     local k = kernel "tc" {
       arch = "sm_80", in_specs = { Tile(32, u32) }, out_specs = { Tile(32, u32) }, block = { 64, 1, 1 },
       function()
-        LBAR = here(); ptx.inst.bar.sync(0)
+        LBAR = H.here(); ptx.inst.bar.sync(0)
         local h = ampere.fragments("m16n8k16", "f16", "f32", true)
         for i = 0, #h.a - 1 do ptx.inst.mov.b32(h.a[i], 0) end
         for i = 0, #h.b - 1 do ptx.inst.mov.b32(h.b[i], 0) end
         for i = 0, #h.c - 1 do ptx.inst.mov.f32(h.c[i], 0) end
-        LMMA = here(); ptx.mma { shape = "m16n8k16", atype = "f16", ctype = "f32", d = h.c, a = h.a, b = h.b, c = h.c }
+        LMMA = H.here(); ptx.mma { shape = "m16n8k16", atype = "f16", ctype = "f32", d = h.c, a = h.a, b = h.b, c = h.c }
         ptx.ret()
       end,
     }

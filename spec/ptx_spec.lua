@@ -11,23 +11,6 @@ local function lines(fn, arch)
   return pyptx.kernel "t" { arch = arch or "sm_90a", in_specs = { Tile(64, T.f32) }, fn }:module().entry.body
 end
 
---- The error message of tracing fn.
-local function trace_error(fn, arch)
-  local ok, err = pcall(lines, fn, arch)
-  assert(not ok, "expected the trace to fail")
-  return err
-end
-
---- Run fn with io.stderr captured; returns fn's results' first value and the text.
-local function capture_stderr(fn)
-  local saved, buf = io.stderr, {}
-  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
-  local ok, res = pcall(fn)
-  rawset(io, "stderr", saved)
-  assert(ok, res)
-  return res, table.concat(buf)
-end
-
 describe("pyptx.ptx", function()
   describe("the instruction builder", function()
     it("spells Lua-unfriendly names", function()
@@ -64,7 +47,7 @@ describe("pyptx.ptx", function()
     end)
 
     it("still refuses a bad operand in a shape that validated with a good one", function()
-      local err = trace_error(function()
+      local err = H.trace_error(function()
         local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
         local f = reg.scalar(T.f32)
         ptx.inst.add.u32(a, a, b)
@@ -72,7 +55,7 @@ describe("pyptx.ptx", function()
         ptx.inst.add.u32(a, a, f)   -- a register of another type there
       end)
       assert.matches("ptx_spec.lua:%d+: add.u32: operand 3 is a f32 register", err)
-      err = trace_error(function()
+      err = H.trace_error(function()
         local a = reg.scalar(T.u32)
         ptx.inst.shl.b32(a, a, 3)
         ptx.inst.shl.b32(a, a, 3.5)   -- a number of another kind
@@ -111,12 +94,12 @@ describe("pyptx.ptx", function()
     end)
 
     it("names the unknown modifier and the valid ones at the user's line", function()
-      local err = trace_error(function() ptx.inst.add.fast.u32(reg.scalar(T.u32), 1, 2) end)
+      local err = H.trace_error(function() ptx.inst.add.fast.u32(reg.scalar(T.u32), 1, 2) end)
       assert.matches("^spec/ptx_spec.lua:%d+: add.fast.u32: unknown or repeated modifier .fast for add; valid modifiers: .rn .rz", err)
     end)
 
     it("refuses an unknown opcode through the builder and points at the raw form", function()
-      local err = trace_error(function() ptx.inst.frobnicate.b32(reg.scalar(T.u32)) end)
+      local err = H.trace_error(function() ptx.inst.frobnicate.b32(reg.scalar(T.u32)) end)
       assert.matches("ptx_spec.lua:%d+: frobnicate.b32: opcode not in luaptx's instruction table; emitted unchecked", err)
       assert.matches('use ptx.inst%("frobnicate.b32", ...%) to emit it unchecked', err)
     end)
@@ -127,11 +110,11 @@ describe("pyptx.ptx", function()
         ptx.inst("ld.global.nc.v2.f32", { reg.scalar(T.f32), reg.scalar(T.f32) }, ptx.addr(p, 8))
       end))
       assert.matches("ptx_spec.lua:%d+: add.u32: operand 2 is a f32 register %(%%f1%); expected a u32/s32/b32 register",
-        trace_error(function() ptx.inst("add.u32", reg.scalar(T.u32), reg.scalar(T.f32), 1) end))
+        H.trace_error(function() ptx.inst("add.u32", reg.scalar(T.u32), reg.scalar(T.f32), 1) end))
     end)
 
     it("warns about an unknown raw opcode and emits it unchecked", function()
-      local body, err = capture_stderr(function()
+      local body, err = H.capture_stderr(function()
         return lines(function() ptx.inst("frobnicate.b32", reg.scalar(T.u32), 1) end)
       end)
       assert.same({ "frobnicate.b32 %r1, 1;" }, body)
@@ -140,7 +123,7 @@ describe("pyptx.ptx", function()
 
     it("needs the opcode as a string in the raw form", function()
       assert.matches("ptx_spec.lua:%d+: ptx.inst%(opcode, ...%) needs the opcode as a string",
-        trace_error(function() ptx.inst(42) end))
+        H.trace_error(function() ptx.inst(42) end))
     end)
 
     it("refuses instructions outside a kernel trace", function()
@@ -185,12 +168,12 @@ describe("pyptx.ptx", function()
 
     it("say when ptx.at guards nothing", function()
       assert.matches("ptx_spec.lua:%d+: ptx.at guards nothing; call the instruction through it",
-        trace_error(function()
+        H.trace_error(function()
           local p = reg.scalar(T.u32):eq(0)
           ptx.at(p)
         end))
       assert.matches("ptx_spec.lua:%d+: the ptx.at at spec/ptx_spec.lua:%d+ guards nothing",
-        trace_error(function()
+        H.trace_error(function()
           local p = reg.scalar(T.u32):eq(0)
           ptx.at(p)
           ptx.at(p).ret()
@@ -199,7 +182,7 @@ describe("pyptx.ptx", function()
 
     it("need a predicate", function()
       assert.matches("ptx_spec.lua:%d+: ptx.at needs a predicate register %(or %-p%), got %%r1",
-        trace_error(function() ptx.at(reg.scalar(T.u32)).ret() end))
+        H.trace_error(function() ptx.at(reg.scalar(T.u32)).ret() end))
     end)
   end)
 
@@ -263,7 +246,7 @@ describe("pyptx.ptx", function()
 
     it("are checked against the kernel's arch and PTX version", function()
       assert.matches("ptx_spec.lua:%d+: mov.u32: operand 2 %%clusterid.x needs sm_90 or newer; this kernel targets sm_80",
-        trace_error(function() ptx.mov(reg.scalar(T.u32), ptx.special.clusterid.x()) end, "sm_80"))
+        H.trace_error(function() ptx.mov(reg.scalar(T.u32), ptx.special.clusterid.x()) end, "sm_80"))
       local k = pyptx.kernel "aggr" { arch = "sm_90a", version = "8.0", function()
         ptx.mov(reg.scalar(T.u32), ptx.special.aggr_smem_size())
       end }
@@ -277,12 +260,12 @@ describe("pyptx.ptx", function()
 
     it("are only valid where a mov/cvt source is", function()
       assert.matches("add.u32: operand 2 is the special register %%tid.x, valid only as a mov/cvt source",
-        trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), ptx.special.tid.x(), 1) end))
+        H.trace_error(function() ptx.inst.add.u32(reg.scalar(T.u32), ptx.special.tid.x(), 1) end))
     end)
 
     it("have their own width", function()
       assert.matches("mov.u64: operand 2 is the special register %%tid.x",
-        trace_error(function() ptx.mov(reg.scalar(T.u64), ptx.special.tid.x()) end))
+        H.trace_error(function() ptx.mov(reg.scalar(T.u64), ptx.special.tid.x()) end))
     end)
   end)
 
@@ -300,19 +283,19 @@ describe("pyptx.ptx", function()
     end)
 
     it("refuse a label placed twice", function()
-      assert.matches("ptx_spec.lua:%d+: label 'top' is placed twice", trace_error(function()
+      assert.matches("ptx_spec.lua:%d+: label 'top' is placed twice", H.trace_error(function()
         ptx.label("top")
         ptx.label("top")
       end))
       -- also one placed by ptx.raw, among many others (checked by lookup, not by scanning the body)
-      assert.matches("ptx_spec.lua:%d+: label 'l7' is placed twice", trace_error(function()
+      assert.matches("ptx_spec.lua:%d+: label 'l7' is placed twice", H.trace_error(function()
         for i = 1, 500 do ptx.label("l" .. i) end
         ptx.raw("again: raw7:")
         ptx.label("raw6")
         ptx.label("again2")
         ptx.label("l7")
       end))
-      assert.matches("ptx_spec.lua:%d+: label 'again' is placed twice", trace_error(function()
+      assert.matches("ptx_spec.lua:%d+: label 'again' is placed twice", H.trace_error(function()
         ptx.raw("again:")
         ptx.label("again")
       end))
@@ -320,12 +303,12 @@ describe("pyptx.ptx", function()
 
     it("refuse a label name that is not an identifier", function()
       assert.matches("ptx_spec.lua:%d+: ptx.label: a label name is letters, digits, _ and %$, got 1x",
-        trace_error(function() ptx.label("1x") end))
+        H.trace_error(function() ptx.label("1x") end))
     end)
 
     it("need a predicate for a conditional branch", function()
       assert.matches("ptx_spec.lua:%d+: ptx.bra: the condition must be a predicate",
-        trace_error(function() ptx.bra("x", reg.scalar(T.u32)) end))
+        H.trace_error(function() ptx.bra("x", reg.scalar(T.u32)) end))
     end)
   end)
 
@@ -375,7 +358,7 @@ describe("pyptx.ptx", function()
     end)
 
     it("refuses a loop body that returns something else", function()
-      assert.matches("ptx_spec.lua:%d+: ptx.loop: the body must return a predicate", trace_error(function()
+      assert.matches("ptx_spec.lua:%d+: ptx.loop: the body must return a predicate", H.trace_error(function()
         ptx.loop(function() return 1 end)
       end))
     end)
@@ -407,7 +390,7 @@ describe("pyptx.ptx", function()
 
     it("refuses a range step that does not count up", function()
       assert.matches("ptx_spec.lua:%d+: ptx.range counts up: the step must be a positive integer, got %-1",
-        trace_error(function() ptx.range(10, 0, -1, function() end) end))
+        H.trace_error(function() ptx.range(10, 0, -1, function() end) end))
     end)
 
     it("wraps a scope in braces", function()
@@ -446,7 +429,7 @@ describe("pyptx.ptx", function()
 
     it("need a register to infer the type from", function()
       assert.matches("ptx_spec.lua:%d+: st.global: cannot infer the type; pass a register",
-        trace_error(function() ptx.st.global(ptx.addr(reg.scalar(T.u64)), 1) end))
+        H.trace_error(function() ptx.st.global(ptx.addr(reg.scalar(T.u64)), 1) end))
     end)
 
     it("emit mov, cvt, bar.sync, shfl, vote, redux, atom and red", function()
@@ -493,11 +476,11 @@ describe("pyptx.ptx", function()
 
     it("reject operation/type pairs PTX does not have", function()
       assert.matches("ptx_spec.lua:%d+: redux.sync.add.f32: .f32 reduces with .min or .max only",
-        trace_error(function() local f = reg.scalar(T.f32) ptx.redux_sync("add", f, f) end, "sm_100a"))
+        H.trace_error(function() local f = reg.scalar(T.f32) ptx.redux_sync("add", f, f) end, "sm_100a"))
       assert.matches("atom.global.and.u32: .and does not take .u32; valid types: .b32 .b64",
-        trace_error(function() local u = reg.scalar(T.u32) ptx.atom("and", u, ptx.addr(reg.scalar(T.u64)), u) end))
+        H.trace_error(function() local u = reg.scalar(T.u32) ptx.atom("and", u, ptx.addr(reg.scalar(T.u64)), u) end))
       assert.matches("cvt.f32.u32: integer%-to%-float cvt needs a rounding modifier",
-        trace_error(function() ptx.cvt(reg.scalar(T.f32), reg.scalar(T.u32)) end))
+        H.trace_error(function() ptx.cvt(reg.scalar(T.f32), reg.scalar(T.u32)) end))
     end)
   end)
 
@@ -553,7 +536,7 @@ describe("pyptx.ptx", function()
 
     it("need a 32-bit register", function()
       assert.matches("ptx_spec.lua:%d+: ptx.warp.reduce_sum needs a 32%-bit register",
-        trace_error(function() ptx.warp.reduce_sum(reg.scalar(T.f64)) end))
+        H.trace_error(function() ptx.warp.reduce_sum(reg.scalar(T.f64)) end))
     end)
   end)
 end)

@@ -1,28 +1,12 @@
 -- pyptx.reg: register allocation and the operators, each of which emits
 -- exactly one instruction. Every test compares the exact PTX lines.
 local pyptx = require "pyptx"
+local H = require "spec.helpers"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
 
 --- The instruction lines of a kernel whose body is fn.
 local function lines(fn, arch)
   return pyptx.kernel "t" { arch = arch or "sm_90a", fn }:module().entry.body
-end
-
---- The error message of tracing fn (fails the test when it traces).
-local function trace_error(fn, arch)
-  local ok, err = pcall(lines, fn, arch)
-  assert(not ok, "expected the trace to fail")
-  return err
-end
-
---- Run fn with io.stderr captured: fn's result and what it wrote there.
-local function capture_stderr(fn)
-  local saved, buf = io.stderr, {}
-  rawset(io, "stderr", { write = function(self, ...) for _, s in ipairs { ... } do buf[#buf + 1] = tostring(s) end return self end })
-  local ok, res = pcall(fn)
-  rawset(io, "stderr", saved)
-  assert(ok, res)
-  return res, table.concat(buf)
 end
 
 describe("pyptx.reg", function()
@@ -42,18 +26,18 @@ describe("pyptx.reg", function()
 
     it("refuse names the automatic registers use, either way round", function()
       assert.matches("reg_spec.lua:%d+: reg.range: register %%r1 is already one of the automatic registers of this function",
-        trace_error(function() reg.scalar(T.u32); reg.range(T.b32, "%r", 3) end))
+        H.trace_error(function() reg.scalar(T.u32); reg.range(T.b32, "%r", 3) end))
       assert.matches("reg_spec.lua:%d+: register %%r1 of the u32 class is already declared by reg.range/reg.named",
-        trace_error(function() reg.range(T.b32, "%r", 3); reg.scalar(T.u32) end))
-      assert.matches("reg.named: '1x' is not a PTX register name", trace_error(function() reg.named(T.b32, "1x") end), 1, true)
-      assert.matches("reg.range: count must be a positive integer, got 0", trace_error(function() reg.range(T.b32, "%q", 0) end), 1, true)
+        H.trace_error(function() reg.range(T.b32, "%r", 3); reg.scalar(T.u32) end))
+      assert.matches("reg.named: '1x' is not a PTX register name", H.trace_error(function() reg.named(T.b32, "1x") end), 1, true)
+      assert.matches("reg.range: count must be a positive integer, got 0", H.trace_error(function() reg.range(T.b32, "%q", 0) end), 1, true)
       -- a range after digits: %rd1<3> is %rd10 .. %rd12; %r<1> is %r0 alone, which no automatic register takes
       assert.matches("reg.range: register %rd10 is already one of the automatic registers of this function",
-        trace_error(function() reg.array(T.u64, 10); reg.range(T.b64, "%rd1", 3) end), 1, true)
+        H.trace_error(function() reg.array(T.u64, 10); reg.range(T.b64, "%rd1", 3) end), 1, true)
       assert.matches("register %rd10 of the u64 class is already declared by reg.range/reg.named",
-        trace_error(function() reg.range(T.b64, "%rd1", 3); reg.array(T.u64, 10) end), 1, true)
+        H.trace_error(function() reg.range(T.b64, "%rd1", 3); reg.array(T.u64, 10) end), 1, true)
       assert.matches("reg.named: register %f2 is already one of the automatic registers of this function",
-        trace_error(function() reg.array(T.f32, 2); reg.named(T.f32, { "%f02", "%f2" }) end), 1, true)
+        H.trace_error(function() reg.array(T.f32, 2); reg.named(T.f32, { "%f02", "%f2" }) end), 1, true)
       local body = lines(function()
         reg.array(T.u64, 9); reg.array(T.u32, 5)
         local a, b = reg.range(T.b64, "%rd1", 3), reg.range(T.b32, "%r", 1)
@@ -127,8 +111,8 @@ describe("pyptx.reg", function()
 
     it("rejects an array count that is not a positive integer", function()
       assert.matches("reg_spec.lua:%d+: reg.array: count must be a positive integer, got 0",
-        trace_error(function() reg.array(T.f32, 0) end))
-      assert.matches("count must be a positive integer, got 2.5", trace_error(function() reg.array(T.f32, 2.5) end))
+        H.trace_error(function() reg.array(T.f32, 0) end))
+      assert.matches("count must be a positive integer, got 2.5", H.trace_error(function() reg.array(T.f32, 2.5) end))
     end)
 
     it("zeroes fragments on request", function()
@@ -145,7 +129,7 @@ describe("pyptx.reg", function()
 
     it("rejects a non-type", function()
       assert.matches("reg_spec.lua:%d+: expected a type %(pyptx.types.u32, ...%), got f32",
-        trace_error(function() reg.scalar("f32") end))
+        H.trace_error(function() reg.scalar("f32") end))
     end)
 
     it("refuses to allocate outside a kernel trace", function()
@@ -158,7 +142,7 @@ describe("pyptx.reg", function()
       local foreign
       lines(function() foreign = reg.scalar(T.u32, 1) end)
       assert.matches("reg_spec.lua:%d+: register %%r1 belongs to another kernel trace",
-        trace_error(function()
+        H.trace_error(function()
           local r = reg.scalar(T.u32)
           ptx.mov(r, foreign)
         end))
@@ -204,12 +188,12 @@ describe("pyptx.reg", function()
     end)
 
     it("needs a type for an untyped source", function()
-      assert.matches("reg_spec.lua:%d+: reg.from: give a type for an untyped source", trace_error(function() reg.from(5) end))
+      assert.matches("reg_spec.lua:%d+: reg.from: give a type for an untyped source", H.trace_error(function() reg.from(5) end))
     end)
 
     it("says when a packed float cannot come from one value", function()
       assert.matches("reg_spec.lua:%d+: cvt.f16x2.f32: cvt to .f16x2 from .f32 takes two sources",
-        trace_error(function() reg.scalar(T.f32):to(T.f16x2) end))
+        H.trace_error(function() reg.scalar(T.f32):to(T.f16x2) end))
     end)
   end)
 
@@ -261,35 +245,35 @@ describe("pyptx.reg", function()
 
     it("refuse to mix widths", function()
       assert.matches("reg_spec.lua:%d+: operator %+ mixes u32 and u64; convert one side first with reg.from%(x, u32%)",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.u32) + reg.scalar(T.u64)
         end))
     end)
 
     it("refuse to mix ints and floats", function()
       assert.matches("reg_spec.lua:%d+: operator %* mixes f32 and s32",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.f32) * reg.scalar(T.s32)
         end))
     end)
 
     it("refuse an integer immediate that is not an integer", function()
       assert.matches("reg_spec.lua:%d+: add.u32: operand 3 is 1.5, expected an integer for .u32",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.u32) + 1.5
         end))
     end)
 
     it("refuse an immediate that does not fit", function()
       assert.matches("add.u16: operand 3 is 70000, which does not fit in 16 bits",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.u16) + 70000
         end))
     end)
 
     it("refuse % on floats", function()
       assert.matches("reg_spec.lua:%d+: operator %% needs integer registers, got f32",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.f32) % reg.scalar(T.f32)
         end))
     end)
@@ -329,21 +313,21 @@ describe("pyptx.reg", function()
 
     it("refuse a division PTX does not have", function()
       assert.matches("reg_spec.lua:%d+: div.rn.f16: type .f16 is not valid here",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.f16) / reg.scalar(T.f16)
         end))
     end)
 
     it("refuse a half immediate (PTX has none)", function()
       assert.matches("add.f16: operand 3 is the number 1, but PTX has no .f16 immediates",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.f16) + 1
         end))
     end)
 
     it("refuse to mix float widths", function()
       assert.matches("operator %+ mixes f32 and f64",
-        trace_error(function()
+        H.trace_error(function()
           local _ = reg.scalar(T.f32) + reg.scalar(T.f64)
         end))
     end)
@@ -358,7 +342,7 @@ describe("pyptx.reg", function()
         "setp.le.f32 %p4, %f1, 0f00000000;",
         "setp.gt.u64 %p5, %rd1, 4;",
         "setp.ge.u16 %p6, %rs1, 2;",
-      }, (capture_stderr(function() return lines(function()
+      }, (H.capture_stderr(function() return lines(function()
         local a, b = reg.scalar(T.u32), reg.scalar(T.u32)
         a:eq(b)
         a:ne(0)
@@ -378,7 +362,7 @@ describe("pyptx.reg", function()
         "xor.pred %p5, %p1, %p2;",
         "not.pred %p6, %p1;",
         "@!%p6 ret;",
-      }, (capture_stderr(function() return lines(function()
+      }, (H.capture_stderr(function() return lines(function()
         local a = reg.scalar(T.u32)
         local p, q = a:lt(4), a:gt(1)
         local n = -q
@@ -393,7 +377,7 @@ describe("pyptx.reg", function()
 
     it("refuse to compare a predicate with a number register", function()
       assert.matches("operator lt mixes u32 and pred",
-        trace_error(function()
+        H.trace_error(function()
           local a = reg.scalar(T.u32)
           a:lt(a:eq(1))
         end))
@@ -437,7 +421,7 @@ describe("pyptx.reg", function()
     local function at_next_line(fn)
       local line
       local function here() line = debug.getinfo(2, "l").currentline + 1 end
-      local err = trace_error(function() fn(here) end)
+      local err = H.trace_error(function() fn(here) end)
       return err, "spec/reg_spec.lua:" .. line .. ": "
     end
 
@@ -509,7 +493,7 @@ describe("pyptx.reg", function()
 
     it("refuse abs on unsigned registers (PTX abs is signed or float)", function()
       assert.matches("reg_spec.lua:%d+: abs.u32: type .u32 is not valid here; valid types: .s16 .s32 .s64",
-        trace_error(function() reg.scalar(T.u32):abs() end))
+        H.trace_error(function() reg.scalar(T.u32):abs() end))
     end)
 
     it("widen with mul.wide", function()
@@ -523,9 +507,9 @@ describe("pyptx.reg", function()
 
     it("refuse mul.wide on 64-bit or float registers", function()
       assert.matches("reg_spec.lua:%d+: :mul_wide needs a 16%- or 32%-bit integer register, got u64",
-        trace_error(function() reg.scalar(T.u64):mul_wide(2) end))
+        H.trace_error(function() reg.scalar(T.u64):mul_wide(2) end))
       assert.matches(":mul_wide needs a 16%- or 32%-bit integer register, got f32",
-        trace_error(function() reg.scalar(T.f32):mul_wide(2) end))
+        H.trace_error(function() reg.scalar(T.f32):mul_wide(2) end))
     end)
 
     it("update a register in place with :set", function()
@@ -566,7 +550,7 @@ describe("pyptx.reg", function()
 
     it("refuse a number for a packed type without an encoder, naming the bits form", function()
       assert.matches("reg_spec.lua:%d+: luaptx cannot encode e2m3x2 constants; give the bits: ptx.imm%(pyptx.types.b16, bits%)",
-        trace_error(function() reg.scalar(T.e2m3x2, 1) end, "sm_100a"))
+        H.trace_error(function() reg.scalar(T.e2m3x2, 1) end, "sm_100a"))
     end)
 
     it("widen 16- and 32-bit integers to 64 bits with one visible cvt", function()
@@ -579,16 +563,16 @@ describe("pyptx.reg", function()
           reg.widen(u)
         end))
       assert.matches("reg_spec.lua:%d+: :widen needs a 16%- or 32%-bit integer register, got u64 %(already 64%-bit%)",
-        trace_error(function() reg.scalar(T.u64):widen() end))
-      assert.matches(":widen needs a 16%- or 32%-bit integer register, got f32", trace_error(function() reg.scalar(T.f32):widen() end))
-      assert.matches("reg_spec.lua:%d+: reg.widen: expected a register, got 3", trace_error(function() reg.widen(3) end))
+        H.trace_error(function() reg.scalar(T.u64):widen() end))
+      assert.matches(":widen needs a 16%- or 32%-bit integer register, got f32", H.trace_error(function() reg.scalar(T.f32):widen() end))
+      assert.matches("reg_spec.lua:%d+: reg.widen: expected a register, got 3", H.trace_error(function() reg.widen(3) end))
     end)
   end)
 
   describe("traps", function()
     it("warn once per predicate a Lua `if` tested instead of a guard, naming its line", function()
       local here
-      local _, err = capture_stderr(function()
+      local _, err = H.capture_stderr(function()
         return lines(function()
           local tid = reg.from(ptx.special.tid.x(), T.u32)
           here = debug.getinfo(1, "l").currentline + 1
@@ -602,7 +586,7 @@ describe("pyptx.reg", function()
     end)
 
     it("stay quiet for predicates used as guards, branches, negated or as operands", function()
-      local _, err = capture_stderr(function()
+      local _, err = H.capture_stderr(function()
         return lines(function()
           local tid = reg.from(ptx.special.tid.x(), T.u32)
           ptx.at(tid:lt(16)).inst.add.u32(tid, tid, 1)
@@ -617,11 +601,11 @@ describe("pyptx.reg", function()
     end)
 
     it("refuse <, <=, >, >= on registers and point to the methods", function()
-      local err = trace_error(function() local a, b = reg.scalar(T.u32), reg.scalar(T.u32); return a < b end)
+      local err = H.trace_error(function() local a, b = reg.scalar(T.u32), reg.scalar(T.u32); return a < b end)
       assert.matches("^spec/reg_spec.lua:%d+: <, <=, >, >= on register %%r1 cannot emit PTX", err)
       assert.matches("use a:lt%(b%), a:le%(b%), a:gt%(b%), a:ge%(b%)", err)
       assert.matches("on register %%f2 cannot emit PTX",
-        trace_error(function() local a, b = reg.scalar(T.f32), reg.scalar(T.f32); return a >= b end))
+        H.trace_error(function() local a, b = reg.scalar(T.f32), reg.scalar(T.f32); return a >= b end))
     end)
 
     it("print registers by their PTX names", function()

@@ -11,7 +11,6 @@ local tensor = require "pyptx.runtime.tensor"
 local kernel, ptx, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.Tile, pyptx.types
 
 --- The current line of the caller.
-local function here() return debug.getinfo(2, "l").currentline end
 
 --- A kernel that only returns, with a grid of the template value G and a block.
 local function noop(block)
@@ -31,7 +30,7 @@ describe("launching", function()
 
   it("refuses a grid of 2^32 in x (it would wrap to 0) at the launching line", function()
     local line
-    local ok, err = pcall(function() line = here(); noop()(x, { GX = 2 ^ 32 }) end)
+    local ok, err = pcall(function() line = H.here(); noop()(x, { GX = 2 ^ 32 }) end)
     assert.is_false(ok)
     assert.equal(("runtime_spec.lua:%d: kernel \"noop\": grid (4294967296, 1, 1) is out of range; %s"):format(line, GRID),
       tostring(err):match("[^/]*$"))
@@ -50,7 +49,7 @@ describe("launching", function()
     for _, b in ipairs { { { 2048 }, "block %(2048, 1, 1%) is out of range" }, { { 1, 1, 65 }, "block %(1, 1, 65%) is out of range" },
                          { { 32, 32, 2 }, "block %(32, 32, 2%) has 2048 threads; valid: at most 1024 threads in all" } } do
       local line
-      local ok, err = pcall(function() line = here(); noop(b[1])(x) end)
+      local ok, err = pcall(function() line = H.here(); noop(b[1])(x) end)
       assert.is_false(ok)
       assert.matches("runtime_spec.lua:" .. line .. ": kernel \"noop\": " .. b[2], tostring(err))
     end
@@ -58,17 +57,17 @@ describe("launching", function()
 
   it("refuses them in runtime.prepare too, at its caller's line", function()
     local line
-    local ok, err = pcall(function() line = here(); runtime.prepare(noop(), x, { GY = 70000 }) end)
+    local ok, err = pcall(function() line = H.here(); runtime.prepare(noop(), x, { GY = 70000 }) end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": kernel \"noop\": grid %(1, 70000, 1%) is out of range", tostring(err))
   end)
 
   it("reports wrong inputs at the launching line", function()
     local line
-    local ok, err = pcall(function() line = here(); noop()(tensor.from_table({ 1 }, T.f64)) end)
+    local ok, err = pcall(function() line = H.here(); noop()(tensor.from_table({ 1 }, T.f64)) end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": kernel \"noop\": input 1 is f64 but in_specs%[1%] is", tostring(err))
-    ok, err = pcall(function() line = here(); noop()() end)
+    ok, err = pcall(function() line = H.here(); noop()() end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": kernel \"noop\" takes 1 input tensor%(s%) %(its in_specs%), got 0", tostring(err))
   end)
@@ -79,11 +78,11 @@ describe("launching", function()
       function() ptx.ret() end,
     }
     local line
-    local ok, err = pcall(function() line = here(); k(x) end)
+    local ok, err = pcall(function() line = H.here(); k(x) end)
     assert.is_false(ok)
     assert.equal(("runtime_spec.lua:%d: kernel \"rawp\": raw param 'n' has no value; pass it in the options table"):format(line),
       tostring(err):match("[^/]*$"))
-    ok, err = pcall(function() line = here(); runtime.prepare(k, x) end)
+    ok, err = pcall(function() line = H.here(); runtime.prepare(k, x) end)
     assert.is_false(ok)
     assert.matches("^runtime_spec.lua:" .. line .. ": kernel \"rawp\": raw param 'n'", tostring(err):match("[^/]*$"))
   end)
@@ -137,7 +136,7 @@ local function lua_error(specs, opts)
   for i, sp in ipairs(specs) do args[i] = tensor.empty(sp[2], T[sp[1]]) end
   if opts then args[#args + 1] = opts end
   local line
-  local ok, err = pcall(function() line = here(); k(unpack(args)) end)
+  local ok, err = pcall(function() line = H.here(); k(unpack(args)) end)
   assert.is_false(ok)
   local prefix = "runtime_spec.lua:" .. line .. ": "
   local at = tostring(err):find(prefix, 1, true)
@@ -256,11 +255,11 @@ describe("TMA maps at launch", function()
     local want = "runtime_spec.lua:%d: kernel \"tmak\": TMA descriptor for tmak_param_0: global address 0x%x is not "
       .. "16-byte aligned"
     local line
-    local ok, err = pcall(function() line = here(); k(a) end)   -- a new map: tma_encode
+    local ok, err = pcall(function() line = H.here(); k(a) end)   -- a new map: tma_encode
     assert.is_false(ok)
     assert.equal(want:format(line, a.ptr), tostring(err):match("[^/]*$"))
     k(b)
-    ok, err = pcall(function() line = here(); k(a) end)         -- b's map moved: tma_replace_address
+    ok, err = pcall(function() line = H.here(); k(a) end)         -- b's map moved: tma_replace_address
     assert.is_false(ok)
     assert.equal(want:format(line, a.ptr), tostring(err):match("[^/]*$"))
   end)
@@ -268,7 +267,7 @@ describe("TMA maps at launch", function()
   it("refuse an invalid description in C, naming the tensor, on the emulator", function()
     local desc = require("pyptx.tma").describe { address = 1024, shape = { 64, 512 }, dtype = "bf16", box = { 64, 300 } }
     local line
-    local ok, err = pcall(function() line = here(); dev:tma_encode(desc, "A") end)
+    local ok, err = pcall(function() line = H.here(); dev:tma_encode(desc, "A") end)
     assert.is_false(ok)
     assert.equal(("runtime_spec.lua:%d: TMA descriptor for A: box [0, innermost first] = 300 must be in 1..256"):format(line),
       tostring(err):match("[^/]*$"))
@@ -322,13 +321,13 @@ describe("device options", function()
 
   it("refuse unknown names and bad values at the caller's line, saying what is valid", function()
     local dev = runtime.open("emu")
-    local line = here(); local ok, err = pcall(dev.set_option, dev, "speed", 1)
+    local line = H.here(); local ok, err = pcall(dev.set_option, dev, "speed", 1)
     assert.is_false(ok)
     assert.matches("unknown emu option 'speed'; valid: budget, threads, checks, schedule, profile, race_check, uninit_check, align_check", err, 1, true)
-    ok, err = pcall(function() line = here(); dev:set_option("race_check", 2) end)
+    ok, err = pcall(function() line = H.here(); dev:set_option("race_check", 2) end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": device option race_check: emu option race_check = 2: valid 0 or 1", err, 1, true)
-    ok, err = pcall(function() line = here(); dev:set_option("budget", 1.5) end)
+    ok, err = pcall(function() line = H.here(); dev:set_option("budget", 1.5) end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": set_option(\"budget\"): the value must be an integer or a boolean", err, 1, true)
     assert.is_number(line)
@@ -387,13 +386,13 @@ describe("outputs the caller provides", function()
     }
     for _, c in ipairs(cases) do
       local line
-      local ok, err = pcall(function() line = here(); acc(x, { out = c[1] }) end)
+      local ok, err = pcall(function() line = H.here(); acc(x, { out = c[1] }) end)
       assert.is_false(ok)
       assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\": ", err, 1, true)
       assert.matches(c[2], err, 1, true)
     end
     local line
-    local ok, err = pcall(function() line = here(); acc({ out = x }) end)
+    local ok, err = pcall(function() line = H.here(); acc({ out = x }) end)
     assert.is_false(ok)
     assert.matches("runtime_spec.lua:" .. line .. ": kernel \"acc2x\" takes 1 input tensor(s) (its in_specs), got 0", err, 1, true)
   end)

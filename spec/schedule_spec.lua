@@ -16,9 +16,6 @@ local u32 = T.u32
 
 local SEEDS = { 1, 2, 3 }
 
---- The current source line (to name planted bugs).
-local function here() return debug.getinfo(2, "l").currentline end
-
 local adversarial = H.adversarial
 
 --- fn(...) with dev as the current device (the file's default emulator after).
@@ -36,43 +33,12 @@ local function error_on(dev, fn, ...)
   return not ok and tostring(err) or nil
 end
 
---- The line of the first occurrence of text in src.
-local function line_of(src, text)
-  local at = assert(src:find(text, 1, true), text)
-  return select(2, src:sub(1, at):gsub("\n", "")) + 1
-end
-
---- A module loaded afresh from path, with one planted bug when old is given:
--- old (found exactly once) becomes new (as many lines). Returns the module
--- and its source as written.
-local function planted(path, old, new)
-  local src = assert(H.read(path))
-  local patched = src
-  if old then
-    local at = assert(src:find(old, 1, true), "no " .. old .. " in " .. path)
-    assert(not src:find(old, at + 1, true), "more than one " .. old .. " in " .. path)
-    patched = src:sub(1, at - 1) .. new .. src:sub(at + #old)
-  end
-  return assert(load(patched, "@" .. path))(), src
-end
-
 local PIPE, PIPE_MODULE = "examples/lib/tma_pipeline.lua", "examples.lib.tma_pipeline"
 
 --- An example loaded afresh on the shared TMA pipeline (examples/lib) with
 -- a planted bug: old becomes new there. Returns the example and the
 -- sources of the example and of the pipeline.
-local function on_planted_pipeline(path, old, new)
-  local pipe, pipe_src = planted(PIPE, old, new)
-  local saved = package.loaded[PIPE_MODULE]
-  package.loaded[PIPE_MODULE] = pipe
-  local ok, m, src = pcall(planted, path)
-  package.loaded[PIPE_MODULE] = saved
-  if not ok then error(m, 0) end
-  return m, src, pipe_src
-end
-
---- Escape text for a Lua pattern.
-local function lit(text) return (text:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+local function on_planted_pipeline(path, old, new) return H.planted_on(path, nil, PIPE_MODULE, PIPE, { old, new }) end
 
 --- A TMA store of a 32 x 32 u32 tile written by st.shared. opts.fence: a
 -- fence.proxy.async before the barrier; opts.overwrite: thread 0 stores to
@@ -87,14 +53,14 @@ local function tma_store(opts)
       local zero = reg.scalar(u32, 0)
       for i = 0, 7 do
         local e = tid + i * 128
-        lines.write = lines.write or here(); ptx.inst.st.shared.u32(ptx.addr(s:base() + e * 4), e)
+        lines.write = lines.write or H.here(); ptx.inst.st.shared.u32(ptx.addr(s:base() + e * 4), e)
       end
       if opts.fence then ptx.fence.proxy_async("shared::cta") end
       ptx.bar_sync(0)
       ptx.if_(tid:eq(0), function()
-        lines.store = here(); ptx.cp.async.bulk.tensor_2d { dst = C:tma_desc { box = { 32, 32 } }, src = s[0], coord = { zero, zero } }
+        lines.store = H.here(); ptx.cp.async.bulk.tensor_2d { dst = C:tma_desc { box = { 32, 32 } }, src = s[0], coord = { zero, zero } }
         ptx.cp.async.bulk.commit_group()
-        if opts.overwrite then lines.overwrite = here(); ptx.inst.st.shared.u32(ptx.addr(s:base()), 7) end
+        if opts.overwrite then lines.overwrite = H.here(); ptx.inst.st.shared.u32(ptx.addr(s:base()), 7) end
         ptx.cp.async.bulk.wait_group_read(0)
       end)
       ptx.ret()
@@ -109,12 +75,12 @@ describe("the adversarial schedule", function()
 
   it("reports a cp.async.wait_group that waits for too few groups at the reading line (default misses it)", function()
     local path = "examples/ampere/gemm_pipelined.lua"
-    local m, src = planted(path, "ptx.inst.cp.async.wait_group(S - 2)", "ptx.inst.cp.async.wait_group(S - 1)")
+    local m, src = H.planted(path, "ptx.inst.cp.async.wait_group(S - 2)", "ptx.inst.cp.async.wait_group(S - 1)")
     assert.is_true((on(H.emu(), m.check, 128, 128, 128)))          -- the default schedule misses it
     local want = ("^[^\n]*%s:%d: ldmatrix[^\n]*: reads shared memory at offset 0x%%x+ that %s:%d: cp%%.async%%.cg%%.shared%%.global "
       .. "[^\n]* has not finished writing: a cp%%.async completes only at a cp%%.async%%.wait_group / wait_all of the issuing "
-      .. "thread that covers its group"):format(lit(path), line_of(src, "ptx.ldmatrix { d = fa[mi]"), lit(path),
-      line_of(src, "ptx.inst.cp.async.cg.shared.global(ptx.addr(da"))
+      .. "thread that covers its group"):format(H.lit(path), H.line_of(src, "ptx.ldmatrix { d = fa[mi]"), H.lit(path),
+      H.line_of(src, "ptx.inst.cp.async.cg.shared.global(ptx.addr(da"))
     for _, seed in ipairs(SEEDS) do
       local err = error_on(adversarial(seed), m.check, 128, 128, 128)
       assert.matches(want .. ".*%(adversarial schedule, seed " .. seed .. "%)", err)
@@ -129,11 +95,11 @@ describe("the adversarial schedule", function()
         local s = smem.alloc(u32, 64)
         local tid = reg.from(ptx.special.tid.x(), u32)
         local v = reg.scalar(u32)
-        lines.copy = here(); ptx.inst.cp.async.ca.shared.global(ptx.addr(s:base() + tid * 4), ptx.addr(px + tid:mul_wide(4)), 4)
+        lines.copy = H.here(); ptx.inst.cp.async.ca.shared.global(ptx.addr(s:base() + tid * 4), ptx.addr(px + tid:mul_wide(4)), 4)
         ptx.inst.cp.async.commit_group()
         ptx.bar_sync(0)                                              -- the bug: the barrier belongs after the wait
         ptx.inst.cp.async.wait_group(0)
-        lines.read = here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + ((tid + 32) % 64) * 4))
+        lines.read = H.here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + ((tid + 32) % 64) * 4))
         ptx.st.global(ptx.addr(py + tid:mul_wide(4)), v)
         ptx.ret()
       end,
@@ -156,7 +122,7 @@ describe("the adversarial schedule", function()
         local flag = ptx.addr(py + 32 * 4)
         ptx.if_(tid:eq(0), function() ptx.st.global(flag, reg.scalar(u32, 0)) end)
         ptx.if_(tid:lt(32), function()
-          lines.copy = here(); ptx.inst.cp.async.ca.shared.global(ptx.addr(s:base() + tid * 4), ptx.addr(px + tid:mul_wide(4)), 4)
+          lines.copy = H.here(); ptx.inst.cp.async.ca.shared.global(ptx.addr(s:base() + tid * 4), ptx.addr(px + tid:mul_wide(4)), 4)
           ptx.inst.cp.async.commit_group()
         end)
         ptx.bar_sync(0)
@@ -169,7 +135,7 @@ describe("the adversarial schedule", function()
             ptx.inst.ld.volatile.global.u32(f, flag)
             return f:ne(1)
           end)
-          lines.read = here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + (tid - 32) * 4))
+          lines.read = H.here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + (tid - 32) * 4))
           ptx.st.global(ptx.addr(py + (tid - 32):mul_wide(4)), v)
         end)
         ptx.ret()
@@ -218,9 +184,9 @@ describe("the adversarial schedule", function()
     assert.is_true((on(H.emu(), m.check, 128, 128, 256, { STAGES = 2 })))
     local want = ("^[^\n]*%s:%d: cp%%.async%%.bulk%%.tensor%%.2d[^\n]*: writes shared memory at offset 0x%%x+ that %s:%d: "
       .. "wgmma%%.mma_async[^\n]* still reads: wgmma%%.mma_async reads its shared%%-memory operands until a wgmma%%.wait_group "
-      .. "covers its group; release the buffer after that wait"):format(lit(path),
-      line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s), coord = { k0, m0 }"), lit(path),
-      line_of(src, "tp.mma { d = acc, n = BN"))   -- the pipeline is a pyptx.helper(): its wgmma names the calling line
+      .. "covers its group; release the buffer after that wait"):format(H.lit(path),
+      H.line_of(src, "ptx.cp.async.bulk.tensor_2d{ dst = sA:stage(s), coord = { k0, m0 }"), H.lit(path),
+      H.line_of(src, "tp.mma { d = acc, n = BN"))   -- the pipeline is a pyptx.helper(): its wgmma names the calling line
     for _, seed in ipairs(SEEDS) do
       assert.matches(want, error_on(adversarial(seed), m.check, 128, 128, 256, { STAGES = 2 }))
     end
@@ -231,8 +197,8 @@ describe("the adversarial schedule", function()
     local m, src = on_planted_pipeline(path, "ptx.wgmma.wait_group(0)", "-- no wgmma.wait_group")
     assert.is_true((on(H.emu(), m.check, 1, 128, 64)))
     local want = ("^[^\n]*%s:%d: max%%.f32 [^\n]*: reads %%%%f%%d+, an accumulator of %s:%d: wgmma%%.mma_async[^\n]*, before a "
-      .. "wgmma%%.wait_group covers its group: the result is not there yet"):format(lit(path),
-      line_of(src, "local mx = sacc[2 * h]:max"), lit(path), line_of(src, "tp.mma { d = sacc"))
+      .. "wgmma%%.wait_group covers its group: the result is not there yet"):format(H.lit(path),
+      H.line_of(src, "local mx = sacc[2 * h]:max"), H.lit(path), H.line_of(src, "tp.mma { d = sacc"))
     for _, seed in ipairs(SEEDS) do assert.matches(want, error_on(adversarial(seed), m.check, 1, 128, 64)) end
   end)
 
@@ -250,9 +216,9 @@ describe("the adversarial schedule", function()
           ptx.fence.mbarrier_init()
           local d = A:tma_desc { box = { 32, 32 } }
           ptx.mbarrier.arrive_expect_tx(bar[0], d.bytes)
-          lines.load = here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { zero, zero }, mbar = bar[0] }
+          lines.load = H.here(); ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { zero, zero }, mbar = bar[0] }
         end)
-        lines.read = here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + tid * 4))     -- before the wait
+        lines.read = H.here(); ptx.inst.ld.shared.u32(v, ptx.addr(s:base() + tid * 4))     -- before the wait
         ptx.mbarrier.wait(bar[0], 0)
         ptx.st.global(ptx.addr(ptx.global_ptrs(O) + tid:mul_wide(4)), v)
         ptx.ret()
@@ -377,7 +343,7 @@ describe("LUAPTX_EMU_SCHEDULE and the schedule option", function()
     local dev = runtime.open("emu")
     local line
     local ok, err = pcall(function()
-      line = here(); dev:set_option("schedule", -2)
+      line = H.here(); dev:set_option("schedule", -2)
     end)
     assert.is_false(ok)
     assert.matches("^[^\n]*schedule_spec%.lua:" .. line .. ": device option schedule: emu option schedule = %-2: valid "

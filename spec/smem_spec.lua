@@ -187,7 +187,6 @@ end)
 
 describe("smem.wgmma_tile with stages and tile:stage", function()
   --- The caller's line.
-  local function here() return debug.getinfo(2, "l").currentline end
 
   --- The error of tracing body in an sm_90a kernel.
   local function err_of(body)
@@ -232,15 +231,15 @@ describe("smem.wgmma_tile with stages and tile:stage", function()
 
   it("refuses a stage outside the tile, a row off the 8-row atoms and a bad stages, at the user's line", function()
     local line
-    local e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 2 }); line = here(); t:stage(2) end)
+    local e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 2 }); line = H.here(); t:stage(2) end)
     assert.matches("smem_spec.lua:" .. line .. ": tile:stage: stage 2 is outside the tile's stages 0..1", e, 1, true)
-    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = here(); t:stage(0, 12) end)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = H.here(); t:stage(0, 12) end)
     assert.matches("smem_spec.lua:" .. line .. ": tile:stage: row 12 must be a multiple of 8 in 0..56", e, 1, true)
-    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, "MN"); line = here(); t:stage(0, 8) end)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }, "MN"); line = H.here(); t:stage(0, 8) end)
     assert.matches("smem_spec.lua:" .. line .. ": tile:stage: a row offset needs a K-major swizzled tile", e, 1, true)
-    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = here(); t:stage(reg.scalar(T.f32, 0)) end)
+    e = err_of(function() local t = smem.wgmma_tile(T.bf16, { 64, 64 }); line = H.here(); t:stage(reg.scalar(T.f32, 0)) end)
     assert.matches("smem_spec.lua:" .. line .. ": tile:stage: the stage must be an integer 0..0 or a u32 register", e, 1, true)
-    e = err_of(function() line = here(); smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 0 }) end)
+    e = err_of(function() line = H.here(); smem.wgmma_tile(T.bf16, { 64, 64 }, { stages = 0 }) end)
     assert.matches("smem_spec.lua:" .. line .. ": smem.wgmma_tile: stages must be a positive integer, got 0", e, 1, true)
   end)
 end)

@@ -32,23 +32,9 @@ local function schedules()
   return devs
 end
 
---- The 1-based line of the first occurrence of text in src.
-local function line_of(src, text)
-  local at = assert(src:find(text, 1, true), text)
-  return select(2, src:sub(1, at):gsub("\n", "")) + 1
-end
-
 --- The module at path loaded afresh with the nth occurrence of old taken
 -- out (the line stays, so every other line keeps its number); its source.
-local function without(path, old, nth)
-  local src = assert(H.read(path))
-  local at = 0
-  for _ = 1, nth or 1 do at = assert(src:find(old, at + 1, true), ("no %s #%d in %s"):format(old, nth or 1, path)) end
-  return assert(load(src:sub(1, at - 1) .. src:sub(at + #old), "@" .. path))(), src
-end
-
---- Escape text for a Lua pattern.
-local function lit(text) return (text:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+local function without(path, old, nth) return H.planted(path, old, "", nth or 1) end
 
 --- Assert run() (a check returning ok, report) stops under every schedule
 -- with one of the reports alts = { { text of the reported line of path, pattern }... }.
@@ -58,7 +44,7 @@ local function assert_reported(run, path, src, alts)
     assert.is_false(ok and res, ("%s: it ran: %s"):format(s[1], tostring(report and report.message)))
     local msg, found = tostring(res), false
     for _, alt in ipairs(alts) do
-      found = found or (msg:find(lit(path) .. ":" .. line_of(src, alt[1]) .. ": ") and msg:find(alt[2])) ~= nil
+      found = found or (msg:find(H.lit(path) .. ":" .. H.line_of(src, alt[1]) .. ": ") and msg:find(alt[2])) ~= nil
     end
     local wanted = {}
     for _, alt in ipairs(alts) do wanted[#wanted + 1] = ("%q at %q"):format(alt[2], alt[1]) end

@@ -4,10 +4,8 @@
 -- and the plain TMA tensor load are interned once per spelling (the form
 -- caches of pyptx.blackwell and pyptx.async).
 local pyptx = require "pyptx"
+local H = require "spec.helpers"
 local reg, ptx, T = pyptx.reg, pyptx.ptx, pyptx.types
-
---- The line this is called from.
-local function here() return debug.getinfo(2, "l").currentline end
 
 --- Each instruction of some PTX with the line of the .loc before it:
 -- a list of { line, text }.
@@ -34,13 +32,13 @@ end
 describe("traced source lines", function()
   it("name the calling line of each instruction in a JIT-compiled loop, also through helpers", function()
     local want = {}
-    local function bump(r) r:set(r + 1); want[#want + 1] = here() end   -- two instructions on this line
+    local function bump(r) r:set(r + 1); want[#want + 1] = H.here() end   -- two instructions on this line
     local text = trace(function()
       local a = reg.scalar(T.u32, 0)
       for i = 1, 300 do                                   -- hot: the JIT compiles the loop
-        local b = a + i; want[#want + 1] = here()
+        local b = a + i; want[#want + 1] = H.here()
         bump(b)
-        ptx.inst.add.u32(a, a, b); want[#want + 1] = here()
+        ptx.inst.add.u32(a, a, b); want[#want + 1] = H.here()
       end
     end)
     local got = located(text)
@@ -64,10 +62,10 @@ describe("traced source lines", function()
       local da, db = reg.scalar(T.b64), reg.scalar(T.b64)
       local p = reg.pred()
       for _ = 1, 100 do
-        ptx.tcgen05.mma { d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[1] = here()
-        ptx.tcgen05.mma { kind = "tf32", d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[2] = here()
-        ptx.tcgen05.mma { collector = "fill", d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[3] = here()
-        ptx.tcgen05.mma { d = d, a = d, b = db, idesc = idesc, enable_d = p, scale_d = 1 }; lines[4] = here()
+        ptx.tcgen05.mma { d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[1] = H.here()
+        ptx.tcgen05.mma { kind = "tf32", d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[2] = H.here()
+        ptx.tcgen05.mma { collector = "fill", d = d, a = da, b = db, idesc = idesc, enable_d = p }; lines[3] = H.here()
+        ptx.tcgen05.mma { d = d, a = d, b = db, idesc = idesc, enable_d = p, scale_d = 1 }; lines[4] = H.here()
       end
     end)
     local got = located(text)
@@ -91,7 +89,7 @@ describe("traced source lines", function()
       local da = reg.scalar(T.b64)
       for i = 1, 200 do
         local p = i < 200 and reg.pred() or nil
-        line = here() + 1
+        line = H.here() + 1
         ptx.tcgen05.mma { d = d, a = da, b = da, idesc = idesc, enable_d = p }
       end
     end)
@@ -111,8 +109,8 @@ describe("traced source lines", function()
           local d = A:tma_desc { box = { 8, 8 } }
           local cg = cta or nil
           for _ = 1, 100 do
-            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], cta_group = cg }; lines[1] = here()
-            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], multicast = mask }; lines[2] = here()
+            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], cta_group = cg }; lines[1] = H.here()
+            ptx.cp.async.bulk.tensor_2d { dst = s[0], src = d, coord = { c, c }, mbar = bar[0], multicast = mask }; lines[2] = H.here()
           end
           ptx.ret()
         end }:specialize({}).ptx
@@ -135,8 +133,8 @@ describe("traced source lines", function()
       function(A)
         local bar = reg.scalar(T.u32, 0)
         for i = 1, 200 do                                   -- hot: the JIT compiles the loop
-          ptx.mbarrier.wait(bar, i % 2); lines[1] = here()
-          local _ = A:tma_desc { box = { 64, 64 } }; lines[2] = here()
+          ptx.mbarrier.wait(bar, i % 2); lines[1] = H.here()
+          local _ = A:tma_desc { box = { 64, 64 } }; lines[2] = H.here()
         end
         ptx.ret()
       end }:specialize({}).ptx

@@ -124,7 +124,6 @@ int32_t lpx_arch_parse(const char *arch, int32_t *sm, int32_t *family);
 int32_t lpx_mtype_count(void);
 const char *lpx_mtype_name(int32_t mtype);
 int32_t lpx_mtype_bits(int32_t mtype);
-int32_t lpx_mtype_lookup(const char *name);
 const lpx_mma_shape *lpx_mma_shape_at(int32_t i);
 const lpx_mma_family *lpx_mma_family_at(int32_t i);
 const lpx_wgmma_family *lpx_wgmma_family_at(int32_t i);

@@ -63,9 +63,6 @@ int lpx_mtype_find(const char *tok, size_t n)
   return 0;
 }
 
-/* The matrix type of a spelling ("e4m3"), or 0. */
-int32_t lpx_mtype_lookup(const char *name) { return lpx_mtype_find(name, strlen(name)); }
-
 /* Row i of the mma.sync shapes, or NULL past the end. */
 const lpx_mma_shape *lpx_mma_shape_at(int32_t i) { return i >= 0 && i < COUNT(mma_shapes) ? &mma_shapes[i] : NULL; }
 

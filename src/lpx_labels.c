@@ -58,20 +58,6 @@ int32_t lpx_labels_find(const lpx_labels *l, size_t item, int32_t sym)
   return -1;
 }
 
-/* Is sym already placed in the block the end of f's body is in (walking
- * back over closed blocks to the one's opening brace)? For the trace. */
-int lpx_labels_placed_here(const lpx_module *m, const lpx_func *f, int32_t sym)
-{
-  int depth = 0;
-  for (size_t i = f->nitems; i-- > 0;) {
-    const lpx_item *it = &f->items[i];
-    depth -= lpx_labels_brace(m, it);
-    if (depth < 0) return 0;
-    if (depth == 0 && it->kind == LPX_ITEM_LABEL && it->form == sym) return 1;
-  }
-  return 0;
-}
-
 /* Free what lpx_labels_build allocated. */
 void lpx_labels_free(lpx_labels *l)
 {

@@ -18,7 +18,6 @@ typedef struct lpx_labels {
 int lpx_labels_brace(const lpx_module *m, const lpx_item *it);
 int lpx_labels_build(const lpx_module *m, const lpx_func *f, lpx_labels *l);
 int32_t lpx_labels_find(const lpx_labels *l, size_t item, int32_t sym);
-int lpx_labels_placed_here(const lpx_module *m, const lpx_func *f, int32_t sym);
 void lpx_labels_free(lpx_labels *l);
 
 #endif

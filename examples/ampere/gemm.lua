@@ -134,7 +134,7 @@ end
 
 --- The value a half-precision input holds after rounding (what the GPU sees).
 local function rounder(dt)
-  local half = require "pyptx.runtime.floats"
+  local half = require "pyptx.floats"
   return dt == T.f16 and half.round_f16 or half.round_bf16
 end
 M.rounder = rounder

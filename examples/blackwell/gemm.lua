@@ -224,7 +224,7 @@ function M.build(m, n, k, opts)
   }
 end
 
-local to_bf16 = require("pyptx.runtime.floats").round_bf16
+local to_bf16 = require("pyptx.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (M x K), b (N x K), M, N, K }.
 function M.inputs(m, n, k, seed)

@@ -20,7 +20,7 @@
 local bit = require "bit"
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
-local half = require "pyptx.runtime.floats"
+local half = require "pyptx.floats"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 

@@ -254,7 +254,7 @@ function M.splitkv(H, L, D, opts)
   return setmetatable(run, { __call = function(_, q, k, vt) return run.combine(run.attn(q, k, vt)) end })
 end
 
-local to_bf16 = require("pyptx.runtime.floats").round_bf16
+local to_bf16 = require("pyptx.floats").round_bf16
 
 --- Random inputs: q, k in [-2, 2), v in [-1, 1), all (H*L) x D row-major.
 function M.inputs(H, L, D, seed)

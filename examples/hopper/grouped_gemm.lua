@@ -139,7 +139,7 @@ function M.build(groups, N, K, opts)
   }
 end
 
-local to_bf16 = require("pyptx.runtime.floats").round_bf16
+local to_bf16 = require("pyptx.floats").round_bf16
 
 --- Random inputs in [-1, 1): { a (rows x K), b (G*N x K), groups, N, K }.
 function M.inputs(groups, N, K, seed)

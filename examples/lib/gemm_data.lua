@@ -5,7 +5,7 @@
 -- is G = 1. Each example keeps its own tolerance: it depends on what the
 -- kernel rounds.
 local pyptx = require "pyptx"
-local floats = require "pyptx.runtime.floats"
+local floats = require "pyptx.floats"
 local T = pyptx.types
 
 local D = {}

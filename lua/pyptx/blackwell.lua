@@ -291,7 +291,6 @@ function tc.wait(which)
   if not op then fail("wait", 'takes "ld" or "st"') end
   return emit_n(F(op), 0)
 end
-function tc.wait_ld() return emit_n(F(WAITS.ld), 0) end
 function tc.wait_st() return emit_n(F(WAITS.st), 0) end
 
 -- ----------------------------------------------- instruction descriptor

@@ -237,8 +237,8 @@ function Kernel:tensor_specs(values)
   for i, pair in ipairs(all) do
     local shape, missing = pair[1]:resolve(values)
     if not shape then
-      error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024}")
-        :format(self.where, self.name, missing, pair[2], pair[3], missing), 0)
+      error(("%s: kernel \"%s\": dimension %s of %s spec %d is not bound; pass it, e.g. k:ptx{%s = 1024} (luaptx ptx/check/sass/compile/profile: -D %s=1024)")
+        :format(self.where, self.name, missing, pair[2], pair[3], missing, missing), 0)
     end
     out[i] = tile.tensor_spec(self.name, i, pair[1], shape, pair[2])
   end

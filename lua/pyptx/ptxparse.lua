@@ -64,9 +64,6 @@ function Module:write(path, canonical)
   if core.fmt_write(self.ptr, canonical and 1 or 0, path) ~= 0 then fail() end
 end
 
---- Number of functions with bodies.
-function Module:func_count() return core.module_func_count(self.ptr) end
-
 --- Rename register `old` of function fn (0-based) to `new`; every use changes.
 function Module:rename_register(fn, old, new)
   local reg = core.reg_find(self.ptr, fn, old)

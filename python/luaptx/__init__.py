@@ -11,11 +11,16 @@ CPU tensors run on the CPU emulator, CUDA tensors on the GPU. PyTorch and
 JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
 import os
+from importlib.metadata import version as _dist_version
 
 from . import _core
 from ._core import LuaError
 
 __all__ = ["load", "load_string", "Kernel", "Script", "LuaError"]
+
+# The installed package's version: VERSION at the root of the tree, which
+# setup.py reads (the same as `luaptx --version` and pyptx.version).
+__version__ = _dist_version("luaptx")
 
 # numpy dtype names for the PTX types luaptx tensors use (bf16 has none).
 NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "s8": "int8", "s16": "int16",

@@ -279,6 +279,113 @@ static void size_hint_tests(lpx_ctx *ctx)
   free(first);
 }
 
+/* ------------------------------------------- validator memo vs. none
+ * The validator remembers each instruction shape that validated, per
+ * module, and on a hit copies back the validated operands (lpx_validate.c,
+ * "validated shapes"); its safety rests on the key holding everything
+ * validate() reads. The differential: a pseudo-random stream of
+ * instructions, valid and not, appended to one module (the memo hits) and
+ * each to a fresh module (validated afresh), must get the same verdicts,
+ * the same errors and the same operands. */
+
+#define VM_TYPES 9
+static const char *const vm_types[VM_TYPES] = { "u32", "s32", "f32", "u64", "b32", "pred", "f64", "b64", "u16" };
+
+/* A module with function "k" and two registers of each vm_types type,
+ * ids in the order of vm_types (the same in every such module). */
+static lpx_module *vm_module(lpx_ctx *ctx, const char *target, int *fn)
+{
+  lpx_module *m = lpx_module_new(ctx, 87, target, 64);
+  *fn = lpx_func_begin(m, "k", 1, 1);
+  for (int i = 0; i < 2 * VM_TYPES; i++) lpx_reg_new(m, *fn, lpx_type_lookup(vm_types[i % VM_TYPES]));
+  return m;
+}
+
+/* xorshift32: the differential's stream of choices. */
+static uint32_t vm_next(uint32_t *s)
+{
+  *s ^= *s << 13; *s ^= *s >> 17; *s ^= *s << 5;
+  return *s;
+}
+
+/* A random operand: a register of any type, an integer or a number of a
+ * few magnitudes, or an address through a register. */
+static lpx_operand vm_operand(uint32_t *s)
+{
+  static const int64_t ints[] = { 0, 1, -1, 7, 255, 65536, 2147483648LL, -1099511627776LL, 3 };
+  static const double nums[] = { 0, 1.5, 7, -2, 1e40, 3, 0.1, 65536 };
+  switch (vm_next(s) % 5) {
+  case 0: case 1: return opd(LPX_OPD_REG, (int)(vm_next(s) % (2 * VM_TYPES)), 0, 0);
+  case 2: return opd(LPX_OPD_INT, 0, 0, ints[vm_next(s) % (sizeof ints / sizeof ints[0])]);
+  case 3: { lpx_operand o = opd(LPX_OPD_NUM, 0, 0, 0); o.fval = nums[vm_next(s) % (sizeof nums / sizeof nums[0])]; return o; }
+  default: return opd(LPX_OPD_ADDR, (int)(vm_next(s) % (2 * VM_TYPES)), LPX_OPD_REG, (int64_t)(vm_next(s) % 4) * 4);
+  }
+}
+
+/* Are two operand lists the same field for field? */
+static int vm_same(const lpx_operand *a, const lpx_operand *b, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (a[i].kind != b[i].kind || a[i].type != b[i].type || a[i].id != b[i].id || a[i].aux != b[i].aux ||
+        a[i].ival != b[i].ival || memcmp(&a[i].fval, &b[i].fval, sizeof a[i].fval) != 0) return 0;
+  return 1;
+}
+
+/* An operand fitting slot letter c of a signature (a vm_types letter:
+ * register of that type, or for a source an immediate; 'a' an address),
+ * or a random one one time in five. */
+static lpx_operand vm_fitting(uint32_t *s, char c, int source)
+{
+  static const char letters[] = "usfUbpdBh";
+  if (vm_next(s) % 5 == 0) return vm_operand(s);
+  if (c == 'a') return opd(LPX_OPD_ADDR, 3 + VM_TYPES * (int)(vm_next(s) % 2), LPX_OPD_REG, (int64_t)(vm_next(s) % 4) * 4);
+  int ty = (int)(strchr(letters, c) - letters);
+  if (source && vm_next(s) % 3 == 0) {
+    lpx_operand o = vm_operand(s);
+    if (o.kind == LPX_OPD_INT || o.kind == LPX_OPD_NUM) return o;
+  }
+  return opd(LPX_OPD_REG, ty + VM_TYPES * (int)(vm_next(s) % 2), 0, 0);
+}
+
+static void vmemo_tests(lpx_ctx *ctx)
+{
+  static const char *const forms[][2] = {
+    { "add.u32", "uuu" }, { "add.s32", "sss" }, { "add.f32", "fff" }, { "add.u64", "UUU" }, { "mul.lo.u32", "uuu" },
+    { "shl.b32", "bbu" }, { "mov.u32", "uu" }, { "mov.f32", "ff" }, { "mov.b64", "BB" }, { "mov.u16", "hh" },
+    { "setp.lt.s32", "pss" }, { "selp.b32", "bbbp" }, { "cvt.rn.f32.s32", "fs" }, { "min.u32", "uuu" },
+    { "and.b32", "bbb" }, { "fma.rn.f32", "ffff" }, { "ld.global.u32", "ua" }, { "st.global.u32", "au" },
+    { "ld.shared.f32", "fa" }, { "sub.f64", "ddd" }, { "abs.s32", "ss" }, { "neg.f32", "ff" }, { "not.pred", "pp" },
+    { "bfe.u32", "uuuu" }, { "cvt.u16.u32", "hu" }, { "mad.wide.u32", "Uuuu" } };
+  static const char *const targets[] = { "sm_80", "sm_90a" };
+  int nforms = (int)(sizeof forms / sizeof forms[0]), valid = 0, refused = 0;
+  for (int t = 0; t < 2; t++) {
+    uint32_t s = 0x9e3779b9u + (uint32_t)t;
+    int fn, ffn;
+    lpx_module *memo = vm_module(ctx, targets[t], &fn);
+    for (int i = 0; i < 4000; i++) {
+      int pick = (int)(vm_next(&s) % (uint32_t)nforms);
+      int form = lpx_form_intern(ctx, forms[pick][0]);
+      const char *sig = forms[pick][1];
+      int nops = (int)strlen(sig);
+      if (vm_next(&s) % 16 == 0) nops = 1 + (int)(vm_next(&s) % 4);   /* now and then a wrong count */
+      lpx_operand a[4], b[4];
+      for (int k = 0; k < nops; k++) a[k] = b[k] = vm_fitting(&s, k < (int)strlen(sig) ? sig[k] : 'u', k > 0);
+      int ra = lpx_append(memo, fn, form, -1, 0, nops, a, 0, i + 1);
+      char err_a[512];
+      snprintf(err_a, sizeof err_a, "%s", ra < 0 ? lpx_ctx_error(ctx) : "");
+      lpx_module *fresh = vm_module(ctx, targets[t], &ffn);
+      int rb = lpx_append(fresh, ffn, form, -1, 0, nops, b, 0, i + 1);
+      int same = (ra < 0) == (rb < 0) && (ra < 0 ? strcmp(err_a, lpx_ctx_error(ctx)) == 0 : vm_same(a, b, nops));
+      CHECK(same || !fprintf(stderr, "  instruction %d (%s, %d operands) on %s: memo %s, afresh %s\n", i,
+                             forms[pick][0], nops, targets[t], ra < 0 ? err_a : "valid", rb < 0 ? lpx_ctx_error(ctx) : "valid"));
+      if (ra < 0) refused++; else valid++;
+      lpx_module_free(fresh);
+    }
+    lpx_module_free(memo);
+  }
+  CHECK((valid > 2000 && refused > 1000) || !fprintf(stderr, "  %d valid, %d refused\n", valid, refused));   /* both kinds */
+}
+
 int main(void)
 {
   lpx_ctx *ctx = lpx_ctx_new();
@@ -338,6 +445,7 @@ int main(void)
   lpx_module_free(m);
   emit_tests(ctx);
   size_hint_tests(ctx);
+  vmemo_tests(ctx);
   decimal_tests();
   env_tests(ctx);
   lpx_ctx_free(ctx);

@@ -219,6 +219,21 @@ int main(int argc, char **argv)
   const char *specs = luaptx_kernel_specs(k1, &len);
   CHECK(specs && strstr(specs, "where ") == specs && strstr(specs, "rms_norm.lua:")
         && strstr(specs, "\nin f32 4,512\nin f32 512\nout f32 4,512") && len == strlen(specs));
+  /* the cubin (through the cache): an ELF image, the same bytes again; or
+   * NULL and why, without a PTX compiler */
+  const unsigned char *cubin = luaptx_kernel_cubin(k1, &len);
+  if (cubin) {
+    size_t len2 = 0;
+    unsigned char *first = malloc(len);
+    CHECK(first != NULL && len > 1000 && memcmp(cubin, "\x7f" "ELF", 4) == 0);
+    if (first) memcpy(first, cubin, len);
+    const unsigned char *again = luaptx_kernel_cubin(k1, &len2);
+    CHECK(again && first && len2 == len && memcmp(again, first, len) == 0);
+    free(first);
+  } else {
+    CHECK(strstr(luaptx_error(S1), "ptxas") || strstr(luaptx_error(S1), "nvJitLink")
+          || !fprintf(stderr, "  luaptx_kernel_cubin: %s\n", luaptx_error(S1)));
+  }
   const char *report = luaptx_kernel_check(k1, &len);   /* ptxas's report, or why there is none */
   CHECK(report ? strstr(report, "arch=sm_90a\n") == report && strstr(report, "\nregisters=")
                : strstr(luaptx_error(S1), "ptxas") != NULL);

@@ -1,4 +1,4 @@
--- expect: kernel "unbound_dim": dimension K of in spec 1 is not bound; pass it, e.g. k:ptx{K = 1024}
+-- expect: kernel "unbound_dim": dimension K of in spec 1 is not bound; pass it, e.g. k:ptx{K = 1024} (luaptx ptx/check/sass/compile/profile: -D K=1024)
 local pyptx = require "pyptx"
 local T = pyptx.types
 

@@ -78,11 +78,6 @@ local function entries_of_ir(ir)
 end
 M.entries_of_ir = entries_of_ir
 
---- The entries of PTX text (parsed; a malformed text raises file:line:col).
-function M.entries_of(text, name)
-  return entries_of_ir(ptxparse.parse(text, name))
-end
-
 -- ------------------------------------------------------------ typed values
 
 local Typed = {}

@@ -64,4 +64,89 @@ function M.entries(script)
   return out
 end
 
+-- ------------------------------------------------ -D NAME=VALUE (the CLI)
+
+--- The value of a -D text: a number when it reads as one, true/false,
+-- else the word itself.
+local function define_value(text)
+  if text == "true" then return true elseif text == "false" then return false end
+  return tonumber(text) or text
+end
+
+--- Parse the CLI's -D texts ("NAME=VALUE", repeatable) into { NAME = value };
+-- a malformed or repeated one is an error naming it.
+function M.defines(list)
+  local out = {}
+  for _, d in ipairs(list or {}) do
+    local name, value = d:match("^([%a_][%w_]*)=(.+)$")
+    if not name then error(("-D %s: expected NAME=VALUE, e.g. -D B=1024"):format(d), 0) end
+    if out[name] ~= nil then error(("-D %s: %s is given twice"):format(d, name), 0) end
+    out[name] = define_value(value)
+  end
+  return out
+end
+
+--- What kernel k takes by name: { NAME = "dim" | default } for its
+-- symbolic dims and its template values (params).
+local function takes(k)
+  local out = {}
+  for name, default in pairs(k.params or {}) do out[name] = default end
+  for _, list in ipairs { k.in_specs or {}, k.out_specs or {} } do
+    for _, spec in ipairs(list) do
+      for _, d in ipairs(spec:symbols()) do out[d] = "dim" end
+    end
+  end
+  return out
+end
+
+--- Why value v cannot be name for kernel k (what k takes there says), or nil.
+local function define_error(k, name, what, v)
+  if what == "dim" then
+    if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
+      return ("-D %s=%s: %s is a dimension of kernel \"%s\"; valid: a positive integer"):format(name, tostring(v), name, k.name)
+    end
+  elseif type(what) ~= type(v) then
+    return ("-D %s=%s: kernel \"%s\"'s %s is a %s (default %s); valid: a %s"):format(name, tostring(v), k.name, name,
+      type(what), tostring(what), type(what))
+  end
+end
+
+--- Give each entry ({ kernel, values }, as M.entries makes) the -D values
+-- its kernel takes (over the script's own); a name no kernel takes, or a
+-- value of the wrong kind, is an error naming what the kernels take.
+function M.apply_defines(entries, defs, path)
+  local used, known = {}, {}
+  for _, e in ipairs(entries) do
+    local t = takes(e.kernel)
+    for name in pairs(t) do known[name] = true end
+    for name, v in pairs(defs) do
+      if t[name] ~= nil then
+        local err = define_error(e.kernel, name, t[name], v)
+        if err then error(path .. ": " .. err, 0) end
+        e.values[name], used[name] = v, true
+      end
+    end
+  end
+  for name, v in pairs(defs) do
+    if not used[name] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: -D %s=%s: no kernel of the script takes %s; valid: %s (template values and symbolic dims)")
+        :format(path, name, tostring(v), name, #names > 0 and table.concat(names, ", ") or "none"), 0)
+    end
+  end
+  return entries
+end
+
+--- The -D values as the defaults of a script's kernels (what its main's
+-- launches then use), checked as apply_defines checks them.
+function M.default_defines(script, defs, path)
+  for _, e in ipairs(M.apply_defines(M.entries(script), defs, path)) do
+    for name in pairs(defs) do
+      if e.values[name] ~= nil then e.kernel.params[name] = e.values[name] end
+    end
+  end
+end
+
 return M

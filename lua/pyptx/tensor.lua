@@ -1,0 +1,4 @@
+--- Deprecated name of pyptx.runtime.tensor (renamed in the layering of 0.1.0;
+-- works until 0.2.0, saying once what to require instead).
+require("pyptx.deprecated").warn("pyptx.tensor", "pyptx.runtime.tensor")
+return require "pyptx.runtime.tensor"

@@ -1,0 +1,4 @@
+--- Deprecated name of pyptx.tools.tune (renamed in the layering of 0.1.0;
+-- works until 0.2.0, saying once what to require instead).
+require("pyptx.deprecated").warn("pyptx.tune", "pyptx.tools.tune")
+return require "pyptx.tools.tune"
