@@ -233,6 +233,7 @@ static int parse_specs(py_kernel *k, const char *text)
     char line[640];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
     if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
+    else if (strncmp(line, "params ", 7) == 0) { /* template value names: luaptx/__init__.py reads them */ }
     else if (parse_spec(k, line)) return -1;
     p += n + (nl != NULL);
   }
