@@ -1,0 +1,35 @@
+"""The package builds its XLA handlers without jax (as under pip's build
+isolation) and in a temporary directory, never in python/build."""
+import os
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+PY = os.path.join(ROOT, "python")
+
+BUILD = r"""
+import runpy, sys
+sys.modules["jax"] = None          # no jax, as in pip's isolated build environment
+sys.argv = ["setup.py", "-q", "build", "--build-lib", sys.argv[1]]
+runpy.run_path("setup.py", run_name="__main__")
+"""
+
+
+def newest(path):
+    """The newest mtime under path (0 when it does not exist)."""
+    times = [os.path.getmtime(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs]
+    return max(times, default=0)
+
+
+def test_the_xla_handlers_are_built_without_jax_and_outside_the_checkout(tmp_path):
+    start = time.time()
+    r = subprocess.run([sys.executable, "-c", BUILD, str(tmp_path)], cwd=PY, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert newest(os.path.join(PY, "build")) < start                 # nothing built in the checkout
+    probe = "import luaptx._core as c, sys; print(c.__file__.startswith(sys.argv[1]), hasattr(c, 'xla_handlers'))"
+    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "True"]
