@@ -139,7 +139,9 @@ def _launch(spec, tensors, stream):
         if isinstance(e, LuaError):
             raise
         for i, t in enumerate(tensors):
-            _guard_of(type(t))(spec, t, i, True)
+            g = _guard_of(type(t))[i >= spec.nin]
+            if g is not None:
+                g(spec, t, i, True)
         raise
 
 
@@ -148,40 +150,37 @@ def _arg(spec, i):
     return f"input {i + 1}" if i < spec.nin else f"output {i - spec.nin + 1}"
 
 
-def _no_guard(spec, t, i, failed=False):
-    """Tensors of types with nothing to check in Python (numpy, ...)."""
-
-
-def _numpy_guard(spec, t, i, failed=False):
+def _numpy_output(spec, t, i, failed=False):
     """A read-only numpy array is no output."""
-    if i >= spec.nin and not t.flags.writeable:
+    if not t.flags.writeable:
         raise ValueError(f"{spec.label}: {_arg(spec, i)} is read-only (numpy writeable=False); "
                          "outputs are written in place: pass a writable array, or leave the outputs out")
 
 
-def _jax_guard(spec, t, i, failed=False):
+def _jax_output(spec, t, i, failed=False):
     """JAX arrays are immutable: never an output."""
-    if i >= spec.nin:
-        raise ValueError(f"{spec.label}: {_arg(spec, i)} is a JAX array, which is immutable; outputs are written "
-                         "in place: leave the outputs out (they are allocated and returned), or use luaptx.jax.call")
+    raise ValueError(f"{spec.label}: {_arg(spec, i)} is a JAX array, which is immutable; outputs are written "
+                     "in place: leave the outputs out (they are allocated and returned), or use luaptx.jax.call")
 
 
+# Per tensor type: (the check of an input, of an output), None for none.
 _GUARDS = {}
 
 
 def _guard_of(tp):
-    """The check of tensors of type tp that only Python can do (cached)."""
+    """The checks of tensors of type tp that only Python can do (cached)."""
     g = _GUARDS.get(tp)
     if g is None:
         mod = tp.__module__.split(".")[0]
         if mod == "torch":
-            from .torch import _guard as g
+            from .torch import _guard as check
+            g = (check, check)
         elif mod in ("jax", "jaxlib"):
-            g = _jax_guard
+            g = (None, _jax_output)
         elif tp.__name__ == "ndarray" and mod == "numpy":
-            g = _numpy_guard
+            g = (None, _numpy_output)
         else:
-            g = _no_guard
+            g = (None, None)
         _GUARDS[tp] = g
     return g
 
@@ -189,9 +188,11 @@ def _guard_of(tp):
 def _guard(spec, tensors):
     """Refuse what the C side cannot see: immutable or read-only outputs,
     torch tensors needing a gradient, meta tensors, functorch transforms."""
+    nin = spec.nin
     for i, t in enumerate(tensors):
         g = _GUARDS.get(type(t)) or _guard_of(type(t))
-        if g is not _no_guard:
+        g = g[i >= nin]
+        if g is not None:
             g(spec, t, i)
 
 

@@ -65,12 +65,12 @@ def _guard(spec, t, i, failed=False):
     gradient (a kernel called directly is invisible to autograd), a meta
     tensor, a tensor under a torch.func transform. `failed`: explaining a
     launch that failed (only then the costlier checks run)."""
-    k, arg = spec.label, luaptx._arg(spec, i)
     if t.requires_grad and _grad_enabled():
-        raise TypeError(f"{k}: {arg} requires grad, but a kernel called directly is invisible to autograd; "
+        raise TypeError(f"{spec.label}: {luaptx._arg(spec, i)} requires grad, but a kernel called directly is invisible to autograd; "
                         "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())")
     if not failed:
         return
+    k, arg = spec.label, luaptx._arg(spec, i)
     if _functorch() is not None or torch._C._functorch.is_functorch_wrapped_tensor(t):
         raise TypeError(f"{k}: {arg} is a tensor under a torch.func transform (vmap, grad, jvp), which a kernel "
                         "called directly does not support; call the kernel through luaptx.torch.op or "

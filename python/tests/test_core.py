@@ -278,3 +278,18 @@ def test_scripts_and_kernels_pickle_by_reference(ks, tmp_path):
     copy.write_text(text + "\n-- changed\n")
     with pytest.raises(luaptx.LuaError, match=r"k\.lua: the script changed since it was pickled"):
         pickle.loads(data)
+
+
+@pytest.mark.xfail(strict=True, reason="binding moves to C (issue 27.1)")
+@pytest.mark.parametrize("shape", [(0, 8), (4, 0)])
+def test_empty_tensors_return_empty_outputs_without_launching(ks, shape):
+    y, r = ks.rms_norm_fwd(np.zeros(shape, np.float32), np.ones(shape[1], np.float32))
+    assert y.shape == shape and r.shape == (shape[0],)
+
+
+@pytest.mark.xfail(strict=True, reason="binding moves to C (issue 27.1)")
+def test_size_one_dims_take_any_stride(ks):
+    x, w = inputs(1, 8)
+    odd = np.lib.stride_tricks.as_strided(x, shape=(1, 8), strides=(1234 * 4, 4))   # numpy calls it C-contiguous
+    assert odd.flags.c_contiguous
+    np.testing.assert_allclose(ks.rms_norm_fwd(odd, w)[0], rms_ref(x, w), rtol=1e-5, atol=1e-6)
