@@ -23,7 +23,7 @@ import torch
 import luaptx
 from . import _parse_saved
 
-__all__ = ["op", "Op", "differentiable", "allocate", "DTYPES"]
+__all__ = ["op", "Op", "differentiable", "Differentiable", "allocate", "DTYPES"]
 
 # torch dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -58,6 +58,9 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _jit_tracing = torch._C._get_tracing_state
 _functorch = torch._C._functorch.peek_interpreter_stack
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_is_grad_tracking = torch._C._functorch.is_gradtrackingtensor
+_unwrapped = torch._C._functorch.get_unwrapped
 
 
 def _guard(spec, t, i, failed=False):
@@ -84,12 +87,13 @@ def _eager(tensors):
     """May a call on these tensors skip torch's dispatcher? Only for plain
     contiguous tensors needing no gradient, outside torch.compile, jit
     tracing, torch function or dispatch modes (FakeTensorMode, export)
-    and functorch transforms: then the op's result is the kernel's alone."""
-    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None or _functorch() is not None:
+    and functorch transforms of these tensors: then the op's result is the
+    kernel's alone."""
+    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None:
         return False
-    grad = _grad_enabled()
+    grad, transformed = _grad_enabled(), _functorch() is not None
     for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
             return False
     return True
 
@@ -224,7 +228,7 @@ def _op_ref(kernel, name, params):
     return op(kernel, name=name, **dict(params))
 
 
-def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, name=None, **params):
+def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **params):
     """A differentiable function from a forward and a backward kernel.
 
     fwd(inputs...) -> outputs; the function returns its first `returns`
@@ -232,11 +236,11 @@ def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, name=
     backward). bwd takes the saved tensors (save_for_backward: "input I" /
     "output O", 1-based, in order) then the gradients of the returned
     outputs, and returns one gradient per forward input. The pair is a
-    custom op of its own (`name`, or luaptx::<script>__<fwd>_grad_<hash of
-    both kernels, the saved tensors and returns>) wired with
-    torch.library.register_autograd: `op(fwd)` stays without autograd, and
-    two pairs over one forward keep their own backward. Works in eager
-    mode, under torch.compile and gradcheck."""
+    torch.autograd.Function of its own (setup_context, a generated vmap
+    rule) over the ops of both kernels (`op`): `op(fwd)` stays without
+    autograd, two pairs over one forward keep their own backward, and it
+    works eagerly, under torch.compile, gradcheck, torch.func.grad and
+    torch.func.vmap (the kernels then run once per batch element)."""
     fspec, bspec = fwd.specialize(**params), bwd.specialize()
     nin, nout = len(fspec.in_specs), len(fspec.out_specs)
     returns = nout if returns is None else returns
@@ -245,42 +249,101 @@ def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, name=
         raise ValueError(f'differentiable: kernel "{bwd.name}" ({bspec.where}) must take the {len(saved)} saved tensor(s) '
                          f"then {returns} gradient(s) ({len(saved) + returns} inputs) and return {nin} gradient(s) "
                          f"(one per input of \"{fwd.name}\"); it takes {len(bspec.in_specs)} and returns {len(bspec.out_specs)}")
-    key = f"{fspec.key}|grad {bspec.key}|saved {','.join(save_for_backward)}|returns {returns}"
-    name = name or _default_name(fwd, fspec, f"_grad_{luaptx._digest(key)[:8]}")
-    found = _ops.get((id(fspec), name))
+    return Differentiable(fwd, bwd, tuple(save_for_backward), returns, params, saved)
+
+
+class Differentiable:
+    """A forward/backward kernel pair as a differentiable function (see
+    differentiable); pickled by reference (both kernels and the contract)."""
+
+    def __init__(self, fwd, bwd, save_for_backward, returns, params, saved):
+        self._args = (fwd, bwd, save_for_backward, returns, tuple(sorted(params.items())))
+        self.fop, self.returns = op(fwd, **params), returns
+        fspec, bspec = fwd.specialize(**params), bwd.specialize()
+        self.bop = _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns)
+        # what the Function's methods close over is only what torch.compile
+        # can trace: the ops (torch OpOverloads), their keys and names
+        fcall, fkey, fname = self.fop.custom._opoverload, fspec.key, self.fop.name
+        bcall, bkey, bname = self.bop.custom._opoverload, self.bop._key, self.bop.name
+
+        def forward(*tensors):
+            return _run(fcall, fkey, fname, tensors)
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*[inputs[i] if role == "input" else output[i] for role, i in saved])
+
+        def backward(ctx, *grads):
+            # autograd materialises the gradients of unused outputs as zeros
+            return _run(bcall, bkey, bname, (*ctx.saved_tensors, *[g.contiguous() for g in grads[:returns]]))
+
+        self.function = type(f"{fwd.name}_with_{bwd.name}", (torch.autograd.Function,), {
+            "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+            "backward": staticmethod(backward), "generate_vmap_rule": True})
+        self.__name__ = fwd.name
+        self.__doc__ = f"{fwd.name} with its backward {bwd.name} (luaptx.torch.differentiable)"
+
+    def __call__(self, *tensors):
+        outs = self.fop(*tensors) if _eager(tensors) else self.function.apply(*tensors)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return outs[0] if self.returns == 1 else outs[:self.returns]
+
+    def __reduce__(self):
+        fwd, bwd, save, returns, params = self._args
+        return _pair_ref, (fwd, bwd, save, returns, params)
+
+    def __repr__(self):
+        return f"<luaptx.torch.differentiable {self.__name__}>"
+
+
+def _ungrad(t, name):
+    """t without torch.func.grad's wrapper (the kernels are opaque to it);
+    two grad levels (a second derivative) are refused: beneath them the
+    result would be a constant, its derivative a silent zero."""
+    if not _is_grad_tracking(t):
+        return t
+    t = _unwrapped(t)
+    if _is_grad_tracking(t):
+        raise RuntimeError(f"luaptx: {name} under nested torch.func.grad: a differentiable pair has no second derivative")
+    return t
+
+
+def _run(call, key, name, tensors):
+    """A pair's kernel inside its autograd.Function: the op when traced
+    (torch.compile) or transformed by vmap, a direct launch otherwise;
+    under torch.func.grad on the tensors beneath its wrappers (a pair has
+    no second derivative)."""
+    if _functorch() is not None and not _is_compiling():
+        tensors = tuple(_ungrad(t, name) for t in tensors)
+        if not any(_wrapped(t) for t in tensors):       # grad only: launch beneath functorch
+            with torch._C._DisableFuncTorch():
+                return luaptx._launch(_registered[name].spec, tuple(t.contiguous() for t in tensors), None)
+    outs = luaptx._launch(_registered[name].spec, tensors, None) if _eager(tensors) else call(*tensors, key)
+    return outs if isinstance(outs, tuple) else (outs,)
+
+
+def _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns):
+    """The backward kernel's op of one pair (registered once per pair, so
+    that no global op changes): its own autograd formula refuses a second
+    derivative, and lets torch.func transform through the pair's backward."""
+    key = f"{bspec.key}|grad of {fspec.key}|saved {','.join(save_for_backward)}|returns {returns}"
+    name = _default_name(bwd, bspec, f"_of_{fwd.name}_{luaptx._digest(key)[:8]}")
+    found = _ops.get((id(bspec), name))
     if found is not None:
         return found[1]
-    bop = op(bwd)
-    # the pair's op returns every forward output (the saved ones feed the backward)
-    custom, created = _register(name, fspec, key, nout)
-    # the op checks the pair's key: a graph of another pair under this name is refused
-    pair = Op(custom, fspec, name, params, (_pair_ref, (fwd, bwd, tuple(save_for_backward), returns, name,
-                                                         tuple(sorted(params.items())))))
-    pair._key = key
+    custom, created = _register(name, bspec, key, len(bspec.out_specs))
 
-    def setup_context(ctx, inputs, output):
-        outs = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*[inputs[i] if role == "input" else outs[i] for role, i in saved])
-
-    def backward(ctx, *grads):
-        # autograd materialises the gradients of unused outputs as zeros
-        gin = bop(*ctx.saved_tensors, *[g.contiguous() for g in grads[:returns]])
-        return (gin if isinstance(gin, tuple) else (gin,)) + (None,)
+    def no_second_derivative(ctx, *grads):
+        raise RuntimeError(f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
+                           "it has no derivative of its own (no double backward)")
 
     if created:
-        custom.register_autograd(backward, setup_context=setup_context)
-
-    def function(*tensors):
-        outs = pair(*tensors)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        return outs[0] if returns == 1 else outs[:returns]
-    function.__name__ = fwd.name
-    function.__doc__ = f"{fwd.name} with its backward {bwd.name} (luaptx.torch.differentiable, op {name})"
-    function.op = pair
-    _ops[(id(fspec), name)] = (fspec, function)
-    return function
+        custom.register_autograd(no_second_derivative, setup_context=lambda ctx, inputs, output: None)
+    wrapped = Op(custom, bspec, name, {}, None)
+    wrapped._key = key
+    _ops[(id(bspec), name)] = (bspec, wrapped)
+    return wrapped
 
 
-def _pair_ref(fwd, bwd, saved, returns, name, params):
-    """Unpickle a differentiable pair's Op."""
-    return differentiable(fwd, bwd, saved, returns, name=name, **dict(params)).op
+def _pair_ref(fwd, bwd, save_for_backward, returns, params):
+    """Unpickle a differentiable pair."""
+    return differentiable(fwd, bwd, save_for_backward, returns, **dict(params))
