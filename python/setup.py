@@ -8,6 +8,7 @@ or third_party/'s copy); jax is imported only to find its headers.
 """
 import atexit
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,6 +23,12 @@ LIB = os.path.join(BUILD, "libluaptx.a")
 if not os.path.exists(LIB):
     raise SystemExit(f"luaptx: {LIB} is missing; build the C library first (`make build` in {ROOT}) "
                      "or point LUAPTX_BUILD_DIR at a CMake build of luaptx")
+
+
+def version():
+    """LUAPTX_VERSION of src/luaptx.h: the package's version is the C library's."""
+    with open(os.path.join(ROOT, "src", "luaptx.h")) as f:
+        return re.search(r'#define LUAPTX_VERSION "([^"]+)"', f.read()).group(1)
 
 
 def pkg_config(flag):
@@ -65,4 +72,4 @@ core = Extension(
     extra_link_args=pkg_config("--libs") + ["-lm", "-ldl", "-lpthread"],
 )
 
-setup(ext_modules=[core], options={"build": {"build_base": BUILD_BASE}, "bdist_wheel": {"py_limited_api": "cp310"}})
+setup(version=version(), ext_modules=[core], options={"build": {"build_base": BUILD_BASE}, "bdist_wheel": {"py_limited_api": "cp310"}})

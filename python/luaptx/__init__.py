@@ -19,6 +19,8 @@ import weakref
 from . import _core
 from ._core import LuaError
 
+__version__ = _core.version    # the C library's LUAPTX_VERSION, as `luaptx --version` says
+
 __all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS"]
 
 # Specialisations a Kernel keeps (least recently used evicted first): each

@@ -983,6 +983,7 @@ PyMODINIT_FUNC PyInit__core(void)
   if (!s_dlpack || !s_xc_attr || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
+  if (PyModule_AddStringConstant(m, "version", LUAPTX_VERSION)) { Py_DECREF(m); return NULL; }
   Py_INCREF(LuaError);
   return m;
 }

@@ -33,3 +33,12 @@ def test_the_xla_handlers_are_built_without_jax_and_outside_the_checkout(tmp_pat
                        env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["True", "True"]
+
+
+def test_the_version_is_the_c_librarys():
+    import importlib.metadata
+    import luaptx
+    out = subprocess.run([os.path.join(ROOT, "build", "luaptx"), "--version"], capture_output=True, text=True).stdout
+    assert out.split()[:2] == ["luaptx", luaptx.__version__]
+    assert importlib.metadata.version("luaptx") == luaptx.__version__
+    assert "numpy" in (importlib.metadata.requires("luaptx") or [])
