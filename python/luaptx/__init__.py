@@ -267,17 +267,22 @@ class Kernel:
         object with .cuda_stream) instead of the producer's current one."""
         s = self._default if not params and self._default is not None else self.specialize(**params)
         _guard(s, tensors)
+        if stream is not None:
+            stream = _stream(stream, self.script)
         # CUDA tensors: the producer's current stream (looked up in C)
-        outs = _launch(s, tensors, _stream(stream))
+        outs = _launch(s, tensors, stream)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):
         return f"<luaptx kernel {self.name} ({self.script.path})>"
 
 
-def _stream(stream):
-    """A stream argument as a CUstream int (None: the producer's)."""
-    if stream is None or isinstance(stream, int) and not isinstance(stream, bool):
+def _stream(stream, script):
+    """A stream argument as a CUstream int, for a script on the GPU."""
+    if script.device.startswith("emu"):
+        raise TypeError(f"stream={stream!r}: streams are for CUDA tensors; {script.path} runs on the emulator "
+                        "(its calls return when done)")
+    if isinstance(stream, int) and not isinstance(stream, bool):
         return stream
     handle = getattr(stream, "cuda_stream", None)
     if isinstance(handle, int):

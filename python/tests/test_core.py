@@ -293,3 +293,8 @@ def test_size_one_dims_take_any_stride(ks):
     odd = np.lib.stride_tricks.as_strided(x, shape=(1, 8), strides=(1234 * 4, 4))   # numpy calls it C-contiguous
     assert odd.flags.c_contiguous
     np.testing.assert_allclose(ks.rms_norm_fwd(odd, w)[0], rms_ref(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_a_stream_on_the_emulator_is_refused_saying_why(ks):
+    with pytest.raises(TypeError, match=r"stream=7: streams are for CUDA tensors; .*rms_norm\.lua runs on the emulator"):
+        ks.noop(np.zeros(1, np.float32), stream=7)

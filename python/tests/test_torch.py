@@ -385,3 +385,13 @@ def test_pairs_pickle_by_reference(ks):
     w = torch.rand(8) + 0.5
     back(x, w).sum().backward()
     torch.testing.assert_close(x.grad, torch.func.grad(lambda x: rms_ref(x, w).sum())(x.detach()), rtol=1e-4, atol=1e-5)
+
+
+@gpu
+def test_a_stream_argument_queues_the_launch_there(ks_cuda):
+    x, w = torch.randn(4, 64, device="cuda"), torch.rand(64, device="cuda") + 0.5
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    y, _ = ks_cuda.rms_norm_fwd(x, w, stream=s)
+    s.synchronize()
+    torch.testing.assert_close(y, rms_ref(x, w))
