@@ -65,11 +65,11 @@ test: deps build sass-tools
 # wheels: PyPI's Linux torch brings its CUDA libraries), the package built
 # against $(BUILD)/libluaptx.a, and its tests on CPU tensors (the emulator).
 PY_VENV = $(BUILD)/pyvenv
-PY_DEPS = pytest numpy jax torch setuptools
+PY_DEPS = pytest numpy jax torch setuptools flatbuffers
 test-python: deps build python-env python-check
 
 python-env:
-	@if $(PY_VENV)/bin/python -c "import pytest, numpy, jax, torch" 2>/dev/null; then exit 0; fi; \
+	@if $(PY_VENV)/bin/python -c "import pytest, numpy, jax, torch, flatbuffers" 2>/dev/null; then exit 0; fi; \
 	echo "make test-python: installing $(PY_DEPS) into $(PY_VENV)"; \
 	{ test -x $(PY_VENV)/bin/pip || python3 -m venv $(PY_VENV); } && \
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check $(PY_DEPS)

@@ -67,7 +67,9 @@ def main():
         rows.append(("torch eager k(x, y), outputs given", per_call(lambda: k(tx, ty), a.iters, a.repeats)))
         rows.append(("torch eager k(x), output allocated", per_call(lambda: k(tx), a.iters, a.repeats)))
         rows.append(("torch eager lt.op(k)(x)", per_call(lambda: op(tx), a.iters, a.repeats)))
-        rows.append(("torch custom op lt.op(k).custom(x) (dispatcher)", per_call(lambda: op.custom(tx), a.iters, a.repeats)))
+        key = k.specialize().key         # the op's last argument: its kernel's key
+        rows.append(("torch custom op lt.op(k).custom(x, key) (dispatcher)",
+                     per_call(lambda: op.custom(tx, key), a.iters, a.repeats)))
     except ImportError as e:
         print(f"torch paths skipped: {e}", file=sys.stderr)
     try:

@@ -3,11 +3,15 @@
 The library is found in $LUAPTX_BUILD_DIR, else ../build beside this
 directory: build it first (`make build` at the repository root). The
 extension uses CPython's limited API (3.10+), so one wheel serves every
-later CPython. Nothing here imports torch or jax.
+later CPython. luaptx.jax's XLA handlers are always built (jax's headers,
+or third_party/'s copy); jax is imported only to find its headers.
 """
+import atexit
 import os
 import shlex
+import shutil
 import subprocess
+import tempfile
 
 from setuptools import Extension, setup
 
@@ -36,25 +40,30 @@ def pkg_config(flag):
 
 
 def xla_include():
-    """jax's XLA FFI headers when jax is installed (the XLA handlers of
-    luaptx.jax are built only then; nothing else needs jax)."""
+    """XLA's FFI C API headers for luaptx.jax's handlers: jax's own when jax
+    is importable here, else the copy in third_party/ (pip's build
+    isolation has no jax): the handlers are always built."""
     try:
         import jax.ffi
         inc = jax.ffi.include_dir()
-    except Exception:  # noqa: BLE001 - any failure means: no jax here
-        return None
-    return inc if os.path.exists(os.path.join(inc, "xla", "ffi", "api", "c_api.h")) else None
+        if os.path.exists(os.path.join(inc, "xla", "ffi", "api", "c_api.h")):
+            return inc
+    except Exception:  # noqa: BLE001 - any failure means: no usable jax here
+        pass
+    return os.path.join(HERE, "third_party")
 
 
 XLA = xla_include()
-if XLA is None:
-    print("luaptx: jax is not installed: building without the XLA FFI handlers (luaptx.jax needs them)")
+# Build in a fresh temporary directory: a stale python/build (objects of
+# another configuration) never leaks into a later build.
+BUILD_BASE = tempfile.mkdtemp(prefix="luaptx-build-")
+atexit.register(shutil.rmtree, BUILD_BASE, True)
 
 core = Extension(
     "luaptx._core",
     sources=["luaptx/_core.c"],
-    include_dirs=[os.path.join(ROOT, "src")] + ([XLA] if XLA else []),
-    define_macros=[("Py_LIMITED_API", "0x030A0000")] + ([("LUAPTX_XLA", "1")] if XLA else []),
+    include_dirs=[os.path.join(ROOT, "src"), XLA],
+    define_macros=[("Py_LIMITED_API", "0x030A0000"), ("LUAPTX_XLA", "1")],
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra"] + pkg_config("--cflags"),
     extra_objects=[LIB],
@@ -62,4 +71,4 @@ core = Extension(
     extra_link_args=pkg_config("--libs") + ["-lm", "-ldl", "-lpthread"],
 )
 
-setup(version=version(), ext_modules=[core], options={"bdist_wheel": {"py_limited_api": "cp310"}})
+setup(version=version(), ext_modules=[core], options={"build": {"build_base": BUILD_BASE}, "bdist_wheel": {"py_limited_api": "cp310"}})

@@ -121,7 +121,9 @@ LUAPTX_API const char *luaptx_kernel_names(luaptx_state *S);
 
 /* The kernel's tensor boundary as text, for hosts that bind shapes and
  * allocate outputs themselves (owned by the kernel): "where FILE:LINE" (the
- * kernel's definition), then one line per in_spec "in DTYPE DIMS" and per
+ * kernel's definition), "params NAMES" (the template values the kernel
+ * declares, its params and raw_params, comma-separated; "-" for none),
+ * then one line per in_spec "in DTYPE DIMS" and per
  * out_spec "out DTYPE DIMS"; DTYPE a PTX type name (f32, bf16, s32...),
  * DIMS comma-separated numbers or symbol names ("-" for a scalar). */
 LUAPTX_API const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);

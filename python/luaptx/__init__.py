@@ -10,17 +10,22 @@ Any tensor with ``__dlpack__`` crosses (numpy, torch, jax, cupy), zero-copy:
 CPU tensors run on the CPU emulator, CUDA tensors on the GPU. PyTorch and
 JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
+import collections
+import hashlib
 import os
-from importlib.metadata import version as _dist_version
+import re
+import weakref
 
 from . import _core
 from ._core import LuaError
 
-__all__ = ["load", "load_string", "Kernel", "Script", "LuaError"]
+__version__ = _core.version    # the C library's LUAPTX_VERSION, as `luaptx --version` says
 
-# The installed package's version: VERSION at the root of the tree, which
-# setup.py reads (the same as `luaptx --version` and pyptx.version).
-__version__ = _dist_version("luaptx")
+__all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS"]
+
+# Specialisations a Kernel keeps (least recently used evicted first): each
+# distinct set of template values is one.
+MAX_SPECIALIZATIONS = 64
 
 # numpy dtype names for the PTX types luaptx tensors use (bf16 has none).
 NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "s8": "int8", "s16": "int16",
@@ -83,10 +88,15 @@ class Specialization:
     def __init__(self, kernel, params):
         self.kernel, self.params = kernel, dict(params)
         self.handle = _core.kernel(kernel.script._state, kernel.name, _params_text(params))
+        self.key = f"{kernel.script.ref}:{kernel.name}:{_params_text(params)}"
         lines = _core.specs(self.handle).split("\n")
         self.where = lines[0][len("where "):]
-        specs = []
+        self.label = f'kernel "{kernel.name}" ({self.where})'
+        specs, self.param_names = [], ()
         for line in lines[1:]:
+            if line.startswith("params "):
+                self.param_names = () if line == "params -" else tuple(line[len("params "):].split(","))
+                continue
             role, dtype, dims = line.split(" ")
             parsed = () if dims == "-" else tuple(int(d) if d.lstrip("-").isdigit() else d for d in dims.split(","))
             specs.append(Spec(role, dtype, parsed))
@@ -117,24 +127,117 @@ class Specialization:
         """Launch on tensors (inputs, then outputs: allocated when left out);
         returns the outputs as a tuple. stream: None (a CUDA tensor's
         producer's current stream) or a CUstream as an int."""
-        return _core.launch(self.handle, tuple(tensors), _alloc, stream)
+        tensors = tuple(tensors)
+        _guard(self, tensors)
+        return _launch(self, tensors, stream)
+
+
+def _launch(spec, tensors, stream):
+    """_core.launch, with a failure explained per argument where Python
+    knows more than the C side (a meta tensor, a functorch transform)."""
+    try:
+        return _core.launch(spec.handle, tensors, _alloc, stream)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        if isinstance(e, LuaError):
+            raise
+        for i, t in enumerate(tensors):
+            g = _guard_of(type(t))[i >= spec.nin]
+            if g is not None:
+                g(spec, t, i, True)
+        raise
+
+
+def _arg(spec, i):
+    """The name of tensor i of a call: "input I" or "output O" (1-based)."""
+    return f"input {i + 1}" if i < spec.nin else f"output {i - spec.nin + 1}"
+
+
+def _numpy_output(spec, t, i, failed=False):
+    """A read-only numpy array is no output."""
+    if not t.flags.writeable:
+        raise ValueError(f"{spec.label}: {_arg(spec, i)} is read-only (numpy writeable=False); "
+                         "outputs are written in place: pass a writable array, or leave the outputs out")
+
+
+def _jax_output(spec, t, i, failed=False):
+    """JAX arrays are immutable: never an output."""
+    raise ValueError(f"{spec.label}: {_arg(spec, i)} is a JAX array, which is immutable; outputs are written "
+                     "in place: leave the outputs out (they are allocated and returned), or use luaptx.jax.call")
+
+
+# Per tensor type: (the check of an input, of an output), None for none.
+_GUARDS = {}
+
+
+def _guard_of(tp):
+    """The checks of tensors of type tp that only Python can do (cached)."""
+    g = _GUARDS.get(tp)
+    if g is None:
+        mod = tp.__module__.split(".")[0]
+        if mod == "torch":
+            from .torch import _guard as check
+            g = (check, check)
+        elif mod in ("jax", "jaxlib"):
+            g = (None, _jax_output)
+        elif tp.__name__ == "ndarray" and mod == "numpy":
+            g = (None, _numpy_output)
+        else:
+            g = (None, None)
+        _GUARDS[tp] = g
+    return g
+
+
+def _guard(spec, tensors):
+    """Refuse what the C side cannot see: immutable or read-only outputs,
+    torch tensors needing a gradient, meta tensors, functorch transforms."""
+    nin = spec.nin
+    for i, t in enumerate(tensors):
+        g = _GUARDS.get(type(t)) or _guard_of(type(t))
+        g = g[i >= nin]
+        if g is not None:
+            g(spec, t, i)
 
 
 class Kernel:
-    """A kernel of a loaded script; call it on tensors (see the module doc)."""
+    """A kernel of a loaded script; call it on tensors (see the module doc).
+    Pickled by reference: its script (path or text, checked by hash) and name."""
 
     def __init__(self, script, name):
         self.script, self.name = script, name
-        self._specs, self._default = {}, None
+        self._specs, self._default, self._names = collections.OrderedDict(), None, None
+
+    def __reduce__(self):
+        return _kernel_of, (self.script, self.name)
+
+    def _check_names(self, params):
+        """TypeError for keywords that are no template value of the kernel
+        (its params, raw_params, symbolic dims, or arch)."""
+        if self._names is None:
+            d = self.specialize()
+            dims = {x for s in d.in_specs + d.out_specs for x in s.dims if isinstance(x, str)}
+            self._names = frozenset(d.param_names) | dims | {"arch"}
+        unknown = sorted(set(params) - self._names)
+        if unknown:
+            d = self._default
+            raise TypeError(f"{d.label}: unknown template value(s) {', '.join(unknown)}; valid: "
+                            f"{', '.join(sorted(self._names))}" + (" (stream= is a launch option of a call, not a "
+                                                                   "template value)" if "stream" in unknown else ""))
 
     def specialize(self, **params):
-        """The specialisation for these template values (cached)."""
+        """The specialisation for these template values (cached: the
+        MAX_SPECIALIZATIONS most recently used are kept)."""
         key = tuple(sorted(params.items()))
         s = self._specs.get(key)
-        if s is None:
-            s = self._specs[key] = Specialization(self, params)
-            if not key:
-                self._default = s
+        if s is not None:
+            self._specs.move_to_end(key)
+            return s
+        if params:
+            self._check_names(params)
+        s = self._specs[key] = Specialization(self, params)
+        if not key:
+            self._default = s
+        while len(self._specs) > MAX_SPECIALIZATIONS:
+            self._specs.popitem(last=False)
         return s
 
     @property
@@ -156,27 +259,56 @@ class Kernel:
             report[key] = value if key == "arch" else int(value)
         return report
 
-    def __call__(self, *tensors, **params):
+    def __call__(self, *tensors, stream=None, **params):
         """Launch on the inputs (outputs allocated like the first input and
         returned) or on the inputs and outputs (written in place, returned).
-        One output is returned as is, several as a tuple."""
+        One output is returned as is, several as a tuple. Keywords are
+        template values; stream= a CUDA stream (an int CUstream, or an
+        object with .cuda_stream) instead of the producer's current one."""
         s = self._default if not params and self._default is not None else self.specialize(**params)
+        _guard(s, tensors)
+        if stream is not None:
+            stream = _stream(stream, self.script)
         # CUDA tensors: the producer's current stream (looked up in C)
-        outs = _core.launch(s.handle, tensors, _alloc, None)
+        outs = _launch(s, tensors, stream)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):
         return f"<luaptx kernel {self.name} ({self.script.path})>"
 
 
+def _stream(stream, script):
+    """A stream argument as a CUstream int, for a script on the GPU."""
+    if script.device.startswith("emu"):
+        raise TypeError(f"stream={stream!r}: streams are for CUDA tensors; {script.path} runs on the emulator "
+                        "(its calls return when done)")
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)
+    if isinstance(handle, int):
+        return handle
+    raise TypeError(f"stream={stream!r}: valid values are None, a CUstream as an int, or a stream with .cuda_stream")
+
+
+def _kernel_of(script, name):
+    """Unpickle a Kernel: its script's kernel of that name."""
+    return script[name]
+
+
 class Script:
     """A loaded kernel script: its kernels by name (``s["rms_norm"]`` or
-    ``s.rms_norm``), iterable over the names."""
+    ``s.rms_norm``), iterable over the names. Pickled by reference: a
+    file's path and hash (unpickling loads the file, refused if it
+    changed), or a string's text."""
 
-    def __init__(self, state, path):
-        self._state, self.path = state, path
+    def __init__(self, state, path, digest, origin):
+        self._state, self.path, self.digest, self._origin = state, path, digest, origin
+        self.ref = f"{os.path.basename(path)}#{digest}"
         names = _core.names(state)
         self.kernels = {n: Kernel(self, n) for n in (names.split(",") if names else [])}
+
+    def __reduce__(self):
+        return _script_of, self._origin + (self.digest,)
 
     def __getitem__(self, name):
         try:
@@ -185,7 +317,7 @@ class Script:
             raise KeyError(f"no kernel named {name!r} in {self.path} (it defines: {', '.join(self.kernels) or 'nothing'})") from None
 
     def __getattr__(self, name):
-        if name.startswith("_") or name in ("kernels", "path"):
+        if name.startswith("_") or name in ("kernels", "path", "digest", "ref"):
             raise AttributeError(name)
         try:
             return self[name]
@@ -207,31 +339,66 @@ class Script:
         return _core.device(self._state)
 
 
+def _digest(data):
+    """The content hash naming a script in keys (sha256, 16 hex digits)."""
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()[:16]
+
+
 def _open(device, lua_path, cache_dir):
     if device not in ("auto", "emu", "cuda"):
         raise ValueError(f"luaptx: unknown device {device!r}; valid: 'auto', 'emu', 'cuda'")
-    return _core.open(device, lua_path, cache_dir, True)
+    state = _core.open(device, lua_path, cache_dir, True)
+    if device == "cuda":
+        try:
+            _core.device(state)          # a missing GPU fails here, not at the first call
+        except LuaError as e:     # the message, without the Lua position inside luaptx
+            raise LuaError(f'luaptx: device="cuda": {re.sub(r"^[^:]*pyptx/[^:]*:[0-9]+: ", "", str(e))}') from None
+    return state
+
+
+# Scripts loaded by unpickling, by their origin and hash: a worker
+# unpickling many kernels of one script loads it once.
+_unpickled = weakref.WeakValueDictionary()
+
+
+def _script_of(kind, ref, name, device, lua_path, cache_dir, digest):
+    """Unpickle a Script: load the file again (refused when its hash
+    changed) or the text; shared by every unpickled reference to it."""
+    key = (kind, ref, name, device, lua_path, cache_dir, digest)
+    s = _unpickled.get(key)
+    if s is None:
+        if kind == "file":
+            s = load(ref, device=device, lua_path=lua_path, cache_dir=cache_dir)
+            if s.digest != digest:
+                raise LuaError(f"luaptx: unpickling {ref}: the script changed since it was pickled "
+                               f"(hash {s.digest}, pickled {digest})")
+        else:
+            s = load_string(ref, name, device=device, lua_path=lua_path, cache_dir=cache_dir)
+        _unpickled[key] = s
+    return s
 
 
 def load(path, device="auto", lua_path=None, cache_dir=None):
     """Load a kernel script; returns its kernels by name (a Script).
 
     device: "auto" (the GPU when there is one, else the emulator), "emu" or
-    "cuda". lua_path: extra package.path entries; the script's directory and
-    the current directory are searched too, so scripts can require modules
-    beside them (``require "kernels.norms"``)."""
+    "cuda" (a LuaError here without a GPU). lua_path: extra package.path
+    entries; the script's directory and the current directory are searched
+    too, so scripts can require modules beside them (``require "kernels.norms"``)."""
     path = os.fspath(path)
     extra = [os.path.join(os.path.dirname(os.path.abspath(path)), "?.lua"), os.path.join(os.getcwd(), "?.lua")]
     state = _open(device, ";".join(([lua_path] if lua_path else []) + extra), cache_dir)
     _core.load(state, path, None)
-    return Script(state, path)
+    with open(path, "rb") as f:
+        digest = _digest(f.read())
+    return Script(state, path, digest, ("file", os.path.abspath(path), None, device, lua_path, cache_dir))
 
 
 def load_string(chunk, name="=(python)", device="auto", lua_path=None, cache_dir=None):
     """Load a kernel script from a string (name: its chunk name for errors)."""
     state = _open(device, ";".join(([lua_path] if lua_path else []) + [os.path.join(os.getcwd(), "?.lua")]), cache_dir)
     _core.load(state, chunk, name)
-    return Script(state, name.lstrip("=@"))
+    return Script(state, name.lstrip("=@"), _digest(chunk), ("string", chunk, name, device, lua_path, cache_dir))
 
 
 def _parse_saved(names, nin, nout):

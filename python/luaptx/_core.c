@@ -209,6 +209,7 @@ static int parse_specs(py_kernel *k, const char *text)
     char line[640];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
     if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
+    else if (strncmp(line, "params ", 7) == 0) { /* template value names: luaptx/__init__.py reads them */ }
     else if (parse_spec(k, line)) return -1;
     p += n + (nl != NULL);
   }
@@ -270,14 +271,87 @@ static PyObject *py_ptx(PyObject *self, PyObject *args) { (void)self; return ker
 static PyObject *py_specs(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_specs); }
 static PyObject *py_check(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_check); }
 
-/* kernel_address(kernel) -> the luaptx_kernel* as an int (for the XLA FFI). */
-static PyObject *py_kernel_address(PyObject *self, PyObject *args)
+static void learn_device(py_state *st);
+
+/* ------------------------------------------------- the XLA registry
+ * Kernels called from JAX are named in the HLO by a stable key (script
+ * hash, kernel name, template values: luaptx.jax builds it), never by an
+ * address: compiled and exported executables outlive the Python objects.
+ * The registry maps (key, device kind) to a kernel for the life of the
+ * process: a registered kernel's capsule is never released, and a key
+ * registered again (a script reloaded) points at the newer kernel while
+ * the older one stays alive for executables already running it. */
+typedef struct {
+  char *key;
+  size_t len;
+  int kind;                /* kDLCPU (the emulator) or kDLCUDA */
+  py_kernel *k;
+} xla_entry;
+
+static xla_entry *xla_reg;
+static size_t xla_nreg, xla_cap;
+static pthread_mutex_t xla_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The registered kernel of key on device kind, or NULL (any thread). */
+static py_kernel *xla_find(const char *key, size_t len, int kind)
+{
+  py_kernel *k = NULL;
+  pthread_mutex_lock(&xla_lock);
+  for (size_t i = 0; i < xla_nreg && !k; i++)
+    if (xla_reg[i].kind == kind && xla_reg[i].len == len && memcmp(xla_reg[i].key, key, len) == 0) k = xla_reg[i].k;
+  pthread_mutex_unlock(&xla_lock);
+  return k;
+}
+
+/* Point key (on k's device kind) at k, adding an entry when new. */
+static int xla_put(const char *key, size_t len, py_kernel *k)
+{
+  int rc = 0;
+  pthread_mutex_lock(&xla_lock);
+  size_t i = 0;
+  while (i < xla_nreg && !(xla_reg[i].kind == k->st->device_kind && xla_reg[i].len == len && memcmp(xla_reg[i].key, key, len) == 0)) i++;
+  if (i == xla_nreg && xla_nreg == xla_cap) {
+    size_t cap = xla_cap ? 2 * xla_cap : 16;
+    xla_entry *grown = realloc(xla_reg, cap * sizeof *grown);
+    if (grown) { xla_reg = grown; xla_cap = cap; } else rc = -1;
+  }
+  if (rc == 0 && i == xla_nreg) {
+    char *copy = malloc(len + 1);
+    if (copy) {
+      memcpy(copy, key, len);
+      copy[len] = 0;
+      xla_reg[i] = (xla_entry){ copy, len, k->st->device_kind, k };
+      xla_nreg++;
+    } else rc = -1;
+  } else if (rc == 0) xla_reg[i].k = k;
+  pthread_mutex_unlock(&xla_lock);
+  return rc;
+}
+
+/* xla_register(key, kernel) -> the device kind ("cpu" or "cuda"): the
+ * kernel is launched by the XLA handler of that platform when an
+ * ffi_call names key; its capsule is kept for the life of the process. */
+static PyObject *py_xla_register(PyObject *self, PyObject *args)
 {
   PyObject *cap;
+  const char *key;
+  Py_ssize_t len;
   (void)self;
-  if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+  if (!PyArg_ParseTuple(args, "s#O", &key, &len, &cap)) return NULL;
   py_kernel *k = kernel_of(cap);
-  return k ? PyLong_FromVoidPtr(k) : NULL;
+  if (!k) return NULL;
+  if (!k->st->device_kind) {
+    pthread_mutex_lock(&k->st->lock);
+    learn_device(k->st);
+    const char *err = k->st->device_kind ? NULL : luaptx_error(k->st->S);
+    pthread_mutex_unlock(&k->st->lock);
+    if (err) { PyErr_SetString(LuaError, err); return NULL; }
+  }
+  if (xla_find(key, (size_t)len, k->st->device_kind) != k) {
+    if (xla_put(key, (size_t)len, k)) return PyErr_NoMemory();
+    Py_INCREF(cap);      /* for the life of the process: executables may name it */
+  }
+  return PyUnicode_FromString(k->st->device_kind == kDLCUDA ? "cuda" : "cpu");
 }
 
 /* ------------------------------------------------------------- DLPack */
@@ -606,8 +680,8 @@ static PyObject *py_c_launch_times(PyObject *self, PyObject *args)
 
 /* ---------------------------------------------------------- XLA's FFI
  * Built when jax's headers were found at build time (setup.py defines
- * LUAPTX_XLA): handlers for jax.ffi.ffi_call. The attribute "kernel" is
- * the py_kernel's address (kept alive by luaptx.jax); operands then
+ * LUAPTX_XLA): handlers for jax.ffi.ffi_call. The string attribute
+ * "kernel" is a key of the XLA registry (above); operands then
  * results are the kernel's tensors, launched on the emulator (cpu) or on
  * XLA's CUDA stream. */
 #ifdef LUAPTX_XLA
@@ -642,17 +716,30 @@ static int xla_tensor(const XLA_FFI_Buffer *b, int dev, DLTensor *t)
   return 0;
 }
 
-/* The py_kernel named by an int64 attribute ("kernel", "batched"), or NULL. */
-static py_kernel *xla_kernel(const XLA_FFI_Attrs *at, const char *name)
+/* The string attribute `name` ("kernel", "batched"): its bytes, or NULL. */
+static const XLA_FFI_ByteSpan *xla_attr(const XLA_FFI_Attrs *at, const char *name)
 {
   size_t len = strlen(name);
   for (int64_t i = 0; i < at->size; i++) {
     const XLA_FFI_ByteSpan *n = at->names[i];
-    if (at->types[i] == XLA_FFI_AttrType_SCALAR && n->len == len && memcmp(n->ptr, name, len) == 0) {
-      const XLA_FFI_Scalar *s = at->attrs[i];
-      if (s->dtype == XLA_FFI_DataType_S64) return (py_kernel *)(intptr_t)*(const int64_t *)s->value;
-    }
+    if (at->types[i] == XLA_FFI_AttrType_STRING && n->len == len && memcmp(n->ptr, name, len) == 0) return at->attrs[i];
   }
+  return NULL;
+}
+
+/* The registered kernel the attribute `name` names for device type dev;
+ * NULL with *err set (a missing attribute, or a key not registered). */
+static py_kernel *xla_kernel(const XLA_FFI_Api *api, const XLA_FFI_Attrs *at, const char *name, int dev, XLA_FFI_Error **err)
+{
+  const XLA_FFI_ByteSpan *key = xla_attr(at, name);
+  py_kernel *k = key ? xla_find(key->ptr, key->len, dev) : NULL;
+  if (k) return k;
+  char msg[512];
+  if (!key) snprintf(msg, sizeof msg, "luaptx: the ffi_call has no %s attribute (call it through luaptx.jax.call)", name);
+  else snprintf(msg, sizeof msg, "luaptx: kernel %.*s is not loaded for the %s platform in this process: load its script "
+                "(luaptx.load, device=\"%s\") and register the kernel (luaptx.jax.register(kernel, **params))",
+                (int)(key->len > 300 ? 300 : key->len), key->ptr, dev == kDLCUDA ? "CUDA" : "cpu", dev == kDLCUDA ? "cuda" : "emu");
+  *err = xla_error(api, msg);
   return NULL;
 }
 
@@ -690,9 +777,10 @@ static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
 {
   if (xla_metadata(f) || f->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
   const XLA_FFI_Api *api = f->api;
-  py_kernel *k = xla_kernel(&f->attrs, "kernel");
+  XLA_FFI_Error *err = NULL;
+  py_kernel *k = xla_kernel(api, &f->attrs, "kernel", dev, &err);
   int64_t n = f->args.size + f->rets.size;
-  if (!k) return xla_error(api, "luaptx: the ffi_call has no kernel attribute (call it through luaptx.jax.call)");
+  if (!k) return err;
   if (n > MAX_TENSORS) return xla_error(api, "luaptx: too many buffers");
   DLTensor ts[MAX_TENSORS], *tp[MAX_TENSORS];
   int64_t folded[MAX_TENSORS][MAX_DIMS + 1];
@@ -702,8 +790,9 @@ static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
   }
   int extra = n && k->nin ? ts[0].ndim - k->specs[0].ndim : 0;
   if (extra > 0) {
-    py_kernel *kb = xla_kernel(&f->attrs, "batched");
-    if (!kb) return xla_error(api, "luaptx: batched operands but no batched kernel (luaptx.jax.call(..., batched=...))");
+    if (!xla_attr(&f->attrs, "batched")) return xla_error(api, "luaptx: batched operands but no batched kernel (luaptx.jax.call(..., batched=...))");
+    py_kernel *kb = xla_kernel(api, &f->attrs, "batched", dev, &err);
+    if (!kb) return err;
     for (int64_t i = 0; i < n; i++) {
       if (ts[i].ndim < extra || ts[i].ndim - extra + 1 > MAX_DIMS) return xla_error(api, "luaptx: a batched operand has too few or too many dims");
       xla_fold(&ts[i], extra, folded[i]);
@@ -718,7 +807,6 @@ static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
     stream = sa.stream;
   }
   py_state *st = state_of_unchecked(k);
-  XLA_FFI_Error *err = NULL;
   pthread_mutex_lock(&st->lock);
   if (luaptx_launch_dlpack(k->K, tp, (int)n, stream)) err = xla_error(api, luaptx_error(st->S));
   pthread_mutex_unlock(&st->lock);
@@ -750,7 +838,7 @@ static PyMethodDef METHODS[] = {
   { "ptx", py_ptx, METH_VARARGS, "ptx(kernel) -> PTX text" },
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
-  { "kernel_address", py_kernel_address, METH_VARARGS, "kernel_address(kernel) -> int" },
+  { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
   { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
   { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
@@ -772,6 +860,7 @@ PyMODINIT_FUNC PyInit__core(void)
   if (!s_dlpack || !s_xc_attr || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
+  if (PyModule_AddStringConstant(m, "version", LUAPTX_VERSION)) { Py_DECREF(m); return NULL; }
   Py_INCREF(LuaError);
   return m;
 }

@@ -9,8 +9,8 @@
 
 The handlers are C (luaptx/_core.c against xla/ffi/api/c_api.h from
 jax.ffi.include_dir()), registered as the FFI target "luaptx" for the cpu
-platform (the emulator) and CUDA (the GPU, on XLA's stream). They are built
-when jax is installed at the package's build time.
+platform (the emulator) and CUDA (the GPU, on XLA's stream). They are always
+built (jax's headers, or the package's copy of XLA's c_api.h).
 """
 import jax
 import jax.numpy as jnp
@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _core, _parse_saved
 
-__all__ = ["call", "differentiable", "DTYPES"]
+__all__ = ["call", "register", "differentiable", "DTYPES"]
 
 # jnp dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64,
@@ -27,8 +27,8 @@ DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": j
 _NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
 
 if not hasattr(_core, "xla_handlers"):
-    raise ImportError("luaptx was built without jax's XLA FFI headers: reinstall it with jax installed "
-                      "(pip install --no-build-isolation ./python in an environment with jax)")
+    raise ImportError("this luaptx._core has no XLA handlers (a build older than the package): reinstall luaptx "
+                      "(pip install ./python)")
 
 _CPU, _CUDA = _core.xla_handlers()
 jax.ffi.register_ffi_target("luaptx", _CPU, platform="cpu")
@@ -39,11 +39,14 @@ def _check(spec, arrays):
     """Check the operands against in_specs (dtype: TypeError; count, rank,
     dims: ValueError), naming the argument and the kernel's file:line;
     returns the bound symbolic dims' shapes of the outputs."""
-    k = f'kernel "{spec.kernel.name}" ({spec.where})'
+    k = spec.label
     if len(arrays) != len(spec.in_specs):
         raise TypeError(f"{k} takes {len(spec.in_specs)} input(s), got {len(arrays)}")
     values = {}
     for i, (a, s) in enumerate(zip(arrays, spec.in_specs)):
+        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+            raise TypeError(f"{k}: input {i + 1} must be an array (jax, numpy), got {type(a).__name__}"
+                            + ("; a scalar is a template value (a keyword) of the kernel" if isinstance(a, (int, float)) else ""))
         name = _NAMES.get(np.dtype(a.dtype), str(a.dtype))
         if name != s.dtype:
             raise TypeError(f"{k}: input {i + 1} is {name} but in_specs[{i + 1}] is {s!r}")
@@ -70,6 +73,27 @@ def _check_batched(spec, bspec):
                      f"({spec.where}) with a leading batch dim, in order: {want}; it takes {have}")
 
 
+_seen = {}   # id(spec) -> spec, registered (kept: ids stay unique)
+
+
+def _registered(spec):
+    """The registry key of a specialisation, registered with the XLA
+    handler on first use (for the life of the process)."""
+    if _seen.get(id(spec)) is not spec:
+        _core.xla_register(spec.key, spec.handle)
+        _seen[id(spec)] = spec
+    return spec.key
+
+
+def register(kernel, **params):
+    """Register a kernel's specialisation with the XLA handlers (lj.call
+    does it when tracing): an executable compiled or exported elsewhere
+    names its kernels by key (script hash, kernel name, template values),
+    and runs here once a script with that key is loaded and registered.
+    Returns the key."""
+    return _registered(kernel.specialize(**params))
+
+
 def call(kernel, *arrays, batched=None, **params):
     """Call a kernel specialisation on JAX arrays through jax.ffi.ffi_call;
     returns its outputs (one as is, several as a tuple). Works eagerly and
@@ -81,12 +105,12 @@ def call(kernel, *arrays, batched=None, **params):
     spec = kernel.specialize(**params)
     shapes = _check(spec, arrays)
     outs = [jax.ShapeDtypeStruct(s, DTYPES[o.dtype]) for s, o in zip(shapes, spec.out_specs)]
-    attrs = {"kernel": np.int64(_core.kernel_address(spec.handle))}
+    attrs = {"kernel": _registered(spec)}
     method = "sequential"
     if batched is not None:
         bspec = batched.specialize(**params)
         _check_batched(spec, bspec)
-        attrs["batched"] = np.int64(_core.kernel_address(bspec.handle))
+        attrs["batched"] = _registered(bspec)
         method = "broadcast_all"
     res = jax.ffi.ffi_call("luaptx", outs, vmap_method=method)(*arrays, **attrs)
     return res[0] if len(res) == 1 else tuple(res)

@@ -2,7 +2,7 @@
 
     import luaptx, luaptx.torch as lt
     ks = luaptx.load("examples/python/rms_norm.lua", device="emu")
-    fwd = lt.op(ks.rms_norm_fwd)              # torch.ops.luaptx.rms_norm_fwd_<n>
+    fwd = lt.op(ks.rms_norm_fwd)              # luaptx::rms_norm__rms_norm_fwd_<hash> (or name=)
     y, r = fwd(x, w)                          # eager, or inside torch.compile(fullgraph=True)
     rms = lt.differentiable(ks.rms_norm_fwd_f64, ks.rms_norm_bwd_f64,
                             save_for_backward=("input 1", "input 2", "output 2"), returns=1)
@@ -15,13 +15,15 @@ implementation computed from the kernel's out_specs, so torch.compile
 traces through it. CPU tensors run on the emulator, CUDA tensors on the
 GPU on torch's current stream.
 """
-import itertools
+import os
+import re
 
 import torch
 
-from . import _alloc, _core, _parse_saved
+import luaptx
+from . import _parse_saved
 
-__all__ = ["op", "Op", "differentiable", "allocate", "DTYPES"]
+__all__ = ["op", "Op", "differentiable", "Differentiable", "allocate", "DTYPES"]
 
 # torch dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -49,9 +51,6 @@ def _launch(spec, tensors):
     return spec.launch(tuple(t.detach().contiguous() for t in tensors))
 
 
-_ops = {}
-_serial = itertools.count(1)
-
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
@@ -59,79 +58,174 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _jit_tracing = torch._C._get_tracing_state
 _functorch = torch._C._functorch.peek_interpreter_stack
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_is_grad_tracking = torch._C._functorch.is_gradtrackingtensor
+_unwrapped = torch._C._functorch.get_unwrapped
+
+
+def _guard(spec, t, i, failed=False):
+    """A torch tensor luaptx cannot take as is, named: one needing a
+    gradient (a kernel called directly is invisible to autograd), a meta
+    tensor, a tensor under a torch.func transform. `failed`: explaining a
+    launch that failed (only then the costlier checks run)."""
+    if t.requires_grad and _grad_enabled():
+        raise TypeError(f"{spec.label}: {luaptx._arg(spec, i)} requires grad, but a kernel called directly is invisible to autograd; "
+                        "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())")
+    if not failed:
+        return
+    k, arg = spec.label, luaptx._arg(spec, i)
+    if _functorch() is not None or torch._C._functorch.is_functorch_wrapped_tensor(t):
+        raise TypeError(f"{k}: {arg} is a tensor under a torch.func transform (vmap, grad, jvp), which a kernel "
+                        "called directly does not support; call the kernel through luaptx.torch.op or "
+                        "luaptx.torch.differentiable (see docs/python.md, torch.func)")
+    if t.is_meta:
+        raise TypeError(f"{k}: {arg} is a meta tensor (shapes, no data), which a kernel cannot run on; "
+                        "luaptx.torch.op's fake implementation gives the outputs' shapes under FakeTensorMode")
 
 
 def _eager(tensors):
     """May a call on these tensors skip torch's dispatcher? Only for plain
     contiguous tensors needing no gradient, outside torch.compile, jit
     tracing, torch function or dispatch modes (FakeTensorMode, export)
-    and functorch transforms: then the op's result is the kernel's alone."""
-    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None or _functorch() is not None:
+    and functorch transforms of these tensors: then the op's result is the
+    kernel's alone."""
+    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None:
         return False
-    grad = _grad_enabled()
+    grad, transformed = _grad_enabled(), _functorch() is not None
     for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
             return False
     return True
 
 
+class _Entry:
+    """A registered op name's kernel: its key (script hash, kernel name,
+    template values) and the newest specialisation loaded with that key."""
+
+    def __init__(self, key, spec):
+        self.key, self.spec = key, spec
+
+
+_registered = {}   # op name -> _Entry, for the life of the process (torch's registry is)
+_ops = {}          # (id(spec), name) -> (spec, Op)
+_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
+
+
 class Op:
     """A kernel specialisation's torch custom op (``.custom``, a
-    torch.library CustomOpDef; its other attributes, like
-    register_autograd, are the custom op's). Called eagerly on plain
-    tensors that need no gradient it launches the kernel directly, in C,
-    skipping torch's dispatcher (the same result, less overhead); in any
-    other case (torch.compile, autograd, fake tensors, modes, functorch)
-    it calls the custom op."""
+    torch.library CustomOpDef; ``.name``, its stable name). Called
+    eagerly on plain tensors that need no gradient it launches the kernel
+    directly, in C, skipping torch's dispatcher (the same result, less
+    overhead); in any other case (torch.compile, autograd, fake tensors,
+    modes, functorch) it calls the custom op. Inputs only: the outputs are
+    allocated and returned (mutates_args=()), eagerly and compiled alike.
+    Pickled by reference (kernel, template values, name)."""
 
-    def __init__(self, custom, spec):
-        self.custom, self._handle, self._nout = custom, spec.handle, len(spec.out_specs)
+    def __init__(self, custom, spec, name, params, ref):
+        self.custom, self.name, self._spec, self._params, self._ref = custom, name, spec, params, ref
+        self._handle, self._nin, self._nout, self._key = spec.handle, spec.nin, len(spec.out_specs), spec.key
 
     def __call__(self, *tensors):
+        if len(tensors) != self._nin:
+            raise TypeError(f"{self._spec.label} as op {self.name} takes {self._nin} input(s), got {len(tensors)}; "
+                            "its outputs are allocated and returned, never passed (mutates_args=())")
         if _eager(tensors):
-            outs = _core.launch(self._handle, tensors, _alloc, None)
+            outs = luaptx._launch(self._spec, tensors, None)
             return outs[0] if self._nout == 1 else outs
-        return self.custom(*tensors)
+        for i, t in enumerate(tensors):
+            if not isinstance(t, _Tensor):
+                raise TypeError(f"{self._spec.label} as op {self.name}: input {i + 1} must be a torch.Tensor, "
+                                f"got {type(t).__name__}")
+        return self.custom(*tensors, self._key)
+
+    def __reduce__(self):
+        return self._ref
 
     def __getattr__(self, name):
         return getattr(self.custom, name)
 
     def __repr__(self):
-        return f"<luaptx.torch.Op {self.custom._qualname}>"
+        return f"<luaptx.torch.Op {self.name}>"
 
 
-def op(kernel, **params):
-    """The torch custom op (torch.ops.luaptx.<kernel>_<n>) of a kernel's
-    specialisation, as an Op: inputs in, a new output (or a tuple) out.
-    Registered once per specialisation; its fake implementation gives the
-    outputs' shapes and dtypes from out_specs, so torch.compile(fullgraph=True)
-    traces a model calling it with no graph break. Eager calls needing no
-    autograd skip the dispatcher (see Op)."""
-    spec = kernel.specialize(**params)
-    found = _ops.get(id(spec))
-    if found is not None:
-        return found[1]
-    nin, nout = len(spec.in_specs), len(spec.out_specs)
-    args = ", ".join(f"Tensor x{i}" for i in range(nin))
+def _default_name(kernel, spec, suffix=""):
+    """luaptx::<script>__<kernel>_<hash>: stable across processes, and
+    another name when the script, the kernel or its template values differ."""
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(kernel.script.path))[0]) or "script"
+    return f"luaptx::{stem}__{kernel.name}{suffix}_{luaptx._digest(spec.key + suffix)[:12]}"
+
+
+def _register(name, spec, key, nout, impl_spec=None):
+    """The custom op `name` launching the entry's newest specialisation,
+    registered with torch once per process; refused when the name is
+    taken by another kernel. Returns (custom op, created)."""
+    if not _NAME.match(name):
+        raise ValueError(f"luaptx.torch.op: name {name!r} must be 'namespace::name' (identifiers), e.g. 'mylib::rms_norm'")
+    entry = _registered.get(name)
+    if entry is not None:
+        if entry.key != key:
+            raise ValueError(f"luaptx.torch.op: {name} is already registered for kernel {entry.key} in this process, "
+                             f"not {key}; choose another name")
+        entry.spec = spec
+        return entry.custom, False
+    entry = _registered[name] = _Entry(key, spec)
+    nin = spec.nin
+    args = ", ".join(f"Tensor input{i + 1}" for i in range(nin))
     result = "Tensor" if nout == 1 else "(" + ", ".join(["Tensor"] * nout) + ")"
-    name = f"luaptx::{kernel.name}_{next(_serial)}"
 
-    def impl(*tensors):
-        outs = _launch(spec, tensors)
-        return outs[0] if nout == 1 else tuple(outs)
+    def check_key(got):
+        if got != entry.key:
+            raise RuntimeError(f"luaptx: op {name} was recorded (torch.export, a saved graph) for kernel {got}, "
+                               f"but in this process it is kernel {entry.key}: load the script the graph was made "
+                               "with, or export again")
 
-    def fake(*tensors):
-        shapes = spec.out_shapes([t.shape for t in tensors])
-        outs = tuple(torch.empty(s, dtype=_dtype(o.dtype, kernel.name), device=tensors[0].device)
-                     for s, o in zip(shapes, spec.out_specs))
+    def impl(*args):
+        check_key(args[-1])
+        outs = _launch(entry.spec, args[:-1])
+        return outs[0] if nout == 1 else tuple(outs[:nout])
+
+    def fake(*args):
+        check_key(args[-1])
+        tensors, sp = args[:-1], entry.spec
+        shapes = sp.out_shapes([t.shape for t in tensors])
+        outs = tuple(torch.empty(s, dtype=_dtype(o.dtype, sp.kernel.name), device=tensors[0].device)
+                     for s, o in zip(shapes[:nout], sp.out_specs))
         return outs[0] if nout == 1 else outs
 
-    custom = torch.library.custom_op(name, impl, mutates_args=(), schema=f"({args}) -> {result}")
+    try:
+        custom = torch.library.custom_op(name, impl, mutates_args=(), schema=f"({args}, str key) -> {result}")
+    except Exception:
+        del _registered[name]
+        raise
     custom.register_fake(fake)
-    wrapped = Op(custom, spec)
-    _ops[id(spec)] = (spec, wrapped)
+    entry.custom = custom
+    return custom, True
+
+
+def op(kernel, name=None, **params):
+    """The torch custom op of a kernel's specialisation, as an Op: inputs
+    in, a new output (or a tuple) out. Its name is `name` ("mylib::rms_norm")
+    or luaptx::<script>__<kernel>_<hash of the script, kernel and template
+    values>; the same in every process, so torch.export artifacts find it,
+    and a graph recorded with another kernel under that name is refused
+    when it runs. Registered once per process; its fake implementation
+    gives the outputs' shapes and dtypes from out_specs, so
+    torch.compile(fullgraph=True) traces a model calling it with no graph
+    break. Eager calls needing no autograd skip the dispatcher (see Op)."""
+    spec = kernel.specialize(**params)
+    name = name or _default_name(kernel, spec)
+    found = _ops.get((id(spec), name))
+    if found is not None:
+        return found[1]
+    custom, _ = _register(name, spec, spec.key, len(spec.out_specs))
+    wrapped = Op(custom, spec, name, params, (_op_ref, (kernel, name, tuple(sorted(params.items())))))
+    _ops[(id(spec), name)] = (spec, wrapped)
     return wrapped
 
+
+def _op_ref(kernel, name, params):
+    """Unpickle an Op: op() of the kernel again."""
+    return op(kernel, name=name, **dict(params))
 
 
 def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **params):
@@ -141,10 +235,12 @@ def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **par
     outputs (all by default; the others, like a saved 1/rms, only feed the
     backward). bwd takes the saved tensors (save_for_backward: "input I" /
     "output O", 1-based, in order) then the gradients of the returned
-    outputs, and returns one gradient per forward input. Both become
-    custom ops (`op`), wired with torch.library.register_autograd, so the
-    function works in eager mode, under torch.compile and gradcheck."""
-    fop, bop = op(fwd, **params), op(bwd)
+    outputs, and returns one gradient per forward input. The pair is a
+    torch.autograd.Function of its own (setup_context, a generated vmap
+    rule) over the ops of both kernels (`op`): `op(fwd)` stays without
+    autograd, two pairs over one forward keep their own backward, and it
+    works eagerly, under torch.compile, gradcheck, torch.func.grad and
+    torch.func.vmap (the kernels then run once per batch element)."""
     fspec, bspec = fwd.specialize(**params), bwd.specialize()
     nin, nout = len(fspec.in_specs), len(fspec.out_specs)
     returns = nout if returns is None else returns
@@ -153,22 +249,101 @@ def differentiable(fwd, bwd, save_for_backward=("input 1",), returns=None, **par
         raise ValueError(f'differentiable: kernel "{bwd.name}" ({bspec.where}) must take the {len(saved)} saved tensor(s) '
                          f"then {returns} gradient(s) ({len(saved) + returns} inputs) and return {nin} gradient(s) "
                          f"(one per input of \"{fwd.name}\"); it takes {len(bspec.in_specs)} and returns {len(bspec.out_specs)}")
+    return Differentiable(fwd, bwd, tuple(save_for_backward), returns, params, saved)
 
-    def setup_context(ctx, inputs, output):
-        outs = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*[inputs[i] if role == "input" else outs[i] for role, i in saved])
 
-    def backward(ctx, *grads):
-        # autograd materialises the gradients of unused outputs as zeros
-        gin = bop(*ctx.saved_tensors, *[g.contiguous() for g in grads[:returns]])
-        return gin if isinstance(gin, tuple) else (gin,)
+class Differentiable:
+    """A forward/backward kernel pair as a differentiable function (see
+    differentiable); pickled by reference (both kernels and the contract)."""
 
-    fop.register_autograd(backward, setup_context=setup_context)
+    def __init__(self, fwd, bwd, save_for_backward, returns, params, saved):
+        self._args = (fwd, bwd, save_for_backward, returns, tuple(sorted(params.items())))
+        self.fop, self.returns = op(fwd, **params), returns
+        fspec, bspec = fwd.specialize(**params), bwd.specialize()
+        self.bop = _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns)
+        # what the Function's methods close over is only what torch.compile
+        # can trace: the ops (torch OpOverloads), their keys and names
+        fcall, fkey, fname = self.fop.custom._opoverload, fspec.key, self.fop.name
+        bcall, bkey, bname = self.bop.custom._opoverload, self.bop._key, self.bop.name
 
-    def function(*tensors):
-        outs = fop(*tensors)
+        def forward(*tensors):
+            return _run(fcall, fkey, fname, tensors)
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*[inputs[i] if role == "input" else output[i] for role, i in saved])
+
+        def backward(ctx, *grads):
+            # autograd materialises the gradients of unused outputs as zeros
+            return _run(bcall, bkey, bname, (*ctx.saved_tensors, *[g.contiguous() for g in grads[:returns]]))
+
+        self.function = type(f"{fwd.name}_with_{bwd.name}", (torch.autograd.Function,), {
+            "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+            "backward": staticmethod(backward), "generate_vmap_rule": True})
+        self.__name__ = fwd.name
+        self.__doc__ = f"{fwd.name} with its backward {bwd.name} (luaptx.torch.differentiable)"
+
+    def __call__(self, *tensors):
+        outs = self.fop(*tensors) if _eager(tensors) else self.function.apply(*tensors)
         outs = outs if isinstance(outs, tuple) else (outs,)
-        return outs[0] if returns == 1 else outs[:returns]
-    function.__name__ = fwd.name
-    function.__doc__ = f"{fwd.name} with its backward {bwd.name} (luaptx.torch.differentiable)"
-    return function
+        return outs[0] if self.returns == 1 else outs[:self.returns]
+
+    def __reduce__(self):
+        fwd, bwd, save, returns, params = self._args
+        return _pair_ref, (fwd, bwd, save, returns, params)
+
+    def __repr__(self):
+        return f"<luaptx.torch.differentiable {self.__name__}>"
+
+
+def _ungrad(t, name):
+    """t without torch.func.grad's wrapper (the kernels are opaque to it);
+    two grad levels (a second derivative) are refused: beneath them the
+    result would be a constant, its derivative a silent zero."""
+    if not _is_grad_tracking(t):
+        return t
+    t = _unwrapped(t)
+    if _is_grad_tracking(t):
+        raise RuntimeError(f"luaptx: {name} under nested torch.func.grad: a differentiable pair has no second derivative")
+    return t
+
+
+def _run(call, key, name, tensors):
+    """A pair's kernel inside its autograd.Function: the op when traced
+    (torch.compile) or transformed by vmap, a direct launch otherwise;
+    under torch.func.grad on the tensors beneath its wrappers (a pair has
+    no second derivative)."""
+    if _functorch() is not None and not _is_compiling():
+        tensors = tuple(_ungrad(t, name) for t in tensors)
+        if not any(_wrapped(t) for t in tensors):       # grad only: launch beneath functorch
+            with torch._C._DisableFuncTorch():
+                return luaptx._launch(_registered[name].spec, tuple(t.contiguous() for t in tensors), None)
+    outs = luaptx._launch(_registered[name].spec, tensors, None) if _eager(tensors) else call(*tensors, key)
+    return outs if isinstance(outs, tuple) else (outs,)
+
+
+def _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns):
+    """The backward kernel's op of one pair (registered once per pair, so
+    that no global op changes): its own autograd formula refuses a second
+    derivative, and lets torch.func transform through the pair's backward."""
+    key = f"{bspec.key}|grad of {fspec.key}|saved {','.join(save_for_backward)}|returns {returns}"
+    name = _default_name(bwd, bspec, f"_of_{fwd.name}_{luaptx._digest(key)[:8]}")
+    found = _ops.get((id(bspec), name))
+    if found is not None:
+        return found[1]
+    custom, created = _register(name, bspec, key, len(bspec.out_specs))
+
+    def no_second_derivative(ctx, *grads):
+        raise RuntimeError(f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
+                           "it has no derivative of its own (no double backward)")
+
+    if created:
+        custom.register_autograd(no_second_derivative, setup_context=lambda ctx, inputs, output: None)
+    wrapped = Op(custom, bspec, name, {}, None)
+    wrapped._key = key
+    _ops[(id(bspec), name)] = (bspec, wrapped)
+    return wrapped
+
+
+def _pair_ref(fwd, bwd, save_for_backward, returns, params):
+    """Unpickle a differentiable pair."""
+    return differentiable(fwd, bwd, save_for_backward, returns, **dict(params))

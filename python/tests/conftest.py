@@ -34,3 +34,12 @@ def pytest_configure(config):
 def ks_cuda():
     import luaptx
     return luaptx.load(RMS, device="cuda")
+
+
+def run_python(code, *args, timeout=240):
+    """Run code in a fresh Python process (a crash there is a failed test,
+    not a dead suite): returns the CompletedProcess, output captured."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env={**os.environ, "PYTHONFAULTHANDLER": "1"})

@@ -226,3 +226,76 @@ def test_a_launch_over_zero_elements_returns_empty_outputs(ks):
     assert y.shape == (0, 8) and r.shape == (0,)
     y, r = ks.rms_norm_fwd(np.empty((4, 0), np.float32), np.ones(0, np.float32))   # r is not empty: it runs
     assert y.shape == (4, 0) and r.shape == (4,)
+
+
+def test_unknown_template_keywords_are_type_errors_naming_them(ks):
+    x, w = inputs()
+    with pytest.raises(TypeError, match=WHERE + r"\): unknown template value\(s\) esp; valid: B, N, arch, eps"):
+        ks.rms_norm_fwd(x, w, esp=0.5)
+    with pytest.raises(TypeError, match=r"unknown template value\(s\) stream; .*stream= is a launch option"):
+        ks.rms_norm_fwd.specialize(stream=0)
+    y, _ = ks.rms_norm_fwd(x, w, eps=0.5, N=40)        # declared params and symbolic dims are template values
+    np.testing.assert_allclose(y, rms_ref(x, w, 0.5), rtol=1e-5, atol=1e-6)
+
+
+def test_specialisations_are_bounded_least_recently_used_first():
+    ks = luaptx.load(RMS, device="emu")
+    k = ks.rms_norm_fwd
+    first = k.specialize(eps=0.0)
+    for i in range(luaptx.MAX_SPECIALIZATIONS + 10):
+        k.specialize(eps=1.0 + i)
+        k.specialize(eps=0.0)                          # kept: used most recently
+    assert len(k._specs) == luaptx.MAX_SPECIALIZATIONS
+    assert k.specialize(eps=0.0) is first and k.specialize() is k._default
+
+
+def test_read_only_outputs_are_refused_naming_the_argument(ks):
+    x, w = inputs()
+    y, r = np.empty_like(x), np.empty(3, np.float32)
+    r.flags.writeable = False
+    with pytest.raises(ValueError, match=WHERE + r"\): output 2 is read-only \(numpy writeable=False\)"):
+        ks.rms_norm_fwd(x, w, y, r)
+
+
+def test_cuda_without_a_gpu_fails_at_load():
+    if "cuda" in luaptx.load(RMS, device="auto").device:
+        pytest.skip("a GPU is here")
+    with pytest.raises(luaptx.LuaError, match=r'^luaptx: device="cuda": no CUDA') as e:
+        luaptx.load(RMS, device="cuda")
+    assert "pyptx/" not in str(e.value)
+
+
+PICKLED = r"""
+import pickle, sys
+import numpy as np
+k, script = pickle.loads(bytes.fromhex(sys.stdin.read()))
+x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+y, _ = k(x, np.full(8, 1.5, np.float32))
+print("y", float(y.sum()), script.noop.name, k.script is not script)
+"""
+
+
+def test_scripts_and_kernels_pickle_by_reference(ks, tmp_path):
+    import pickle
+    import subprocess
+    import sys
+    text = open(RMS).read()
+    s2 = luaptx.load_string(text, "=inline.lua", device="emu")
+    data = pickle.dumps((ks.rms_norm_fwd, s2))
+    assert len(data) < len(text) + 2000                    # a reference, not a state
+    r = subprocess.run([sys.executable, "-c", PICKLED], input=data.hex(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    want = ks.rms_norm_fwd(x, np.full(8, 1.5, np.float32))[0].sum()
+    assert r.stdout.split() == ["y", str(float(want)), "noop", "True"]
+    copy = tmp_path / "k.lua"
+    copy.write_text(text)
+    data = pickle.dumps(luaptx.load(copy, device="emu").noop)
+    copy.write_text(text + "\n-- changed\n")
+    with pytest.raises(luaptx.LuaError, match=r"k\.lua: the script changed since it was pickled"):
+        pickle.loads(data)
+
+
+def test_a_stream_on_the_emulator_is_refused_saying_why(ks):
+    with pytest.raises(TypeError, match=r"stream=7: streams are for CUDA tensors; .*rms_norm\.lua runs on the emulator"):
+        ks.noop(np.zeros(1, np.float32), stream=7)

@@ -203,3 +203,87 @@ def test_batched_vmap_on_the_cuda_platform():
     f = jax.jit(jax.vmap(lambda x, s: lj.call(gk.scale_rows, x, s, w, batched=gk.scale_rows_batched)))
     want = jax.vmap(lambda x, s: scale_rows_ref(x, s, w))(xs, ss)
     np.testing.assert_allclose(np.asarray(f(xs, ss)), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+LIFETIMES = r"""
+import gc, sys
+import jax, jax.numpy as jnp, numpy as np
+import luaptx, luaptx.jax as lj
+RMS = sys.argv[1]
+x, w = jnp.linspace(-1, 1, 16, dtype=jnp.float32).reshape(2, 8), jnp.full(8, 1.5, jnp.float32)
+ks = luaptx.load(RMS, device="emu")
+f = jax.jit(lambda x, w: lj.call(ks.rms_norm_fwd, x, w)[0])
+a = f(x, w).block_until_ready()
+ks = luaptx.load(RMS, device="emu")      # a notebook cell loading the script again
+gc.collect()
+b = f(x, w).block_until_ready()          # the executable compiled before the reload
+g = jax.jit(lambda x, w: lj.call(luaptx.load(RMS, device="emu").rms_norm_fwd, x, w)[0])
+c = g(x, w).block_until_ready()          # the script loaded (and dropped) inside the traced function
+gc.collect()
+d = g(x, w).block_until_ready()
+print("same", all(np.array_equal(a, y) for y in (b, c, d)))
+"""
+
+
+def test_executables_outlive_the_kernels_they_were_traced_with():
+    # the HLO named the kernel by address: a reload freed it under the executable (exit -11)
+    from conftest import RMS, run_python
+    r = run_python(LIFETIMES, RMS)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "same True" in r.stdout
+
+
+def test_the_hlo_names_the_kernel_by_key_not_by_address(ks):
+    x, w = data(2, 8)
+    text = jax.jit(lambda x, w: lj.call(ks.rms_norm_fwd, x, w, eps=0.5)).lower(x, w).as_text()
+    key = ks.rms_norm_fwd.specialize(eps=0.5).key
+    assert key == f"rms_norm.lua#{ks.digest}:rms_norm_fwd:eps=0.5" and f'kernel = "{key}"' in text
+    assert " : i64" not in text.split("@luaptx")[1].split("\n")[0]
+
+
+EXPORTED = r"""
+import sys
+import jax, jax.numpy as jnp, numpy as np
+import luaptx, luaptx.jax as lj
+path, rms = sys.argv[1], sys.argv[2]
+exp = jax.export.deserialize(bytearray(open(path, "rb").read()))
+x, w = jnp.linspace(-1, 1, 16, dtype=jnp.float32).reshape(2, 8), jnp.full(8, 1.5, jnp.float32)
+try:
+    exp.call(x, w)
+    print("ran without the kernel")
+except Exception as e:
+    print("before loading:", str(e).splitlines()[0][:400])
+ks = luaptx.load(rms, device="emu")
+lj.register(ks.rms_norm_fwd)
+y = exp.call(x, w)
+print("max diff", float(jnp.abs(y - ks.rms_norm_fwd(np.asarray(x), np.asarray(w))[0] * 2).max()))
+"""
+
+
+def test_an_exported_function_runs_in_a_fresh_process_once_its_script_is_loaded(ks, tmp_path):
+    from conftest import RMS, run_python
+    pytest.importorskip("flatbuffers", reason="jax.export's serialization needs flatbuffers (make test-python installs it)")
+    x, w = data(2, 8)
+    f = jax.jit(lambda x, w: lj.call(ks.rms_norm_fwd, x, w)[0] * 2)
+    exp = jax.export.export(f, disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("luaptx")])(x, w)
+    (tmp_path / "f.jax").write_bytes(exp.serialize())
+    r = run_python(EXPORTED, str(tmp_path / "f.jax"), RMS)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "is not loaded for the cpu platform in this process" in r.stdout and "luaptx.jax.register" in r.stdout
+    assert "max diff 0.0" in r.stdout
+
+
+def test_jax_arrays_are_never_outputs(ks):
+    x, w = data(3, 40)
+    z, r = jnp.zeros((3, 40), jnp.float32), jnp.zeros(3, jnp.float32)
+    alias = z
+    with pytest.raises(ValueError, match=r'rms_norm\.lua:\d+\): output 1 is a JAX array, which is immutable'):
+        ks.rms_norm_fwd(np.asarray(x), np.asarray(w), z, np.zeros(3, np.float32))
+    assert not alias.any() and not r.any()
+
+
+def test_a_scalar_where_an_array_goes_names_the_argument(ks):
+    x, w = data()
+    with pytest.raises(TypeError, match=r"rms_norm\.lua:\d+\): input 2 must be an array \(jax, numpy\), got float; "
+                                        r"a scalar is a template value"):
+        lj.call(ks.rms_norm_fwd, x, 1.0)

@@ -1,5 +1,7 @@
 """luaptx.torch on CPU tensors (the emulator): eager calls, custom ops under
 torch.compile(fullgraph=True), autograd through a forward/backward pair."""
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (make test-python installs it)")
@@ -60,14 +62,14 @@ def test_eager_op_calls_skip_the_dispatcher_unless_autograd_needs_it(ks, monkeyp
     rms = lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd,
                             save_for_backward=("input 1", "input 2", "output 2"), returns=1)
     xg = x.clone().requires_grad_()
-    rms(xg, w).sum().backward()                   # a gradient is needed: the custom op and its autograd
-    assert len(through_dispatcher) == 2           # the forward (the backward runs without grad: directly)
+    rms(xg, w).sum().backward()                   # a gradient is needed: the pair's autograd.Function,
+    assert len(through_dispatcher) == 1           # whose forward and backward run without grad: directly
     xr = x.clone().requires_grad_()
     rms_ref(xr, w).sum().backward()
     torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(rms(xg, w), rms_ref(x, w))
-    assert len(through_dispatcher) == 2
+    assert len(through_dispatcher) == 1
 
 
 class Model(torch.nn.Module):
@@ -213,3 +215,183 @@ def test_the_differentiable_pair_on_cuda_matches_autograd(ks_cuda):
     (rms_ref(xr, wr) * 3).sum().backward()
     torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(w.grad, wr.grad, rtol=1e-4, atol=1e-5)
+
+
+# y = S * x and dx = S * dy: a forward and two backwards (2, and a wrong 3)
+SCALE_SRC = r"""
+local pyptx = require "pyptx"
+local reg, ptx, Tile, T = pyptx.reg, pyptx.ptx, pyptx.Tile, pyptx.types
+local function scale(name)
+  return pyptx.kernel(name) { arch = "auto", block = { 32, 1, 1 }, params = { S = 2 },
+    in_specs = { Tile("N", T.f64) }, out_specs = { Tile("N", T.f64) },
+    grid = function(v) return { math.max(1, math.ceil(v.N / 32)), 1, 1 } end,
+    function(X, Y, v)
+      local px, py = ptx.global_ptrs(X, Y)
+      local i = reg.from(ptx.special.ctaid.x(), T.u32):fma(32, reg.from(ptx.special.tid.x(), T.u32))
+      ptx.if_(i:lt(v.N), function()
+        local x = reg.scalar(T.f64)
+        ptx.ld.global(x, ptx.addr(px + i:mul_wide(8)))
+        ptx.st.global(ptx.addr(py + i:mul_wide(8)), x * v.S)
+      end)
+      ptx.ret()
+    end }
+end
+return { scale "scale", scale "scale_grad" }
+"""
+
+
+@pytest.fixture(scope="module")
+def sk():
+    return luaptx.load_string(SCALE_SRC, "=scale.lua", device="emu")
+
+
+def test_differentiable_pairs_do_not_touch_the_plain_op_or_each_other(sk):
+    plain = lt.op(sk.scale)
+    twice = lt.differentiable(sk.scale, sk.scale_grad, save_for_backward=())
+    thrice = lt.differentiable(sk.scale, lt_kernel_with(sk, "scale_grad", S=3), save_for_backward=())
+    x = torch.arange(5, dtype=torch.float64, requires_grad=True)
+    twice(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((5,), 2.0, dtype=torch.float64))
+    x.grad = None
+    thrice(x).sum().backward()                   # its own backward, not the last one registered
+    torch.testing.assert_close(x.grad, torch.full((5,), 3.0, dtype=torch.float64))
+    x.grad = None
+    twice(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((5,), 2.0, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        plain(x).sum().backward()                # the plain op stays without autograd
+    assert twice.function is not thrice.function
+
+
+def lt_kernel_with(script, name, **params):
+    """A kernel whose default template values are `params` (a Kernel view)."""
+    k = script[name]
+
+    class Fixed:
+        def __init__(self):
+            self.name, self.script = k.name, k.script
+
+        def specialize(self, **more):
+            return k.specialize(**{**params, **more})
+    return Fixed()
+
+
+def test_op_names_are_stable_and_user_names_are_checked(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    assert re.fullmatch(r"luaptx::rms_norm__rms_norm_fwd_[0-9a-f]{12}", fwd.name)
+    assert lt.op(ks.rms_norm_fwd, eps=0.5).name != fwd.name
+    mine = lt.op(ks.rms_norm_fwd, name="testlib::rms_norm")
+    assert mine.name == "testlib::rms_norm" and lt.op(ks.rms_norm_fwd, name="testlib::rms_norm") is mine
+    with pytest.raises(ValueError, match=r"testlib::rms_norm is already registered for kernel rms_norm\.lua#[0-9a-f]+:rms_norm_fwd: "
+                                         r"in this process, not rms_norm\.lua#[0-9a-f]+:rms_norm_fwd_f64:"):
+        lt.op(ks.rms_norm_fwd_f64, name="testlib::rms_norm")
+    with pytest.raises(ValueError, match="must be 'namespace::name'"):
+        lt.op(ks.rms_norm_fwd, name="rms norm")
+
+
+EXPORTED = r"""
+import sys
+import torch, luaptx, luaptx.torch as lt
+rms, path, named = sys.argv[1], sys.argv[2], sys.argv[3]
+decoy = luaptx.load_string(open(rms).read().replace("eps = 1e-6", "eps = 0.5"), "=rms_norm.lua", device="emu")
+lt.op(decoy.rms_norm_fwd)                              # another script's rms_norm_fwd registered first
+lt.op(decoy.rms_norm_fwd, name="testlib::rms_norm")    # and under the user's name
+ks = luaptx.load(rms, device="emu")
+lt.op(ks.rms_norm_fwd)
+x, w = torch.linspace(-1, 1, 16).reshape(2, 8), torch.full((8,), 1.5)
+want = torch.nn.functional.rms_norm(x, (8,), w, eps=1e-6) * 2
+y = torch.export.load(path).module()(x, w)
+print("default name: max diff", float((y - want).abs().max()))
+try:
+    torch.export.load(named).module()(x, w)
+    print("ran another kernel")
+except RuntimeError as e:
+    print("user name:", str(e).splitlines()[0])
+"""
+
+
+def test_exported_programs_run_their_own_kernel_in_a_fresh_process(ks, tmp_path):
+    from conftest import RMS, run_python
+
+    class M(torch.nn.Module):
+        def __init__(self, op):
+            super().__init__()
+            self.op = op
+
+        def forward(self, x, w):
+            return self.op(x, w)[0] * 2
+    x, w = torch.randn(2, 8), torch.rand(8) + 0.5
+    torch.export.save(torch.export.export(M(lt.op(ks.rms_norm_fwd)), (x, w)), tmp_path / "m.pt2")
+    torch.export.save(torch.export.export(M(lt.op(ks.rms_norm_fwd, name="testlib::rms_norm")), (x, w)), tmp_path / "n.pt2")
+    r = run_python(EXPORTED, RMS, str(tmp_path / "m.pt2"), str(tmp_path / "n.pt2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "default name: max diff 0.0" in r.stdout
+    assert re.search(r"user name: luaptx: op testlib::rms_norm was recorded \(torch.export, a saved graph\) for kernel "
+                     r"rms_norm\.lua#[0-9a-f]+:rms_norm_fwd:, but in this process it is kernel rms_norm\.lua#", r.stdout), r.stdout
+
+
+def test_plain_calls_refuse_what_they_cannot_honour_naming_the_argument(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    x, w = torch.randn(2, 8), torch.rand(8) + 0.5
+    where = r'kernel "rms_norm_fwd" \(.*rms_norm\.lua:\d+\)'
+    with pytest.raises(TypeError, match=where + ": input 2 requires grad, but a kernel called directly is invisible to autograd"):
+        ks.rms_norm_fwd(x, w.clone().requires_grad_())
+    with torch.no_grad():
+        ks.rms_norm_fwd(x, w.clone().requires_grad_())     # no gradient wanted: fine
+    with pytest.raises(TypeError, match=where + ": input 1 is a meta tensor"):
+        ks.rms_norm_fwd(torch.empty(2, 8, device="meta"), w)
+    with pytest.raises(TypeError, match=where + r": input 1 is a tensor under a torch.func transform"):
+        torch.func.vmap(lambda a: ks.rms_norm_fwd(a, w)[0])(torch.randn(3, 2, 8))
+    with pytest.raises(TypeError, match=where + r" as op luaptx::\w+: input 2 must be a torch.Tensor, got float"):
+        fwd(x, 1.0)
+    with pytest.raises(TypeError, match=r"takes 2 input\(s\), got 4; its outputs are allocated and returned"):
+        fwd(x, w, torch.empty(2, 8), torch.empty(2))       # eagerly as compiled: no out= (mutates_args=())
+
+
+def test_ops_pickle_by_reference(ks):
+    import pickle
+    fwd = lt.op(ks.rms_norm_fwd, eps=0.5)
+    back = pickle.loads(pickle.dumps(fwd))
+    x, w = torch.randn(2, 8), torch.rand(8) + 0.5
+    assert back.name == fwd.name
+    torch.testing.assert_close(back(x, w)[0], fwd(x, w)[0])
+
+
+def test_torch_func_grad_and_vmap_go_through_the_pair(ks):
+    rms = lt.differentiable(ks.rms_norm_fwd_f64, ks.rms_norm_bwd_f64,
+                            save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    x, w = torch.randn(3, 8, dtype=torch.float64), torch.rand(8, dtype=torch.float64) + 0.5
+    torch.testing.assert_close(torch.func.grad(lambda x: rms(x, w).sum())(x),
+                               torch.func.grad(lambda x: rms_ref(x, w).sum())(x))
+    xs = torch.randn(4, 3, 8, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.vmap(lambda a: rms(a, w))(xs), rms_ref(xs, w))
+    gx = torch.func.vmap(torch.func.grad(lambda a: rms(a, w).sum()))(xs)
+    torch.testing.assert_close(gx, torch.func.vmap(torch.func.grad(lambda a: rms_ref(a, w).sum()))(xs))
+    with pytest.raises(RuntimeError, match="no second derivative"):           # not a silent zero
+        torch.func.grad(lambda x: torch.func.grad(lambda x: rms(x, w).sum())(x).sum())(x)
+    with pytest.raises(NotImplementedError, match="jvp"):                     # forward mode: torch's refusal
+        torch.func.jvp(lambda x: rms(x, w), (x,), (torch.ones_like(x),))
+    xg = x.clone().requires_grad_()
+    (g,) = torch.autograd.grad(rms(xg, w).sum(), xg, create_graph=True)
+    with pytest.raises(RuntimeError, match="no derivative of its own"):       # eager double backward
+        g.sum().backward()
+
+
+def test_pairs_pickle_by_reference(ks):
+    import pickle
+    rms = lt.differentiable(ks.rms_norm_fwd, ks.rms_norm_bwd, save_for_backward=("input 1", "input 2", "output 2"), returns=1)
+    back = pickle.loads(pickle.dumps(rms))
+    x = torch.randn(2, 8, requires_grad=True)
+    w = torch.rand(8) + 0.5
+    back(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, torch.func.grad(lambda x: rms_ref(x, w).sum())(x.detach()), rtol=1e-4, atol=1e-5)
+
+
+@gpu
+def test_a_stream_argument_queues_the_launch_there(ks_cuda):
+    x, w = torch.randn(4, 64, device="cuda"), torch.rand(64, device="cuda") + 0.5
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    y, _ = ks_cuda.rms_norm_fwd(x, w, stream=s)
+    s.synchronize()
+    torch.testing.assert_close(y, rms_ref(x, w))

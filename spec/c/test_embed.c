@@ -288,6 +288,8 @@ int main(int argc, char **argv)
                   "valid: x in 1..2147483647 (2^31-1), y and z in 1..65535") == 0);
   big = luaptx_kernel_get(S1, "big", "G=2");
   CHECK(big && luaptx_launch_dlpack(big, ab, 2, NULL) == 0);
+  /* the template values a kernel declares, for hosts that check keywords */
+  CHECK(strstr(luaptx_kernel_specs(big, NULL), "\nparams G\nin f32 4\n") && strstr(specs, "\nparams -\n"));
   luaptx_options cuda = { "cuda", NULL, NULL, 1 };
   luaptx_state *S3 = luaptx_open(&cuda);
   CHECK(S3 != NULL);

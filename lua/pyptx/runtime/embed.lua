@@ -123,12 +123,25 @@ local function spec_line(role, spec, values)
   return ("%s %s %s"):format(role, spec.dtype.name, #dims > 0 and table.concat(dims, ",") or "-")
 end
 
+--- The names a kernel takes as template values, sorted and comma-
+-- separated ("-" for none): its params and its raw params.
+local function param_names(k)
+  local names, seen = {}, {}
+  for name in pairs(k.params) do seen[name] = true end
+  for _, p in ipairs(k.raw_params) do seen[p[2]] = true end
+  for name in pairs(seen) do names[#names + 1] = tostring(name) end
+  table.sort(names)
+  return #names > 0 and table.concat(names, ",") or "-"
+end
+
 --- The boundary of an entry's kernel as text for hosts that bind shapes
--- themselves (the Python package): "where FILE:LINE", then "in DTYPE
--- DIMS" per in_spec and "out DTYPE DIMS" per out_spec (DIMS comma-
--- separated: numbers, or symbol names not given as template values).
+-- themselves (the Python package): "where FILE:LINE", "params NAMES"
+-- (the template values it declares, comma-separated, "-" for none), then
+-- "in DTYPE DIMS" per in_spec and "out DTYPE DIMS" per out_spec (DIMS
+-- comma-separated: numbers, or symbol names not given as template values).
 function M.kernel_specs(_, entry)
-  local k, lines = entry.kernel, { "where " .. entry.kernel.where }
+  local k = entry.kernel
+  local lines = { "where " .. k.where, "params " .. param_names(k) }
   for _, s in ipairs(k.in_specs) do lines[#lines + 1] = spec_line("in", s, entry.values) end
   for _, s in ipairs(k.out_specs) do lines[#lines + 1] = spec_line("out", s, entry.values) end
   return table.concat(lines, "\n")

@@ -1,0 +1,86 @@
+"""The package builds its XLA handlers without jax (as under pip's build
+isolation) and in a temporary directory, never in python/build."""
+import os
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+PY = os.path.join(ROOT, "python")
+
+BUILD = r"""
+import runpy, sys
+sys.modules["jax"] = None          # no jax, as in pip's isolated build environment
+sys.argv = ["setup.py", "-q", "build", "--build-lib", sys.argv[1]]
+runpy.run_path("setup.py", run_name="__main__")
+"""
+
+
+def newest(path):
+    """The newest mtime under path (0 when it does not exist)."""
+    times = [os.path.getmtime(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs]
+    return max(times, default=0)
+
+
+def test_the_xla_handlers_are_built_without_jax_and_outside_the_checkout(tmp_path):
+    start = time.time()
+    r = subprocess.run([sys.executable, "-c", BUILD, str(tmp_path)], cwd=PY, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert newest(os.path.join(PY, "build")) < start                 # nothing built in the checkout
+    probe = "import luaptx._core as c, sys; print(c.__file__.startswith(sys.argv[1]), hasattr(c, 'xla_handlers'))"
+    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_the_version_is_the_c_librarys():
+    import importlib.metadata
+    import luaptx
+    out = subprocess.run([os.path.join(ROOT, "build", "luaptx"), "--version"], capture_output=True, text=True).stdout
+    assert out.split()[:2] == ["luaptx", luaptx.__version__]
+    assert importlib.metadata.version("luaptx") == luaptx.__version__
+    assert "numpy" in (importlib.metadata.requires("luaptx") or [])
+
+
+WHEEL_RUN = r"""
+import os, sys
+import numpy as np, torch, jax, jax.numpy as jnp
+import luaptx, luaptx.torch as lt, luaptx.jax as lj
+assert luaptx.__file__.startswith(sys.prefix), luaptx.__file__          # the wheel's, not the checkout's
+ks = luaptx.load_string(sys.stdin.read(), "=rms_norm.lua", device="emu")
+x, w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8), np.full(8, 1.5, np.float32)
+want = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+yt = lt.op(ks.rms_norm_fwd)(torch.from_numpy(x), torch.from_numpy(w))[0]
+yj = jax.jit(lambda x, w: lj.call(ks.rms_norm_fwd, x, w)[0])(jnp.asarray(x), jnp.asarray(w))
+print("torch", float(np.abs(yt.numpy() - want).max()) < 1e-5, "jax", float(np.abs(np.asarray(yj) - want).max()) < 1e-5)
+"""
+
+
+def test_the_wheel_runs_kernels_from_torch_and_jax_in_a_fresh_venv_outside_the_checkout(tmp_path):
+    import sysconfig
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
+                        str(tmp_path / "dist"), PY], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = os.listdir(tmp_path / "dist")
+    assert wheel.startswith("luaptx-") and wheel.endswith("-cp310-abi3-linux_x86_64.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    pure = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps",
+                        str(tmp_path / "dist" / wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert os.path.exists(os.path.join(pure, "luaptx", "__init__.py"))
+    # then numpy, torch and jax from this environment (read-only, after the venv's own site-packages)
+    with open(os.path.join(pure, "deps.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    with open(os.path.join(ROOT, "examples", "python", "rms_norm.lua")) as f:
+        script = f.read()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([py, "-c", WHEEL_RUN], input=script, capture_output=True, text=True, timeout=300,
+                       cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["torch", "True", "jax", "True"]
