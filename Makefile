@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools sass-compare run test test-python python-env python-check emulator-coverage gpu-check check-lua asan clean
 
 all: build
 
@@ -38,6 +38,16 @@ sass-tools:
 	if { test -x $(SASS_VENV)/bin/pip || python3 -m venv $(SASS_VENV); } && \
 	   $(SASS_VENV)/bin/pip install -q --disable-pip-version-check --timeout 10 --retries 1 nvidia-cuda-nvdisasm; then :; \
 	else echo "make sass-tools: could not install nvidia-cuda-nvdisasm (no network, or no python3-venv): the sass specs will be pending"; fi
+
+# The GEMM k-loops beside CUTLASS's, from the SASS, without a GPU
+# (docs/performance.md): CUTLASS's headers come from the nvidia-cutlass
+# wheel (--no-deps: only its headers are used), installed into the venv of
+# sass-tools; offline it says so and the table shows ours alone.
+sass-compare: build sass-tools
+	@if ! ls $(SASS_VENV)/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h >/dev/null 2>&1; then \
+	  $(SASS_VENV)/bin/pip install -q --disable-pip-version-check --timeout 10 --retries 1 --no-deps nvidia-cutlass || \
+	  echo "make sass-compare: could not install nvidia-cutlass (no network?): CUTLASS is left out"; fi
+	$(LUAPTX) bench/sass_compare.lua
 
 # The main job: an example kernel end to end: trace it to PTX, assemble it
 # with ptxas (resource report), then launch it on the current device (the

@@ -224,8 +224,11 @@ end
 
 --- The loops of a function: each backward branch (to a label at or before
 -- it) closes one, { from, to (offsets, inclusive), mma (MMA count),
--- inner_mma (an MMA loop holding no other: a k-loop) }, innermost first
--- (shortest span). A jump back from an out-of-line block
+-- uniform, inner_mma (an MMA loop holding no other: a k-loop) },
+-- innermost first (shortest span). uniform: closed by BRA.U.ANY, the loop
+-- ptxas wraps around an instruction that needs a warp-uniform operand
+-- (once per distinct value, once in practice), neither a k-loop nor where
+-- a hazard is named (the loop around it is). A jump back from an out-of-line block
 -- (ptxas puts a retried mbarrier wait past the end: `@!P0 BRA` to it, and
 -- it jumps back to the instruction after that branch) is no loop.
 function M.loops(fn)
@@ -240,7 +243,7 @@ function M.loops(fn)
     local into = before and branch_target(before) and at[branch_target(before)]
     local detour = into and into > at[target] and into <= it.offset
     if target and at[target] and at[target] <= it.offset and not detour then
-      local lp = { from = at[target], to = it.offset, mma = 0 }
+      local lp = { from = at[target], to = it.offset, mma = 0, uniform = it.text:match("^[^;]*BRA%.U%.ANY") ~= nil }
       for _, x in ipairs(fn.items) do
         if x.opcode and x.offset >= lp.from and x.offset <= lp.to and MMA[x.opcode] then lp.mma = lp.mma + 1 end
       end
@@ -249,10 +252,10 @@ function M.loops(fn)
   end
   table.sort(loops, function(a, b) return a.to - a.from < b.to - b.from end)
   for i, lp in ipairs(loops) do
-    lp.inner_mma = lp.mma > 0
+    lp.inner_mma = lp.mma > 0 and not lp.uniform
     for j = 1, i - 1 do
       local o = loops[j]
-      if o.mma > 0 and o.from >= lp.from and o.to <= lp.to and (o.from ~= lp.from or o.to ~= lp.to) then
+      if o.mma > 0 and not o.uniform and o.from >= lp.from and o.to <= lp.to and (o.from ~= lp.from or o.to ~= lp.to) then
         lp.inner_mma = false
       end
     end
@@ -269,39 +272,46 @@ local function body(fn, from, to)
   return out
 end
 
+--- Add the hazards of one loop of fn to acc ({ out, by, seen }): each
+-- instruction once (in the innermost loop holding it), grouped per kind
+-- and Lua line.
+local function loop_hazards(fn, lp, acc)
+  local committed = false
+  for _, it in ipairs(body(fn, lp.from, lp.to)) do
+    for _, h in ipairs(M.HAZARDS) do
+      if not acc.seen[it] and h.test(it, committed and lp.inner_mma) then
+        acc.seen[it] = true
+        local key = table.concat({ fn.name, h.name, where(it) }, "\0")
+        local g = acc.by[key]
+        if not g then
+          g = { func = fn.name, kind = h.name, what = h.what, why = h.why, file = it.file, line = it.line,
+                where = where(it), loop = { from = lp.from, to = lp.to }, insts = {} }
+          acc.by[key], acc.out[#acc.out + 1] = g, g
+        end
+        g.insts[#g.insts + 1] = it
+      end
+    end
+    if it.opcode == "HGMMA" and it.text:match("gsb0") then committed = true end
+  end
+end
+
 --- The hazards of a listing (see HAZARDS), grouped per kernel, kind and
 -- Lua line, in instruction order: { { func, kind, what, why, file, line,
 -- where, loop = { from, to }, insts = { item... } } }. Only instructions
--- inside a loop count: the innermost loop holding each is named.
+-- inside a loop (not a uniform one) count: the innermost loop holding
+-- each is named.
 function M.hazards(listing)
-  local out, by = {}, {}
+  local acc = { out = {}, by = {}, seen = {} }
   for _, fn in ipairs(listing.functions) do
-    local seen = {}
     for _, lp in ipairs(M.loops(fn)) do
-      local committed = false
-      for _, it in ipairs(body(fn, lp.from, lp.to)) do
-        for _, h in ipairs(M.HAZARDS) do
-          if not seen[it] and h.test(it, committed and lp.inner_mma) then
-            seen[it] = true
-            local key = table.concat({ fn.name, h.name, where(it) }, "\0")
-            local g = by[key]
-            if not g then
-              g = { func = fn.name, kind = h.name, what = h.what, why = h.why, file = it.file, line = it.line,
-                    where = where(it), loop = { from = lp.from, to = lp.to }, insts = {} }
-              by[key], out[#out + 1] = g, g
-            end
-            g.insts[#g.insts + 1] = it
-          end
-        end
-        if it.opcode == "HGMMA" and it.text:match("gsb0") then committed = true end
-      end
+      if not lp.uniform then loop_hazards(fn, lp, acc) end
     end
   end
-  table.sort(out, function(a, b)
+  table.sort(acc.out, function(a, b)
     if a.func ~= b.func then return a.func < b.func end
     return a.insts[1].offset < b.insts[1].offset
   end)
-  return out
+  return acc.out
 end
 
 --- The figures of each innermost MMA loop (an MMA loop holding no other
