@@ -9,6 +9,7 @@ local compile = require "pyptx.runtime.compile"
 local toolkit = require "pyptx.runtime.toolkit"
 local script = require "pyptx.runtime.script"
 local sys = require "pyptx.core.sys"
+local ptxparse = require "pyptx.ptxparse"
 
 local M = {}
 
@@ -79,13 +80,10 @@ function M.cutlass_include()
     .. "$VIRTUAL_ENV)"):format(table.concat(looked, ", "))
 end
 
---- Read a whole file, or nil.
+--- Read a whole file, or nil (missing, unreadable).
 local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
+  local ok, text = pcall(ptxparse.read_file, path)
+  return ok and text or nil
 end
 
 --- The CUTLASS kernel's cubin and ptxas's register count, compiled by nvcc

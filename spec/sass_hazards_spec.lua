@@ -66,6 +66,28 @@ describe("pyptx.runtime.sass hazards", function()
     assert.same({ "0120..0120 mma 0", "00f0..0100 mma 0", "0020..00c0 mma 2 k-loop" }, got)
   end)
 
+  it("takes a BRA.U.ANY loop (ptxas's loop over a warp-uniform operand) for no k-loop: the loop around it is", function()
+    local fn = sass.parse(table.concat({
+      "//--------------------- .text.u                --------------------------",
+      ".L_x_1:",
+      "        /*0000*/                   IADD3 R2, R2, 0x1, RZ ;",
+      ".L_x_2:",
+      "        /*0010*/              @P0 ELECT P1, URZ, PT ;",
+      "        /*0020*/                   UTCHMMA gdesc[UR16], gdesc[UR14], tmem[UR5], tmem[UR8], idesc[UR9], UPT ;",
+      "        /*0030*/              @P0 BRA.U.ANY `(.L_x_2) ;",
+      "        /*0040*/                   MEMBAR.SC.GPU ;",
+      "        /*0050*/              @P2 BRA `(.L_x_1) ;",
+      "        /*0060*/                   EXIT ;",
+    }, "\n")).functions[1]
+    local got = {}
+    for _, lp in ipairs(sass.loops(fn)) do
+      got[#got + 1] = ("%04x..%04x%s%s"):format(lp.from, lp.to, lp.uniform and " uniform" or "", lp.inner_mma and " k-loop" or "")
+    end
+    assert.same({ "0010..0030 uniform", "0000..0050 k-loop" }, got)
+    local loops = sass.mma_loops({ functions = { fn } })
+    assert.same({ 0, 0x50, 6, 1 }, { loops[1].from, loops[1].to, loops[1].instructions, loops[1].fences })
+  end)
+
   it("names each hazard in a loop at its Lua line, and none outside a loop", function()
     local got = {}
     for _, h in ipairs(sass.hazards(sass.parse(LISTING))) do
