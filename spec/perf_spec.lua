@@ -78,3 +78,27 @@ describe("bench/gpu_check.lua --dry-run", function()
     assert.matches("\n0 failed %(steps and checks%)", text)
   end)
 end)
+
+describe("bench/inflight.lua (Little's law without a GPU)", function()
+  it("reads LDG widths: .128 16 bytes, .64 8, .U16 2, .U8 1, else 4, past the guard", function()
+    local inflight = require "bench.inflight"
+    assert.same({ 16, 16, 8, 2, 1, 4 }, { inflight.ldg_bytes("LDG.E.128 R4, desc[UR4][R2.64] ;"),
+      inflight.ldg_bytes("@!P0 LDG.E.128.CONSTANT R8, desc[UR4][R2.64] ;"), inflight.ldg_bytes("LDG.E.64 R4, [R2] ;"),
+      inflight.ldg_bytes("LDG.E.U16 R4, [R2] ;"), inflight.ldg_bytes("LDG.E.U8 R4, [R2] ;"), inflight.ldg_bytes("LDG.E R4, [R2] ;") })
+  end)
+
+  it("each Hopper memory-bound kernel at B=2048 N=8192 keeps twice what an H200 needs in flight per SM", function()
+    local kloops = require "bench.kloops"
+    local missing = kloops.missing()
+    if missing then H.pending(missing) end
+    H.need_ptxas()
+    local inflight = require "bench.inflight"
+    local g = require("pyptx.tools.gpus").find("H200")
+    local need = g.bw * 1e9 * 700e-9 / g.sms                 -- Little's law at an assumed 700 ns
+    for _, name in ipairs(perf.ROW_KERNELS) do
+      local r = inflight.row(require("examples.hopper." .. name).build(2048, 8192), {})
+      assert.is_true(r.sm_bytes >= 2 * need, ("%s: %d bytes in flight per SM (%d CTAs x %d threads x %d bytes), need %d")
+        :format(name, r.sm_bytes, r.ctas, r.threads, r.thread_bytes, 2 * need))
+    end
+  end)
+end)
