@@ -164,7 +164,6 @@ local function where(item)
   return item.file and ("%s:%d"):format(item.file, item.line) or "(no Lua line)"
 end
 
-
 -- The tensor-core MMA opcodes (a loop holding one is an MMA loop).
 local MMA = {}
 for op in ("HMMA IMMA BMMA DMMA QMMA OMMA HGMMA IGMMA QGMMA BGMMA UTCHMMA UTCIMMA UTCQMMA UTCOMMA UTCMMA"):gmatch("%S+") do
