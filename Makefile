@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools run test test-python python-env python-check emulator-coverage lua-types gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools sass-compare gpu-kit gpu-kit-dry-run run test test-python python-env python-check emulator-coverage lua-types gpu-check check-lua asan clean
 
 all: build
 
@@ -38,6 +38,16 @@ sass-tools:
 	if { test -x $(SASS_VENV)/bin/pip || python3 -m venv $(SASS_VENV); } && \
 	   $(SASS_VENV)/bin/pip install -q --disable-pip-version-check --timeout 10 --retries 1 nvidia-cuda-nvdisasm; then :; \
 	else echo "make sass-tools: could not install nvidia-cuda-nvdisasm (no network, or no python3-venv): the sass specs will be pending"; fi
+
+# The GEMM k-loops beside CUTLASS's, from the SASS, without a GPU
+# (docs/performance.md): CUTLASS's headers come from the nvidia-cutlass
+# wheel (--no-deps: only its headers are used), installed into the venv of
+# sass-tools; offline it says so and the table shows ours alone.
+sass-compare: build sass-tools
+	@if ! ls $(SASS_VENV)/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h >/dev/null 2>&1; then \
+	  $(SASS_VENV)/bin/pip install -q --disable-pip-version-check --timeout 10 --retries 1 --no-deps nvidia-cutlass || \
+	  echo "make sass-compare: could not install nvidia-cutlass (no network?): CUTLASS is left out"; fi
+	$(LUAPTX) bench/sass_compare.lua
 
 # The main job: an example kernel end to end: trace it to PTX, assemble it
 # with ptxas (resource report), then launch it on the current device (the
@@ -92,12 +102,37 @@ emulator-coverage: deps build
 lua-types: deps build
 	$(LUAPTX) spec/lua_types.lua types
 
-# Hardware truth on a machine with an NVIDIA GPU and its driver: the #gpu
-# specs, every example on the GPU against its CPU reference, the nvcc
-# differential on the GPU and the GEMM benchmark beside cuBLAS (see
-# docs/emulator.md). Exits 2 with the reason when there is no GPU.
+# Hardware truth on a machine with an NVIDIA GPU and its driver, in one run
+# (docs/performance.md): every example on the GPU against its CPU
+# reference, the performance table (GEMMs beside cuBLAS, memory-bound
+# kernels beside a device copy, flash attention, launch latency, each
+# checked), and where busted is installed the #gpu specs and the nvcc
+# differential. Exits 2 with the reason when there is no GPU.
 gpu-check: deps build
 	LUAPTX_BIN=$(LUAPTX) $(LUAPTX) bench/gpu_check.lua
+
+# The same run for a GPU machine without LuaJIT, busted or a network: a
+# self-contained kit in $(KIT) (and $(KIT).tar.gz): luaptx linked
+# statically with LuaJIT (its Lua modules are inside it), bench/ and
+# examples/, and the cuBLAS helper built here with nvcc. There:
+# `cd gpu-kit && ./luaptx bench/gpu_check.lua`. gpu-kit-dry-run runs the
+# kit here on the CPU emulator at small shapes, timed.
+KIT = $(BUILD)/gpu-kit
+LUAJIT_A = $(shell pkg-config --variable=libdir luajit)/libluajit-5.1.a
+gpu-kit: build
+	@rm -rf $(KIT) && mkdir -p $(KIT)/bench $(KIT)/examples
+	$(CC) -O2 -o $(KIT)/luaptx src/main.c -Isrc $(BUILD)/libluaptx.a $(LUAJIT_A) -lm -ldl -lpthread -rdynamic
+	cp bench/*.lua bench/*.cu $(KIT)/bench/
+	cp -r examples/ampere examples/hopper examples/blackwell examples/lib $(KIT)/examples/
+	@if nvcc=$$($(LUAPTX) -e 'io.write(require("pyptx.runtime.toolkit").find("nvcc") or "")') && [ -n "$$nvcc" ]; then \
+	  echo "$$nvcc -O2 -arch=compute_80 -o $(KIT)/cublas_gemm bench/cublas_gemm.cu -lcublas"; \
+	  $$nvcc -O2 -arch=compute_80 -o $(KIT)/cublas_gemm bench/cublas_gemm.cu -lcublas; \
+	else echo "make gpu-kit: nvcc not found: the kit builds its cuBLAS helper on the GPU machine (with that machine's nvcc)"; fi
+	tar czf $(KIT).tar.gz -C $(BUILD) gpu-kit
+	@echo "make gpu-kit: $(KIT) ($$(du -sh $(KIT) | cut -f1)); on the GPU machine: cd gpu-kit && ./luaptx bench/gpu_check.lua"
+
+gpu-kit-dry-run: gpu-kit
+	cd $(KIT) && env -u LUAPTX_BIN ./luaptx bench/gpu_check.lua --dry-run
 
 check-lua:
 	luacheck lua bin spec examples bench

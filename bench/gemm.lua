@@ -7,8 +7,6 @@
 local median = require("bench.common").median
 local runtime = require "pyptx.runtime"
 local tensor = require "pyptx.runtime.tensor"
-local core = require "pyptx.core"
-local ffi = require "ffi"
 
 local reps = tonumber(arg and arg[1]) or 20
 local dev = runtime.device()
@@ -45,18 +43,7 @@ local function time_gemm(name, n, opts)
   local inputs = gemm.inputs(n, n, n, 1)
   local args = {}
   for i, a in ipairs(gemm.args(inputs)) do args[i] = tensor.from_table(a[1], a.dtype, a[2]) end
-  local launch = runtime.prepare(k, unpack(args))
-  for _ = 1, 3 do launch() end
-  local e0, e1, ms = ffi.new("int32_t[1]"), ffi.new("int32_t[1]"), ffi.new("double[1]")
-  local times = {}
-  for r = 1, reps do
-    core.device_event_record(dev.handle, e0)
-    launch()
-    core.device_event_record(dev.handle, e1)
-    core.device_event_elapsed(dev.handle, e0[0], e1[0], ms)
-    times[r] = ms[0]
-  end
-  return median(times)
+  return require("bench.perf").time(dev, runtime.prepare(k, unpack(args)), reps)
 end
 
 print(("device: %s"):format(dev.name))

@@ -339,11 +339,12 @@ local COMMANDS = {
                       help = "also write DIR/<kernel>.<arch>.<hash>.cubin (hash: 12 hex digits of the PTX's)" },
               { "--force", help = "bypass the cache" } } },
   { name = "sass", args = "<script.lua>", min = 1, max = 1, run = cmd_sass,
-    help = "each kernel's machine code under the Lua lines it came from, and its instructions by class per line (needs nvdisasm)",
-    flags = { ARCH, DEFINE, { "--summary", key = "summary", help = "only the per-line table of instruction classes" } } },
+    help = "each kernel's machine code under the Lua lines it came from, its instructions by class per line, and "
+      .. "what costs time in its loops (GPU-scope fences, local memory, wgmma drains) at their Lua lines (needs nvdisasm)",
+    flags = { ARCH, DEFINE, { "--summary", key = "summary", help = "only the per-line table of instruction classes and the loop hazards" } } },
   { name = "profile", args = "<script.lua>", min = 1, max = 1, run = cmd_profile,
     help = "run the script's main on the emulator with performance counters: per kernel totals, occupancy, "
-      .. "the roofline bound and the worst Lua lines (docs/profile.md)",
+      .. "the roofline bound, the SASS hazards of its loops and the worst Lua lines (docs/profile.md)",
     flags = { DEFINE, { "--kernel", "NAME", key = "kernel", help = "report only this kernel" },
               { "--gpu", "G", key = "gpu", check = check_gpu, help = "GPU of the roofline and occupancy: A100, H100, H100-PCIe, H200, B200, RTX4090, RTX5090" },
               { "--json", "F", key = "json", check = check_output, help = "write the report as JSON" },

@@ -8,6 +8,7 @@ local sys = require "pyptx.core.sys"
 local tune = require "pyptx.tools.tune"
 local prof = require "pyptx.tools.profile"
 local html = require "pyptx.tools.profile_html"
+local sass = require "pyptx.runtime.sass"
 
 local M = {}
 
@@ -87,6 +88,15 @@ local LISTS = {
   { "divergence", "idle lanes", function(l) return ("%.0f%% SIMT"):format(100 * l.d.simt) end },
 }
 
+--- The lines naming what costs time in the kernel's loops (its SASS
+-- hazards, pyptx.runtime.sass), or why they are unknown.
+local function hazard_lines(k)
+  if not k.hazards then return { "  SASS hazards: unknown (" .. (k.hazards_note or "?") .. ")" } end
+  local out = {}
+  for _, l in ipairs(sass.render_hazards(k.hazards)) do out[#out + 1] = "  " .. l end
+  return out
+end
+
 --- opts.input (the script), kernel, gpu, json, html. Returns the exit status.
 function M.main(opts)
   local dev = runtime.open("emu")
@@ -102,6 +112,7 @@ function M.main(opts)
   local text = {}
   for _, k in ipairs(rep.kernels) do
     for _, l in ipairs(summary(k)) do text[#text + 1] = l end
+    for _, l in ipairs(hazard_lines(k)) do text[#text + 1] = l end
     for _, li in ipairs(LISTS) do
       for _, l in ipairs(worst(k, li[1], li[2], li[3])) do text[#text + 1] = l end
     end

@@ -9,6 +9,8 @@
 -- example's line; each assembles with ptxas for sm_100a without spills;
 -- and build() rejects shapes that break its rules, at the caller's line.
 local runtime = require "pyptx.runtime"
+local sass = require "pyptx.runtime.sass"
+local kloops = require "bench.kloops"
 local H = require "spec.helpers"
 
 local persistent = dofile "examples/blackwell/gemm_persistent.lua"
@@ -76,6 +78,31 @@ end
 
 local run_main = H.run_main
 
+--- The tcgen05.ld of kernel k's PTX: a map "32x32b.xN" -> count.
+local function tmem_loads(k)
+  local out = {}
+  for shape in k:specialize().ptx:gmatch("tcgen05%.ld%.sync%.aligned%.([%w.]-)%.b32") do out[shape] = (out[shape] or 0) + 1 end
+  return out
+end
+
+--- The LDTM instructions of kernel k's SASS: a map "LDTM.xN" -> count
+-- (pending without nvdisasm or a PTX compiler).
+local function sass_tmem_loads(k)
+  local missing = kloops.missing()
+  if missing then H.pending(missing) end   -- not a tail call: pending finds the test's frame
+  local _, listing = sass.kernel(k, nil, { summary_only = true })
+  local out = {}
+  for _, fn in ipairs(listing.functions) do
+    for _, it in ipairs(fn.items) do
+      if it.opcode == "LDTM" then
+        local op = it.text:match("^(%S+)")
+        out[op] = (out[op] or 0) + 1
+      end
+    end
+  end
+  return out
+end
+
 describe("examples/blackwell/gemm_persistent.lua", function()
   runtime.use(H.emu())
 
@@ -136,9 +163,98 @@ describe("examples/blackwell/gemm_persistent.lua", function()
     fence_mutant("gemm_persistent", persistent, 512, 256, 128, { ctas = 3, mutant = "no_fence" })
   end)
 
+  -- grouped raster: M/128 = 5 m-blocks in bands of 2 (a last band of 1) or
+  -- 3 (of 2), bands of 1 (row-major), one band of every m-block
+  for _, c in ipairs {
+    { 640, 256, 128, { ctas = 3, group = 2 } }, { 640, 512, 64, { ctas = 4, group = 3, BN = 64 } },
+    { 384, 256, 64, { ctas = 2, group = 1 } }, { 640, 256, 64, { ctas = 7, group = 16, acc = 1 } },
+  } do
+    local o = c[4]
+    it(("matches the CPU reference with a grouped raster of %d m-blocks at %dx%dx%d, every element"):format(o.group, c[1], c[2], c[3]),
+      function()
+        passes(c[1] * c[2], persistent, c[1], c[2], c[3], o)
+      end)
+  end
+
+  it("rasterises in bands of group m-blocks, column-major in each, a last partial band lower", function()
+    local order = {}
+    for t = 0, 9 do
+      local mb, nb = persistent.raster(t, 5, 2, 2)
+      order[#order + 1] = mb .. "," .. nb
+    end
+    assert.are.same({ "0,0", "1,0", "0,1", "1,1", "2,0", "3,0", "2,1", "3,1", "4,0", "4,1" }, order)
+    local seen = {}
+    for t = 0, 7 * 3 - 1 do   -- 7 x 3 tiles in bands of 3: each tile once
+      local mb, nb = persistent.raster(t, 7, 3, 3)
+      local key = mb .. "," .. nb
+      assert(mb < 7 and nb < 3 and not seen[key], key)
+      seen[key] = true
+    end
+    local mb, nb = persistent.raster(9, 5, 2, 2, "raster_tail")
+    assert.are.same({ 5, 0 }, { mb, nb })        -- the mutant walks past the last m-block
+  end)
+
+  it("fails when the raster takes the last, partial band of m-blocks as a whole band", function()
+    mutant_fails("gemm_persistent%.lua:%d+: st%.global.- out%-of%-bounds", nil, persistent, 640, 256, 128,
+      { ctas = 3, group = 2, mutant = "raster_tail" })
+    mutant_fails("never written", nil, persistent, 640, 256, 128, { ctas = 3, group = 2, out = "bf16", mutant = "raster_tail" })
+  end)
+
+  it("reads the accumulator with tcgen05.ld.32x32b.x128, BN/128 loads a tile (opts.ld narrows them)", function()
+    assert.are.same({ ["32x32b.x128"] = 1 }, tmem_loads(persistent.build(256, 256, 128)))
+    assert.are.same({ ["32x32b.x128"] = 1 }, tmem_loads(persistent.build(256, 256, 128, { out = "bf16" })))
+    assert.are.same({ ["32x32b.x128"] = 2 }, tmem_loads(persistent.build(256, 512, 128, { BN = 256 })))
+    assert.are.same({ ["32x32b.x64"] = 1 }, tmem_loads(persistent.build(256, 256, 128, { BN = 64 })))
+    assert.are.same({ ["32x32b.x32"] = 4 }, tmem_loads(persistent.build(256, 256, 128, { ld = 32 })))
+    passes(256 * 256, persistent, 256, 256, 128, { ctas = 2, ld = 32 })
+    passes(256 * 256, persistent, 256, 256, 128, { ctas = 2, ld = 64, out = "bf16" })
+  end)
+
+  it("issues one LDTM.x128 a tile for BN 128 and two for BN 256 in SASS (four and eight LDTM.x32 before)", function()
+    assert.are.same({ ["LDTM.x128"] = 1 }, sass_tmem_loads(persistent.kernels[1]))
+    assert.are.same({ ["LDTM.x128"] = 2 }, sass_tmem_loads(persistent.kernels[2]))
+    assert.are.same({ ["LDTM.x128"] = 1 }, sass_tmem_loads(persistent.kernels[3]))
+  end)
+
+  it("fails when a TMEM load after the first reads the wrong columns", function()
+    mutant_fails("elements differ", nil, persistent, 256, 512, 128, { ctas = 3, BN = 256, mutant = "ld_col" })
+    mutant_fails("elements differ", nil, persistent, 256, 256, 128, { ctas = 3, ld = 64, out = "bf16", mutant = "ld_col" })
+  end)
+
+  -- a bf16 D through shared memory and TMA stores
+  for _, c in ipairs {
+    { 512, 256, 256, { ctas = 3 } }, { 256, 512, 128, { ctas = 1, BN = 64, acc = 1, stages = 2 } },
+    { 384, 512, 192, { ctas = 2, BN = 256, stages = 2 } }, { 640, 384, 128, { ctas = 4, group = 2 } },
+  } do
+    local o = c[4]
+    o.out = "bf16"
+    it(("matches the CPU reference with a bf16 D through TMA stores at %dx%dx%d, BN %d, every element"):format(c[1], c[2], c[3],
+      o.BN or 128), function()
+      local k = persistent.build(c[1], c[2], c[3], o)
+      assert.matches("cp%.async%.bulk%.tensor%.2d%.global%.shared::cta", k:specialize().ptx)
+      passes(c[1] * c[2], persistent, c[1], c[2], c[3], o)
+    end)
+  end
+
+  it("passes under adversarial schedules with a bf16 D", function()
+    assert.matches("cp%.async%.bulk%.tensor%.2d%.global%.shared::cta", persistent.build(512, 256, 128, { out = "bf16" }):specialize().ptx)
+    passes_adversarial(persistent, 512, 256, 128, { ctas = 2, out = "bf16" })
+  end)
+
+  it("is reported when the staging tile is rewritten while a TMA store may still read it", function()
+    mutant_fails("still reads: a TMA store, bulk copy or bulk reduction reads its source", SEEDS, persistent, 512, 256, 128,
+      { ctas = 2, out = "bf16", mutant = "no_store_wait" })
+  end)
+
+  it("is reported without fence.proxy.async between the staging writes and the TMA store", function()
+    mutant_fails("gemm_persistent%.lua:%d+: cp%.async%.bulk%.tensor.- through the async proxy, but .-gemm_persistent%.lua:%d+: "
+      .. "st%.shared%.v4", nil, persistent, 512, 256, 128, { ctas = 2, out = "bf16", mutant = "no_store_fence" })
+  end)
+
   it("assembles for sm_100a without spills", function()
     for _, k in ipairs(persistent.kernels) do assembles_unspilled(k) end
     assembles_unspilled(persistent.build(512, 512, 256, { BN = 64, acc = 1, stages = 8 }))
+    assembles_unspilled(persistent.build(8192, 8192, 4096, { BN = 256, stages = 2, out = "bf16", group = 5 }))
   end)
 
   it("rejects shapes that break its rules, at the caller's line", function()
@@ -148,6 +264,10 @@ describe("examples/blackwell/gemm_persistent.lua", function()
     rejects(persistent, "BN must be 64, 128 or 256", 128, 96, 64, { BN = 96 })
     rejects(persistent, "acc must be 1 or 2", 128, 256, 64, { acc = 3 })
     rejects(persistent, "ctas must be a positive integer", 128, 128, 64, { ctas = 0 })
+    rejects(persistent, "group must be a positive integer", 128, 128, 64, { group = 1.5 })
+    rejects(persistent, "ld must be 32, 64 or 128 and divide BN", 128, 128, 64, { BN = 64, ld = 128 })
+    rejects(persistent, 'out must be "f32" or "bf16"', 128, 128, 64, { out = "f16" })
+    rejects(persistent, "<= 224 KiB with a bf16 D", 128, 256, 64, { BN = 256, out = "bf16" })
     rejects(persistent, "mutant must be one of", 128, 128, 64, { mutant = "no_such" })
   end)
 

@@ -277,4 +277,46 @@ describe("docs", function()
       end
     end
   end)
+  it("performance.md: the GPU table is headed as documented (a dry run on the emulator)", function()
+    local doc = H.read("docs/performance.md")
+    local head = doc:match("It writes the table, headed by this line.-```\n(.-)```")
+    assert.is_string(head, "docs/performance.md documents no table header")
+    local out_file = H.temp_dir() .. "/t.md"
+    local out, err, status = H.luaptx({ "bench/gpu_check.lua", "--dry-run", "--skip-examples", "--out", out_file },
+      { timeout = 600 })
+    assert.equal(0, status, out .. err)
+    assert.truthy(H.read(out_file):find("\n" .. head, 1, true), head .. "\n---\n" .. H.read(out_file))
+    for _, cols in ipairs { "| kernel | M x N x K | ms | TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | check |",
+                            "| kernel | B x N | ms | GB/s | % of peak | % of copy | check |" } do
+      assert.truthy(H.read(out_file):find(cols, 1, true), cols)
+      assert.truthy(doc:find(cols:gsub("^| ", "("):gsub(" |$", ")"):gsub(" | ", ", "), 1, true), "not documented: " .. cols)
+    end
+  end)
+
+  it("performance.md: the SASS table has bench/sass_compare's columns, a row per GEMM kernel, CUTLASS's figures", function()
+    local kloops = require "bench.kloops"
+    local doc = H.read("docs/performance.md")
+    local tbl = doc:match("\n(| kernel | k%-loop insts .-)\n\n")
+    assert.is_string(tbl, "docs/performance.md has no SASS table")
+    local header = tbl:match("^[^\n]+")
+    local src = H.read("bench/sass_compare.lua")
+    for cell in header:gmatch("[^|]+") do
+      local head = cell:match("^%s*(.-)%s*$")
+      if head ~= "" then assert.truthy(src:find('"' .. head .. '"', 1, true), head) end
+    end
+    for _, path in ipairs(kloops.GEMM_EXAMPLES) do
+      for _, k in ipairs(require("pyptx.runtime.script").load_file(path, {}).kernels) do
+        local row = ("| %s `%s` |"):format(path:gsub("^examples/", ""), k.name)
+        assert.truthy(tbl:find(row, 1, true), "no row " .. row)
+      end
+    end
+    local missing = kloops.missing() or (not kloops.cutlass_include() and select(2, kloops.cutlass_include()))
+    if missing then H.pending(missing) end
+    local c, why = kloops.cutlass(H.BIN:gsub("/[^/]+$", "") .. "/cutlass")
+    assert.is_table(c, why)
+    local f = kloops.figures(c.loops[1], kloops.function_of(c.listing, c.loops[1].func))
+    local want = ("| CUTLASS cooperative 128x256x64, cluster 2x1 | %s | %s | %s | %s | %s | %s | %s | %s |"):format(
+      f.instructions, f.kblocks, f.per_kblock, f.mma, f.in_flight, f.fences, f.local_insts, f.registers)
+    assert.truthy(tbl:find(want, 1, true), want .. "\n---\n" .. tbl)
+  end)
 end)

@@ -88,20 +88,39 @@ function L.arrive(bar)
   ptx.inst("mbarrier.arrive.shared::cta.b64", ptx.sink, ptx.addr(bar))
 end
 
+--- The widest tcgen05.ld.32x32b.xN for a row of bn columns: N = 128, 64
+-- or 32 columns, the largest that divides bn (the ISA's widest is .x128).
+function L.ld_cols(bn)
+  for _, w in ipairs { 128, 64 } do if bn % w == 0 then return w end end
+  return 32
+end
+
 --- The calling warp reads bn f32 accumulator columns of its 32 TMEM lanes
--- at lane_base (32 at a time, tcgen05.ld.32x32b.x32 then wait::ld) and
--- stores them to the row at prow (a u64 global address), 16 bytes a store.
-function L.store_row(lane_base, prow, bn)
+-- at lane_base, w columns a tcgen05.ld.32x32b.xw (w = L.ld_cols(bn) unless
+-- given) then wait::ld, and calls each(v, c0): v the w registers (a list
+-- from 1) of columns c0 .. c0 + w - 1. col_step (default w) is how far the
+-- next load's column moves (a mutant's wrong offset).
+function L.read_row(lane_base, bn, each, w, col_step)
   local tc = ptx.tcgen05
-  for c = 0, bn / 32 - 1 do
-    local acc, v = reg.array(T.f32, 32), {}
-    for i = 0, 31 do v[i + 1] = acc[i] end
-    tc.ld { dst = v, taddr = c == 0 and lane_base or lane_base + c * 32, shape = "32x32b", num = 32 }
+  w = w or L.ld_cols(bn)
+  for c = 0, bn / w - 1 do
+    local acc, v = reg.array(T.f32, w), {}
+    for i = 0, w - 1 do v[i + 1] = acc[i] end
+    tc.ld { dst = v, taddr = c == 0 and lane_base or lane_base + c * (col_step or w), shape = "32x32b" }
     tc.wait("ld")
-    for j = 0, 7 do
-      ptx.inst.st.global.v4.f32(ptx.addr(prow, (c * 32 + j * 4) * 4), { v[4 * j + 1], v[4 * j + 2], v[4 * j + 3], v[4 * j + 4] })
-    end
+    each(v, c * w)
   end
+end
+
+--- The calling warp reads bn f32 accumulator columns of its 32 TMEM lanes
+-- at lane_base (L.read_row) and stores them to the row at prow (a u64
+-- global address), 16 bytes a store; w and col_step as in read_row.
+function L.store_row(lane_base, prow, bn, w, col_step)
+  L.read_row(lane_base, bn, function(v, c0)
+    for j = 0, #v / 4 - 1 do
+      ptx.inst.st.global.v4.f32(ptx.addr(prow, (c0 + j * 4) * 4), { v[4 * j + 1], v[4 * j + 2], v[4 * j + 3], v[4 * j + 4] })
+    end
+  end, w, col_step)
 end
 
 -- Random inputs, the reference and the launch arguments: examples/lib/gemm_data.lua.
@@ -115,15 +134,18 @@ L.inputs, L.reference, L.args = data.inputs, data.reference, data.args
 -- bounds that with a margin at every K used here (at K = 512: 32
 -- roundings of 2^-24 * ~25 is about 5e-5, the bound 5e-3), while a
 -- single wrong product (an element of magnitude up to 1) breaks it.
-function L.tolerance(k)
-  return { atol = 1e-5 * k, rtol = 1e-3 }
+-- A bf16 D (out = "bf16") is that sum rounded to 8 significant bits, half
+-- an ulp: rtol 2^-8 of the element, still far below a wrong product.
+function L.tolerance(k, out)
+  return { atol = 1e-5 * k, rtol = out == "bf16" and 2 ^ -8 or 1e-3 }
 end
 
 --- Build kernel kern's launch on fresh random inputs and compare every
--- element with the reference; returns ok, report.
-function L.check(kern, m, n, k, g)
+-- element with the reference (out: the D type, "f32" or "bf16"); returns
+-- ok, report.
+function L.check(kern, m, n, k, g, out)
   local inputs = L.inputs(m, n, k, verify.fresh_seed(), g)
-  return verify.run { kernel = kern, args = L.args(inputs), reference = L.reference(inputs), tolerance = L.tolerance(k) }
+  return verify.run { kernel = kern, args = L.args(inputs), reference = L.reference(inputs), tolerance = L.tolerance(k, out) }
 end
 
 return L

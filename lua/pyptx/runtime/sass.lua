@@ -157,12 +157,196 @@ function M.disassemble(cubin, ptx)
   return listing
 end
 
--- --------------------------------------------------------------- summary
+-- ----------------------------------------------------- loops and hazards
 
 --- "file:line", or "(no Lua line)" for an instruction without one.
 local function where(item)
   return item.file and ("%s:%d"):format(item.file, item.line) or "(no Lua line)"
 end
+
+-- The tensor-core MMA opcodes (a loop holding one is an MMA loop).
+local MMA = {}
+for op in ("HMMA IMMA BMMA DMMA QMMA OMMA HGMMA IGMMA QGMMA BGMMA UTCHMMA UTCIMMA UTCQMMA UTCOMMA UTCMMA"):gmatch("%S+") do
+  MMA[op] = true
+end
+
+--- Whether an instruction is a GPU- or system-scope fence: MEMBAR at .GPU
+-- or .SYS scope, or the error barriers ptxas puts beside one.
+local function is_wide_fence(it)
+  if it.opcode == "MEMBAR" then return it.text:match("%.GPU") ~= nil or it.text:match("%.SYS") ~= nil end
+  return it.opcode == "ERRBAR" or it.opcode == "CGAERRBAR"
+end
+
+--- The wgmma wait count of a WARPGROUP.DEPBAR.LE gsb0, N (nil for others).
+local function depbar_count(it)
+  if it.opcode ~= "WARPGROUP" then return nil end
+  local n = it.text:match("^[^;]*DEPBAR%.LE%s+gsb0%s*,%s*(0?x?%x+)")
+  return n and tonumber(n)
+end
+
+-- What costs time in a loop, in report order: a name, what it is, why it
+-- costs, and the test of one instruction (drain's test also sees whether
+-- this iteration of a k-loop committed before it, an HGMMA marked gsb0:
+-- the wait for zero groups after the last k-block, outside the k-loop,
+-- is no drain).
+M.HAZARDS = {
+  { name = "fence", what = "GPU/system-scope fence",
+    why = "waits for every earlier memory operation to be visible GPU-wide (hundreds of cycles)",
+    test = function(it) return is_wide_fence(it) end },
+  { name = "local", what = "local memory (spill or local array)",
+    why = "LDL/STL go through L1 to DRAM: register spills or an indexed array",
+    test = function(it) return it.opcode == "LDL" or it.opcode == "STL" end },
+  { name = "drain", what = "wgmma drain right after the commit",
+    why = "waits for every wgmma group of this iteration (wait_group 0), so the tensor pipe empties each k-block; "
+      .. "wait_group 1 and release the previous stage instead",
+    test = function(it, committed) return committed and depbar_count(it) == 0 end },
+}
+
+--- The offset of each label of a function: { [".L_x_3"] = offset of the
+-- first instruction after it }.
+local function label_offsets(fn)
+  local at, pending = {}, {}
+  for _, it in ipairs(fn.items) do
+    if it.label then pending[#pending + 1] = it.label
+    else
+      for _, l in ipairs(pending) do at[l] = it.offset end
+      pending = {}
+    end
+  end
+  return at
+end
+
+--- The label a branch goes to, or nil.
+local function branch_target(it)
+  return it.opcode == "BRA" and it.text:match("`%((%.L_[%w_]+)%)") or nil
+end
+
+--- The loops of a function: each backward branch (to a label at or before
+-- it) closes one, { from, to (offsets, inclusive), mma (MMA count),
+-- uniform, inner_mma (an MMA loop holding no other: a k-loop) },
+-- innermost first (shortest span). uniform: closed by BRA.U.ANY, the loop
+-- ptxas wraps around an instruction that needs a warp-uniform operand
+-- (once per distinct value, once in practice), neither a k-loop nor where
+-- a hazard is named (the loop around it is). A jump back from an out-of-line block
+-- (ptxas puts a retried mbarrier wait past the end: `@!P0 BRA` to it, and
+-- it jumps back to the instruction after that branch) is no loop.
+function M.loops(fn)
+  local at, loops, prev = label_offsets(fn), {}, {}
+  local last
+  for _, it in ipairs(fn.items) do
+    if it.opcode then prev[it.offset], last = last, it end
+  end
+  for _, it in ipairs(fn.items) do
+    local target = branch_target(it)
+    local before = target and at[target] and prev[at[target]]
+    local into = before and branch_target(before) and at[branch_target(before)]
+    local detour = into and into > at[target] and into <= it.offset
+    if target and at[target] and at[target] <= it.offset and not detour then
+      local lp = { from = at[target], to = it.offset, mma = 0, uniform = it.text:match("^[^;]*BRA%.U%.ANY") ~= nil }
+      for _, x in ipairs(fn.items) do
+        if x.opcode and x.offset >= lp.from and x.offset <= lp.to and MMA[x.opcode] then lp.mma = lp.mma + 1 end
+      end
+      loops[#loops + 1] = lp
+    end
+  end
+  table.sort(loops, function(a, b) return a.to - a.from < b.to - b.from end)
+  for i, lp in ipairs(loops) do
+    lp.inner_mma = lp.mma > 0 and not lp.uniform
+    for j = 1, i - 1 do
+      local o = loops[j]
+      if o.mma > 0 and not o.uniform and o.from >= lp.from and o.to <= lp.to and (o.from ~= lp.from or o.to ~= lp.to) then
+        lp.inner_mma = false
+      end
+    end
+  end
+  return loops
+end
+
+--- The instructions of fn in [from, to], in order.
+local function body(fn, from, to)
+  local out = {}
+  for _, it in ipairs(fn.items) do
+    if it.opcode and it.offset >= from and it.offset <= to then out[#out + 1] = it end
+  end
+  return out
+end
+
+--- Add the hazards of one loop of fn to acc ({ out, by, seen }): each
+-- instruction once (in the innermost loop holding it), grouped per kind
+-- and Lua line.
+local function loop_hazards(fn, lp, acc)
+  local committed = false
+  for _, it in ipairs(body(fn, lp.from, lp.to)) do
+    for _, h in ipairs(M.HAZARDS) do
+      if not acc.seen[it] and h.test(it, committed and lp.inner_mma) then
+        acc.seen[it] = true
+        local key = table.concat({ fn.name, h.name, where(it) }, "\0")
+        local g = acc.by[key]
+        if not g then
+          g = { func = fn.name, kind = h.name, what = h.what, why = h.why, file = it.file, line = it.line,
+                where = where(it), loop = { from = lp.from, to = lp.to }, insts = {} }
+          acc.by[key], acc.out[#acc.out + 1] = g, g
+        end
+        g.insts[#g.insts + 1] = it
+      end
+    end
+    if it.opcode == "HGMMA" and it.text:match("gsb0") then committed = true end
+  end
+end
+
+--- The hazards of a listing (see HAZARDS), grouped per kernel, kind and
+-- Lua line, in instruction order: { { func, kind, what, why, file, line,
+-- where, loop = { from, to }, insts = { item... } } }. Only instructions
+-- inside a loop (not a uniform one) count: the innermost loop holding
+-- each is named.
+function M.hazards(listing)
+  local acc = { out = {}, by = {}, seen = {} }
+  for _, fn in ipairs(listing.functions) do
+    for _, lp in ipairs(M.loops(fn)) do
+      if not lp.uniform then loop_hazards(fn, lp, acc) end
+    end
+  end
+  table.sort(acc.out, function(a, b)
+    if a.func ~= b.func then return a.func < b.func end
+    return a.insts[1].offset < b.insts[1].offset
+  end)
+  return acc.out
+end
+
+--- The figures of each innermost MMA loop (an MMA loop holding no other
+-- MMA loop; a k-loop): { func, registers, from, to, instructions, mma =
+-- { [shape text] = n }, mma_count, in_flight (the least DEPBAR gsb0
+-- count: wgmma groups left in flight; nil without one), fences (GPU or
+-- system scope), local_insts (LDL, STL), batches (wgmma batches begun,
+-- WARPGROUP.ARRIVE: the k-blocks an iteration of a wgmma loop runs) }.
+function M.mma_loops(listing)
+  local out = {}
+  for _, fn in ipairs(listing.functions) do
+    for _, lp in ipairs(M.loops(fn)) do
+      if lp.inner_mma then
+        local r = { func = fn.name, registers = fn.registers, from = lp.from, to = lp.to, instructions = 0, mma = {},
+                    mma_count = 0, fences = 0, local_insts = 0, batches = 0 }
+        for _, it in ipairs(body(fn, lp.from, lp.to)) do
+          r.instructions = r.instructions + 1
+          if MMA[it.opcode] then
+            local shape = it.text:gsub("^@!?U?P%w+%s+", ""):match("^[%w%.]+")
+            r.mma[shape] = (r.mma[shape] or 0) + 1
+            r.mma_count = r.mma_count + 1
+          end
+          local n = depbar_count(it)
+          if n then r.in_flight = math.min(r.in_flight or n, n) end
+          if is_wide_fence(it) then r.fences = r.fences + 1 end
+          if it.opcode == "WARPGROUP" and it.text:match("ARRIVE") then r.batches = r.batches + 1 end
+          if it.opcode == "LDL" or it.opcode == "STL" then r.local_insts = r.local_insts + 1 end
+        end
+        out[#out + 1] = r
+      end
+    end
+  end
+  return out
+end
+
+-- --------------------------------------------------------------- summary
 
 --- Instruction counts by class per Lua line: { rows = { { file, line,
 -- where, counts = { class = n }, total } }, totals = { counts, total } }.
@@ -274,6 +458,40 @@ local function render_summary(summary, source, out)
   row("total", summary.totals.counts, summary.totals.total)
 end
 
+--- The opcodes of a hazard's instructions with their counts, in first-seen
+-- order: "MEMBAR.ALL.GPU x2, ERRBAR x2".
+local function hazard_ops(insts)
+  local order, n = {}, {}
+  for _, it in ipairs(insts) do
+    local op = it.text:gsub("^@!?U?P%w+%s+", ""):match("^[%w%._]+") or it.opcode
+    if not n[op] then order[#order + 1] = op; n[op] = 0 end
+    n[op] = n[op] + 1
+  end
+  for i, op in ipairs(order) do order[i] = n[op] > 1 and ("%s x%d"):format(op, n[op]) or op end
+  return table.concat(order, ", ")
+end
+
+--- The lines that report hazards (see M.hazards): one per Lua line and
+-- kind with its source text, then why it costs; one line saying there is
+-- none when the list is empty. source: a reader of source lines.
+function M.render_hazards(hazards, source)
+  source = source or M.file_source()
+  if #hazards == 0 then
+    local names = {}
+    for i, h in ipairs(M.HAZARDS) do names[i] = h.what end
+    return { "// hazards in loops: none (" .. table.concat(names, ", ") .. ")" }
+  end
+  local out = { ("// hazards in loops: %d"):format(#hazards) }
+  for _, h in ipairs(hazards) do
+    local text = h.file and source(h.file, h.line)
+    out[#out + 1] = ("hazard %s: %s: %d instruction%s (%s) in the loop /*%04x*/../*%04x*/ of %s%s"):format(
+      h.where, h.what, #h.insts, #h.insts == 1 and "" or "s", hazard_ops(h.insts), h.loop.from, h.loop.to, h.func,
+      text and text ~= "" and ("  " .. clip(text, 60)) or "")
+    out[#out + 1] = "    " .. h.why
+  end
+  return out
+end
+
 --- Text of a listing: a header, the interleaved listing (unless
 -- opts.summary_only), then the per-line table. opts.source: a reader of
 -- source lines (default: the files on disk, see file_source).
@@ -289,6 +507,7 @@ function M.render(listing, opts)
   end
   if not opts.summary_only then render_listing(listing, source, out) end
   render_summary(summary, source, out)
+  for _, l in ipairs(M.render_hazards(listing.hazards or M.hazards(listing), source)) do out[#out + 1] = l end
   return table.concat(out, "\n") .. "\n"
 end
 
@@ -305,6 +524,7 @@ function M.kernel(k, given, opts)
   local listing = M.disassemble(cubin.data, s.ptx)
   listing.kernel, listing.arch, listing.cubin_size, listing.compiler = k.name, s.arch, cubin.size, compile.identity()
   listing.summary = M.summary(listing)
+  listing.hazards = M.hazards(listing)
   return M.render(listing, opts), listing
 end
 
@@ -318,6 +538,10 @@ argcheck.sign(M, "sass", {
   summary = { "listing: table" },
   render = { "listing: table", "opts: table?" },
   kernel = { "k: table", "given: table?", "opts: table?" },
+  loops = { "fn: table" },
+  hazards = { "listing: table" },
+  mma_loops = { "listing: table" },
+  render_hazards = { "hazards: table", "source: function?" },
 })
 
 return M

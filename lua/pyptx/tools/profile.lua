@@ -7,6 +7,8 @@ local ffi = require "ffi"
 local core = require "pyptx.core"
 local runtime = require "pyptx.runtime"
 local toolkit = require "pyptx.runtime.toolkit"
+local compile = require "pyptx.runtime.compile"
+local sass = require "pyptx.runtime.sass"
 local occupancy = require "pyptx.tools.occupancy"
 local gpus = require "pyptx.tools.gpus"
 
@@ -193,8 +195,28 @@ local function resources(k)
            stack = r.stack or 0 }, nil, arch
 end
 
+--- What costs time in kernel k's loops, read from its SASS (see
+-- pyptx.runtime.sass.hazards): its module's PTX compiled (through the
+-- cubin cache) and disassembled. Returns the hazards of k's function, or
+-- nil and why (no PTX, no nvdisasm, no compiler).
+local function sass_hazards(k)
+  local ptx = k.module and module_ptx(k.module)
+  if not ptx then return nil, "no PTX for the kernel" end
+  local arch = ptx:match("\n%s*%.target%s+(sm_%w+)")
+  if not arch then return nil, "the PTX names no sm_ target" end
+  if not toolkit.find("nvdisasm") then return nil, toolkit.missing_message("nvdisasm") end
+  local ok, listing = pcall(function() return sass.disassemble(compile.cubin(ptx, arch).data, ptx) end)
+  if not ok then return nil, tostring(listing) end
+  local out = {}
+  for _, h in ipairs(sass.hazards(listing)) do
+    if h.func == k.name then out[#out + 1] = h end
+  end
+  return out
+end
+
 --- One kernel's report: totals, derived figures, resources and occupancy
--- (ptxas -v), the roofline on the GPU, every line and the worst ones.
+-- (ptxas -v), the roofline on the GPU, the SASS hazards in its loops,
+-- every line and the worst ones.
 local function kernel_report(k, rows, opts, cache)
   local res, why, arch = resources(k)
   local sm = arch and tonumber(arch:match("%d+"))
@@ -209,6 +231,7 @@ local function kernel_report(k, rows, opts, cache)
     rep.occupancy, rep.occupancy_note = occ, err
   end
   rep.roofline = gpus.roofline(g, k.c)
+  rep.hazards, rep.hazards_note = sass_hazards(k)
   local lines = M.lines(rows, k.name)
   for _, l in ipairs(lines) do l.source = source_lines(l.file, cache)[l.line] end
   rep.lines = lines
