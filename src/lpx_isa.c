@@ -367,7 +367,7 @@ static int form_modifier(lpx_ctx *ctx, lpx_form *f, const lpx_isa_row *row,
   /* A spelling in two groups (mbarrier.expect_tx) goes to a required group first. */
   int g = pick_group(f, tok, n, 1);
   if (g < 0) g = pick_group(f, tok, n, 0);
-  if (g >= 0) {
+  if (g >= 0 && g < LPX_GB__COUNT) {   /* the bound is pick_group's; GCC cannot see it */
     int idx = lpx_group_index(g, tok, n);
     f->modsel[g] = (uint8_t)idx;
     if (g == LPX_GB_VEC) f->info.vec = idx == LPX_VEC_V2 ? 2 : idx == LPX_VEC_V4 ? 4 : 8;
