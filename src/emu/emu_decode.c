@@ -312,6 +312,7 @@ static int no_dest(int op)
 /* Record the register slots an instruction reads (for the uninitialised check). */
 static void collect_srcs(dec *d, emu_inst *in)
 {
+  if (in->nops == 0) return;   /* ops may be NULL: a body of operand-free instructions */
   const emu_op *ops = &d->p->ops[in->o];
   int top = 0;
   for (uint32_t k = 0; k < in->nops; top++) {
