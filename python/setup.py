@@ -3,8 +3,8 @@
 The library is found in $LUAPTX_BUILD_DIR, else ../build beside this
 directory: build it first (`make build` at the repository root). The
 extension uses CPython's limited API (3.10+), so one wheel serves every
-later CPython. luaptx.jax's XLA handlers are always built (jax's headers,
-or third_party/'s copy); jax is imported only to find its headers.
+later CPython. luaptx.jax's XLA handlers are always built, against
+jaxlib's headers (a build requirement), unless LUAPTX_NO_JAX=1 says not to.
 """
 import atexit
 import os
@@ -40,17 +40,22 @@ def pkg_config(flag):
 
 
 def xla_include():
-    """XLA's FFI C API headers for luaptx.jax's handlers: jax's own when jax
-    is importable here, else the copy in third_party/ (pip's build
-    isolation has no jax): the handlers are always built."""
+    """XLA's FFI C API headers for luaptx.jax's handlers, from jaxlib (a
+    build requirement in pyproject.toml, so pip's isolated builds have it;
+    jax itself is not needed). None when LUAPTX_NO_JAX=1 asks for a build
+    without the handlers; without jaxlib otherwise the build stops saying
+    so: the handlers are never silently missing."""
+    if os.environ.get("LUAPTX_NO_JAX") == "1":
+        return None
     try:
-        import jax.ffi
-        inc = jax.ffi.include_dir()
+        import jaxlib
+        inc = os.path.join(os.path.dirname(jaxlib.__file__), "include")
         if os.path.exists(os.path.join(inc, "xla", "ffi", "api", "c_api.h")):
             return inc
-    except Exception:  # noqa: BLE001 - any failure means: no usable jax here
+    except Exception:  # noqa: BLE001 - any failure means: no usable jaxlib here
         pass
-    return os.path.join(HERE, "third_party")
+    raise SystemExit("luaptx: luaptx.jax's XLA handlers need jaxlib's headers (xla/ffi/api/c_api.h): "
+                     "pip install jaxlib, or build with LUAPTX_NO_JAX=1 to leave luaptx.jax out")
 
 
 XLA = xla_include()
@@ -62,8 +67,8 @@ atexit.register(shutil.rmtree, BUILD_BASE, True)
 core = Extension(
     "luaptx._core",
     sources=["luaptx/_core.c"],
-    include_dirs=[os.path.join(ROOT, "src"), XLA],
-    define_macros=[("Py_LIMITED_API", "0x030A0000"), ("LUAPTX_XLA", "1")],
+    include_dirs=[os.path.join(ROOT, "src")] + ([XLA] if XLA else []),
+    define_macros=[("Py_LIMITED_API", "0x030A0000")] + ([("LUAPTX_XLA", "1")] if XLA else []),
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra"] + pkg_config("--cflags"),
     extra_objects=[LIB],

@@ -10,7 +10,8 @@
 The handlers are C (luaptx/_core.c against xla/ffi/api/c_api.h from
 jax.ffi.include_dir()), registered as the FFI target "luaptx" for the cpu
 platform (the emulator) and CUDA (the GPU, on XLA's stream). They are always
-built (jax's headers, or the package's copy of XLA's c_api.h).
+built, against jaxlib's headers (unless the package was built with
+LUAPTX_NO_JAX=1).
 """
 import jax
 import jax.numpy as jnp
@@ -27,8 +28,8 @@ DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": j
 _NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
 
 if not hasattr(_core, "xla_handlers"):
-    raise ImportError("this luaptx._core has no XLA handlers (a build older than the package): reinstall luaptx "
-                      "(pip install ./python)")
+    raise ImportError("this luaptx._core has no XLA handlers (built with LUAPTX_NO_JAX=1, or older than the "
+                      "package): reinstall luaptx without LUAPTX_NO_JAX (pip install ./python)")
 
 _CPU, _CUDA = _core.xla_handlers()
 jax.ffi.register_ffi_target("luaptx", _CPU, platform="cpu")
