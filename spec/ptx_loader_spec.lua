@@ -217,6 +217,9 @@ describe("pyptx.load_ptx", function()
       head:format("8.0") .. ".visible .const .b8 c[65536];\n.visible .entry k(.param .b8 p[4352]) { ret; }\n",
       head:format("8.1") .. ".visible .entry k(.param .b8 p[32764]) { ret; }\n",
       head:format("8.0") .. ".global .align 1073741824 .u32 a;\n.visible .entry k() { ret; }\n",
+      -- a device function's parameters are not a kernel's parameter space (ptxas takes this)
+      head:format("8.0") .. ".func f(.param .b8 p[8000]) { ret; }\n"
+        .. ".visible .entry k() { .param .b8 a[8000]; call.uni f, (a); ret; }\n",
     } do
       assert.is_true((pcall(pyptx.load_ptx, ptx, "t.ptx")), ptx)
     end
