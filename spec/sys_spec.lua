@@ -155,10 +155,30 @@ describe("pyptx.core.sys", function()
       assert.equal(0, core.cgroup_cpus(root, "/fifo"))             -- a FIFO is not waited on
     end)
 
+    it("reads cgroup v1 CFS quotas too (cpu.cfs_quota_us over cpu.cfs_period_us), -1 meaning none", function()
+      local root = H.temp_dir()
+      local function cfs(rel, quota, period)
+        sys.mkdirs(root .. rel)
+        H.write(root .. rel .. "/cpu.cfs_quota_us", quota .. "\n")
+        H.write(root .. rel .. "/cpu.cfs_period_us", period .. "\n")
+      end
+      cfs("", "-1", "100000")
+      cfs("/docker", "300000", "100000")
+      cfs("/docker/abc", "-1", "100000")
+      assert.equal(3, core.cgroup1_cpus(root, "/docker/abc"))       -- the parent's quota holds
+      cfs("/docker/abc", "25000", "10000")
+      assert.equal(3, core.cgroup1_cpus(root, "/docker/abc"))       -- 2.5 CPUs: 3 threads
+      assert.equal(0, core.cgroup1_cpus(root, "/"))
+      cfs("/bad", "100000", "0")
+      assert.equal(0, core.cgroup1_cpus(root, "/bad"))
+    end)
+
     it("counts the affinity mask, not the machine's CPUs: the emulator and parallel compiles follow it", function()
-      if sys.run({ "taskset", "-c", "0", "true" }).status ~= 0 then return H.pending("taskset cannot pin here") end
+      local mask = sys.run({ "sh", "-c", 'taskset -pc "$$"' })                -- ours: the shell inherits it
+      assert.equal(0, mask.status, mask.stderr)
+      local first = assert(mask.stdout:match("affinity list: (%d+)"), mask.stdout)   -- a CPU we may use
       local code = 'print(require("pyptx.core").cpu_count()); print(require("pyptx.runtime").device("emu"))'
-      local r = sys.run({ "taskset", "-c", "0", H.BIN, "-e", code })
+      local r = sys.run({ "taskset", "-c", first, H.BIN, "-e", code })
       assert.equal(0, r.status, r.stderr)
       assert.matches("^1\n", r.stdout)
       assert.matches("emu %(CPU emulator, 1 thread%)", r.stderr)

@@ -12,6 +12,7 @@
 #include <lualib.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,8 +36,10 @@
 enum { OWN_NONE, OWN_MODULE, OWN_CLI, OWN_HELPER };
 #define OWN_SLOTS 1024                    /* open addressing, at most 3/4 full */
 
+/* The table is the process's: states on other threads load modules too. */
 static struct { char *name; int kind; } own[OWN_SLOTS];
 static int nown;
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* FNV-1a of a chunk name, the slot it starts probing at. */
 static size_t own_hash(const char *s)
@@ -65,28 +68,35 @@ static int own_suffix(const char *tail)
   return OWN_NONE;
 }
 
-/* What a chunk name is: OWN_MODULE, OWN_CLI or OWN_NONE. A name as Lua
- * shortens it in messages ("@...tail") matches a recorded one ending so. */
+/* What a chunk name is: OWN_MODULE, OWN_CLI, OWN_HELPER or OWN_NONE. A
+ * name as Lua shortens it in messages ("@...tail") matches a recorded one
+ * ending so. */
 static int own_kind(const char *src)
 {
-  if (strncmp(src, "@...", 4) == 0) return own_suffix(src + 4);
-  size_t i = own_slot(src);
-  return own[i].name ? own[i].kind : OWN_NONE;
+  pthread_mutex_lock(&own_lock);
+  size_t i = strncmp(src, "@...", 4) ? own_slot(src) : 0;
+  int kind = strncmp(src, "@...", 4) == 0 ? own_suffix(src + 4) : own[i].name ? own[i].kind : OWN_NONE;
+  pthread_mutex_unlock(&own_lock);
+  return kind;
 }
 
-static struct { const char *src; int internal; } seen[64];
+/* where()'s cache: per slot a chunk name's address with bit 0 set when it
+ * is internal, one word so threads never see half an entry. */
+static uintptr_t seen[64];
 
 /* Record a chunk name as luaptx's own; -1 when the table is full or memory is out. */
 static int own_add(const char *name, int kind)
 {
+  int rc = 0;
+  pthread_mutex_lock(&own_lock);
   size_t i = own_slot(name);
-  if (own[i].name) return 0;
-  if (nown >= OWN_SLOTS * 3 / 4) return -1;
-  if (!(own[i].name = strdup(name))) return -1;
-  own[i].kind = kind;
-  nown++;
-  memset(seen, 0, sizeof seen);   /* a chunk already classified may be this one */
-  return 0;
+  if (!own[i].name) {
+    rc = nown >= OWN_SLOTS * 3 / 4 || !(own[i].name = strdup(name)) ? -1 : 0;
+    if (!rc) { own[i].kind = kind; nown++; }
+  }
+  pthread_mutex_unlock(&own_lock);
+  for (size_t s = 0; s < 64; s++) __atomic_store_n(&seen[s], 0, __ATOMIC_RELAXED);   /* one classified may be this */
+  return rc;
 }
 
 /* Is a chunk a pyptx module or a helper library (where() skips it)? */
@@ -162,12 +172,13 @@ static int searcher(lua_State *L)
  * frame of every traced instruction. */
 static int is_internal_cached(const char *src)
 {
+  if ((uintptr_t)src & 1) return is_internal_source(src);   /* Lua's names are aligned; bit 0 is the flag */
   size_t slot = ((uintptr_t)src >> 4) & 63;
-  if (seen[slot].src != src) {
-    seen[slot].src = src;
-    seen[slot].internal = is_internal_source(src);
-  }
-  return seen[slot].internal;
+  uintptr_t v = __atomic_load_n(&seen[slot], __ATOMIC_RELAXED);
+  if ((v & ~(uintptr_t)1) == (uintptr_t)src) return (int)(v & 1);
+  int internal = is_internal_source(src);
+  __atomic_store_n(&seen[slot], (uintptr_t)src | (uintptr_t)internal, __ATOMIC_RELAXED);
+  return internal;
 }
 
 /* own_source(chunk_name): "module" (a pyptx module), "cli" (the command

@@ -1409,7 +1409,9 @@ static void param_add(pstate *ps, size_t a, size_t b, int is_ret)
   }
   if (ptr && !p.ptr_align && p.ptr_space < 0) p.ptr_align = -1;   /* a bare .ptr */
   if (p.sym < 0 || p.type < 0) return;
-  check_bytes(ps, name, p.type, count ? count : 1, ".param", param_max(ps), param_why(ps));
+  if (ps->f->is_entry) check_bytes(ps, name, p.type, count ? count : 1, ".param", param_max(ps), param_why(ps));
+  else check_bytes(ps, name, p.type, count ? count : 1, ".param", LPX_LOCAL_MAX, "the most local memory a thread can have "
+                   "(where a device function's parameters live)");
   p.count = (int32_t)count;
   lpx_func *f = ps->f;
   if (is_ret) { GROW(ps, f->rets, f->rets_cap, f->nrets + 1); f->rets[f->nrets++] = p; }

@@ -723,6 +723,27 @@ static int64_t cpu_max_file(const char *path)
   return cpus > INT32_MAX ? INT32_MAX : cpus;
 }
 
+/* The CPUs a cgroup v1 cpu.cfs_quota_us file (path) and the
+ * cpu.cfs_period_us beside it allow, rounded up; 0 when the quota is -1
+ * (no limit), missing or unreadable. */
+static int64_t cfs_quota_file(const char *path)
+{
+  char buf[64], period_path[PATH_MAX + 32];
+  size_t n = strlen(path);
+  if (n < 8 || n - 8 + sizeof "period_us" > sizeof period_path) return 0;
+  memcpy(period_path, path, n - 8);
+  memcpy(period_path + n - 8, "period_us", sizeof "period_us");   /* cpu.cfs_quota_us -> cpu.cfs_period_us */
+  if (cgroup_read(path, buf, sizeof buf) <= 0) return 0;
+  const char *s = buf;
+  int64_t quota = cgroup_number(&s);
+  if (quota <= 0 || (*s && *s != '\n') || cgroup_read(period_path, buf, sizeof buf) <= 0) return 0;
+  s = buf;
+  int64_t period = cgroup_number(&s);
+  if (period <= 0 || (*s && *s != '\n')) return 0;
+  int64_t cpus = quota / period + (quota % period != 0);
+  return cpus > INT32_MAX ? INT32_MAX : cpus;
+}
+
 /* The bytes one cgroup v2 memory.max file allows; 0 when "max" or unreadable. */
 static int64_t memory_max_file(const char *path)
 {
@@ -763,6 +784,14 @@ int32_t lpx_cgroup_cpus(const char *root, const char *rel)
   return (int32_t)cgroup_fewest(root, rel, "cpu.max", cpu_max_file);
 }
 
+/* The fewest CPUs the cgroup v1 CFS quotas (cpu.cfs_quota_us over
+ * cpu.cfs_period_us) of cgroup rel under root (the cpu controller's mount)
+ * and of each cgroup above it allow; 0 when none limits. */
+int32_t lpx_cgroup1_cpus(const char *root, const char *rel)
+{
+  return (int32_t)cgroup_fewest(root, rel, "cpu.cfs_quota_us", cfs_quota_file);
+}
+
 /* The fewest bytes the memory.max files of cgroup rel under root and above
  * it allow; 0 when none limits. */
 int64_t lpx_cgroup_memory(const char *root, const char *rel)
@@ -770,9 +799,23 @@ int64_t lpx_cgroup_memory(const char *root, const char *rel)
   return cgroup_fewest(root, rel, "memory.max", memory_max_file);
 }
 
-/* This process's cgroup v2 path (the "0::/a/b" line of /proc/self/cgroup)
- * into out; 0, or -1 when there is none. */
-static int self_cgroup(char *out, size_t cap)
+/* Does the controller list of a /proc/self/cgroup line (the text from
+ * list up to ':') name controller? */
+static int names_controller(const char *list, const char *controller)
+{
+  size_t n = strlen(controller);
+  for (const char *p = list;;) {
+    size_t len = strcspn(p, ",:\n");
+    if (len == n && strncmp(p, controller, n) == 0) return 1;
+    if (p[len] != ',') return 0;
+    p += len + 1;
+  }
+}
+
+/* This process's cgroup path for a controller into out: v2's ("0::/a/b")
+ * when controller is NULL, else the v1 hierarchy naming it
+ * ("4:cpu,cpuacct:/a/b"); 0, or -1 when there is none. */
+static int self_cgroup(const char *controller, char *out, size_t cap)
 {
   char buf[8192];
   int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
@@ -782,10 +825,12 @@ static int self_cgroup(char *out, size_t cap)
   if (n <= 0) return -1;
   buf[n] = '\0';
   for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-    if (strncmp(line, "0::", 3)) continue;
-    size_t len = strcspn(line + 3, "\n");
+    char *list = strchr(line, ':'), *path = list ? strchr(list + 1, ':') : NULL;
+    if (!path || (size_t)(path - line) > strcspn(line, "\n")) continue;
+    if (controller ? !names_controller(list + 1, controller) : strncmp(line, "0::", 3) != 0) continue;
+    size_t len = strcspn(path + 1, "\n");
     if (len >= cap) return -1;
-    memcpy(out, line + 3, len);
+    memcpy(out, path + 1, len);
     out[len] = '\0';
     return 0;
   }
@@ -808,9 +853,10 @@ static int32_t affinity_cpus(void)
 }
 
 /* How many CPUs this process may use: the CPUs of its affinity mask (a
- * Slurm job's --cpus-per-task, taskset), lowered by a cgroup v2 cpu.max
- * quota (a container's --cpus); at least 1. The one answer for every
- * default thread count (emulator, parallel compiles). */
+ * Slurm job's --cpus-per-task, taskset), lowered by a CPU quota of its
+ * cgroup or one above it (a container's --cpus): cgroup v2's cpu.max, or
+ * v1's CFS quota; at least 1. The one answer for every default thread
+ * count (emulator, parallel compiles). */
 int32_t lpx_cpu_count(void)
 {
   int32_t n = affinity_cpus();
@@ -819,8 +865,10 @@ int32_t lpx_cpu_count(void)
     n = online > 0 && online < INT32_MAX ? (int32_t)online : 1;
   }
   char rel[4096];
-  int32_t quota = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_cpus("/sys/fs/cgroup", rel) : 0;
-  if (quota > 0 && quota < n) n = quota;
+  int32_t v2 = self_cgroup(NULL, rel, sizeof rel) == 0 ? lpx_cgroup_cpus("/sys/fs/cgroup", rel) : 0;
+  int32_t v1 = self_cgroup("cpu", rel, sizeof rel) == 0 ? lpx_cgroup1_cpus("/sys/fs/cgroup/cpu", rel) : 0;
+  if (v2 > 0 && v2 < n) n = v2;
+  if (v1 > 0 && v1 < n) n = v1;
   return n > 0 ? n : 1;
 }
 
@@ -831,6 +879,6 @@ int64_t lpx_host_memory(void)
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   int64_t n = pages > 0 && page > 0 && pages < INT64_MAX / page ? (int64_t)pages * page : (int64_t)1 << 32;
   char rel[4096];
-  int64_t max = self_cgroup(rel, sizeof rel) == 0 ? lpx_cgroup_memory("/sys/fs/cgroup", rel) : 0;
+  int64_t max = self_cgroup(NULL, rel, sizeof rel) == 0 ? lpx_cgroup_memory("/sys/fs/cgroup", rel) : 0;
   return max > 0 && max < n ? max : n;
 }

@@ -39,6 +39,7 @@ void lpx_fs_free(char *buf);
 double lpx_clock_ms(void);
 int32_t lpx_cpu_count(void);
 int32_t lpx_cgroup_cpus(const char *root, const char *rel);
+int32_t lpx_cgroup1_cpus(const char *root, const char *rel);
 int64_t lpx_cgroup_memory(const char *root, const char *rel);
 int64_t lpx_host_memory(void);
 
