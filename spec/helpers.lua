@@ -86,6 +86,43 @@ function M.ptxas(ptx_or_kernel, arch, opts)
   return toolkit.ptxas(ptx_text(ptx_or_kernel), arch or "sm_90a", o)
 end
 
+-- ptxas's cubins by (ptxas, arch, text), in memory and, across spec files
+-- and runs, under $LUAPTX_CACHE_DIR/spec-ptxas (ctest sets it): several
+-- specs assemble the same corpus files, and ptxas takes seconds on the
+-- large ones. A key is the content hash of ptxas's version, the arch and
+-- the text, so a changed text or toolkit is assembled again.
+local cubins, ptxas_version = {}, nil
+
+--- The cubin ptxas makes of PTX text for arch (through the cache), or
+-- false and ptxas's log; pending without ptxas.
+function M.cubin(text, arch)
+  local ptxas = M.need_ptxas()
+  if not ptxas_version then ptxas_version = ptxas .. "\0" .. M.run({ ptxas, "--version" }).stdout end
+  local core = require "pyptx.core"
+  local key_text = ptxas_version .. "\0" .. arch .. "\0" .. text
+  local hash = ffi.new("char[33]")
+  core.content_hash(key_text, #key_text, hash)
+  local key = ffi.string(hash)
+  if cubins[key] then return cubins[key][1], cubins[key][2] end
+  local root = os.getenv("LUAPTX_CACHE_DIR")
+  local dir = root and root ~= "" and root .. "/spec-ptxas"
+  if dir and not (pcall(sys.mkdirs, dir) and sys.private_dir(dir)) then dir = nil end
+  local bin = dir and M.read(dir .. "/" .. key .. ".cubin")
+  if not bin then
+    local tmp = M.temp_dir()
+    M.write(tmp .. "/in.ptx", text)
+    local res = M.run({ ptxas, "-arch=" .. arch, tmp .. "/in.ptx", "-o", tmp .. "/out.cubin" }, { merge = true })
+    bin = M.read(tmp .. "/out.cubin")
+    if res.status ~= 0 or not bin or #bin == 0 then
+      cubins[key] = { false, res.stdout }
+      return false, res.stdout
+    end
+    if dir then sys.write_file(dir .. "/" .. key .. ".cubin", bin) end
+  end
+  cubins[key] = { bin }
+  return bin
+end
+
 --- Assemble PTX text (or a kernel or specialization) with ptxas for arch
 -- and assert it is accepted; pending without ptxas, so call it after a
 -- test's other checks. Returns ptxas's report.

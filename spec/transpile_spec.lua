@@ -48,23 +48,6 @@ local function labels(text)
   return table.concat(out, "\n")
 end
 
---- Assemble PTX text for arch in dir; the cubin bytes, or false and
--- ptxas's log. ptxas runs once per text and arch: the reference of a file
--- serves the plain and the sugared test, and a sugared trace that prints
--- the plain one's bytes is that one's cubin.
-local cubins = {}
-local function assemble(ptxas, dir, text, arch)
-  local key = arch .. "\0" .. text
-  if not cubins[key] then
-    local src, out = dir .. "/in.ptx", dir .. "/out.cubin"
-    H.write(src, text)
-    os.remove(out)
-    local res = H.run({ ptxas, "-arch=" .. arch, src, "-o", out }, { merge = true })
-    local bin = H.read(out)
-    cubins[key] = (res.status ~= 0 or not bin or #bin == 0) and { false, res.stdout } or { bin }
-  end
-  return cubins[key][1], cubins[key][2]
-end
 
 --- Every .ptx file of the corpus.
 local function corpus()
@@ -90,13 +73,12 @@ describe("luaptx transpile", function()
       cases[#cases + 1] = { path = path, text = text, arch = text:match("%.target%s+([%w_]+)"),
         traced = (round_trip(path, sweet)) }
     end
-    local ptxas = H.need_ptxas()
-    local dir = H.temp_dir()
+    H.need_ptxas()
     local same = 0
-    for _, c in ipairs(cases) do
-      local want = assemble(ptxas, dir, c.text, c.arch)
+    for _, c in ipairs(cases) do   -- H.cubin: ptxas once per text and arch, also across spec files
+      local want = H.cubin(c.text, c.arch)
       if want then   -- edge/ files exercise grammar ptxas refuses
-        local got, log = assemble(ptxas, dir, c.traced, c.arch)
+        local got, log = H.cubin(c.traced, c.arch)
         assert(got, c.path .. ": " .. tostring(log))
         if not (c.text:find("\t%.loc") or c.text:find("%.section")) then
           assert.are.equal(want, got, c.path)
@@ -197,8 +179,7 @@ describe("luaptx transpile", function()
     for id = 0, core.special_count() - 1 do   -- every special register, read through inline asm
       assert.matches(ffi.string(core.special_name(id)) .. ";", cases[6].ptx, 1, true)
     end
-    local ptxas, dir = H.need_ptxas(), H.temp_dir()
-    for _, c in ipairs(cases) do assert(assemble(ptxas, dir, c.ptx, c.arch)) end
+    for _, c in ipairs(cases) do assert(H.cubin(c.ptx, c.arch)) end
   end)
 
   it("keeps a multi-entry module one module, each kernel also traceable alone", function()
