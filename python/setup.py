@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -58,7 +59,18 @@ def xla_include():
                      "pip install jaxlib, or build with LUAPTX_NO_JAX=1 to leave luaptx.jax out")
 
 
-XLA = xla_include()
+class BuildExt(build_ext):
+    """build_ext that finds XLA's headers only when it compiles, so that
+    commands which build nothing (--version, egg_info) need no jaxlib."""
+
+    def build_extension(self, ext):
+        xla = xla_include()
+        if xla:
+            ext.include_dirs.append(xla)
+            ext.define_macros.append(("LUAPTX_XLA", "1"))
+        super().build_extension(ext)
+
+
 # Build in a fresh temporary directory: a stale python/build (objects of
 # another configuration) never leaks into a later build.
 BUILD_BASE = tempfile.mkdtemp(prefix="luaptx-build-")
@@ -67,8 +79,8 @@ atexit.register(shutil.rmtree, BUILD_BASE, True)
 core = Extension(
     "luaptx._core",
     sources=["luaptx/_core.c"],
-    include_dirs=[os.path.join(ROOT, "src")] + ([XLA] if XLA else []),
-    define_macros=[("Py_LIMITED_API", "0x030A0000")] + ([("LUAPTX_XLA", "1")] if XLA else []),
+    include_dirs=[os.path.join(ROOT, "src")],
+    define_macros=[("Py_LIMITED_API", "0x030A0000")],
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-Wall", "-Wextra"] + pkg_config("--cflags"),
     extra_objects=[LIB],
@@ -76,4 +88,4 @@ core = Extension(
     extra_link_args=pkg_config("--libs") + ["-lm", "-ldl", "-lpthread"],
 )
 
-setup(version=version(), ext_modules=[core], options={"build": {"build_base": BUILD_BASE}, "bdist_wheel": {"py_limited_api": "cp310"}})
+setup(version=version(), ext_modules=[core], cmdclass={"build_ext": BuildExt}, options={"build": {"build_base": BUILD_BASE}, "bdist_wheel": {"py_limited_api": "cp310"}})
