@@ -11,6 +11,7 @@ CPU tensors run on the CPU emulator, CUDA tensors on the GPU. PyTorch and
 JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
 import os
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
 from . import _core
@@ -18,9 +19,20 @@ from ._core import LuaError
 
 __all__ = ["load", "load_string", "Kernel", "Script", "LuaError"]
 
-# The installed package's version: VERSION at the root of the tree, which
-# setup.py reads (the same as `luaptx --version` and pyptx.version).
-__version__ = _dist_version("luaptx")
+
+def _version():
+    """luaptx's one version: the installed package's (setup.py read it from
+    VERSION at the root of the tree), or, run from the source tree without
+    installing, that file itself (the same as `luaptx --version`)."""
+    try:
+        return _dist_version("luaptx")
+    except PackageNotFoundError:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, "VERSION"), encoding="ascii") as f:
+            return f.read().strip()
+
+
+__version__ = _version()
 
 # numpy dtype names for the PTX types luaptx tensors use (bf16 has none).
 NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "s8": "int8", "s16": "int16",
