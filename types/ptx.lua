@@ -5,6 +5,7 @@
 ---@class pyptx.ptx
 ---@field _ pyptx.inst.node
 ---@field addr function
+---@field assert function
 ---@field at function
 ---@field atom function
 ---@field bar_sync function
@@ -34,6 +35,7 @@
 ---@field param function
 ---@field paren function
 ---@field pipe function
+---@field printf function
 ---@field range function
 ---@field raw function
 ---@field raw_module function

@@ -7,6 +7,9 @@
 ---@field attribute function (internal: not promised)
 ---@field file_source function (internal: not promised)
 ---@field ptx_locations function (internal: not promised)
+---@field HAZARDS table (internal: not promised)
+---@field mma_loops function (internal: not promised)
+---@field render_hazards function (internal: not promised)
 local M = {}
 
 --- The class names in column order, "other" last.
@@ -29,6 +32,12 @@ function M.parse(text) end
 
 --- Text of a listing: a header, the interleaved listing (unless opts.summary_only), then the per-line table.
 function M.render(listing, opts) end
+
+--- The loops of a parsed SASS function (backward branches, not ptxas's out-of-line retries or uniform loops).
+function M.loops(fn) end
+
+--- What costs time inside loops, per Lua line: GPU/system-scope fences, local memory, a wgmma drain after each commit.
+function M.hazards(listing) end
 
 --- Instruction counts by class per Lua line: { rows = { { file, line, where, counts = { class = n }, total } }, totals = { counts, total } }.
 function M.summary(listing) end
