@@ -37,6 +37,7 @@ static PyObject *LuaError;
 typedef struct {
   luaptx_state *S;
   pthread_mutex_t lock;
+  int device_kind;         /* 0 unknown, kDLCPU for emu, kDLCUDA for cuda (the XLA registry's key) */
 } py_state;
 
 /* One tensor spec: dtype and dims (a number, or a symbol). */
@@ -271,7 +272,14 @@ static PyObject *py_ptx(PyObject *self, PyObject *args) { (void)self; return ker
 static PyObject *py_specs(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_specs); }
 static PyObject *py_check(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_check); }
 
-static void learn_device(py_state *st);
+/* Learn the state's device kind from luaptx_device (once; 0 while unknown). */
+static void learn_device(py_state *st)
+{
+  if (st->device_kind) return;
+  const char *d = luaptx_device(st->S);
+  if (strncmp(d, "emu", 3) == 0) st->device_kind = kDLCPU;
+  else if (strncmp(d, "cuda", 4) == 0) st->device_kind = kDLCUDA;
+}
 
 /* ------------------------------------------------- the XLA registry
  * Kernels called from JAX are named in the HLO by a stable key (script
