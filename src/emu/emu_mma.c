@@ -312,11 +312,6 @@ static void scatter(emu_warp *w, const emu_inst *in, const mma_geo *G, double Dm
   }
 }
 
-/* Four doubles, added and multiplied lane by lane (each lane exactly the
- * scalar IEEE operation); the unaligned form loads and stores rows. */
-typedef double v4d __attribute__((vector_size(32)));
-typedef double v4du __attribute__((vector_size(32), aligned(8)));
-
 /* Dm = A * B + C, each element's sum formed in k order from C (the same
  * operations, in the same order, as one element at a time): a row of D is
  * two vectors of four columns, so each step of k is two vector products
@@ -325,15 +320,15 @@ __attribute__((target_clones("avx", "default")))
 static void product(const mma_geo *G, double A[16][256], double B[256][8], double C[16][8], double Dm[16][8])
 {
   for (int i = 0; i < G->m; i++) {
-    v4d s0 = *(const v4du *)&C[i][0], s1 = *(const v4du *)&C[i][4];
+    emu_v4d s0 = *(const emu_v4du *)&C[i][0], s1 = *(const emu_v4du *)&C[i][4];
     for (int k = 0; k < G->k; k++) {
       double x = A[i][k];
-      v4d a = { x, x, x, x };
-      s0 += a * *(const v4du *)&B[k][0];
-      s1 += a * *(const v4du *)&B[k][4];
+      emu_v4d a = { x, x, x, x };
+      s0 += a * *(const emu_v4du *)&B[k][0];
+      s1 += a * *(const emu_v4du *)&B[k][4];
     }
-    *(v4du *)&Dm[i][0] = s0;
-    *(v4du *)&Dm[i][4] = s1;
+    *(emu_v4du *)&Dm[i][0] = s0;
+    *(emu_v4du *)&Dm[i][4] = s1;
   }
 }
 
