@@ -275,20 +275,24 @@ static void gather16(emu_warp *w, const emu_inst *in, const mma_geo *G, double A
   frag_regs(w, in, a0, G->na, ra);
   frag_regs(w, in, b0, G->nb, rb);
   frag_regs(w, in, c0, G->nc, rc);
-  for (int l = 0; l < 32; l++) {
-    int g = l >> 2, t = l & 3;
-    for (int r = 0; r < G->na; r++) {
-      uint32_t v = (uint32_t)ra[r][l];
-      double *a = &A[g + 8 * (r & 1)][2 * t + 8 * (r >> 1)];
-      a[0] = half_value(at, v & 0xffff);
-      a[1] = half_value(at, v >> 16);
+  for (int r = 0; r < G->na; r++) {   /* register by register: each loop over the lanes is straight */
+    const uint64_t *v = ra[r];
+    for (int l = 0; l < 32; l++) {
+      double *a = &A[(l >> 2) + 8 * (r & 1)][2 * (l & 3) + 8 * (r >> 1)];
+      a[0] = half_value(at, (uint32_t)v[l] & 0xffff);
+      a[1] = half_value(at, (uint32_t)v[l] >> 16);
     }
-    for (int r = 0; r < G->nb; r++) {
-      uint32_t v = (uint32_t)rb[r][l];
-      B[2 * t + 8 * r][g] = half_value(bt, v & 0xffff);
-      B[2 * t + 1 + 8 * r][g] = half_value(bt, v >> 16);
+  }
+  for (int r = 0; r < G->nb; r++) {
+    const uint64_t *v = rb[r];
+    for (int l = 0; l < 32; l++) {
+      B[2 * (l & 3) + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] & 0xffff);
+      B[2 * (l & 3) + 1 + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] >> 16);
     }
-    for (int r = 0; r < G->nc; r++) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = emu_u2f(rc[r][l]);
+  }
+  for (int r = 0; r < G->nc; r++) {
+    const uint64_t *v = rc[r];
+    for (int l = 0; l < 32; l++) C[(l >> 2) + 8 * (r >> 1)][2 * (l & 3) + (r & 1)] = emu_u2f(v[l]);
   }
 }
 
