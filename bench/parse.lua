@@ -11,9 +11,13 @@
 -- -> free loop, where fresh pages for the printed text make the next parse
 -- fault its memory in again.
 -- fmt, whole process: `luaptx fmt big.ptx -o out.ptx` as a child process
--- on a file of about 38 MB made from the corpus (every file again and
--- again, its functions renamed per copy), in a temporary directory; wall
--- clock, median of repeats (and the range), start-up and exit included.
+-- on files of about 38 MB, in a temporary directory: one function (the
+-- largest file's unrolled main loop again and again inside its kernel,
+-- its label renamed per copy), then many (the corpus again and again, its
+-- functions renamed per copy); wall clock, median of repeats (and the
+-- range), start-up and exit included. Peak memory: `/usr/bin/time -v
+-- luaptx fmt big.ptx -o out.ptx` (docs/performance.md; a child's getrusage
+-- peak counts the bench's own pages it forked with).
 -- usage: luaptx bench/parse.lua [repeats]
 local common = require "bench.common"
 local median, now = common.median, common.now
@@ -149,18 +153,39 @@ local function fmt_process(bin, input, output)
   return median(xs), math.min(unpack(xs)), math.max(unpack(xs))
 end
 
+--- About `bytes` of PTX in one function: text's kernel with the body from
+-- its first label through the last branch back to it again and again
+-- (an unrolled loop), the label renamed per copy.
+local function one_function_text(text, bytes)
+  local label = text:match("\n(%$[%w_]+):\n")
+  local s = text:find("\n" .. label:gsub("%$", "%%$") .. ":\n", 1) + 1
+  local e = s
+  for at in text:gmatch("bra[%.%w]*%s+" .. label:gsub("%$", "%%$") .. ";\n()") do e = at end
+  local head, body, tail = text:sub(1, s - 1), text:sub(s, e - 1), text:sub(e)
+  local parts, n, copy = { head }, #head + #tail, 0
+  while n < bytes do
+    copy = copy + 1
+    parts[#parts + 1] = body:gsub(label:gsub("%$", "%%$") .. "%f[^%w_$]", label .. "_c" .. copy)
+    n = n + #parts[#parts]
+  end
+  parts[#parts + 1] = tail
+  return table.concat(parts)
+end
+
 local bin = os.getenv("LUAPTX_BIN") or (arg and arg[-1]) or "build/luaptx"
 local dir = sys.temp_dir()
 local ok, err = pcall(function()
-  local text = big_text(corpus, 38e6)
-  local input, output = dir .. "/big.ptx", dir .. "/out.ptx"
-  sys.write_file(input, text)
-  local t, fastest, slowest = fmt_process(bin, input, output)
-  assert(ptxparse.read_file(output) == text, "luaptx fmt did not print the file back byte for byte")
-  local mbs = function(s) return #text / 1e6 / s end
   print()
-  print(("luaptx fmt, whole process (median of %d): %d bytes in %.3f s, %.1f MB/s (%.1f-%.1f)"):format(repeats, #text,
-    t, mbs(t), mbs(slowest), mbs(fastest)))
+  for _, case in ipairs { { "one function", one_function_text(largest.text, 38e6) }, { "many functions", big_text(corpus, 38e6) } } do
+    local text = case[2]
+    local input, output = dir .. "/big.ptx", dir .. "/out.ptx"
+    sys.write_file(input, text)
+    local t, fastest, slowest = fmt_process(bin, input, output)
+    assert(ptxparse.read_file(output) == text, "luaptx fmt did not print the file back byte for byte")
+    local mbs = function(x) return #text / 1e6 / x end
+    print(("luaptx fmt, whole process, %s (median of %d): %d bytes in %.3f s, %.1f MB/s (%.1f-%.1f)"):format(case[1],
+      repeats, #text, t, mbs(t), mbs(slowest), mbs(fastest)))
+  end
 end)
 sys.remove_tree(dir)
 if not ok then error(err, 0) end

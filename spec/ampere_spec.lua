@@ -492,6 +492,46 @@ describe("emulator mma.sync with fp8 inputs (sm_89)", function()
   end)
 end)
 
+describe("emulator mma.sync with f16 and bf16 inputs, bit for bit", function()
+  --- A random f16/bf16 value (scaled by 2^e) over a range of exponents.
+  local function wide(t, e)
+    local x = (math.random() * 2 - 1) * 2 ^ (math.random(-12, 12) + (e or 0))
+    return t == "bf16" and floats.from_bf16(floats.to_bf16(x)) or floats.from_f16(floats.to_f16(x))
+  end
+  --- Inputs in run_mma's order (A row by row, then B) where products k = 0
+  -- and k = 2 of every D element are huge and cancel (A[i][2] = -A[i][0],
+  -- B[2] = B[0]): the sum keeps C's low bits only when it is formed in k
+  -- order from C, so a reordered or wider sum shows in the rounded bits.
+  local function cancelling(t, m, K)
+    local n, big, b0 = 0, t == "bf16" and 2 ^ 40 or 2 ^ 15, {}
+    return function()
+      local idx = n
+      n = n + 1
+      if idx < m * K then
+        local k = idx % K
+        return k == 0 and big or k == 2 and -big or wide(t)
+      end
+      local kk, j = math.floor((idx - m * K) / 8), (idx - m * K) % 8
+      if kk == 2 then return b0[j] end
+      local v = wide(t, kk == 0 and (t == "bf16" and 20 or 3) or 0)
+      if kk == 0 then b0[j] = v end
+      return v
+    end
+  end
+  for _, c in ipairs { { "m16n8k16", "bf16", 16 }, { "m16n8k8", "bf16", 8 }, { "m16n8k16", "f16", 16 }, { "m16n8k8", "f16", 8 } } do
+    it(("runs %s .f32.%s.%s.f32: every D element is C plus the products in k order, in double, rounded once"):format(
+      c[1], c[2], c[2]), function()
+      math.randomseed(require("pyptx.tools.verify").fresh_seed())
+      for _ = 1, 4 do
+        local D, ref, cnt = run_mma(c[1], c[2], "f32", { gen = cancelling(c[2], 16, c[3]) })
+        for i = 0, cnt.m - 1 do
+          for j = 0, 7 do assert.are.equal(f32_of(ref[i][j]), D[i][j], ("D[%d][%d] (sum %.17g)"):format(i, j, ref[i][j])) end
+        end
+      end
+    end)
+  end
+end)
+
 describe("emulator mma.sync m8n8k4 .f16 (sm_70 quad pairs)", function()
   --- Run the form for (alayout, blayout, acc) with register values built from
   -- ampere.layout; compare each quad pair's D with its own A*B+C.

@@ -21,6 +21,8 @@ typedef struct fmtx {
   int canonical;     /* the module is printed in the canonical layout */
   int sep;           /* canonical: the top item before was a function or a header line */
   size_t next;       /* the module's next top item to print */
+  size_t open;       /* printing as it parses: the function (index + 1) whose header is out; 0: none */
+  int in_decls;      /* canonical: the open function's declarations are still being printed */
   int failed;        /* out of memory (reported) while printing as it parses */
 } fmtx;
 
@@ -172,17 +174,31 @@ static void lossless_item(fmtx *x, const lpx_item *it)
   x->it = NULL;
 }
 
-/* Write a function: header tokens, body items, closing brace. */
-static void lossless_func(fmtx *x, const lpx_func *f)
+/* Has the header of function f been printed already (by a body chunk)? */
+static int head_out(const fmtx *x, const lpx_func *f)
+{
+  return x->open == (size_t)(f - x->m->funcs) + 1;
+}
+
+/* Write body items [0, n) of f losslessly, writing out full chunks. */
+static void lossless_items(fmtx *x, const lpx_func *f, size_t n)
 {
   x->f = f;
-  put_range(x, f->head_lex, f->head_lex + f->head_nlex);
-  for (size_t i = 0; i < f->nitems; i++) {
+  for (size_t i = 0; i < n; i++) {
     lossless_item(x, &f->items[i]);
     fmt_flush(x, FMT_CHUNK);
   }
+}
+
+/* Write a function: header tokens (unless out already), body items,
+ * closing brace. */
+static void lossless_func(fmtx *x, const lpx_func *f)
+{
+  if (!head_out(x, f)) put_range(x, f->head_lex, f->head_lex + f->head_nlex);
+  lossless_items(x, f, f->nitems);
   put_range(x, f->tail_lex, f->tail_lex + 1);
   x->f = NULL;
+  x->open = 0;
 }
 
 /* -------------------------------------------------------------- canonical */
@@ -272,17 +288,40 @@ static int is_decl(const lpx_module *m, const lpx_item *it)
   return 0;
 }
 
-/* A function the way the tracer writes it: header, declarations, a blank
- * line, the body, a blank line, the closing brace. */
-static void canonical_func(lpx_buf *b, const lpx_module *m, const lpx_func *f)
+/* The start of a function the way the tracer writes it: the blank line
+ * before it, its .globl comment and header; its declarations come next. */
+static void canonical_open(fmtx *x, const lpx_func *f)
 {
-  if (f->is_entry && f->linkage == 1) lpx_buf_printf(b, "\t// .globl\t%s\n", sym_text(m, f->sym));
-  canonical_head(b, m, f);
-  size_t i = 0;
-  for (; i < f->nitems && is_decl(m, &f->items[i]); i++) lpx_emit_item(b, m, f, &f->items[i]);
-  lpx_buf_putc(b, '\n');
-  for (; i < f->nitems; i++) lpx_emit_item(b, m, f, &f->items[i]);
-  lpx_buf_puts(b, "\n}\n");
+  lpx_buf_putc(x->b, '\n');
+  if (f->is_entry && f->linkage == 1) lpx_buf_printf(x->b, "\t// .globl\t%s\n", sym_text(x->m, f->sym));
+  canonical_head(x->b, x->m, f);
+  x->in_decls = 1;
+}
+
+/* Body items [0, n) of f the tracer's way: declarations, a blank line
+ * before the first item that is not one, the rest; full chunks written out. */
+static void canonical_items(fmtx *x, const lpx_func *f, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    if (x->in_decls && !is_decl(x->m, &f->items[i])) {
+      lpx_buf_putc(x->b, '\n');
+      x->in_decls = 0;
+    }
+    lpx_emit_item(x->b, x->m, f, &f->items[i]);
+    fmt_flush(x, FMT_CHUNK);
+  }
+}
+
+/* A function the way the tracer writes it: header, declarations, a blank
+ * line, the body, a blank line, the closing brace (the header and items
+ * before the last ones may be out already). */
+static void canonical_func(fmtx *x, const lpx_func *f)
+{
+  if (!head_out(x, f)) canonical_open(x, f);
+  canonical_items(x, f, f->nitems);
+  if (x->in_decls) lpx_buf_putc(x->b, '\n');
+  lpx_buf_puts(x->b, "\n}\n");
+  x->open = 0;
 }
 
 /* Is a top item one of the module header lines (.version ... .file)? */
@@ -302,8 +341,7 @@ static void canonical_top(fmtx *x, const lpx_item *it)
   lpx_buf *b = x->b;
   const lpx_module *m = x->m;
   if (it->kind == LPX_ITEM_FUNC) {
-    lpx_buf_putc(b, '\n');
-    canonical_func(b, m, &m->funcs[it->form]);
+    canonical_func(x, &m->funcs[it->form]);
     x->sep = 1;
     return;
   }
@@ -408,13 +446,29 @@ int32_t lpx_fmt_write(lpx_module *m, int32_t canonical, const char *path)
   return rc;
 }
 
-/* lpx_parse_streamed's hook: print the statement just parsed (the parser
- * then drops it, and the module's top items start again). */
-static void fmt_stream_hook(lpx_module *m, void *arg)
+/* Print the body items parsed so far of the function being parsed (its
+ * header first, once); the parser then drops them. */
+static void fmt_body_part(fmtx *x, const lpx_func *f)
+{
+  if (!head_out(x, f)) {
+    if (x->canonical) canonical_open(x, f);
+    else put_range(x, f->head_lex, f->head_lex + f->head_nlex);
+    x->open = (size_t)(f - x->m->funcs) + 1;
+  }
+  if (x->canonical) canonical_items(x, f, f->nitems);
+  else lossless_items(x, f, f->nitems);
+  x->f = NULL;
+}
+
+/* lpx_parse_streamed's hook: print the statement just parsed, or the part
+ * of the open function's body parsed so far (the parser then drops it, and
+ * the module's top items or the body start again). */
+static void fmt_stream_hook(lpx_module *m, const lpx_func *open, void *arg)
 {
   fmtx *x = arg;
   if (!x->m && fmt_begin(x, m)) x->failed = 1;
   if (x->failed) return;
+  if (open) { fmt_body_part(x, open); return; }
   x->next = 0;
   fmt_top_items(x);
 }

@@ -17,6 +17,9 @@
 
 #define MAX_NESTING LPX_OPD_MAX_NESTING
 #define MAX_BLOCKS 10000   /* { } scopes in a body (a counter, no recursion) */
+/* A streamed parse prints a body whenever its lex entries pass this many
+ * (768 KiB of them: the arrays stay in cache and are reused). */
+#define BODY_CHUNK_TOKENS ((size_t)1 << 16)
 
 /* A declared register range (%r<100>): names prefix0 .. prefix(count-1). */
 typedef struct regrange {
@@ -97,7 +100,7 @@ typedef struct pstate {
   int raw;                     /* parsing into a traced function (lpx_parse_into) */
   int strict;                  /* validate every instruction (lpx_parse_checked) */
   int32_t fn, raw_file, raw_line;
-  lpx_parse_hook hook;         /* streamed parse: called after each top-level statement */
+  lpx_parse_hook hook;         /* streamed parse: called after each top-level statement and body chunk */
   void *hook_arg;
   spare_body spare;            /* streamed parse: a printed function's arrays, for the next */
   size_t recycled;             /* streamed parse: functions before this one are printed */
@@ -1325,6 +1328,7 @@ static void body_reserve(pstate *ps, lpx_func *f)
     if (depth < 0) break;
   }
   size_t n = k - ps->pos, regs = n / 8 + 16;   /* nvcc output: about a register per 8 tokens */
+  if (ps->hook && n > BODY_CHUNK_TOKENS) n = BODY_CHUNK_TOKENS + 64;   /* printed chunk by chunk */
   GROW(ps, f->ops, f->ops_cap, n / 2 + 16);
   GROW(ps, f->ops_lex, f->ops_lex_cap, n / 2 + 16);
   GROW(ps, f->items, f->items_cap, n / 4 + 16);
@@ -1346,6 +1350,20 @@ static void scope_depth(pstate *ps, int *depth)
   regcache_forget(ps);
 }
 
+/* Streamed parse, inside a body once its lex entries pass a chunk: the
+ * hook prints the items so far; then the body's items, operands and the
+ * lex array start again (lex indices stay lex_base + token index), so a
+ * long function costs memory for one chunk, not for its whole IR. Its
+ * registers stay: later items name them. */
+static void stream_body_step(pstate *ps, lpx_func *f)
+{
+  if (!ps->hook || ps->m->nlex < BODY_CHUNK_TOKENS) return;
+  ps->hook(ps->m, f, ps->hook_arg);
+  f->nitems = f->nops = f->nops_lex = 0;
+  ps->m->nlex = 0;
+  ps->lex_base = 0u - (uint32_t)ps->pos;
+}
+
 /* { statements } of a function; the function's closing brace is its tail. */
 static void parse_body(pstate *ps, lpx_func *f, const char *name)
 {
@@ -1357,6 +1375,7 @@ static void parse_body(pstate *ps, lpx_func *f, const char *name)
     if (is_punct(ps, tok, '}') && depth == 0) { f->tail_lex = take(ps); return; }
     scope_depth(ps, &depth);
     parse_body_statement(ps);
+    stream_body_step(ps, f);
   }
 }
 
@@ -1685,7 +1704,7 @@ static void pstate_free(pstate *ps)
 static void stream_step(pstate *ps)
 {
   lpx_module *m = ps->m;
-  ps->hook(m, ps->hook_arg);
+  ps->hook(m, NULL, ps->hook_arg);
   for (; ps->recycled < m->nfuncs; ps->recycled++) func_recycle(ps, &m->funcs[ps->recycled]);
   m->ntop = 0;
   m->nlex = 0;

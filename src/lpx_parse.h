@@ -35,9 +35,13 @@ typedef struct lpx_toks {
  * On a lexical error, fail with "file:line:col: ..." and return -1. */
 int lpx_lex_all(lpx_ctx *ctx, const char *src, size_t len, const char *file, lpx_toks *out);
 
-/* Called after each top-level statement of lpx_parse_streamed with the
- * module so far: it must be done with every item and function in it. */
-typedef void (*lpx_parse_hook)(lpx_module *m, void *arg);
+/* Called by lpx_parse_streamed with the module so far: after each
+ * top-level statement (open NULL), it must be done with every item and
+ * function in it; inside a long function body (open: that function, its
+ * header tokens and body items so far complete), with those items, which
+ * the parser then drops (the function's closing call comes as its top
+ * item, with the items after them). */
+typedef void (*lpx_parse_hook)(lpx_module *m, const lpx_func *open, void *arg);
 
 /* lpx_parse, handing each top-level statement to hook as it is parsed and
  * then dropping it (lpx_parse.c). */

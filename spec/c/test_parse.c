@@ -3,10 +3,11 @@
  * canonical output is a fixed point; IR edits show in the lossless output;
  * malformed and truncated input gives file:line:col errors, never a crash;
  * deep nesting is refused with its limit or handled without recursion, and
- * nested initializer braces parse in linear time.
+ * nested initializer braces parse in linear time; a streamed print of one
+ * long function holds a bounded part of its IR at a time.
  * usage: test_parse <corpus dir>          (searched recursively for *.ptx)
  *        test_parse --replay <dir>        (fuzzer-found inputs, any name) */
-#include "lpx_internal.h"
+#include "lpx_parse.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,56 @@ static void check_file(lpx_ctx *ctx, const char *path)
   free(canon);
   lpx_module_free(m);
   free(src);
+}
+
+/* Streamed parse hook for test_long_function: the bytes of IR the parser
+ * holds now (lex entries, the open function's items and operands), kept
+ * at their peak, and how many body chunks came. */
+typedef struct held_ir {
+  size_t peak, chunks;
+} held_ir;
+
+/* lpx_parse_hook that records what the parser holds when it calls. */
+static void note_held(lpx_module *m, const lpx_func *open, void *arg)
+{
+  held_ir *h = arg;
+  size_t bytes = m->lex_cap * sizeof(lpx_lex);
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    const lpx_func *f = &m->funcs[i];
+    bytes += f->items_cap * sizeof(lpx_item) + f->ops_cap * sizeof(lpx_operand) + f->ops_lex_cap * sizeof(lpx_opd_lex);
+  }
+  if (bytes > h->peak) h->peak = bytes;
+  h->chunks += open != NULL;
+}
+
+/* One 16 MB function (an unrolled loop, labels and branches in it) is
+ * printed as it parses, chunk by chunk: the IR the parser holds at once
+ * stays under the text's size (the whole IR is about 9 bytes a byte of
+ * text), and what comes out is what a whole parse prints, lossless and
+ * canonical. */
+static void test_long_function(lpx_ctx *ctx)
+{
+  lpx_buf b = { 0 };
+  lpx_buf_puts(&b, ".version 8.0\n.target sm_80\n.address_size 64\n\n.visible .entry unrolled(\n\t.param .u64 p\n)\n{\n"
+                   "\t.reg .pred \t%p<2>;\n\t.reg .f32 \t%f<4096>;\n\t.reg .b32 \t%r<4>;\n\n");
+  for (int i = 0; b.n < (16u << 20); i++) {
+    if (i % 4096 == 0) lpx_buf_printf(&b, "$L__BB0_%d:\n\tadd.s32 \t%%r1, %%r1, 1;\n", i / 4096);
+    lpx_buf_printf(&b, "\tfma.rn.f32 \t%%f%d, %%f%d, %%f%d, %%f%d;\n", i % 4096, (i * 7) % 4096, (i * 13) % 4096, i % 4096);
+    if (i % 4096 == 4095) lpx_buf_printf(&b, "\tsetp.ne.s32 \t%%p1, %%r1, 8;\n\t@%%p1 bra \t$L__BB0_%d;\n", i / 4096);
+  }
+  lpx_buf_puts(&b, "\tret;\n\n}\n");
+  held_ir h = { 0, 0 };
+  lpx_module *streamed_m = lpx_parse_streamed(ctx, b.p, b.n, "long", note_held, &h);
+  CHECK(streamed_m != NULL);
+  lpx_module_free(streamed_m);
+  CHECK(h.chunks > 20);
+  CHECK(h.peak < b.n);
+  if (h.peak >= b.n) fprintf(stderr, "long function: %zu bytes of IR held for %zu bytes of text, %zu chunks\n", h.peak, b.n, h.chunks);
+  lpx_module *m = lpx_parse(ctx, b.p, b.n, "long");
+  CHECK(m != NULL);
+  if (m) check_streamed(ctx, b.p, b.n, "long", m);
+  lpx_module_free(m);
+  lpx_buf_free(&b);
 }
 
 /* Replay a fuzzer-found input: it fails with a position or round-trips. */
@@ -612,6 +663,7 @@ int main(int argc, char **argv)
   test_deep_nesting(ctx);
   test_initializer_braces_linear(ctx);
   test_append_nesting(ctx);
+  test_long_function(ctx);
   int replay = argc > 2 && strcmp(argv[1], "--replay") == 0;
   if (argc > 1) {
     walk(ctx, argv[replay ? 2 : 1], replay);

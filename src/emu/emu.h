@@ -241,6 +241,11 @@ struct emu_launch {
 
 static inline uint32_t emu_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float emu_u2f(uint64_t u) { uint32_t v = (uint32_t)u; float f; memcpy(&f, &v, 4); return f; }
+/* Four doubles, added and multiplied lane by lane, each lane exactly the
+ * scalar IEEE operation (the matrix products' rows); the unaligned form
+ * loads and stores rows of double arrays. */
+typedef double emu_v4d __attribute__((vector_size(32)));
+typedef double emu_v4du __attribute__((vector_size(32), aligned(8)));
 static inline uint64_t emu_d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 static inline double emu_u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 

@@ -199,6 +199,27 @@ static uint64_t frag(emu_warp *w, const emu_inst *in, int base, int r, int l)
   return EMU_R(w, EMU_OP(w, in, base + r)->reg)[l];
 }
 
+/* Most fragment registers of one operand block (A of the f64 m16n8k16: 8). */
+#define MMA_MAX_REGS 16
+
+/* The lanes of registers base .. base+n-1, looked up once per instruction. */
+static void frag_regs(emu_warp *w, const emu_inst *in, int base, int n, uint64_t **out)
+{
+  for (int r = 0; r < n; r++) out[r] = EMU_R(w, EMU_OP(w, in, base + r)->reg);
+}
+
+/* The p elements of an A/B register of matrix type t as doubles (bf16,
+ * the common case, decoded inline: the top 16 bits of an f32). */
+static void elems(int t, uint64_t v, int p, double *out)
+{
+  if (t == LPX_MT_BF16) {
+    out[0] = emu_u2f((uint32_t)v << 16);
+    out[1] = emu_u2f((uint32_t)v & 0xffff0000u);
+    return;
+  }
+  for (int e = 0; e < p; e++) out[e] = elem(t, v, e);
+}
+
 /* Gather A (m x k), B (k x 8) and C (m x 8) from the lanes' fragments:
  * A reg r elem e of lane (g, t) is (g + 8(r % mb), t*per + e + (r / mb)*4per),
  * B reg r elem e is (t*per + e + 4per*r, g), C reg r is (g + 8(r/2), 2t + r%2)
@@ -207,17 +228,71 @@ static void gather(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[1
 {
   int at = in->ext[X_AT], bt = in->ext[X_BT], ct = in->ext[X_CT], mb = G->m / 8, p = G->per;
   int a0 = 1 + G->nd + 1, b0 = a0 + G->na + 1, c0 = b0 + G->nb + 1;   /* {d..}, {a..}, {b..}, {c..} */
+  uint64_t *ra[MMA_MAX_REGS], *rb[MMA_MAX_REGS], *rc[MMA_MAX_REGS];
+  frag_regs(w, in, a0, G->na, ra);
+  frag_regs(w, in, b0, G->nb, rb);
+  frag_regs(w, in, c0, G->nc, rc);
+  double x[64];   /* one register's elements: at most 64 (b1) */
   for (int l = 0; l < 32; l++) {
     int g = l >> 2, t = l & 3;
-    for (int r = 0; r < G->na; r++)
-      for (int e = 0; e < p; e++) A[g + 8 * (r % mb)][t * p + e + (r / mb) * 4 * p] = elem(at, frag(w, in, a0, r, l), e);
-    for (int r = 0; r < G->nb; r++)
-      for (int e = 0; e < p; e++) B[t * p + e + 4 * p * r][g] = elem(bt, frag(w, in, b0, r, l), e);
+    for (int r = 0; r < G->na; r++) {
+      elems(at, ra[r][l], p, x);
+      for (int e = 0; e < p; e++) A[g + 8 * (r % mb)][t * p + e + (r / mb) * 4 * p] = x[e];
+    }
+    for (int r = 0; r < G->nb; r++) {
+      elems(bt, rb[r][l], p, x);
+      for (int e = 0; e < p; e++) B[t * p + e + 4 * p * r][g] = x[e];
+    }
     for (int r = 0; r < G->nc; r++) {
-      uint64_t v = frag(w, in, c0, r, l);
+      uint64_t v = rc[r][l];
       if (ct == LPX_MT_F16) for (int e = 0; e < 2; e++) C[g + 8 * r][2 * t + e] = acc_elem(ct, v, e);
       else C[g + 8 * (r >> 1)][2 * t + (r & 1)] = acc_elem(ct, v, 0);
     }
+  }
+}
+
+/* An f16 or bf16 element (the low 16 bits of h) as a double. */
+static double half_value(int t, uint32_t h)
+{
+  return t == LPX_MT_BF16 ? emu_u2f(h << 16) : lpx_emu_f16_to_f32((uint16_t)h);
+}
+
+/* Is in an f16/bf16 form with f32 C (m16n8k16, m16n8k8: two elements a
+ * register, two row blocks of A), the case gather16 serves? */
+static int is_half_f32(const emu_inst *in, const mma_geo *G)
+{
+  int at = in->ext[X_AT], bt = in->ext[X_BT];
+  return G->per == 2 && G->m == 16 && (at == LPX_MT_F16 || at == LPX_MT_BF16) && (bt == LPX_MT_F16 || bt == LPX_MT_BF16) &&
+         in->ext[X_CT] == LPX_MT_F32;
+}
+
+/* gather for is_half_f32 forms: the same layout with per = 2, mb = 2. */
+static void gather16(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[16][256], double B[256][8], double C[16][8])
+{
+  int at = in->ext[X_AT], bt = in->ext[X_BT];
+  int a0 = 1 + G->nd + 1, b0 = a0 + G->na + 1, c0 = b0 + G->nb + 1;
+  uint64_t *ra[MMA_MAX_REGS], *rb[MMA_MAX_REGS], *rc[MMA_MAX_REGS];
+  frag_regs(w, in, a0, G->na, ra);
+  frag_regs(w, in, b0, G->nb, rb);
+  frag_regs(w, in, c0, G->nc, rc);
+  for (int r = 0; r < G->na; r++) {   /* register by register: each loop over the lanes is straight */
+    const uint64_t *v = ra[r];
+    for (int l = 0; l < 32; l++) {
+      double *a = &A[(l >> 2) + 8 * (r & 1)][2 * (l & 3) + 8 * (r >> 1)];
+      a[0] = half_value(at, (uint32_t)v[l] & 0xffff);
+      a[1] = half_value(at, (uint32_t)v[l] >> 16);
+    }
+  }
+  for (int r = 0; r < G->nb; r++) {
+    const uint64_t *v = rb[r];
+    for (int l = 0; l < 32; l++) {
+      B[2 * (l & 3) + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] & 0xffff);
+      B[2 * (l & 3) + 1 + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] >> 16);
+    }
+  }
+  for (int r = 0; r < G->nc; r++) {
+    const uint64_t *v = rc[r];
+    for (int l = 0; l < 32; l++) C[(l >> 2) + 8 * (r >> 1)][2 * (l & 3) + (r & 1)] = emu_u2f(v[l]);
   }
 }
 
@@ -225,13 +300,39 @@ static void gather(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[1
 static void scatter(emu_warp *w, const emu_inst *in, const mma_geo *G, double Dm[16][8])
 {
   int dt = in->ext[X_DT], sat = in->ext[X_FLAGS] & F_SAT;
+  uint64_t *rd[MMA_MAX_REGS];
+  frag_regs(w, in, 1, G->nd, rd);
+  if (dt == LPX_MT_F32) {   /* the common case, one conversion a register */
+    for (int r = 0; r < G->nd; r++)
+      for (int l = 0; l < 32; l++) rd[r][l] = emu_f2u((float)Dm[(l >> 2) + 8 * (r >> 1)][2 * (l & 3) + (r & 1)]);
+    return;
+  }
   for (int l = 0; l < 32; l++) {
     int g = l >> 2, t = l & 3;
     for (int r = 0; r < G->nd; r++) {
-      uint64_t *d = EMU_R(w, EMU_OP(w, in, 1 + r)->reg);
-      if (dt == LPX_MT_F16) d[l] = acc_bits(dt, Dm[g + 8 * r][2 * t], 0, 0) | acc_bits(dt, Dm[g + 8 * r][2 * t + 1], 0, 1);
-      else d[l] = acc_bits(dt, Dm[g + 8 * (r >> 1)][2 * t + (r & 1)], sat, 0);
+      if (dt == LPX_MT_F16) rd[r][l] = acc_bits(dt, Dm[g + 8 * r][2 * t], 0, 0) | acc_bits(dt, Dm[g + 8 * r][2 * t + 1], 0, 1);
+      else rd[r][l] = acc_bits(dt, Dm[g + 8 * (r >> 1)][2 * t + (r & 1)], sat, 0);
     }
+  }
+}
+
+/* Dm = A * B + C, each element's sum formed in k order from C (the same
+ * operations, in the same order, as one element at a time): a row of D is
+ * two vectors of four columns, so each step of k is two vector products
+ * (one AVX instruction each where the host has AVX, else two SSE2). */
+__attribute__((target_clones("avx", "default")))
+static void product(const mma_geo *G, double A[16][256], double B[256][8], double C[16][8], double Dm[16][8])
+{
+  for (int i = 0; i < G->m; i++) {
+    emu_v4d s0 = *(const emu_v4du *)&C[i][0], s1 = *(const emu_v4du *)&C[i][4];
+    for (int k = 0; k < G->k; k++) {
+      double x = A[i][k];
+      emu_v4d a = { x, x, x, x };
+      s0 += a * *(const emu_v4du *)&B[k][0];
+      s1 += a * *(const emu_v4du *)&B[k][4];
+    }
+    *(emu_v4du *)&Dm[i][0] = s0;
+    *(emu_v4du *)&Dm[i][4] = s1;
   }
 }
 
@@ -244,12 +345,13 @@ HANDLER(op_mma)
   double A[16][256], B[256][8];        /* every element in range is written by gather */
   double C[16][8] = { { 0 } }, Dm[16][8];
   int b1 = in->ext[X_AT] == LPX_MT_B1, and_op = in->ext[X_FLAGS] & F_AND;
-  gather(w, in, &G, A, B, C);
+  if (is_half_f32(in, &G)) gather16(w, in, &G, A, B, C);
+  else gather(w, in, &G, A, B, C);
+  if (!b1) { product(&G, A, B, C, Dm); scatter(w, in, &G, Dm); return 0; }
   for (int i = 0; i < G.m; i++)
     for (int j = 0; j < 8; j++) {
       double s = C[i][j];
-      if (b1) for (int k = 0; k < G.k; k++) s += and_op ? A[i][k] * B[k][j] : A[i][k] != B[k][j];   /* popc of and / xor */
-      else for (int k = 0; k < G.k; k++) s += A[i][k] * B[k][j];
+      for (int k = 0; k < G.k; k++) s += and_op ? A[i][k] * B[k][j] : A[i][k] != B[k][j];   /* popc of and / xor */
       Dm[i][j] = s;
     }
   scatter(w, in, &G, Dm);
@@ -319,6 +421,7 @@ static emu_fn pick_mma(const emu_inst *in)
   if (!shape_of(in)->acc_regs)      /* the sm_70 quad-pair form: 8 f32 or 4 f16x2 C and D */
     return in->nops == 4 + 4 + (in->ext[X_DT] == LPX_MT_F32 ? 8 : 4) + (in->ext[X_CT] == LPX_MT_F32 ? 8 : 4) ? op_mma_quad : NULL;
   mma_geo G = geometry(in);
+  if (G.na > MMA_MAX_REGS || G.nb > MMA_MAX_REGS || G.nc > MMA_MAX_REGS || G.nd > MMA_MAX_REGS) return NULL;
   return in->nops == 4 + G.na + G.nb + G.nc + G.nd ? op_mma : NULL;
 }
 

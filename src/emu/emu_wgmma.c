@@ -293,20 +293,57 @@ static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, 
   *r = (*r & ~(0xffffull << sh) & 0xffffffffull) | (uint64_t)lpx_emu_f64_to_half(x, 0, LPX_RND_RN) << sh;
 }
 
-/* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b (N x K). */
-static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b)
+/* s = A * B^T for the warp's 16 rows (s[row * n + col]) from a (16 x K)
+ * and b transposed (bt[k * n + col]), each sum formed from 0 in k order
+ * (the same operations as one element at a time), eight columns at a time
+ * (AVX where the host has it). */
+__attribute__((target_clones("avx", "default")))
+static void wg_product(const double *a, const double *bt, uint32_t K, uint32_t n, double *s)
 {
-  uint32_t K = o->k, ne = o->n / 2;
+  for (uint32_t row = 0; row < 16; row++)
+    for (uint32_t c = 0; c < n; c += 8) {
+      emu_v4d s0 = { 0, 0, 0, 0 }, s1 = s0;
+      for (uint32_t kk = 0; kk < K; kk++) {
+        double x = a[row * K + kk];
+        emu_v4d av = { x, x, x, x };
+        s0 += av * *(const emu_v4du *)&bt[kk * n + c];
+        s1 += av * *(const emu_v4du *)&bt[kk * n + c + 4];
+      }
+      *(emu_v4du *)&s[row * n + c] = s0;
+      *(emu_v4du *)&s[row * n + c + 4] = s1;
+    }
+}
+
+/* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b
+ * (N x K); scratch holds N x (K + 16) doubles (B transposed, the sums). */
+static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b,
+                       double *scratch)
+{
+  uint32_t K = o->k, n = o->n, ne = n / 2;
   int sat = (in->ext[X_FLAGS] & W_SAT) != 0;
+  double *bt = scratch, *s = scratch + (size_t)K * n;
+  for (uint32_t col = 0; col < n; col++)
+    for (uint32_t kk = 0; kk < K; kk++) bt[kk * n + col] = b[col * K + kk];
+  wg_product(a, bt, K, n, s);
+  if (o->dt == LPX_MT_F32) {   /* the common case: one f32 register an element, looked up once */
+    uint64_t *d[128];
+    for (uint32_t e = 0; e < ne; e++) d[e] = EMU_R(w, EMU_OP(w, in, 1 + (int)e)->reg);
+    EMU_EACH(m, {
+      for (uint32_t e = 0; e < ne; e++) {
+        uint32_t row, col;
+        coord(l, e, &row, &col);
+        double old = o->scale_d ? (double)emu_u2f(d[e][l]) : 0.0;
+        d[e][l] = emu_f2u((float)(old + o->scale * s[row * n + col]));
+      }
+    });
+    return;
+  }
   EMU_EACH(m, {
     for (uint32_t e = 0; e < ne; e++) {
       uint32_t row, col;
       coord(l, e, &row, &col);
-      const double *ar = a + row * K, *br = b + col * K;
-      double s = 0;
-      for (uint32_t kk = 0; kk < K; kk++) s += ar[kk] * br[kk];
       double old = o->scale_d ? acc_get(w, in, o->dt, e, l) : 0.0;
-      acc_put(w, in, o->dt, e, l, old + o->scale * s, sat);
+      acc_put(w, in, o->dt, e, l, old + o->scale * s[row * n + col], sat);
     }
   });
 }
@@ -416,10 +453,11 @@ HANDLER(op_wgmma)
   emu_mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
   if ((!o.areg && lpx_emu_mdesc_check(w, in, o.l0, &da, "A")) || lpx_emu_mdesc_check(w, in, o.l0, &db, "B") || check_sparse_b(w, in, &o, &db))
     return -1;
-  double *a = malloc(sizeof(double) * (o.k * (16 + o.n) + 16 * o.kc)), *b = a + 16 * o.k;
+  size_t nab = o.k * (16 + o.n) + 16 * o.kc;   /* then accumulate's scratch */
+  double *a = malloc(sizeof(double) * (nab + o.n * (o.k + 16))), *b = a + 16 * o.k;
   if (!a) return lpx_emu_fail(w, in, -1, "out of memory");
   int rc = load_ab(w, in, &o, &da, &db, a, b);
-  if (!rc) accumulate(w, in, m, &o, a, b);
+  if (!rc) accumulate(w, in, m, &o, a, b, a + nab);
   free(a);
   return rc;
 }
