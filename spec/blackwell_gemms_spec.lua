@@ -285,6 +285,11 @@ describe("examples/blackwell/gemm_persistent.lua", function()
       .. "be writing it", SEEDS, persistent, 512, 512, 64, { ctas = 2, cta_group = 2, BN = 64, mutant = "no_peer_release" })
   end)
 
+  it("fails when acc_full is committed to the leader only: the peer's epilogue waits forever", function()
+    mutant_fails("gemm_persistent%.lua:%d+: mbarrier%.try_wait.- deadlock.- every warp of the cluster", nil, persistent, 512, 256, 64,
+      { ctas = 2, cta_group = 2, BN = 64, mutant = "no_multicast" })
+  end)
+
   it("assembles for sm_100a without spills", function()
     for _, k in ipairs(persistent.kernels) do assembles_unspilled(k) end
     assembles_unspilled(persistent.build(8192, 8192, 4096, { cta_group = 2, BN = 128, acc = 2 }))

@@ -71,7 +71,9 @@
 -- "no_store_wait" (the staging tile rewritten while a TMA store may still
 -- read it), "no_store_fence" (no fence.proxy.async before the TMA store);
 -- with cta_group 2 "no_peer_release" (acc_empty counts the leader's
--- epilogue only: the peer's half may be overwritten while it is read).
+-- epilogue only: the peer's half may be overwritten while it is read)
+-- and "no_multicast" (acc_full committed to the leader only: the peer's
+-- epilogue waits forever).
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
 local L = require "examples.lib.tcgen05_gemm"
@@ -86,7 +88,7 @@ local SMS = 148                 -- streaming multiprocessors of a B200: the defa
 
 -- opts.mutant values
 local MUTANTS = { "no_swizzle", "no_acc_wait", "no_acc_commit", "no_full_wait", "no_fence", "raster_tail", "ld_col",
-                  "no_store_wait", "no_store_fence", "no_peer_release" }
+                  "no_store_wait", "no_store_fence", "no_peer_release", "no_multicast" }
 
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
@@ -329,7 +331,7 @@ function M.build(m, n, k, opts)
             tc.commit { mbar = empty0 + s * 8, cta_group = CG, multicast = mask }   -- the stage is free once these MMAs are done
           end)
           if mu ~= "no_acc_commit" then                -- the tile's accumulator is complete
-            tc.commit { mbar = accf0 + a * 8, cta_group = CG, multicast = mask }
+            tc.commit { mbar = accf0 + a * 8, cta_group = CG, multicast = mu ~= "no_multicast" and mask or nil }
           end
         end)
       end)
