@@ -214,6 +214,7 @@ describe("examples/blackwell/gemm_persistent.lua", function()
     assert.are.same({ ["LDTM.x128"] = 1 }, sass_tmem_loads(persistent.kernels[1]))
     assert.are.same({ ["LDTM.x128"] = 2 }, sass_tmem_loads(persistent.kernels[2]))
     assert.are.same({ ["LDTM.x128"] = 1 }, sass_tmem_loads(persistent.kernels[3]))
+    assert.are.same({ ["LDTM.x128"] = 2 }, sass_tmem_loads(persistent.kernels[4]))
   end)
 
   it("fails when a TMEM load after the first reads the wrong columns", function()
@@ -251,8 +252,47 @@ describe("examples/blackwell/gemm_persistent.lua", function()
       .. "st%.shared%.v4", nil, persistent, 512, 256, 128, { ctas = 2, out = "bf16", mutant = "no_store_fence" })
   end)
 
+  -- the 2-SM form: clusters of two CTAs, 256 x BN tiles, tcgen05.mma.cta_group::2
+  for _, c in ipairs {
+    { 512, 256, 128, { ctas = 2 } }, { 768, 512, 192, { ctas = 4, BN = 256, group = 2 } },
+    { 512, 256, 64, { ctas = 2, BN = 64, acc = 1, stages = 2 } }, { 512, 512, 128, { ctas = 4, out = "bf16" } },
+    { 768, 256, 64, { ctas = 6, BN = 256, out = "bf16", stages = 2 } },
+  } do
+    local o = c[4]
+    o.cta_group = 2
+    it(("matches the CPU reference with cta_group 2 at %dx%dx%d, BN %d, %s D, %d CTAs, every element"):format(c[1], c[2], c[3],
+      o.BN or 128, o.out or "f32", o.ctas), function()
+      passes(c[1] * c[2], persistent, c[1], c[2], c[3], o)
+    end)
+  end
+
+  it("with cta_group 2 launches clusters of two CTAs and issues tcgen05.mma.cta_group::2 from the leader", function()
+    local s = persistent.build(1024, 256, 128, { cta_group = 2 }):specialize()
+    assert.are.same({ 16, 1, 1 }, s.grid)                     -- 8 tiles of 256 x 128, 2 CTAs each
+    assert.are.same({ 2, 1, 1 }, s.cluster)
+    assert.matches("tcgen05%.mma%.cta_group::2%.kind::f16", s.ptx)
+    assert.matches("tcgen05%.commit%.cta_group::2%.mbarrier::arrive::one%.shared::cluster%.multicast::cluster%.b64", s.ptx)
+    assert.matches("cp%.async%.bulk%.tensor%.2d%.shared::cluster%.global%.tile%.mbarrier::complete_tx::bytes%.cta_group::2", s.ptx)
+  end)
+
+  it("passes under adversarial schedules with cta_group 2", function()
+    passes_adversarial(persistent, 512, 512, 128, { ctas = 4, cta_group = 2, out = "bf16" })
+    passes_adversarial(persistent, 512, 256, 64, { ctas = 2, cta_group = 2, BN = 64, acc = 1 })
+  end)
+
+  it("is reported when the leader reuses an accumulator the peer CTA may still be reading", function()
+    mutant_fails("gemm_persistent%.lua:%d+: tcgen05%.ld.- while .-gemm_persistent%.lua:%d+: tcgen05%.mma%.cta_group::2.- may still "
+      .. "be writing it", SEEDS, persistent, 512, 512, 64, { ctas = 2, cta_group = 2, BN = 64, mutant = "no_peer_release" })
+  end)
+
+  it("fails when acc_full is committed to the leader only: the peer's epilogue waits forever", function()
+    mutant_fails("gemm_persistent%.lua:%d+: mbarrier%.try_wait.- deadlock.- every warp of the cluster", nil, persistent, 512, 256, 64,
+      { ctas = 2, cta_group = 2, BN = 64, mutant = "no_multicast" })
+  end)
+
   it("assembles for sm_100a without spills", function()
     for _, k in ipairs(persistent.kernels) do assembles_unspilled(k) end
+    assembles_unspilled(persistent.build(8192, 8192, 4096, { cta_group = 2, BN = 128, acc = 2 }))
     assembles_unspilled(persistent.build(512, 512, 256, { BN = 64, acc = 1, stages = 8 }))
     assembles_unspilled(persistent.build(8192, 8192, 4096, { BN = 256, stages = 2, out = "bf16", group = 5 }))
   end)
@@ -268,6 +308,9 @@ describe("examples/blackwell/gemm_persistent.lua", function()
     rejects(persistent, "ld must be 32, 64 or 128 and divide BN", 128, 128, 64, { BN = 64, ld = 128 })
     rejects(persistent, 'out must be "f32" or "bf16"', 128, 128, 64, { out = "f16" })
     rejects(persistent, "<= 224 KiB with a bf16 D", 128, 256, 64, { BN = 256, out = "bf16" })
+    rejects(persistent, "cta_group must be 1 or 2", 256, 128, 64, { cta_group = 4 })
+    rejects(persistent, "M % 256 == 0 with cta_group 2", 384, 128, 64, { cta_group = 2 })
+    rejects(persistent, "ctas must be even with cta_group 2", 256, 128, 64, { cta_group = 2, ctas = 3 })
     rejects(persistent, "mutant must be one of", 128, 128, 64, { mutant = "no_such" })
   end)
 

@@ -1226,6 +1226,47 @@ describe("the emulator's checks", function()
     assert.truthy(msg:find("deadlock: barrier 0 waits for 64 threads but only 32 arrived", 1, true), msg)
   end)
 
+  --- Two CTAs of a cluster: CTA 1 waits on its mbarrier; with arrive, CTA
+  -- 0 arrives on it remotely (mapa); without, nothing ever does.
+  local function cluster_wait(arrive, lines)
+    return kernel "clwait" {
+      arch = "sm_90a", out_specs = { Tile(2, u32) }, grid = { 2, 1, 1 }, block = { 32, 1, 1 }, cluster = { 2, 1, 1 },
+      function(O)
+        local po = ptx.global_ptrs(O)
+        local bar = smem.mbarrier(1)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        local rank = reg.from(ptx.special.cluster_ctarank(), u32)
+        ptx.if_(t:eq(0), function() ptx.mbarrier.init(bar[0], 1) end)
+        ptx.inst("fence.mbarrier_init.release.cluster")
+        ptx.inst.barrier.cluster.arrive()
+        ptx.inst.barrier.cluster.wait()
+        if arrive then
+          ptx.if_(rank:eq(0):and_(t:eq(0)), function()
+            local remote = reg.scalar(u32)
+            ptx.inst.mapa.shared_cluster.u32(remote, bar:base(), 1)
+            ptx.inst("mbarrier.arrive.shared::cluster.b64", ptx.sink, ptx.addr(remote))
+          end)
+        end
+        ptx.if_(rank:eq(1), function()
+          lines.wait = here(); ptx.mbarrier.wait(bar[0], 0)
+        end)
+        ptx.if_(t:eq(0), function() ptx.st.global(ptx.addr(po + rank:mul_wide(4)), rank + 1) end)
+      end }
+  end
+
+  it("reports an mbarrier wait no CTA of the cluster can complete as a deadlock, and waits for a remote arrival", function()
+    local lines = {}
+    local ok, out = run(cluster_wait(true, lines), { { u32, 2 } }, { options = { budget = 200000 } })
+    assert(ok, out)
+    assert.are.same({ 1, 2 }, { out[1][0], out[1][1] })
+    local msg
+    ok, msg = run(cluster_wait(false, lines), { { u32, 2 } }, { options = { budget = 200000 } })
+    assert.is_false(ok)
+    assert.truthy(msg:find("emu_spec.lua:" .. lines.wait .. ":", 1, true), msg)
+    assert.truthy(msg:find("deadlock: this wait for the mbarrier phase with parity 0 can never complete: every warp of the "
+      .. "cluster is waiting or has exited", 1, true), msg)
+  end)
+
   it("ends an endless loop at the instruction budget", function()
     local line
     local k = planted("spin", 32, function(t, po)

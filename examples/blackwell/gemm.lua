@@ -26,6 +26,7 @@
 -- the result against a CPU reference on either.
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
+local L = require "examples.lib.tcgen05_gemm"
 local kernel, reg, ptx, smem, Tile = pyptx.kernel, pyptx.reg, pyptx.ptx, pyptx.smem, pyptx.Tile
 local T = pyptx.types
 
@@ -113,12 +114,7 @@ function M.build(m, n, k, opts)
         tc.relinquish_alloc_permit { cta_group = cta }
       end)
       tc.fence_before_thread_sync()
-      if cta == 2 then
-        ptx.inst("barrier.cluster.arrive.release.aligned")
-        ptx.inst("barrier.cluster.wait.acquire.aligned")
-      else
-        ptx.bar_sync(0)
-      end
+      L.sync(cta)
       tc.fence_after_thread_sync()
       local taddr = reg.scalar(T.b32)
       ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
@@ -209,12 +205,7 @@ function M.build(m, n, k, opts)
       end
 
       tc.fence_before_thread_sync()
-      if cta == 2 then
-        ptx.inst("barrier.cluster.arrive.release.aligned")
-        ptx.inst("barrier.cluster.wait.acquire.aligned")
-      else
-        ptx.bar_sync(0)
-      end
+      L.sync(cta)
       ptx.if_(warp:eq(2), function()
         tc.fence_after_thread_sync()
         tc.dealloc { taddr = taddr, ncols = BN, cta_group = cta }

@@ -39,10 +39,25 @@
 -- waits on acc_full[a], fences after, reads and stores. With two buffers
 -- the epilogue of tile j overlaps the MMAs of tile j+1.
 --
--- Shape rules: M % 128 == 0, N % BN == 0, K % 64 == 0, BN in {64, 128,
--- 256} (ACC * BN <= 512 TMEM columns), stages 2, 4 or 8, group >= 1,
+-- opts.cta_group = 2: the 2-SM form. Clusters of two CTAs (P even, P/2
+-- clusters walking the tiles as above) compute 256 x BN tiles with
+-- tcgen05.mma.cta_group::2 (M = 256) issued by the even CTA (the leader):
+-- each CTA loads its 128 rows of A and BN/2 rows of B into its own ring,
+-- both CTAs' loads complete on the leader's full[s] (mapa,
+-- .cta_group::2; the leader expects both halves' bytes), and the
+-- leader's tcgen05.commit.multicast::cluster frees stage s and fills
+-- acc_full[a] in both CTAs. Each CTA's epilogue reads its own TMEM (its
+-- 128 rows of the tile) and stores them; its threads arrive on the
+-- leader's acc_empty[a] (256 arrivals: both CTAs') through mapa, so the
+-- leader reuses a buffer only when both halves are read. TMEM is
+-- allocated and freed with .cta_group::2 around cluster barriers.
+--
+-- Shape rules: M % 128 == 0 (256 with cta_group 2), N % BN == 0, K % 64
+-- == 0, BN in {64, 128, 256} (ACC * BN <= 512 TMEM columns), stages 2, 4
+-- or 8, group >= 1,
 -- ld 32, 64 or 128 dividing BN; a bf16 D's staging (128 * BN * 2 bytes)
--- fits beside the ring within 224 KiB.
+-- fits beside the ring within 224 KiB; with cta_group 2, ctas even and
+-- the ring holds BN/2 rows of B a stage.
 --
 -- opts.mutant plants one bug, for spec/blackwell_gemms_spec.lua to show
 -- the emulator catches it: "no_swizzle" (MMA descriptors without the
@@ -54,7 +69,11 @@
 -- partial band of m-blocks taken as G high), "ld_col" (each TMEM load
 -- after the first reads ld/2 columns too early), and with a bf16 D
 -- "no_store_wait" (the staging tile rewritten while a TMA store may still
--- read it), "no_store_fence" (no fence.proxy.async before the TMA store).
+-- read it), "no_store_fence" (no fence.proxy.async before the TMA store);
+-- with cta_group 2 "no_peer_release" (acc_empty counts the leader's
+-- epilogue only: the peer's half may be overwritten while it is read)
+-- and "no_multicast" (acc_full committed to the leader only: the peer's
+-- epilogue waits forever).
 local pyptx = require "pyptx"
 local bw = require "pyptx.blackwell"
 local L = require "examples.lib.tcgen05_gemm"
@@ -69,16 +88,19 @@ local SMS = 148                 -- streaming multiprocessors of a B200: the defa
 
 -- opts.mutant values
 local MUTANTS = { "no_swizzle", "no_acc_wait", "no_acc_commit", "no_full_wait", "no_fence", "raster_tail", "ld_col",
-                  "no_store_wait", "no_store_fence" }
+                  "no_store_wait", "no_store_fence", "no_peer_release", "no_multicast" }
 
 --- Why (m, n, k, opts) breaks the shape rules, or nil.
 function M.shape_error(m, n, k, opts)
   local err = L.dims_error({ M = m, N = n, K = k }, opts, MUTANTS)
   if err then return err end
-  local bn, stages, acc = opts.BN or 128, opts.stages or 4, opts.acc or 2
+  local bn, stages, acc, cg = opts.BN or 128, opts.stages or 4, opts.acc or 2, opts.cta_group or 1
   if bn ~= 64 and bn ~= 128 and bn ~= 256 then return "BN must be 64, 128 or 256" end
   if acc ~= 1 and acc ~= 2 then return "acc must be 1 or 2" end
-  err = L.tile_error(m, n, k, bn) or L.ring_error(stages, bn)
+  if cg ~= 1 and cg ~= 2 then return "cta_group must be 1 or 2" end
+  if cg == 2 and m % (2 * BM) ~= 0 then return "M % 256 == 0 with cta_group 2" end
+  if cg == 2 and opts.ctas ~= nil and opts.ctas % 2 ~= 0 then return "ctas must be even with cta_group 2" end
+  err = L.tile_error(m, n, k, bn) or L.ring_error(stages, bn / cg)
   if err then return err end
   for _, key in ipairs { "ctas", "group" } do
     local v = opts[key]
@@ -88,9 +110,9 @@ function M.shape_error(m, n, k, opts)
   if ld ~= nil and ld ~= 32 and ld ~= 64 and ld ~= 128 or bn % (ld or 32) ~= 0 then return "ld must be 32, 64 or 128 and divide BN" end
   local out = opts.out or "f32"
   if out ~= "f32" and out ~= "bf16" then return 'out must be "f32" or "bf16"' end
-  local bytes = stages * (BM + bn) * BK * 2 + BM * bn * 2
+  local bytes = stages * (BM + bn / cg) * BK * 2 + BM * bn * 2
   if out == "bf16" and bytes > 224 * 1024 then
-    return ("stages * (128 + BN) * 64 * 2 + 128 * BN * 2 <= 224 KiB with a bf16 D (got %d)"):format(bytes)
+    return ("stages * (128 + BN/cta_group) * 64 * 2 + 128 * BN * 2 <= 224 KiB with a bf16 D (got %d)"):format(bytes)
   end
   return nil
 end
@@ -173,28 +195,32 @@ local function log2(v) return math.floor(math.log(v) / math.log(2) + 0.5) end
 --- build(M, N, K[, opts]): opts.BN (128), opts.stages (4), opts.acc (TMEM
 -- accumulator buffers, 2), opts.ctas (the persistent grid, default
 -- min(tiles, 148)), opts.group (raster band height in m-blocks, 8),
--- opts.ld (columns a tcgen05.ld), opts.out ("f32" or "bf16"), opts.arch
--- (sm_100a), opts.name (gemm_persistent_bnBN[_bf16]), opts.mutant (above).
+-- opts.ld (columns a tcgen05.ld), opts.out ("f32" or "bf16"),
+-- opts.cta_group (1, or 2: the 2-SM form), opts.arch (sm_100a), opts.name
+-- (gemm_persistent[_2sm]_bnBN[_bf16]), opts.mutant (above).
 function M.build(m, n, k, opts)
   opts = opts or {}
   local err = M.shape_error(m, n, k, opts)
   if err then error("gemm_persistent: " .. err, 2) end
-  local BN, S, ACC = opts.BN or 128, opts.stages or 4, opts.acc or 2
-  local A_BYTES, B_BYTES = BM * BK * 2, BN * BK * 2
-  local KT, MT, NT = k / BK, m / BM, n / BN
+  local BN, S, ACC, CG = opts.BN or 128, opts.stages or 4, opts.acc or 2, opts.cta_group or 1
+  local BNL = BN / CG                           -- rows of B a CTA loads
+  local A_BYTES, B_BYTES = BM * BK * 2, BNL * BK * 2
+  local KT, MT, NT = k / BK, m / (BM * CG), n / BN
   local TILES = MT * NT
   local G = math.min(opts.group or 8, MT)
   local LD = opts.ld or L.ld_cols(BN)
   local BF16 = opts.out == "bf16"
-  local P = math.min(opts.ctas or SMS, TILES)
+  local P = math.min(opts.ctas or SMS, TILES * CG)
+  local PC = P / CG                             -- clusters (CTAs with cta_group 1)
   local NCOLS = math.max(32, ACC * BN)
   local logS = log2(S)
   local mu = opts.mutant
-  return kernel(opts.name or ("gemm_persistent_bn%d%s"):format(BN, BF16 and "_bf16" or "")) {
+  return kernel(opts.name or ("gemm_persistent%s_bn%d%s"):format(CG == 2 and "_2sm" or "", BN, BF16 and "_bf16" or "")) {
     arch = opts.arch or "sm_100a",
     in_specs = { Tile(m, k, bf16), Tile(n, k, bf16) },
     out_specs = { Tile(m, n, BF16 and bf16 or T.f32) },
     grid = { P, 1, 1 },
+    cluster = CG == 2 and { 2, 1, 1 } or nil,
     block = { 192, 1, 1 },
     maxnreg = 232,                  -- without it ptxas holds to 64 registers; an .x128 load takes 128
     function(A, B, D)
@@ -209,7 +235,16 @@ function M.build(m, n, k, opts)
       local tid = reg.from(ptx.special.tid.x(), u32)
       local warp = tid:shr(5)
       local cta = reg.from(ptx.special.ctaid.x(), u32)
-      local mine = ((TILES + P - 1) - cta) / P     -- ceil((TILES - cta) / P) tiles for this CTA
+      local rank = CG == 2 and reg.from(ptx.special.cluster_ctarank(), u32) or nil
+      local leader = CG == 2 and rank:eq(0) or nil
+      local cid = CG == 2 and cta:shr(1) or cta    -- this CTA's cluster
+      local mine = ((TILES + PC - 1) - cid) / PC   -- ceil((TILES - cid) / PC) tiles for this cluster
+      --- The leader's copy of this CTA's shared address addr (cta_group 2).
+      local function at_leader(addr)
+        local r = reg.scalar(u32)
+        ptx.inst("mapa.shared::cluster.u32", r, addr, 0)
+        return r
+      end
 
       ptx.if_(tid:eq(0), function()
         for s = 0, S - 1 do
@@ -218,18 +253,20 @@ function M.build(m, n, k, opts)
         end
         for a = 0, ACC - 1 do
           ptx.inst("mbarrier.init.shared::cta.b64", acc_full[a], 1)
-          ptx.inst("mbarrier.init.shared::cta.b64", acc_empty[a], 128)   -- every epilogue thread
+          ptx.inst("mbarrier.init.shared::cta.b64", acc_empty[a], mu == "no_peer_release" and 128 or 128 * CG)   -- every epilogue thread
         end
-        ptx.inst("fence.proxy.async.shared::cta")   -- the barriers, visible to TMA and tcgen05.commit
+        -- the barriers, visible to TMA and tcgen05.commit (and to the peer CTA)
+        if CG == 2 then ptx.inst("fence.mbarrier_init.release.cluster") else ptx.inst("fence.proxy.async.shared::cta") end
       end)
-      local taddr = L.tmem_alloc(warp, 1, slot, NCOLS)
+      local taddr = L.tmem_alloc(warp, 1, slot, NCOLS, CG)
 
       local full0, empty0, sA0, sB0 = full:base(), empty:base(), sA:base(), sB:base()
       local accf0, acce0 = acc_full:base(), acc_empty:base()
 
-      --- The j-th tile of this CTA: its first row of A/D and of B (grouped raster, above).
+      --- The j-th tile of this CTA: its first row of A/D and the tile's first column (grouped raster, above).
       local function tile(j)
-        local mb, nb = M.raster(cta + j * P, MT, NT, G, mu)
+        local mb, nb = M.raster(cid + j * PC, MT, NT, G, mu)
+        if CG == 2 then return rank:fma(BM, mb * (2 * BM)), nb * BN end
         return mb * BM, nb * BN
       end
       --- Accumulator buffer of local tile j and the parity of its use.
@@ -240,25 +277,36 @@ function M.build(m, n, k, opts)
 
       -- TMA producer: k-block number it = j*KT + kt walks the ring across tiles
       ptx.if_(tid:eq(0), function()
-        local descA, descB = A:tma_desc { box = { BM, BK }, swizzle = "128B" }, B:tma_desc { box = { BN, BK }, swizzle = "128B" }
+        local descA, descB = A:tma_desc { box = { BM, BK }, swizzle = "128B" }, B:tma_desc { box = { BNL, BK }, swizzle = "128B" }
+        local group = CG == 2 and 2 or nil
         ptx.range(0, mine, 1, function(j)
           local m0, n0 = tile(j)
+          if CG == 2 then n0 = rank:fma(BNL, n0) end    -- this CTA's half of B
           ptx.range(0, KT, 1, function(kt)
             local it = j * KT + kt
             local s = it:band(S - 1)
             L.wait(empty0 + s * 8, it:shr(logS):band(1):bxor(1))
             local fb = full0 + s * 8
-            ptx.inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), A_BYTES + B_BYTES)
+            if CG == 2 then                             -- both CTAs' loads complete on the leader's barrier
+              ptx.at(leader).inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), 2 * (A_BYTES + B_BYTES))
+              fb = at_leader(fb)
+            else
+              ptx.inst("mbarrier.arrive.expect_tx.shared::cta.b64", ptx.sink, ptx.addr(fb), A_BYTES + B_BYTES)
+            end
             local kx = kt * BK
-            ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sA0 + s * A_BYTES), src = descA, coord = { kx, m0 }, mbar = ptx.addr(fb) }
-            ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sB0 + s * B_BYTES), src = descB, coord = { kx, n0 }, mbar = ptx.addr(fb) }
+            ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sA0 + s * A_BYTES), src = descA, coord = { kx, m0 }, mbar = ptx.addr(fb),
+                                          cta_group = group }
+            ptx.cp.async.bulk.tensor_2d { dst = ptx.addr(sB0 + s * B_BYTES), src = descB, coord = { kx, n0 }, mbar = ptx.addr(fb),
+                                          cta_group = group }
           end)
         end)
       end)
 
-      -- MMA issuer
-      ptx.if_(tid:eq(32), function()
-        local idesc = reg.scalar(T.b32, bw.idesc { kind = "f16", a = "bf16", b = "bf16", d = "f32", M = BM, N = BN })
+      -- MMA issuer (the leader CTA's only with cta_group 2)
+      ptx.if_(CG == 2 and tid:eq(32):band(leader) or tid:eq(32), function()
+        local idesc = reg.scalar(T.b32, bw.idesc { kind = "f16", a = "bf16", b = "bf16", d = "f32", M = BM * CG, N = BN,
+                                                   cta_group = CG })
+        local mask = CG == 2 and reg.scalar(T.b16, 3) or nil   -- both CTAs of the pair
         local layout = { sbo = 1024, swizzle = mu == "no_swizzle" and "none" or "128B" }   -- 8 rows x 128 B a swizzle atom
         local adesc0, bdesc0 = bw.smem_desc_reg(sA0, layout), bw.smem_desc_reg(sB0, layout)
         local always = tid:eq(32)
@@ -278,11 +326,13 @@ function M.build(m, n, k, opts)
             for kk = 0, BK / UMMA_K - 1 do
               -- +32 bytes along K inside the 128-byte swizzle row: +2 in the address field
               tc.mma { d = d, a = kk == 0 and ad or ad + kk * 2, b = kk == 0 and bd or bd + kk * 2,
-                       idesc = idesc, enable_d = kk == 0 and accumulate or always }
+                       idesc = idesc, enable_d = kk == 0 and accumulate or always, cta_group = CG }
             end
-            tc.commit { mbar = empty0 + s * 8 }        -- the stage is free once these MMAs are done
+            tc.commit { mbar = empty0 + s * 8, cta_group = CG, multicast = mask }   -- the stage is free once these MMAs are done
           end)
-          if mu ~= "no_acc_commit" then tc.commit { mbar = accf0 + a * 8 } end   -- the tile's accumulator is complete
+          if mu ~= "no_acc_commit" then                -- the tile's accumulator is complete
+            tc.commit { mbar = accf0 + a * 8, cta_group = CG, multicast = mu ~= "no_multicast" and mask or nil }
+          end
         end)
       end)
 
@@ -292,13 +342,19 @@ function M.build(m, n, k, opts)
         local lanes = taddr + quarter * bw.tmem_offset(32, 0)
         local E = BF16 and bf16_epilogue(D, sD:base(), quarter, lane, BN, LD, mu)
         local pd = not BF16 and ptx.global_ptrs(D)
+        local acce = CG == 2 and mu ~= "no_peer_release" and at_leader(acce0) or acce0   -- the leader's acc_empty
+        local arrive = CG == 2 and mu ~= "no_peer_release" and "mbarrier.arrive.shared::cluster.b64" or "mbarrier.arrive.shared::cta.b64"
         ptx.range(0, mine, 1, function(j)
           local m0, n0 = tile(j)
           local a, phase = acc_of(j)
           local acc = ACC == 1 and lanes or lanes + a * BN
           local function release()
             tc.fence_before_thread_sync()            -- our tcgen05.ld are ordered before the arrive
-            L.arrive(acce0 + a * 8)
+            if mu == "no_peer_release" then          -- the peer does not arrive: only the leader's 128
+              if CG == 2 then ptx.if_(leader, function() L.arrive(acce0 + a * 8) end) else L.arrive(acce0 + a * 8) end
+            else
+              ptx.inst(arrive, ptx.sink, ptx.addr(acce + a * 8))
+            end
           end
           if E then E.reuse() end                    -- the last tile's stores have long read the staging tile
           L.wait(accf0 + a * 8, phase)
@@ -314,7 +370,7 @@ function M.build(m, n, k, opts)
         if E then E.drain() end
       end)
 
-      L.tmem_dealloc(warp, 1, taddr, NCOLS)
+      L.tmem_dealloc(warp, 1, taddr, NCOLS, CG)
       ptx.ret()
     end,
   }
@@ -328,7 +384,7 @@ function M.check(m, n, k, opts)
 end
 
 M.kernels = { M.build(4096, 4096, 4096), M.build(8192, 8192, 4096, { BN = 256, stages = 4 }),
-              M.build(8192, 8192, 4096, { out = "bf16" }) }
+              M.build(8192, 8192, 4096, { out = "bf16" }), M.build(8192, 8192, 4096, { cta_group = 2, BN = 256, out = "bf16" }) }
 
 --- `luaptx run examples/blackwell/gemm_persistent.lua [M N K [ctas [BN [stages [acc [out]]]]]]] [--summary]`:
 -- by default 512x256x256 on 3 CTAs (8 tiles: 3, 3 and 2 per CTA), checked

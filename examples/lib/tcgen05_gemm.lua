@@ -54,17 +54,29 @@ function L.ring_error(stages, bn)
   return nil
 end
 
+--- A barrier of every thread of the CTA (cta_group 1) or of the cluster
+-- of two (cta_group 2: barrier.cluster arrive.release / wait.acquire).
+function L.sync(cta_group)
+  if cta_group == 2 then
+    ptx.inst("barrier.cluster.arrive.release.aligned")
+    ptx.inst("barrier.cluster.wait.acquire.aligned")
+  else
+    ptx.bar_sync(0)
+  end
+end
+
 --- Allocate ncols TMEM columns in warp `owner` (the address lands in the
--- shared word slot), then hand it to every thread: before-fence, CTA
--- barrier, after-fence, and each thread loads the address. Returns it.
-function L.tmem_alloc(warp, owner, slot, ncols)
+-- shared word slot; cta_group 2: the pair's allocation, in each CTA),
+-- then hand it to every thread: before-fence, CTA (cluster) barrier,
+-- after-fence, and each thread loads the address. Returns it.
+function L.tmem_alloc(warp, owner, slot, ncols, cta_group)
   local tc = ptx.tcgen05
   ptx.if_(warp:eq(owner), function()
-    tc.alloc { dst = slot, ncols = ncols }
-    tc.relinquish_alloc_permit {}
+    tc.alloc { dst = slot, ncols = ncols, cta_group = cta_group }
+    tc.relinquish_alloc_permit { cta_group = cta_group }
   end)
   tc.fence_before_thread_sync()
-  ptx.bar_sync(0)
+  L.sync(cta_group)
   tc.fence_after_thread_sync()
   local taddr = reg.scalar(T.b32)
   ptx.inst.ld.shared.b32(taddr, ptx.addr(slot))
@@ -72,14 +84,15 @@ function L.tmem_alloc(warp, owner, slot, ncols)
 end
 
 --- Free the allocation once every warp is done with it: before-fence, CTA
--- barrier, and warp `owner` (the allocating warp) fences and deallocates.
-function L.tmem_dealloc(warp, owner, taddr, ncols)
+-- (cluster, cta_group 2) barrier, and warp `owner` (the allocating warp)
+-- fences and deallocates.
+function L.tmem_dealloc(warp, owner, taddr, ncols, cta_group)
   local tc = ptx.tcgen05
   tc.fence_before_thread_sync()
-  ptx.bar_sync(0)
+  L.sync(cta_group)
   ptx.if_(warp:eq(owner), function()
     tc.fence_after_thread_sync()
-    tc.dealloc { taddr = taddr, ncols = ncols }
+    tc.dealloc { taddr = taddr, ncols = ncols, cta_group = cta_group }
   end)
 end
 

@@ -139,29 +139,39 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
   return 0;
 }
 
-/* A wait that failed: when every warp of the CTA is either exited, blocked
- * at a barrier, or failed an mbarrier wait since the last change of any of
- * the CTA's mbarriers, nothing can complete the phase: report a deadlock.
- * (Only without a cluster: other CTAs may arrive remotely.) */
+/* Whether every running warp of CTA g spins: it failed two mbarrier waits
+ * in a row with none of g's mbarriers changed since. */
+static int cta_spinning(const emu_cta *g)
+{
+  for (int k = 0; k < g->nwarps; k++) {
+    const emu_warp *o = &g->warps[k];
+    if (!(o->live & ~o->blocked)) continue;
+    if (o->mbar_wait_gen != g->mbar_gen + 1 || o->mbar_wait_fails < 2) return 0;
+  }
+  return 1;
+}
+
+/* A wait that failed: when every warp of the CTA's cluster (the CTA alone
+ * without one) is either exited, blocked at a barrier, or failed an
+ * mbarrier wait since the last change of any of its own CTA's mbarriers
+ * (a remote arrival changes the owner's), nothing can complete the phase:
+ * report a deadlock. */
 static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want)
 {
   emu_cta *c = w->cta;
   if (w->mbar_wait_gen != c->mbar_gen + 1) w->mbar_wait_fails = 0;
   w->mbar_wait_gen = c->mbar_gen + 1;
   w->mbar_wait_fails++;
-  if (c->group_size > 1) return 0;
-  for (int k = 0; k < c->nwarps; k++) {       /* spinning: two failed waits in a row, nothing changed */
-    const emu_warp *o = &c->warps[k];
-    if (!(o->live & ~o->blocked)) continue;
-    if (o->mbar_wait_gen != c->mbar_gen + 1 || o->mbar_wait_fails < 2) return 0;
-  }
+  int n = c->group_size > 1 ? c->group_size : 1;
+  for (int r = 0; r < n; r++)
+    if (!cta_spinning(n > 1 ? &c->group[r] : c)) return 0;
   uint64_t word;
   memcpy(&word, p, 8);
   mbar b = unpack(word);
   return lpx_emu_fail(w, in, lane, "deadlock: this wait for the mbarrier phase with parity %d can never complete: every "
-    "warp of the CTA is waiting or has exited; the barrier is in phase parity %d with %lld of %lld arrival(s) and "
+    "warp of the %s is waiting or has exited; the barrier is in phase parity %d with %lld of %lld arrival(s) and "
     "%lld transaction byte(s) pending (wrong parity, a missing arrive, or expect_tx bytes no copy delivers?)",
-    want, b.phase, (long long)b.pending, (long long)b.expected, (long long)b.tx);
+    want, n > 1 ? "cluster" : "CTA", b.phase, (long long)b.pending, (long long)b.expected, (long long)b.tx);
 }
 
 /* mbarrier.*: lanes in order, each on its own barrier address. */
