@@ -205,7 +205,7 @@ describe("pyptx.pipeline barrier arrays", function()
       "@%p1 mbarrier.arrive.shared::cta.b64 \t_, [ops_smem+16];",
       "mbarrier.arrive.shared::cta.b64 \t_, [ops_smem+24], 2;",
       "mapa.shared::cluster.u32 \t%r8, %r7, 0;",
-      "@!%p1 mbarrier.arrive.release.cluster.shared::cluster.b64 \t_, [%r8];",
+      "@!%p1 mbarrier.arrive.shared::cluster.b64 \t_, [%r8];",
       "mbarrier.try_wait.parity.shared::cta.b64 \t%p3, [%r6], %r4;",
     } do
       assert.matches(line, s.ptx, 1, true)

@@ -298,32 +298,45 @@ function Barrier:expect_tx(bytes)
   return issuer(self).mbarrier.expect_tx(addr_of(self), bytes)
 end
 
+--- (count, opts) of a remote arrival: opts may stand in count's place.
+local function count_opts(count, opts)
+  if opts == nil and type(count) == "table" and not reg.is(count) then return nil, count end
+  return count, opts
+end
+
 --- An arrival on the same barrier in CTA `rank` of the cluster (a number
--- or a u32 register): mapa, then mbarrier.arrive.release.cluster.shared::cluster
--- (one mov more when the barrier's stage was a number).
-function Barrier:arrive_remote(rank, count)
+-- or a u32 register): mapa, then mbarrier.arrive.shared::cluster (the
+-- ISA's default .release.cta, as CUTLASS releases a stage; opts = { sem =,
+-- scope = } for another, see ptx.mbarrier.arrive_remote) (one mov more when
+-- the barrier's stage was a number).
+function Barrier:arrive_remote(rank, count, opts)
   check_self(self, is_barrier, "bar:arrive_remote")
   if not ((type(rank) == "number" and rank >= 0 and rank % 1 == 0) or is_int32(rank)) then
     fail("bar:arrive_remote: rank must be a CTA rank in the cluster (an integer >= 0 or a u32 register); got " .. show(rank))
   end
+  count, opts = count_opts(count, opts)
   check_count("bar:arrive_remote", "count", count, true)
+  async.arrive_order(opts, "bar:arrive_remote")
   local local_addr = self.base
   if type(local_addr) == "string" then local_addr = reg.scalar(u32, operands.sym(self.base, self.offset)) end
   local remote = async.cluster.mapa(local_addr, rank)
-  return issuer(self).mbarrier.arrive_remote(operands.addr(remote), count)
+  return issuer(self).mbarrier.arrive_remote(operands.addr(remote), count, opts)
 end
 
 --- An arrival on the same barrier in every CTA of the cluster that ctas
 -- names (a u16 mask, bit r = rank r, or a list of ranks): per rank, mapa
--- then the remote arrive (each arrive carries the view's guard).
-function Barrier:arrive_multicast(ctas, count)
+-- then the remote arrive (each arrive carries the view's guard; opts as
+-- for bar:arrive_remote).
+function Barrier:arrive_multicast(ctas, count, opts)
   check_self(self, is_barrier, "bar:arrive_multicast")
   local ranks = async.multicast_ranks(ctas, "bar:arrive_multicast")
+  count, opts = count_opts(count, opts)
   check_count("bar:arrive_multicast", "count", count, true)
+  async.arrive_order(opts, "bar:arrive_multicast")
   local local_addr = self.base
   if type(local_addr) == "string" then local_addr = reg.scalar(u32, operands.sym(self.base, self.offset)) end
   for _, r in ipairs(ranks) do
-    issuer(self).mbarrier.arrive_remote(operands.addr(async.cluster.mapa(local_addr, r)), count)
+    issuer(self).mbarrier.arrive_remote(operands.addr(async.cluster.mapa(local_addr, r)), count, opts)
   end
   return #ranks
 end
