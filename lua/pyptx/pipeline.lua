@@ -105,13 +105,27 @@ function Ring:advance()
   return self
 end
 
+--- The unroll factor of kloop's options, checked.
+local function unroll_of(opts)
+  if opts == nil then return 1 end
+  argcheck.fields("pipeline.kloop", opts, { "unroll: integer?" })
+  local u = opts.unroll or 1
+  if u < 1 then fail("pipeline.kloop: opts.unroll must be a positive integer; got " .. u) end
+  return u
+end
+
 --- Iterations 0 .. n-1 of a pipelined loop: body(i, stage, phase) with the
 -- ring's stage and phase, the ring advanced after each. An unrolled ring
 -- unrolls the loop (n a number; i, stage, phase numbers); a ring in
 -- registers gets an emitted loop (ptx.range; n a number or a register).
+-- opts.unroll = u (a ring in registers): u iterations per trip of the
+-- emitted loop (i, i + 1, ...: one loop counter and branch per u
+-- k-blocks), then the n % u left over (inline when n is a number, in a
+-- loop of their own when it is a register).
 -- The body must not branch out of the loop (the ring would not advance).
-function M.kloop(ring, n, body)
+function M.kloop(ring, n, body, opts)
   if type(n) == "number" and n < 0 then fail("pipeline.kloop: the iteration count must be >= 0; got " .. n) end
+  local u = unroll_of(opts)
   if ring.unrolled then
     if type(n) ~= "number" then
       fail("pipeline.kloop: an unrolled ring needs a number of iterations; got " .. show(n)
@@ -126,10 +140,22 @@ function M.kloop(ring, n, body)
   if reg.is(n) and not types.is_int(n.type) then
     fail("pipeline.kloop: the iteration count must be an integer register; got " .. show(n))
   end
-  ptx.range(0, n, 1, function(i)
+  local function one(i)
     body(i, ring.stage, ring.phase)
     ring:advance()
-  end)
+  end
+  if u == 1 then return ptx.range(0, n, 1, one) end
+  local main = type(n) == "number" and n - n % u or (n / u) * u
+  if type(main) ~= "number" or main > 0 then
+    ptx.range(0, main, u, function(i)
+      for j = 0, u - 1 do one(j == 0 and i or i + j) end
+    end)
+  end
+  if type(n) == "number" then
+    for i = main, n - 1 do one(i) end
+  else
+    ptx.range(main, n, 1, one)
+  end
 end
 
 --- The stage and phase of iteration i of a ring of `stages` stages
@@ -343,7 +369,7 @@ end
 
 argcheck.sign(M, "pipeline", {
   ring = { "stages: integer", "opts: table?" },
-  kloop = { "ring: ring", "n: integer|register", "body: function" },
+  kloop = { "ring: ring", "n: integer|register", "body: function", "opts: table?" },
   stage_of = { "stages: integer", "i: integer|register" },
   barriers = { "n: integer", "count: integer?" },
 })
