@@ -1,10 +1,9 @@
--- Consumer release (issue 24 item 1, issue 26 item 7): remote mbarrier
--- arrivals default to the ISA's .release.cta (CUTLASS's ClusterBarrier
--- form, no fence in SASS), .release.cluster and .relaxed on request; the
--- emulator accepts a stage released by one thread per warpgroup after its
--- wgmma.wait_group (wait_group completes the warpgroup's MMA) and still
--- catches a release before the wait, a refill before the empty barrier
--- completes and a barrier counted per warpgroup but arrived per warp.
+-- Consumer release (issue 24 item 1): remote mbarrier arrivals default
+-- to the ISA's .release.cta (CUTLASS's ClusterBarrier form, no fence in
+-- SASS), .release.cluster and .relaxed on request. The emulator's side
+-- (issue 26 item 7: a stage released once per warpgroup after its
+-- wgmma.wait_group; the early_release and no_empty_wait mutants) is in
+-- spec/hopper_gemm_fast_spec.lua and spec/hopper_spec.lua.
 local pyptx = require "pyptx"
 local pipeline = require "pyptx.pipeline"
 local sass = require "pyptx.runtime.sass"

@@ -37,8 +37,7 @@ Pipe.__index = Pipe
 -- cluster). o.warps (the old spelling) means release = "warp" with that
 -- many consumer warps. o.mutant (specs only): "early_release" (release a
 -- stage before the wgmma.wait_group that covers its MMAs), "no_full_wait"
--- (Consumer:mainloop reads a stage without waiting for full[s]),
--- "no_empty_wait" (Producer:loop refills without waiting for empty[s]).
+-- (Consumer:mainloop reads a stage without waiting for full[s]).
 function M.new(o)
   local cluster, release, consumers = o.cluster or 1, o.release or "warpgroup", o.consumers or 2
   if o.warps then release, consumers = "warp", o.warps / 4 end
@@ -80,7 +79,7 @@ end
 function Producer:loop(n, body, o)
   local pipe = self.pipe
   pipeline.kloop(self.ring, n, function(k, s, phase)
-    if pipe.mutant ~= "no_empty_wait" then pipe.empty:at(s):wait(phase) end
+    pipe.empty:at(s):wait(phase)
     local full = pipe.full:at(s)
     full:arrive_expect_tx(pipe.bytes)
     body(k, s, full)
@@ -113,8 +112,9 @@ end
 --- n k-blocks: wait until full[s] has landed, body(k, s) reads stage s and
 -- waits for its MMAs (tp.mma), then the stage is released.
 function Consumer:loop(n, body)
+  local pipe = self.pipe
   pipeline.kloop(self.ring, n, function(k, s, phase)
-    self.pipe.full:at(s):wait(phase)
+    pipe.full:at(s):wait(phase)
     body(k, s)
     self:release(s)
     self.done:advance()
