@@ -22,6 +22,7 @@ local ptx, reg = pyptx.ptx, pyptx.reg
 local T = pyptx.types
 
 local M = {}
+local DRAIN = 0   -- wgmma.wait_group DRAIN: no group left in flight
 
 local Pipe = {}
 Pipe.__index = Pipe
@@ -152,7 +153,7 @@ function Consumer:mainloop(n, body, o)
     retire(s)
   end, o)
   if inflight > 0 then
-    ptx.wgmma.wait_group(0)
+    ptx.wgmma.wait_group(DRAIN)
     if not early then self:release(self.done.stage); self.done:advance() end
   end
 end
@@ -218,7 +219,8 @@ function M.mma(o)
       a_tile = a_tile, b = db, b_tile = b_tile, scale_d = (kk == 0 and o.scale_d) or 1 }
   end
   ptx.wgmma.commit_group()
-  if o.wait ~= false then ptx.wgmma.wait_group(0) end
+  if o.wait == false then return end
+  ptx.wgmma.wait_group(0)
 end
 
 --- Store a consumer warpgroup's m64nN f32 accumulators acc (N = n) into a
