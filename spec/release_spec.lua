@@ -54,6 +54,17 @@ describe("remote mbarrier arrivals: the release order", function()
     refuses('scope must be "cta" or "cluster"; got gpu', { scope = "gpu" })
     refuses('sem = "relaxed" needs PTX ISA 8.6', { sem = "relaxed" })
     refuses("unknown option", { order = "cta" })
+    local ok, err = pcall(function()
+      return kernel "bad_opts" { arch = "sm_90a", cluster = { 2, 1, 1 }, block = { 32 }, out_specs = { Tile(1, u32) },
+        function()
+          local bar = pyptx.smem.mbarrier(1)
+          ptx.mbarrier.arrive_remote(ptx.cluster.mapa(bar:base(), 1), 1, "cluster")
+          ptx.ret()
+        end }:ptx()
+    end)
+    assert.is_false(ok)
+    assert.matches('release_spec%.lua:%d+: .*mbarrier%.arrive_remote: opts must be a table { sem =, scope = }; got string',
+      tostring(err))
   end)
 
   it("costs a GPU-scope fence per arrival only with .release.cluster (ptxas SASS)", function()

@@ -390,6 +390,10 @@ local ARRIVE_SEM, ARRIVE_SCOPE = { release = true, relaxed = true }, { cta = tru
 -- (the ISA's default, .release.cta) when neither is given.
 local function arrive_order(opts, what)
   if opts == nil then return "" end
+  if not is_kw(opts) and not (type(opts) == "table" and getmetatable(opts) == nil and next(opts) == nil) then
+    fail(("%s: opts must be a table { sem =, scope = }; got %s"):format(what, type(opts) == "table" and "a table with items"
+      or type(opts)))
+  end
   argcheck.fields(what, opts, { "sem: string?", "scope: string?" })
   for k in pairs(opts) do
     if k ~= "sem" and k ~= "scope" then fail(("%s: unknown option %s (valid: sem, scope)"):format(what, tostring(k))) end
