@@ -196,6 +196,8 @@ describe("pyptx.async wrappers", function()
       ptx.cp.reduce.async.bulk { dst = ptx.param(A), src = s[0], size = 256, op = "add", type = f32 }
       ptx.mbarrier.arrive_remote(ptx.cluster.mapa(bar:base(), 1))
       ptx.mbarrier.arrive_remote(ptx.cluster.mapa(bar:base(), 1), 2)
+      ptx.mbarrier.arrive_remote(ptx.cluster.mapa(bar:base(), 1), { sem = "release", scope = "cluster" })
+      ptx.mbarrier.arrive_remote(ptx.cluster.mapa(bar:base(), 1), 3, { scope = "cta" })
       ptx.ret()
     end, { Tile(64, 64, f32) })
     local text = body_lines(k)
@@ -203,8 +205,10 @@ describe("pyptx.async wrappers", function()
       "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%rd1, {%r1, %r1}], [snip_smem];",
       "cp.reduce.async.bulk.tensor.2d.global.shared::cta.max.tile.bulk_group [%rd2, {%r1, %r1}], [snip_smem];",
       "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd3], [snip_smem], 256;",
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r3];",
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5], 2;",
+      "mbarrier.arrive.shared::cluster.b64 _, [%r3];",           -- the ISA's default .release.cta, as CUTLASS
+      "mbarrier.arrive.shared::cluster.b64 _, [%r5], 2;",
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r7];",
+      "mbarrier.arrive.release.cta.shared::cluster.b64 _, [%r9], 3;",
     } do
       assert.truthy(text:find(want, 1, true), want .. "\n---\n" .. text)
     end
@@ -1605,8 +1609,8 @@ describe("cluster multicast arrivals, selp and mad", function()
         ptx.ret()
       end }
     local text = body_lines(k)
-    assert.equal(6, select(2, text:gsub("mbarrier.arrive.release.cluster.shared::cluster.b64 _, %[%%r%d+%];", "")))
-    assert.equal(2, select(2, text:gsub("@%%p%d+ mbarrier.arrive.release.cluster", "")))
+    assert.equal(6, select(2, text:gsub("mbarrier.arrive.shared::cluster.b64 _, %[%%r%d+%];", "")))
+    assert.equal(2, select(2, text:gsub("@%%p%d+ mbarrier.arrive.shared::cluster", "")))
     local previous, emu = runtime.device(), H.emu()
     local budget = emu:option("budget")
     emu:set_option("budget", 1e6)          -- a missed arrival spins: fail fast instead of after 1e9 steps

@@ -1459,6 +1459,26 @@ describe("examples/hopper/gemm.lua", function()
     assert(ok, report.message)
     assert_ptxas(big)
   end)
+
+  it("matches persistent with clusters (issue 24): 4 CTAs, 2 clusters over 4 cluster tiles, every schedule", function()
+    local big = gemm.build(4096, 4096, 4096, { CLUSTER = 2, PERSISTENT = 132 })
+    assert_ptxas(big)
+    for _, dev in ipairs { H.emu(), H.adversarial(1), H.adversarial(2) } do
+      local ok, msg = H.check_on(dev, gemm, 512, 512, 256, { STAGES = 2, CLUSTER = 2, PERSISTENT = 4 })
+      assert(ok, msg)
+    end
+    local ok, err = pcall(gemm.build, 512, 512, 256, { CLUSTER = 2, PERSISTENT = 3 })
+    assert.is_false(ok)
+    assert.matches("PERSISTENT must be a positive multiple of CLUSTER", tostring(err), 1, true)
+  end)
+
+  it("keeps one wgmma group in flight and releases per warpgroup, with no GPU-scope fence in the k-loop", function()
+    local text = gemm.build(256, 512, 256, { CLUSTER = 2 }):ptx()
+    assert.is_truthy((text:find("wgmma.wait_group.sync.aligned \t1;", 1, true)))
+    assert.is_nil((text:find("release.cluster.shared::cluster", 1, true)))
+    assert.is_nil((text:find("membar", 1, true)))
+    assert.is_truthy((text:find("mbarrier%.init%.shared::cta%.b64 \t%[[%w_]+%+%d+%], 4;")))   -- 2 warpgroups x 2 CTAs
+  end)
 end)
 
 describe("examples/hopper/gemm.lua on a CUDA GPU #gpu", function()

@@ -34,7 +34,7 @@ end
 -- over k iterations of an emitted pipeline.kloop, and stage_of(n, i) of the
 -- loop counter: out[4i..4i+3] = stage, phase, stage_of's stage and phase.
 -- count_in_reg: the iteration count is a register, not a number.
-local function ring_kernel(n, k, ph0, count_in_reg)
+local function ring_kernel(n, k, ph0, count_in_reg, unroll)
   return kernel("ring" .. n) { arch = "sm_90a", in_specs = {}, out_specs = { Tile(4 * k, u32) }, block = { 32 },
     function(Out)
       local tid = reg.from(ptx.special.tid.x(), u32)
@@ -43,13 +43,14 @@ local function ring_kernel(n, k, ph0, count_in_reg)
         local ring = pipeline.ring(n, { phase = ph0 })
         local count = count_in_reg and reg.scalar(u32, k) or k
         pipeline.kloop(ring, count, function(i, stage, phase)
+          if type(i) == "number" then i = reg.scalar(u32, i) end   -- an unrolled remainder's iteration
           local s2, p2 = pipeline.stage_of(n, i)
           local p = po + i:mul_wide(16)
           ptx.st.global(ptx.addr(p), stage)
           ptx.st.global(ptx.addr(p, 4), phase)
           ptx.st.global(ptx.addr(p, 8), s2)
           ptx.st.global(ptx.addr(p, 12), p2)
-        end)
+        end, unroll and { unroll = unroll } or nil)
       end)
       ptx.ret()
     end }
@@ -127,6 +128,24 @@ describe("pyptx.pipeline rings", function()
         end
       end
     end)
+
+    it("walk it unrolled by 2 and 3 (kloop{unroll}): 11 iterations, the rest inline or in a loop of its own", function()
+      local k = 11
+      for _, u in ipairs { 2, 3 } do
+        for _, count_in_reg in ipairs { false, true } do
+          local kern = ring_kernel(3, k, 0, count_in_reg, u)
+          local text = kern:ptx()
+          local _, stores = text:gsub("st%.global", "")
+          assert.are.equal(4 * (u + (count_in_reg and 1 or k % u)), stores)   -- u bodies in the loop, then the rest
+          local out = kern():values()
+          local want = expected(3, k, 0)
+          for i = 0, k - 1 do
+            assert.are.same(want[i + 1], { out[4 * i + 1], out[4 * i + 2] }, ("unroll %d, iteration %d"):format(u, i))
+            assert.are.same(want[i + 1], { out[4 * i + 3], out[4 * i + 4] })
+          end
+        end
+      end
+    end)
   end)
 
   it("print what they are", function()
@@ -195,7 +214,7 @@ describe("pyptx.pipeline barrier arrays", function()
       "@%p1 mbarrier.arrive.shared::cta.b64 \t_, [ops_smem+16];",
       "mbarrier.arrive.shared::cta.b64 \t_, [ops_smem+24], 2;",
       "mapa.shared::cluster.u32 \t%r8, %r7, 0;",
-      "@!%p1 mbarrier.arrive.release.cluster.shared::cluster.b64 \t_, [%r8];",
+      "@!%p1 mbarrier.arrive.shared::cluster.b64 \t_, [%r8];",
       "mbarrier.try_wait.parity.shared::cta.b64 \t%p3, [%r6], %r4;",
     } do
       assert.matches(line, s.ptx, 1, true)
@@ -222,6 +241,8 @@ describe("pyptx.pipeline argument errors", function()
       "pipeline.ring: opts.phase must be 0 or 1; got 2")
     names(H.trace_error(function() line = H.here(); pipeline.ring(2, { unrolled = "yes" }) end), line,
       "pipeline.ring: field unrolled must be a boolean (or nil); got a string (\"yes\")")
+    names(H.trace_error(function() line = H.here(); pipeline.kloop(pipeline.ring(2), 4, function() end, { unroll = 0 }) end), line,
+      "pipeline.kloop: opts.unroll must be a positive integer; got 0")
     names(H.trace_error(function() line = H.here(); pipeline.kloop({}, 4, function() end) end), line,
       "pipeline.kloop: argument 1 (ring) must be a pipeline ring (pipeline.ring); got a table")
     names(H.trace_error(function()

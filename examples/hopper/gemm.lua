@@ -9,9 +9,13 @@
 --    swizzle) that complete on full[s];
 --  * warpgroups 1 and 2 are consumers, 64 rows each: wait until full[s]
 --    has landed, issue BK/16 wgmma.mma_async m64nBNk16 reading both tiles
---    through shared-memory descriptors, wait for them, then release the
---    stage (lane 0 of each consumer warp arrives on empty[s], which
---    expects 8: each warp's wgmma.wait_group covers its own reads).
+--    through shared-memory descriptors and commit them; wgmma.wait_group 1
+--    then completes the previous k-block's MMAs, whose stage is released
+--    while this one's run (tma_pipeline's Consumer:mainloop: one group in
+--    flight, the first k-block peeled and issued with scale-d off, so the
+--    accumulators need no zeroing). One thread per warpgroup releases a
+--    stage (empty[s] expects 2): a warpgroup's wait_group completes the
+--    warpgroup's MMAs, all four warps' reads (docs/emulator.md).
 -- The ring (examples/lib/tma_pipeline.lua on pyptx.pipeline) has STAGES
 -- stages; producer and consumers each walk it with a pipeline.ring whose
 -- stage and phase registers advance after every k-block (the producer's
@@ -22,15 +26,18 @@
 -- shares the A tile: each CTA's producer loads half of A's rows and
 -- multicasts them to both CTAs (TMA .multicast::cluster), so full[s] in
 -- each CTA still expects the whole A + B stage. A stage can be refilled
--- only when the consumers of both CTAs have released it: every consumer
--- warp arrives on empty[s] of both CTAs (mapa + a remote arrive), which
--- expects 16. The CTAs meet at a cluster barrier after init and before exit.
+-- only when the consumers of both CTAs have released it: thread r of each
+-- consumer warpgroup arrives on empty[s] of CTA r (mapa + a remote
+-- arrive, .release.cta), which expects 4. The CTAs meet at a cluster
+-- barrier after init and before exit.
 --
 -- With PERSISTENT = P (opts.PERSISTENT), the grid is P CTAs that walk the
 -- output tiles t = ctaid.x, ctaid.x + P, ... (row-major over the tile
--- grid); the ring's iteration counter runs on across tiles, so the
--- producer prefetches the next tile's k-blocks while the consumers store
--- the previous tile's accumulators.
+-- grid); with clusters, the P / CLUSTER clusters walk cluster tiles (CLUSTER
+-- tiles side by side along N) the same way, both CTAs of a cluster the same
+-- ones, so their multicast loads pair up. The ring's iteration counter runs
+-- on across tiles, so the producer prefetches the next tile's k-blocks
+-- while the consumers store the previous tile's accumulators.
 --
 -- Shape rules: M % BM == 0, N % BN == 0, K % BK == 0, BK == 64 (one
 -- 128-byte swizzled row per tile row), BM == 128, BN in {64, 128, 256}.
@@ -53,7 +60,9 @@ function M.shape_error(Md, N, K, o)
   if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
   if o.CLUSTER ~= 1 and o.CLUSTER ~= 2 then return "CLUSTER must be 1 or 2" end
   if (N / o.BN) % o.CLUSTER ~= 0 then return "N / BN must be a multiple of CLUSTER" end
-  if o.PERSISTENT and (o.PERSISTENT < 1 or o.CLUSTER > 1) then return "PERSISTENT must be >= 1 (and CLUSTER 1)" end
+  if o.PERSISTENT and (o.PERSISTENT < 1 or o.PERSISTENT % o.CLUSTER ~= 0) then
+    return "PERSISTENT must be a positive multiple of CLUSTER"
+  end
   return nil
 end
 
@@ -82,13 +91,20 @@ function M.build(Md, N, K, opts)
       local pipe = tp.new { stages = S, bytes = sA.stage_bytes + sB.stage_bytes, cluster = CL }
       pipe:init(tid)                                -- a cluster barrier when CL > 1
 
-      --- body(m0, n0) for this CTA's tile, or for each tile it owns when persistent.
+      --- body(m0, n0) for this CTA's tile, or for each tile it owns when persistent
+      -- (with clusters: cluster tile t = CLUSTER tiles along N, this CTA's the one of its rank).
       local function over_tiles(body)
         if not P then
           return body(reg.from(ptx.special.ctaid.y(), u32) * BM, reg.from(ptx.special.ctaid.x(), u32) * BN)
         end
-        ptx.range(reg.from(ptx.special.ctaid.x(), u32), TILES, P, function(t)
-          body((t / TN) * BM, (t % TN) * BN)
+        if CL == 1 then
+          return ptx.range(reg.from(ptx.special.ctaid.x(), u32), TILES, P, function(t)
+            body((t / TN) * BM, (t % TN) * BN)
+          end)
+        end
+        local rank, TNC = ptx.cluster.ctarank(), TN / CL
+        ptx.range(reg.from(ptx.special.ctaid.x(), u32) / CL, TILES / CL, P / CL, function(t)
+          body((t / TNC) * BM, ((t % TNC) * CL + rank) * BN)
         end)
       end
 
@@ -108,13 +124,13 @@ function M.build(Md, N, K, opts)
       end
 
       local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
-        local acc = ptx.wgmma.fragments(BN, not P)
+        local acc = ptx.wgmma.fragments(BN, false)   -- the first k-block overwrites them (scale-d off)
         local pc = ptx.global_ptrs(C)
         local cons = pipe:consumer(tid)
         over_tiles(function(m0, n0)
-          if P then for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end end
-          cons:loop(KT, function(_, s)
-            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s) }
+          cons:mainloop(KT, function(k, s)
+            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s), scale_d = k == 0 and 0 or 1,
+              wait = false }
           end)
           tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0 })
         end)

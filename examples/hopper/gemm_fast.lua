@@ -12,23 +12,29 @@
 --    tile (BN/2 x 64), which it multicasts to both CTAs of the cluster
 --    (cp.async.bulk.tensor .multicast::cluster, ctamask 0b11): the two CTAs
 --    compute vertically adjacent tiles, so they need the same B;
---  * warpgroups 1 and 2, the consumers (setmaxnreg.inc 232), 64 rows each:
---    wait for full[s], issue four wgmma m64nBNk16 (descriptors on the
---    swizzled tiles, scale-d off for a tile's first k-block: no zeroing),
---    wait for them, then lane 0 of each warp releases the stage in both
---    CTAs (empty[s] expects 16 arrivals: every consumer warp of the
---    cluster, since the peer's producer writes into this CTA too).
--- The epilogue of each tile goes through shared memory and a TMA store:
--- the warpgroup's store thread waits until its previous store has read
--- the staging buffer (cp.async.bulk.wait_group.read 0) and the warpgroup
--- meets at a named barrier; every thread converts its accumulators to
--- bf16x2 and writes them with stmatrix into a 128B-swizzled 64 x BN
--- staging tile; each thread fences its writes to the async proxy
--- (fence.proxy.async.shared::cta) and the warpgroup meets again; the store
--- thread issues BN/64 TMA stores of 64 x 64 (cp.async.bulk.tensor,
--- .bulk_group) and commits them. The store overlaps the next tile's K
--- loop, which the producer already prefetches: the ring runs on across
--- tiles.
+--  * warpgroups 1 and 2, the consumers (setmaxnreg.inc 232), 64 rows each,
+--    in CUTLASS's mainloop (tma_pipeline's Consumer:mainloop): wait for
+--    full[s], issue four wgmma m64nBNk16 (descriptors on the swizzled
+--    tiles, scale-d off for a tile's first k-block, which is peeled: no
+--    zeroing) and commit them; wgmma.wait_group 1 then completes the
+--    previous k-block's group, whose stage is released while this one's
+--    MMAs run (one group in flight). A stage is released by one thread of
+--    the warpgroup per CTA of the cluster (thread r arrives on empty[s] of
+--    CTA r, mapa + mbarrier.arrive.shared::cluster, .release.cta: no
+--    fence): empty[s] expects 4 arrivals, both consumer warpgroups of
+--    both CTAs, since the peer's producer writes into this CTA too.
+-- The epilogue of each tile goes through shared memory and TMA stores in
+-- 64 x 64 sub-tiles, two staging buffers per warpgroup (so the ring keeps 4
+-- stages of 48 KiB): per sub-tile, the warpgroup's store thread waits
+-- until the store that last used the buffer has read it
+-- (cp.async.bulk.wait_group.read 1) and the warpgroup meets at a named
+-- barrier; every thread converts its accumulators to bf16x2 and writes
+-- them with stmatrix into the 128B-swizzled 64 x 64 buffer; each thread
+-- fences its writes to the async proxy (fence.proxy.async.shared::cta)
+-- and the warpgroup meets again; the store thread issues the TMA store
+-- (cp.async.bulk.tensor, .bulk_group) and commits it. The stores overlap
+-- the next sub-tile and the next tile's K loop, which the producer
+-- already prefetches: the ring runs on across tiles.
 --
 -- Tile schedule: the cluster tiles are ordered along a Hilbert curve over
 -- the tile grid (M.schedule, computed at trace time, a .const table in the
@@ -36,8 +42,11 @@
 -- round-robin over the curve), so the tiles in flight at once are close
 -- together and share A and B rows in L2.
 --
--- Options: BN (256; 128), STAGES (3 with BN 256, 4 with 128), CLUSTER (2;
--- 1), SMS (P, 132). opts.mutant (for spec/hopper_gemm_fast_spec.lua only)
+-- Options: BN (256; 128), STAGES (4), CLUSTER (2; 1), SMS (P, 132),
+-- UNROLL (k-blocks per trip of the consumers' k-loop, 1), RELEASE
+-- ("warpgroup"; "warp": lane 0 of every consumer warp releases, empty[s]
+-- counts warps), PRODUCER_REGS / CONSUMER_REGS (setmaxnreg per role, 40 /
+-- 232 as CUTLASS; pyptx uses 24 / 240). opts.mutant (for spec/hopper_gemm_fast_spec.lua only)
 -- breaks one thing: "no_load_swizzle" (the TMA loads unswizzled; the wgmma
 -- descriptors still say 128B), "no_store_swizzle" (stmatrix addresses
 -- without the XOR), "no_fence" (no fence.proxy.async before the TMA
@@ -45,7 +54,8 @@
 -- barrier after the fence), "no_full_wait" (consumers read a stage without waiting for
 -- full[s]), "no_empty_wait" (the producer refills a stage without waiting
 -- for empty[s]), "no_store_wait" (the staging tile rewritten before the
--- previous TMA store has read it).
+-- previous TMA store has read it), "early_release" (a stage released before
+-- the wgmma.wait_group that covers its MMAs).
 --
 -- Shape rules: M % (CLUSTER * 128) == 0, N % BN == 0, K % 64 == 0.
 -- `luaptx run examples/hopper/gemm_fast.lua [M N K [STAGES [CLUSTER [SMS]]]]`.
@@ -60,7 +70,7 @@ local bit = require "bit"
 local M = {}
 
 local MUTANTS = { no_load_swizzle = true, no_store_swizzle = true, no_fence = true, no_store_barrier = true,
-  no_full_wait = true, no_empty_wait = true, no_store_wait = true }
+  no_full_wait = true, no_empty_wait = true, no_store_wait = true, early_release = true }
 
 --- The (x, y) of point d of the Hilbert curve that fills an n x n grid (n a
 -- power of 2): the classic d2xy, two bits of d per level.
@@ -97,8 +107,9 @@ end
 local function options(opts)
   opts = opts or {}
   local BN = opts.BN or 256
-  return { BM = 128, BN = BN, BK = 64, STAGES = opts.STAGES or (BN == 256 and 3 or 4), CLUSTER = opts.CLUSTER or 2,
-    SMS = opts.SMS or 132, mutant = opts.mutant }
+  return { BM = 128, BN = BN, BK = 64, STAGES = opts.STAGES or 4, CLUSTER = opts.CLUSTER or 2,
+    SMS = opts.SMS or 132, PRODUCER_REGS = opts.PRODUCER_REGS, CONSUMER_REGS = opts.CONSUMER_REGS,
+    UNROLL = opts.UNROLL or 1, RELEASE = opts.RELEASE or "warpgroup", mutant = opts.mutant }
 end
 
 --- Why (M, N, K, o) breaks the shape rules, or nil.
@@ -110,16 +121,18 @@ function M.shape_error(Md, N, K, o)
       o.CLUSTER, o.BN)
   end
   if o.STAGES < 1 or o.STAGES > 8 then return "STAGES must be 1..8" end
-  local smem_bytes = o.STAGES * (o.BM + o.BN) * o.BK * 2 + o.BM * o.BN * 2
+  local smem_bytes = o.STAGES * (o.BM + o.BN) * o.BK * 2 + 4 * 64 * 64 * 2 + 2 * o.STAGES * 8
   if smem_bytes > 227 * 1024 then
     return ("STAGES %d with BN %d needs %d bytes of shared memory, more than the 232448 a Hopper CTA has"):format(o.STAGES,
       o.BN, smem_bytes)
   end
   if o.SMS < 1 or o.SMS % o.CLUSTER ~= 0 then return "SMS must be a positive multiple of CLUSTER" end
+  if o.UNROLL < 1 or o.UNROLL % 1 ~= 0 then return "UNROLL must be a positive integer" end
+  if o.RELEASE ~= "warpgroup" and o.RELEASE ~= "warp" then return "RELEASE must be \"warpgroup\" or \"warp\"" end
   if (Md / (o.CLUSTER * o.BM)) * (N / o.BN) > 16384 then return "at most 16384 cluster tiles (the schedule table is .const)" end
   if o.mutant ~= nil and not MUTANTS[o.mutant] then
-    return "mutant must be no_load_swizzle, no_store_swizzle, no_fence, no_store_barrier, no_full_wait, no_empty_wait or "
-      .. "no_store_wait, got "
+    return "mutant must be no_load_swizzle, no_store_swizzle, no_fence, no_store_barrier, no_full_wait, no_empty_wait, "
+      .. "no_store_wait or early_release, got "
       .. tostring(o.mutant)
   end
   return nil
@@ -134,6 +147,8 @@ function M.build(Md, N, K, opts)
   local KT = K / BK
   local A_STAGE, B_STAGE, BROWS = BM * BK * 2, BN * BK * 2, BN / CL   -- BROWS: rows of B each CTA loads and multicasts
   local C_CHUNK = 64 * 64 * 2                                          -- one 64 x 64 bf16 TMA store box, 128B swizzled
+  local TPO = { stages = S, bytes = A_STAGE + B_STAGE, cluster = CL, release = o.RELEASE }
+  if mu == "early_release" or mu == "no_full_wait" then TPO.mutant = mu end
   local NC = o.SMS / CL                                                -- clusters in the grid
   local order = M.schedule(Md / (CL * BM), N / BN)
   local words = {}
@@ -149,9 +164,9 @@ function M.build(Md, N, K, opts)
     function(A, B, C)
       local sA = smem.wgmma_tile(bf16, { S * BM, BK })     -- stage s: rows s*BM.. (1024-byte atoms)
       local sB = smem.wgmma_tile(bf16, { S * BN, BK })
-      local sC = smem.alloc(bf16, BM * BN, { align = 1024 })  -- consumer cw: 64 x BN at cw * 64 * BN * 2, BN/64 boxes
+      local sC = smem.alloc(bf16, 4 * 64 * 64, { align = 1024 })  -- consumer cw: two 64 x 64 boxes at cw * 2 * C_CHUNK
       local tid = reg.from(ptx.special.tid.x(), u32)
-      local pipe = tp.new { stages = S, bytes = A_STAGE + B_STAGE, cluster = CL }
+      local pipe = tp.new(TPO)
       pipe:init(tid)                                  -- a cluster barrier when CL > 1
       local rank = CL > 1 and ptx.cluster.ctarank() or 0
       local tiles = reg.scalar(u64, ptx.sym(TBL, 0))
@@ -193,15 +208,14 @@ function M.build(Md, N, K, opts)
       local consumer = function(cw)                   -- consumer 0 or 1: rows 64*cw.. of the CTA's tile
         local acc = ptx.wgmma.fragments(BN, false)
         local a_base, b_base = sA:base() + cw * (64 * BK * 2), sB:base()
-        local ring = pipeline.ring(S)
+        local cons = pipe:consumer(tid)
         local lane = tid % 32
-        local leader = lane:eq(0)
         local store_thread = (tid % 128):eq(0)
         local cdesc = C:tma_desc { box = { 64, 64 }, swizzle = "128B" }
-        local stage_c = sC:base() + cw * (64 * BN * 2)
+        local stage_c = sC:base() + cw * (2 * C_CHUNK)
         -- stmatrix .x4 q stores the 8x8 blocks (h, nb) = (0, 2q), (1, 2q), (0, 2q+1), (1, 2q+1): lane l gives the
-        -- address of row l%8 of block l/8, row R = 16*warp + 8*h + l%8 of the staging tile; its 16 bytes are
-        -- column chunk c = (2q + (l/8)/2) % 8 of box (2q)/8, stored at chunk c ^ (R % 8) (128B swizzle).
+        -- address of row l%8 of block l/8, row R = 16*warp + 8*h + l%8 of the staging box; its 16 bytes are
+        -- column chunk c = (2q + (l/8)/2) % 8 of box q/4, stored at chunk c ^ (R % 8) (128B swizzle).
         local l8, blk = lane % 8, lane:shr(3)
         local row = ((tid % 128):shr(5) * 16 + (blk % 2) * 8 + l8) * 128 + stage_c
         local u = blk:shr(1)
@@ -209,35 +223,32 @@ function M.build(Md, N, K, opts)
         local at = {}
         for qq = 0, 3 do at[qq] = row + (u:shl(4)):bxor(qq * 32) end
         over_tiles(function(m0, n0)
-          pipeline.kloop(ring, KT, function(i, s, phase)
-            if mu ~= "no_full_wait" then pipe.full:at(s):wait(phase) end
+          cons:mainloop(KT, function(k, s)
             tp.mma { d = acc, n = BN, k = BK, a = tp.desc(sA, tp.stage(a_base, s, A_STAGE)), a_tile = sA,
-              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB, scale_d = i:ne(0) }
-            local empty = pipe.empty:at(s):when(leader)
-            if CL == 1 then empty:arrive() else for r = 0, CL - 1 do empty:arrive_remote(r) end end
-          end)
-          -- epilogue: registers -> swizzled staging tile -> TMA store
-          if mu ~= "no_store_wait" then ptx.if_(store_thread, function() ptx.cp.async.bulk.wait_group_read(0) end) end
-          ptx.bar_sync(1 + cw, 128)
-          for q = 0, BN / 16 - 1 do
-            local r = reg.array(T.b32, 4)
-            for j = 0, 3 do ptx.inst.cvt.rn.bf16x2.f32(r[j], acc[8 * q + 2 * j + 1], acc[8 * q + 2 * j]) end
-            ptx.stmatrix { addr = ptx.addr(at[q % 4], math.floor(q / 4) * C_CHUNK), s = { r[0], r[1], r[2], r[3] } }
-          end
-          if mu ~= "no_fence" then ptx.fence.proxy_async("shared::cta") end
-          if mu ~= "no_store_barrier" then ptx.bar_sync(1 + cw, 128) end
-          ptx.if_(store_thread, function()
-            local row0 = m0 + cw * 64
-            for j = 0, BN / 64 - 1 do
-              ptx.cp.async.bulk.tensor_2d { dst = cdesc, src = ptx.addr(stage_c + j * C_CHUNK), coord = { n0 + 64 * j, row0 } }
+              b = tp.desc(sB, tp.stage(b_base, s, B_STAGE)), b_tile = sB, scale_d = k == 0 and 0 or 1, wait = false }
+          end, { unroll = o.UNROLL })
+          -- epilogue: registers -> swizzled 64 x 64 staging box (two per warpgroup, alternating) -> TMA store
+          for j = 0, BN / 64 - 1 do
+            local buf = (j % 2) * C_CHUNK
+            if mu ~= "no_store_wait" then ptx.if_(store_thread, function() ptx.cp.async.bulk.wait_group_read(1) end) end
+            ptx.bar_sync(1 + cw, 128)
+            for q = 4 * j, 4 * j + 3 do
+              local r = reg.array(T.b32, 4)
+              for jj = 0, 3 do ptx.inst.cvt.rn.bf16x2.f32(r[jj], acc[8 * q + 2 * jj + 1], acc[8 * q + 2 * jj]) end
+              ptx.stmatrix { addr = ptx.addr(at[q % 4], buf), s = { r[0], r[1], r[2], r[3] } }
             end
-            ptx.cp.async.bulk.commit_group()
-          end)
+            if mu ~= "no_fence" then ptx.fence.proxy_async("shared::cta") end
+            if mu ~= "no_store_barrier" then ptx.bar_sync(1 + cw, 128) end
+            ptx.if_(store_thread, function()
+              ptx.cp.async.bulk.tensor_2d { dst = cdesc, src = ptx.addr(stage_c + buf), coord = { n0 + 64 * j, m0 + cw * 64 } }
+              ptx.cp.async.bulk.commit_group()
+            end)
+          end
         end)
         ptx.if_(store_thread, function() ptx.cp.async.bulk.wait_group(0) end)   -- the last stores, before exit
       end
 
-      tp.roles(tid, producer, consumer)
+      tp.roles(tid, producer, consumer, { producer_regs = o.PRODUCER_REGS, consumer_regs = o.CONSUMER_REGS })
       if CL > 1 then ptx.cluster.sync() end         -- no CTA leaves while a peer may still write into it
       ptx.ret()
     end,

@@ -18,22 +18,36 @@
 local pyptx = require "pyptx"
 pyptx.helper()   -- errors and lines name the example calling in
 local pipeline = require "pyptx.pipeline"
-local ptx = pyptx.ptx
+local ptx, reg = pyptx.ptx, pyptx.reg
 local T = pyptx.types
 
 local M = {}
+local DRAIN = 0   -- wgmma.wait_group DRAIN: no group left in flight
 
 local Pipe = {}
 Pipe.__index = Pipe
 
 --- A full/empty ring: o.stages stages, o.bytes TMA bytes per stage (what
--- the producer arms full[s] with), o.warps consumer warps per CTA (8: two
--- warpgroups; each releases a stage once), o.cluster CTAs whose consumers
--- all release each stage (1; 2 for a multicast pair).
+-- the producer arms full[s] with), o.cluster CTAs whose consumers all
+-- release each stage (1; 2 for a multicast pair), o.consumers consumer
+-- warpgroups per CTA (2). o.release says who releases a stage: "warpgroup"
+-- (the default, as CUTLASS's and pyptx's pipelines: one thread per
+-- warpgroup and target CTA, after the warpgroup's wgmma.wait_group, which
+-- completes the warpgroup's MMAs; empty[s] expects consumers * cluster
+-- arrivals) or "warp" (lane 0 of every consumer warp; 4 * consumers *
+-- cluster). o.warps (the old spelling) means release = "warp" with that
+-- many consumer warps. o.mutant (specs only): "early_release" (release a
+-- stage before the wgmma.wait_group that covers its MMAs), "no_full_wait"
+-- (Consumer:mainloop reads a stage without waiting for full[s]).
 function M.new(o)
-  local warps, cluster = o.warps or 8, o.cluster or 1
-  return setmetatable({ stages = o.stages, bytes = o.bytes, cluster = cluster,
-    full = pipeline.barriers(o.stages, 1), empty = pipeline.barriers(o.stages, warps * cluster) }, Pipe)
+  local cluster, release, consumers = o.cluster or 1, o.release or "warpgroup", o.consumers or 2
+  if o.warps then release, consumers = "warp", o.warps / 4 end
+  if release ~= "warpgroup" and release ~= "warp" then
+    error(("tma_pipeline: release must be \"warpgroup\" or \"warp\"; got %s"):format(tostring(release)), 2)
+  end
+  local per = release == "warp" and 4 or 1
+  return setmetatable({ stages = o.stages, bytes = o.bytes, cluster = cluster, release = release, mutant = o.mutant,
+    full = pipeline.barriers(o.stages, 1), empty = pipeline.barriers(o.stages, per * consumers * cluster) }, Pipe)
 end
 
 --- Thread 0 initializes the ring's barriers (and those of the arrays in
@@ -61,51 +75,113 @@ end
 
 --- n k-blocks (a number or register): wait until stage s is empty, arm
 -- full[s] with the stage's bytes, then body(k, s, full[s]) issues the loads
--- that complete on full[s]. The ring runs on across calls.
-function Producer:loop(n, body)
+-- that complete on full[s]. The ring runs on across calls. o.unroll: see
+-- pipeline.kloop.
+function Producer:loop(n, body, o)
   local pipe = self.pipe
   pipeline.kloop(self.ring, n, function(k, s, phase)
     pipe.empty:at(s):wait(phase)
     local full = pipe.full:at(s)
     full:arrive_expect_tx(pipe.bytes)
     body(k, s, full)
-  end)
+  end, o)
 end
 
 --- The consumer's side (call it in the consumer warpgroup, before its
--- loops): a ring in registers at phase 0 and each warp's lane 0, which
--- releases stages.
+-- loops): a ring in registers at phase 0, the ring of the stages it
+-- releases (one k-block behind in Consumer:mainloop) and the threads
+-- that signal: thread r of the warpgroup (of each warp, with release =
+-- "warp") arrives on empty[s] of CTA r of the cluster, so one arrive
+-- instruction (and one mapa, on lane % cluster: a valid rank in every
+-- thread) serves every CTA.
 function Pipe:consumer(tid)
-  return setmetatable({ pipe = self, ring = pipeline.ring(self.stages), leader = (tid % 32):eq(0) }, Consumer)
+  local lane = self.release == "warp" and tid % 32 or tid % 128
+  local c = { pipe = self, ring = pipeline.ring(self.stages), done = pipeline.ring(self.stages) }
+  if self.cluster == 1 then c.leader = lane:eq(0) else c.leader, c.rank = lane:lt(self.cluster), lane % self.cluster end
+  return setmetatable(c, Consumer)
 end
 
---- n k-blocks: wait until full[s] has landed, body(k, s) reads stage s, then
--- lane 0 of each warp releases it: an arrival on empty[s], or with a
--- cluster on empty[s] of every CTA of the cluster (mapa + remote arrive).
+--- Release stage s: the signalling threads arrive on empty[s] (of CTA
+-- `rank` of the cluster each, through mapa, with the ISA's default
+-- .release.cta).
+function Consumer:release(s)
+  local empty = self.pipe.empty:at(s):when(self.leader)
+  if self.pipe.cluster == 1 then return empty:arrive() end
+  return empty:arrive_remote(self.rank)
+end
+
+--- n k-blocks: wait until full[s] has landed, body(k, s) reads stage s and
+-- waits for its MMAs (tp.mma), then the stage is released.
 function Consumer:loop(n, body)
-  local pipe, leader = self.pipe, self.leader
+  local pipe = self.pipe
   pipeline.kloop(self.ring, n, function(k, s, phase)
     pipe.full:at(s):wait(phase)
     body(k, s)
-    local empty = pipe.empty:at(s):when(leader)
-    if pipe.cluster == 1 then empty:arrive()
-    else
-      for rank = 0, pipe.cluster - 1 do empty:arrive_remote(rank) end
-    end
+    self:release(s)
+    self.done:advance()
   end)
 end
 
+--- n >= 1 k-blocks with one wgmma group in flight (CUTLASS's mainloop):
+-- wait until full[s] has landed, body(k, s) issues stage s's MMAs and
+-- commits them without waiting (tp.mma{ ..., wait = false }); then
+-- wgmma.wait_group 1 completes the previous k-block's group and its stage
+-- is released while this one's MMAs run. The first k-block is peeled (k =
+-- 0, a number: body may use it for scale_d; later k are registers); after
+-- the last, wait_group 0 and the last stage's release. A ring of one
+-- stage keeps no group in flight (wait_group 0, release the same stage:
+-- the next k-block needs that stage refilled). The rings run on across
+-- calls. o.unroll: k-blocks per loop trip (pipeline.kloop).
+function Consumer:mainloop(n, body, o)
+  local pipe, ring = self.pipe, self.ring
+  local inflight, early = pipe.stages > 1 and 1 or 0, pipe.mutant == "early_release"
+  --- After stage s's MMAs are issued: wait for all but `inflight` groups and release the oldest stage.
+  local function retire(s)
+    if early then self:release(s) end
+    ptx.wgmma.wait_group(inflight)
+    if not early then self:release(self.done.stage) end
+    self.done:advance()
+  end
+  local wait_full = pipe.mutant ~= "no_full_wait"
+  if wait_full then pipe.full:at(ring.stage):wait(ring.phase) end
+  body(0, ring.stage)
+  if inflight == 0 or early then retire(ring.stage) end
+  ring:advance()
+  pipeline.kloop(ring, n - 1, function(k, s, phase)
+    if wait_full then pipe.full:at(s):wait(phase) end
+    body(k + 1, s)
+    retire(s)
+  end, o)
+  if inflight > 0 then
+    ptx.wgmma.wait_group(DRAIN)
+    if not early then self:release(self.done.stage); self.done:advance() end
+  end
+end
+
 --- Warp specialization of a CTA of three warpgroups: warpgroup 0 gives
--- registers back (setmaxnreg.dec 40) and its thread 0 runs producer();
--- warpgroups 1 and 2 take more (setmaxnreg.inc 232) and run consumer(cw),
--- cw = warpgroup - 1 (a register).
-function M.roles(tid, producer, consumer)
-  local wg = tid:shr(7)
+-- registers back (setmaxnreg.dec, o.producer_regs: 40 as CUTLASS; pyptx
+-- uses 24) and its thread 0 runs producer(); warpgroups 1 and 2 take more
+-- (setmaxnreg.inc, o.consumer_regs: 232; pyptx 240) and run consumer(cw),
+-- cw = warpgroup - 1 (a register). The counts must be multiples of 8 in
+-- 24..256, and 128 * (producer + 2 * consumer) fit the 64K registers of an SM.
+function M.roles(tid, producer, consumer, o)
+  o = o or {}
+  local pr, cr = o.producer_regs or 40, o.consumer_regs or 232
+  for _, v in ipairs { pr, cr } do
+    if v % 8 ~= 0 or v < 24 or v > 256 then
+      error(("tma_pipeline.roles: register counts must be multiples of 8 in 24..256; got %s"):format(tostring(v)), 2)
+    end
+  end
+  if 128 * (pr + 2 * cr) > 65536 then
+    error(("tma_pipeline.roles: 128 * (%d + 2 * %d) registers exceed the SM's 65536"):format(pr, cr), 2)
+  end
+  local wg = reg.scalar(T.u32)
+  ptx.shfl_sync("idx", wg, tid:shr(7), 0, 0x1f)   -- lane 0's value: ptxas then knows it is warp-uniform (uniform registers)
   ptx.if_(wg:eq(0), function()
-    ptx.setmaxnreg.dec(40)
+    ptx.setmaxnreg.dec(pr)
     ptx.if_(tid:eq(0), producer)
   end, function()
-    ptx.setmaxnreg.inc(232)
+    ptx.setmaxnreg.inc(cr)
     consumer(wg - 1)
   end)
 end
@@ -130,7 +206,8 @@ end
 -- tile's descriptor is built once; step kk moves it to K element 16*kk
 -- (a_tile/b_tile with k: one add). With o.a_tile (o.b_tile), o.a (o.b) is
 -- already that tile's descriptor (M.desc). o.scale_d = 0: the first step
--- overwrites d. Fenced before, committed and waited for after.
+-- overwrites d. Fenced before, committed and waited for after (o.wait =
+-- false: committed only; Consumer:mainloop waits).
 function M.mma(o)
   local regs = type(o.a) == "function" and o.a or nil
   local a_tile, b_tile = o.a_tile or (not regs and o.a or nil), o.b_tile or o.b
@@ -142,6 +219,7 @@ function M.mma(o)
       a_tile = a_tile, b = db, b_tile = b_tile, scale_d = (kk == 0 and o.scale_d) or 1 }
   end
   ptx.wgmma.commit_group()
+  if o.wait == false then return end
   ptx.wgmma.wait_group(0)
 end
 

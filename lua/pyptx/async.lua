@@ -384,10 +384,42 @@ function mbarrier.arrive(bar, count)
   return st
 end
 
---- mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar]{, count}: an
+local ARRIVE_SEM, ARRIVE_SCOPE = { release = true, relaxed = true }, { cta = true, cluster = true }
+
+--- The .sem.scope of a remote arrival from opts ({ sem =, scope = }): ""
+-- (the ISA's default, .release.cta) when neither is given.
+local function arrive_order(opts, what)
+  if opts == nil then return "" end
+  if not is_kw(opts) and not (type(opts) == "table" and getmetatable(opts) == nil and next(opts) == nil) then
+    fail(("%s: opts must be a table { sem =, scope = }; got %s"):format(what, type(opts) == "table" and "a table with items"
+      or type(opts)))
+  end
+  argcheck.fields(what, opts, { "sem: string?", "scope: string?" })
+  for k in pairs(opts) do
+    if k ~= "sem" and k ~= "scope" then fail(("%s: unknown option %s (valid: sem, scope)"):format(what, tostring(k))) end
+  end
+  if opts.sem == nil and opts.scope == nil then return "" end
+  local sem, scope = opts.sem or "release", opts.scope or "cta"
+  if not ARRIVE_SEM[sem] then fail(what .. ": sem must be \"release\" or \"relaxed\"; got " .. tostring(sem)) end
+  if not ARRIVE_SCOPE[scope] then fail(what .. ": scope must be \"cta\" or \"cluster\"; got " .. tostring(scope)) end
+  local t = trace.need(what)
+  if sem == "relaxed" and t.version and t.version < 86 then
+    fail(("%s: sem = \"relaxed\" needs PTX ISA 8.6 (the kernel's version = \"8.6\"); this kernel is %d.%d"):format(what,
+      math.floor(t.version / 10), t.version % 10))
+  end
+  return "." .. sem .. "." .. scope
+end
+M.arrive_order = arrive_order
+
+--- mbarrier.arrive{.sem.scope}.shared::cluster.b64 _, [bar]{, count}: an
 -- arrival on a barrier of another CTA of the cluster (bar: a mapa address).
-function mbarrier.arrive_remote(bar, count)
-  local op = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+-- By default the ISA's .release.cta, the form CUTLASS's ClusterBarrier
+-- uses (ptxas: one SYNCS.ARRIVE, no fence); opts = { sem = "release" |
+-- "relaxed", scope = "cta" | "cluster" } asks for another (.release.cluster
+-- costs MEMBAR.ALL.CTA + MEMBAR.ALL.GPU + ERRBAR + CGAERRBAR per arrival).
+function mbarrier.arrive_remote(bar, count, opts)
+  if opts == nil and is_kw(count) then count, opts = nil, count end
+  local op = "mbarrier.arrive" .. arrive_order(opts, "mbarrier.arrive_remote") .. ".shared::cluster.b64"
   if count ~= nil then return emit(op, operands.sink, as_addr(bar, "mbarrier.arrive_remote"), count) end
   return emit(op, operands.sink, as_addr(bar, "mbarrier.arrive_remote"))
 end
@@ -579,17 +611,20 @@ end
 
 --- An arrival on the same mbarrier in each CTA of the cluster that ctas
 -- names (a u16 mask or a list of ranks): per rank, mapa then
--- mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]{, count}.
+-- mbarrier.arrive.shared::cluster.b64 _, [remote]{, count} (opts: the
+-- sem and scope of mbarrier.arrive_remote).
 -- bar: the barrier's local shared address (allocation or u32 register).
 -- Returns the number of arrivals emitted.
 M.multicast_ranks = multicast_ranks
-function cluster.arrive_multicast(bar, ctas, count)
+function cluster.arrive_multicast(bar, ctas, count, opts)
   local ranks = multicast_ranks(ctas, "ptx.cluster.arrive_multicast")
+  if opts == nil and is_kw(count) then count, opts = nil, count end
   if count ~= nil and (type(count) ~= "number" or count < 1 or count % 1 ~= 0) and not reg.is(count) then
     fail("ptx.cluster.arrive_multicast: count must be a positive integer or a register, got " .. tostring(count))
   end
+  arrive_order(opts, "ptx.cluster.arrive_multicast")
   for _, r in ipairs(ranks) do
-    mbarrier.arrive_remote(operands.addr(cluster.mapa(bar, r)), count)
+    mbarrier.arrive_remote(operands.addr(cluster.mapa(bar, r)), count, opts)
   end
   return #ranks
 end
@@ -603,7 +638,7 @@ end
 
 argcheck.sign(cluster, "ptx.cluster", {
   arrive = { "opts: table?" }, wait = { "opts: table?" }, sync = { "opts: table?" },
-  arrive_multicast = { "bar: any", "ctas: integer|table", "count: integer|register?" },
+  arrive_multicast = { "bar: any", "ctas: integer|table", "count: integer|register|table?", "opts: table?" },
 })
 M.cluster = cluster
 

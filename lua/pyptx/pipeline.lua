@@ -105,13 +105,27 @@ function Ring:advance()
   return self
 end
 
+--- The unroll factor of kloop's options, checked.
+local function unroll_of(opts)
+  if opts == nil then return 1 end
+  argcheck.fields("pipeline.kloop", opts, { "unroll: integer?" })
+  local u = opts.unroll or 1
+  if u < 1 then fail("pipeline.kloop: opts.unroll must be a positive integer; got " .. u) end
+  return u
+end
+
 --- Iterations 0 .. n-1 of a pipelined loop: body(i, stage, phase) with the
 -- ring's stage and phase, the ring advanced after each. An unrolled ring
 -- unrolls the loop (n a number; i, stage, phase numbers); a ring in
 -- registers gets an emitted loop (ptx.range; n a number or a register).
+-- opts.unroll = u (a ring in registers): u iterations per trip of the
+-- emitted loop (i, i + 1, ...: one loop counter and branch per u
+-- k-blocks), then the n % u left over (inline when n is a number, in a
+-- loop of their own when it is a register).
 -- The body must not branch out of the loop (the ring would not advance).
-function M.kloop(ring, n, body)
+function M.kloop(ring, n, body, opts)
   if type(n) == "number" and n < 0 then fail("pipeline.kloop: the iteration count must be >= 0; got " .. n) end
+  local u = unroll_of(opts)
   if ring.unrolled then
     if type(n) ~= "number" then
       fail("pipeline.kloop: an unrolled ring needs a number of iterations; got " .. show(n)
@@ -126,10 +140,22 @@ function M.kloop(ring, n, body)
   if reg.is(n) and not types.is_int(n.type) then
     fail("pipeline.kloop: the iteration count must be an integer register; got " .. show(n))
   end
-  ptx.range(0, n, 1, function(i)
+  local function one(i)
     body(i, ring.stage, ring.phase)
     ring:advance()
-  end)
+  end
+  if u == 1 then return ptx.range(0, n, 1, one) end
+  local main = type(n) == "number" and n - n % u or (n / u) * u
+  if type(main) ~= "number" or main > 0 then
+    ptx.range(0, main, u, function(i)
+      for j = 0, u - 1 do one(j == 0 and i or i + j) end
+    end)
+  end
+  if type(n) == "number" then
+    for i = main, n - 1 do one(i) end
+  else
+    ptx.range(main, n, 1, one)
+  end
 end
 
 --- The stage and phase of iteration i of a ring of `stages` stages
@@ -298,39 +324,52 @@ function Barrier:expect_tx(bytes)
   return issuer(self).mbarrier.expect_tx(addr_of(self), bytes)
 end
 
+--- (count, opts) of a remote arrival: opts may stand in count's place.
+local function count_opts(count, opts)
+  if opts == nil and type(count) == "table" and not reg.is(count) then return nil, count end
+  return count, opts
+end
+
 --- An arrival on the same barrier in CTA `rank` of the cluster (a number
--- or a u32 register): mapa, then mbarrier.arrive.release.cluster.shared::cluster
--- (one mov more when the barrier's stage was a number).
-function Barrier:arrive_remote(rank, count)
+-- or a u32 register): mapa, then mbarrier.arrive.shared::cluster (the
+-- ISA's default .release.cta, as CUTLASS releases a stage; opts = { sem =,
+-- scope = } for another, see ptx.mbarrier.arrive_remote) (one mov more when
+-- the barrier's stage was a number).
+function Barrier:arrive_remote(rank, count, opts)
   check_self(self, is_barrier, "bar:arrive_remote")
   if not ((type(rank) == "number" and rank >= 0 and rank % 1 == 0) or is_int32(rank)) then
     fail("bar:arrive_remote: rank must be a CTA rank in the cluster (an integer >= 0 or a u32 register); got " .. show(rank))
   end
+  count, opts = count_opts(count, opts)
   check_count("bar:arrive_remote", "count", count, true)
+  async.arrive_order(opts, "bar:arrive_remote")
   local local_addr = self.base
   if type(local_addr) == "string" then local_addr = reg.scalar(u32, operands.sym(self.base, self.offset)) end
   local remote = async.cluster.mapa(local_addr, rank)
-  return issuer(self).mbarrier.arrive_remote(operands.addr(remote), count)
+  return issuer(self).mbarrier.arrive_remote(operands.addr(remote), count, opts)
 end
 
 --- An arrival on the same barrier in every CTA of the cluster that ctas
 -- names (a u16 mask, bit r = rank r, or a list of ranks): per rank, mapa
--- then the remote arrive (each arrive carries the view's guard).
-function Barrier:arrive_multicast(ctas, count)
+-- then the remote arrive (each arrive carries the view's guard; opts as
+-- for bar:arrive_remote).
+function Barrier:arrive_multicast(ctas, count, opts)
   check_self(self, is_barrier, "bar:arrive_multicast")
   local ranks = async.multicast_ranks(ctas, "bar:arrive_multicast")
+  count, opts = count_opts(count, opts)
   check_count("bar:arrive_multicast", "count", count, true)
+  async.arrive_order(opts, "bar:arrive_multicast")
   local local_addr = self.base
   if type(local_addr) == "string" then local_addr = reg.scalar(u32, operands.sym(self.base, self.offset)) end
   for _, r in ipairs(ranks) do
-    issuer(self).mbarrier.arrive_remote(operands.addr(async.cluster.mapa(local_addr, r)), count)
+    issuer(self).mbarrier.arrive_remote(operands.addr(async.cluster.mapa(local_addr, r)), count, opts)
   end
   return #ranks
 end
 
 argcheck.sign(M, "pipeline", {
   ring = { "stages: integer", "opts: table?" },
-  kloop = { "ring: ring", "n: integer|register", "body: function" },
+  kloop = { "ring: ring", "n: integer|register", "body: function", "opts: table?" },
   stage_of = { "stages: integer", "i: integer|register" },
   barriers = { "n: integer", "count: integer?" },
 })

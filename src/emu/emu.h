@@ -38,6 +38,7 @@ enum {                              /* bits of the "checks" option */
 #define EMU_STACK_MAX (1u << 20)
 #define EMU_CLUSTER_BAR 16             /* bar_of of a lane waiting at barrier.cluster.wait */
 #define EMU_WARP_BAR 17                /* bar_of of a lane waiting at bar.warp.sync */
+#define EMU_WGMMA_WAIT 18              /* bar_of of a lane whose wgmma.wait_group waits for its warpgroup's other warps */
 #define EMU_MSG 1536
 
 /* ------------------------------------------------------- decoded form */
@@ -156,6 +157,8 @@ struct emu_warp {
   emu_cta *cta;
   const emu_inst *wg_write;       /* the last EI_WG_WRITE row since the warp's last wgmma.fence */
   uint8_t wg_fenced;              /* the warp has executed a wgmma.fence */
+  uint32_t wg_commits;            /* wgmma.commit_groups the warp has executed */
+  uint32_t wg_need;               /* blocked at wgmma.wait_group: commits every warp of its warpgroup must reach */
   const emu_prog *p;
   uint64_t *r;                    /* nslots * 32 lane values */
   uint32_t *wr;                   /* per slot: lanes written so far */

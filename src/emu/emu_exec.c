@@ -576,6 +576,7 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   w->exists = n >= 32 ? EMU_FULL : (1u << n) - 1;
   w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX; w->waw = 0;
   w->mbar_wait_gen = 0; w->mbar_wait_fails = 0;
+  w->wg_commits = 0; w->wg_need = 0;
   memset(w->pc, 0, sizeof w->pc);
   for (int l = 0; l < 32; l++) w->red_dst[l] = -1;
   memset(w->cl_arr, 0, sizeof w->cl_arr);
@@ -620,6 +621,11 @@ static int deadlock(emu_cta *g, int n)
     }
   if (id < 0) return lpx_emu_fail_raw(c->L, "emu: CTA (%u,%u,%u) stopped with no runnable threads", c->ctaid[0], c->ctaid[1], c->ctaid[2]);
   if (id == EMU_WARP_BAR) return warp_sync_deadlock(bw, bl, where);
+  if (id == EMU_WGMMA_WAIT)
+    return lpx_emu_fail_raw(c->L, "%s: deadlock: wgmma.wait_group of warp %u waits for the other warps of its warpgroup to "
+                            "commit the wgmma groups it waits for (%u; .aligned: all four warps issue the same wgmmas), but "
+                            "they are blocked elsewhere or exited [CTA (%u,%u,%u)]", where, bw->id, bw->wg_need,
+                            c->ctaid[0], c->ctaid[1], c->ctaid[2]);
   if (exited) snprintf(more, sizeof more, "; %u threads exited without arriving", exited);
   if (id == EMU_CLUSTER_BAR)
     return lpx_emu_fail_raw(c->L, "%s: deadlock: barrier.cluster.wait waits for the %d CTAs of the cluster but only %u of their "

@@ -54,9 +54,10 @@ typedef struct sched_rec {
 } sched_rec;
 
 /* Per warp: commit_groups executed per group kind and lane, the barrier
- * its last failed wait was on (rank -1: none), and whether an arrive on
- * that barrier just moved it to the front of the queue. */
-typedef struct sched_warp { uint32_t commit[3][32]; int32_t wait_rank; uint32_t wait_off; int woken; } sched_warp;
+ * its last failed wait was on (rank -1: none), whether an arrive on
+ * that barrier just moved it to the front of the queue, and the wgmma
+ * groups its wgmma.wait_groups have completed (0 .. waited-1). */
+typedef struct sched_warp { uint32_t commit[3][32]; int32_t wait_rank; uint32_t wait_off; int woken; uint32_t waited; } sched_warp;
 
 struct emu_sched {
   int64_t seed;
@@ -270,6 +271,20 @@ static void retire(emu_sched *s, uint32_t id)
   drop(r);
 }
 
+/* The wgmma groups 0 .. upto-1 of warp id of CTA rank completed for the
+ * whole warpgroup (another warp of it waited for them): their shared
+ * reads end; their accumulators stay pending until the warp's own wait. */
+static void retire_reads(emu_sched *s, int rank, uint32_t id, uint32_t upto)
+{
+  for (size_t a = 0; a < s->nactive; a++) {
+    uint32_t k = s->active[a];
+    sched_rec *r = &s->recs[k];
+    if (!r->live || r->kind != SK_WGMMA || r->rank != rank || r->warp != id || r->group >= upto) continue;
+    for (size_t j = 0; j < r->nrng; j++) if (r->rng[j].live) clear_range(s, k, &r->rng[j]);
+    if (!r->lanes) drop(r);
+  }
+}
+
 /* Drop retired records from the active list. */
 static void compact(emu_sched *s)
 {
@@ -306,6 +321,41 @@ static void commit(emu_sched *s, emu_warp *w, int kind, uint32_t m)
 {
   sched_warp *sw = warp_of(s, w);
   EMU_EACH(m, sw->commit[kind][l]++);
+}
+
+/* The warps of w's warpgroup: the first and one past the last. */
+static void warpgroup(const emu_sched *s, const emu_warp *w, uint32_t *lo, uint32_t *hi)
+{
+  *lo = w->id / 4 * 4;
+  *hi = *lo + 4 < (uint32_t)s->nwarps ? *lo + 4 : (uint32_t)s->nwarps;
+}
+
+/* A wgmma.wait_group of w completed groups 0 .. upto-1 for its warpgroup:
+ * the other warps' reads of those groups end (emu_wgmma.c: the wait went
+ * on only once they had issued them). */
+static void warpgroup_waited(emu_sched *s, emu_warp *w, uint32_t upto)
+{
+  sched_warp *sw = warp_of(s, w);
+  if (upto <= sw->waited) return;
+  sw->waited = upto;
+  uint32_t lo, hi;
+  warpgroup(s, w, &lo, &hi);
+  for (uint32_t q = lo; q < hi; q++) if (q != w->id) retire_reads(s, w->cta->rank, q, upto);
+  compact(s);
+}
+
+/* w committed a wgmma group: when another warp of its warpgroup already
+ * waited past it (that wait was blocked until now), its reads end. */
+static void warpgroup_commit(emu_sched *s, emu_warp *w, uint32_t m)
+{
+  uint32_t lo, hi, upto = 0, group = warp_of(s, w)->commit[SK_WGMMA][__builtin_ctz(m)];
+  warpgroup(s, w, &lo, &hi);
+  for (uint32_t q = lo; q < hi; q++) {
+    uint32_t v = s->warps[w->cta->rank * s->nwarps + (int)q].waited;
+    if (q != w->id && v > upto) upto = v;
+  }
+  if (upto > group) upto = group;
+  if (upto) { retire_reads(s, w->cta->rank, w->id, upto); compact(s); }
 }
 
 /* A cp.async's bytes land at its wait: for the race check they are written
@@ -458,11 +508,17 @@ AFTER(after_bulk)
 
 /* commit_group of cp.async and wgmma: the warp hands its work off and yields. */
 AFTER(after_cpa_commit) { (void)in; commit(s, w, SK_CPASYNC, m); return 1; }
-AFTER(after_wg_commit) { (void)in; commit(s, w, SK_WGMMA, m); return 1; }
+AFTER(after_wg_commit) { (void)in; commit(s, w, SK_WGMMA, m); warpgroup_commit(s, w, m); return 1; }
 
 /* wait_group n of cp.async and wgmma; cp.async.wait_all commits and waits for everything. */
 AFTER(after_cpa_wait) { wait_groups(s, w, SK_CPASYNC, m, wait_count(w, in, m)); return 0; }
-AFTER(after_wg_wait) { wait_groups(s, w, SK_WGMMA, m, wait_count(w, in, m)); return 0; }
+AFTER(after_wg_wait)
+{
+  int64_t keep = wait_count(w, in, m), done = (int64_t)warp_of(s, w)->commit[SK_WGMMA][__builtin_ctz(m)] - keep;
+  wait_groups(s, w, SK_WGMMA, m, keep);
+  if (done > 0) warpgroup_waited(s, w, (uint32_t)done);
+  return 0;
+}
 AFTER(after_cpa_waitall) { (void)in; commit(s, w, SK_CPASYNC, m); wait_groups(s, w, SK_CPASYNC, m, -1); return 0; }
 
 static const sched_after afters[R__COUNT] = {

@@ -462,8 +462,78 @@ HANDLER(op_wgmma)
   return rc;
 }
 
-/* commit_group / wait_group: the MMAs already completed. */
-HANDLER(op_nop) { (void)w; (void)in; (void)m; return 0; }
+/* ------------------------------------------------- groups of a warpgroup */
+
+/* One wgmma.mma_async is one MMA of the whole warpgroup (.aligned): it
+ * cannot complete before all four warps have issued it. So a warp's
+ * wgmma.wait_group waits until every live warp of its warpgroup has
+ * committed the groups it waits for; then the MMAs of those groups are
+ * complete for the warpgroup (their shared-memory reads too: emu_sched.c
+ * retires them), and one thread may release their buffers for all four
+ * warps, as CUTLASS's and pyptx's consumers do (docs/emulator.md). */
+
+/* The first warp of w's warpgroup and one past its last. */
+static void warpgroup_of(const emu_warp *w, int *lo, int *hi)
+{
+  *lo = (int)(w->id / 4 * 4);
+  *hi = *lo + 4 < w->cta->nwarps ? *lo + 4 : w->cta->nwarps;
+}
+
+/* Has every other live warp of w's warpgroup committed `need` groups? */
+static int warpgroup_committed(const emu_warp *w, uint32_t need)
+{
+  int lo, hi;
+  warpgroup_of(w, &lo, &hi);
+  for (int k = lo; k < hi; k++) {
+    const emu_warp *q = &w->cta->warps[k];
+    if (q != w && q->live && q->wg_commits < need) return 0;
+  }
+  return 1;
+}
+
+/* Release the lanes of w's warpgroup blocked at a wgmma.wait_group whose
+ * groups every warp has now committed. */
+static void warpgroup_settle(emu_warp *w)
+{
+  int lo, hi;
+  warpgroup_of(w, &lo, &hi);
+  for (int k = lo; k < hi; k++) {
+    emu_warp *q = &w->cta->warps[k];
+    uint32_t at = 0, b = q->blocked;
+    EMU_EACH(b, if (q->bar_of[l] == EMU_WGMMA_WAIT) at |= 1u << l);
+    if (!at || !warpgroup_committed(q, q->wg_need)) continue;
+    EMU_EACH(at, {
+      q->blocked &= ~(1u << l);
+      if (++q->pc[l] < q->other_min) q->other_min = q->pc[l];
+    });
+  }
+}
+
+/* wgmma.commit_group: one more group for the warp; a sibling waiting for it may go on. */
+HANDLER(op_commit)
+{
+  (void)in; (void)m;
+  w->wg_commits++;
+  warpgroup_settle(w);
+  return 0;
+}
+
+/* wgmma.wait_group N: the MMAs themselves completed when issued; the warp
+ * blocks until the other warps of its warpgroup have issued them too. */
+HANDLER(op_wait)
+{
+  uint32_t n = (uint32_t)EMU_R(w, EMU_OP(w, in, 0)->reg)[__builtin_ctz(m ? m : 1)];
+  uint32_t need = w->wg_commits > n ? w->wg_commits - n : 0;
+  if (!m || warpgroup_committed(w, need)) return 0;
+  int32_t pc = w->cur_pc;
+  uint32_t cur = w->cur;
+  w->cur = 0;
+  EMU_EACH(cur, w->pc[l] = (m >> l & 1) ? pc : pc + 1);
+  w->blocked |= m;
+  w->wg_need = need;
+  EMU_EACH(m, w->bar_of[l] = EMU_WGMMA_WAIT);
+  return 0;
+}
 
 /* wgmma.fence: orders the warp's register writes before its next wgmmas. */
 HANDLER(op_fence)
@@ -492,5 +562,6 @@ void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo)
 emu_fn lpx_emu_pick_wgmma(const emu_inst *in)
 {
   if (in->op == LPX_OP_WGMMA) return in->ext[X_NB] ? op_wgmma : NULL;
-  return in->op == LPX_OP_WGFENCE ? op_fence : op_nop;
+  if (in->op == LPX_OP_WGCOMMIT) return op_commit;
+  return in->op == LPX_OP_WGWAIT ? op_wait : op_fence;
 }
