@@ -1248,7 +1248,7 @@ describe("the emulator's checks", function()
           end)
         end
         ptx.if_(rank:eq(1), function()
-          lines.wait = here(); ptx.mbarrier.wait(bar[0], 0)
+          lines.wait = H.here(); ptx.mbarrier.wait(bar[0], 0)
         end)
         ptx.if_(t:eq(0), function() ptx.st.global(ptx.addr(po + rank:mul_wide(4)), rank + 1) end)
       end }
