@@ -161,6 +161,61 @@ describe("one PTX ISA version rule for every command (issue 26 item 4)", functio
   end)
 end)
 
+describe(".target as the PTX ISA and ptxas 13.0 take it (issue 26 item 4)", function()
+  --- A module of PTX ISA version v and .target list t (its entries at 2:9).
+  local function module_of(v, t)
+    return (".version %s\n.target %s\n.address_size 64\n.visible .entry k() { ret; }\n"):format(v, t)
+  end
+  -- { version, .target list, the arch ptxas assembles for, luaptx's message (nil: accepted) }
+  local TARGET_CASES = {
+    { "9.0", "sm_80, texmode_independent", "sm_80" },
+    { "9.0", "sm_90a, sm_80", "sm_90a" },
+    { "9.0", "sm_88", "sm_88" },
+    { "9.0", "sm_110f", "sm_110f" },
+    { "8.0", "sm_110a", "sm_110a", "2:9: PTX ISA 8%.0 does not know %.target sm_110a; it needs %.version 9%.0 or newer" },
+    { "7.0", "sm_90", "sm_90", "2:9: PTX ISA 7%.0 does not know %.target sm_90; it needs %.version 7%.8 or newer" },
+    { "9.0", "sm_107", "sm_120", "2:9: unknown target sm_107; the PTX ISA targets are sm_50 .* sm_121f$" },
+    { "9.0", "sm_80, foo", "sm_80", "2:16: unknown %.target entry foo; after the architecture come architectures or "
+      .. "texmode_unified, texmode_independent, debug" },
+    { "9.0", "texmode_unified, sm_80", "sm_80", "2:9: %.target starts with texmode_unified; the first entry must be the "
+      .. "target architecture" },
+    { "9.0", "sm_80, texmode_unified, texmode_independent", "sm_80", "2:33: conflicting %.target texturing modes "
+      .. "texmode_unified and texmode_independent: give one" },
+    { "9.0", "sm_80, map_f64_to_f32", "sm_80", "2:16: map_f64_to_f32 maps %.f64 to %.f32 only on sm_1x targets" },
+  }
+
+  it("refuses what ptxas refuses, at the entry's line and column, in fmt and load_ptx alike", function()
+    local sys = require "pyptx.core.sys"
+    for _, c in ipairs(TARGET_CASES) do
+      local text = module_of(c[1], c[2])
+      local ok, err = pcall(require("pyptx").load_ptx, text, "t.ptx")
+      local path = sys.temp_file(text, ".ptx")
+      local _, ferr, status = H.luaptx({ "fmt", path })
+      sys.remove_tree(path)
+      if c[4] then
+        assert.is_false(ok, c[2])
+        assert.matches("^t%.ptx:" .. c[4], err)
+        assert.equal(1, status, c[2])
+        assert.matches(":" .. c[4]:gsub("%$$", ""), ferr)
+      else
+        assert.is_true(ok, err)
+        assert.equal(0, status, ferr)
+      end
+    end
+    for _, c in ipairs(TARGET_CASES) do
+      local ok, _, log = H.ptxas(module_of(c[1], c[2]), c[3])
+      assert.equal(c[4] == nil, ok, c[1] .. " " .. c[2] .. ": " .. tostring(log))
+    end
+  end)
+
+  it("gives a kernel for sm_88 the PTX ISA version that knows it (9.0), from the one target table", function()
+    local pyptx = require "pyptx"
+    local k = pyptx.kernel "k88" { arch = "sm_88", block = { 32 }, in_specs = {}, out_specs = {}, function() pyptx.ptx.ret() end }
+    assert.matches("\n%.version 9%.0\n%.target sm_88\n", k:ptx())
+    H.assert_ptxas(k, "sm_88")
+  end)
+end)
+
 describe("messages about foreign PTX name PTX, not DSL calls (issue 26 item 8)", function()
   it("the missing wgmma.fence", function()
     local err = error_of(mutant(case("matmul_f16_sm_90a"), "wgmma.fence.sync.aligned;", ""), H.emu())

@@ -69,19 +69,10 @@ function M.auto_arch()
   return "sm_90a"
 end
 
---- The oldest PTX ISA version (x10) that knows a target (family: 1 "a", 2 "f").
+--- The oldest PTX ISA version (x10) that knows a target (family: 1 "a", 2 "f"):
+-- the target table's (LPX_TARGETS in src/lpx_isa.def).
 function M.min_version(sm, family)
-  if sm >= 110 and sm < 120 then return 90 end
-  if family == 2 or sm == 103 or sm == 121 then return 88 end
-  if sm >= 120 then return 87 end
-  if sm >= 100 then return 86 end
-  if sm >= 90 then return family == 1 and 80 or 78 end
-  if sm >= 89 then return 78 end
-  if sm >= 87 then return 74 end
-  if sm >= 86 then return 71 end
-  if sm >= 80 then return 70 end
-  if sm >= 75 then return 63 end
-  return 60
+  return core.arch_min_ptx(("sm_%d%s"):format(sm, ({ [0] = "", "a", "f" })[family]))
 end
 
 --- Default PTX ISA version (x10) for an sm: the first that covers our ISA
