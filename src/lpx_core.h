@@ -165,6 +165,7 @@ int32_t lpx_func_inst_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_reg_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name);
 int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *nparams);
+int32_t lpx_func_bounds(lpx_module *m, int32_t fn, uint32_t *out);
 int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char **name, int32_t *type, int32_t *align, int32_t *count);
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len);
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len);

@@ -222,7 +222,13 @@ local function declare(k, t, tensors)
   local dirs = {}
   if k.reqntid then dirs[#dirs + 1] = ".reqntid " .. table.concat(k.reqntid, ", ")
   elseif k.maxntid ~= false then dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
-  if k.minnctapersm then dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm end
+  if k.minnctapersm then
+    dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm
+    local threads = k.reqntid or (k.maxntid ~= false and k.block) or nil
+    threads = threads and threads[1] * (threads[2] or 1) * (threads[3] or 1)
+    local w = require("pyptx.tools.occupancy").minnctapersm_warning(k.name, t.arch, k.minnctapersm, threads)
+    if w then io.stderr:write(k.where, ": warning: ", w, "\n") end
+  end
   if k.maxnreg then dirs[#dirs + 1] = ".maxnreg " .. k.maxnreg end
   if k.cluster[1] * k.cluster[2] * k.cluster[3] > 1 then
     dirs[#dirs + 1] = ".reqnctapercluster " .. table.concat(k.cluster, ", ")

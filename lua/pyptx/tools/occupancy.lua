@@ -29,6 +29,31 @@ function M.arch_row(arch)
   return nil, ("no occupancy rules for %s; known: %s"):format(tostring(arch), table.concat(list, ", "))
 end
 
+--- Why ptxas ignores `.minnctapersm n` on arch for CTAs of at most
+-- threads threads (nil: neither .maxntid nor .reqntid), or nil when an SM
+-- can hold n such CTAs: ptxas's three warnings, checked against this
+-- table's CTAs and warps per SM (an arch without a row: nil).
+function M.minnctapersm_ignored(arch, n, threads)
+  if not threads then return "neither .maxntid nor .reqntid is given" end
+  local a = M.arch_row(arch)
+  if not a then return nil end
+  if n > a.ctas then return ("an SM of %s holds at most %d CTAs"):format(arch, a.ctas) end
+  local warps = n * math.ceil(threads / 32)
+  if warps > a.warps then
+    return ("%d CTAs of %d threads are %d warps, and an SM of %s holds %d"):format(n, threads, warps, arch, a.warps)
+  end
+  return nil
+end
+
+--- The warning for `.minnctapersm n` that ptxas ignores (see
+-- minnctapersm_ignored), naming kernel name; nil when it is honoured.
+function M.minnctapersm_warning(name, arch, n, threads)
+  local why = M.minnctapersm_ignored(arch, n, threads)
+  if not why then return nil end
+  return ("kernel %s: .minnctapersm %d is ignored, as ptxas ignores it: %s (it is a register-budget hint, "
+    .. "never a launch condition)"):format(name, n, why)
+end
+
 --- Round x up to a multiple of unit.
 local function round_up(x, unit) return math.ceil(x / unit) * unit end
 
