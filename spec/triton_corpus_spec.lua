@@ -269,6 +269,20 @@ describe("the widened corpus's planted bugs are still caught (issue 26)", functi
     end
   end)
 
+  it("a host TensorDescriptor whose box disagrees with the kernel's block: the mbarrier deadlock a GPU hangs in", function()
+    local hd = case("host_desc_sm_90a")
+    local m = {}
+    for k, v in pairs(hd) do m[k] = v end
+    m.args = {}
+    for i, a in ipairs(hd.args) do
+      m.args[i] = {}
+      for k, v in pairs(a) do m.args[i][k] = v end
+      m.args[i].desc = { shape = a.desc.shape, strides = a.desc.strides, dtype = a.desc.dtype, box = { 8, 32 } }
+    end
+    assert.matches("host_desc_kernel, PTX line %d+: mbarrier%.try_wait[^\n]*: deadlock: this wait for the mbarrier phase with "
+      .. "parity 0 can never complete: [^\n]* 1024 transaction byte%(s%) pending", error_of(m, H.emu()))
+  end)
+
   pending("the spin lock with its atomic_cas removed: CTAs' global-memory accesses are not race-checked "
     .. "against each other (docs/emulator.md, Not yet), so the lost update a GPU can show is not reported")
 end)
