@@ -37,6 +37,26 @@ describe("the Triton corpus on the emulator with every check on", function()
   end
 end)
 
+describe("the Triton corpus through transpile: the script's PTX still runs against numpy", function()
+  it("every case, transpiled to a pyptx script and emitted again, with every check on", function()
+    local sys = require "pyptx.core.sys"
+    local dir = assert(sys.temp_dir())
+    for _, c in ipairs(CASES) do
+      local script = dir .. "/" .. c.name .. ".lua"
+      local _, err, status = H.luaptx({ "transpile", R.DIR .. c.ptx, "-o", script })
+      assert.equal(0, status, c.name .. ": " .. tostring(err))
+      local text
+      text, err, status = H.luaptx({ "ptx", script })
+      assert.equal(0, status, c.name .. ": " .. tostring(err))
+      if not c.name:match("^print") then   -- its lines would land in this output; the corpus runs it in a child
+        local ok, e = pcall(function() R.check(c, R.launch(c, H.emu(), text), H.emu()) end)
+        assert(ok, c.name .. " (transpiled): " .. tostring(e))
+      end
+    end
+    sys.remove_tree(dir)
+  end)
+end)
+
 local case = R.case
 
 --- Case c with its PTX text edited: old (found exactly once) becomes new.
