@@ -59,15 +59,20 @@ end)
 
 local case = R.case
 
+--- A shallow copy of table t with the fields of with set.
+local function copy(t, with)
+  local m = {}
+  for k, v in pairs(t) do m[k] = v end
+  for k, v in pairs(with) do m[k] = v end
+  return m
+end
+
 --- Case c with its PTX text edited: old (found exactly once) becomes new.
 local function mutant(c, old, new)
   local text = R.read(c.ptx)
   local at = assert(text:find(old, 1, true), "no " .. old .. " in " .. c.ptx)
   assert(not text:find(old, at + #old, true), "more than one " .. old .. " in " .. c.ptx)
-  local m = {}
-  for k, v in pairs(c) do m[k] = v end
-  m.text = text:sub(1, at - 1) .. new .. text:sub(at + #old)
-  return m
+  return copy(c, { text = text:sub(1, at - 1) .. new .. text:sub(at + #old) })
 end
 
 --- Case c with its PTX line n (which must hold want) removed.
@@ -76,10 +81,7 @@ local function without_line(c, n, want)
   for l in (R.read(c.ptx) .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = l end
   assert(lines[n] and lines[n]:find(want, 1, true), c.ptx .. ":" .. n .. " is not " .. want)
   lines[n] = ""
-  local m = {}
-  for k, v in pairs(c) do m[k] = v end
-  m.text = table.concat(lines, "\n")
-  return m
+  return copy(c, { text = table.concat(lines, "\n") })
 end
 
 --- The error running case c (mutated: c.text) raises on dev, or nil.
@@ -291,14 +293,8 @@ describe("the widened corpus's planted bugs are still caught (issue 26)", functi
 
   it("a host TensorDescriptor whose box disagrees with the kernel's block: the mbarrier deadlock a GPU hangs in", function()
     local hd = case("host_desc_sm_90a")
-    local m = {}
-    for k, v in pairs(hd) do m[k] = v end
-    m.args = {}
-    for i, a in ipairs(hd.args) do
-      m.args[i] = {}
-      for k, v in pairs(a) do m.args[i][k] = v end
-      m.args[i].desc = { shape = a.desc.shape, strides = a.desc.strides, dtype = a.desc.dtype, box = { 8, 32 } }
-    end
+    local m = copy(hd, { args = {} })
+    for i, a in ipairs(hd.args) do m.args[i] = copy(a, { desc = copy(a.desc, { box = { 8, 32 } }) }) end
     assert.matches("host_desc_kernel, PTX line %d+: mbarrier%.try_wait[^\n]*: deadlock: this wait for the mbarrier phase with "
       .. "parity 0 can never complete: [^\n]* 1024 transaction byte%(s%) pending", error_of(m, H.emu()))
   end)
