@@ -299,6 +299,15 @@ describe("the widened corpus's planted bugs are still caught (issue 26)", functi
       .. "parity 0 can never complete: [^\n]* 1024 transaction byte%(s%) pending", error_of(m, H.emu()))
   end)
 
+  it("the warp-specialized matmul's consumers not waiting for the TMA data: wgmma reads a stage not yet written", function()
+    local m = mutant(case("ws_matmul_sm_90a"), "\tmbarrier.try_wait.parity.shared::cta.b64 complete, [%r13], %r14;\n"
+      .. "\t@!complete bra.uni waitLoop;", "")
+    for _, dev in ipairs({ H.emu(), H.adversarial(SEEDS[1]), H.adversarial(SEEDS[2]) }) do
+      assert.matches("tma_matmul_kernel, PTX line %d+: wgmma%.mma_async[^\n]*: reads 16 bytes of shared memory at offset 0x%x+ "
+        .. "that no thread has written", error_of(m, dev))
+    end
+  end)
+
   pending("the spin lock with its atomic_cas removed: CTAs' global-memory accesses are not race-checked "
     .. "against each other (docs/emulator.md, Not yet), so the lost update a GPU can show is not reported")
 end)
