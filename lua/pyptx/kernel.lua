@@ -11,6 +11,7 @@ local smem = require "pyptx.smem"
 local func = require "pyptx.func"
 local env = require "pyptx.core.env"
 local ptxparse = require "pyptx.ptxparse"
+local limits = require "pyptx.limits"
 
 local M = {}
 
@@ -226,7 +227,7 @@ local function declare(k, t, tensors)
     dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm
     local threads = k.reqntid or (k.maxntid ~= false and k.block) or nil
     threads = threads and threads[1] * (threads[2] or 1) * (threads[3] or 1)
-    local w = require("pyptx.tools.occupancy").minnctapersm_warning(k.name, t.arch, k.minnctapersm, threads)
+    local w = limits.minnctapersm_warning(k.name, t.arch, k.minnctapersm, threads)
     if w then io.stderr:write(k.where, ": warning: ", w, "\n") end
   end
   if k.maxnreg then dirs[#dirs + 1] = ".maxnreg " .. k.maxnreg end

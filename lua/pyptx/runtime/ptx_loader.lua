@@ -14,7 +14,7 @@ local ptxparse = require "pyptx.ptxparse"
 local floats = require "pyptx.runtime.floats"
 local sys = require "pyptx.core.sys"
 local runtime = require "pyptx.runtime"
-local occupancy = require "pyptx.tools.occupancy"
+local limits = require "pyptx.limits"
 
 local M = {}
 
@@ -320,7 +320,7 @@ local function warn_minnctapersm(ir, source)
     if core.func_bounds(ir.ptr, fn, b) == 0 and b[6] > 0 then
       local t = b[0] > 0 and b[0] * b[1] * b[2] or (b[3] > 0 and b[3] * b[4] * b[5]) or nil
       assert(core.func_name(ir.ptr, fn, name_out) == 0)
-      local w = occupancy.minnctapersm_warning(ffi.string(name_out[0]), "sm_" .. b[7], b[6], t)
+      local w = limits.minnctapersm_warning(ffi.string(name_out[0]), "sm_" .. b[7], b[6], t)
       if w then io.stderr:write(source, ": warning: ", w, "\n") end
     end
   end
