@@ -1,7 +1,8 @@
 -- The launch directives a GPU enforces (.reqntid, .maxntid,
 -- .reqnctapercluster, .explicitcluster, .maxclusterrank) are enforced at
 -- every launch on every device (lpx_device_launch, src/lpx_bounds.c),
--- naming the directive and the launch; .minnctapersm is a compiler hint.
+-- naming the directive and the launch; .minnctapersm is a compiler hint,
+-- warned of where ptxas ignores it.
 local ffi = require "ffi"
 local pyptx = require "pyptx"
 local tensor = require "pyptx.runtime.tensor"
@@ -9,9 +10,9 @@ local H = require "spec.helpers"
 
 --- A kernel whose thread 0 of each CTA writes %cluster_nctarank (or 1
 -- before sm_90) to out[ctaid], with directives dirs.
-local function module(dirs, target)
+local function source(dirs, target)
   local body = target == "sm_80" and "mov.u32 %r1, 1;" or "mov.u32 %r1, %cluster_nctarank;"
-  return pyptx.load_ptx(([[
+  return ([[
 .version 8.0
 .target %s
 .address_size 64
@@ -34,7 +35,18 @@ local function module(dirs, target)
 DONE:
   ret;
 }
-]]):format(target or "sm_90a", dirs, body), "bounds.ptx")
+]]):format(target or "sm_90a", dirs, body)
+end
+
+--- The module of source(dirs, target), loaded; what it wrote to stderr (warnings) lands in warned.
+local warned = {}
+local function module(dirs, target)
+  local saved = io.stderr
+  io.stderr = { write = function(_, ...) for _, v in ipairs({ ... }) do warned[#warned + 1] = tostring(v) end end } -- luacheck: ignore 122
+  local ok, mod = pcall(pyptx.load_ptx, source(dirs, target), "bounds.ptx")
+  io.stderr = saved -- luacheck: ignore 122
+  if not ok then error(mod, 0) end
+  return mod
 end
 
 --- Launch entry k of a module with directives dirs; the error, or nil and out's values.
@@ -84,7 +96,47 @@ describe("launch directives (issue 26 item 3)", function()
   end)
 
   it(".minnctapersm is a hint to ptxas (ignored when it cannot be met), not a launch condition", function()
+    warned = {}
     assert.is_nil((launch(".maxntid 1024, 1, 1\n.minnctapersm 4", { block = 1024 }, "sm_80")))
+    assert.matches("^bounds%.ptx: warning: kernel k: %.minnctapersm 4 is ignored", table.concat(warned))
+  end)
+
+  it(".minnctapersm is checked against the SM's resources as ptxas checks it: a warning where ptxas ignores it", function()
+    -- { directives, luaptx's warning (nil: none) }; ptxas 13.0 warns in exactly the same cases
+    local CASES = {
+      { ".maxntid 1024, 1, 1\n.minnctapersm 4", "4 CTAs of 1024 threads are 128 warps, and an SM of sm_90 holds 64" },
+      { ".minnctapersm 4", "neither %.maxntid nor %.reqntid is given" },
+      { ".maxntid 128, 1, 1\n.minnctapersm 64", "an SM of sm_90 holds at most 32 CTAs" },
+      { ".maxntid 256, 1, 1\n.minnctapersm 8" },
+      { ".reqntid 128\n.minnctapersm 16" },
+    }
+    local sys = require "pyptx.core.sys"
+    for _, c in ipairs(CASES) do
+      local ptx = source(c[1], "sm_90")
+      local path = sys.temp_file(ptx, ".ptx")
+      local _, err, status = H.luaptx({ "-e", ("require('pyptx').load_ptx(%q)"):format(path) })
+      sys.remove_tree(path)
+      assert.equal(0, status, err)
+      if c[2] then
+        assert.matches("%.ptx: warning: kernel k: %.minnctapersm %d+ is ignored, as ptxas ignores it: " .. c[2]
+          .. " %(it is a register%-budget hint, never a launch condition%)\n$", err)
+      else
+        assert.equal("", err)
+      end
+      local ok, _, log = H.ptxas(ptx, "sm_90")
+      assert.is_true(ok, log)
+      assert.equal(c[2] ~= nil, (log or ""):find("ignored", 1, true) ~= nil, c[1] .. ": " .. tostring(log))
+    end
+  end)
+
+  it("warns of a DSL kernel's minnctapersm the same way", function()
+    local _, err, status = H.luaptx({ "-e", [[
+local pyptx = require "pyptx"
+pyptx.kernel "big" { arch = "sm_90a", block = { 1024 }, minnctapersm = 4, in_specs = {}, out_specs = {},
+  function() pyptx.ptx.ret() end }:ptx()]] })
+    assert.equal(0, status, err)
+    assert.matches("warning: kernel big: %.minnctapersm 4 is ignored, as ptxas ignores it: 4 CTAs of 1024 threads are 128 "
+      .. "warps, and an SM of sm_90a holds 64", err)
   end)
 
   it("refuses Triton's .reqntid kernel launched with another block", function()

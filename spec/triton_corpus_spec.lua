@@ -37,17 +37,42 @@ describe("the Triton corpus on the emulator with every check on", function()
   end
 end)
 
+describe("the Triton corpus through transpile: the script's PTX still runs against numpy", function()
+  it("every case, transpiled to a pyptx script and emitted again, with every check on", function()
+    local sys = require "pyptx.core.sys"
+    local dir = assert(sys.temp_dir())
+    for _, c in ipairs(CASES) do
+      local script = dir .. "/" .. c.name .. ".lua"
+      local _, err, status = H.luaptx({ "transpile", R.DIR .. c.ptx, "-o", script })
+      assert.equal(0, status, c.name .. ": " .. tostring(err))
+      local text
+      text, err, status = H.luaptx({ "ptx", script })
+      assert.equal(0, status, c.name .. ": " .. tostring(err))
+      if not c.name:match("^print") then   -- its lines would land in this output; the corpus runs it in a child
+        local ok, e = pcall(function() R.check(c, R.launch(c, H.emu(), text), H.emu()) end)
+        assert(ok, c.name .. " (transpiled): " .. tostring(e))
+      end
+    end
+    sys.remove_tree(dir)
+  end)
+end)
+
 local case = R.case
+
+--- A shallow copy of table t with the fields of with set.
+local function copy(t, with)
+  local m = {}
+  for k, v in pairs(t) do m[k] = v end
+  for k, v in pairs(with) do m[k] = v end
+  return m
+end
 
 --- Case c with its PTX text edited: old (found exactly once) becomes new.
 local function mutant(c, old, new)
   local text = R.read(c.ptx)
   local at = assert(text:find(old, 1, true), "no " .. old .. " in " .. c.ptx)
   assert(not text:find(old, at + #old, true), "more than one " .. old .. " in " .. c.ptx)
-  local m = {}
-  for k, v in pairs(c) do m[k] = v end
-  m.text = text:sub(1, at - 1) .. new .. text:sub(at + #old)
-  return m
+  return copy(c, { text = text:sub(1, at - 1) .. new .. text:sub(at + #old) })
 end
 
 --- Case c with its PTX line n (which must hold want) removed.
@@ -56,10 +81,7 @@ local function without_line(c, n, want)
   for l in (R.read(c.ptx) .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = l end
   assert(lines[n] and lines[n]:find(want, 1, true), c.ptx .. ":" .. n .. " is not " .. want)
   lines[n] = ""
-  local m = {}
-  for k, v in pairs(c) do m[k] = v end
-  m.text = table.concat(lines, "\n")
-  return m
+  return copy(c, { text = table.concat(lines, "\n") })
 end
 
 --- The error running case c (mutated: c.text) raises on dev, or nil.
@@ -161,6 +183,61 @@ describe("one PTX ISA version rule for every command (issue 26 item 4)", functio
   end)
 end)
 
+describe(".target as the PTX ISA and ptxas 13.0 take it (issue 26 item 4)", function()
+  --- A module of PTX ISA version v and .target list t (its entries at 2:9).
+  local function module_of(v, t)
+    return (".version %s\n.target %s\n.address_size 64\n.visible .entry k() { ret; }\n"):format(v, t)
+  end
+  -- { version, .target list, the arch ptxas assembles for, luaptx's message (nil: accepted) }
+  local TARGET_CASES = {
+    { "9.0", "sm_80, texmode_independent", "sm_80" },
+    { "9.0", "sm_90a, sm_80", "sm_90a" },
+    { "9.0", "sm_88", "sm_88" },
+    { "9.0", "sm_110f", "sm_110f" },
+    { "8.0", "sm_110a", "sm_110a", "2:9: PTX ISA 8%.0 does not know %.target sm_110a; it needs %.version 9%.0 or newer" },
+    { "7.0", "sm_90", "sm_90", "2:9: PTX ISA 7%.0 does not know %.target sm_90; it needs %.version 7%.8 or newer" },
+    { "9.0", "sm_107", "sm_120", "2:9: unknown target sm_107; the PTX ISA targets are sm_50 .* sm_121f$" },
+    { "9.0", "sm_80, foo", "sm_80", "2:16: unknown %.target entry foo; after the architecture come architectures or "
+      .. "texmode_unified, texmode_independent, debug" },
+    { "9.0", "texmode_unified, sm_80", "sm_80", "2:9: %.target starts with texmode_unified; the first entry must be the "
+      .. "target architecture" },
+    { "9.0", "sm_80, texmode_unified, texmode_independent", "sm_80", "2:33: conflicting %.target texturing modes "
+      .. "texmode_unified and texmode_independent: give one" },
+    { "9.0", "sm_80, map_f64_to_f32", "sm_80", "2:16: map_f64_to_f32 maps %.f64 to %.f32 only on sm_1x targets" },
+  }
+
+  it("refuses what ptxas refuses, at the entry's line and column, in fmt and load_ptx alike", function()
+    local sys = require "pyptx.core.sys"
+    for _, c in ipairs(TARGET_CASES) do
+      local text = module_of(c[1], c[2])
+      local ok, err = pcall(require("pyptx").load_ptx, text, "t.ptx")
+      local path = sys.temp_file(text, ".ptx")
+      local _, ferr, status = H.luaptx({ "fmt", path })
+      sys.remove_tree(path)
+      if c[4] then
+        assert.is_false(ok, c[2])
+        assert.matches("^t%.ptx:" .. c[4], err)
+        assert.equal(1, status, c[2])
+        assert.matches(":" .. c[4]:gsub("%$$", ""), ferr)
+      else
+        assert.is_true(ok, err)
+        assert.equal(0, status, ferr)
+      end
+    end
+    for _, c in ipairs(TARGET_CASES) do
+      local ok, _, log = H.ptxas(module_of(c[1], c[2]), c[3])
+      assert.equal(c[4] == nil, ok, c[1] .. " " .. c[2] .. ": " .. tostring(log))
+    end
+  end)
+
+  it("gives a kernel for sm_88 the PTX ISA version that knows it (9.0), from the one target table", function()
+    local pyptx = require "pyptx"
+    local k = pyptx.kernel "k88" { arch = "sm_88", block = { 32 }, in_specs = {}, out_specs = {}, function() pyptx.ptx.ret() end }
+    assert.matches("\n%.version 9%.0\n%.target sm_88\n", k:ptx())
+    H.assert_ptxas(k, "sm_88")
+  end)
+end)
+
 describe("messages about foreign PTX name PTX, not DSL calls (issue 26 item 8)", function()
   it("the missing wgmma.fence", function()
     local err = error_of(mutant(case("matmul_f16_sm_90a"), "wgmma.fence.sync.aligned;", ""), H.emu())
@@ -211,6 +288,23 @@ describe("the widened corpus's planted bugs are still caught (issue 26)", functi
       assert.matches("reads %%r%d+, an accumulator of flash_attn_kernel, PTX line 481: wgmma%.mma_async[^\n]* before a "
         .. "wgmma%.wait_group covers its group: the result is not there yet %(adversarial schedule, seed " .. seed .. "%)",
         error_of(m, H.adversarial(seed)))
+    end
+  end)
+
+  it("a host TensorDescriptor whose box disagrees with the kernel's block: the mbarrier deadlock a GPU hangs in", function()
+    local hd = case("host_desc_sm_90a")
+    local m = copy(hd, { args = {} })
+    for i, a in ipairs(hd.args) do m.args[i] = copy(a, { desc = copy(a.desc, { box = { 8, 32 } }) }) end
+    assert.matches("host_desc_kernel, PTX line %d+: mbarrier%.try_wait[^\n]*: deadlock: this wait for the mbarrier phase with "
+      .. "parity 0 can never complete: [^\n]* 1024 transaction byte%(s%) pending", error_of(m, H.emu()))
+  end)
+
+  it("the warp-specialized matmul's consumers not waiting for the TMA data: wgmma reads a stage not yet written", function()
+    local m = mutant(case("ws_matmul_sm_90a"), "\tmbarrier.try_wait.parity.shared::cta.b64 complete, [%r13], %r14;\n"
+      .. "\t@!complete bra.uni waitLoop;", "")
+    for _, dev in ipairs({ H.emu(), H.adversarial(SEEDS[1]), H.adversarial(SEEDS[2]) }) do
+      assert.matches("tma_matmul_kernel, PTX line %d+: wgmma%.mma_async[^\n]*: reads 16 bytes of shared memory at offset 0x%x+ "
+        .. "that no thread has written", error_of(m, dev))
     end
   end)
 

@@ -39,6 +39,21 @@ void lpx_bounds_of(const lpx_module *m, const lpx_func *f, lpx_bounds *b)
   }
 }
 
+/* Entry fn's .reqntid (out[0..2]), .maxntid (out[3..5]) and .minnctapersm
+ * (out[6]), 0 where not given, and the module's sm (out[7]; 90 for
+ * sm_90a), for the host's checks; 0, or -1 when fn is not a function of m. */
+int32_t lpx_func_bounds(lpx_module *m, int32_t fn, uint32_t *out)
+{
+  if (!m || fn < 0 || (size_t)fn >= m->nfuncs) return -1;
+  lpx_bounds b;
+  lpx_bounds_of(m, &m->funcs[fn], &b);
+  memcpy(out, b.reqntid, sizeof b.reqntid);
+  memcpy(out + 3, b.maxntid, sizeof b.maxntid);
+  out[6] = b.minnctapersm;
+  out[7] = (uint32_t)m->sm;
+  return 0;
+}
+
 /* The number of threads (or CTAs) of dims d. */
 static uint64_t volume(const uint32_t d[3]) { return (uint64_t)d[0] * d[1] * d[2]; }
 

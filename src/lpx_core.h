@@ -136,6 +136,7 @@ int32_t lpx_arch_for_device(lpx_ctx *ctx, const char *target, const char *device
 int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
 int32_t lpx_ptx_version_check(lpx_ctx *ctx, int32_t v);
+int32_t lpx_target_check(lpx_ctx *ctx, int32_t v, const char *const *entries, int32_t n);
 int64_t lpx_video_selector(const char *text);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
@@ -163,6 +164,7 @@ int32_t lpx_func_inst_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_reg_count(lpx_module *m, int32_t fn);
 int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name);
 int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *nparams);
+int32_t lpx_func_bounds(lpx_module *m, int32_t fn, uint32_t *out);
 int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char **name, int32_t *type, int32_t *align, int32_t *count);
 int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, size_t *len);
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len);

@@ -218,6 +218,71 @@ int32_t lpx_ptx_version_check(lpx_ctx *ctx, int32_t v)
   return lpx_fail(ctx, "PTX ISA %d.%d is newer than luaptx knows; the newest is %d.%d", v / 10, v % 10, newest / 10, newest % 10);
 }
 
+typedef struct target_mod { const char *name; int texmode; const char *refused; } target_mod;
+static const target_mod target_mods[] = {
+#define X(name, texmode, refused) { name, texmode, refused },
+  LPX_TARGET_MODS(X)
+#undef X
+};
+#define TARGET_MOD_COUNT ((int)(sizeof target_mods / sizeof target_mods[0]))
+
+/* The modifier row of a .target entry, or NULL. */
+static const target_mod *target_mod_find(const char *name)
+{
+  for (int i = 0; i < TARGET_MOD_COUNT; i++)
+    if (strcmp(target_mods[i].name, name) == 0) return &target_mods[i];
+  return NULL;
+}
+
+/* One architecture entry of .target: known, and known to PTX ISA v (x10). */
+static int32_t target_arch_check(lpx_ctx *ctx, int32_t v, const char *arch)
+{
+  const target *t = target_find(arch);
+  if (!t) {
+    char list[512];
+    lpx_arch_list(list, sizeof list);
+    return lpx_fail(ctx, "unknown target %s; the PTX ISA targets are %s", arch, list);
+  }
+  if (v > 0 && v < t->ptx)
+    return lpx_fail(ctx, "PTX ISA %d.%d does not know .target %s; it needs .version %d.%d or newer",
+                    v / 10, v % 10, arch, t->ptx / 10, t->ptx % 10);
+  return 0;
+}
+
+/* The .target rule of every command: entries[0..n) (the directive's
+ * comma-separated list) start with an architecture that PTX ISA version v
+ * (x10) knows, then name architectures or modifiers (LPX_TARGET_MODS), at
+ * most one texturing mode. 0 when it holds, else 1 + the index of the
+ * offending entry, with the error set. */
+int32_t lpx_target_check(lpx_ctx *ctx, int32_t v, const char *const *entries, int32_t n)
+{
+  const char *texmode = NULL;
+  if (n > 0 && target_mod_find(entries[0])) {
+    lpx_fail(ctx, ".target starts with %s; the first entry must be the target architecture (e.g. .target sm_80, %s)",
+             entries[0], entries[0]);
+    return 1;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    const target_mod *mod = target_mod_find(entries[i]);
+    if (!mod) {
+      if (target_arch_check(ctx, v, entries[i])) {
+        if (i > 0 && strncmp(entries[i], "sm_", 3) != 0)
+          lpx_fail(ctx, "unknown .target entry %s; after the architecture come architectures or "
+                        "texmode_unified, texmode_independent, debug", entries[i]);
+        return i + 1;
+      }
+      continue;
+    }
+    if (mod->refused) { lpx_fail(ctx, "%s", mod->refused); return i + 1; }
+    if (mod->texmode && texmode) {
+      lpx_fail(ctx, "conflicting .target texturing modes %s and %s: give one", texmode, entries[i]);
+      return i + 1;
+    }
+    if (mod->texmode) texmode = mod->name;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------- form parsing */
 
 /* The named value of spelling tok (n chars) in a group, or 0. */

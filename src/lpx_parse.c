@@ -1594,6 +1594,37 @@ static int at_function(pstate *ps)
   }
 }
 
+/* Record .target (the directive at token k) in the module's fields, its
+ * entries checked by the one .target rule (lpx_target_check). */
+static void target_header(pstate *ps, size_t k)
+{
+  enum { MAX_ENTRIES = 16 };
+  lpx_module *m = ps->m;
+  char text[MAX_ENTRIES][64];
+  const char *entries[MAX_ENTRIES];
+  size_t at[MAX_ENTRIES];
+  int32_t n = 0;
+  at[n] = k + 1 < ps->nt ? k + 1 : k;
+  tok_text(ps, &ps->t[at[n]], text[n], sizeof text[n]);
+  entries[n] = text[n];
+  n++;
+  for (size_t j = k + 2; n < MAX_ENTRIES && j + 1 < ps->nt && is_punct(ps, &ps->t[j], ','); j += 2) {
+    at[n] = j + 1;
+    tok_text(ps, &ps->t[j + 1], text[n], sizeof text[n]);
+    entries[n] = text[n];
+    n++;
+  }
+  int32_t bad = lpx_target_check(ps->ctx, m->ptx_version, entries, n);
+  if (bad) perr(ps, at[bad - 1], "%s", lpx_ctx_error(ps->ctx));
+  snprintf(m->target, sizeof m->target, "%s", entries[0]);
+  if (lpx_arch_parse(entries[0], &m->sm, &m->family)) m->sm = m->family = 0;
+  m->target_mods[0] = '\0';
+  for (int32_t i = 1; i < n; i++) {
+    size_t len = strlen(m->target_mods);
+    snprintf(m->target_mods + len, sizeof m->target_mods - len, ", %s", entries[i]);
+  }
+}
+
 /* Record .version/.target/.address_size in the module's fields. */
 static void module_header(pstate *ps, size_t k)
 {
@@ -1610,14 +1641,7 @@ static void module_header(pstate *ps, size_t k)
       perr(ps, k + 1, "%s", lpx_ctx_error(ps->ctx));
     }
   } else if (is_word(ps, &ps->t[k], ".target")) {
-    snprintf(m->target, sizeof m->target, "%s", buf);
-    if (lpx_arch_parse(buf, &m->sm, &m->family)) m->sm = m->family = 0;
-    m->target_mods[0] = '\0';
-    for (size_t j = k + 2; j + 1 < ps->nt && is_punct(ps, &ps->t[j], ','); j += 2) {
-      size_t n = strlen(m->target_mods);
-      tok_text(ps, &ps->t[j + 1], buf, sizeof buf);
-      snprintf(m->target_mods + n, sizeof m->target_mods - n, ", %s", buf);
-    }
+    target_header(ps, k);
   } else if (is_word(ps, &ps->t[k], ".address_size")) {
     m->address_size = atoi(buf);
   }

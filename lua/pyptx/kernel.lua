@@ -11,6 +11,7 @@ local smem = require "pyptx.smem"
 local func = require "pyptx.func"
 local env = require "pyptx.core.env"
 local ptxparse = require "pyptx.ptxparse"
+local limits = require "pyptx.limits"
 
 local M = {}
 
@@ -89,19 +90,10 @@ function M.auto_arch()
   return "sm_90a"
 end
 
---- The oldest PTX ISA version (x10) that knows a target (family: 1 "a", 2 "f").
+--- The oldest PTX ISA version (x10) that knows a target (family: 1 "a", 2 "f"):
+-- the target table's (LPX_TARGETS in src/lpx_isa.def).
 function M.min_version(sm, family)
-  if sm >= 110 and sm < 120 then return 90 end
-  if family == 2 or sm == 103 or sm == 121 then return 88 end
-  if sm >= 120 then return 87 end
-  if sm >= 100 then return 86 end
-  if sm >= 90 then return family == 1 and 80 or 78 end
-  if sm >= 89 then return 78 end
-  if sm >= 87 then return 74 end
-  if sm >= 86 then return 71 end
-  if sm >= 80 then return 70 end
-  if sm >= 75 then return 63 end
-  return 60
+  return core.arch_min_ptx(("sm_%d%s"):format(sm, ({ [0] = "", "a", "f" })[family]))
 end
 
 --- Default PTX ISA version (x10) for an sm: the first that covers our ISA
@@ -254,7 +246,13 @@ local function declare(k, t, tensors)
   local dirs = {}
   if k.reqntid then dirs[#dirs + 1] = ".reqntid " .. table.concat(k.reqntid, ", ")
   elseif k.maxntid ~= false then dirs[#dirs + 1] = ".maxntid " .. table.concat(k.block, ", ") end
-  if k.minnctapersm then dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm end
+  if k.minnctapersm then
+    dirs[#dirs + 1] = ".minnctapersm " .. k.minnctapersm
+    local threads = k.reqntid or (k.maxntid ~= false and k.block) or nil
+    threads = threads and threads[1] * (threads[2] or 1) * (threads[3] or 1)
+    local w = limits.minnctapersm_warning(k.name, t.arch, k.minnctapersm, threads)
+    if w then io.stderr:write(k.where, ": warning: ", w, "\n") end
+  end
   if k.maxnreg then dirs[#dirs + 1] = ".maxnreg " .. k.maxnreg end
   if k.cluster[1] * k.cluster[2] * k.cluster[3] > 1 then
     dirs[#dirs + 1] = ".reqnctapercluster " .. table.concat(k.cluster, ", ")

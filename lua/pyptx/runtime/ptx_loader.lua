@@ -14,6 +14,7 @@ local ptxparse = require "pyptx.ptxparse"
 local floats = require "pyptx.runtime.floats"
 local sys = require "pyptx.core.sys"
 local runtime = require "pyptx.runtime"
+local limits = require "pyptx.limits"
 
 local M = {}
 
@@ -306,6 +307,20 @@ local function is_path(src)
   return sys.kind(src) ~= nil or not looks_like_text(src)
 end
 
+--- Warn, as ptxas does, of each entry's .minnctapersm that its .maxntid or
+-- .reqntid and the target's SM cannot meet (a hint, never a launch condition).
+local function warn_minnctapersm(ir, source)
+  local b = ffi.new("uint32_t[8]")
+  for fn = 0, core.module_func_count(ir.ptr) - 1 do
+    if core.func_bounds(ir.ptr, fn, b) == 0 and b[6] > 0 then
+      local t = b[0] > 0 and b[0] * b[1] * b[2] or (b[3] > 0 and b[3] * b[4] * b[5]) or nil
+      assert(core.func_name(ir.ptr, fn, name_out) == 0)
+      local w = limits.minnctapersm_warning(ffi.string(name_out[0]), "sm_" .. b[7], b[6], t)
+      if w then io.stderr:write(source, ": warning: ", w, "\n") end
+    end
+  end
+end
+
 --- Parse PTX text or a file into a module of launchable entries; a
 -- malformed file raises the parser's "file:line:col: ..." message.
 function M.load(src, name)
@@ -319,6 +334,7 @@ function M.load(src, name)
   local ok, ir = pcall(ptxparse.parse_checked, text, source)
   if not ok then error(ir, 0) end -- already "file:line:col: ..."
   local entries = entries_of_ir(ir)
+  warn_minnctapersm(ir, source)
   return setmetatable({ ir = ir, source = source, text = text, entries = entries, kernels = {},
                         loaded = setmetatable({}, { __mode = "k" }) }, Module)
 end

@@ -2,32 +2,14 @@
 -- cuda_occupancy.h): resident CTAs and warps per SM for a launch shape and
 -- the resources ptxas reports, per compute capability, and which resource
 -- limits it. The limits are data (ARCHS), one row per compute capability.
+local sm_limits = require "pyptx.limits"
+
 local M = {}
 
---- Per compute capability: warps, CTAs, registers and shared memory per SM
--- (the largest carve-out), the most registers per thread, the largest
--- shared memory per CTA (opt-in), the register allocation unit (registers
--- per warp), the shared-memory allocation unit, and the shared memory the
--- system reserves per CTA. Source: CUDA C++ Programming Guide, "Technical
--- Specifications per Compute Capability" and the occupancy calculator.
-M.ARCHS = {
-  [80]  = { warps = 64, ctas = 32, regs = 65536, max_regs = 255, smem = 167936, smem_cta = 166912, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-  [86]  = { warps = 48, ctas = 16, regs = 65536, max_regs = 255, smem = 102400, smem_cta = 101376, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-  [89]  = { warps = 48, ctas = 24, regs = 65536, max_regs = 255, smem = 102400, smem_cta = 101376, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-  [90]  = { warps = 64, ctas = 32, regs = 65536, max_regs = 255, smem = 233472, smem_cta = 232448, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-  [100] = { warps = 64, ctas = 32, regs = 65536, max_regs = 255, smem = 233472, smem_cta = 232448, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-  [120] = { warps = 48, ctas = 32, regs = 65536, max_regs = 255, smem = 102400, smem_cta = 101376, reg_unit = 256, smem_unit = 128, reserved = 1024 },
-}
-
---- The row for an arch ("sm_90a", "sm_100", 90); nil and the valid list when unknown.
-function M.arch_row(arch)
-  local sm = type(arch) == "number" and arch or tonumber(tostring(arch):match("^sm_(%d+)"))
-  if sm and M.ARCHS[sm] then return M.ARCHS[sm], sm end
-  local list = {}
-  for k in pairs(M.ARCHS) do list[#list + 1] = "sm_" .. k end
-  table.sort(list)
-  return nil, ("no occupancy rules for %s; known: %s"):format(tostring(arch), table.concat(list, ", "))
-end
+--- Per compute capability: the SM limits (pyptx.limits, which the
+-- language and the loader share), and the row of an arch.
+M.ARCHS = sm_limits.ARCHS
+M.arch_row = sm_limits.arch_row
 
 --- Round x up to a multiple of unit.
 local function round_up(x, unit) return math.ceil(x / unit) * unit end
