@@ -75,7 +75,7 @@ describe("luaptx -D NAME=VALUE", function()
 
   it("gives check the bound kernels to assemble", function()
     local out, err, rc = H.luaptx { "check", RMS, "-D", "B=4", "-D", "N=64" }
-    if rc == 2 then return H.pending(err) end
+    if rc == 2 then H.pending(err) return end
     assert.equal(0, rc, err)
     for _, name in ipairs { "rms_norm_fwd", "rms_norm_fwd_f64", "rms_norm_bwd", "rms_norm_bwd_f64", "noop" } do
       assert.matches("\n" .. name .. " ", out, 1, true)

@@ -28,8 +28,9 @@ M.BIN = os.getenv("LUAPTX_BIN") or "build/luaptx"
 if M.BIN:sub(1, 1) ~= "/" then M.BIN = M.ROOT .. "/" .. M.BIN:gsub("^%./", "") end
 
 --- Mark the running test pending with a reason (busted's pending, found in
--- the calling spec's environment). Never returns; tail-called, so busted
--- names the caller's line.
+-- the calling spec's environment). Never returns. Call it as a statement
+-- (`H.pending(why) return`), never as `return H.pending(why)` from a test
+-- function: that tail call drops the frame whose environment holds pending.
 function M.pending(reason)
   for level = 2, 8 do
     local ok, env = pcall(getfenv, level)

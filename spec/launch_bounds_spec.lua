@@ -153,7 +153,7 @@ end)
 describe("launch directives on the CUDA device (issue 26 item 3)", function()
   it("are checked before the driver sees the launch (the stand-in driver of spec/c/fake_cuda.c)", function()
     local fake = H.BIN:gsub("[^/]+$", "") .. "fake-cuda"
-    if not H.read(fake .. "/libcuda.so.1") then return H.pending("no stand-in driver at " .. fake) end
+    if not H.read(fake .. "/libcuda.so.1") then H.pending("no stand-in driver at " .. fake) return end
     local out, err, status = H.luaptx({ "-e", [[
 local pyptx, ffi = require "pyptx", require "ffi"
 local dev = require("pyptx.runtime").open("cuda")

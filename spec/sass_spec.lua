@@ -13,7 +13,7 @@ local u32, f32 = pyptx.types.u32, pyptx.types.f32
 local function need_sass()
   H.need_tool("nvdisasm")
   local ok, err = pcall(compile.compiler)
-  if not ok then return H.pending(tostring(err)) end
+  if not ok then H.pending(tostring(err)) return end
 end
 
 --- The line of this file that ends with the marker comment "-- @name".

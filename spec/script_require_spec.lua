@@ -110,7 +110,7 @@ print(package.path == path)
     end)
 
     it("refuses a module another user owns (run as root: chown to nobody)", function()
-      if sys.run({ "id", "-u" }).stdout ~= "0\n" then return H.pending("needs root to chown a file to another user") end
+      if sys.run({ "id", "-u" }).stdout ~= "0\n" then H.pending("needs root to chown a file to another user") return end
       local root = tree { ["/lib/theirs.lua"] = 'return "theirs"\n', ["/app/main.lua"] = 'require "lib.theirs"\n' }
       assert.equal(0, sys.run({ "chown", "65534", root .. "/lib/theirs.lua" }).status)
       local _, err, rc = H.luaptx({ root .. "/app/main.lua" }, { cwd = H.temp_dir(), env = env() })

@@ -253,7 +253,7 @@ describe("pyptx.trace", function()
       -- a closure made per wait (FNEW) or an upvalue closed per k-block
       -- (UCLO) is NYI for LuaJIT's JIT: the loop would run interpreted
       local ok, v = pcall(require, "jit.v")
-      if not ok then return H.pending("LuaJIT's jit.v module is not installed: " .. tostring(v)) end
+      if not ok then H.pending("LuaJIT's jit.v module is not installed: " .. tostring(v)) return end
       local path = "examples/blackwell/gemm.lua"
       local text = assert(io.open(path, "rb")):read("*a")
       -- only the bodies run once per k-block: a closure made once around them (the

@@ -24,7 +24,7 @@ describe("the version", function()
 
   it("is the pkg-config file's and the CMake package's", function()
     local pc = H.read(BUILD .. "/luaptx.pc")
-    if not pc then return H.pending("no luaptx.pc beside " .. H.BIN) end
+    if not pc then H.pending("no luaptx.pc beside " .. H.BIN) return end
     assert.equal(VERSION, pc:match("\nVersion: ([^\n]*)"))
     assert.equal(VERSION, H.read(BUILD .. "/luaptxConfigVersion.cmake"):match('set%(PACKAGE_VERSION "([^"]*)"%)'))
   end)
@@ -36,7 +36,7 @@ describe("the version", function()
     local res = H.run({ "python3", "setup.py", "--version" },
       { cwd = H.ROOT .. "/python", env = { LUAPTX_BUILD_DIR = BUILD }, timeout = 60 })
     if res.status ~= 0 and (res.stderr .. res.stdout):match("No module named 'setuptools'") then
-      return H.pending("python3 has no setuptools: cannot ask python/setup.py its version")
+      H.pending("python3 has no setuptools: cannot ask python/setup.py its version") return
     end
     assert.equal(0, res.status, res.stderr)
     assert.equal(VERSION, res.stdout:match("([^\n]+)\n$"))
