@@ -258,25 +258,25 @@ static const char *kernel_string(luaptx_kernel *K, const char *name, char **out,
 /* PTX of the specialization. */
 const char *luaptx_kernel_ptx(luaptx_kernel *K, size_t *len)
 {
-  return kernel_string(K, "kernel_ptx", &K->ptx, len);
+  return K ? kernel_string(K, "kernel_ptx", &K->ptx, len) : NULL;   /* &K->x of NULL is undefined */
 }
 
 /* Cubin of the specialization. */
 const void *luaptx_kernel_cubin(luaptx_kernel *K, size_t *len)
 {
-  return kernel_string(K, "kernel_cubin", &K->cubin, len);
+  return K ? kernel_string(K, "kernel_cubin", &K->cubin, len) : NULL;   /* &K->x of NULL is undefined */
 }
 
 /* The kernel's tensor boundary as text. */
 const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len)
 {
-  return kernel_string(K, "kernel_specs", &K->specs, len);
+  return K ? kernel_string(K, "kernel_specs", &K->specs, len) : NULL;   /* &K->x of NULL is undefined */
 }
 
 /* ptxas's resource report of the specialization. */
 const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
 {
-  return kernel_string(K, "kernel_check", &K->check, len);
+  return K ? kernel_string(K, "kernel_check", &K->check, len) : NULL;   /* &K->x of NULL is undefined */
 }
 
 /* Shared Lua launch path: embed[name](ctx, kernel, array, n, stream). */
