@@ -141,6 +141,8 @@ describe("the emulator's memory budget", function()
     assert.matches("its live allocations take 1048576", core.error_message())
     assert.equal(0, core.device_free(d, p[0]))
     assert.equal(0, core.device_alloc(d, 524288, p + 2))                 -- freed memory counts no more
+    assert.equal(0, core.device_free(d, p[1]))                           -- live allocations keep a closed
+    assert.equal(0, core.device_free(d, p[2]))                           -- device alive: free them
     local out, err, rc = H.luaptx({ "-e", 'require("pyptx.runtime").open("emu")' }, { env = { LUAPTX_EMU_MEMORY = "1.5" } })
     assert.equal(1, rc, out)
     assert.matches("LUAPTX_EMU_MEMORY=1%.5: not an integer", err)
