@@ -39,24 +39,39 @@ local function ptxas_registers(s, name)
   return ok and report[name] and report[name].registers or nil
 end
 
---- The k-loops of every kernel of an example script: a list of { name,
--- listing, loops = sass.mma_loops(listing) } (each loop's registers from
--- ptxas -v when the listing has none).
+--- The k-loops of kernel k at values: { name, listing, loops =
+-- sass.mma_loops(listing) } (each loop's registers from ptxas -v when the
+-- listing has none).
+local function kernel_loops(k, values)
+  local _, listing = sass.kernel(k, values, { summary_only = true })
+  local loops = sass.mma_loops(listing)
+  local regs
+  for _, lp in ipairs(loops) do
+    if not lp.registers then
+      regs = regs or ptxas_registers(k:specialize(values), k.name)
+      lp.registers = regs
+    end
+  end
+  return { name = k.name, listing = listing, loops = loops }
+end
+
+--- The k-loops of every kernel of an example script (see kernel_loops).
 function M.example(path)
   local out = {}
-  for _, e in ipairs(script.entries(script.load_file(path, {}))) do
-    local _, listing = sass.kernel(e.kernel, e.values, { summary_only = true })
-    local loops = sass.mma_loops(listing)
-    local regs
-    for _, lp in ipairs(loops) do
-      if not lp.registers then
-        regs = regs or ptxas_registers(e.kernel:specialize(e.values), e.kernel.name)
-        lp.registers = regs
-      end
-    end
-    out[#out + 1] = { name = e.kernel.name, listing = listing, loops = loops }
-  end
+  for _, e in ipairs(script.entries(script.load_file(path, {}))) do out[#out + 1] = kernel_loops(e.kernel, e.values) end
   return out
+end
+
+--- Variants of the examples that docs/performance.md compares beside their
+-- default kernels: the example's build called with these arguments.
+M.VARIANTS = {
+  { "examples/hopper/gemm_fast.lua", label = "UNROLL=2", args = { 4096, 4096, 4096, { UNROLL = 2 } } },
+}
+
+--- The k-loops of one variant's kernel (see kernel_loops).
+function M.variant(v)
+  local m = assert(loadfile(v[1]))()           -- the module itself: its build, not its kernels list
+  return kernel_loops(m.build(unpack(v.args)), {})
 end
 
 -- ------------------------------------------------------------- CUTLASS

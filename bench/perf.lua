@@ -35,17 +35,25 @@ M.SHAPES = {
           samples = 64 },
 }
 
---- The GEMM examples a device runs by its arch: { label, module, b }; b:
--- how the example takes B, "nk" (N x K, D = A B^T: examples/lib/gemm_data)
--- or "kn" (K x N, D = A B: the Ampere examples).
+--- The GEMM examples a device runs by its arch: { label, module, opts, b };
+-- opts go to the example's build; b: how the example takes B, "nk" (N x K,
+-- D = A B^T: examples/lib/gemm_data) or "kn" (K x N, D = A B: the Ampere
+-- examples). Each variant whose k-loop SASS docs/performance.md compares
+-- (gemm_fast unrolled, the bf16 and 2-SM Blackwell forms) gets its own row.
 function M.gemms(cc)
   local list = {}
   if cc >= 80 then list[#list + 1] = { "ampere/gemm_fast", "examples.ampere.gemm_fast", b = "kn" } end
   if cc >= 90 then
     list[#list + 1] = { "hopper/gemm", "examples.hopper.gemm", b = "nk" }
     list[#list + 1] = { "hopper/gemm_fast", "examples.hopper.gemm_fast", b = "nk" }
+    list[#list + 1] = { "hopper/gemm_fast UNROLL=2", "examples.hopper.gemm_fast", { UNROLL = 2 }, b = "nk" }
   end
-  if cc >= 100 then list[#list + 1] = { "blackwell/gemm_persistent", "examples.blackwell.gemm_persistent", b = "nk" } end
+  if cc >= 100 then
+    local bw = "examples.blackwell.gemm_persistent"
+    list[#list + 1] = { "blackwell/gemm_persistent", bw, b = "nk" }
+    list[#list + 1] = { "blackwell/gemm_persistent bf16", bw, { out = "bf16" }, b = "nk" }
+    list[#list + 1] = { "blackwell/gemm_persistent 2-SM bf16", bw, { cta_group = 2, out = "bf16" }, b = "nk" }
+  end
   return list
 end
 
@@ -131,14 +139,15 @@ local function gemm_row(dev, g, shape, inputs, tensors, cfg)
   local launch = runtime.prepare(k, tensors.a, tensors[g.b])
   local ms = M.time(dev, launch, cfg.reps)
   dev:sync()
-  local tol = mod.tolerance and mod.tolerance(shape[3]) or { atol = 1e-2, rtol = 1e-2 }
+  local tol = mod.tolerance and mod.tolerance(shape[3], g[3] and g[3].out) or { atol = 1e-2, rtol = 1e-2 }  -- the example owns it
   local ok, worst = M.check_gemm_samples(launch.outputs[1], inputs, tol, cfg.samples, g.b)
   return { kernel = g[1], shape = shape, ms = ms, tflops = 2 * shape[1] * shape[2] * shape[3] / (ms * 1e-3) / 1e12,
            ok = ok, check = ("%d sampled elements, worst abs error %.2g"):format(cfg.samples + 4, worst) }
 end
 
---- Every GEMM at every shape: rows { kernel, shape, ms, tflops, ok, check }.
-function M.gemm_rows(dev, cfg, cc)
+--- Every GEMM at every shape: rows { kernel, shape, ms, tflops, ok, check };
+-- only (a Lua pattern, optional) keeps the GEMMs whose label matches.
+function M.gemm_rows(dev, cfg, cc, only)
   local data = require "examples.lib.gemm_data"
   local rows = {}
   for _, shape in ipairs(cfg.gemm) do
@@ -147,7 +156,9 @@ function M.gemm_rows(dev, cfg, cc)
     local tensors = { a = tensor.from_table(inputs.a, bf16, { shape[1], shape[3] }, dev),   -- the same values of B
                       nk = tensor.from_table(inputs.b, bf16, { shape[2], shape[3] }, dev),  -- read N x K or K x N
                       kn = tensor.from_table(inputs.b, bf16, { shape[3], shape[2] }, dev) }
-    for _, g in ipairs(M.gemms(cc)) do rows[#rows + 1] = gemm_row(dev, g, shape, inputs, tensors, cfg) end
+    for _, g in ipairs(M.gemms(cc)) do
+      if not only or g[1]:find(only) then rows[#rows + 1] = gemm_row(dev, g, shape, inputs, tensors, cfg) end
+    end
   end
   return rows
 end

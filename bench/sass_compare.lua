@@ -60,6 +60,14 @@ local function main(args)
       out[#out + 1] = row { path, "failed: " .. tostring(ks):gsub("\n", " "):sub(1, 200), "", "", "", "", "", "", "" }
     end
   end
+  if #args == 0 then
+    for _, v in ipairs(kloops.VARIANTS) do
+      local kok, k = pcall(kloops.variant, v)
+      local label = ("%s %s"):format(v[1]:gsub("^examples/", ""), v.label)
+      if kok then kernel_rows(("%s `%s`"):format(label, k.name), k, out)
+      else out[#out + 1] = row { label, "failed: " .. tostring(k):gsub("\n", " "):sub(1, 200), "", "", "", "", "", "", "" } end
+    end
+  end
   print(table.concat(out, "\n"))
   print("\nk-blocks/iter: wgmma batches (WARPGROUP.ARRIVE) per iteration; 1 for other MMAs. "
     .. "groups in flight: the least WARPGROUP.DEPBAR.LE gsb0 count in the loop (- without one).")

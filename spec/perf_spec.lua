@@ -79,6 +79,23 @@ describe("bench/gpu_check.lua --dry-run", function()
   end)
 end)
 
+describe("bench/perf.lua's GEMM variants", function()
+  it("times and checks gemm_fast unrolled and the bf16 and 2-SM Blackwell GEMMs as make gpu-check would", function()
+    local dev = H.emu()
+    runtime.use(dev)
+    local cfg = { gemm = { { 256, 256, 128 } }, reps = 1, samples = 16 }
+    local rows = perf.gemm_rows(dev, cfg, 100, " ")     -- the variants only (a space in the label)
+    local want = { "hopper/gemm_fast UNROLL=2", "blackwell/gemm_persistent bf16", "blackwell/gemm_persistent 2-SM bf16" }
+    assert.are.equal(#want, #rows)
+    for i, row in ipairs(rows) do
+      assert.are.equal(want[i], row.kernel)
+      assert.is_nil(row.note)
+      assert.is_true(row.ok, row.kernel .. ": " .. tostring(row.check))
+      assert.matches("^20 sampled elements", row.check)
+    end
+  end)
+end)
+
 describe("bench/inflight.lua (Little's law without a GPU)", function()
   it("reads LDG widths: .128 16 bytes, .64 8, .U16 2, .U8 1, else 4, past the guard", function()
     local inflight = require "bench.inflight"

@@ -7,7 +7,8 @@
 --
 -- The structure of examples/hopper/gemm.lua: a CTA of three warpgroups,
 -- warpgroup 0 a TMA producer (one thread), warpgroups 1 and 2 wgmma
--- consumers of 64 rows each, around a STAGES-deep full/empty mbarrier ring
+-- consumers of 64 rows each (tma_pipeline's Consumer:mainloop: one wgmma
+-- group in flight), around a STAGES-deep full/empty mbarrier ring
 -- (examples/lib/tma_pipeline.lua) whose position runs on across tiles. The grid is persistent: P CTAs
 -- walk the (group, tile) pairs t = ctaid.x, ctaid.x + P, ... in order
 -- (group 0's tiles first, each group's tiles row-major over its
@@ -124,9 +125,9 @@ function M.build(groups, N, K, opts)
         local pc = ptx.global_ptrs(C)
         local cons = pipe:consumer(tid)
         over_tiles(function(m0, rend, _, n0)
-          for i = 0, BN / 2 - 1 do ptx.mov(acc[i], ptx.imm(f32, 0)) end
-          cons:loop(KT, function(_, s)
-            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s) }
+          cons:mainloop(KT, function(k, s)          -- one group in flight; the first k-block overwrites acc (scale-d off)
+            tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s), scale_d = k == 0 and 0 or 1,
+              wait = false }
           end)
           -- epilogue: the rows inside the group only
           tp.store_acc(tid, acc, BN, { ptr = pc, ld = N, row = m0 + cw * 64, col = n0, rows_end = rend })

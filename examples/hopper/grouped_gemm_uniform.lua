@@ -10,7 +10,8 @@
 -- The CTA is examples/hopper/gemm.lua's: three warpgroups around a
 -- STAGES-deep full/empty mbarrier ring (examples/lib/tma_pipeline.lua on
 -- pyptx.pipeline), warpgroup 0's thread 0 the TMA producer, warpgroups 1
--- and 2 the wgmma consumers of 64 rows each. The TMA descriptors are 3-D:
+-- and 2 the wgmma consumers of 64 rows each (Consumer:mainloop, one wgmma
+-- group in flight). The TMA descriptors are 3-D:
 -- a box of {1, BM, BK} (A) or {1, BN, BK} (B) at coordinates {k0, m0, g}
 -- lands as one 128B-swizzled stage of the wgmma tile (smem.wgmma_tile with
 -- stages, read through tile:stage(s)); the epilogue stores the
@@ -73,9 +74,10 @@ function M.build(G, Md, N, K, opts)
       end
 
       local consumer = function(cw)                 -- consumer 0 or 1: rows 64*cw..
-        local acc = ptx.wgmma.fragments(BN, true)
-        pipe:consumer(tid):loop(K / BK, function(_, s)
-          tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s) }
+        local acc = ptx.wgmma.fragments(BN, false)   -- the first k-block overwrites them (scale-d off)
+        pipe:consumer(tid):mainloop(K / BK, function(k, s)   -- one group in flight (CUTLASS's mainloop)
+          tp.mma { d = acc, n = BN, k = BK, a = sA:stage(s, cw * 64), b = sB:stage(s), scale_d = k == 0 and 0 or 1,
+            wait = false }
         end)
         tp.store_acc(tid, acc, BN, { ptr = ptx.global_ptrs(C), ld = N, row = g * Md + m0 + cw * 64, col = n0 })
       end
