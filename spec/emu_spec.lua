@@ -1092,6 +1092,27 @@ describe("the emulator's checks", function()
     assert.truthy(msg:find("misaligned global access: 4 bytes", 1, true), msg)
   end)
 
+  it("checks a warp's global loads together but reports the one bad lane as a lane-by-lane check does", function()
+    -- The emulator checks a warp's global addresses with one range test when every lane passes; a warp
+    -- with one lane out of bounds or misaligned falls back to the per-lane check, which names that lane.
+    for _, case in ipairs { { 13, 4096, "out%-of%-bounds global access of 4 bytes" }, { 22, 2, "misaligned global access: 4 bytes" } } do
+      local bad, shift, want = case[1], case[2], case[3]
+      local line
+      local k = planted("one_bad_lane", 32, function(t, po)
+        local off = reg.scalar(u32)
+        ptx.inst.selp.u32(off, shift, 0, t:eq(bad))
+        local v = reg.scalar(u32)
+        line = H.here(); ptx.ld.global(v, ptx.addr(po + (t:shl(2) + off):mul_wide(1)))
+        ptx.st.global(ptx.addr(po + t:mul_wide(4)), v)
+      end)
+      local ok, msg = run(k, { { u32, 32 } })
+      assert.is_false(ok)
+      assert.truthy(msg:find("emu_spec.lua:" .. line .. ":", 1, true), msg)
+      assert.matches(want, msg)
+      assert.truthy(msg:find(("lane %d of warp 0, CTA (0,0,0)"):format(bad), 1, true), msg)
+    end
+  end)
+
   it("reports an out-of-bounds shared access", function()
     local line
     local k = planted("soob", 32, function(t)

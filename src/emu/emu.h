@@ -324,6 +324,7 @@ int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
 void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);
 uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n, int write);
+int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delta);
 uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write);
 
 /* execution */

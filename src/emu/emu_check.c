@@ -54,12 +54,105 @@ int lpx_emu_race_settle(emu_warp *w, const emu_inst *in)
   return 0;
 }
 
+/* Four per-byte race words (SSE2 lanes; memcpy loads and stores them unaligned). */
+typedef uint32_t emu_v4u __attribute__((vector_size(16)));
+
+/* Would a read of n shared bytes at off by warp me pass every check (no
+ * other warp's write this epoch, every byte written when uninitialised
+ * reads are checked)? Four bytes a step, no branch; when it says no,
+ * lpx_emu_race's byte loop finds and reports the first bad byte. */
+static inline __attribute__((always_inline)) int read_clean(const emu_cta *c, uint32_t me, uint32_t off, uint32_t n)
+{
+  uint32_t now = c->epoch << 8;
+  uint32_t races = (c->L->checks & EMU_CHECK_RACE) ? ~0u : 0, uninit = (c->L->checks & EMU_CHECK_UNINIT_SHARED) ? ~0u : 0;
+  const uint32_t *wv = c->race_w + off;
+  emu_v4u bad = { 0, 0, 0, 0 }, hi = { ~0xffu, ~0xffu, ~0xffu, ~0xffu }, lo = { 0xff, 0xff, 0xff, 0xff };
+  emu_v4u vnow = { now, now, now, now }, vme = { me, me, me, me }, zero = { 0, 0, 0, 0 };
+  emu_v4u vr = { races, races, races, races }, vu = { uninit, uninit, uninit, uninit };
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    emu_v4u x;
+    memcpy(&x, wv + i, sizeof x);
+    bad |= (vr & (emu_v4u)((x & hi) == vnow) & (emu_v4u)((x & lo) != vme)) | (vu & (emu_v4u)(x == zero));
+  }
+  uint32_t b = bad[0] | bad[1] | bad[2] | bad[3];
+  for (; i < n; i++) b |= (races & -(uint32_t)((wv[i] & ~0xffu) == now && (wv[i] & 0xff) != me)) | (uninit & -(uint32_t)(wv[i] == 0));
+  return !b;
+}
+
+/* Record a clean read (read_clean) of n shared bytes at off by warp me at
+ * instruction at: a second warp's read this epoch marks the byte 0xff,
+ * read by several. Four bytes a step. */
+static inline __attribute__((always_inline)) void read_record(emu_cta *c, uint32_t me, uint32_t at, uint32_t off, uint32_t n)
+{
+  uint32_t now = c->epoch << 8, *rv = c->race_r + off, *ri = c->race_ri + off;
+  emu_v4u hi = { ~0xffu, ~0xffu, ~0xffu, ~0xffu }, lo = { 0xff, 0xff, 0xff, 0xff }, vnow = { now, now, now, now };
+  emu_v4u vme = { me, me, me, me }, mine = vnow | vme, many = vnow | lo, vat = { at, at, at, at };
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    emu_v4u r, shared;
+    memcpy(&r, rv + i, sizeof r);
+    shared = (emu_v4u)((r & hi) == vnow) & (emu_v4u)((r & lo) != vme);   /* another warp read it this epoch */
+    r = (shared & many) | (~shared & mine);
+    memcpy(rv + i, &r, sizeof r);
+    memcpy(ri + i, &vat, sizeof vat);
+  }
+  for (; i < n; i++) {
+    uint32_t r = rv[i];
+    rv[i] = ((r & ~0xffu) == now && (r & 0xff) != me) ? (now | 0xff) : (now | me);
+    ri[i] = at;
+  }
+}
+
+/* Would a write of n shared bytes at off by warp me meet no other warp's
+ * access of this epoch (nothing to report or to settle)? Four bytes a
+ * step, no branch; when it says no, lpx_emu_race's byte loop decides. */
+static int write_clean(const emu_cta *c, uint32_t me, uint32_t off, uint32_t n)
+{
+  if (!(c->L->checks & EMU_CHECK_RACE)) return 1;
+  uint32_t now = c->epoch << 8;
+  const uint32_t *wv = c->race_w + off, *rv = c->race_r + off;
+  emu_v4u bad = { 0, 0, 0, 0 }, hi = { ~0xffu, ~0xffu, ~0xffu, ~0xffu }, lo = { 0xff, 0xff, 0xff, 0xff };
+  emu_v4u vnow = { now, now, now, now }, vme = { me, me, me, me };
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    emu_v4u x, y;
+    memcpy(&x, wv + i, sizeof x);
+    memcpy(&y, rv + i, sizeof y);
+    bad |= ((emu_v4u)((x & hi) == vnow) & (emu_v4u)((x & lo) != vme)) | ((emu_v4u)((y & hi) == vnow) & (emu_v4u)((y & lo) != vme));
+  }
+  uint32_t b = bad[0] | bad[1] | bad[2] | bad[3];
+  for (; i < n; i++)
+    b |= (uint32_t)(((wv[i] & ~0xffu) == now && (wv[i] & 0xff) != me) || ((rv[i] & ~0xffu) == now && (rv[i] & 0xff) != me));
+  return !b;
+}
+
+/* Record a clean write (write_clean) of n shared bytes at off by warp me. */
+static void write_record(emu_cta *c, uint32_t me, const emu_inst *in, uint32_t at, uint32_t off, uint32_t n)
+{
+  uint32_t mark = (c->epoch << 8) | me;
+  for (uint32_t i = 0; i < n; i++) { c->race_w[off + i] = mark; c->race_wi[off + i] = at; }
+  if (c->pdirty) memset(c->pdirty + off, in->op != LPX_OP_CPBULK && in->op != LPX_OP_CPREDBULK, n);   /* generic-proxy write */
+}
+
 /* Check and record one access of n shared bytes at off (write: 0 read, 1
  * write). A write over another warp's write of this epoch is settled after
  * the instruction (lpx_emu_race_settle): a race only if the value changes. */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write)
 {
   emu_cta *c = w->cta;
+  if (!write && n == 16 && read_clean(c, w->id + 1, off, 16)) {   /* a 16-byte read (wgmma's chunks, v4 loads): unrolled */
+    read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, 16);
+    return 0;
+  }
+  if (!write && read_clean(c, w->id + 1, off, n)) {   /* the common read: nothing to report, record it */
+    read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, n);
+    return 0;
+  }
+  if (write == 1 && write_clean(c, w->id + 1, off, n)) {   /* the common write */
+    write_record(c, w->id + 1, in, (uint32_t)(in - w->p->insts), off, n);
+    return 0;
+  }
   uint32_t me = w->id + 1, now = c->epoch << 8;
   int races = (c->L->checks & EMU_CHECK_RACE) != 0, uninit = (c->L->checks & EMU_CHECK_UNINIT_SHARED) != 0;
   uint32_t at = (uint32_t)(in - w->p->insts);

@@ -53,12 +53,35 @@ static inline uint64_t lane_addr(emu_warp *w, const emu_op *ao, int l, uint64_t 
   return (ao->reg >= 0 ? EMU_R(w, ao->reg)[l] : 0) + (uint64_t)ao->off + bias;
 }
 
-/* Read n little-endian bytes. */
+/* Read n little-endian bytes (1, 2, 4 or 8: fixed-size copies the compiler
+ * inlines, where a variable-size memcpy is a call per element). */
 static inline uint64_t load_n(const uint8_t *p, int n)
 {
-  uint64_t v = 0;
-  memcpy(&v, p, (size_t)n);
-  return v;
+  uint8_t b; uint16_t h; uint32_t u; uint64_t v;
+  switch (n) {
+  case 1: memcpy(&b, p, 1); return b;
+  case 2: memcpy(&h, p, 2); return h;
+  case 4: memcpy(&u, p, 4); return u;
+  default: memcpy(&v, p, 8); return v;
+  }
+}
+/* The lanes' host pointers p[l] for a global (or generic) access of n
+ * bytes each, when one check covers the warp: every lane aligned (as
+ * lpx_emu_addr checks it) and all in one global allocation. Else 0, and
+ * the caller translates lane by lane, which reports the first bad lane as
+ * before: this path only skips per-lane work for accesses that pass. */
+static int warp_global(emu_warp *w, uint32_t m, int space, const emu_op *ao, uint64_t bias, uint32_t n, uint8_t **p)
+{
+  if ((space != EMU_SP_GLOBAL && space != EMU_SP_GENERIC) || (n & (n - 1)) || !m) return 0;
+  const uint64_t *r = ao->reg >= 0 ? EMU_R(w, ao->reg) : NULL;
+  uint64_t off = (uint64_t)ao->off + bias, a[32], lo = UINT64_MAX, hi = 0, bits = 0;
+  if (r) EMU_EACH(m, { uint64_t x = r[l] + off; a[l] = x; lo = x < lo ? x : lo; hi = x > hi ? x : hi; bits |= x; });
+  else EMU_EACH(m, a[l] = lo = hi = bits = off);
+  uintptr_t delta;
+  if ((bits & (n - 1)) && (w->cta->L->checks & EMU_CHECK_ALIGN)) return 0;
+  if (hi - lo > UINT32_MAX || !lpx_emu_global_range(w, lo, hi - lo + n, &delta)) return 0;
+  EMU_EACH(m, p[l] = (uint8_t *)(delta + (uintptr_t)a[l]));
+  return 1;
 }
 
 /* A loaded element extended into a register of rbits (signed types sign-extend). */
@@ -70,6 +93,20 @@ static inline uint64_t extend(uint64_t v, int bytes, int is_signed, int rbits)
 }
 
 /* ------------------------------------------------------------ ld / st */
+/* The loads of a warp whose lanes passed one check (warp_global), for
+ * unsigned elements that fit their registers: copied, no extension. */
+static void load_warp_plain(uint32_t m, uint8_t *const *hp, int n, int size, uint64_t *const *dst)
+{
+  for (int k = 0; k < n; k++) {
+    uint64_t *d = dst[k];
+    switch (size) {
+    case 1: EMU_EACH(m, d[l] = hp[l][k]); break;
+    case 2: EMU_EACH(m, { uint16_t v; memcpy(&v, hp[l] + 2 * k, 2); d[l] = v; }); break;
+    case 4: EMU_EACH(m, { uint32_t v; memcpy(&v, hp[l] + 4 * k, 4); d[l] = v; }); break;
+    default: EMU_EACH(m, { uint64_t v; memcpy(&v, hp[l] + 8 * k, 8); d[l] = v; }); break;
+    }
+  }
+}
 
 /* ld / ldu: scalar or {d0, d1, ...} from one checked address per lane. */
 HANDLER(op_ld)
@@ -81,11 +118,19 @@ HANDLER(op_ld)
   uint64_t bias, *dst[8];
   int bits[8];
   int space = access_space(in, ao, &bias);
-  for (int k = 0; k < n && k < 8; k++) { dst[k] = EMU_R(w, EMU_OP(w, in, first + k)->reg); bits[k] = EMU_OP(w, in, first + k)->bits; }
+  int fits = !sgn;   /* unsigned elements no register truncates: a plain copy */
+  for (int k = 0; k < n && k < 8; k++) {
+    dst[k] = EMU_R(w, EMU_OP(w, in, first + k)->reg);
+    bits[k] = EMU_OP(w, in, first + k)->bits;
+    if (bits[k] < 8 * size) fits = 0;
+  }
   /* 32-bit unsigned/bit/float elements need no extension: the common case. */
   int plain32 = size == 4 && !sgn;
+  uint8_t *hp[32];
+  int warp = warp_global(w, m, space, ao, bias, (uint32_t)(size * n), hp);
+  if (warp && fits && n <= 8) { load_warp_plain(m, hp, n, size, dst); return 0; }
   EMU_EACH(m, {
-    const uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 0);
+    const uint8_t *p = warp ? hp[l] : lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 0);
     if (!p) return -1;
     if (plain32) for (int k = 0; k < n; k++) { uint32_t v; memcpy(&v, p + 4 * k, 4); dst[k][l] = v; }
     else for (int k = 0; k < n; k++) dst[k][l] = extend(load_n(p + k * size, size), size, sgn, bits[k]);
@@ -103,8 +148,10 @@ HANDLER(op_st)
   const uint64_t *src[8];
   int space = access_space(in, ao, &bias);
   for (int k = 0; k < n && k < 8; k++) src[k] = EMU_R(w, EMU_OP(w, in, first + k)->reg);
+  uint8_t *hp[32];
+  int warp = warp_global(w, m, space, ao, bias, (uint32_t)(size * n), hp);
   EMU_EACH(m, {
-    uint8_t *p = lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 1);
+    uint8_t *p = warp ? hp[l] : lpx_emu_addr(w, in, l, space, lane_addr(w, ao, l, bias), (uint32_t)(size * n), 1);
     if (!p) return -1;
     if (size == 4) for (int k = 0; k < n; k++) { uint32_t v = (uint32_t)src[k][l]; memcpy(p + 4 * k, &v, 4); }
     else for (int k = 0; k < n; k++) { uint64_t v = src[k][l]; memcpy(p + k * size, &v, (size_t)size); }
@@ -118,9 +165,11 @@ HANDLER(ld_global_32)
   const emu_op *ao = EMU_OP(w, in, 1);
   uint64_t *d = D(0);
   const uint64_t *base = ao->reg >= 0 ? EMU_R(w, ao->reg) : NULL;
+  uint8_t *hp[32];
+  int warp = warp_global(w, m, EMU_SP_GLOBAL, ao, 0, 4, hp);
   EMU_EACH(m, {
     uint32_t v;
-    const uint8_t *p = lpx_emu_addr(w, in, l, EMU_SP_GLOBAL, (base ? base[l] : 0) + (uint64_t)ao->off, 4, 0);
+    const uint8_t *p = warp ? hp[l] : lpx_emu_addr(w, in, l, EMU_SP_GLOBAL, (base ? base[l] : 0) + (uint64_t)ao->off, 4, 0);
     if (!p) return -1;
     memcpy(&v, p, 4);
     d[l] = v;

@@ -125,6 +125,22 @@ static uint8_t *global_ptr(emu_warp *w, const emu_inst *in, int lane, int space,
   return a->host + (addr - a->base);
 }
 
+/* The host address of device address 0 as seen from [addr, addr + n) when
+ * that range lies in one global allocation (host + (x - base) for every x
+ * in it), through the last-hit cache: 1 and *delta; else 0, and the caller
+ * goes lane by lane through lpx_emu_addr, which reports what is wrong. */
+int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delta)
+{
+  emu_dev *e = w->cta->L->dev;
+  if (!(hit.e == e && hit.gen == e->gen && addr - hit.base < hit.size && n <= hit.size - (addr - hit.base))) {
+    emu_alloc *a = lpx_emu_mem_find(e, addr, n);
+    if (!a) return 0;
+    hit.base = a->base; hit.size = a->size; hit.host = a->host; hit.gen = e->gen; hit.e = e;
+  }
+  *delta = (uintptr_t)hit.host - (uintptr_t)hit.base;
+  return 1;
+}
+
 /* Translate a shared-space address: an offset in the lane's CTA, or with
  * 1 + a CTA's rank in bits 24..31, an offset in that CTA of its cluster. */
 static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, int write)

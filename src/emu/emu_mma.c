@@ -251,12 +251,6 @@ static void gather(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[1
   }
 }
 
-/* An f16 or bf16 element (the low 16 bits of h) as a double. */
-static double half_value(int t, uint32_t h)
-{
-  return t == LPX_MT_BF16 ? emu_u2f(h << 16) : lpx_emu_f16_to_f32((uint16_t)h);
-}
-
 /* Is in an f16/bf16 form with f32 C (m16n8k16, m16n8k8: two elements a
  * register, two row blocks of A), the case gather16 serves? */
 static int is_half_f32(const emu_inst *in, const mma_geo *G)
@@ -266,7 +260,35 @@ static int is_half_f32(const emu_inst *in, const mma_geo *G)
          in->ext[X_CT] == LPX_MT_F32;
 }
 
-/* gather for is_half_f32 forms: the same layout with per = 2, mb = 2. */
+/* The two halves of each lane's register v as doubles, bf16 (a shift) or
+ * f16 (converted), into lo[l * stride] and hi[l * stride] of a lane-major
+ * pattern: out(l) = base + (l >> 2) * row + (l & 3) * col. The type test
+ * is outside the lane loop, so the common bf16 loop is straight code. */
+static inline __attribute__((always_inline)) void halves(int t, const uint64_t *v, double *base, int row, int col, int hi_off)
+{
+  if (t == LPX_MT_BF16) {
+    for (int g = 0; g < 8; g++)
+      for (int q = 0; q < 4; q++) {
+        uint32_t x = (uint32_t)v[4 * g + q];
+        double *o = base + g * row + q * col;
+        o[0] = emu_u2f(x << 16);
+        o[hi_off] = emu_u2f(x & 0xffff0000u);
+      }
+    return;
+  }
+  for (int g = 0; g < 8; g++)
+    for (int q = 0; q < 4; q++) {
+      uint32_t x = (uint32_t)v[4 * g + q];
+      double *o = base + g * row + q * col;
+      o[0] = lpx_emu_f16_to_f32((uint16_t)x);
+      o[hi_off] = lpx_emu_f16_to_f32((uint16_t)(x >> 16));
+    }
+}
+
+/* gather for is_half_f32 forms: the same layout with per = 2, mb = 2.
+ * Lane l = 4g + q holds, in A's register r, A[g + 8(r & 1)][2q + 8(r >> 1)
+ * + {0, 1}]; in B's register r, B[2q + 8r + {0, 1}][g]; in C's register r,
+ * C[g + 8(r >> 1)][2q + (r & 1)]. */
 static void gather16(emu_warp *w, const emu_inst *in, const mma_geo *G, double A[16][256], double B[256][8], double C[16][8])
 {
   int at = in->ext[X_AT], bt = in->ext[X_BT];
@@ -275,24 +297,13 @@ static void gather16(emu_warp *w, const emu_inst *in, const mma_geo *G, double A
   frag_regs(w, in, a0, G->na, ra);
   frag_regs(w, in, b0, G->nb, rb);
   frag_regs(w, in, c0, G->nc, rc);
-  for (int r = 0; r < G->na; r++) {   /* register by register: each loop over the lanes is straight */
-    const uint64_t *v = ra[r];
-    for (int l = 0; l < 32; l++) {
-      double *a = &A[(l >> 2) + 8 * (r & 1)][2 * (l & 3) + 8 * (r >> 1)];
-      a[0] = half_value(at, (uint32_t)v[l] & 0xffff);
-      a[1] = half_value(at, (uint32_t)v[l] >> 16);
-    }
-  }
-  for (int r = 0; r < G->nb; r++) {
-    const uint64_t *v = rb[r];
-    for (int l = 0; l < 32; l++) {
-      B[2 * (l & 3) + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] & 0xffff);
-      B[2 * (l & 3) + 1 + 8 * r][l >> 2] = half_value(bt, (uint32_t)v[l] >> 16);
-    }
-  }
+  for (int r = 0; r < G->na; r++) halves(at, ra[r], &A[8 * (r & 1)][8 * (r >> 1)], 256, 2, 1);
+  for (int r = 0; r < G->nb; r++) halves(bt, rb[r], &B[8 * r][0], 1, 2 * 8, 8);
   for (int r = 0; r < G->nc; r++) {
     const uint64_t *v = rc[r];
-    for (int l = 0; l < 32; l++) C[(l >> 2) + 8 * (r >> 1)][2 * (l & 3) + (r & 1)] = emu_u2f(v[l]);
+    double *c = &C[8 * (r >> 1)][r & 1];
+    for (int g = 0; g < 8; g++)
+      for (int q = 0; q < 4; q++) c[g * 8 + 2 * q] = emu_u2f(v[4 * g + q]);
   }
 }
 
@@ -303,8 +314,12 @@ static void scatter(emu_warp *w, const emu_inst *in, const mma_geo *G, double Dm
   uint64_t *rd[MMA_MAX_REGS];
   frag_regs(w, in, 1, G->nd, rd);
   if (dt == LPX_MT_F32) {   /* the common case, one conversion a register */
-    for (int r = 0; r < G->nd; r++)
-      for (int l = 0; l < 32; l++) rd[r][l] = emu_f2u((float)Dm[(l >> 2) + 8 * (r >> 1)][2 * (l & 3) + (r & 1)]);
+    for (int r = 0; r < G->nd; r++) {
+      const double *d = &Dm[8 * (r >> 1)][r & 1];
+      uint64_t *o = rd[r];
+      for (int g = 0; g < 8; g++)
+        for (int q = 0; q < 4; q++) o[4 * g + q] = emu_f2u((float)d[g * 8 + 2 * q]);
+    }
     return;
   }
   for (int l = 0; l < 32; l++) {

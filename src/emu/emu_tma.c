@@ -316,6 +316,48 @@ static void cur_next(const tma_req *q, tma_cur *u)
 typedef struct tma_io { uint8_t *sh; int op, type; uint64_t hi; } tma_io;
 typedef int (*tma_fn)(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
 
+static int el_load(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
+static int el_measure(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
+
+/* The bytes a row starting at shared linear offset lin moves as one piece:
+ * a swizzle moves whole 16-byte units unless it flips 8-byte halves, so a
+ * 16-byte-aligned row goes over in units; else element by element. */
+static uint32_t row_unit(const tma_req *q, uint64_t lin)
+{
+  uint64_t n = (uint64_t)q->n0 * q->t.esize;
+  return (!q->sw->span || (!q->sw->flip && q->sw->atom_shift >= 4)) && !(lin & 15) && !(n & 15) ? 16 : q->t.esize;
+}
+
+/* How far into shared memory row r reaches (el_measure for a whole row). */
+static void measure_row(const tma_req *q, uint32_t r, tma_io *io)
+{
+  uint64_t lin = q->base + (uint64_t)r * q->pitch, n = (uint64_t)q->n0 * q->t.esize;
+  uint32_t unit = row_unit(q, lin);
+  for (uint64_t b = 0; b < n; b += unit, lin += unit) {
+    uint64_t end = swizzle(lin, q->sw) - q->base + unit;
+    if (end > io->hi) io->hi = end;
+  }
+}
+
+/* Load row r of a request whose n0 elements are consecutive in global
+ * memory (stride 1), all inside the tensor, aligned, and in one
+ * allocation: one check for the row, then a copy per element to its
+ * swizzled place. 0 when it does not apply (walk then visits each element,
+ * which reports what is wrong). */
+static int load_row(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, tma_io *io)
+{
+  const emu_tmap *t = &q->t;
+  uint64_t g = ga + (uint64_t)q->c[0] * t->esize, n = (uint64_t)q->n0 * t->esize;
+  uintptr_t delta;
+  if (q->s0 != 1 || q->c[0] < 0 || q->c[0] + (int64_t)q->n0 > (int64_t)t->dims[0] || (g & (t->esize - 1)) ||
+      !lpx_emu_global_range(w, g, n, &delta)) return 0;
+  const uint8_t *src = (const uint8_t *)(delta + (uintptr_t)g);
+  uint64_t lin = q->base + (uint64_t)r * q->pitch;
+  uint32_t unit = row_unit(q, lin);
+  for (uint64_t b = 0; b < n; b += unit, lin += unit) memcpy(io->sh + (swizzle(lin, q->sw) - q->base), src + b, unit);
+  return 1;
+}
+
 /* Visit every element of a request in shared order with its shared offset
  * from the box start (swizzled), its global address and whether it lies
  * inside the tensor. */
@@ -331,6 +373,8 @@ static int walk(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, tma
       if (u.g[d] < 0 || u.g[d] >= (int64_t)t->dims[d]) row_in = 0;
       ga += (uint64_t)u.g[d] * t->strides[d - 1];
     }
+    if (fn == el_measure) { measure_row(q, r, io); continue; }
+    if (fn == el_load && row_in && load_row(w, q, r, ga, io)) continue;
     for (uint32_t j = 0; j < q->n0; j++) {
       int64_t g0 = q->c[0] + (int64_t)j * q->s0;
       int inside = row_in && g0 >= 0 && g0 < (int64_t)t->dims[0];
@@ -528,7 +572,11 @@ int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off,
   emu_cta *c = w->cta;
   if (!c->pdirty || !(c->L->checks & EMU_CHECK_RACE) || off >= c->shared_size) return 0;
   if (n > c->shared_size - off) n = (uint32_t)(c->shared_size - off);
-  for (uint64_t i = off; i < off + n; i++) {
+  uint64_t any = 0, i = off;   /* eight flags a step: the common answer is "none" */
+  for (; i + 8 <= off + n; i += 8) { uint64_t v; memcpy(&v, c->pdirty + i, 8); any |= v; }
+  for (; i < off + n; i++) any |= c->pdirty[i];
+  if (!any) return 0;
+  for (i = off; i < off + n; i++) {
     if (!c->pdirty[i]) continue;
     char there[512];
     lpx_emu_where(w->p, &w->p->insts[c->race_wi[i]], there, sizeof there);

@@ -167,6 +167,11 @@ int lpx_emu_mdesc_read(emu_warp *w, const emu_inst *in, int lane, const emu_mdes
       uint32_t row = r->mn_major ? i : r->mn0 + i, cb = r->mn_major ? (r->mn0 / per + c) * 16 : 16 * c;
       const uint8_t *p = lpx_emu_mdesc_bytes(w, in, lane, r, lpx_emu_mdesc_chunk(d, r->mn_major, row, cb));
       if (!p) return -1;
+      if (r->type == LPX_MT_BF16 && !r->mn_major) {   /* the common case: eight bf16 of one row, a shift each */
+        double *o = out + i * K + c * 8;
+        for (uint32_t j = 0; j < 8; j++) { uint16_t h; memcpy(&h, p + 2 * j, 2); o[j] = emu_u2f((uint32_t)h << 16); }
+        continue;
+      }
       for (uint32_t j = 0; j < per; j++) {
         double v = decoders[r->type](field(p, j, bits));
         if (r->mn_major) out[(c * per + j) * K + i] = v; else out[i * K + c * per + j] = v;
@@ -328,13 +333,24 @@ static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op 
   if (o->dt == LPX_MT_F32) {   /* the common case: one f32 register an element, looked up once */
     uint64_t *d[128];
     for (uint32_t e = 0; e < ne; e++) d[e] = EMU_R(w, EMU_OP(w, in, 1 + (int)e)->reg);
-    EMU_EACH(m, {
-      for (uint32_t e = 0; e < ne; e++) {
-        uint32_t row, col;
-        coord(l, e, &row, &col);
-        double old = o->scale_d ? (double)emu_u2f(d[e][l]) : 0.0;
-        d[e][l] = emu_f2u((float)(old + o->scale * s[row * n + col]));
-      }
+    int keep = o->scale_d != 0;
+    double scale = o->scale;
+    EMU_EACH(m, {   /* coord's layout unrolled: e = 4nb + 2h + j is D[l/4 + 8h][8nb + 2(l%4) + j] */
+      const double *s0 = s + (uint32_t)(l >> 2) * n + 2 * (uint32_t)(l & 3), *s1 = s0 + 8 * n;
+      if (keep)
+        for (uint32_t e = 0; e < ne; e += 4) {
+          d[e][l] = emu_f2u((float)((double)emu_u2f(d[e][l]) + scale * s0[2 * e]));
+          d[e + 1][l] = emu_f2u((float)((double)emu_u2f(d[e + 1][l]) + scale * s0[2 * e + 1]));
+          d[e + 2][l] = emu_f2u((float)((double)emu_u2f(d[e + 2][l]) + scale * s1[2 * e]));
+          d[e + 3][l] = emu_f2u((float)((double)emu_u2f(d[e + 3][l]) + scale * s1[2 * e + 1]));
+        }
+      else
+        for (uint32_t e = 0; e < ne; e += 4) {   /* scale-d off: the old value is not read (0.0 + x, as before) */
+          d[e][l] = emu_f2u((float)(0.0 + scale * s0[2 * e]));
+          d[e + 1][l] = emu_f2u((float)(0.0 + scale * s0[2 * e + 1]));
+          d[e + 2][l] = emu_f2u((float)(0.0 + scale * s1[2 * e]));
+          d[e + 3][l] = emu_f2u((float)(0.0 + scale * s1[2 * e + 1]));
+        }
     });
     return;
   }
