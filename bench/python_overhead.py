@@ -1,18 +1,36 @@
-"""Python's call overhead on top of the same launch from C (docs/python.md).
+"""Python's call overhead on top of the same launch from C (docs/performance.md).
 
-    build/pyvenv/bin/python bench/python_overhead.py [--iters 2000] [--repeats 7]
+    build/pyvenv/bin/python bench/python_overhead.py [--rounds 500] [--block 20] [--threads 1]
 
 A prepared kernel doing no work (`noop` of examples/python/rms_norm.lua,
 one f32 in, one out, N=1) is launched on CPU tensors (the emulator) with
-unchanged shapes. The baseline is luaptx_launch_dlpack called from C in a
-loop (luaptx._core.c_launch_times: tensors taken once); each Python path
-is timed per call the same way, and its overhead is its median minus the
-C median. Spread: the 10th and 90th percentiles of the per-call times.
+unchanged shapes, on one emulator thread (--threads, LUAPTX_EMU_THREADS:
+the kernel is one CTA; with 0, the default, every launch looks the usable
+CPUs up in cgroup files, about 30 us of system calls that swamp the
+figures and slow the Python around them). The baseline is luaptx_launch_dlpack called from C in a
+loop (luaptx._core.c_launch_times: tensors taken once, its launch plan
+made: no Lua, no Python). Each path is timed in blocks of --block calls;
+the blocks of every path are interleaved, round after round, so that a
+load on the (shared) machine falls on all of them alike. A Python block's
+time is its loop's, less the fastest block of the same loop calling a
+function that does nothing (printed as "loop").
+
+Per path, over the rounds: the minimum and the median of the per-call
+time of a block, and the noise (the 90th percentile over the minimum, as
+a ratio). Overhead: the path's minimum less the C baseline's (the figure
+least disturbed by other processes), and the median over the rounds of
+the path's block less the C block of the same round (paired).
+
 Paths: numpy (outputs given, and allocated), torch eager (outputs given,
-allocated, the op's eager path, and its custom op through torch's
-dispatcher), JAX (a jitted function calling luaptx.jax.call).
-Targets: <= 5 us per eager torch call and per JAX FFI call. This is a
-benchmark, not a timed test: machines differ, and this one is shared.
+allocated, the op's eager path `lt.op(k)(x)`), the op's custom op through
+torch's dispatcher as a torch.compile'd graph calls it (the OpOverload
+with the kernel's key) and as `lt.op(k).custom(x, key)`, and JAX (a jitted
+function calling luaptx.jax.call, with block_until_ready). Two reference
+rows time what the frameworks cost alone: a torch custom op of the same
+schema doing nothing, and a jitted JAX function adding 1.
+Targets (docs/performance.md): eager torch <= 2 us, lt.op eager <= 2.5 us,
+the custom op <= 4 us, JAX <= 3 us. A benchmark, not a timed test:
+machines differ, and a shared one is noisy.
 """
 import argparse
 import os
@@ -28,65 +46,107 @@ from luaptx import _core
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def per_call(fn, iters, repeats):
-    """Per-call seconds of fn over repeats x iters calls (after a warm-up)."""
-    for _ in range(50):
-        fn()
-    out = []
-    for _ in range(repeats):
-        for _ in range(iters):
-            t0 = time.perf_counter()
+def block_timer(fn, block):
+    """A function timing one block of calls of fn: seconds per call."""
+    def run():
+        t0 = time.perf_counter()
+        for _ in range(block):
             fn()
-            out.append(time.perf_counter() - t0)
-    return out
+        return (time.perf_counter() - t0) / block
+    return run
 
 
-def summary(times):
-    q = statistics.quantiles(times, n=10)
-    return statistics.median(times), q[0], q[-1]
+def c_timer(handle, tensors, block):
+    """The C baseline's block: seconds per call (timed in C, call by call)."""
+    return lambda: sum(_core.c_launch_times(handle, tensors, block)) / block
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iters", type=int, default=2000)
-    ap.add_argument("--repeats", type=int, default=5)
-    a = ap.parse_args()
-    ks = luaptx.load(os.path.join(ROOT, "examples", "python", "rms_norm.lua"), device="emu")
-    k = ks.noop
+def torch_floor(torch):
+    """A torch.library custom op of the luaptx ops' schema (a tensor and a
+    str key) that does nothing but allocate its output: what torch's custom
+    op machinery costs alone, for comparison."""
+    @torch.library.custom_op("luaptx_bench::floor", mutates_args=(), schema="(Tensor input1, str key) -> Tensor")
+    def floor(x, key):
+        return x.new_empty(x.shape)
+    return floor
+
+
+def paths(k, block):
+    """(name, timer) of every path this environment can run."""
     x, y = np.zeros(1, np.float32), np.zeros(1, np.float32)
     spec = k.specialize()
-    base = _core.c_launch_times(spec.handle, (x, y), a.iters * a.repeats)
-    rows = [("C luaptx_launch_dlpack (baseline)", base)]
-    rows.append(("numpy k(x, y), outputs given", per_call(lambda: k(x, y), a.iters, a.repeats)))
-    rows.append(("numpy k(x), output allocated", per_call(lambda: k(x), a.iters, a.repeats)))
+    out = [("C luaptx_launch_dlpack (baseline)", c_timer(spec.handle, (x, y), block)),
+           ("loop (a Python call doing nothing)", block_timer(lambda: None, block)),
+           ("numpy k(x, y), outputs given", block_timer(lambda: k(x, y), block)),
+           ("numpy k(x), output allocated", block_timer(lambda: k(x), block))]
     try:
         import torch
         import luaptx.torch as lt
         tx, ty = torch.zeros(1), torch.zeros(1)
         op = lt.op(k)
-        rows.append(("torch eager k(x, y), outputs given", per_call(lambda: k(tx, ty), a.iters, a.repeats)))
-        rows.append(("torch eager k(x), output allocated", per_call(lambda: k(tx), a.iters, a.repeats)))
-        rows.append(("torch eager lt.op(k)(x)", per_call(lambda: op(tx), a.iters, a.repeats)))
-        key = k.specialize().key         # the op's last argument: its kernel's key
-        rows.append(("torch custom op lt.op(k).custom(x, key) (dispatcher)",
-                     per_call(lambda: op.custom(tx, key), a.iters, a.repeats)))
+        floor = torch_floor(torch)
+        key = spec.key                     # the custom op's last argument: its kernel's key
+        overload = op.custom._opoverload   # what a torch.compile'd graph calls
+        out += [("torch eager k(x, y), outputs given", block_timer(lambda: k(tx, ty), block)),
+                ("torch eager k(x), output allocated", block_timer(lambda: k(tx), block)),
+                ("torch eager lt.op(k)(x)", block_timer(lambda: op(tx), block)),
+                ("torch custom op as compiled: overload(x, key)", block_timer(lambda: overload(tx, key), block)),
+                ("torch custom op lt.op(k).custom(x, key)", block_timer(lambda: op.custom(tx, key), block)),
+                ("  reference: a custom_op doing nothing, (x, key)", block_timer(lambda: floor(tx, key), block))]
     except ImportError as e:
         print(f"torch paths skipped: {e}", file=sys.stderr)
     try:
         import jax
         import luaptx.jax as lj
-        jx = jax.numpy.zeros(1, jax.numpy.float32)
+        jx = jax.device_put(jax.numpy.zeros(1, jax.numpy.float32), jax.devices("cpu")[0])
         f = jax.jit(lambda x: lj.call(k, x))
-        rows.append(("JAX jit(lj.call(k, x)) + block_until_ready", per_call(lambda: f(jx).block_until_ready(), a.iters, a.repeats)))
+        g = jax.jit(lambda x: x + 1)
+        out += [("JAX jit(lj.call(k, x)) + block_until_ready", block_timer(lambda: f(jx).block_until_ready(), block)),
+                ("  reference: JAX jit(x + 1) + block_until_ready", block_timer(lambda: g(jx).block_until_ready(), block))]
     except ImportError as e:
         print(f"JAX path skipped: {e}", file=sys.stderr)
-    c_med = statistics.median(base)
-    print(f"noop kernel on the emulator, {a.iters * a.repeats} calls per path; times per call in microseconds")
-    print(f"{'path':50} {'median':>8} {'p10':>8} {'p90':>8} {'overhead':>9}")
-    for name, times in rows:
-        med, p10, p90 = summary(times)
-        over = "" if times is base else f"{(med - c_med) * 1e6:+9.2f}"
-        print(f"{name:50} {med * 1e6:8.2f} {p10 * 1e6:8.2f} {p90 * 1e6:8.2f} {over}")
+    return out
+
+
+def measure(timers, rounds):
+    """Per path, its per-call time in each round (warm-up rounds dropped)."""
+    for _ in range(3):
+        for _, t in timers:
+            t()
+    times = [[] for _ in timers]
+    for _ in range(rounds):
+        for i, (_, t) in enumerate(timers):
+            times[i].append(t())
+    return times
+
+
+def report(names, times, rounds, block):
+    """The table: min, median, noise, overheads (microseconds)."""
+    us = 1e6
+    c, loop = times[0], times[1]
+    print(f"noop kernel on the emulator ({os.environ['LUAPTX_EMU_THREADS']} thread(s)): {rounds} rounds x {block} calls per path, interleaved; "
+          "microseconds per call (Python paths less the loop)")
+    print(f"{'path':48} {'min':>7} {'median':>7} {'noise':>6} {'over(min)':>9} {'over(med)':>9}")
+    for i, name in enumerate(names):
+        t = times[i] if i < 2 else [a - min(loop) for a in times[i]]
+        p90 = statistics.quantiles(t, n=10)[-1]
+        line = f"{name:48} {min(t) * us:7.2f} {statistics.median(t) * us:7.2f} {p90 / min(t):6.2f}"
+        if i >= 2 and "reference:" not in name:      # a reference row runs no kernel: no overhead
+            paired = statistics.median(a - b for a, b in zip(t, c))
+            line += f" {(min(t) - min(c)) * us:+9.2f} {paired * us:+9.2f}"
+        print(line)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1, help="emulator threads (LUAPTX_EMU_THREADS); 0: one per CPU")
+    a = ap.parse_args()
+    os.environ["LUAPTX_EMU_THREADS"] = str(a.threads)    # read when the script's device is made (load)
+    ks = luaptx.load(os.path.join(ROOT, "examples", "python", "rms_norm.lua"), device="emu")
+    timers = paths(ks.noop, a.block)
+    report([n for n, _ in timers], measure(timers, a.rounds), a.rounds, a.block)
 
 
 if __name__ == "__main__":
