@@ -138,6 +138,7 @@ typedef struct emu_dev {
   emu_prog **progs; size_t nprogs, progs_cap;
   emu_mod *mods; size_t nmods, mods_cap;
   int64_t budget, threads, checks;
+  int32_t cpus;                   /* lpx_cpu_count(), read at the first launch that needs it (0: not yet) */
   int64_t schedule;               /* -1: the default schedule; else the adversarial schedule's seed */
   int64_t profile;                /* 1: count performance counters per instruction (emu_prof.c) */
   int64_t memory;                 /* bytes of host memory device memory and a launch may take */

@@ -876,10 +876,14 @@ static int check_launch_memory(emu_dev *e, const emu_launch *L)
   return lpx_emu_mem_room(e, bytes, what);
 }
 
-/* Number of host threads for a launch of nctas CTAs. */
+/* Number of host threads for a launch of nctas CTAs. The CPUs this
+ * process may use are read once per device: reading the affinity mask and
+ * the cgroup files took about 30 us, more than a small launch itself. */
 static int thread_count(emu_dev *e, uint64_t nctas)
 {
-  long n = e->threads > 0 ? (long)e->threads : (long)lpx_cpu_count();
+  if (nctas <= 1) return 1;
+  if (e->threads <= 0 && !e->cpus) e->cpus = lpx_cpu_count();
+  long n = e->threads > 0 ? (long)e->threads : (long)e->cpus;
   if (n < 1) n = 1;
   if (n > 256) n = 256;
   if ((uint64_t)n > nctas) n = (long)nctas;
