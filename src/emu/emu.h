@@ -326,18 +326,29 @@ void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size
 uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n, int write);
 uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write);
 
-/* execution */
-int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
+/* failure reports (emu_report.c, a leaf: every file may call it) */
 int lpx_emu_fail(emu_warp *w, const emu_inst *in, int lane, const char *fmt, ...);
 int lpx_emu_fail_raw(emu_launch *L, const char *fmt, ...);
 void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap);
+void lpx_emu_report_cta(uint64_t cta);
+int lpx_emu_stop_for_error(const emu_launch *L);
+
+/* Lanes of m whose predicate slot holds true (false when neg). */
+static inline uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m)
+{
+  const uint64_t *r = EMU_R(w, slot);
+  uint32_t out = 0, want = neg ? 0u : 1u;
+  EMU_EACH(m, out |= (uint32_t)(((uint32_t)r[l] & 1u) == want) << l);
+  return out;
+}
+
+/* execution */
+int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
 int lpx_emu_bar_arrive(emu_warp *w, const emu_inst *in, uint32_t m, uint32_t id, uint32_t count);
 int lpx_emu_warp_run(emu_warp *w, uint64_t *steps);
 void lpx_emu_warp_regs(emu_warp *w, emu_cta *c);
 int lpx_emu_charge(emu_cta *c, emu_warp *w, uint64_t steps);
-int lpx_emu_stop_for_error(const emu_launch *L);
 int lpx_emu_is_control(emu_fn fn);
-uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m);
 
 /* checks */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);

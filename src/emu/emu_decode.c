@@ -29,6 +29,13 @@ typedef struct dec {
 
 typedef emu_fn (*emu_picker)(const emu_inst *in);
 
+/* fence.proxy.async is the TMA family's; every other fence the control family's. */
+static emu_fn pick_fence(const emu_inst *in)
+{
+  emu_fn fn = lpx_emu_pick_fence(in);
+  return fn ? fn : lpx_emu_pick_ctl(in);
+}
+
 /* Which handler family serves each ISA row; rows left out are unsupported. */
 static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_ADD] = lpx_emu_pick_alu, [LPX_OP_SUB] = lpx_emu_pick_alu, [LPX_OP_MUL] = lpx_emu_pick_alu,
@@ -57,7 +64,7 @@ static const emu_picker family[LPX_OP__COUNT] = {
   [LPX_OP_ELECT] = lpx_emu_pick_warp,
   [LPX_OP_BRA] = lpx_emu_pick_ctl, [LPX_OP_RET] = lpx_emu_pick_ctl, [LPX_OP_EXIT] = lpx_emu_pick_ctl,
   [LPX_OP_TRAP] = lpx_emu_pick_ctl, [LPX_OP_BAR] = lpx_emu_pick_ctl, [LPX_OP_BARRIER] = lpx_emu_pick_ctl,
-  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = lpx_emu_pick_fence,
+  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = pick_fence,
   [LPX_OP_GRIDDEP] = lpx_emu_pick_ctl, [LPX_OP_SETMAXNREG] = lpx_emu_pick_ctl, [LPX_OP_PREFETCHU] = lpx_emu_pick_ctl,
   [LPX_OP_BRKPT] = lpx_emu_pick_ctl, [LPX_OP_NANOSLEEP] = lpx_emu_pick_ctl,
   [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
