@@ -494,3 +494,68 @@ int32_t lpx_func_inst_count(lpx_module *m, int32_t fn)
   lpx_func *f = func_at(m, fn);
   return f ? (int32_t)f->ninsts : -1;
 }
+
+/* A 64-bit digest of every field of an operand. Fields are read one by
+ * one, at their own width: the parser has just stored them that way, and a
+ * wider load spanning two fresh stores stalls on store forwarding. */
+uint64_t lpx_operand_digest(const lpx_operand *o)
+{
+  uint64_t fbits;
+  memcpy(&fbits, &o->fval, 8);
+  uint64_t h = (uint64_t)(uint32_t)o->kind * 0xFF51AFD7ED558CCDull ^ (uint64_t)(uint32_t)o->type * 0xC4CEB9FE1A85EC53ull ^
+               (uint64_t)(uint32_t)o->id * 0x9FB21C651E98DF25ull ^ (uint64_t)(uint32_t)o->aux * 0xD6E8FEB86659FD93ull ^
+               (uint64_t)o->ival * 0x9E3779B97F4A7C15ull ^ fbits * 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);   /* independent products: no serial multiply chain */
+}
+
+/* ------------------------------------------------------------- IR editing */
+
+/* Number of functions (with bodies) in a module. */
+int32_t lpx_module_func_count(lpx_module *m) { return (int32_t)m->nfuncs; }
+
+/* The register of a function named name ("%r12", "%foo"), or -1. */
+int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  const lpx_func *f = &m->funcs[fn];
+  lpx_buf tmp = { 0 };
+  int32_t found = -1;
+  for (size_t r = 0; r < f->nregs && found < 0; r++) {
+    tmp.n = 0;
+    lpx_put_reg(&tmp, m, f, (int32_t)r);
+    if (tmp.p && strcmp(tmp.p, name) == 0) found = (int32_t)r;
+  }
+  lpx_buf_free(&tmp);
+  return found;
+}
+
+/* Give a register a new name; every use and declaration prints it. */
+int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  lpx_func *f = &m->funcs[fn];
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  if (LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs)) return lpx_fail(m->ctx, "out of memory");
+  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;
+  f->nreg_names = f->nregs;
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  f->reg_name[reg] = sym;
+  lpx_lookup_free(f);   /* names changed: rebuilt on the next lookup */
+  return 0;
+}
+
+/* A register's PTX name ("%r3", or its parsed/declared name); the text
+ * stays owned by the module until its next emission. */
+int32_t lpx_reg_name(lpx_module *m, int32_t fn, int32_t reg, const char **name, size_t *len)
+{
+  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
+  const lpx_func *f = &m->funcs[fn];
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  m->out.n = 0;
+  lpx_put_reg(&m->out, m, f, reg);
+  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
+  *name = m->out.p;
+  *len = m->out.n;
+  return 0;
+}

@@ -1471,7 +1471,7 @@ static void parse_func_directives(pstate *ps, int32_t fn)
       while (cur(ps)->kind == LPX_TK_NUM || is_punct(ps, cur(ps), ',')) take(ps);
     }
     lpx_buf b = { 0 };
-    lpx_fmt_tokens(&b, ps->m, ps->lex_base + (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
+    lpx_print_tokens(&b, ps->m, ps->lex_base + (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
     int rc = b.p ? lpx_func_directive(ps->m, fn, b.p) : -1;
     lpx_buf_free(&b);
     if (rc) poom(ps);

@@ -524,7 +524,7 @@ static int top_kind(lpx_module *m, const lpx_item *it)
 static void put_module_decl(lpx_buf *b, lpx_module *m, const lpx_item *it)
 {
   lpx_buf tmp = { 0 };
-  lpx_fmt_tokens(&tmp, m, it->lex, it->nlex, NULL);
+  lpx_print_tokens(&tmp, m, it->lex, it->nlex, NULL);
   lpx_buf_puts(b, "prelude[#prelude + 1] = [==[");
   if (tmp.p) lpx_buf_put(b, tmp.p, tmp.n);
   lpx_buf_puts(b, "]==]\nitems[#items + 1] = prelude[#prelude]\n\n");
