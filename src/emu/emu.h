@@ -332,6 +332,7 @@ int lpx_emu_fail_raw(emu_launch *L, const char *fmt, ...);
 void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap);
 void lpx_emu_report_cta(uint64_t cta);
 int lpx_emu_stop_for_error(const emu_launch *L);
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
 
 /* Lanes of m whose predicate slot holds true (false when neg). */
 static inline uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m)
@@ -350,10 +351,11 @@ void lpx_emu_warp_regs(emu_warp *w, emu_cta *c);
 int lpx_emu_charge(emu_cta *c, emu_warp *w, uint64_t steps);
 int lpx_emu_is_control(emu_fn fn);
 
-/* checks */
+/* shared-memory checks (emu_race.c, a leaf under the memory access path) */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
 int lpx_emu_race_settle(emu_warp *w, const emu_inst *in);
-const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
+int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
+/* register checks (emu_check.c, called by the runner) */
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* handler tables (one file each) */
@@ -395,7 +397,6 @@ int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int6
 emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
 int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
-int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
 emu_fn lpx_emu_pick_fence(const emu_inst *in);
 int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
 int lpx_emu_space(const emu_inst *in);

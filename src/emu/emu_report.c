@@ -88,3 +88,11 @@ int lpx_emu_fail(emu_warp *w, const emu_inst *in, int lane, const char *fmt, ...
   set_error(c->L, msg);
   return -1;
 }
+
+/* The fix a message about in names: the DSL call when in was traced
+ * (it has a Lua line, or its module was never parsed), the PTX
+ * instruction in parsed (foreign) PTX. */
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx)
+{
+  return (in && in->item >= 0 && w->p->f->items[in->item].file > 0) || !w->p->m->nlex ? dsl : ptx;
+}
