@@ -395,6 +395,12 @@ double lpx_emu_mtype_value(int t, uint32_t bits);
 void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);
 emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
+uint8_t *lpx_emu_mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane);
+int lpx_emu_mbar_parity(emu_warp *w, const emu_inst *in, int k, int lane);
+int lpx_emu_mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out);
+int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want);
+/* An mbarrier word's count fields (pending, expected, tx) are 21 bits each. */
+#define EMU_MBAR_COUNT 0x1fffffull
 int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
 emu_fn lpx_emu_pick_fence(const emu_inst *in);
