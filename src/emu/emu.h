@@ -412,6 +412,7 @@ void lpx_emu_decode_mma(emu_inst *in, const lpx_form *fo);
 
 /* tcgen05 (emu_tmem.c, emu_tcgen05.c) */
 emu_fn lpx_emu_pick_tmem(const emu_inst *in);
+emu_fn lpx_emu_pick_tc_async(const emu_inst *in);
 void lpx_emu_decode_tcgen05(emu_inst *in, const lpx_form *fo);
 int lpx_emu_tmem_init(emu_cta *c);
 void lpx_emu_tmem_reset(emu_cta *c);
