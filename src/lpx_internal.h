@@ -56,7 +56,7 @@ LPX_FAMGROUPS(G, M)
 #undef M
 
 enum lpx_op_id {
-#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) LPX_OP_##id,
+#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm, emu) LPX_OP_##id,
   LPX_ISA(X)
 #undef X
   LPX_OP__COUNT

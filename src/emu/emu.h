@@ -403,7 +403,7 @@ int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const ui
 #define EMU_MBAR_COUNT 0x1fffffull
 int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
-emu_fn lpx_emu_pick_fence(const emu_inst *in);
+emu_fn lpx_emu_pick_proxy_fence(const emu_inst *in);
 int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
 int lpx_emu_space(const emu_inst *in);
 int lpx_emu_host_rounding(int rnd);

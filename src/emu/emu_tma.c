@@ -539,7 +539,7 @@ static int op_proxy_fence(emu_warp *w, const emu_inst *in, uint32_t m)
 /* fence.proxy.async (any space) here; NULL for every other fence (tensormap
  * ones included: maps are read straight from memory), which the decoder
  * hands to the control family. */
-emu_fn lpx_emu_pick_fence(const emu_inst *in)
+emu_fn lpx_emu_pick_proxy_fence(const emu_inst *in)
 {
   return in->mod[LPX_GB_PROXYK] == LPX_PROXYK_ASYNC ? op_proxy_fence : NULL;
 }
