@@ -1,7 +1,7 @@
 /* The PTX text emitter: deterministic, nvcc-style register declarations,
  * one instruction per line, optional .file/.loc pointing at Lua lines. */
 #include "lpx_internal.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,7 +61,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   case LPX_OPD_REG:
     if (o->aux) lpx_buf_putc(b, o->aux == LPX_REG_NEG ? '-' : '!');
     put_reg(b, m, f, o->id);
-    if (o->ival) { lpx_video_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
+    if (o->ival) { lpx_rules_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
     break;
   case LPX_OPD_IMM: put_imm(b, o); break;
   case LPX_OPD_INT:

@@ -10,7 +10,7 @@
  * debug information (.loc, .file, DWARF sections) is dropped: it points at
  * the source the PTX came from, not at the script. */
 #include "lpx_parse.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,7 +180,7 @@ static void put_video_reg(tx *x, const lpx_operand *o)
   if (o->aux == LPX_REG_NEG) lpx_buf_puts(x->b, "ptx.vneg(");
   if (o->ival) lpx_buf_puts(x->b, "ptx.vsel(");
   put_reg(x, o->id, 0);
-  if (o->ival) { lpx_video_sel_text(o->ival, sel, sizeof sel); lpx_buf_printf(x->b, ", \"%s\")", sel + 1); }
+  if (o->ival) { lpx_rules_sel_text(o->ival, sel, sizeof sel); lpx_buf_printf(x->b, ", \"%s\")", sel + 1); }
   if (o->aux == LPX_REG_NEG) lpx_buf_putc(x->b, ')');
 }
 

@@ -228,7 +228,7 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
   emu_op *o = op_new(d);
   if (!o) return -1;
   switch (src->kind) {
-  case LPX_OPD_REG:   /* off: a video selector (lpx_video.h) */
+  case LPX_OPD_REG:   /* off: a video selector (lpx_rules.h) */
     o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0; o->off = src->ival;
     o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
     return 0;
