@@ -182,7 +182,7 @@ struct emu_warp {
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;
   uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
-  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_check.c) */
+  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_race.c) */
 };
 
 /* A byte another warp wrote in this epoch, overwritten by the running
