@@ -196,7 +196,7 @@ int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const ui
     want, n > 1 ? "cluster" : "CTA", b.phase, (long long)b.pending, (long long)b.expected, (long long)b.tx);
 }
 
-/* ----------------------------------------------------------- bulk copies */
+/* ------------------------------------------- copies and tcgen05 arrivals */
 
 /* Complete bytes of transactions on the barrier word p, which lives in CTA c. */
 static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int64_t bytes)
