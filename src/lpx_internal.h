@@ -318,9 +318,31 @@ uint64_t lpx_operand_digest(const lpx_operand *o);
 extern const char lpx_class_prefix[LPX_RC__COUNT][4];
 void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg);
 const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap);
-void lpx_print_token(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it, const lpx_lex *l);
 const char *lpx_print_gap(const lpx_module *m, const lpx_lex *prev2, const lpx_lex *prev, const lpx_lex *l);
 void lpx_print_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
+/* Write a register's current name (its spelling if it is out of range). */
+static inline void lpx_print_reg_or(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg, int32_t spell)
+{
+  if (f && reg >= 0 && (size_t)reg < f->nregs) lpx_put_reg(b, m, f, reg);
+  else lpx_buf_putsym(b, &m->syms, spell);
+}
+
+/* Write a token's text: its spelling, or what the IR now says in its place
+ * (it: the item the token belongs to, NULL for a directive's tokens);
+ * inline, as the lossless printer calls it for every token. */
+static inline void lpx_print_token(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it, const lpx_lex *l)
+{
+  switch (l->role) {
+  case LPX_LEX_REG: lpx_print_reg_or(b, m, f, l->ref, l->spell); break;
+  case LPX_LEX_GUARD: lpx_print_reg_or(b, m, f, it ? it->guard : -1, l->spell); break;
+  case LPX_LEX_OPCODE:
+    if (it) lpx_buf_putsym(b, &m->ctx->form_names, it->form);
+    else lpx_buf_putsym(b, &m->syms, l->spell);
+    break;
+  case LPX_LEX_LABEL: lpx_buf_putsym(b, &m->syms, it ? it->form : l->spell); break;
+  default: lpx_buf_putsym(b, &m->syms, l->spell); break;
+  }
+}
 /* Is a token the one-character punctuation c? */
 static inline int lpx_token_is(const lpx_module *m, const lpx_lex *l, char c)
 {

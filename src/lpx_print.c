@@ -1,8 +1,9 @@
 /* Printing the IR's pieces: register names (the emitter's, the
  * formatter's and messages'), and tokens of parsed text with their
- * canonical spacing. A leaf of the front end: the validator, emitter,
- * formatter, parser and transpiler call it; it calls only the ISA tables
- * and the buffers of lpx_util.c. */
+ * canonical spacing (the per-token printer, lpx_print_token, is an
+ * inline of lpx_internal.h). A leaf of the front end: the validator,
+ * emitter, formatter, parser and transpiler call it; it calls only the
+ * ISA tables and the buffers of lpx_util.c. */
 #include "lpx_internal.h"
 #include <stdio.h>
 #include <string.h>
@@ -54,29 +55,6 @@ const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, ch
 static const char *sym_text(const lpx_module *m, int32_t sym)
 {
   return lpx_strtab_get(&m->syms, sym);
-}
-
-/* Write a register's current name (its spelling if it is out of range). */
-static void put_reg_or(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg, int32_t spell)
-{
-  if (f && reg >= 0 && (size_t)reg < f->nregs) lpx_put_reg(b, m, f, reg);
-  else lpx_buf_putsym(b, &m->syms, spell);
-}
-
-/* Write a token's text: its spelling, or what the IR now says in its place
- * (it: the item the token belongs to, NULL for a directive's tokens). */
-void lpx_print_token(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it, const lpx_lex *l)
-{
-  switch (l->role) {
-  case LPX_LEX_REG: put_reg_or(b, m, f, l->ref, l->spell); break;
-  case LPX_LEX_GUARD: put_reg_or(b, m, f, it ? it->guard : -1, l->spell); break;
-  case LPX_LEX_OPCODE:
-    if (it) lpx_buf_putsym(b, &m->ctx->form_names, it->form);
-    else lpx_buf_putsym(b, &m->syms, l->spell);
-    break;
-  case LPX_LEX_LABEL: lpx_buf_putsym(b, &m->syms, it ? it->form : l->spell); break;
-  default: lpx_buf_putsym(b, &m->syms, l->spell); break;
-  }
 }
 
 /* Does a token's original trivia hold a line break? */
