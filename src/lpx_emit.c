@@ -304,12 +304,10 @@ int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, si
 /* Emit a single item of a function (for the REPL and inspection). */
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len)
 {
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  const lpx_func *f = &m->funcs[fn];
+  const lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
   if (index < 0 || (size_t)index >= f->nitems) return lpx_fail(m->ctx, "no item %d", index);
   m->out.n = 0;
   lpx_emit_item(&m->out, m, f, &f->items[index]);
-  *text = m->out.p;
-  *len = m->out.n;
-  return 0;
+  return lpx_module_out(m, text, len);
 }

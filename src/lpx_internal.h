@@ -311,6 +311,8 @@ static inline int lpx_opd_names_symbol(const lpx_operand *o)
 {
   return o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM);
 }
+lpx_func *lpx_func_at(lpx_module *m, int32_t fn);
+int32_t lpx_module_out(lpx_module *m, const char **text, size_t *len);
 /* A 64-bit digest of every field of an operand (lpx_ir.c). */
 uint64_t lpx_operand_digest(const lpx_operand *o);
 
