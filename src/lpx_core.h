@@ -137,7 +137,7 @@ int32_t lpx_arch_min_ptx(const char *arch);
 int32_t lpx_ptx_version_max(void);
 int32_t lpx_ptx_version_check(lpx_ctx *ctx, int32_t v);
 int32_t lpx_target_check(lpx_ctx *ctx, int32_t v, const char *const *entries, int32_t n);
-int64_t lpx_video_selector(const char *text);
+int64_t lpx_rules_selector(const char *text);
 
 lpx_module *lpx_module_new(lpx_ctx *ctx, int32_t ptx_version, const char *target, int32_t address_size);
 void lpx_module_free(lpx_module *m);

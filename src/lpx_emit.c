@@ -1,27 +1,13 @@
 /* The PTX text emitter: deterministic, nvcc-style register declarations,
  * one instruction per line, optional .file/.loc pointing at Lua lines. */
 #include "lpx_internal.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *const class_decl[LPX_RC__COUNT] = {
 #define X(id, decl, prefix) decl,
-  LPX_REGCLASSES(X)
-#undef X
-};
-/* Four bytes each, NUL-padded: put_reg copies a fixed size (no call). */
-static const char class_prefix[LPX_RC__COUNT][4] = {
-#define X(id, decl, prefix) prefix,
-  LPX_REGCLASSES(X)
-#undef X
-};
-#define X(id, decl, prefix) _Static_assert(sizeof(prefix) <= 4, "register prefix " prefix " is over 3 characters");
-LPX_REGCLASSES(X)
-#undef X
-static const uint8_t class_prefix_len[LPX_RC__COUNT] = {
-#define X(id, decl, prefix) sizeof(prefix) - 1,
   LPX_REGCLASSES(X)
 #undef X
 };
@@ -36,30 +22,6 @@ static const int class_order[LPX_RC__COUNT] = {
 static void put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg)
 {
   lpx_put_reg(b, m, f, reg);
-}
-
-/* A register's PTX name: its parsed name, else class prefix + index. */
-void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg)
-{
-  if ((size_t)reg < f->nreg_names && f->reg_name[reg] >= 0) {
-    lpx_buf_putsym(b, &m->syms, f->reg_name[reg]);
-    return;
-  }
-  int cls = lpx_types[f->reg_type[reg]].regclass;
-  if (b->n + 4 >= b->cap && lpx_buf_grow(b, 4)) return;
-  memcpy(b->p + b->n, class_prefix[cls], 4);
-  b->n += class_prefix_len[cls];
-  lpx_buf_putu(b, (uint32_t)f->reg_index[reg]);   /* writes the NUL after the prefix's digits */
-}
-
-/* The same name into a fixed buffer, for messages (validator, emulator). */
-const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap)
-{
-  if ((size_t)reg < f->nreg_names && f->reg_name[reg] >= 0)
-    snprintf(buf, cap, "%s", lpx_strtab_get(&m->syms, f->reg_name[reg]));
-  else
-    snprintf(buf, cap, "%s%d", class_prefix[lpx_types[f->reg_type[reg]].regclass], f->reg_index[reg]);
-  return buf;
 }
 
 /* Write a symbol with an optional signed offset (sym+8, sym+-8). */
@@ -99,7 +61,7 @@ void lpx_emit_operand(lpx_buf *b, const lpx_module *m, const lpx_func *f, const 
   case LPX_OPD_REG:
     if (o->aux) lpx_buf_putc(b, o->aux == LPX_REG_NEG ? '-' : '!');
     put_reg(b, m, f, o->id);
-    if (o->ival) { lpx_video_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
+    if (o->ival) { lpx_rules_sel_text(o->ival, tmp, sizeof tmp); lpx_buf_puts(b, tmp); }
     break;
   case LPX_OPD_IMM: put_imm(b, o); break;
   case LPX_OPD_INT:
@@ -147,7 +109,7 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
   }
   lpx_buf_putc(b, '\t');
   if (it->kind == LPX_ITEM_DIR) {
-    lpx_fmt_tokens(b, m, it->lex, it->nlex, f);
+    lpx_print_tokens(b, m, it->lex, it->nlex, f);
     lpx_buf_putc(b, '\n');
     return;
   }
@@ -226,7 +188,7 @@ static void put_regs(lpx_buf *b, const lpx_func *f)
   for (int k = 0; k < LPX_RC__COUNT; k++) {
     int c = class_order[k];
     if (!f->class_count[c]) continue;
-    lpx_buf_printf(b, "\t.reg .%s \t%s<%d>;\n", class_decl[c], class_prefix[c], f->class_count[c] + 1);
+    lpx_buf_printf(b, "\t.reg .%s \t%s<%d>;\n", class_decl[c], lpx_class_prefix[c], f->class_count[c] + 1);
   }
 }
 
@@ -279,7 +241,7 @@ int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it)
   if (!it->nlex) return 0;
   for (int k = 0; header[k]; k++)
     if (strcmp(lpx_strtab_get(&m->syms, m->lex[it->lex].spell), header[k]) == 0) return 0;
-  lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+  lpx_print_tokens(b, m, it->lex, it->nlex, NULL);
   lpx_buf_putc(b, '\n');
   return 1;
 }
@@ -342,12 +304,10 @@ int32_t lpx_emit(lpx_module *m, const lpx_emit_opts *opts, const char **text, si
 /* Emit a single item of a function (for the REPL and inspection). */
 int32_t lpx_inst_text(lpx_module *m, int32_t fn, int32_t index, const char **text, size_t *len)
 {
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  const lpx_func *f = &m->funcs[fn];
+  const lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
   if (index < 0 || (size_t)index >= f->nitems) return lpx_fail(m->ctx, "no item %d", index);
   m->out.n = 0;
   lpx_emit_item(&m->out, m, f, &f->items[index]);
-  *text = m->out.p;
-  *len = m->out.n;
-  return 0;
+  return lpx_module_out(m, text, len);
 }

@@ -42,33 +42,10 @@ static void fmt_flush(fmtx *x, size_t at_least)
 /* ------------------------------------------------------------------ tokens */
 
 /* Text of a module symbol. */
-static const char *sym_text(const lpx_module *m, int32_t sym)
-{
-  return lpx_strtab_get(&m->syms, sym);
-}
+static const char *sym_text(const lpx_module *m, int32_t sym) { return lpx_strtab_get(&m->syms, sym); }
 
-/* Write a register's current name (its spelling if it is out of range). */
-static void put_reg_or(fmtx *x, int32_t reg, int32_t spell)
-{
-  if (x->f && reg >= 0 && (size_t)reg < x->f->nregs) lpx_put_reg(x->b, x->m, x->f, reg);
-  else lpx_buf_putsym(x->b, &x->m->syms, spell);
-}
-
-/* Write a token's text: its spelling, or what the IR now says in its place. */
-static void put_text(fmtx *x, const lpx_lex *l)
-{
-  const lpx_item *it = x->it;
-  switch (l->role) {
-  case LPX_LEX_REG: put_reg_or(x, l->ref, l->spell); break;
-  case LPX_LEX_GUARD: put_reg_or(x, it ? it->guard : -1, l->spell); break;
-  case LPX_LEX_OPCODE:
-    if (it) lpx_buf_putsym(x->b, &x->m->ctx->form_names, it->form);
-    else lpx_buf_putsym(x->b, &x->m->syms, l->spell);
-    break;
-  case LPX_LEX_LABEL: lpx_buf_putsym(x->b, &x->m->syms, it ? it->form : l->spell); break;
-  default: lpx_buf_putsym(x->b, &x->m->syms, l->spell); break;
-  }
-}
+/* Write a token's text against the item being printed (lpx_print.c). */
+static void put_text(fmtx *x, const lpx_lex *l) { lpx_print_token(x->b, x->m, x->f, x->it, l); }
 
 /* Write tokens [a, b) with their leading trivia. */
 static void put_range(fmtx *x, uint32_t a, uint32_t b)
@@ -87,19 +64,6 @@ static void put_pre(fmtx *x, uint32_t k)
 }
 
 /* --------------------------------------------------------------- operands */
-
-/* A 64-bit digest of every field of an operand. Fields are read one by
- * one, at their own width: the parser has just stored them that way, and a
- * wider load spanning two fresh stores stalls on store forwarding. */
-uint64_t lpx_operand_digest(const lpx_operand *o)
-{
-  uint64_t fbits;
-  memcpy(&fbits, &o->fval, 8);
-  uint64_t h = (uint64_t)(uint32_t)o->kind * 0xFF51AFD7ED558CCDull ^ (uint64_t)(uint32_t)o->type * 0xC4CEB9FE1A85EC53ull ^
-               (uint64_t)(uint32_t)o->id * 0x9FB21C651E98DF25ull ^ (uint64_t)(uint32_t)o->aux * 0xD6E8FEB86659FD93ull ^
-               (uint64_t)o->ival * 0x9E3779B97F4A7C15ull ^ fbits * 0xBF58476D1CE4E5B9ull;
-  return h ^ (h >> 29);   /* independent products: no serial multiply chain */
-}
 
 /* Does an operand kind have children? */
 static int is_compound(int kind)
@@ -203,58 +167,6 @@ static void lossless_func(fmtx *x, const lpx_func *f)
 
 /* -------------------------------------------------------------- canonical */
 
-/* Does a token's original trivia hold a line break? */
-static int had_break(const lpx_module *m, const lpx_lex *l)
-{
-  return l->pre >= 0 && strchr(sym_text(m, l->pre), '\n') != NULL;
-}
-
-/* Is a token the one-character punctuation c? */
-static int lex_is(const lpx_module *m, const lpx_lex *l, char c)
-{
-  const char *s = sym_text(m, l->spell);
-  return s[0] == c && s[1] == '\0';
-}
-
-/* Is a token any one-character punctuation of set? */
-static int lex_in(const lpx_module *m, const lpx_lex *l, const char *set)
-{
-  const char *s = sym_text(m, l->spell);
-  return s[0] && s[1] == '\0' && strchr(set, s[0]) != NULL;
-}
-
-/* The separator before token l (after prev, which followed prev2). */
-static const char *canonical_gap(const lpx_module *m, const lpx_lex *prev2, const lpx_lex *prev, const lpx_lex *l)
-{
-  if (had_break(m, l) && !lex_in(m, l, ",;)]>")) return "\n\t";
-  if (lex_in(m, l, ",;)]}>:") || lex_in(m, prev, "([<!@{")) return "";
-  if (lex_is(m, l, '[') && !lex_in(m, prev, ",=")) return "";
-  if (lex_is(m, l, '<')) return "";
-  if (lex_in(m, prev, "-+") && (!prev2 || lex_in(m, prev2, ",={(+-"))) return "";
-  return " ";
-}
-
-/* Is token k's spelling the word w? */
-static int lex_word(const lpx_module *m, uint32_t k, const char *w)
-{
-  return strcmp(sym_text(m, m->lex[k].spell), w) == 0;
-}
-
-/* Canonical text of a parsed directive's token run. The tracer's own
- * spacing where it has one: ".reg .b32 \t%r<4>;", ".loc\t1 2 1". */
-void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f)
-{
-  fmtx x = { .b = b, .m = m, .f = f };
-  int reg = n && lex_word(m, first, ".reg"), tabbed = n && (lex_word(m, first, ".loc") || lex_word(m, first, ".file"));
-  for (uint32_t k = first; k < first + n; k++) {
-    const lpx_lex *l = &m->lex[k];
-    if (k == first + 1 && tabbed) lpx_buf_putc(b, '\t');
-    else if (reg && k > first && sym_text(m, l->spell)[0] != '.' && sym_text(m, l[-1].spell)[0] == '.') lpx_buf_puts(b, " \t");
-    else if (k > first) lpx_buf_puts(b, canonical_gap(m, k > first + 1 ? l - 2 : NULL, l - 1, l));
-    put_text(&x, l);
-  }
-}
-
 /* Canonical function header: one parameter per line, as the tracer writes. */
 static void canonical_head(lpx_buf *b, const lpx_module *m, const lpx_func *f)
 {
@@ -263,12 +175,12 @@ static void canonical_head(lpx_buf *b, const lpx_module *m, const lpx_func *f)
   uint32_t end = f->head_lex + f->head_nlex - 1;   /* the '{' is written apart */
   for (uint32_t k = f->head_lex; k < end; k++) {
     const lpx_lex *l = &m->lex[k], *prev = k > f->head_lex ? l - 1 : NULL;
-    int open = lex_is(m, l, '('), close = lex_is(m, l, ')');
+    int open = lpx_token_is(m, l, '('), close = lpx_token_is(m, l, ')');
     if (open && depth == 0) params = prev && l[-1].spell == f->sym;
     if (params && close && depth == 1) lpx_buf_puts(b, "\n");
-    else if (params && depth == 1 && prev && (lex_is(m, prev, ',') || lex_is(m, prev, '('))) lpx_buf_puts(b, "\n\t");
+    else if (params && depth == 1 && prev && (lpx_token_is(m, prev, ',') || lpx_token_is(m, prev, '('))) lpx_buf_puts(b, "\n\t");
     else if (depth == 0 && after && sym_text(m, l->spell)[0] == '.') lpx_buf_puts(b, "\n");
-    else if (prev && !(open && prev->spell == f->sym)) lpx_buf_puts(b, canonical_gap(m, k > f->head_lex + 1 ? l - 2 : NULL, prev, l));
+    else if (prev && !(open && prev->spell == f->sym)) lpx_buf_puts(b, lpx_print_gap(m, k > f->head_lex + 1 ? l - 2 : NULL, prev, l));
     depth += open - close;
     after |= params && close && depth == 0;
     put_text(&x, l);
@@ -284,7 +196,7 @@ static int is_decl(const lpx_module *m, const lpx_item *it)
 {
   if (it->kind != LPX_ITEM_DIR || !it->nlex) return 0;
   for (int i = 0; decl_words[i]; i++)
-    if (lex_word(m, it->lex, decl_words[i])) return 1;
+    if (lpx_token_word(m, it->lex, decl_words[i])) return 1;
   return 0;
 }
 
@@ -330,7 +242,7 @@ static int is_header_line(const lpx_module *m, const lpx_item *it)
   static const char *const words[] = { ".version", ".target", ".address_size", ".file", NULL };
   if (it->kind != LPX_ITEM_DIR || !it->nlex) return 0;
   for (int i = 0; words[i]; i++)
-    if (lex_word(m, it->lex, words[i])) return 1;
+    if (lpx_token_word(m, it->lex, words[i])) return 1;
   return 0;
 }
 
@@ -347,8 +259,8 @@ static void canonical_top(fmtx *x, const lpx_item *it)
   }
   int header = is_header_line(m, it);
   if (x->sep && !header) lpx_buf_putc(b, '\n');
-  if (header && lex_word(m, it->lex, ".file")) lpx_buf_putc(b, '\t');
-  lpx_fmt_tokens(b, m, it->lex, it->nlex, NULL);
+  if (header && lpx_token_word(m, it->lex, ".file")) lpx_buf_putc(b, '\t');
+  lpx_print_tokens(b, m, it->lex, it->nlex, NULL);
   lpx_buf_putc(b, '\n');
   x->sep = header;
 }
@@ -492,56 +404,4 @@ int32_t lpx_fmt_file(lpx_ctx *ctx, const char *text, size_t len, const char *fil
   lpx_module_free(m);
   if (lpx_fs_out_close(ctx, out, rc == 0)) return -1;
   return rc;
-}
-
-/* ------------------------------------------------------------- IR editing */
-
-/* Number of functions (with bodies) in a module. */
-int32_t lpx_module_func_count(lpx_module *m) { return (int32_t)m->nfuncs; }
-
-/* The register of a function named name ("%r12", "%foo"), or -1. */
-int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name)
-{
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  const lpx_func *f = &m->funcs[fn];
-  lpx_buf tmp = { 0 };
-  int32_t found = -1;
-  for (size_t r = 0; r < f->nregs && found < 0; r++) {
-    tmp.n = 0;
-    lpx_put_reg(&tmp, m, f, (int32_t)r);
-    if (tmp.p && strcmp(tmp.p, name) == 0) found = (int32_t)r;
-  }
-  lpx_buf_free(&tmp);
-  return found;
-}
-
-/* Give a register a new name; every use and declaration prints it. */
-int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
-{
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  lpx_func *f = &m->funcs[fn];
-  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
-  if (LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs)) return lpx_fail(m->ctx, "out of memory");
-  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;
-  f->nreg_names = f->nregs;
-  int32_t sym = lpx_sym(m, name);
-  if (sym < 0) return -1;
-  f->reg_name[reg] = sym;
-  lpx_lookup_free(f);   /* names changed: rebuilt on the next lookup */
-  return 0;
-}
-
-/* A register's PTX name ("%r3", or its parsed/declared name); the text
- * stays owned by the module until its next emission. */
-int32_t lpx_reg_name(lpx_module *m, int32_t fn, int32_t reg, const char **name, size_t *len)
-{
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  const lpx_func *f = &m->funcs[fn];
-  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
-  m->out.n = 0;
-  lpx_put_reg(&m->out, m, f, reg);
-  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
-  *name = m->out.p;
-  *len = m->out.n;
-  return 0;
 }

@@ -56,7 +56,7 @@ LPX_FAMGROUPS(G, M)
 #undef M
 
 enum lpx_op_id {
-#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) LPX_OP_##id,
+#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm, emu) LPX_OP_##id,
   LPX_ISA(X)
 #undef X
   LPX_OP__COUNT
@@ -305,18 +305,56 @@ void lpx_emit_item(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx
 void lpx_emit_var(lpx_buf *b, const lpx_module *m, const lpx_var *v, const char *indent);
 void lpx_emit_func(lpx_buf *b, const lpx_module *m, const lpx_func *f, int line_info, const int32_t *file_map);
 int lpx_emit_decl(lpx_buf *b, const lpx_module *m, const lpx_item *it);
-/* Canonical text of a parsed directive's token run (lpx_fmt.c). */
-void lpx_fmt_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
 /* Does an operand name a symbol or label by its id (a symbol, a label, or
  * an address on a symbol), rather than a register or an immediate? */
 static inline int lpx_opd_names_symbol(const lpx_operand *o)
 {
   return o->kind == LPX_OPD_SYM || o->kind == LPX_OPD_LABEL || (o->kind == LPX_OPD_ADDR && o->aux == LPX_OPD_SYM);
 }
-/* A 64-bit digest of every field of an operand (lpx_fmt.c). */
+lpx_func *lpx_func_at(lpx_module *m, int32_t fn);
+int32_t lpx_module_out(lpx_module *m, const char **text, size_t *len);
+/* A 64-bit digest of every field of an operand (lpx_ir.c). */
 uint64_t lpx_operand_digest(const lpx_operand *o);
-/* A register's PTX name: its parsed name, else class prefix + index. */
+
+/* Printing registers and tokens (lpx_print.c, a leaf of the front end). */
+extern const char lpx_class_prefix[LPX_RC__COUNT][4];
 void lpx_put_reg(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg);
 const char *lpx_reg_text(const lpx_module *m, const lpx_func *f, int32_t reg, char *buf, size_t cap);
+const char *lpx_print_gap(const lpx_module *m, const lpx_lex *prev2, const lpx_lex *prev, const lpx_lex *l);
+void lpx_print_tokens(lpx_buf *b, const lpx_module *m, uint32_t first, uint32_t n, const lpx_func *f);
+/* Write a register's current name (its spelling if it is out of range). */
+static inline void lpx_print_reg_or(lpx_buf *b, const lpx_module *m, const lpx_func *f, int32_t reg, int32_t spell)
+{
+  if (f && reg >= 0 && (size_t)reg < f->nregs) lpx_put_reg(b, m, f, reg);
+  else lpx_buf_putsym(b, &m->syms, spell);
+}
+
+/* Write a token's text: its spelling, or what the IR now says in its place
+ * (it: the item the token belongs to, NULL for a directive's tokens);
+ * inline, as the lossless printer calls it for every token. */
+static inline void lpx_print_token(lpx_buf *b, const lpx_module *m, const lpx_func *f, const lpx_item *it, const lpx_lex *l)
+{
+  switch (l->role) {
+  case LPX_LEX_REG: lpx_print_reg_or(b, m, f, l->ref, l->spell); break;
+  case LPX_LEX_GUARD: lpx_print_reg_or(b, m, f, it ? it->guard : -1, l->spell); break;
+  case LPX_LEX_OPCODE:
+    if (it) lpx_buf_putsym(b, &m->ctx->form_names, it->form);
+    else lpx_buf_putsym(b, &m->syms, l->spell);
+    break;
+  case LPX_LEX_LABEL: lpx_buf_putsym(b, &m->syms, it ? it->form : l->spell); break;
+  default: lpx_buf_putsym(b, &m->syms, l->spell); break;
+  }
+}
+/* Is a token the one-character punctuation c? */
+static inline int lpx_token_is(const lpx_module *m, const lpx_lex *l, char c)
+{
+  const char *s = lpx_strtab_get(&m->syms, l->spell);
+  return s[0] == c && s[1] == '\0';
+}
+/* Is token k's spelling the word w? */
+static inline int lpx_token_word(const lpx_module *m, uint32_t k, const char *w)
+{
+  return strcmp(lpx_strtab_get(&m->syms, m->lex[k].spell), w) == 0;
+}
 
 #endif

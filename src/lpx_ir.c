@@ -95,11 +95,12 @@ int32_t lpx_module_file(lpx_module *m, const char *path)
   return (int32_t)m->nfiles;
 }
 
-/* Look up a function by id, failing with a message when out of range. */
-static lpx_func *func_at(lpx_module *m, int32_t fn)
+/* Function fn of a module, or NULL with the error set. */
+lpx_func *lpx_func_at(lpx_module *m, int32_t fn)
 {
-  if (fn < 0 || (size_t)fn >= m->nfuncs) { lpx_fail(m->ctx, "no function %d in module", fn); return NULL; }
-  return &m->funcs[fn];
+  if (fn >= 0 && (size_t)fn < m->nfuncs) return &m->funcs[fn];
+  lpx_fail(m->ctx, "no function %d in module", fn);
+  return NULL;
 }
 
 /* Open a new .entry (is_entry) or .func; linkage 0 none, 1 .visible, 2 .extern, 3 .weak. */
@@ -156,7 +157,7 @@ int32_t lpx_module_hoist(lpx_module *m, int32_t from)
 /* Name of a function. */
 int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   *name = lpx_strtab_get(&m->syms, f->sym);
   return 0;
@@ -165,7 +166,7 @@ int32_t lpx_func_name(lpx_module *m, int32_t fn, const char **name)
 /* Whether function fn is an .entry, and how many params it declares. */
 int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *nparams)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   *is_entry = f->is_entry != 0;
   *nparams = (int32_t)f->nparams;
@@ -177,7 +178,7 @@ int32_t lpx_func_info(lpx_module *m, int32_t fn, int32_t *is_entry, int32_t *npa
 int32_t lpx_func_param_info(lpx_module *m, int32_t fn, int32_t idx, const char **name, int32_t *type, int32_t *align,
                             int32_t *count)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   if (idx < 0 || (size_t)idx >= f->nparams) return lpx_fail(m->ctx, "no param %d in function %d", idx, fn);
   const lpx_param *p = &f->params[idx];
@@ -224,14 +225,14 @@ static int32_t param_push(lpx_module *m, lpx_param **list, size_t *n, size_t *ca
 /* Add a parameter (count > 0 makes it a .b8 array, e.g. a TMA descriptor). */
 int32_t lpx_func_param(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   return f ? param_push(m, &f->params, &f->nparams, &f->params_cap, name, type, align, count) : -1;
 }
 
 /* Add a return value of a .func: (.param .b32 name) before its name. */
 int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t type, int32_t align, int32_t count)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (f && f->is_entry) return lpx_fail(m->ctx, "return value '%s': a kernel (.entry) returns nothing", name);
   return f ? param_push(m, &f->rets, &f->nrets, &f->rets_cap, name, type, align, count) : -1;
 }
@@ -241,7 +242,7 @@ int32_t lpx_func_return(lpx_module *m, int32_t fn, const char *name, int32_t typ
 int32_t lpx_param_attr(lpx_module *m, int32_t fn, int32_t is_ret, int32_t idx, int32_t is_reg,
                        const char *ptr_space, int32_t ptr_align)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   size_t n = is_ret ? f->nrets : f->nparams;
   if (idx < 0 || (size_t)idx >= n) return lpx_fail(m->ctx, "no parameter %d", idx);
@@ -257,7 +258,7 @@ int32_t lpx_param_attr(lpx_module *m, int32_t fn, int32_t is_ret, int32_t idx, i
 /* Add a performance or raw directive line (".maxntid 128, 1, 1"). */
 int32_t lpx_func_directive(lpx_module *m, int32_t fn, const char *text)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   int32_t sym = lpx_sym(m, text);
   if (sym < 0) return -1;
@@ -284,7 +285,7 @@ int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *n
   lpx_var **arr = fn < 0 ? &m->vars : NULL;
   size_t *n = fn < 0 ? &m->nvars : NULL, *cap = fn < 0 ? &m->vars_cap : NULL;
   if (fn >= 0) {
-    lpx_func *f = func_at(m, fn);
+    lpx_func *f = lpx_func_at(m, fn);
     if (!f) return -1;
     arr = &f->vars; n = &f->nvars; cap = &f->vars_cap;
   }
@@ -298,7 +299,7 @@ int32_t lpx_var_decl(lpx_module *m, int32_t fn, const char *space, const char *n
 /* Allocate a register of a type; ids are dense per function. */
 int32_t lpx_reg_new(lpx_module *m, int32_t fn, int32_t type)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   if (type < 0 || type >= LPX_T__COUNT || type == LPX_T_B8)
     return lpx_fail(m->ctx, "cannot declare a register of type %s", lpx_type_name(type));
@@ -340,7 +341,7 @@ static int reg_type_check(lpx_module *m, int32_t type)
  * caller's own .reg line or .reg parameter, not by the class ranges. */
 int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f || reg_type_check(m, type)) return -1;
   int32_t sym = lpx_sym(m, name);
   return sym < 0 ? -1 : reg_named_sym(m, f, type, sym);
@@ -351,7 +352,7 @@ int32_t lpx_reg_named(lpx_module *m, int32_t fn, int32_t type, const char *name)
  * it), or -1 when a name is one an automatic register already has. */
 int32_t lpx_reg_range(lpx_module *m, int32_t fn, int32_t type, const char *prefix, int32_t n)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   char name[160];
   size_t plen = strlen(prefix);
   if (!f || reg_type_check(m, type)) return -1;
@@ -373,7 +374,7 @@ int32_t lpx_reg_range(lpx_module *m, int32_t fn, int32_t type, const char *prefi
 /* The automatic (class-numbered) register named name (%r3), or -1. */
 int32_t lpx_reg_auto(lpx_module *m, int32_t fn, const char *name)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   int32_t reg = f ? lpx_lookup_numbered(m, f, name, strlen(name)) : -1;
   return reg < -1 ? -1 : reg;
 }
@@ -381,7 +382,7 @@ int32_t lpx_reg_auto(lpx_module *m, int32_t fn, const char *name)
 /* Type a register was declared with. */
 int32_t lpx_reg_type(lpx_module *m, int32_t fn, int32_t reg)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f || reg < 0 || (size_t)reg >= f->nregs) return -1;
   return f->reg_type[reg];
 }
@@ -389,7 +390,7 @@ int32_t lpx_reg_type(lpx_module *m, int32_t fn, int32_t reg)
 /* Number of registers a function allocated. */
 int32_t lpx_func_reg_count(lpx_module *m, int32_t fn)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   return f ? (int32_t)f->nregs : -1;
 }
 
@@ -418,7 +419,7 @@ static lpx_item *item_new(lpx_module *m, lpx_func *f, int kind)
 /* Place a label (a symbol) at the current end of the body. */
 int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   int placed = lpx_lookup_label_placed(m, f, sym);   /* a { } block may place a name again (inline asm pasted twice) */
   if (placed < 0) return -1;
@@ -432,7 +433,7 @@ int32_t lpx_label_place(lpx_module *m, int32_t fn, int32_t sym)
 /* Append a raw body line (a pragma, a scope brace) emitted verbatim. */
 int32_t lpx_append_raw(lpx_module *m, int32_t fn, const char *text)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   int32_t sym = f ? lpx_sym(m, text) : -1;
   if (sym < 0) return -1;
   lpx_item *it = item_new(m, f, LPX_ITEM_RAW);
@@ -463,7 +464,7 @@ int lpx_check_arch(lpx_module *m, const lpx_form_info *fi)
 int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32_t guard_neg,
                    int32_t nops, lpx_operand *ops, int32_t file, int32_t line)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   if (!f) return -1;
   if (form < 0 || (size_t)form >= m->ctx->form_names.n) return lpx_fail(m->ctx, "invalid form id %d", form);
   if (nops < 0 || nops > 65535) return lpx_fail(m->ctx, "invalid operand count %d", nops);
@@ -491,6 +492,78 @@ int32_t lpx_append(lpx_module *m, int32_t fn, int32_t form, int32_t guard, int32
 /* Number of instructions (not labels or raw lines) in a function. */
 int32_t lpx_func_inst_count(lpx_module *m, int32_t fn)
 {
-  lpx_func *f = func_at(m, fn);
+  lpx_func *f = lpx_func_at(m, fn);
   return f ? (int32_t)f->ninsts : -1;
+}
+
+/* A 64-bit digest of every field of an operand. Fields are read one by
+ * one, at their own width: the parser has just stored them that way, and a
+ * wider load spanning two fresh stores stalls on store forwarding. */
+uint64_t lpx_operand_digest(const lpx_operand *o)
+{
+  uint64_t fbits;
+  memcpy(&fbits, &o->fval, 8);
+  uint64_t h = (uint64_t)(uint32_t)o->kind * 0xFF51AFD7ED558CCDull ^ (uint64_t)(uint32_t)o->type * 0xC4CEB9FE1A85EC53ull ^
+               (uint64_t)(uint32_t)o->id * 0x9FB21C651E98DF25ull ^ (uint64_t)(uint32_t)o->aux * 0xD6E8FEB86659FD93ull ^
+               (uint64_t)o->ival * 0x9E3779B97F4A7C15ull ^ fbits * 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);   /* independent products: no serial multiply chain */
+}
+
+/* ------------------------------------------------------------- IR editing */
+
+/* Number of functions (with bodies) in a module. */
+int32_t lpx_module_func_count(lpx_module *m) { return (int32_t)m->nfuncs; }
+
+/* The register of a function named name ("%r12", "%foo"), or -1. */
+int32_t lpx_reg_find(lpx_module *m, int32_t fn, const char *name)
+{
+  const lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
+  lpx_buf tmp = { 0 };
+  int32_t found = -1;
+  for (size_t r = 0; r < f->nregs && found < 0; r++) {
+    tmp.n = 0;
+    lpx_put_reg(&tmp, m, f, (int32_t)r);
+    if (tmp.p && strcmp(tmp.p, name) == 0) found = (int32_t)r;
+  }
+  lpx_buf_free(&tmp);
+  return found;
+}
+
+/* Give a register a new name; every use and declaration prints it. */
+int32_t lpx_reg_rename(lpx_module *m, int32_t fn, int32_t reg, const char *name)
+{
+  lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  if (LPX_RESERVE(f->reg_name, f->reg_names_cap, f->nregs)) return lpx_fail(m->ctx, "out of memory");
+  for (size_t r = f->nreg_names; r < f->nregs; r++) f->reg_name[r] = -1;
+  f->nreg_names = f->nregs;
+  int32_t sym = lpx_sym(m, name);
+  if (sym < 0) return -1;
+  f->reg_name[reg] = sym;
+  lpx_lookup_free(f);   /* names changed: rebuilt on the next lookup */
+  return 0;
+}
+
+/* A register's PTX name ("%r3", or its parsed/declared name); the text
+ * stays owned by the module until its next emission. */
+int32_t lpx_reg_name(lpx_module *m, int32_t fn, int32_t reg, const char **name, size_t *len)
+{
+  const lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
+  if (reg < 0 || (size_t)reg >= f->nregs) return lpx_fail(m->ctx, "no register %d", reg);
+  m->out.n = 0;
+  lpx_put_reg(&m->out, m, f, reg);
+  return lpx_module_out(m, name, len);
+}
+
+/* Hand out what was just printed into the module's output buffer (owned
+ * by the module until its next print); -1 if printing ran out of memory. */
+int32_t lpx_module_out(lpx_module *m, const char **text, size_t *len)
+{
+  if (!m->out.p) return lpx_fail(m->ctx, "out of memory");
+  *text = m->out.p;
+  *len = m->out.n;
+  return 0;
 }

@@ -16,7 +16,7 @@ const lpx_type_desc lpx_types[LPX_T__COUNT] = {
 };
 
 const lpx_isa_row lpx_isa_rows[LPX_OP__COUNT] = {
-#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm) \
+#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm, emu) \
   { name, sig, (groups), (req), (types), ntypes, ptx, sm, maxsm },
   LPX_ISA(X)
 #undef X

@@ -6,7 +6,7 @@
  * Errors are "file:line:col: what was expected"; a longjmp unwinds to
  * lpx_parse, which frees the partial module. */
 #include "lpx_parse.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include "lpx_cexpr.h"
 #include <inttypes.h>
 #include <setjmp.h>
@@ -1021,7 +1021,7 @@ static int32_t selected_register(pstate *ps, size_t k, int64_t *sel)
   char suffix[8];
   memcpy(suffix, s + dot, n - dot);
   suffix[n - dot] = '\0';
-  *sel = lpx_video_selector(suffix);
+  *sel = lpx_rules_selector(suffix);
   if (!*sel) return -1;
   int32_t sym = intern(ps, s, dot - 1);
   return reg_lookup_text(ps, s, dot - 1, sym);
@@ -1471,7 +1471,7 @@ static void parse_func_directives(pstate *ps, int32_t fn)
       while (cur(ps)->kind == LPX_TK_NUM || is_punct(ps, cur(ps), ',')) take(ps);
     }
     lpx_buf b = { 0 };
-    lpx_fmt_tokens(&b, ps->m, ps->lex_base + (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
+    lpx_print_tokens(&b, ps->m, ps->lex_base + (uint32_t)a, (uint32_t)(ps->pos - a), NULL);
     int rc = b.p ? lpx_func_directive(ps->m, fn, b.p) : -1;
     lpx_buf_free(&b);
     if (rc) poom(ps);

@@ -89,8 +89,8 @@ static int check_operand(lpx_module *m, const lpx_item *it, const lpx_operand *o
 /* Check every instruction of a function; -1 with the first problem found. */
 int32_t lpx_func_check_refs(lpx_module *m, int32_t fn)
 {
-  if (fn < 0 || (size_t)fn >= m->nfuncs) return lpx_fail(m->ctx, "no function %d", fn);
-  const lpx_func *f = &m->funcs[fn];
+  const lpx_func *f = lpx_func_at(m, fn);
+  if (!f) return -1;
   uint8_t *labels = NULL, *decl = declared(m, f, &labels);
   lpx_labels lab;
   if (!decl || lpx_labels_build(m, f, &lab)) { free(decl); free(labels); return lpx_fail(m->ctx, "out of memory"); }

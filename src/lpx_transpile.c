@@ -10,7 +10,7 @@
  * debug information (.loc, .file, DWARF sections) is dropped: it points at
  * the source the PTX came from, not at the script. */
 #include "lpx_parse.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,7 +180,7 @@ static void put_video_reg(tx *x, const lpx_operand *o)
   if (o->aux == LPX_REG_NEG) lpx_buf_puts(x->b, "ptx.vneg(");
   if (o->ival) lpx_buf_puts(x->b, "ptx.vsel(");
   put_reg(x, o->id, 0);
-  if (o->ival) { lpx_video_sel_text(o->ival, sel, sizeof sel); lpx_buf_printf(x->b, ", \"%s\")", sel + 1); }
+  if (o->ival) { lpx_rules_sel_text(o->ival, sel, sizeof sel); lpx_buf_printf(x->b, ", \"%s\")", sel + 1); }
   if (o->aux == LPX_REG_NEG) lpx_buf_putc(x->b, ')');
 }
 
@@ -524,7 +524,7 @@ static int top_kind(lpx_module *m, const lpx_item *it)
 static void put_module_decl(lpx_buf *b, lpx_module *m, const lpx_item *it)
 {
   lpx_buf tmp = { 0 };
-  lpx_fmt_tokens(&tmp, m, it->lex, it->nlex, NULL);
+  lpx_print_tokens(&tmp, m, it->lex, it->nlex, NULL);
   lpx_buf_puts(b, "prelude[#prelude + 1] = [==[");
   if (tmp.p) lpx_buf_put(b, tmp.p, tmp.n);
   lpx_buf_puts(b, "]==]\nitems[#items + 1] = prelude[#prelude]\n\n");

@@ -1,7 +1,7 @@
 /* Operand validation against the instruction table's signatures: operand
  * counts, kinds and register types, and typing of untyped Lua numbers. */
 #include "lpx_internal.h"
-#include "lpx_video.h"
+#include "lpx_rules.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -1410,7 +1410,7 @@ static int validate(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operan
     const char *end = strchr(alt, ';');
     size_t len = end ? (size_t)(end - alt) : strlen(alt);
     int rc = check_alt(&v, alt, len, ops, starts, count);
-    if (rc == 0) return count <= 64 ? lpx_video_check(m, f, form, ops, nops, starts, count) : 0;
+    if (rc == 0) return count <= 64 ? lpx_rules_check(m, f, form, ops, nops, starts, count) : 0;
     if (rc < 0 && (!first_err || (first_err == -2 && rc == -1))) { first_err = rc; memcpy(saved, m->ctx->error, LPX_MSG_MAX); }
     if (!end) break;
     alt = end + 1;

@@ -44,7 +44,7 @@ end
 --- r with a video selector: "b0".."b3", "h0"/"h1", "h10", "b3210", "b7654" ...
 function M.vsel(r, sel)
   local v = video_reg(r, "ptx.vsel")
-  local code = type(sel) == "string" and core.video_selector(sel) or 0
+  local code = type(sel) == "string" and core.rules_selector(sel) or 0
   if code == 0 then
     trace.fail("ptx.vsel: " .. tostring(sel) .. " is not a video selector (a b or h and 1-4 digits: \"b0\", \"h1\", \"h10\", \"b3210\")", 2)
   end

@@ -183,7 +183,7 @@ struct emu_warp {
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;
   uint32_t sdepth[32];            /* per lane: bytes of stack in use (the stack pointer is EMU_STACK_TOP - sdepth) */
-  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_check.c) */
+  uint8_t waw;                    /* the running instruction overwrote bytes another warp wrote this epoch (emu_race.c) */
 };
 
 /* A byte another warp wrote in this epoch, overwritten by the running
@@ -328,23 +328,36 @@ uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint
 int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delta);
 uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write);
 
-/* execution */
-int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
+/* failure reports (emu_report.c, a leaf: every file may call it) */
 int lpx_emu_fail(emu_warp *w, const emu_inst *in, int lane, const char *fmt, ...);
 int lpx_emu_fail_raw(emu_launch *L, const char *fmt, ...);
 void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap);
+void lpx_emu_report_cta(uint64_t cta);
+int lpx_emu_stop_for_error(const emu_launch *L);
+const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
+
+/* Lanes of m whose predicate slot holds true (false when neg). */
+static inline uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m)
+{
+  const uint64_t *r = EMU_R(w, slot);
+  uint32_t out = 0, want = neg ? 0u : 1u;
+  EMU_EACH(m, out |= (uint32_t)(((uint32_t)r[l] & 1u) == want) << l);
+  return out;
+}
+
+/* execution */
+int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
 int lpx_emu_bar_arrive(emu_warp *w, const emu_inst *in, uint32_t m, uint32_t id, uint32_t count);
 int lpx_emu_warp_run(emu_warp *w, uint64_t *steps);
 void lpx_emu_warp_regs(emu_warp *w, emu_cta *c);
 int lpx_emu_charge(emu_cta *c, emu_warp *w, uint64_t steps);
-int lpx_emu_stop_for_error(const emu_launch *L);
 int lpx_emu_is_control(emu_fn fn);
-uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m);
 
-/* checks */
+/* shared-memory checks (emu_race.c, a leaf under the memory access path) */
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
 int lpx_emu_race_settle(emu_warp *w, const emu_inst *in);
-const char *lpx_emu_spell(const emu_warp *w, const emu_inst *in, const char *dsl, const char *ptx);
+int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
+/* register checks (emu_check.c, called by the runner) */
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* handler tables (one file each) */
@@ -384,10 +397,15 @@ double lpx_emu_mtype_value(int t, uint32_t bits);
 void lpx_emu_decode_wgmma(emu_inst *in, const lpx_form *fo);
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes);
 emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
+uint8_t *lpx_emu_mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane);
+int lpx_emu_mbar_parity(emu_warp *w, const emu_inst *in, int k, int lane);
+int lpx_emu_mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out);
+int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want);
+/* An mbarrier word's count fields (pending, expected, tx) are 21 bits each. */
+#define EMU_MBAR_COUNT 0x1fffffull
 int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int *phase);
 int lpx_emu_mbar_complete_rank(emu_warp *w, const emu_inst *in, int lane, int r, uint64_t off, int64_t bytes);
-int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
-emu_fn lpx_emu_pick_fence(const emu_inst *in);
+emu_fn lpx_emu_pick_proxy_fence(const emu_inst *in);
 int lpx_emu_tma_swizzle_at(emu_cta *c, uint64_t addr, uint32_t *span, const emu_inst **by);
 int lpx_emu_space(const emu_inst *in);
 int lpx_emu_host_rounding(int rnd);
@@ -396,6 +414,7 @@ void lpx_emu_decode_mma(emu_inst *in, const lpx_form *fo);
 
 /* tcgen05 (emu_tmem.c, emu_tcgen05.c) */
 emu_fn lpx_emu_pick_tmem(const emu_inst *in);
+emu_fn lpx_emu_pick_tc_async(const emu_inst *in);
 void lpx_emu_decode_tcgen05(emu_inst *in, const lpx_form *fo);
 int lpx_emu_tmem_init(emu_cta *c);
 void lpx_emu_tmem_reset(emu_cta *c);

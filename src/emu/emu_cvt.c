@@ -13,6 +13,17 @@
 #include <fenv.h>
 #include <math.h>
 
+/* The host rounding mode for a RND modifier (an LPX_RND_* value; none: nearest). */
+int lpx_emu_host_rounding(int rnd)
+{
+  switch (rnd) {
+  case LPX_RND_RZ: return FE_TOWARDZERO;
+  case LPX_RND_RM: return FE_DOWNWARD;
+  case LPX_RND_RP: return FE_UPWARD;
+  default: return FE_TONEAREST;
+  }
+}
+
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 
 /* ------------------------------------------------------ small floats */

@@ -29,62 +29,22 @@ typedef struct dec {
 
 typedef emu_fn (*emu_picker)(const emu_inst *in);
 
-/* Which handler family serves each ISA row; rows left out are unsupported. */
+/* fence.proxy.async is the TMA family's; every other fence the control family's. */
+static emu_fn lpx_emu_pick_fence(const emu_inst *in)
+{
+  emu_fn fn = lpx_emu_pick_proxy_fence(in);
+  return fn ? fn : lpx_emu_pick_ctl(in);
+}
+
+/* Rows of family none have no handler table (call is the decoder's own). */
+#define lpx_emu_pick_none NULL
+
+/* Which handler family serves each ISA row: the emulator-family column of
+ * LPX_ISA (src/lpx_isa.def). */
 static const emu_picker family[LPX_OP__COUNT] = {
-  [LPX_OP_ADD] = lpx_emu_pick_alu, [LPX_OP_SUB] = lpx_emu_pick_alu, [LPX_OP_MUL] = lpx_emu_pick_alu,
-  [LPX_OP_MAD] = lpx_emu_pick_alu, [LPX_OP_ADDC] = lpx_emu_pick_alu, [LPX_OP_SUBC] = lpx_emu_pick_alu,
-  [LPX_OP_MUL24] = lpx_emu_pick_alu, [LPX_OP_MAD24] = lpx_emu_pick_alu, [LPX_OP_DIV] = lpx_emu_pick_alu,
-  [LPX_OP_REM] = lpx_emu_pick_alu, [LPX_OP_ABS] = lpx_emu_pick_alu, [LPX_OP_NEG] = lpx_emu_pick_alu,
-  [LPX_OP_MIN] = lpx_emu_pick_alu, [LPX_OP_MAX] = lpx_emu_pick_alu, [LPX_OP_AND] = lpx_emu_pick_alu,
-  [LPX_OP_OR] = lpx_emu_pick_alu, [LPX_OP_XOR] = lpx_emu_pick_alu, [LPX_OP_NOT] = lpx_emu_pick_alu,
-  [LPX_OP_CNOT] = lpx_emu_pick_alu, [LPX_OP_LOP3] = lpx_emu_pick_alu, [LPX_OP_SHL] = lpx_emu_pick_alu,
-  [LPX_OP_SHR] = lpx_emu_pick_alu, [LPX_OP_SHF] = lpx_emu_pick_alu, [LPX_OP_POPC] = lpx_emu_pick_alu,
-  [LPX_OP_CLZ] = lpx_emu_pick_alu, [LPX_OP_BREV] = lpx_emu_pick_alu, [LPX_OP_BFIND] = lpx_emu_pick_alu,
-  [LPX_OP_BFE] = lpx_emu_pick_alu, [LPX_OP_BFI] = lpx_emu_pick_alu, [LPX_OP_PRMT] = lpx_emu_pick_alu,
-  [LPX_OP_SAD] = lpx_emu_pick_alu, [LPX_OP_SETP] = lpx_emu_pick_alu, [LPX_OP_SET] = lpx_emu_pick_alu,
-  [LPX_OP_SELP] = lpx_emu_pick_alu, [LPX_OP_SLCT] = lpx_emu_pick_alu, [LPX_OP_MOV] = lpx_emu_pick_alu,
-  [LPX_OP_FMA] = lpx_emu_pick_float, [LPX_OP_RCP] = lpx_emu_pick_float, [LPX_OP_SQRT] = lpx_emu_pick_float,
-  [LPX_OP_RSQRT] = lpx_emu_pick_float, [LPX_OP_EX2] = lpx_emu_pick_float, [LPX_OP_LG2] = lpx_emu_pick_float,
-  [LPX_OP_SIN] = lpx_emu_pick_float, [LPX_OP_COS] = lpx_emu_pick_float, [LPX_OP_TANH] = lpx_emu_pick_float,
-  [LPX_OP_TESTP] = lpx_emu_pick_float, [LPX_OP_COPYSIGN] = lpx_emu_pick_float,
-  [LPX_OP_CVT] = lpx_emu_pick_cvt,
-  [LPX_OP_CVTA] = lpx_emu_pick_mem, [LPX_OP_LD] = lpx_emu_pick_mem, [LPX_OP_LDU] = lpx_emu_pick_mem,
-  [LPX_OP_ST] = lpx_emu_pick_mem, [LPX_OP_PREFETCH] = lpx_emu_pick_mem, [LPX_OP_ATOM] = lpx_emu_pick_mem,
-  [LPX_OP_RED] = lpx_emu_pick_mem, [LPX_OP_MAPA] = lpx_emu_pick_mem, [LPX_OP_CPASYNC] = lpx_emu_pick_mem, [LPX_OP_CPACOMMIT] = lpx_emu_pick_mem,
-  [LPX_OP_CPAWAIT] = lpx_emu_pick_mem, [LPX_OP_CPAWAITALL] = lpx_emu_pick_mem,
-  [LPX_OP_SHFL] = lpx_emu_pick_warp, [LPX_OP_VOTE] = lpx_emu_pick_warp, [LPX_OP_REDUX] = lpx_emu_pick_warp,
-  [LPX_OP_MATCH] = lpx_emu_pick_warp, [LPX_OP_MATCH2] = lpx_emu_pick_warp, [LPX_OP_ACTMASK] = lpx_emu_pick_warp,
-  [LPX_OP_ELECT] = lpx_emu_pick_warp,
-  [LPX_OP_BRA] = lpx_emu_pick_ctl, [LPX_OP_RET] = lpx_emu_pick_ctl, [LPX_OP_EXIT] = lpx_emu_pick_ctl,
-  [LPX_OP_TRAP] = lpx_emu_pick_ctl, [LPX_OP_BAR] = lpx_emu_pick_ctl, [LPX_OP_BARRIER] = lpx_emu_pick_ctl,
-  [LPX_OP_BARWARP] = lpx_emu_pick_ctl, [LPX_OP_BARCLUS] = lpx_emu_pick_ctl, [LPX_OP_MEMBAR] = lpx_emu_pick_ctl, [LPX_OP_FENCE] = lpx_emu_pick_fence,
-  [LPX_OP_GRIDDEP] = lpx_emu_pick_ctl, [LPX_OP_SETMAXNREG] = lpx_emu_pick_ctl, [LPX_OP_PREFETCHU] = lpx_emu_pick_ctl,
-  [LPX_OP_BRKPT] = lpx_emu_pick_ctl, [LPX_OP_NANOSLEEP] = lpx_emu_pick_ctl,
-  [LPX_OP_LDMATRIX] = lpx_emu_pick_mma, [LPX_OP_MMA] = lpx_emu_pick_mma,
-  [LPX_OP_STMATRIX] = lpx_emu_pick_mma, [LPX_OP_MOVMATRIX] = lpx_emu_pick_mma,
-  [LPX_OP_MBARRIER] = lpx_emu_pick_mbar, [LPX_OP_CPBULK] = lpx_emu_pick_mbar, [LPX_OP_CPREDBULK] = lpx_emu_pick_mbar,
-  [LPX_OP_TMREPLACE] = lpx_emu_pick_tmap, [LPX_OP_TMCPFENCE] = lpx_emu_pick_tmap,
-  [LPX_OP_WGMMA] = lpx_emu_pick_wgmma, [LPX_OP_WGFENCE] = lpx_emu_pick_wgmma,
-  [LPX_OP_WGCOMMIT] = lpx_emu_pick_wgmma, [LPX_OP_WGWAIT] = lpx_emu_pick_wgmma,
-  [LPX_OP_TCALLOC] = lpx_emu_pick_tmem, [LPX_OP_TCDEALLOC] = lpx_emu_pick_tmem, [LPX_OP_TCRELINQ] = lpx_emu_pick_tmem,
-  [LPX_OP_TCMMA] = lpx_emu_pick_tmem, [LPX_OP_TCLD] = lpx_emu_pick_tmem, [LPX_OP_TCST] = lpx_emu_pick_tmem,
-  [LPX_OP_TCCOMMIT] = lpx_emu_pick_tmem, [LPX_OP_TCCP] = lpx_emu_pick_tmem, [LPX_OP_TCSHIFT] = lpx_emu_pick_tmem,
-  [LPX_OP_TCFENCEB] = lpx_emu_pick_tmem, [LPX_OP_TCFENCEA] = lpx_emu_pick_tmem, [LPX_OP_TCWAITLD] = lpx_emu_pick_tmem,
-  [LPX_OP_TCWAITST] = lpx_emu_pick_tmem,
-  [LPX_OP_MADC] = lpx_emu_pick_intx, [LPX_OP_FNS] = lpx_emu_pick_intx, [LPX_OP_DP4A] = lpx_emu_pick_intx,
-  [LPX_OP_DP2A] = lpx_emu_pick_intx, [LPX_OP_BMSK] = lpx_emu_pick_intx, [LPX_OP_SZEXT] = lpx_emu_pick_intx,
-  [LPX_OP_CVTPACK] = lpx_emu_pick_intx,
-  [LPX_OP_VADD] = lpx_emu_pick_video, [LPX_OP_VSUB] = lpx_emu_pick_video, [LPX_OP_VABSDIFF] = lpx_emu_pick_video,
-  [LPX_OP_VMIN] = lpx_emu_pick_video, [LPX_OP_VMAX] = lpx_emu_pick_video, [LPX_OP_VSHL] = lpx_emu_pick_video,
-  [LPX_OP_VSHR] = lpx_emu_pick_video, [LPX_OP_VMAD] = lpx_emu_pick_video, [LPX_OP_VSET] = lpx_emu_pick_video,
-  [LPX_OP_VADD2] = lpx_emu_pick_video, [LPX_OP_VSUB2] = lpx_emu_pick_video, [LPX_OP_VAVRG2] = lpx_emu_pick_video,
-  [LPX_OP_VABSDIFF2] = lpx_emu_pick_video, [LPX_OP_VMIN2] = lpx_emu_pick_video, [LPX_OP_VMAX2] = lpx_emu_pick_video,
-  [LPX_OP_VSET2] = lpx_emu_pick_video, [LPX_OP_VADD4] = lpx_emu_pick_video, [LPX_OP_VSUB4] = lpx_emu_pick_video,
-  [LPX_OP_VAVRG4] = lpx_emu_pick_video, [LPX_OP_VABSDIFF4] = lpx_emu_pick_video, [LPX_OP_VMIN4] = lpx_emu_pick_video,
-  [LPX_OP_VMAX4] = lpx_emu_pick_video, [LPX_OP_VSET4] = lpx_emu_pick_video,
-  [LPX_OP_ALLOCA] = lpx_emu_pick_stack, [LPX_OP_STACKSAVE] = lpx_emu_pick_stack, [LPX_OP_STACKRESTORE] = lpx_emu_pick_stack,
-  [LPX_OP_ISSPACEP] = lpx_emu_pick_space, [LPX_OP_GETCTARANK] = lpx_emu_pick_space,
-  [LPX_OP_PMEVENT] = lpx_emu_pick_hint, [LPX_OP_APPLYPRI] = lpx_emu_pick_hint, [LPX_OP_DISCARD] = lpx_emu_pick_hint, [LPX_OP_CREATEPOL] = lpx_emu_pick_hint,
+#define X(id, name, sig, groups, req, types, ntypes, ptx, sm, maxsm, emu) [LPX_OP_##id] = lpx_emu_pick_##emu,
+  LPX_ISA(X)
+#undef X
 };
 
 /* The handler of a decoded instruction (the unsupported reporter if none).
@@ -268,7 +228,7 @@ static int decode_operand(dec *d, const lpx_operand *src, emu_inst *in)
   emu_op *o = op_new(d);
   if (!o) return -1;
   switch (src->kind) {
-  case LPX_OPD_REG:   /* off: a video selector (lpx_video.h) */
+  case LPX_OPD_REG:   /* off: a video selector (lpx_rules.h) */
     o->kind = EO_REG; o->reg = src->id; o->neg = src->aux != 0; o->off = src->ival;
     o->bits = (uint8_t)lpx_types[d->f->reg_type[src->id]].bits;
     return 0;

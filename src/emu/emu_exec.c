@@ -29,95 +29,7 @@ static void mark_vec_written(emu_warp *w, const emu_inst *in, uint32_t m)
     if (v[k].kind == EO_REG && v[k].reg >= 0 && v[k].reg < w->p->nregs) w->wr[v[k].reg] |= m;
 }
 
-/* "file:line: `instruction`" for a decoded instruction. */
-void lpx_emu_where(const emu_prog *p, const emu_inst *in, char *out, size_t cap)
-{
-  if (!in || in->item < 0) { snprintf(out, cap, "%s: end of kernel", p->name); return; }
-  const lpx_item *it = &p->f->items[in->item];
-  lpx_buf b = { 0, 0, 0 };
-  lpx_emit_item(&b, p->m, p->f, it);
-  char *text = b.p ? b.p : (char *)"?";
-  while (*text == '\t') text++;
-  size_t n = strlen(text);
-  while (n && (text[n - 1] == '\n' || text[n - 1] == ';')) text[--n] = '\0';
-  for (char *c = text; *c; c++) if (*c == '\t') *c = ' ';
-  if (it->file > 0 && (size_t)it->file <= p->m->nfiles)
-    snprintf(out, cap, "%s:%d: %s", lpx_strtab_get(&p->m->syms, p->m->files[it->file - 1]), it->line, text);
-  else if (it->line > 0)   /* parsed PTX without a registered file: its line */
-    snprintf(out, cap, "%s, PTX line %d: %s", p->name, it->line, text);
-  else
-    snprintf(out, cap, "%s: %s", p->name, text);
-  lpx_buf_free(&b);
-}
-
-/* The grid index of the CTA this host thread runs (for ordering errors). */
-static __thread uint64_t running_cta;
-
-/* Record an error; the lowest-numbered failing CTA's first error wins, so
- * the report does not depend on how host threads interleave. */
-static void set_error(emu_launch *L, const char *msg)
-{
-  pthread_mutex_lock(&L->lock);
-  if (!L->failed || running_cta < L->fail_cta) {
-    snprintf(L->msg, sizeof L->msg, "%s", msg);
-    __atomic_store_n(&L->fail_cta, running_cta, __ATOMIC_RELAXED);
-    __atomic_store_n(&L->failed, 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&L->lock);
-}
-
-/* Should the CTA this thread runs stop because a lower-numbered one failed? */
-int lpx_emu_stop_for_error(const emu_launch *L)
-{
-  return __atomic_load_n(&L->failed, __ATOMIC_ACQUIRE) && __atomic_load_n(&L->fail_cta, __ATOMIC_RELAXED) <= running_cta;
-}
-
-/* Fail the launch with a message that is not about one instruction. */
-int lpx_emu_fail_raw(emu_launch *L, const char *fmt, ...)
-{
-  char msg[EMU_MSG];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  set_error(L, msg);
-  return -1;
-}
-
-/* Fail the launch at an instruction: location, text, message, thread, CTA. */
-int lpx_emu_fail(emu_warp *w, const emu_inst *in, int lane, const char *fmt, ...)
-{
-  char where[512], what[768], who[160];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  lpx_emu_where(w->p, in, where, sizeof where);
-  const emu_cta *c = w->cta;
-  const uint32_t *bd = c->L->cfg.block;
-  if (lane >= 0) {
-    uint32_t t = w->id * 32 + (uint32_t)lane;
-    snprintf(who, sizeof who, "thread (%u,%u,%u) = lane %d of warp %u, CTA (%u,%u,%u)", t % bd[0], t / bd[0] % bd[1],
-             t / (bd[0] * bd[1]), lane, w->id, c->ctaid[0], c->ctaid[1], c->ctaid[2]);
-  } else {
-    snprintf(who, sizeof who, "warp %u, CTA (%u,%u,%u)", w->id, c->ctaid[0], c->ctaid[1], c->ctaid[2]);
-  }
-  char msg[EMU_MSG];
-  snprintf(msg, sizeof msg, "%s: %s [%s]", where, what, who);
-  set_error(c->L, msg);
-  return -1;
-}
-
 /* ---------------------------------------------------------------- lanes */
-
-/* Lanes of m whose predicate slot holds true (false when neg). */
-uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uint32_t m)
-{
-  const uint64_t *r = EMU_R(w, slot);
-  uint32_t out = 0, want = neg ? 0u : 1u;
-  EMU_EACH(m, out |= (uint32_t)(((uint32_t)r[l] & 1u) == want) << l);
-  return out;
-}
 
 /* Write the running group's PC back into its lanes. */
 static void flush(emu_warp *w)
@@ -827,12 +739,12 @@ static void *worker_main(void *arg)
   worker *wk = arg;
   emu_launch *L = wk->L;
   uint64_t units = L->nctas / (uint64_t)L->cluster_size;
-  running_cta = 0;
+  lpx_emu_report_cta(0);
   if (worker_init(wk)) { lpx_emu_fail_raw(L, "emu: out of host memory for a CTA"); return NULL; }
   for (;;) {
     uint64_t u = __atomic_fetch_add(&L->next_cta, 1, __ATOMIC_RELAXED);
     if (u >= units || __atomic_load_n(&L->failed, __ATOMIC_ACQUIRE)) break;
-    running_cta = u;
+    lpx_emu_report_cta(u);
     cluster_reset(wk, u);
     if (group_run(wk->ctas, L->cluster_size)) break;
     for (int i = 0; i < L->cluster_size; i++)

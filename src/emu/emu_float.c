@@ -25,17 +25,6 @@ enum { F_ADD, F_SUB, F_MUL, F_FMA, F_DIV, F_MIN, F_MAX, F_ABS, F_NEG, F_RCP, F_S
 
 /* ------------------------------------------------------------- helpers */
 
-/* The host rounding mode for a RND modifier (an LPX_RND_* value; none: nearest). */
-int lpx_emu_host_rounding(int rnd)
-{
-  switch (rnd) {
-  case LPX_RND_RZ: return FE_TOWARDZERO;
-  case LPX_RND_RM: return FE_DOWNWARD;
-  case LPX_RND_RP: return FE_UPWARD;
-  default: return FE_TONEAREST;
-  }
-}
-
 /* Flush an f32 subnormal to a zero of the same sign. */
 static float ftz32(float x)
 {

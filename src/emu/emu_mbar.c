@@ -1,18 +1,15 @@
-/* Hopper's asynchronous-barrier machinery: mbarrier objects in shared
- * memory (init, arrive, arrive_drop, their .noComplete forms, expect_tx,
- * complete_tx, test_wait / try_wait with phase tokens or parity,
- * pending_count, inval) and the bulk
- * copies that complete transactions on them (cp.async.bulk, non-tensor),
- * with the classification of every cp.async.bulk / cp.reduce.async.bulk
- * form. Copies happen at once, a valid schedule of an asynchronous copy; a
- * barrier's phase completes when its pending arrivals and its
- * transaction count both reach zero. */
+/* Hopper's mbarrier objects in shared memory: one lane's mbarrier
+ * operation on its word (init, arrive, arrive_drop, their .noComplete
+ * forms, expect_tx, complete_tx, test_wait / try_wait with phase tokens or
+ * parity, inval), the transactions copies complete on it, tcgen05.commit's
+ * arrive, and the deadlock report of a wait nothing can complete. A
+ * barrier's phase completes when its pending arrivals and its transaction
+ * count both reach zero. A leaf under the handler families (emu_bulk.c,
+ * TMA, reductions, tcgen05): it calls memory, the schedule and reports. */
 #include "emu.h"
-#include "emu_prof.h"
 #include "emu_sched.h"
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
-#define HANDLER(name) static int name(emu_warp *w, const emu_inst *in, uint32_t m)
 
 /* ------------------------------------------------------------ the object */
 
@@ -20,7 +17,7 @@
  * transaction count (21 bits each) and the current phase's parity. */
 typedef struct mbar { int64_t pending, expected, tx; int phase; } mbar;
 
-#define F21 0x1fffffull
+#define F21 EMU_MBAR_COUNT
 
 /* Unpack an mbarrier word. */
 static mbar unpack(uint64_t v)
@@ -62,7 +59,7 @@ emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p)
 /* ------------------------------------------------------------ addressing */
 
 /* Host pointer of the 8-byte barrier operand k for a lane (shared unless said otherwise). */
-static uint8_t *mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
+uint8_t *lpx_emu_mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
 {
   const emu_op *ao = EMU_OP(w, in, k);
   int sp = lpx_emu_space(in);
@@ -72,17 +69,42 @@ static uint8_t *mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane)
   return lpx_emu_addr(w, in, lane, sp, addr, 8, 2);
 }
 
-/* Index of the first ADDR operand (the barrier), or -1. */
-static int addr_index(const emu_warp *w, const emu_inst *in)
+/* ------------------------------------------------ held-back transactions */
+
+/* Complete bytes the adversarial schedule held back on the barrier word p
+ * of CTA c, when nothing else keeps its phase open (no pending arrivals and
+ * exactly that many pending transaction bytes) and a wait for the phase
+ * with parity want (-1: not a wait) would fail without them. 1 if the
+ * phase completed. */
+static int take_tx(emu_cta *c, uint8_t *p, int64_t bytes, int want)
 {
-  for (int k = 0; k < in->nops; k++) if (EMU_OP(w, in, k)->kind == EO_ADDR) return k;
-  return -1;
+  uint64_t word;
+  memcpy(&word, p, 8);
+  mbar b = unpack(word);
+  if (!b.expected || b.pending || b.tx != bytes || (want >= 0 && b.phase != want)) return 0;
+  b.tx = 0;
+  settle(c, &b);
+  c->mbar_gen++;
+  word = pack(b);
+  memcpy(p, &word, 8);
+  return 1;
+}
+
+/* Any mbarrier instruction on barrier p of CTA c under the adversarial
+ * schedule: when only bytes it held back keep the phase open, complete
+ * them now (for a wait for parity want, only when it would fail without
+ * them) and tell the schedule they landed. */
+static void touch(emu_cta *c, uint8_t *p, int want)
+{
+  int any = 0;
+  int64_t held = lpx_emu_sched_mbar_held(c, p, &any);
+  if (any && take_tx(c, p, held, want)) lpx_emu_sched_mbar_landed(c, p);
 }
 
 /* ------------------------------------------------------------------ ops */
 
 /* The phase parity a test_wait/try_wait waits for (.parity operand or state token). */
-static int wait_parity(emu_warp *w, const emu_inst *in, int k, int lane)
+int lpx_emu_mbar_parity(emu_warp *w, const emu_inst *in, int k, int lane)
 {
   uint64_t v = D(k + 1)[lane];
   return in->mod[LPX_GB_PARITY] ? (int)(v & 1) : (int)(v >> 63);
@@ -99,13 +121,13 @@ static int no_complete_fail(emu_warp *w, const emu_inst *in, int lane, int64_t c
 }
 
 /* Apply one lane's operation to its barrier word; *out gets the result. */
-static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
+int lpx_emu_mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out)
 {
   int kind = in->mod[LPX_GB_MBAR];
   uint64_t word;
   emu_cta *c = lpx_emu_mbar_owner(w, p);
   int waits = kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT;
-  if (c->sched) lpx_emu_sched_mbar_touch(c, p, waits ? wait_parity(w, in, k, lane) : -1);   /* held-back copy bytes */
+  if (c->sched) touch(c, p, waits ? lpx_emu_mbar_parity(w, in, k, lane) : -1);   /* held-back copy bytes */
   memcpy(&word, p, 8);
   mbar b = unpack(word);
   int64_t arg = in->nops > k + 1 ? (int64_t)(uint32_t)D(k + 1)[lane] : 1;
@@ -129,7 +151,7 @@ static int mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int
     if (in->mod[LPX_GB_NOCOMP] && !b.pending && !b.tx && b.expected) return no_complete_fail(w, in, lane, count);
     settle(c, &b);
   } else if (kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) {
-    int want = wait_parity(w, in, k, lane);
+    int want = lpx_emu_mbar_parity(w, in, k, lane);
     *out = b.phase != want;                   /* the phase with that parity has completed */
   }
   uint64_t before = word;
@@ -156,7 +178,7 @@ static int cta_spinning(const emu_cta *g)
  * mbarrier wait since the last change of any of its own CTA's mbarriers
  * (a remote arrival changes the owner's), nothing can complete the phase:
  * report a deadlock. */
-static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want)
+int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want)
 {
   emu_cta *c = w->cta;
   if (w->mbar_wait_gen != c->mbar_gen + 1) w->mbar_wait_fails = 0;
@@ -174,33 +196,7 @@ static int wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t 
     want, n > 1 ? "cluster" : "CTA", b.phase, (long long)b.pending, (long long)b.expected, (long long)b.tx);
 }
 
-/* mbarrier.*: lanes in order, each on its own barrier address. */
-HANDLER(op_mbarrier)
-{
-  int kind = in->mod[LPX_GB_MBAR];
-  if (kind == LPX_MBAR_PENDING_COUNT) {                   /* pending_count d, state: no memory */
-    uint64_t *d = D(0);
-    const uint64_t *s = D(1);
-    EMU_EACH(m, d[l] = s[l] & F21);
-    return 0;
-  }
-  int k = addr_index(w, in);
-  if (k < 0) return lpx_emu_fail(w, in, -1, "mbarrier needs a [barrier] address operand");
-  uint64_t *d = k > 0 ? D(0) : NULL;
-  EMU_EACH(m, {
-    uint8_t *p = mbar_ptr(w, in, k, l);
-    uint64_t out = 0;
-    if (!p || mbar_apply(w, in, l, p, k, &out)) return -1;
-    if (d) d[l] = out;
-    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && !out && wait_failed(w, in, l, p, wait_parity(w, in, k, l))) return -1;
-    if ((kind == LPX_MBAR_TEST_WAIT || kind == LPX_MBAR_TRY_WAIT) && out && w->cta->tm) lpx_emu_tmem_observe(w, p, wait_parity(w, in, k, l), in);
-    if ((kind == LPX_MBAR_ARRIVE || kind == LPX_MBAR_ARRIVE_DROP) && w->cta->tm && lpx_emu_tmem_publish(w, p))
-      return lpx_emu_fail(w, in, l, "out of host memory");
-  });
-  return 0;
-}
-
-/* ----------------------------------------------------------- bulk copies */
+/* ------------------------------------------- copies and tcgen05 arrivals */
 
 /* Complete bytes of transactions on the barrier word p, which lives in CTA c. */
 static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, emu_cta *c, int64_t bytes)
@@ -223,7 +219,7 @@ static int complete_on(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, em
  * barrier may live in another CTA of the cluster. */
 int lpx_emu_mbar_complete(emu_warp *w, const emu_inst *in, int k, int lane, int64_t bytes)
 {
-  uint8_t *p = mbar_ptr(w, in, k, lane);
+  uint8_t *p = lpx_emu_mbar_ptr(w, in, k, lane);
   return p ? complete_on(w, in, lane, p, lpx_emu_mbar_owner(w, p), bytes) : -1;
 }
 
@@ -251,111 +247,4 @@ int lpx_emu_mbar_arrive_one(emu_warp *w, const emu_inst *in, int lane, uint8_t *
   word = pack(b);
   memcpy(p, &word, 8);
   return 0;
-}
-
-/* Complete bytes the adversarial schedule held back on the barrier word p
- * of CTA c, when nothing else keeps its phase open (no pending arrivals and
- * exactly that many pending transaction bytes) and a wait for the phase
- * with parity want (-1: not a wait) would fail without them. 1 if the
- * phase completed. */
-int lpx_emu_mbar_take_tx(emu_cta *c, uint8_t *p, int64_t bytes, int want)
-{
-  uint64_t word;
-  memcpy(&word, p, 8);
-  mbar b = unpack(word);
-  if (!b.expected || b.pending || b.tx != bytes || (want >= 0 && b.phase != want)) return 0;
-  b.tx = 0;
-  settle(c, &b);
-  c->mbar_gen++;
-  word = pack(b);
-  memcpy(p, &word, 8);
-  return 1;
-}
-
-/* cp.async.bulk [dst], [src], size{, [mbar]}: copy at once, then complete
- * size bytes of transactions on the barrier (.mbarrier::complete_tx::bytes). */
-HANDLER(op_cp_bulk)
-{
-  const emu_op *dop = EMU_OP(w, in, 0), *sop = EMU_OP(w, in, 1);
-  int dsp = lpx_emu_space(in), ssp = lpx_emu_space2(in);
-  const uint64_t *sz = D(2);
-  int with_mbar = in->nops > 3 && EMU_OP(w, in, 3)->kind == EO_ADDR;
-  EMU_EACH(m, {
-    uint32_t n = (uint32_t)sz[l];
-    if (n % 16) return lpx_emu_fail(w, in, l, "cp.async.bulk size %u is not a multiple of 16", n);
-    uint8_t *dst = lpx_emu_addr_span(w, in, l, dsp, (dop->reg >= 0 ? EMU_R(w, dop->reg)[l] : 0) + (uint64_t)dop->off, n ? n : 1, 1);
-    const uint8_t *src = dst ? lpx_emu_addr_span(w, in, l, ssp, (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off, n ? n : 1, 0) : NULL;
-    if (!dst || !src) return -1;
-    memmove(dst, src, n);
-    lpx_emu_prof_add(w, EMU_PC_BULK_BYTES, n);
-    if (with_mbar && lpx_emu_mbar_complete(w, in, 3, l, n)) return -1;
-  });
-  return 0;
-}
-
-/* cp.async.bulk.prefetch.L2 [src], size: a hint with no effect here. What
- * the ISA leaves undefined is reported (size not a multiple of 16, src not
- * 16-byte aligned); an address outside every allocation is not an error. */
-HANDLER(op_prefetch)
-{
-  const emu_op *sop = EMU_OP(w, in, 0);
-  const uint64_t *sz = D(1);
-  EMU_EACH(m, {
-    uint64_t a = (sop->reg >= 0 ? EMU_R(w, sop->reg)[l] : 0) + (uint64_t)sop->off;
-    if (sz[l] % 16 || a % 16)
-      return lpx_emu_fail(w, in, l, "cp.async.bulk.prefetch of %llu bytes at 0x%llx: the size must be a multiple of 16 and "
-                          "the address 16-byte aligned", (unsigned long long)sz[l], (unsigned long long)a);
-  });
-  return 0;
-}
-
-/* Bulk-group bookkeeping: nothing to wait for. */
-HANDLER(op_nop) { return 0; }
-
-/* Handlers of the non-tensor bulk kinds (the tensor kinds are emu_tma.c's). */
-static const emu_fn bulk_handlers[] = {
-  [EMU_BULK_COPY] = op_cp_bulk, [EMU_BULK_NOP] = op_nop, [EMU_BULK_PREFETCH] = op_prefetch,
-  [EMU_BULK_REDUCE] = lpx_emu_op_reduce, [EMU_BULK_TREDUCE] = NULL,
-};
-
-/* Handler for mbarrier and the cp.async.bulk / cp.reduce.async.bulk forms. */
-emu_fn lpx_emu_pick_mbar(const emu_inst *in)
-{
-  if (in->op == LPX_OP_MBARRIER) return in->mod[LPX_GB_MBAR] ? op_mbarrier : NULL;
-  emu_fn fn = in->ext[0] < sizeof bulk_handlers / sizeof bulk_handlers[0] ? bulk_handlers[in->ext[0]] : NULL;
-  return fn ? fn : lpx_emu_pick_tma(in);
-}
-
-/* The tensor load modes the emulator runs (1), the four-row ones (2). */
-static const uint8_t modes_run[LPX_LOADMODE__END] = {
-  [LPX_LOADMODE_TILE] = 1, [LPX_LOADMODE_IM2COL] = 1, [LPX_LOADMODE_IM2COL_NO_OFFS] = 1,
-  [LPX_LOADMODE_TILE_GATHER4] = 2, [LPX_LOADMODE_TILE_SCATTER4] = 2,
-};
-
-/* The EMU_BULK_* kind of a bulk form from its record: the forms the
- * emulator runs (copies, tensor loads/stores/prefetches/reductions,
- * reductions, group bookkeeping); the rest are EMU_BULK_OTHER. */
-static int bulk_kind(const lpx_form *fo)
-{
-  const lpx_form_info *fi = &fo->info;
-  int mode = fi->im2col, store = fo->modsel[LPX_GB_SPACE] == LPX_SPACE_GLOBAL && fo->modsel[LPX_GB_SPACE2] == LPX_SPACE2_SHARED_CTA;
-  if ((mode && !modes_run[mode]) || fo->modsel[LPX_GB_CPMASK]) return EMU_BULK_OTHER;
-  /* .cta_group::N of a tensor load lets its mbarrier sit in the peer CTA (a shared::cluster address): a load as any. */
-  if (fi->cta_group && !(fi->tensor && !store && !fi->prefetch && fi->op == LPX_OP_CPBULK)) return EMU_BULK_OTHER;
-  if (fi->op == LPX_OP_CPREDBULK) return fi->tensor ? EMU_BULK_TREDUCE : EMU_BULK_REDUCE;
-  if (fi->prefetch) return fi->tensor ? EMU_BULK_TPREFETCH : EMU_BULK_PREFETCH;
-  if (fo->modsel[LPX_GB_BULKGRP]) return EMU_BULK_NOP;
-  if (fi->tensor) return store ? EMU_BULK_TSTORE : EMU_BULK_TLOAD;
-  return fi->multicast ? EMU_BULK_OTHER : EMU_BULK_COPY;
-}
-
-/* Classify a bulk form: ext[0] its EMU_BULK_* kind, ext[1] multicast,
- * ext[2] im2col (loads, prefetches) or im2col_no_offs, ext[3]
- * tile::gather4 / tile::scatter4 (one column, four rows). */
-void lpx_emu_decode_bulk(emu_inst *in, const lpx_form *fo)
-{
-  in->ext[1] = (uint8_t)fo->info.multicast;
-  in->ext[2] = fo->info.im2col == LPX_LOADMODE_IM2COL || fo->info.im2col == LPX_LOADMODE_IM2COL_NO_OFFS;
-  in->ext[3] = modes_run[fo->info.im2col] == 2;
-  in->ext[0] = (uint8_t)bulk_kind(fo);
 }

@@ -329,8 +329,8 @@ void lpx_emu_prof_after(emu_warp *w, const emu_inst *in, uint32_t m, const emu_p
 /* The emulator behind d, or NULL with the error set. */
 static emu_dev *emu_of(lpx_device *d)
 {
-  if (!strcmp(lpx_device_kind(d), "emu")) return d->impl;
-  lpx_fail(d->ctx, "profile: the counters come from the emulator; this device is %s (open the emu device)", lpx_device_kind(d));
+  if (!strcmp(d->vt->kind, "emu")) return d->impl;
+  lpx_fail(d->ctx, "profile: the counters come from the emulator; this device is %s (open the emu device)", d->vt->kind);
   return NULL;
 }
 

@@ -454,18 +454,19 @@ static void landed(emu_sched *s, int rank, uint32_t off)
   compact(s);
 }
 
-/* Any mbarrier instruction on barrier p of CTA c: remember it, and when
- * only held-back bytes keep its phase open, complete them now (for a wait
- * for parity want, only when it would fail without them). */
-void lpx_emu_sched_mbar_touch(emu_cta *c, uint8_t *p, int want)
+/* Any mbarrier instruction on barrier p of CTA c: remember it; the bytes
+ * held back on it (*any: some are), which emu_mbar.c completes when only
+ * they keep its phase open. */
+int64_t lpx_emu_sched_mbar_held(emu_cta *c, uint8_t *p, int *any)
 {
   emu_sched *s = c->sched;
   uint32_t off = (uint32_t)(p - c->shared);
-  int any = 0;
   s->bar_rank = c->rank; s->bar_off = off;
-  int64_t held = held_bytes(s, c->rank, off, &any);
-  if (any && lpx_emu_mbar_take_tx(c, p, held, want)) landed(s, c->rank, off);
+  return held_bytes(s, c->rank, off, any);
 }
+
+/* The held-back bytes on barrier p of CTA c were completed. */
+void lpx_emu_sched_mbar_landed(emu_cta *c, uint8_t *p) { landed(c->sched, c->rank, (uint32_t)(p - c->shared)); }
 
 /* After an mbarrier instruction: an arrive without expect_tx releases (the
  * spinning warps of that barrier go first); a failed wait spins; after a

@@ -29,20 +29,15 @@ void lpx_emu_sched_shuffle(emu_sched *s);
 /* Memory and registers: a shared access of n bytes at off in CTA c (checked
  * against pending copies, recorded for the one being issued), a bulk or TMA
  * copy's transaction bytes on the barrier word p of CTA c (1: deferred to the
- * phase's completion), any mbarrier instruction on p (completes the deferred
- * bytes when nothing else is pending and, for a wait for the phase with
- * parity want >= 0, only when the wait needs them), and a read of a
+ * phase's completion), any mbarrier instruction on p (the bytes held back
+ * on it, which emu_mbar.c completes when nothing else keeps the phase
+ * open, and that they landed), and a read of a
  * register slot some lanes (bad) never wrote (-1: reported as a pending
  * wgmma accumulator). */
 int lpx_emu_sched_access(emu_warp *w, const emu_inst *in, int lane, emu_cta *c, uint32_t off, uint32_t n, int write);
 int lpx_emu_sched_defer_tx(emu_cta *c, const uint8_t *p, int lane, int64_t bytes);
-void lpx_emu_sched_mbar_touch(emu_cta *c, uint8_t *p, int want);
+int64_t lpx_emu_sched_mbar_held(emu_cta *c, uint8_t *p, int *any);
+void lpx_emu_sched_mbar_landed(emu_cta *c, uint8_t *p);
 int lpx_emu_sched_reg(emu_warp *w, const emu_inst *in, int32_t slot, uint32_t bad);
-
-/* emu_mbar.c: complete `bytes` deferred transaction bytes on the barrier
- * word p when it has no pending arrivals and exactly that many pending
- * transaction bytes, unless want >= 0 and the phase with that parity has
- * completed already (its phase completes); 1 if it did. */
-int lpx_emu_mbar_take_tx(emu_cta *c, uint8_t *p, int64_t bytes, int want);
 
 #endif

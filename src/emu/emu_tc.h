@@ -104,7 +104,6 @@ tm_group *lpx_emu_tm_group(emu_cta *c, int32_t index);
 int32_t lpx_emu_tm_open(emu_warp *w, const emu_inst *in, int lane);
 emu_cta *lpx_emu_tm_peer(emu_warp *w, const emu_inst *in, int lane, int which);
 int lpx_emu_tm_uniform(emu_warp *w, const emu_inst *in, uint32_t m, int k, const char *what);
-emu_fn lpx_emu_pick_tc_async(const emu_inst *in);
 uint32_t lpx_emu_tm_tick(emu_cta *c);
 void lpx_emu_tm_acquire(emu_warp *w, const uint8_t *p);
 void lpx_emu_tm_merge(emu_cta *c);

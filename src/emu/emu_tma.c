@@ -564,30 +564,6 @@ static int tensor_prefetch(emu_warp *w, const emu_inst *in, int lane, const tma_
 
 /* ------------------------------------------------------ the async proxy */
 
-/* Shared bytes [off, off+n) read by the async proxy (TMA store, wgmma):
- * report one the generic proxy wrote with no fence.proxy.async on the
- * way to this read (a race check: off with race_check). */
-int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader)
-{
-  emu_cta *c = w->cta;
-  if (!c->pdirty || !(c->L->checks & EMU_CHECK_RACE) || off >= c->shared_size) return 0;
-  if (n > c->shared_size - off) n = (uint32_t)(c->shared_size - off);
-  uint64_t any = 0, i = off;   /* eight flags a step: the common answer is "none" */
-  for (; i + 8 <= off + n; i += 8) { uint64_t v; memcpy(&v, c->pdirty + i, 8); any |= v; }
-  for (; i < off + n; i++) any |= c->pdirty[i];
-  if (!any) return 0;
-  for (i = off; i < off + n; i++) {
-    if (!c->pdirty[i]) continue;
-    char there[512];
-    lpx_emu_where(w->p, &w->p->insts[c->race_wi[i]], there, sizeof there);
-    return lpx_emu_fail(w, in, lane, "%s reads shared memory at 0x%llx through the async proxy, but %s wrote it through the "
-                        "generic proxy with no fence.proxy.async in between (put %s after the stores, or after the barrier "
-                        "that orders them before this read, in the thread that issues it)", reader, (unsigned long long)i, there,
-                        lpx_emu_spell(w, in, "ptx.fence.proxy_async()", "fence.proxy.async.shared::cta"));
-  }
-  return 0;
-}
-
 /* fence.proxy.async: the generic-proxy writes that happen before it
  * become visible to the async proxy: this warp's own, and every warp's
  * made before a barrier that completed since (the memory model asks for
@@ -604,11 +580,12 @@ static int op_proxy_fence(emu_warp *w, const emu_inst *in, uint32_t m)
   return 0;
 }
 
-/* fence.proxy.async (any space) here; every other fence (tensormap ones
- * included: maps are read straight from memory) is the control family's. */
-emu_fn lpx_emu_pick_fence(const emu_inst *in)
+/* fence.proxy.async (any space) here; NULL for every other fence (tensormap
+ * ones included: maps are read straight from memory), which the decoder
+ * hands to the control family. */
+emu_fn lpx_emu_pick_proxy_fence(const emu_inst *in)
 {
-  return in->mod[LPX_GB_PROXYK] == LPX_PROXYK_ASYNC ? op_proxy_fence : lpx_emu_pick_ctl(in);
+  return in->mod[LPX_GB_PROXYK] == LPX_PROXYK_ASYNC ? op_proxy_fence : NULL;
 }
 
 /* ------------------------------------------------------------- handlers */

@@ -776,11 +776,13 @@ static const emu_fn tm_handlers[LPX_OP__COUNT] = {
   [LPX_OP_TCFENCEB] = op_fence_before, [LPX_OP_TCFENCEA] = op_fence_after,
 };
 
-/* Handler of a tcgen05 row (mma, cp, shift, commit: emu_tcgen05.c). */
+/* Handler of a tensor-memory row: alloc, dealloc, relinquish, ld, st,
+ * their waits and the thread-sync fences (mma, cp, shift and commit are
+ * emu_tcgen05.c's). */
 emu_fn lpx_emu_pick_tmem(const emu_inst *in)
 {
   if (!is_tc(in->op)) return NULL;
   if (in->op == LPX_OP_TCLD || in->op == LPX_OP_TCST)
     if (!in->mod[LPX_GB_TCSHAPE] || in->mod[LPX_GB_TCSHAPE] >= LPX_TCSHAPE__END) return NULL;
-  return tm_handlers[in->op] ? tm_handlers[in->op] : lpx_emu_pick_tc_async(in);
+  return tm_handlers[in->op];
 }

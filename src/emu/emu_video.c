@@ -10,7 +10,7 @@
  * product), the handlers follow the code (docs/emulator.md lists it).
  * Operand selectors come from the decoded operands (emu_op.off). */
 #include "emu.h"
-#include "../lpx_video.h"
+#include "../lpx_rules.h"
 
 #define D(k) EMU_R(w, EMU_OP(w, in, k)->reg)
 #define SEL(k) (EMU_OP(w, in, k)->off)
@@ -215,7 +215,7 @@ HANDLER(op_vsimd)
   uint64_t *d = D(0);
   const uint64_t *a = D(1), *b = D(2), *c = D(3);
   int vset = in->op == LPX_OP_VSET2 || in->op == LPX_OP_VSET4;
-  simd s = simd_decode(w, in, lpx_video_lanes(in->op));
+  simd s = simd_decode(w, in, lpx_rules_video_lanes(in->op));
   int sa = is_signed(vset ? in->type : in->type2), sb = is_signed(vset ? in->type2 : in->type3);
   int sd = !vset && is_signed(in->type), sat = in->mod[LPX_GB_SAT] != 0, acc = in->mod[LPX_GB_VSECOP] != 0;
   uint32_t em = (uint32_t)((1ull << s.bits) - 1);
@@ -239,5 +239,5 @@ HANDLER(op_vsimd)
 emu_fn lpx_emu_pick_video(const emu_inst *in)
 {
   if (in->op == LPX_OP_VMAD) return op_vmad;
-  return lpx_video_lanes(in->op) == 1 ? op_vscalar : op_vsimd;
+  return lpx_rules_video_lanes(in->op) == 1 ? op_vscalar : op_vsimd;
 }

@@ -1,8 +1,10 @@
-/* Video-instruction selectors and negation, and the rules of the rows that
- * came with them (lpx_video.h; also pmevent, isspacep, getctarank): what
- * ptxas accepts beyond the table's columns, checked after the signature so
- * that messages name the operand. */
-#include "lpx_video.h"
+/* The rules of ISA rows beyond their table columns, what ptxas accepts
+ * and the columns cannot say, checked after the signature so that
+ * messages name the operand: the video instructions' operand selectors
+ * and negation, cvt.pack, madc/dp2a, lop3 with a predicate, createpolicy,
+ * applypriority/discard, alloca, isspacep, getctarank, pmevent and the
+ * 16x2 integer forms (lpx_rules.h). */
+#include "lpx_rules.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,20 +28,20 @@ static const uint8_t vkind[LPX_OP__COUNT] = {
 };
 
 /* Is the row one of the video instructions? */
-int lpx_video_row(int op) { return op >= 0 && op < LPX_OP__COUNT && vkind[op] != VK_NONE; }
+int lpx_rules_video_row(int op) { return op >= 0 && op < LPX_OP__COUNT && vkind[op] != VK_NONE; }
 
 /* Elements a video row works on: 1 (scalar), 2 or 4 (SIMD); 0 for other rows. */
-int lpx_video_lanes(int op)
+int lpx_rules_video_lanes(int op)
 {
   static const uint8_t lanes[] = { [VK_NONE] = 0, [VK_SCALAR] = 1, [VK_SIMD2] = 2, [VK_SIMD4] = 4 };
-  return lpx_video_row(op) ? lanes[vkind[op]] : 0;
+  return lpx_rules_video_row(op) ? lanes[vkind[op]] : 0;
 }
 
 /* ------------------------------------------------------------- selectors */
 
 /* The selector a spelling names ("b0", ".h10", "b3210"), or 0: a b or h,
  * then 1 to 4 digits 0-7. Which ones an operand may carry is a rule. */
-int64_t lpx_video_selector(const char *text)
+int64_t lpx_rules_selector(const char *text)
 {
   if (!text) return 0;
   if (*text == '.') text++;
@@ -54,7 +56,7 @@ int64_t lpx_video_selector(const char *text)
 }
 
 /* Write ".b0" / ".h10" for a selector (nothing for 0) into out. */
-void lpx_video_sel_text(int64_t sel, char *out, size_t cap)
+void lpx_rules_sel_text(int64_t sel, char *out, size_t cap)
 {
   size_t n = 0;
   if (cap == 0) return;
@@ -103,10 +105,10 @@ static const char *sel_help(int kind, int dest)
 
 /* --------------------------------------------------------------- messages */
 
-#define FAIL(...) lpx_vfail(m, fo, __VA_ARGS__)
+#define FAIL(...) rules_fail(m, fo, __VA_ARGS__)
 
 /* Fail with "<form>: <fmt...>". */
-static int lpx_vfail(lpx_module *m, const lpx_form *fo, const char *fmt, ...)
+static int rules_fail(lpx_module *m, const lpx_form *fo, const char *fmt, ...)
 {
   char msg[512];
   va_list ap;
@@ -134,7 +136,7 @@ static int video_operand(lpx_module *m, const lpx_form *fo, const lpx_operand *o
     if (fo->modsel[LPX_GB_VPO]) return FAIL("operand %d: .po adds one and takes no negated source", k + 1);
   }
   if (o->kind != LPX_OPD_REG || !o->ival) return 0;
-  lpx_video_sel_text(o->ival, sel, sizeof sel);
+  lpx_rules_sel_text(o->ival, sel, sizeof sel);
   if (k == 3) return FAIL("operand 4 (c) takes no selector; got %s", sel);
   if (dest && kind == VK_SCALAR && (op == LPX_OP_VMAD || count != 4 || fo->modsel[LPX_GB_VSECOP]))
     return FAIL("operand 1: %s merges into c and needs the four-operand form without .add/.min/.max%s", sel,
@@ -320,12 +322,12 @@ static int other_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx
   }
 }
 
-/* Rules of the rows above beyond their table columns; 0 or -1 (message
+/* The rules of a row beyond its table columns; 0 or -1 (message
  * set). Selectors and '-' anywhere but on a video row are refused. */
-int lpx_video_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count)
+int lpx_rules_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx_operand *ops, int nops, const uint32_t *starts, int count)
 {
   int op = fo->info.op;
-  if (!lpx_video_row(op)) {
+  if (!lpx_rules_video_row(op)) {
     for (int i = 0; i < nops; i++) {
       if (!marked(&ops[i])) continue;
       return FAIL("%s", ops[i].ival ? "byte/half selectors (.b0 .h1 ...) belong to the video instructions"
