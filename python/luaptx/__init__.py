@@ -12,6 +12,7 @@ JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
 import collections
 import hashlib
+import numbers
 import os
 import re
 import weakref
@@ -92,10 +93,13 @@ class Specialization:
         lines = _core.specs(self.handle).split("\n")
         self.where = lines[0][len("where "):]
         self.label = f'kernel "{kernel.name}" ({self.where})'
-        specs, self.param_names = [], ()
+        specs, self.param_names, self.scalars = [], (), ()
         for line in lines[1:]:
             if line.startswith("params "):
                 self.param_names = () if line == "params -" else tuple(line[len("params "):].split(","))
+                continue
+            if line.startswith("scalars "):     # runtime scalars: (name, PTX type), raw_params order
+                self.scalars = tuple(tuple(x.split(":")) for x in line[len("scalars "):].split(","))
                 continue
             role, dtype, dims = line.split(" ")
             parsed = () if dims == "-" else tuple(int(d) if d.lstrip("-").isdigit() else d for d in dims.split(","))
@@ -123,19 +127,52 @@ class Specialization:
             out.append(tuple(dims))
         return out
 
-    def launch(self, tensors, stream=None):
+    def launch(self, tensors, stream=None, scalars=None):
         """Launch on tensors (inputs, then outputs: allocated when left out);
         returns the outputs as a tuple. stream: None (a CUDA tensor's
-        producer's current stream) or a CUstream as an int."""
+        producer's current stream) or a CUstream as an int; scalars: the
+        runtime scalars in order (None: a template value), or None."""
         tensors = tuple(tensors)
         _guard(self, tensors)
-        return _launch(self, tensors, stream)
+        return _launch(self, tensors, stream, scalars)
+
+    def split(self, args, kwargs):
+        """Split a call's positional args into tensors and runtime scalars
+        (numbers after the tensors, in raw_params order) and take the
+        scalars given as keywords out of kwargs; returns (tensors, scalars
+        tuple or None when the kernel has none)."""
+        if not self.scalars:
+            return args, None
+        n = len(args)
+        while n and _is_number(args[n - 1]):
+            n -= 1
+        pos, values = args[n:], [None] * len(self.scalars)
+        if len(pos) > len(self.scalars):
+            raise TypeError(f"{self.label} takes {len(self.scalars)} runtime scalar(s) "
+                            f"({', '.join(x[0] for x in self.scalars)}), got {len(pos)} positional")
+        for j, v in enumerate(pos):
+            values[j] = v
+        for j, (name, _) in enumerate(self.scalars):
+            if name in kwargs:
+                if j < len(pos):
+                    raise TypeError(f"{self.label}: scalar {name} given positionally and as a keyword")
+                values[j] = kwargs.pop(name)
+            if isinstance(values[j], bool):
+                raise TypeError(f"{self.label}: scalar {name} is a bool; valid: an int or a float")
+        return args[:n], tuple(values)
 
 
-def _launch(spec, tensors, stream):
+def _is_number(v):
+    """Is v a scalar argument (a Python or numpy number, not a tensor)?"""
+    return isinstance(v, numbers.Number)
+
+
+def _launch(spec, tensors, stream, scalars=None):
     """_core.launch, with a failure explained per argument where Python
     knows more than the C side (a meta tensor, a functorch transform)."""
     try:
+        if scalars is not None:
+            return _core.launch(spec.handle, tensors, _alloc, stream, scalars)
         return _core.launch(spec.handle, tensors, _alloc, stream)
     except (TypeError, ValueError, RuntimeError, BufferError) as e:
         if isinstance(e, LuaError):
@@ -259,18 +296,27 @@ class Kernel:
             report[key] = value if key == "arch" else int(value)
         return report
 
-    def __call__(self, *tensors, stream=None, **params):
+    def __call__(self, *args, stream=None, **params):
         """Launch on the inputs (outputs allocated like the first input and
-        returned) or on the inputs and outputs (written in place, returned).
-        One output is returned as is, several as a tuple. Keywords are
-        template values; stream= a CUDA stream (an int CUstream, or an
-        object with .cuda_stream) instead of the producer's current one."""
-        s = self._default if not params and self._default is not None else self.specialize(**params)
-        _guard(s, tensors)
+        returned) or on the inputs and outputs (written in place, returned),
+        then the kernel's runtime scalars (its raw_params of one number:
+        positional after the tensors, or keywords; a new value re-traces
+        nothing). One output is returned as is, several as a tuple. Other
+        keywords are template values; stream= a CUDA stream (an int
+        CUstream, or an object with .cuda_stream) instead of the producer's
+        current one."""
+        s = self._default if self._default is not None else self.specialize()
+        scalars = None
+        if s.scalars:
+            params = dict(params)
+            args, scalars = s.split(args, params)
+        if params:
+            s = self.specialize(**params)
+        _guard(s, args)
         if stream is not None:
             stream = _stream(stream, self.script)
         # CUDA tensors: the producer's current stream (looked up in C)
-        outs = _launch(s, tensors, stream)
+        outs = _launch(s, args, stream, scalars)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):

@@ -210,7 +210,7 @@ static int parse_specs(py_kernel *k, const char *text)
     char line[640];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
     if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
-    else if (strncmp(line, "params ", 7) == 0) { /* template value names: luaptx/__init__.py reads them */ }
+    else if (strncmp(line, "params ", 7) == 0 || strncmp(line, "scalars ", 8) == 0) { /* names: luaptx/__init__.py reads them */ }
     else if (parse_spec(k, line)) return -1;
     p += n + (nl != NULL);
   }
@@ -609,18 +609,60 @@ static int producer_stream(PyObject *obj, const DLTensor *t, void **stream)
   return PyErr_Occurred() ? -1 : 0;
 }
 
-/* launch(kernel, tensors, alloc, stream) -> tuple of the outputs. Given
+/* Read the runtime scalars (a tuple, None for "the template value") into
+ * vals and check them (luaptx_kernel_scalars): TypeError for a value of
+ * the wrong type, ValueError otherwise, naming the kernel and the scalar. */
+static int scalars_of(py_kernel *k, PyObject *tuple, luaptx_scalar *vals, int *n)
+{
+  *n = (int)PyTuple_Size(tuple);
+  if (*n > LPX_BIND_SCALARS) { PyErr_Format(PyExc_TypeError, "kernel \"%s\": too many scalars", k->name); return -1; }
+  for (int j = 0; j < *n; j++) {
+    PyObject *v = PyTuple_GetItem(tuple, j);
+    memset(&vals[j], 0, sizeof vals[j]);
+    if (v == Py_None) continue;
+    if (PyBool_Check(v)) { PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): scalar %d is a bool; valid: an int or a float", k->name, k->where, j + 1); return -1; }
+    if (PyIndex_Check(v)) {
+      PyObject *i = PyNumber_Index(v);
+      if (!i) return -1;
+      int over = 0;
+      long long x = PyLong_AsLongLongAndOverflow(i, &over);
+      if (over > 0) { vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = (int64_t)PyLong_AsUnsignedLongLong(i); }
+      else { vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = over < 0 ? INT64_MIN : x; }
+      Py_DECREF(i);
+      if (PyErr_Occurred()) { PyErr_Clear(); vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = -1; }   /* beyond u64: out of any range */
+      if (over < 0) { PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): scalar %d is below -2^63", k->name, k->where, j + 1); return -1; }
+      continue;
+    }
+    vals[j].kind = LUAPTX_SCALAR_FLOAT;
+    vals[j].f = PyFloat_AsDouble(v);
+    if (vals[j].f == -1.0 && PyErr_Occurred()) return -1;
+  }
+  py_state *st = state_of(k->state);
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  int rc = luaptx_kernel_scalars(k->K, vals, *n);
+  if (rc) snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (rc) bind_error(k, rc, msg);
+  return rc ? -1 : 0;
+}
+
+/* launch(kernel, tensors, alloc, stream[, scalars]) -> tuple of the outputs. Given
  * the inputs only, the outputs are allocated like the first input (its
  * type's DLPack exchange API, else alloc(dtype, shape, first input));
  * stream: None (CUDA tensors: their producer's current stream, else the
- * default stream), or the CUDA stream as an int (also given to __dlpack__). */
+ * default stream), or the CUDA stream as an int (also given to __dlpack__);
+ * scalars: the runtime scalars (a tuple, None entries for template values). */
 static PyObject *py_launch(PyObject *self, PyObject *args)
 {
-  PyObject *cap, *tensors, *alloc, *stream;
+  PyObject *cap, *tensors, *alloc, *stream, *scalars = NULL;
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  int nvals = 0;
   (void)self;
-  if (!PyArg_ParseTuple(args, "OO!OO", &cap, &PyTuple_Type, &tensors, &alloc, &stream)) return NULL;
+  if (!PyArg_ParseTuple(args, "OO!OO|O!", &cap, &PyTuple_Type, &tensors, &alloc, &stream, &PyTuple_Type, &scalars)) return NULL;
   py_kernel *k = kernel_of(cap);
   if (!k) return NULL;
+  if (scalars && scalars_of(k, scalars, vals, &nvals)) return NULL;
   py_state *st = state_of(k->state);
   Py_ssize_t n = PyTuple_Size(tensors);
   int total = k->nin + k->nout;
@@ -641,7 +683,7 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     for (int i = 0; i < total; i++) ts[i] = tk[i].t;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&st->lock);
-    rc = luaptx_launch_dlpack(k->K, ts, total, s);
+    rc = nvals ? luaptx_launch_dlpack_scalars(k->K, ts, total, vals, nvals, s) : luaptx_launch_dlpack(k->K, ts, total, s);
     pthread_mutex_unlock(&st->lock);
     Py_END_ALLOW_THREADS
     if (rc) lua_fail(st);

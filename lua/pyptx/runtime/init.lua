@@ -66,7 +66,7 @@ end
 
 -- The C binding's limits and device types (src/lpx_bind.h).
 local BIND = {}
-for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA" } do BIND[key] = tonumber(ffi.C["LPX_BIND_" .. key]) end
+for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA", "SCALARS" } do BIND[key] = tonumber(ffi.C["LPX_BIND_" .. key]) end
 
 -- The DLPack device type of a device kind (pyptx.bind's CPU or CUDA).
 local function dl_device(dev) return dev.kind == "cuda" and BIND.CUDA or BIND.CPU end
@@ -109,8 +109,34 @@ function M.bind_kernel(k, level)
     end
   end
   d.nsyms = #syms
+  M.bind_scalars(k, d)
   k._bind, k._bind_syms = d, syms
   return d, syms
+end
+
+--- Is raw param p a runtime scalar (one integer, f32 or f64 value, which
+-- a host passes per launch)? Returns its DLPack code and bits.
+function M.runtime_scalar(p)
+  if (p.count or 1) ~= 1 then return nil end
+  local code, bits = ffi.new("uint8_t[1]"), ffi.new("uint8_t[1]")
+  if core.bind_dtype(tostring(p[1]), code, bits) ~= 0 then return nil end
+  local c, b = code[0], bits[0]
+  if c == 0 or c == 1 or c == 3 or (c == 2 and b >= 32) then return c, b end
+  return nil
+end
+
+--- Fill d's runtime scalars (lpx_bind_param) from k's raw params.
+function M.bind_scalars(k, d)
+  d.nscalars = 0
+  for i, p in ipairs(k.raw_params) do
+    local code, bits = M.runtime_scalar(p)
+    if code and d.nscalars < BIND.SCALARS then
+      local sp = d.scalar[d.nscalars]
+      ffi.copy(sp.name, tostring(p[2]):sub(1, BIND.NAME - 1))
+      sp.code, sp.bits, sp.index = code, bits, i
+      d.nscalars = d.nscalars + 1
+    end
+  end
 end
 
 --- A tensor (a runtime tensor, or a host view { dtype | dl_dtype, shape,
