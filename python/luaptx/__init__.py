@@ -324,16 +324,19 @@ class Kernel:
 
 
 def _stream(stream, script):
-    """A stream argument as a CUstream int, for a script on the GPU."""
-    if script.device.startswith("emu"):
-        raise TypeError(f"stream={stream!r}: streams are for CUDA tensors; {script.path} runs on the emulator "
-                        "(its calls return when done)")
+    """A stream argument, validated, as a CUstream int; None on the
+    emulator, whose calls return when their kernel is done (a stream
+    orders nothing there)."""
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    handle = getattr(stream, "cuda_stream", None)
-    if isinstance(handle, int):
-        return handle
-    raise TypeError(f"stream={stream!r}: valid values are None, a CUstream as an int, or a stream with .cuda_stream")
+        handle = stream
+    else:
+        handle = getattr(stream, "cuda_stream", None)
+        if not isinstance(handle, int) or isinstance(handle, bool):
+            raise TypeError(f"stream={stream!r}: valid values are None (the producer's current stream, torch's for "
+                            "torch tensors), a CUstream as an int, or a stream with .cuda_stream (torch.cuda.Stream)")
+    if handle < 0:
+        raise ValueError(f"stream={stream!r}: a CUstream handle is 0 (the default stream) or a positive address")
+    return None if script.device.startswith("emu") else handle
 
 
 def _kernel_of(script, name):

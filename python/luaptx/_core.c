@@ -57,6 +57,8 @@ typedef struct {
   char name[128], where[640];
   int nin, nout;
   py_spec specs[MAX_TENSORS];
+  int nscalars;            /* runtime scalars ("scalars" line), for XLA's attributes */
+  char scalars[LPX_BIND_SCALARS][SYM_LEN];
 } py_kernel;
 
 /* A tensor taken from a DLPack capsule (until its deleter runs), or
@@ -210,7 +212,11 @@ static int parse_specs(py_kernel *k, const char *text)
     char line[640];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
     if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
-    else if (strncmp(line, "params ", 7) == 0 || strncmp(line, "scalars ", 8) == 0) { /* names: luaptx/__init__.py reads them */ }
+    else if (strncmp(line, "params ", 7) == 0) { /* names: luaptx/__init__.py reads them */ }
+    else if (strncmp(line, "scalars ", 8) == 0) {
+      for (char *x = strtok(line + 8, ","); x && k->nscalars < LPX_BIND_SCALARS; x = strtok(NULL, ","))
+        snprintf(k->scalars[k->nscalars++], SYM_LEN, "%.*s", (int)strcspn(x, ":"), x);
+    }
     else if (parse_spec(k, line)) return -1;
     p += n + (nl != NULL);
   }
@@ -647,6 +653,19 @@ static int scalars_of(py_kernel *k, PyObject *tuple, luaptx_scalar *vals, int *n
   return rc ? -1 : 0;
 }
 
+/* check_scalars(kernel, scalars): the checks of a launch's runtime scalars. */
+static PyObject *py_check_scalars(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *scalars;
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  int n;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!", &cap, &PyTuple_Type, &scalars)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k || scalars_of(k, scalars, vals, &n)) return NULL;
+  Py_RETURN_NONE;
+}
+
 /* launch(kernel, tensors, alloc, stream[, scalars]) -> tuple of the outputs. Given
  * the inputs only, the outputs are allocated like the first input (its
  * type's DLPack exchange API, else alloc(dtype, shape, first input));
@@ -793,6 +812,35 @@ static py_kernel *xla_kernel(const XLA_FFI_Api *api, const XLA_FFI_Attrs *at, co
   return NULL;
 }
 
+/* The runtime scalars of k from the scalar attributes "scalar_NAME"
+ * (luaptx.jax.call sets them) into vals; an error for a missing one. */
+static XLA_FFI_Error *xla_scalars(const XLA_FFI_Api *api, const XLA_FFI_Attrs *at, const py_kernel *k, luaptx_scalar *vals)
+{
+  for (int j = 0; j < k->nscalars; j++) {
+    char name[SYM_LEN + 8];
+    int len = snprintf(name, sizeof name, "scalar_%s", k->scalars[j]);
+    const XLA_FFI_Scalar *v = NULL;
+    for (int64_t i = 0; i < at->size && !v; i++)
+      if (at->types[i] == XLA_FFI_AttrType_SCALAR && at->names[i]->len == (size_t)len && memcmp(at->names[i]->ptr, name, (size_t)len) == 0) v = at->attrs[i];
+    memset(&vals[j], 0, sizeof vals[j]);
+    if (!v) continue;                        /* its template value, if any (the launch says when none) */
+    switch (v->dtype) {
+    case XLA_FFI_DataType_S8: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int8_t *)v->value; break;
+    case XLA_FFI_DataType_S16: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int16_t *)v->value; break;
+    case XLA_FFI_DataType_S32: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int32_t *)v->value; break;
+    case XLA_FFI_DataType_S64: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int64_t *)v->value; break;
+    case XLA_FFI_DataType_U8: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint8_t *)v->value; break;
+    case XLA_FFI_DataType_U16: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint16_t *)v->value; break;
+    case XLA_FFI_DataType_U32: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint32_t *)v->value; break;
+    case XLA_FFI_DataType_U64: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = (int64_t)*(uint64_t *)v->value; break;
+    case XLA_FFI_DataType_F32: vals[j].kind = LUAPTX_SCALAR_FLOAT; vals[j].f = *(float *)v->value; break;
+    case XLA_FFI_DataType_F64: vals[j].kind = LUAPTX_SCALAR_FLOAT; vals[j].f = *(double *)v->value; break;
+    default: return xla_error(api, "luaptx: a scalar attribute of an unsupported type (valid: integers, f32, f64)");
+    }
+  }
+  return NULL;
+}
+
 /* Fold the leading `extra` dims of t (vmap's batch dims, row-major) into
  * one, so that a batched kernel sees (V, dims...): shape kept in dims. */
 static void xla_fold(DLTensor *t, int extra, int64_t *dims)
@@ -856,9 +904,11 @@ static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
     if (e) return e;
     stream = sa.stream;
   }
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  if (k->nscalars && (err = xla_scalars(api, &f->attrs, k, vals))) return err;
   py_state *st = state_of_unchecked(k);
   pthread_mutex_lock(&st->lock);
-  if (luaptx_launch_dlpack(k->K, tp, (int)n, stream)) err = xla_error(api, luaptx_error(st->S));
+  if (luaptx_launch_dlpack_scalars(k->K, tp, (int)n, vals, k->nscalars, stream)) err = xla_error(api, luaptx_error(st->S));
   pthread_mutex_unlock(&st->lock);
   return err;
 }
@@ -889,7 +939,8 @@ static PyMethodDef METHODS[] = {
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
-  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
+  { "check_scalars", py_check_scalars, METH_VARARGS, "check_scalars(kernel, scalars): TypeError/ValueError for a bad runtime scalar" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
   { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
   XLA_METHOD
