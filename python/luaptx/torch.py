@@ -175,7 +175,7 @@ class _NoStream:
         return False
 
 
-def stream_of(stream, tensors, label):
+def _stream_of(stream, tensors, label):
     """A stream= argument, validated: None, a torch.cuda.Stream (or any
     object with .cuda_stream) or an int CUstream; returns a torch stream
     for CUDA tensors, None for CPU tensors (the emulator: a call returns
@@ -193,7 +193,7 @@ def stream_of(stream, tensors, label):
 def _on_stream(stream, tensors, spec):
     """A context making stream torch's current stream for CUDA tensors
     (the op launches on the current stream, eager or compiled)."""
-    s = stream_of(stream, tensors, spec.label)
+    s = _stream_of(stream, tensors, spec.label)
     return _NoStream() if s is None else torch.cuda.stream(s)
 
 

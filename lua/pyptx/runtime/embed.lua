@@ -239,17 +239,17 @@ function M.plan_dlpack(ctx, entry, bound, n, plan, plan_size)
                  strides = tensor.row_major(spec.shape), elem_size = ffi.sizeof(tensor.storage(spec.dtype)), device = dev }
   end
   -- runtime scalars without a template value: placeholders C patches per launch
-  local packed, d = {}, runtime.bind_kernel(k)
+  local packed, bk = {}, runtime.bind_kernel(k)
   for key, v in pairs(s.values) do packed[key] = v end
-  for j = 0, d.nscalars - 1 do
-    local name = ffi.string(d.scalar[j].name)
+  for j = 0, bk.nscalars - 1 do
+    local name = ffi.string(bk.scalar[j].name)
     if packed[name] == nil then packed[name] = 0 end
   end
   local buf, size, layout = runtime.pack_params(s, views, packed)
   local cfg = runtime.make_cfg(s, buf, size)
   local p = ffi.cast("lpx_embed_plan *", plan)
-  p.nscalars = d.nscalars
-  for j = 0, d.nscalars - 1 do p.scalar_offset[j] = layout[n + d.scalar[j].index].offset end
+  p.nscalars = bk.nscalars
+  for j = 0, bk.nscalars - 1 do p.scalar_offset[j] = layout[n + bk.scalar[j].index].offset end
   p.device, p.ctx, p.fn, p.staged = dev.handle, core.ctx, fn, dev.kind == "cuda" and 0 or 1
   for d = 0, 2 do p.grid[d], p.block[d], p.cluster[d] = cfg.grid[d], cfg.block[d], cfg.cluster[d] end
   p.dynamic_smem, p.params, p.params_size = cfg.dynamic_smem, buf, size
