@@ -40,7 +40,7 @@ typedef struct scalar_args {
 struct luaptx_kernel {
   luaptx_state *S;
   int ref;                 /* registry reference to the Lua kernel entry */
-  char *ptx, *cubin, *specs, *check;
+  char *ptx, *cubin, *specs, *check, *tune;
   size_t ptx_len, cubin_len;
   char name[PLAN_NAME];    /* for the plans' error messages */
   lpx_bind_kernel bind;    /* its boundary, for lpx_bind_check */
@@ -139,6 +139,7 @@ void luaptx_close(luaptx_state *S)
     free(S->kernels[i]->cubin);
     free(S->kernels[i]->specs);
     free(S->kernels[i]->check);
+    free(S->kernels[i]->tune);
     free(S->kernels[i]->unbindable);
     free(S->kernels[i]);
   }
@@ -288,6 +289,28 @@ const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len)
 const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
 {
   return K ? kernel_string(K, "kernel_check", &K->check, len) : NULL;   /* &K->x of NULL is undefined */
+}
+
+/* Autotune the kernel over a request (JSON, see luaptx.h); the result's
+ * JSON is kept on the kernel. */
+const char *luaptx_kernel_tune(luaptx_kernel *K, const char *request, size_t *len)
+{
+  if (!K || ready(K->S)) return NULL;
+  if (!request) { null_arg(K->S, "luaptx_kernel_tune", "request"); return NULL; }
+  luaptx_state *S = K->S;
+  push_call(S, "kernel_tune");
+  lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
+  lua_pushstring(S->L, request);
+  if (call(S, 2, 1)) return NULL;
+  size_t n;
+  const char *s = lua_tolstring(S->L, -1, &n);
+  free(K->tune);
+  K->tune = malloc(n + 1);
+  if (K->tune) { memcpy(K->tune, s, n); K->tune[n] = '\0'; }
+  lua_pop(S->L, 1);
+  if (!K->tune) { set_error(S, "out of memory"); return NULL; }
+  if (len) *len = n;
+  return K->tune;
 }
 
 /* Shared Lua launch path: embed[name](ctx, kernel, array, n, stream). */

@@ -135,6 +135,17 @@ LUAPTX_API const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);
  * NULL without ptxas or when it fails (owned by the kernel). */
 LUAPTX_API const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
 
+/* Autotune the kernel over configs of template values with `luaptx
+ * tune`'s sweep (pyptx.tools.tune) and its per-config result cache.
+ * request is JSON: {"name": sweep name, "configs": [{"NAME": value,
+ * ...}, ...], "inputs": [{"dtype": "f32", "shape": [...]}, ...] (random
+ * inputs of those), "values": {more template values}, "force": bool,
+ * "cache_dir": dir}. Returns the sweep's result as JSON (results per
+ * config, best first, with status, reason, cached; best; ranking, which
+ * says on the emulator that timing is not meaningful), owned by the
+ * kernel; NULL with luaptx_error. */
+LUAPTX_API const char *luaptx_kernel_tune(luaptx_kernel *K, const char *request, size_t *len);
+
 /* Launch with every tensor the kernel takes, inputs then outputs, as
  * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
  * CPU tensors run on the emulator (copied in and out; the call returns

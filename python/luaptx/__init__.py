@@ -12,9 +12,11 @@ JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
 import collections
 import hashlib
+import json
 import numbers
 import os
 import re
+import warnings
 import weakref
 
 from . import _core
@@ -22,7 +24,7 @@ from ._core import LuaError
 
 __version__ = _core.version    # the C library's LUAPTX_VERSION, as `luaptx --version` says
 
-__all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS"]
+__all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS", "autotune", "Autotuned"]
 
 # Specialisations a Kernel keeps (least recently used evicted first): each
 # distinct set of template values is one.
@@ -461,3 +463,111 @@ def _parse_saved(names, nin, nout):
             raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
         out.append((role, int(num) - 1))
     return out
+
+
+def autotune(kernel, configs, key=None, name=None, force=False, cache_dir=None):
+    """A kernel that picks the best of configs (dicts of template values)
+    per key, like triton.autotune: key names what selects a tuning (the
+    kernel's symbolic dims, bound from the inputs' shapes; its runtime
+    scalars; "input I" for input I's shape and dtype; None: every input's
+    shape and dtype). The first call with a new key value runs `luaptx
+    tune`'s sweep (pyptx.tools.tune) over the configs on random inputs of
+    the call's shapes and dtypes, with the same per-config result cache
+    (<cache dir>/tune/<name>/, name default the kernel's name), so a
+    config is evaluated once per key across calls and processes and the
+    CLI reuses what Python measured, and the other way round. A failing
+    config is reported (a warning with its reason) and skipped. On a GPU
+    configs are timed with device events; on the emulator timing means
+    nothing, so the ranking (.results[key]["ranking"], and a warning)
+    says how configs were ranked instead."""
+    return Autotuned(kernel, configs, key, name, force, cache_dir)
+
+
+class Autotuned:
+    """An autotuned kernel (see autotune): call it as the kernel. .best
+    maps each key value to its config, .results to the sweep's result
+    (results per config with status, reason, cached; best; ranking),
+    .tunings counts the sweeps run."""
+
+    def __init__(self, kernel, configs, key, name, force, cache_dir):
+        configs = [dict(c) for c in configs]
+        if not configs:
+            raise ValueError(f"luaptx.autotune: {kernel.name}: configs is empty; give a list of dicts of template values")
+        d = kernel.specialize()
+        scalars = {n for n, _ in d.scalars}
+        for c in configs:
+            bad = sorted(set(c) & scalars)
+            if bad:
+                raise TypeError(f"luaptx.autotune: {d.label}: config {c} sets runtime scalar(s) {', '.join(bad)}; "
+                                "configs hold template values (runtime scalars are the call's)")
+            kernel._check_names(c)
+        dims = [x for sp in d.in_specs for x in sp.dims if isinstance(x, str)]
+        valid = sorted(set(dims) | scalars) + [f"input {i + 1}" for i in range(d.nin)]
+        if key is not None:
+            key = (key,) if isinstance(key, str) else tuple(key)
+            unknown = [k for k in key if k not in valid]
+            if unknown:
+                raise TypeError(f"luaptx.autotune: {d.label}: unknown key name(s) {', '.join(map(str, unknown))}; "
+                                f"valid: {', '.join(valid)}")
+        self.kernel, self.configs, self.key, self.name = kernel, configs, key, name or kernel.name
+        self.force, self.cache_dir = force, cache_dir
+        self.best, self.results, self.tunings = {}, {}, 0
+
+    def _key_of(self, spec, tensors, scalars):
+        """The key value of a call: what its key names, as a tuple."""
+        shapes = [tuple(getattr(t, "shape", ())) for t in tensors[:spec.nin]]
+        if self.key is None:
+            return tuple((s, str(getattr(t, "dtype", "?"))) for s, t in zip(shapes, tensors))
+        dims = {}
+        for sp, shape in zip(spec.in_specs, shapes):
+            for d, n in zip(sp.dims, shape):
+                if isinstance(d, str):
+                    dims.setdefault(d, n)
+        values = dict(zip((n for n, _ in spec.scalars), scalars or ()))
+        out = []
+        for k in self.key:
+            if k.startswith("input "):
+                i = int(k[6:]) - 1
+                out.append((shapes[i], str(getattr(tensors[i], "dtype", "?"))))
+            else:
+                out.append(dims.get(k, values.get(k)))
+        return tuple(out)
+
+    def _tune(self, spec, tensors, scalars, params, kv):
+        """Run the sweep for key value kv; returns the best config."""
+        dims = {}
+        for sp, t in zip(spec.in_specs, tensors):
+            for d, n in zip(sp.dims, tuple(t.shape)):
+                if isinstance(d, str):
+                    dims.setdefault(d, int(n))
+        values = {**dims, **{n: v for (n, _), v in zip(spec.scalars, scalars or ()) if v is not None}}
+        request = {"name": self.name, "configs": self.configs, "values": values, "force": bool(self.force),
+                   "inputs": [{"dtype": sp.dtype, "shape": [int(n) for n in t.shape]} for sp, t in zip(spec.in_specs, tensors)]}
+        if self.cache_dir is not None:
+            request["cache_dir"] = os.fspath(self.cache_dir)
+        result = json.loads(_core.tune(self.kernel.specialize(**params).handle, json.dumps(request)))
+        self.tunings += 1
+        self.results[kv] = result
+        for r in result["results"]:
+            if r["status"] != "ok":
+                warnings.warn(f"luaptx.autotune: {spec.label}: config {r['key']} failed ({r.get('reason')}); skipped",
+                              stacklevel=3)
+        if not result["timed"]:
+            warnings.warn(f"luaptx.autotune: {spec.label} on {result['device']}: {result['ranking']}", stacklevel=3)
+        if not result.get("best"):
+            raise LuaError(f"luaptx.autotune: {spec.label}: no config ran (" +
+                           "; ".join(f"{r['key']}: {r.get('reason')}" for r in result["results"]) + ")")
+        return dict(result["best"]["config"])
+
+    def __call__(self, *args, stream=None, **params):
+        d = self.kernel.specialize()
+        rest = dict(params)
+        tensors, scalars = d.split(args, rest)
+        kv = self._key_of(d, tensors, scalars)
+        best = self.best.get(kv)
+        if best is None:
+            best = self.best[kv] = self._tune(d, tensors, scalars, rest, kv)
+        return self.kernel(*args, stream=stream, **params, **best)
+
+    def __repr__(self):
+        return f"<luaptx.autotune {self.kernel.name}: {len(self.configs)} configs, {len(self.best)} key(s) tuned>"

@@ -275,6 +275,33 @@ static PyObject *kernel_text(PyObject *args, const char *(*fn)(luaptx_kernel *, 
 }
 
 static PyObject *py_ptx(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_ptx); }
+
+/* tune(kernel, request JSON) -> the sweep's result as JSON
+ * (luaptx_kernel_tune), the GIL released while the sweep runs. */
+static PyObject *py_tune(PyObject *self, PyObject *args)
+{
+  PyObject *cap;
+  const char *request;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "Os", &cap, &request)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  py_state *st = state_of(k->state);
+  size_t len = 0;
+  char *copy = NULL, *err = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&st->lock);
+  const char *text = luaptx_kernel_tune(k->K, request, &len);
+  if (text && (copy = malloc(len + 1))) memcpy(copy, text, len + 1);
+  if (!text) err = strdup(luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  Py_END_ALLOW_THREADS
+  PyObject *r = copy ? PyUnicode_FromStringAndSize(copy, (Py_ssize_t)len) : NULL;
+  if (!copy) PyErr_SetString(err ? LuaError : PyExc_MemoryError, err ? err : "out of memory");
+  free(copy);
+  free(err);
+  return r;
+}
 static PyObject *py_specs(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_specs); }
 static PyObject *py_check(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_check); }
 
@@ -936,6 +963,7 @@ static PyMethodDef METHODS[] = {
   { "device", py_device, METH_VARARGS, "device(state) -> the device's description" },
   { "kernel", py_kernel_get, METH_VARARGS, "kernel(state, name, params) -> kernel" },
   { "ptx", py_ptx, METH_VARARGS, "ptx(kernel) -> PTX text" },
+  { "tune", py_tune, METH_VARARGS, "tune(kernel, request JSON) -> result JSON (luaptx_kernel_tune)" },
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
