@@ -231,7 +231,8 @@ def _register(name, spec, key, nout, impl_spec=None):
 
     def impl(*args):
         check_key(args[-1])
-        outs = _launch(entry.spec, args[:nin], args[nin:-1])
+        scalars = args[nin:-1]
+        outs = _launch(entry.spec, args[:nin], scalars) if scalars else _launch(entry.spec, args[:nin])
         return outs[0] if nout == 1 else tuple(outs[:nout])
 
     def fake(*args):
