@@ -552,6 +552,8 @@ class Autotuned:
             if r["status"] != "ok":
                 warnings.warn(f"luaptx.autotune: {spec.label}: config {r['key']} failed ({r.get('reason')}); skipped",
                               stacklevel=3)
+        for w in result.get("warnings") or ():
+            warnings.warn(f"luaptx.autotune: {spec.label}: {w}", stacklevel=3)
         if not result["timed"]:
             warnings.warn(f"luaptx.autotune: {spec.label} on {result['device']}: {result['ranking']}", stacklevel=3)
         if not result.get("best"):

@@ -660,10 +660,14 @@ static int scalars_of(py_kernel *k, PyObject *tuple, luaptx_scalar *vals, int *n
       int over = 0;
       long long x = PyLong_AsLongLongAndOverflow(i, &over);
       if (over > 0) { vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = (int64_t)PyLong_AsUnsignedLongLong(i); }
-      else { vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = over < 0 ? INT64_MIN : x; }
+      else { vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = x; }
       Py_DECREF(i);
-      if (PyErr_Occurred()) { PyErr_Clear(); vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = -1; }   /* beyond u64: out of any range */
-      if (over < 0) { PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): scalar %d is below -2^63", k->name, k->where, j + 1); return -1; }
+      if (over < 0 || PyErr_Occurred()) {   /* beyond any integer type */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): scalar %d is %s; valid: an integer of 64 bits", k->name, k->where,
+                     j + 1, over < 0 ? "below -2^63" : "above 2^64-1");
+        return -1;
+      }
       continue;
     }
     vals[j].kind = LUAPTX_SCALAR_FLOAT;

@@ -56,6 +56,8 @@ def test_scalar_errors_name_the_scalar(ks):
         ks.scale(x, 1.0, -1)
     with pytest.raises(ValueError, match=r"scalar n is 4294967296 .*valid: 0..4294967295"):
         ks.scale(x, 1.0, n=2 ** 32)
+    with pytest.raises(ValueError, match=r"scalar 2 is above 2\^64-1; valid: an integer of 64 bits"):
+        ks.scale(x, 1.0, 2 ** 70)
     with pytest.raises(ValueError, match=r"scalar n \(raw_params\[2\]\) has no value"):
         ks.scale(x, 1.0)
     with pytest.raises(TypeError, match=r"scalar alpha is a bool"):
