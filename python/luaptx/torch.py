@@ -220,7 +220,7 @@ def _register(name, spec, key, nout, impl_spec=None):
     entry = _registered[name] = _Entry(key, spec)
     nin = spec.nin
     args = ", ".join([f"Tensor input{i + 1}" for i in range(nin)]
-                     + [f"{'float' if t in ('f32', 'f64') else 'int'} {n}" for n, t in spec.scalars])
+                     + [f"{'float' if t in ('f32', 'f64') else 'int'}? {n}" for n, t in spec.scalars])
     result = "Tensor" if nout == 1 else "(" + ", ".join(["Tensor"] * nout) + ")"
 
     def check_key(got):

@@ -92,6 +92,12 @@ def test_torch_op_takes_runtime_scalars_eager_and_compiled(ks):
         op(x, 2.0, 1.5)
     with pytest.raises(TypeError, match=r"unknown keyword\(s\) beta; valid: its runtime scalars \(alpha, n\) and stream"):
         op(x, 2.0, 32, beta=1)
+    op16 = lt.op(ks.scale, name="scalartest::scale16", n=16)     # n a template value: the default
+    y = op16(x, 2.0)
+    assert torch.equal(y[:16], x[:16] * 2)
+    g = torch.compile(lambda x: op16(x, 0.5), fullgraph=True)
+    assert torch.equal(g(x)[:16], x[:16] * 0.5)
+    assert torch.equal(op16(x, 2.0, 32), x * 2)
 
 
 def test_jax_call_passes_runtime_scalars_as_attributes(ks):
