@@ -298,10 +298,17 @@ const char *luaptx_kernel_tune(luaptx_kernel *K, const char *request, size_t *le
   if (!K || ready(K->S)) return NULL;
   if (!request) { null_arg(K->S, "luaptx_kernel_tune", "request"); return NULL; }
   luaptx_state *S = K->S;
-  push_call(S, "kernel_tune");
+  push_call(S, "kernel_target");           /* the kernel, its values, the device */
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
+  if (call(S, 1, 3)) return NULL;
+  lua_getglobal(S->L, "require");
+  lua_pushstring(S->L, "pyptx.tools.tune");
+  if (lua_pcall(S->L, 1, 1, 0)) { set_error(S, lua_tostring(S->L, -1)); lua_pop(S->L, 4); return NULL; }
+  lua_getfield(S->L, -1, "run_request");
+  lua_remove(S->L, -2);
+  lua_insert(S->L, -4);                    /* run_request, kernel, values, device */
   lua_pushstring(S->L, request);
-  if (call(S, 2, 1)) return NULL;
+  if (lua_pcall(S->L, 4, 1, 0)) { set_error(S, lua_tostring(S->L, -1)); lua_pop(S->L, 1); return NULL; }
   size_t n;
   const char *s = lua_tolstring(S->L, -1, &n);
   free(K->tune);

@@ -264,43 +264,11 @@ function M.plan_dlpack(ctx, entry, bound, n, plan, plan_size)
   return buf
 end
 
---- A copy of a, then b's entries over it.
-local function merged(a, b)
-  local v = {}
-  for key, x in pairs(a) do v[key] = x end
-  for key, x in pairs(b or {}) do v[key] = x end
-  return v
-end
-
---- Autotune an entry's kernel over configs of template values
--- (luaptx_kernel_tune, Python's luaptx.autotune) with pyptx.tools.tune,
--- into the same per-config cache as `luaptx tune`. request (JSON): name
--- (the sweep's), configs (a list of { NAME = value }), inputs (a list of
--- { dtype, shape }: random inputs of those, seeded as a sweep's),
--- values (more template values: bound dims, runtime scalars), force,
--- cache_dir, warmup, reps. Returns tune.run's result as JSON.
-function M.kernel_tune(ctx, entry, request)
-  local tune = require "pyptx.tools.tune"
-  local types = require "pyptx.types"
-  local req = tune.decode_json(request)
-  local dev = device(ctx)
-  local k, base = entry.kernel, merged(entry.values, req.values)
-  local specs = {}
-  for i, t in ipairs(req.inputs or {}) do
-    specs[i] = { shape = t.shape, dtype = types.get(t.dtype) or error(("tune: input %d has dtype %s"):format(i, tostring(t.dtype)), 0) }
-  end
-  local sweep = {
-    name = req.name, configs = req.configs, warmup = req.warmup, reps = req.reps,
-    build = function() return k end,
-    values = function(cfg) return merged(base, cfg) end,
-    inputs = function(seed)
-      local out = {}
-      for i, t in ipairs(specs) do out[i] = tensor.rand(t.shape, t.dtype, { seed = seed, device = dev }) end
-      return unpack(out)
-    end,
-  }
-  local result = tune.run(sweep, { device = dev, force = req.force, quiet = true, cache_dir = req.cache_dir })
-  return tune.encode_json(result)
+--- An entry's kernel, its template values and the context's device, for
+-- the tools that act on a kernel of the C API (luaptx_kernel_tune calls
+-- pyptx.tools.tune with them: the runtime does not require the tools).
+function M.kernel_target(ctx, entry)
+  return entry.kernel, entry.values, device(ctx)
 end
 
 --- luaptx_launch_ptrs: raw device addresses, shapes from the values.

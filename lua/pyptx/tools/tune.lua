@@ -19,6 +19,7 @@ local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 local env = require "pyptx.core.env"
 local trace = require "pyptx.trace"
+local types = require "pyptx.types"
 
 local M = {}
 
@@ -539,6 +540,46 @@ function M.run(spec, opts)
   local best = results[1] and results[1].status == "ok" and results[1] or nil
   return { name = spec.name or "sweep", device = run.dev.name, timed = run.timed, results = results, best = best,
            ranking = ranking(run), cache = run.cache or false, warnings = run.warnings, shard = shard }
+end
+
+--- A copy of a, then b's entries over it.
+local function merged(a, b)
+  local v = {}
+  for key, x in pairs(a) do v[key] = x end
+  for key, x in pairs(b or {}) do v[key] = x end
+  return v
+end
+
+--- Sweep one kernel over configs of its template values for a host
+-- (luaptx_kernel_tune, Python's luaptx.autotune), into the same
+-- per-config cache as `luaptx tune`. values: the kernel's template values;
+-- dev: the device; request (JSON): name (the sweep's), configs (a list of
+-- { NAME = value }), inputs (a list of { dtype, shape }: random inputs of
+-- those, seeded as a sweep's), values (more template values: bound dims,
+-- runtime scalars), force, cache_dir, warmup, reps. Returns the result
+-- of M.run as JSON.
+function M.run_request(k, values, dev, request)
+  local req = M.decode_json(request)
+  if type(req) ~= "table" then error("tune: the request must be a JSON object", 0) end
+  local base, specs = merged(values, req.values), {}
+  for i, t in ipairs(req.inputs or {}) do
+    local dtype = types.get(t.dtype)
+    if not dtype or type(t.shape) ~= "table" then
+      error(("tune: request input %d must be { dtype = a PTX type, shape = {...} }"):format(i), 0)
+    end
+    specs[i] = { shape = t.shape, dtype = dtype }
+  end
+  local sweep = {
+    name = req.name, configs = req.configs, warmup = req.warmup, reps = req.reps,
+    build = function() return k end,
+    values = function(cfg) return merged(base, cfg) end,
+    inputs = function(seed)
+      local out = {}
+      for i, t in ipairs(specs) do out[i] = tensor.rand(t.shape, t.dtype, { seed = seed, device = dev }) end
+      return unpack(out)
+    end,
+  }
+  return M.encode_json(M.run(sweep, { device = dev, force = req.force, quiet = true, cache_dir = req.cache_dir }))
 end
 
 return M
