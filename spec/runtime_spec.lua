@@ -8,7 +8,7 @@ local pyptx = require "pyptx"
 local runtime = require "pyptx.runtime"
 local H = require "spec.helpers"
 local tensor = require "pyptx.runtime.tensor"
-local kernel, ptx, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.Tile, pyptx.types
+local kernel, ptx, reg, Tile, T = pyptx.kernel, pyptx.ptx, pyptx.reg, pyptx.Tile, pyptx.types
 
 --- The current line of the caller.
 
@@ -85,6 +85,38 @@ describe("launching", function()
     ok, err = pcall(function() line = H.here(); runtime.prepare(k, x) end)
     assert.is_false(ok)
     assert.matches("^runtime_spec.lua:" .. line .. ": kernel \"rawp\": raw param 'n'", tostring(err):match("[^/]*$"))
+  end)
+
+  it("passes runtime scalars per launch: checked in C, no trace per value", function()
+    local k = kernel "scalars" {
+      arch = "sm_80", in_specs = { Tile(4, T.f32) }, out_specs = { Tile(4, T.f32) },
+      raw_params = { { "f32", "alpha" }, { "u32", "n" } }, block = { 4 },
+      function(X, Y)
+        local px, py = ptx.global_ptrs(X, Y)
+        local i = reg.from(ptx.special.tid.x(), T.u32)
+        ptx.if_(i:lt(ptx.param("n", T.u32)), function()
+          local off, v = i:mul_wide(4), reg.scalar(T.f32)
+          ptx.ld.global(v, ptx.addr(px + off))
+          ptx.st.global(ptx.addr(py + off), v * ptx.param("alpha", T.f32))
+        end)
+        ptx.ret()
+      end,
+    }
+    local xs = tensor.from_table({ 1, 2, 3, 4 }, T.f32)
+    for _, a in ipairs { 0.5, 2, -3 } do
+      assert.same({ a, 2 * a, 3 * a, 4 * a }, k(xs, { alpha = a, n = 4 }):values())
+    end
+    local traces = 0
+    for _ in pairs(k.cache) do traces = traces + 1 end
+    assert.equal(1, traces)
+    local line
+    local ok, err = pcall(function() line = H.here(); k(xs, { alpha = 1, n = -1 }) end)
+    assert.is_false(ok)
+    assert.equal(("runtime_spec.lua:%d: kernel \"scalars\": scalar n is -1 but raw_params[2] is u32; valid: 0..4294967295"):format(line),
+      tostring(err):match("[^/]*$"))
+    ok, err = pcall(function() k(xs, { alpha = 1, n = 2.5 }) end)
+    assert.is_false(ok)
+    assert.matches("scalar n is 2.5, a float, but raw_params%[2%] is u32; valid: an integer", tostring(err))
   end)
 
   it("names what it checks in dims_error (for other launchers)", function()

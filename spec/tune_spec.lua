@@ -168,6 +168,36 @@ describe("pyptx.tune on the emulator", function()
     assert.matches("^compile: ", entry(r, "BLOCK=128,MODE=badptx").reason)
   end)
 
+  it("sweeps a list of configs of one kernel's template values, launching each with its values", function()
+    local k = kernel "tuned_values" {
+      arch = "sm_90a", in_specs = { Tile(N, f32) }, out_specs = { Tile(N, f32) },
+      params = { MUL = 1 }, grid = { N / 128 }, block = { 128 },
+      function(X, Y, p)
+        local px, py = ptx.global_ptrs(X, Y)
+        local off = (reg.from(ptx.special.ctaid.x(), u32) * 128 + reg.from(ptx.special.tid.x(), u32)):mul_wide(4)
+        local v = reg.scalar(f32)
+        ptx.ld.global(v, ptx.addr(px + off))
+        ptx.st.global(ptx.addr(py + off), v * p.MUL)
+      end,
+    }
+    local r = tune.run({
+      name = "values", configs = { { MUL = 3 }, { MUL = 2 } },
+      build = function() return k end,
+      values = function(cfg) return { MUL = cfg.MUL } end,
+      inputs = function(seed) return tensor.rand({ N }, f32, { seed = seed }) end,
+      reference = function(x)
+        local out = {}
+        for i, v in ipairs(x:values()) do out[i] = v * 3 end
+        return out
+      end,
+    }, opts())
+    assert.equal("ok", entry(r, "MUL=3").status, entry(r, "MUL=3").reason)   -- launched with MUL=3, not the default 1
+    assert.matches("^wrong result", entry(r, "MUL=2").reason)
+    assert.equal("MUL=3", r.results[1].key)
+    assert.has_error(function() tune.run({ name = "x", configs = {}, build = function() return k end, inputs = function() end }, opts()) end,
+      "tune: configs must be a non-empty list")
+  end)
+
   it("reuses cached results on a second run and only runs configs it has not seen", function()
     local again = tune.run(sweep("main"), opts())
     for _, x in ipairs(again.results) do

@@ -318,3 +318,55 @@ int32_t lpx_bind_empty(const lpx_bind_kernel *k, const lpx_bind_result *r)
   }
   return 1;
 }
+
+/* The range of an integer dtype of bits as [lo, hi] (hi as unsigned). */
+static void int_range(uint8_t code, uint8_t bits, int64_t *lo, uint64_t *hi)
+{
+  if (code == 0) { *hi = ((uint64_t)1 << (bits - 1)) - 1; *lo = -(int64_t)*hi - 1; }
+  else { *lo = 0; *hi = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1; }
+}
+
+/* Encode a checked integer v (unsigned: u) into bits/8 little-endian bytes. */
+static void put_bits(uint64_t u, uint8_t bits, uint8_t *out)
+{
+  for (int b = 0; b < bits / 8; b++) out[b] = (uint8_t)(u >> (8 * b));
+}
+
+/* An integer value against scalar s's integer dtype; its bytes into out. */
+static int scalar_int(const lpx_bind_kernel *k, const lpx_bind_param *s, const lpx_bind_value *v, uint8_t *out, lpx_bind_result *r)
+{
+  int64_t lo;
+  uint64_t hi;
+  int_range(s->code, s->bits, &lo, &hi);
+  const char *dt = lpx_bind_dtype_name(s->code, s->bits, 1);
+  if (v->kind == LPX_BIND_FLOAT)
+    return fail(k, r, LPX_BIND_ETYPE, "scalar %s is %.17g, a float, but raw_params[%d] is %s; valid: an integer", s->name, v->f, (int)s->index, dt);
+  int neg = v->kind == LPX_BIND_INT && v->i < 0;
+  if ((neg && v->i < lo) || (!neg && (uint64_t)v->i > hi)) {
+    if (v->kind == LPX_BIND_INT)
+      return fail(k, r, LPX_BIND_EVALUE, "scalar %s is %" PRId64 " but raw_params[%d] is %s; valid: %" PRId64 "..%" PRIu64, s->name, v->i, (int)s->index, dt, lo, hi);
+    return fail(k, r, LPX_BIND_EVALUE, "scalar %s is %" PRIu64 " but raw_params[%d] is %s; valid: %" PRId64 "..%" PRIu64, s->name, (uint64_t)v->i, (int)s->index, dt, lo, hi);
+  }
+  put_bits((uint64_t)v->i, s->bits, out);
+  return 0;
+}
+
+/* Check value v for runtime scalar j of the kernel (its dtype: an integer
+ * in range for integer and bit types; any number for f32 and f64) and
+ * encode it into out (the parameter's bytes, little-endian). 0, or -1
+ * with r's kind and message naming the scalar. */
+int32_t lpx_bind_scalar(const lpx_bind_kernel *k, int32_t j, const lpx_bind_value *v, uint8_t *out, lpx_bind_result *r)
+{
+  r->kind = LPX_BIND_OK;
+  r->message[0] = '\0';
+  if (j < 0 || j >= k->nscalars || j >= LPX_BIND_SCALARS) return fail(k, r, LPX_BIND_EVALUE, "has no runtime scalar %d", (int)j + 1);
+  const lpx_bind_param *s = &k->scalar[j];
+  if (v->kind != LPX_BIND_INT && v->kind != LPX_BIND_UINT && v->kind != LPX_BIND_FLOAT)
+    return fail(k, r, LPX_BIND_ETYPE, "scalar %s has no value (kind %d); valid: an integer or a float", s->name, (int)v->kind);
+  if (s->code != 2) return scalar_int(k, s, v, out, r);
+  double f = v->kind == LPX_BIND_FLOAT ? v->f : v->kind == LPX_BIND_INT ? (double)v->i : (double)(uint64_t)v->i;
+  if (s->bits == 32) { float g = (float)f; memcpy(out, &g, 4); }
+  else if (s->bits == 64) memcpy(out, &f, 8);
+  else return fail(k, r, LPX_BIND_ETYPE, "scalar %s is %s; runtime scalars are integers, f32 or f64", s->name, lpx_bind_dtype_name(s->code, s->bits, 1));
+  return 0;
+}

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* Limits: dims of a tensor, tensors of a launch, symbolic dims of a kernel. */
-enum { LPX_BIND_DIMS = 8, LPX_BIND_TENSORS = 32, LPX_BIND_SYMS = 32, LPX_BIND_NAME = 64 };
+enum { LPX_BIND_DIMS = 8, LPX_BIND_TENSORS = 32, LPX_BIND_SYMS = 32, LPX_BIND_NAME = 64, LPX_BIND_SCALARS = 16 };
 /* A tensor's flags (DLPack 1.0's bits). */
 enum { LPX_BIND_READ_ONLY = 1, LPX_BIND_IS_COPIED = 2 };
 /* Why a check failed: a value (shape, strides, device...) or a dtype. */
@@ -33,12 +33,25 @@ typedef struct lpx_bind_spec {
   int64_t dim[LPX_BIND_DIMS]; int32_t sym[LPX_BIND_DIMS];
 } lpx_bind_spec;
 
-/* A kernel's boundary: its name, inputs then outputs, its symbols. */
+/* A runtime scalar of a kernel (a raw param of one numeric value): its
+ * name, DLPack dtype code and bits, and its index in raw_params (1-based). */
+typedef struct lpx_bind_param {
+  char name[LPX_BIND_NAME]; uint8_t code, bits; int32_t index;
+} lpx_bind_param;
+
+/* A kernel's boundary: its name, inputs then outputs, its symbols, its
+ * runtime scalars (in raw_params order). */
 typedef struct lpx_bind_kernel {
   char name[LPX_BIND_NAME]; int32_t nin, nout, nsyms;
   char sym[LPX_BIND_SYMS][LPX_BIND_NAME];
   lpx_bind_spec spec[LPX_BIND_TENSORS];
+  int32_t nscalars; lpx_bind_param scalar[LPX_BIND_SCALARS];
 } lpx_bind_kernel;
+
+/* A scalar value as a host gives it: none (the template value), an
+ * integer (i), an unsigned integer (i's bits) or a float (f). */
+enum { LPX_BIND_NONE = 0, LPX_BIND_INT = 1, LPX_BIND_UINT = 2, LPX_BIND_FLOAT = 3 };
+typedef struct lpx_bind_value { int32_t kind; int64_t i; double f; } lpx_bind_value;
 
 /* A binding: each symbol's value (set the given ones before the check,
  * -1 for none; bound ones after), and on failure its kind and message. */
@@ -56,5 +69,6 @@ int32_t lpx_bind_check(const lpx_bind_kernel *k, const lpx_bind_tensor *ts, int3
 int32_t lpx_bind_out_shape(const lpx_bind_kernel *k, lpx_bind_result *r, int32_t j, int64_t *shape);
 int32_t lpx_bind_empty(const lpx_bind_kernel *k, const lpx_bind_result *r);
 uint64_t lpx_bind_bytes(const lpx_bind_tensor *t);
+int32_t lpx_bind_scalar(const lpx_bind_kernel *k, int32_t j, const lpx_bind_value *v, uint8_t *out, lpx_bind_result *r);
 
 #endif

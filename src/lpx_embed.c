@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLAN_TENSORS = LPX_PLAN_TENSORS, PLAN_NAME = LPX_PLAN_NAME, PLAN_DIMS = LPX_BIND_DIMS, PLANS_PER_KERNEL = 8 };
+enum { PLAN_TENSORS = LPX_PLAN_TENSORS, PLAN_NAME = LPX_PLAN_NAME, PLAN_DIMS = LPX_BIND_DIMS, PLANS_PER_KERNEL = 8,
+       PLAN_SCALARS = LPX_PLAN_SCALARS };
+_Static_assert((int)LPX_PLAN_SCALARS == (int)LPX_BIND_SCALARS, "a plan holds every runtime scalar lpx_bind knows");
 
 /* What a plan was made for, per tensor: device, dtype and shape (layouts
  * are checked by lpx_bind_check before a plan is looked up). */
@@ -25,18 +27,26 @@ typedef struct plan_key {
 typedef struct plan {
   lpx_embed_plan p;
   plan_key key[PLAN_TENSORS];
-  uint8_t *params;         /* the packed parameters, addresses patched per launch */
+  uint8_t *params;         /* the packed parameters, addresses and scalars patched per launch */
+  uint8_t scalar_default[PLAN_SCALARS][8];   /* each runtime scalar's packed template value (or placeholder) */
 } plan;
+
+/* A launch's runtime scalars, encoded: bytes per scalar, and which were given. */
+typedef struct scalar_args {
+  uint8_t bytes[PLAN_SCALARS][8];
+  int32_t given[PLAN_SCALARS];
+} scalar_args;
 
 struct luaptx_kernel {
   luaptx_state *S;
   int ref;                 /* registry reference to the Lua kernel entry */
-  char *ptx, *cubin, *specs, *check;
+  char *ptx, *cubin, *specs, *check, *tune;
   size_t ptx_len, cubin_len;
   char name[PLAN_NAME];    /* for the plans' error messages */
   lpx_bind_kernel bind;    /* its boundary, for lpx_bind_check */
   char *unbindable;        /* why its boundary is beyond lpx_bind (launches refused), or NULL */
   int64_t given[LPX_BIND_SYMS];   /* symbols given as template values (-1: none) */
+  int32_t scalar_given[LPX_BIND_SCALARS];   /* runtime scalars with a template value (1) */
   plan *plans[PLANS_PER_KERNEL];
   int nplans, next_plan;   /* plans kept; the slot a new one replaces when full */
 };
@@ -129,6 +139,7 @@ void luaptx_close(luaptx_state *S)
     free(S->kernels[i]->cubin);
     free(S->kernels[i]->specs);
     free(S->kernels[i]->check);
+    free(S->kernels[i]->tune);
     free(S->kernels[i]->unbindable);
     free(S->kernels[i]);
   }
@@ -228,7 +239,8 @@ luaptx_kernel *luaptx_kernel_get(luaptx_state *S, const char *name, const char *
   lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
   lua_pushlightuserdata(S->L, &K->bind);
   lua_pushlightuserdata(S->L, K->given);
-  if (call(S, 3, 0)) {   /* its PTX and cubin are still there; launches say why not */
+  lua_pushlightuserdata(S->L, K->scalar_given);
+  if (call(S, 4, 0)) {   /* its PTX and cubin are still there; launches say why not */
     K->unbindable = strdup(S->error);
     S->error[0] = '\0';
     if (!K->unbindable) { set_error(S, "out of memory"); return NULL; }
@@ -277,6 +289,35 @@ const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len)
 const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len)
 {
   return K ? kernel_string(K, "kernel_check", &K->check, len) : NULL;   /* &K->x of NULL is undefined */
+}
+
+/* Autotune the kernel over a request (JSON, see luaptx.h); the result's
+ * JSON is kept on the kernel. */
+const char *luaptx_kernel_tune(luaptx_kernel *K, const char *request, size_t *len)
+{
+  if (!K || ready(K->S)) return NULL;
+  if (!request) { null_arg(K->S, "luaptx_kernel_tune", "request"); return NULL; }
+  luaptx_state *S = K->S;
+  push_call(S, "kernel_target");           /* the kernel, its values, the device */
+  lua_rawgeti(S->L, LUA_REGISTRYINDEX, K->ref);
+  if (call(S, 1, 3)) return NULL;
+  lua_getglobal(S->L, "require");
+  lua_pushstring(S->L, "pyptx.tools.tune");
+  if (lua_pcall(S->L, 1, 1, 0)) { set_error(S, lua_tostring(S->L, -1)); lua_pop(S->L, 4); return NULL; }
+  lua_getfield(S->L, -1, "run_request");
+  lua_remove(S->L, -2);
+  lua_insert(S->L, -4);                    /* run_request, kernel, values, device */
+  lua_pushstring(S->L, request);
+  if (lua_pcall(S->L, 4, 1, 0)) { set_error(S, lua_tostring(S->L, -1)); lua_pop(S->L, 1); return NULL; }
+  size_t n;
+  const char *s = lua_tolstring(S->L, -1, &n);
+  free(K->tune);
+  K->tune = malloc(n + 1);
+  if (K->tune) { memcpy(K->tune, s, n); K->tune[n] = '\0'; }
+  lua_pop(S->L, 1);
+  if (!K->tune) { set_error(S, "out of memory"); return NULL; }
+  if (len) *len = n;
+  return K->tune;
 }
 
 /* Shared Lua launch path: embed[name](ctx, kernel, array, n, stream). */
@@ -361,6 +402,8 @@ static plan *plan_make(luaptx_kernel *K, DLTensor *const *ts, int n, const int64
   P->p.params = NULL;
   lua_pop(S->L, 1);
   if (!P->params) { free(P); set_error(S, "out of memory"); return NULL; }
+  for (int j = 0; j < P->p.nscalars && j < PLAN_SCALARS; j++)
+    memcpy(P->scalar_default[j], P->params + P->p.scalar_offset[j], K->bind.scalar[j].bits / 8);
   plan_keys(P, ts, n);
   plan_keep(K, P);
   return P;
@@ -418,10 +461,13 @@ static int plan_unstage(luaptx_kernel *K, const plan *P, DLTensor *const *ts, in
   return rc;
 }
 
-/* Patch the addresses into the packed parameters (TMA maps re-pointed). */
-static int plan_patch(luaptx_kernel *K, plan *P, const uint64_t *addrs)
+/* Patch the addresses and the runtime scalars (given ones, else the
+ * template values) into the packed parameters (TMA maps re-pointed). */
+static int plan_patch(luaptx_kernel *K, plan *P, const uint64_t *addrs, const scalar_args *sa)
 {
   for (int i = 0; i < P->p.ntensors; i++) memcpy(P->params + P->p.tensor_offset[i], &addrs[i], 8);
+  for (int j = 0; j < P->p.nscalars && j < PLAN_SCALARS; j++)
+    memcpy(P->params + P->p.scalar_offset[j], sa->given[j] ? sa->bytes[j] : P->scalar_default[j], K->bind.scalar[j].bits / 8);
   for (int j = 0; j < P->p.nmaps; j++)
     if (lpx_device_tma_replace_address(P->p.device, P->p.map_name[j], P->params + P->p.map_offset[j],
                                        addrs[P->p.map_tensor[j]]) < 0)
@@ -449,7 +495,7 @@ static int plan_launch(luaptx_kernel *K, const plan *P, void *stream)
 }
 
 /* Run a plan on tensors that fit it: no Lua. */
-static int plan_run(luaptx_kernel *K, plan *P, DLTensor *const *ts, int n, void *stream)
+static int plan_run(luaptx_kernel *K, plan *P, DLTensor *const *ts, int n, const scalar_args *sa, void *stream)
 {
   uint64_t addrs[PLAN_TENSORS];
   if (P->p.staged) {
@@ -457,7 +503,7 @@ static int plan_run(luaptx_kernel *K, plan *P, DLTensor *const *ts, int n, void 
   } else {
     for (int i = 0; i < n; i++) addrs[i] = (uint64_t)(uintptr_t)ts[i]->data + ts[i]->byte_offset;
   }
-  int rc = plan_patch(K, P, addrs);
+  int rc = plan_patch(K, P, addrs, sa);
   if (rc == 0) rc = plan_launch(K, P, stream);
   return P->p.staged ? plan_unstage(K, P, ts, n, addrs, rc) : rc;
 }
@@ -507,18 +553,50 @@ static int check_tensors(luaptx_kernel *K, DLTensor *const *ts, int n, const uin
   return 0;
 }
 
+/* Check and encode the runtime scalars (lpx_bind_scalar): none given, or
+ * one per runtime scalar (kind LUAPTX_SCALAR_NONE: its template value);
+ * one without a value is refused. -1 (-2: a type) with the error. */
+static int check_scalars(luaptx_kernel *K, const luaptx_scalar *scalars, int nscalars, scalar_args *sa)
+{
+  lpx_bind_result r;
+  char msg[sizeof r.message + 160];
+  if (nscalars != 0 && nscalars != K->bind.nscalars) {
+    snprintf(msg, sizeof msg, "kernel \"%s\" takes %d runtime scalar(s) (its raw_params), got %d", K->name, (int)K->bind.nscalars, nscalars);
+    return set_error(K->S, msg);
+  }
+  if (nscalars > 0 && !scalars) return null_arg(K->S, "launch", "the scalar array");
+  for (int j = 0; j < K->bind.nscalars && j < PLAN_SCALARS; j++) {
+    const luaptx_scalar *v = nscalars ? &scalars[j] : NULL;
+    sa->given[j] = v && v->kind != LUAPTX_SCALAR_NONE;
+    if (!sa->given[j] && !K->scalar_given[j]) {
+      snprintf(msg, sizeof msg, "kernel \"%s\": scalar %s (raw_params[%d]) has no value; pass it per launch "
+               "(luaptx_launch_dlpack_scalars) or as a template value (\"%s=...\")", K->name, K->bind.scalar[j].name,
+               (int)K->bind.scalar[j].index, K->bind.scalar[j].name);
+      return set_error(K->S, msg);
+    }
+    if (!sa->given[j]) continue;
+    lpx_bind_value bv = { v->kind, v->i, v->f };
+    if (lpx_bind_scalar(&K->bind, j, &bv, sa->bytes[j], &r)) return set_error(K->S, r.message) - (r.kind == LPX_BIND_ETYPE);
+  }
+  return 0;
+}
+
 /* Launch through the kernel's plan for these shapes, made on first use;
  * a launch whose outputs are all empty checks and returns at once. */
-static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, void *stream)
+static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, const luaptx_scalar *scalars,
+                          int nscalars, void *stream)
 {
   if (!K || ready(K->S)) return -1;
   K->S->error[0] = '\0';
   lpx_bind_result r;
+  scalar_args sa;
   if (check_tensors(K, ts, n, flags, &r, 0)) return -1;
+  int rc = K->unbindable ? 0 : check_scalars(K, scalars, nscalars, &sa);
+  if (rc) return rc;
   if (lpx_bind_empty(&K->bind, &r)) return 0;
   plan *P = plan_find(K, ts, n);
   if (!P && !(P = plan_make(K, ts, n, r.value))) return -1;
-  return plan_run(K, P, ts, n, stream);
+  return plan_run(K, P, ts, n, &sa, stream);
 }
 
 /* Check tensors as a launch does and bind the kernel's dims, without
@@ -541,7 +619,23 @@ int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_
 /* Launch with DLTensors. */
 int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, int n, void *stream)
 {
-  return launch_planned(K, tensors, n, NULL, stream);
+  return launch_planned(K, tensors, n, NULL, NULL, 0, stream);
+}
+
+/* Check runtime scalars as a launch does, without launching. */
+int luaptx_kernel_scalars(luaptx_kernel *K, const luaptx_scalar *scalars, int nscalars)
+{
+  if (!K || ready(K->S)) return -1;
+  K->S->error[0] = '\0';
+  if (K->unbindable) return set_error(K->S, K->unbindable);
+  scalar_args sa;
+  return check_scalars(K, scalars, nscalars, &sa);
+}
+
+/* Launch with DLTensors and the kernel's runtime scalars. */
+int luaptx_launch_dlpack_scalars(luaptx_kernel *K, DLTensor *const *tensors, int n, const luaptx_scalar *scalars, int nscalars, void *stream)
+{
+  return launch_planned(K, tensors, n, NULL, scalars, nscalars, stream);
 }
 
 /* Launch with DLPack 1.0 managed tensors (version 1.x and their flags
@@ -565,7 +659,7 @@ int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *c
     ts[i] = &tensors[i]->dl_tensor;
     flags[i] = tensors[i]->flags;
   }
-  return launch_planned(K, ts, n, flags, stream);
+  return launch_planned(K, ts, n, flags, NULL, 0, stream);
 }
 
 /* Launch with raw device addresses. */

@@ -125,13 +125,26 @@ LUAPTX_API const char *luaptx_kernel_names(luaptx_state *S);
  * declares, its params and raw_params, comma-separated; "-" for none),
  * then one line per in_spec "in DTYPE DIMS" and per
  * out_spec "out DTYPE DIMS"; DTYPE a PTX type name (f32, bf16, s32...),
- * DIMS comma-separated numbers or symbol names ("-" for a scalar). */
+ * DIMS comma-separated numbers or symbol names ("-" for a scalar); last,
+ * when the kernel has runtime scalars, "scalars NAME:TYPE,..." (see
+ * luaptx_launch_dlpack_scalars). */
 LUAPTX_API const char *luaptx_kernel_specs(luaptx_kernel *K, size_t *len);
 
 /* ptxas's resource report of the specialization as "key=value" lines
  * (arch, instructions, registers, smem, dynamic_smem, spills, stack);
  * NULL without ptxas or when it fails (owned by the kernel). */
 LUAPTX_API const char *luaptx_kernel_check(luaptx_kernel *K, size_t *len);
+
+/* Autotune the kernel over configs of template values with `luaptx
+ * tune`'s sweep (pyptx.tools.tune) and its per-config result cache.
+ * request is JSON: {"name": sweep name, "configs": [{"NAME": value,
+ * ...}, ...], "inputs": [{"dtype": "f32", "shape": [...]}, ...] (random
+ * inputs of those), "values": {more template values}, "force": bool,
+ * "cache_dir": dir}. Returns the sweep's result as JSON (results per
+ * config, best first, with status, reason, cached; best; ranking, which
+ * says on the emulator that timing is not meaningful), owned by the
+ * kernel; NULL with luaptx_error. */
+LUAPTX_API const char *luaptx_kernel_tune(luaptx_kernel *K, const char *request, size_t *len);
 
 /* Launch with every tensor the kernel takes, inputs then outputs, as
  * DLTensors; dims bound from their shapes, dtypes and ranks checked first.
@@ -151,6 +164,27 @@ LUAPTX_API int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, 
  * per output (-1 past its rank); an output dim no input binds is an error.
  * 0; -1 with luaptx_error, or -2 when the error is a tensor's dtype. */
 LUAPTX_API int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes);
+
+/* A runtime scalar's value for luaptx_launch_dlpack_scalars: kind NONE
+ * (the kernel's template value), INT (i), UINT (i's bits, unsigned) or
+ * FLOAT (f). */
+enum { LUAPTX_SCALAR_NONE = 0, LUAPTX_SCALAR_INT = 1, LUAPTX_SCALAR_UINT = 2, LUAPTX_SCALAR_FLOAT = 3 };
+typedef struct luaptx_scalar { int32_t kind; int64_t i; double f; } luaptx_scalar;
+
+/* luaptx_launch_dlpack with the kernel's runtime scalars: its raw_params
+ * of one integer, f32 or f64 value ("scalars NAME:TYPE,..." in
+ * luaptx_kernel_specs), one per scalar in that order (nscalars 0: all
+ * from template values). Each is checked against its type (an integer in
+ * range; a float only for f32/f64) and patched into the launch's
+ * parameters: a new value re-traces and re-plans nothing. -2 when a
+ * value's type is wrong, -1 for any other error. */
+LUAPTX_API int luaptx_launch_dlpack_scalars(luaptx_kernel *K, DLTensor *const *tensors, int n, const luaptx_scalar *scalars,
+                                            int nscalars, void *stream);
+
+/* Check runtime scalars as luaptx_launch_dlpack_scalars does, without
+ * launching: 0, -2 (a value's type) or -1 (a value out of range, a
+ * missing value, a wrong count) with luaptx_error. */
+LUAPTX_API int luaptx_kernel_scalars(luaptx_kernel *K, const luaptx_scalar *scalars, int nscalars);
 
 /* The same with DLPack 1.0 managed tensors (version 1.x required). */
 LUAPTX_API int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *const *tensors, int n, void *stream);

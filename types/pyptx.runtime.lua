@@ -4,6 +4,9 @@
 ---@class pyptx.runtime
 ---@field bind function (internal: not promised)
 ---@field bind_kernel function (internal: not promised)
+---@field bind_scalars function (internal: not promised)
+---@field runtime_scalar function (internal: not promised)
+---@field split_scalars function (internal: not promised)
 ---@field make_cfg function (internal: not promised)
 ---@field pack_params function (internal: not promised)
 ---@field dims_error function (internal: not promised)

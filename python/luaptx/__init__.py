@@ -12,8 +12,11 @@ JAX integration: ``luaptx.torch`` and ``luaptx.jax``. See docs/python.md.
 """
 import collections
 import hashlib
+import json
+import numbers
 import os
 import re
+import warnings
 import weakref
 
 from . import _core
@@ -21,7 +24,7 @@ from ._core import LuaError
 
 __version__ = _core.version    # the C library's LUAPTX_VERSION, as `luaptx --version` says
 
-__all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS"]
+__all__ = ["load", "load_string", "Kernel", "Script", "LuaError", "MAX_SPECIALIZATIONS", "autotune", "Autotuned"]
 
 # Specialisations a Kernel keeps (least recently used evicted first): each
 # distinct set of template values is one.
@@ -92,10 +95,13 @@ class Specialization:
         lines = _core.specs(self.handle).split("\n")
         self.where = lines[0][len("where "):]
         self.label = f'kernel "{kernel.name}" ({self.where})'
-        specs, self.param_names = [], ()
+        specs, self.param_names, self.scalars = [], (), ()
         for line in lines[1:]:
             if line.startswith("params "):
                 self.param_names = () if line == "params -" else tuple(line[len("params "):].split(","))
+                continue
+            if line.startswith("scalars "):     # runtime scalars: (name, PTX type), raw_params order
+                self.scalars = tuple(tuple(x.split(":")) for x in line[len("scalars "):].split(","))
                 continue
             role, dtype, dims = line.split(" ")
             parsed = () if dims == "-" else tuple(int(d) if d.lstrip("-").isdigit() else d for d in dims.split(","))
@@ -123,19 +129,52 @@ class Specialization:
             out.append(tuple(dims))
         return out
 
-    def launch(self, tensors, stream=None):
+    def launch(self, tensors, stream=None, scalars=None):
         """Launch on tensors (inputs, then outputs: allocated when left out);
         returns the outputs as a tuple. stream: None (a CUDA tensor's
-        producer's current stream) or a CUstream as an int."""
+        producer's current stream) or a CUstream as an int; scalars: the
+        runtime scalars in order (None: a template value), or None."""
         tensors = tuple(tensors)
         _guard(self, tensors)
-        return _launch(self, tensors, stream)
+        return _launch(self, tensors, stream, scalars)
+
+    def split(self, args, kwargs):
+        """Split a call's positional args into tensors and runtime scalars
+        (numbers after the tensors, in raw_params order) and take the
+        scalars given as keywords out of kwargs; returns (tensors, scalars
+        tuple or None when the kernel has none)."""
+        if not self.scalars:
+            return args, None
+        n = len(args)
+        while n and _is_number(args[n - 1]):
+            n -= 1
+        pos, values = args[n:], [None] * len(self.scalars)
+        if len(pos) > len(self.scalars):
+            raise TypeError(f"{self.label} takes {len(self.scalars)} runtime scalar(s) "
+                            f"({', '.join(x[0] for x in self.scalars)}), got {len(pos)} positional")
+        for j, v in enumerate(pos):
+            values[j] = v
+        for j, (name, _) in enumerate(self.scalars):
+            if name in kwargs:
+                if j < len(pos):
+                    raise TypeError(f"{self.label}: scalar {name} given positionally and as a keyword")
+                values[j] = kwargs.pop(name)
+            if isinstance(values[j], bool):
+                raise TypeError(f"{self.label}: scalar {name} is a bool; valid: an int or a float")
+        return args[:n], tuple(values)
 
 
-def _launch(spec, tensors, stream):
+def _is_number(v):
+    """Is v a scalar argument (a Python or numpy number, not a tensor)?"""
+    return isinstance(v, numbers.Number)
+
+
+def _launch(spec, tensors, stream, scalars=None):
     """_core.launch, with a failure explained per argument where Python
     knows more than the C side (a meta tensor, a functorch transform)."""
     try:
+        if scalars is not None:
+            return _core.launch(spec.handle, tensors, _alloc, stream, scalars)
         return _core.launch(spec.handle, tensors, _alloc, stream)
     except (TypeError, ValueError, RuntimeError, BufferError) as e:
         if isinstance(e, LuaError):
@@ -259,18 +298,27 @@ class Kernel:
             report[key] = value if key == "arch" else int(value)
         return report
 
-    def __call__(self, *tensors, stream=None, **params):
+    def __call__(self, *args, stream=None, **params):
         """Launch on the inputs (outputs allocated like the first input and
-        returned) or on the inputs and outputs (written in place, returned).
-        One output is returned as is, several as a tuple. Keywords are
-        template values; stream= a CUDA stream (an int CUstream, or an
-        object with .cuda_stream) instead of the producer's current one."""
-        s = self._default if not params and self._default is not None else self.specialize(**params)
-        _guard(s, tensors)
+        returned) or on the inputs and outputs (written in place, returned),
+        then the kernel's runtime scalars (its raw_params of one number:
+        positional after the tensors, or keywords; a new value re-traces
+        nothing). One output is returned as is, several as a tuple. Other
+        keywords are template values; stream= a CUDA stream (an int
+        CUstream, or an object with .cuda_stream) instead of the producer's
+        current one."""
+        s = self._default if self._default is not None else self.specialize()
+        scalars = None
+        if s.scalars:
+            params = dict(params)
+            args, scalars = s.split(args, params)
+        if params:
+            s = self.specialize(**params)
+        _guard(s, args)
         if stream is not None:
             stream = _stream(stream, self.script)
         # CUDA tensors: the producer's current stream (looked up in C)
-        outs = _launch(s, tensors, stream)
+        outs = _launch(s, args, stream, scalars)
         return outs[0] if len(outs) == 1 else outs
 
     def __repr__(self):
@@ -278,16 +326,19 @@ class Kernel:
 
 
 def _stream(stream, script):
-    """A stream argument as a CUstream int, for a script on the GPU."""
-    if script.device.startswith("emu"):
-        raise TypeError(f"stream={stream!r}: streams are for CUDA tensors; {script.path} runs on the emulator "
-                        "(its calls return when done)")
+    """A stream argument, validated, as a CUstream int; None on the
+    emulator, whose calls return when their kernel is done (a stream
+    orders nothing there)."""
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    handle = getattr(stream, "cuda_stream", None)
-    if isinstance(handle, int):
-        return handle
-    raise TypeError(f"stream={stream!r}: valid values are None, a CUstream as an int, or a stream with .cuda_stream")
+        handle = stream
+    else:
+        handle = getattr(stream, "cuda_stream", None)
+        if not isinstance(handle, int) or isinstance(handle, bool):
+            raise TypeError(f"stream={stream!r}: valid values are None (the producer's current stream, torch's for "
+                            "torch tensors), a CUstream as an int, or a stream with .cuda_stream (torch.cuda.Stream)")
+    if handle < 0:
+        raise ValueError(f"stream={stream!r}: a CUstream handle is 0 (the default stream) or a positive address")
+    return None if script.device.startswith("emu") else handle
 
 
 def _kernel_of(script, name):
@@ -412,3 +463,113 @@ def _parse_saved(names, nin, nout):
             raise ValueError(f"save_for_backward: {n!r} is not 'input I' (1..{nin}) or 'output O' (1..{nout})")
         out.append((role, int(num) - 1))
     return out
+
+
+def autotune(kernel, configs, key=None, name=None, force=False, cache_dir=None):
+    """A kernel that picks the best of configs (dicts of template values)
+    per key, like triton.autotune: key names what selects a tuning (the
+    kernel's symbolic dims, bound from the inputs' shapes; its runtime
+    scalars; "input I" for input I's shape and dtype; None: every input's
+    shape and dtype). The first call with a new key value runs `luaptx
+    tune`'s sweep (pyptx.tools.tune) over the configs on random inputs of
+    the call's shapes and dtypes, with the same per-config result cache
+    (<cache dir>/tune/<name>/, name default the kernel's name), so a
+    config is evaluated once per key across calls and processes and the
+    CLI reuses what Python measured, and the other way round. A failing
+    config is reported (a warning with its reason) and skipped. On a GPU
+    configs are timed with device events; on the emulator timing means
+    nothing, so the ranking (.results[key]["ranking"], and a warning)
+    says how configs were ranked instead."""
+    return Autotuned(kernel, configs, key, name, force, cache_dir)
+
+
+class Autotuned:
+    """An autotuned kernel (see autotune): call it as the kernel. .best
+    maps each key value to its config, .results to the sweep's result
+    (results per config with status, reason, cached; best; ranking),
+    .tunings counts the sweeps run."""
+
+    def __init__(self, kernel, configs, key, name, force, cache_dir):
+        configs = [dict(c) for c in configs]
+        if not configs:
+            raise ValueError(f"luaptx.autotune: {kernel.name}: configs is empty; give a list of dicts of template values")
+        d = kernel.specialize()
+        scalars = {n for n, _ in d.scalars}
+        for c in configs:
+            bad = sorted(set(c) & scalars)
+            if bad:
+                raise TypeError(f"luaptx.autotune: {d.label}: config {c} sets runtime scalar(s) {', '.join(bad)}; "
+                                "configs hold template values (runtime scalars are the call's)")
+            kernel._check_names(c)
+        dims = [x for sp in d.in_specs for x in sp.dims if isinstance(x, str)]
+        valid = sorted(set(dims) | scalars) + [f"input {i + 1}" for i in range(d.nin)]
+        if key is not None:
+            key = (key,) if isinstance(key, str) else tuple(key)
+            unknown = [k for k in key if k not in valid]
+            if unknown:
+                raise TypeError(f"luaptx.autotune: {d.label}: unknown key name(s) {', '.join(map(str, unknown))}; "
+                                f"valid: {', '.join(valid)}")
+        self.kernel, self.configs, self.key, self.name = kernel, configs, key, name or kernel.name
+        self.force, self.cache_dir = force, cache_dir
+        self.best, self.results, self.tunings = {}, {}, 0
+
+    def _key_of(self, spec, tensors, scalars):
+        """The key value of a call: what its key names, as a tuple."""
+        shapes = [tuple(getattr(t, "shape", ())) for t in tensors[:spec.nin]]
+        if self.key is None:
+            return tuple((s, str(getattr(t, "dtype", "?"))) for s, t in zip(shapes, tensors))
+        dims = {}
+        for sp, shape in zip(spec.in_specs, shapes):
+            for d, n in zip(sp.dims, shape):
+                if isinstance(d, str):
+                    dims.setdefault(d, n)
+        values = dict(zip((n for n, _ in spec.scalars), scalars or ()))
+        out = []
+        for k in self.key:
+            if k.startswith("input "):
+                i = int(k[6:]) - 1
+                out.append((shapes[i], str(getattr(tensors[i], "dtype", "?"))))
+            else:
+                out.append(dims.get(k, values.get(k)))
+        return tuple(out)
+
+    def _tune(self, spec, tensors, scalars, params, kv):
+        """Run the sweep for key value kv; returns the best config."""
+        dims = {}
+        for sp, t in zip(spec.in_specs, tensors):
+            for d, n in zip(sp.dims, tuple(t.shape)):
+                if isinstance(d, str):
+                    dims.setdefault(d, int(n))
+        values = {**dims, **{n: v for (n, _), v in zip(spec.scalars, scalars or ()) if v is not None}}
+        request = {"name": self.name, "configs": self.configs, "values": values, "force": bool(self.force),
+                   "inputs": [{"dtype": sp.dtype, "shape": [int(n) for n in t.shape]} for sp, t in zip(spec.in_specs, tensors)]}
+        if self.cache_dir is not None:
+            request["cache_dir"] = os.fspath(self.cache_dir)
+        result = json.loads(_core.tune(self.kernel.specialize(**params).handle, json.dumps(request)))
+        self.tunings += 1
+        self.results[kv] = result
+        for r in result["results"]:
+            if r["status"] != "ok":
+                warnings.warn(f"luaptx.autotune: {spec.label}: config {r['key']} failed ({r.get('reason')}); skipped",
+                              stacklevel=3)
+        for w in result.get("warnings") or ():
+            warnings.warn(f"luaptx.autotune: {spec.label}: {w}", stacklevel=3)
+        if not result["timed"]:
+            warnings.warn(f"luaptx.autotune: {spec.label} on {result['device']}: {result['ranking']}", stacklevel=3)
+        if not result.get("best"):
+            raise LuaError(f"luaptx.autotune: {spec.label}: no config ran (" +
+                           "; ".join(f"{r['key']}: {r.get('reason')}" for r in result["results"]) + ")")
+        return dict(result["best"]["config"])
+
+    def __call__(self, *args, stream=None, **params):
+        d = self.kernel.specialize()
+        rest = dict(params)
+        tensors, scalars = d.split(args, rest)
+        kv = self._key_of(d, tensors, scalars)
+        best = self.best.get(kv)
+        if best is None:
+            best = self.best[kv] = self._tune(d, tensors, scalars, rest, kv)
+        return self.kernel(*args, stream=stream, **params, **best)
+
+    def __repr__(self):
+        return f"<luaptx.autotune {self.kernel.name}: {len(self.configs)} configs, {len(self.best)} key(s) tuned>"

@@ -57,6 +57,8 @@ typedef struct {
   char name[128], where[640];
   int nin, nout;
   py_spec specs[MAX_TENSORS];
+  int nscalars;            /* runtime scalars ("scalars" line), for XLA's attributes */
+  char scalars[LPX_BIND_SCALARS][SYM_LEN];
 } py_kernel;
 
 /* A tensor taken from a DLPack capsule (until its deleter runs), or
@@ -210,7 +212,11 @@ static int parse_specs(py_kernel *k, const char *text)
     char line[640];
     snprintf(line, sizeof line, "%.*s", (int)n, p);
     if (strncmp(line, "where ", 6) == 0) snprintf(k->where, sizeof k->where, "%s", line + 6);
-    else if (strncmp(line, "params ", 7) == 0) { /* template value names: luaptx/__init__.py reads them */ }
+    else if (strncmp(line, "params ", 7) == 0) { /* names: luaptx/__init__.py reads them */ }
+    else if (strncmp(line, "scalars ", 8) == 0) {
+      for (char *x = strtok(line + 8, ","); x && k->nscalars < LPX_BIND_SCALARS; x = strtok(NULL, ","))
+        snprintf(k->scalars[k->nscalars++], SYM_LEN, "%.*s", (int)strcspn(x, ":"), x);
+    }
     else if (parse_spec(k, line)) return -1;
     p += n + (nl != NULL);
   }
@@ -269,6 +275,33 @@ static PyObject *kernel_text(PyObject *args, const char *(*fn)(luaptx_kernel *, 
 }
 
 static PyObject *py_ptx(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_ptx); }
+
+/* tune(kernel, request JSON) -> the sweep's result as JSON
+ * (luaptx_kernel_tune), the GIL released while the sweep runs. */
+static PyObject *py_tune(PyObject *self, PyObject *args)
+{
+  PyObject *cap;
+  const char *request;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "Os", &cap, &request)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  py_state *st = state_of(k->state);
+  size_t len = 0;
+  char *copy = NULL, *err = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&st->lock);
+  const char *text = luaptx_kernel_tune(k->K, request, &len);
+  if (text && (copy = malloc(len + 1))) memcpy(copy, text, len + 1);
+  if (!text) err = strdup(luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  Py_END_ALLOW_THREADS
+  PyObject *r = copy ? PyUnicode_FromStringAndSize(copy, (Py_ssize_t)len) : NULL;
+  if (!copy) PyErr_SetString(err ? LuaError : PyExc_MemoryError, err ? err : "out of memory");
+  free(copy);
+  free(err);
+  return r;
+}
 static PyObject *py_specs(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_specs); }
 static PyObject *py_check(PyObject *self, PyObject *args) { (void)self; return kernel_text(args, luaptx_kernel_check); }
 
@@ -609,18 +642,77 @@ static int producer_stream(PyObject *obj, const DLTensor *t, void **stream)
   return PyErr_Occurred() ? -1 : 0;
 }
 
-/* launch(kernel, tensors, alloc, stream) -> tuple of the outputs. Given
+/* Read the runtime scalars (a tuple, None for "the template value") into
+ * vals and check them (luaptx_kernel_scalars): TypeError for a value of
+ * the wrong type, ValueError otherwise, naming the kernel and the scalar. */
+static int scalars_of(py_kernel *k, PyObject *tuple, luaptx_scalar *vals, int *n)
+{
+  *n = (int)PyTuple_Size(tuple);
+  if (*n > LPX_BIND_SCALARS) { PyErr_Format(PyExc_TypeError, "kernel \"%s\": too many scalars", k->name); return -1; }
+  for (int j = 0; j < *n; j++) {
+    PyObject *v = PyTuple_GetItem(tuple, j);
+    memset(&vals[j], 0, sizeof vals[j]);
+    if (v == Py_None) continue;
+    if (PyBool_Check(v)) { PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): scalar %d is a bool; valid: an int or a float", k->name, k->where, j + 1); return -1; }
+    if (PyIndex_Check(v)) {
+      PyObject *i = PyNumber_Index(v);
+      if (!i) return -1;
+      int over = 0;
+      long long x = PyLong_AsLongLongAndOverflow(i, &over);
+      if (over > 0) { vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = (int64_t)PyLong_AsUnsignedLongLong(i); }
+      else { vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = x; }
+      Py_DECREF(i);
+      if (over < 0 || PyErr_Occurred()) {   /* beyond any integer type */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): scalar %d is %s; valid: an integer of 64 bits", k->name, k->where,
+                     j + 1, over < 0 ? "below -2^63" : "above 2^64-1");
+        return -1;
+      }
+      continue;
+    }
+    vals[j].kind = LUAPTX_SCALAR_FLOAT;
+    vals[j].f = PyFloat_AsDouble(v);
+    if (vals[j].f == -1.0 && PyErr_Occurred()) return -1;
+  }
+  py_state *st = state_of(k->state);
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  int rc = luaptx_kernel_scalars(k->K, vals, *n);
+  if (rc) snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (rc) bind_error(k, rc, msg);
+  return rc ? -1 : 0;
+}
+
+/* check_scalars(kernel, scalars): the checks of a launch's runtime scalars. */
+static PyObject *py_check_scalars(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *scalars;
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  int n;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!", &cap, &PyTuple_Type, &scalars)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k || scalars_of(k, scalars, vals, &n)) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* launch(kernel, tensors, alloc, stream[, scalars]) -> tuple of the outputs. Given
  * the inputs only, the outputs are allocated like the first input (its
  * type's DLPack exchange API, else alloc(dtype, shape, first input));
  * stream: None (CUDA tensors: their producer's current stream, else the
- * default stream), or the CUDA stream as an int (also given to __dlpack__). */
+ * default stream), or the CUDA stream as an int (also given to __dlpack__);
+ * scalars: the runtime scalars (a tuple, None entries for template values). */
 static PyObject *py_launch(PyObject *self, PyObject *args)
 {
-  PyObject *cap, *tensors, *alloc, *stream;
+  PyObject *cap, *tensors, *alloc, *stream, *scalars = NULL;
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  int nvals = 0;
   (void)self;
-  if (!PyArg_ParseTuple(args, "OO!OO", &cap, &PyTuple_Type, &tensors, &alloc, &stream)) return NULL;
+  if (!PyArg_ParseTuple(args, "OO!OO|O!", &cap, &PyTuple_Type, &tensors, &alloc, &stream, &PyTuple_Type, &scalars)) return NULL;
   py_kernel *k = kernel_of(cap);
   if (!k) return NULL;
+  if (scalars && scalars_of(k, scalars, vals, &nvals)) return NULL;
   py_state *st = state_of(k->state);
   Py_ssize_t n = PyTuple_Size(tensors);
   int total = k->nin + k->nout;
@@ -641,7 +733,7 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     for (int i = 0; i < total; i++) ts[i] = tk[i].t;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&st->lock);
-    rc = luaptx_launch_dlpack(k->K, ts, total, s);
+    rc = nvals ? luaptx_launch_dlpack_scalars(k->K, ts, total, vals, nvals, s) : luaptx_launch_dlpack(k->K, ts, total, s);
     pthread_mutex_unlock(&st->lock);
     Py_END_ALLOW_THREADS
     if (rc) lua_fail(st);
@@ -751,6 +843,35 @@ static py_kernel *xla_kernel(const XLA_FFI_Api *api, const XLA_FFI_Attrs *at, co
   return NULL;
 }
 
+/* The runtime scalars of k from the scalar attributes "scalar_NAME"
+ * (luaptx.jax.call sets them) into vals; an error for a missing one. */
+static XLA_FFI_Error *xla_scalars(const XLA_FFI_Api *api, const XLA_FFI_Attrs *at, const py_kernel *k, luaptx_scalar *vals)
+{
+  for (int j = 0; j < k->nscalars; j++) {
+    char name[SYM_LEN + 8];
+    int len = snprintf(name, sizeof name, "scalar_%s", k->scalars[j]);
+    const XLA_FFI_Scalar *v = NULL;
+    for (int64_t i = 0; i < at->size && !v; i++)
+      if (at->types[i] == XLA_FFI_AttrType_SCALAR && at->names[i]->len == (size_t)len && memcmp(at->names[i]->ptr, name, (size_t)len) == 0) v = at->attrs[i];
+    memset(&vals[j], 0, sizeof vals[j]);
+    if (!v) continue;                        /* its template value, if any (the launch says when none) */
+    switch (v->dtype) {
+    case XLA_FFI_DataType_S8: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int8_t *)v->value; break;
+    case XLA_FFI_DataType_S16: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int16_t *)v->value; break;
+    case XLA_FFI_DataType_S32: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int32_t *)v->value; break;
+    case XLA_FFI_DataType_S64: vals[j].kind = LUAPTX_SCALAR_INT; vals[j].i = *(int64_t *)v->value; break;
+    case XLA_FFI_DataType_U8: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint8_t *)v->value; break;
+    case XLA_FFI_DataType_U16: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint16_t *)v->value; break;
+    case XLA_FFI_DataType_U32: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = *(uint32_t *)v->value; break;
+    case XLA_FFI_DataType_U64: vals[j].kind = LUAPTX_SCALAR_UINT; vals[j].i = (int64_t)*(uint64_t *)v->value; break;
+    case XLA_FFI_DataType_F32: vals[j].kind = LUAPTX_SCALAR_FLOAT; vals[j].f = *(float *)v->value; break;
+    case XLA_FFI_DataType_F64: vals[j].kind = LUAPTX_SCALAR_FLOAT; vals[j].f = *(double *)v->value; break;
+    default: return xla_error(api, "luaptx: a scalar attribute of an unsupported type (valid: integers, f32, f64)");
+    }
+  }
+  return NULL;
+}
+
 /* Fold the leading `extra` dims of t (vmap's batch dims, row-major) into
  * one, so that a batched kernel sees (V, dims...): shape kept in dims. */
 static void xla_fold(DLTensor *t, int extra, int64_t *dims)
@@ -814,9 +935,11 @@ static XLA_FFI_Error *xla_launch(XLA_FFI_CallFrame *f, int dev)
     if (e) return e;
     stream = sa.stream;
   }
+  luaptx_scalar vals[LPX_BIND_SCALARS];
+  if (k->nscalars && (err = xla_scalars(api, &f->attrs, k, vals))) return err;
   py_state *st = state_of_unchecked(k);
   pthread_mutex_lock(&st->lock);
-  if (luaptx_launch_dlpack(k->K, tp, (int)n, stream)) err = xla_error(api, luaptx_error(st->S));
+  if (luaptx_launch_dlpack_scalars(k->K, tp, (int)n, vals, k->nscalars, stream)) err = xla_error(api, luaptx_error(st->S));
   pthread_mutex_unlock(&st->lock);
   return err;
 }
@@ -844,10 +967,12 @@ static PyMethodDef METHODS[] = {
   { "device", py_device, METH_VARARGS, "device(state) -> the device's description" },
   { "kernel", py_kernel_get, METH_VARARGS, "kernel(state, name, params) -> kernel" },
   { "ptx", py_ptx, METH_VARARGS, "ptx(kernel) -> PTX text" },
+  { "tune", py_tune, METH_VARARGS, "tune(kernel, request JSON) -> result JSON (luaptx_kernel_tune)" },
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
-  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream) -> outputs" },
+  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
+  { "check_scalars", py_check_scalars, METH_VARARGS, "check_scalars(kernel, scalars): TypeError/ValueError for a bad runtime scalar" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
   { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },
   XLA_METHOD

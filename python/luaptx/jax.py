@@ -13,6 +13,8 @@ platform (the emulator) and CUDA (the GPU, on XLA's stream). They are always
 built, against jaxlib's headers (unless the package was built with
 LUAPTX_NO_JAX=1).
 """
+import numbers
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,18 +97,61 @@ def register(kernel, **params):
     return _registered(kernel.specialize(**params))
 
 
-def call(kernel, *arrays, batched=None, **params):
+def _scalar_attrs(spec, arrays, params):
+    """Take the runtime scalars out of a call (positional numbers after the
+    arrays, or keywords) as XLA scalar attributes "scalar_NAME" of their
+    PTX type, checked by the C binding; returns (arrays, attrs). A traced
+    value is refused: attributes are compile-time constants."""
+    if not spec.scalars:
+        return arrays, {}
+    n = len(arrays)
+    while n and (isinstance(arrays[n - 1], numbers.Number)
+                 or isinstance(arrays[n - 1], jax.core.Tracer) and arrays[n - 1].ndim == 0):
+        n -= 1
+    traced = [a for a in arrays[n:] if isinstance(a, jax.core.Tracer)]
+    for name, _ in spec.scalars:
+        if isinstance(params.get(name), jax.core.Tracer):
+            traced.append(params[name])
+    if traced:
+        raise TypeError(f"{spec.label}: a runtime scalar is a traced value; lj.call passes runtime scalars as XLA "
+                        "attributes (compile-time constants of the custom call): pass Python numbers (under jax.jit: "
+                        "static_argnums / static_argnames)")
+    arrays, values = spec.split(arrays, params)
+    _core.check_scalars(spec.handle, values)
+    attrs = {}
+    for (name, ptx_type), v in zip(spec.scalars, values):
+        if v is not None:
+            attrs["scalar_" + name] = np.dtype(_SCALAR_TYPES[ptx_type]).type(v)
+    return arrays, attrs
+
+
+# numpy types of the runtime scalars' PTX types (bN as unsigned).
+_SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
+                 "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+                 "b8": np.uint8, "b16": np.uint16, "b32": np.uint32, "b64": np.uint64}
+
+
+def call(kernel, *arrays, batched=None, stream=None, **params):
     """Call a kernel specialisation on JAX arrays through jax.ffi.ffi_call;
     returns its outputs (one as is, several as a tuple). Works eagerly and
     under jax.jit. Under jax.vmap the kernel runs once per batch element
     (vmap_method="sequential"), unless `batched` names a kernel taking the
     same tensors with a leading batch dim (its grid covering the batch):
     then vmap runs that kernel once on the whole batch (vmap_method
-    "broadcast_all"; nested vmaps fold their batch dims into one)."""
-    spec = kernel.specialize(**params)
+    "broadcast_all"; nested vmaps fold their batch dims into one).
+    Runtime scalars follow the arrays (or are keywords), as XLA attributes.
+    stream: None only: XLA launches a custom call on its computation's
+    stream (the emulator: the call is done when it returns)."""
+    if stream is not None:
+        raise ValueError(f"luaptx.jax.call: stream={stream!r}: XLA runs a custom call on the stream of its computation "
+                         "(which it gives the handler); valid: None")
+    spec = kernel.specialize()
+    params = dict(params)
+    arrays, scalar_attrs = _scalar_attrs(spec, arrays, params)
+    spec = kernel.specialize(**params) if params else spec
     shapes = _check(spec, arrays)
     outs = [jax.ShapeDtypeStruct(s, DTYPES[o.dtype]) for s, o in zip(shapes, spec.out_specs)]
-    attrs = {"kernel": _registered(spec)}
+    attrs = {"kernel": _registered(spec), **scalar_attrs}
     method = "sequential"
     if batched is not None:
         bspec = batched.specialize(**params)

@@ -45,10 +45,10 @@ def allocate(dtype, shape, like):
     return torch.empty(shape, dtype=_dtype(dtype, "?"), device=like.device)
 
 
-def _launch(spec, tensors):
+def _launch(spec, tensors, scalars=()):
     """Launch a specialisation on torch tensors, outputs allocated by torch
-    (on torch's current stream for CUDA tensors)."""
-    return spec.launch(tuple(t.detach().contiguous() for t in tensors))
+    (on torch's current stream for CUDA tensors), with its runtime scalars."""
+    return spec.launch(tuple(t.detach().contiguous() for t in tensors), scalars=tuple(scalars) or None)
 
 
 _Tensor = torch.Tensor
@@ -125,18 +125,35 @@ class Op:
         self.custom, self.name, self._spec, self._params, self._ref = custom, name, spec, params, ref
         self._handle, self._nin, self._nout, self._key = spec.handle, spec.nin, len(spec.out_specs), spec.key
 
-    def __call__(self, *tensors):
+    def __call__(self, *tensors, stream=None, **scalars):
+        spec, values = self._spec, ()
+        if spec.scalars or scalars:
+            tensors, values = spec.split(tensors, scalars)
+            if scalars:
+                raise TypeError(f"{spec.label} as op {self.name}: unknown keyword(s) {', '.join(sorted(scalars))}; "
+                                f"valid: its runtime scalars ({', '.join(n for n, _ in spec.scalars) or 'none'}) and stream")
+            values = values or ()
         if len(tensors) != self._nin:
-            raise TypeError(f"{self._spec.label} as op {self.name} takes {self._nin} input(s), got {len(tensors)}; "
+            raise TypeError(f"{spec.label} as op {self.name} takes {self._nin} input(s), got {len(tensors)}; "
                             "its outputs are allocated and returned, never passed (mutates_args=())")
+        if stream is not None:
+            with _on_stream(stream, tensors, spec):
+                return self._call(tensors, values)
+        return self._call(tensors, values)
+
+    def _call(self, tensors, values):
+        """Launch directly (eager, plain tensors) or through the custom op."""
+        spec = self._spec
         if _eager(tensors):
-            outs = luaptx._launch(self._spec, tensors, None)
+            outs = luaptx._launch(spec, tensors, None, values or None)
             return outs[0] if self._nout == 1 else outs
         for i, t in enumerate(tensors):
             if not isinstance(t, _Tensor):
-                raise TypeError(f"{self._spec.label} as op {self.name}: input {i + 1} must be a torch.Tensor, "
+                raise TypeError(f"{spec.label} as op {self.name}: input {i + 1} must be a torch.Tensor, "
                                 f"got {type(t).__name__}")
-        return self.custom(*tensors, self._key)
+        if values and not _is_compiling():
+            luaptx._core.check_scalars(self._handle, values)    # the C binding's messages, before torch's
+        return self.custom(*tensors, *values, self._key)
 
     def __reduce__(self):
         return self._ref
@@ -146,6 +163,38 @@ class Op:
 
     def __repr__(self):
         return f"<luaptx.torch.Op {self.name}>"
+
+
+class _NoStream:
+    """The context of a stream that changes nothing (CPU tensors)."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _stream_of(stream, tensors, label):
+    """A stream= argument, validated: None, a torch.cuda.Stream (or any
+    object with .cuda_stream) or an int CUstream; returns a torch stream
+    for CUDA tensors, None for CPU tensors (the emulator: a call returns
+    when its kernel is done, so a stream orders nothing)."""
+    if isinstance(stream, bool) or not (isinstance(stream, int) or isinstance(getattr(stream, "cuda_stream", None), int)):
+        raise TypeError(f"{label}: stream={stream!r}: valid values are None (torch's current stream), a torch.cuda.Stream "
+                        "or an int CUstream")
+    if not any(isinstance(t, _Tensor) and t.is_cuda for t in tensors):
+        return None
+    if isinstance(stream, int):
+        return torch.cuda.ExternalStream(stream)
+    return stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(stream.cuda_stream)
+
+
+def _on_stream(stream, tensors, spec):
+    """A context making stream torch's current stream for CUDA tensors
+    (the op launches on the current stream, eager or compiled)."""
+    s = _stream_of(stream, tensors, spec.label)
+    return _NoStream() if s is None else torch.cuda.stream(s)
 
 
 def _default_name(kernel, spec, suffix=""):
@@ -170,7 +219,8 @@ def _register(name, spec, key, nout, impl_spec=None):
         return entry.custom, False
     entry = _registered[name] = _Entry(key, spec)
     nin = spec.nin
-    args = ", ".join(f"Tensor input{i + 1}" for i in range(nin))
+    args = ", ".join([f"Tensor input{i + 1}" for i in range(nin)]
+                     + [f"{'float' if t in ('f32', 'f64') else 'int'}? {n}" for n, t in spec.scalars])
     result = "Tensor" if nout == 1 else "(" + ", ".join(["Tensor"] * nout) + ")"
 
     def check_key(got):
@@ -181,12 +231,13 @@ def _register(name, spec, key, nout, impl_spec=None):
 
     def impl(*args):
         check_key(args[-1])
-        outs = _launch(entry.spec, args[:-1])
+        scalars = args[nin:-1]
+        outs = _launch(entry.spec, args[:nin], scalars) if scalars else _launch(entry.spec, args[:nin])
         return outs[0] if nout == 1 else tuple(outs[:nout])
 
     def fake(*args):
         check_key(args[-1])
-        tensors, sp = args[:-1], entry.spec
+        tensors, sp = args[:nin], entry.spec
         shapes = sp.out_shapes([t.shape for t in tensors])
         outs = tuple(torch.empty(s, dtype=_dtype(o.dtype, sp.kernel.name), device=tensors[0].device)
                      for s, o in zip(shapes[:nout], sp.out_specs))

@@ -193,6 +193,40 @@ static void test_empty_launch(luaptx_state *S)
   CHECK(k && luaptx_launch_dlpack(k, a, 2, NULL) == 0);
 }
 
+/* Runtime scalars: checked in C, patched into one plan per shape. */
+static void test_scalars(luaptx_state *S, const char *root)
+{
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/python/scale.lua", root);
+  CHECK(luaptx_load_file(S, path) == 0);
+  luaptx_kernel *k = luaptx_kernel_get(S, "scale", NULL), *k8 = luaptx_kernel_get(S, "scale", "n=8");
+  CHECK(k && k8 && strstr(luaptx_kernel_specs(k, NULL), "\nscalars alpha:f32,n:u32"));
+  static float x[16], y[16];
+  for (int i = 0; i < 16; i++) x[i] = (float)i;
+  int64_t s16[1] = { 16 };
+  DLTensor tx = tensor(x, s16, 1), ty = tensor(y, s16, 1), *a[] = { &tx, &ty };
+  for (int v = 1; v <= 3; v++) {   /* new values: the same plan, each value launched */
+    luaptx_scalar sc[2] = { { LUAPTX_SCALAR_FLOAT, 0, v * 0.5 }, { LUAPTX_SCALAR_INT, 16, 0 } };
+    CHECK(luaptx_launch_dlpack_scalars(k, a, 2, sc, 2, NULL) == 0 && y[3] == 3 * v * 0.5f && y[15] == 15 * v * 0.5f);
+  }
+  luaptx_scalar bad[2] = { { LUAPTX_SCALAR_FLOAT, 0, 1.0 }, { LUAPTX_SCALAR_FLOAT, 0, 1.5 } };
+  CHECK(luaptx_launch_dlpack_scalars(k, a, 2, bad, 2, NULL) == -2
+        && strstr(luaptx_error(S), "scalar n is 1.5, a float, but raw_params[2] is u32; valid: an integer"));
+  bad[1] = (luaptx_scalar){ LUAPTX_SCALAR_INT, -1, 0 };
+  CHECK(luaptx_kernel_scalars(k, bad, 2) == -1 && strstr(luaptx_error(S), "scalar n is -1 but raw_params[2] is u32; valid: 0..4294967295"));
+  CHECK(luaptx_launch_dlpack(k, a, 2, NULL) == -1 && strstr(luaptx_error(S), "scalar alpha (raw_params[1]) has no value"));
+  CHECK(luaptx_launch_dlpack_scalars(k, a, 2, bad, 1, NULL) == -1 && strstr(luaptx_error(S), "takes 2 runtime scalar(s)"));
+  /* n given as a template value: its default, overridden per launch */
+  for (int i = 0; i < 16; i++) y[i] = -1;
+  luaptx_scalar half[2] = { { LUAPTX_SCALAR_FLOAT, 0, 2.0 }, { LUAPTX_SCALAR_NONE, 0, 0 } };
+  CHECK(luaptx_launch_dlpack_scalars(k8, a, 2, half, 2, NULL) == 0 && y[7] == 14 && y[8] == -1);
+  half[1] = (luaptx_scalar){ LUAPTX_SCALAR_UINT, 4, 0 };
+  CHECK(luaptx_launch_dlpack_scalars(k8, a, 2, half, 2, NULL) == 0);
+  half[1].kind = LUAPTX_SCALAR_NONE;
+  for (int i = 0; i < 16; i++) y[i] = -1;
+  CHECK(luaptx_launch_dlpack_scalars(k8, a, 2, half, 2, NULL) == 0 && y[7] == 14 && y[8] == -1);   /* the template value again */
+}
+
 int main(int argc, char **argv)
 {
   const char *root = argc > 1 ? argv[1] : ".";
@@ -323,6 +357,7 @@ int main(int argc, char **argv)
   unsetenv("LUAPTX_EMU_THREADS");
   test_hostile(S1, k1, &tx, &tw, &t1);
   test_empty_launch(S2);
+  test_scalars(S2, root);
   luaptx_close(S1);
   luaptx_close(S2);
   test_tma_kernel(root);

@@ -138,12 +138,18 @@ end
 -- themselves (the Python package): "where FILE:LINE", "params NAMES"
 -- (the template values it declares, comma-separated, "-" for none), then
 -- "in DTYPE DIMS" per in_spec and "out DTYPE DIMS" per out_spec (DIMS
--- comma-separated: numbers, or symbol names not given as template values).
+-- comma-separated: numbers, or symbol names not given as template values),
+-- and when it has runtime scalars "scalars NAME:TYPE,..." (raw_params order).
 function M.kernel_specs(_, entry)
   local k = entry.kernel
   local lines = { "where " .. k.where, "params " .. param_names(k) }
   for _, s in ipairs(k.in_specs) do lines[#lines + 1] = spec_line("in", s, entry.values) end
   for _, s in ipairs(k.out_specs) do lines[#lines + 1] = spec_line("out", s, entry.values) end
+  local scalars = {}
+  for _, p in ipairs(k.raw_params) do
+    if runtime.runtime_scalar(p) then scalars[#scalars + 1] = ("%s:%s"):format(p[2], tostring(p[1])) end
+  end
+  if #scalars > 0 then lines[#lines + 1] = "scalars " .. table.concat(scalars, ",") end
   return table.concat(lines, "\n")
 end
 
@@ -162,8 +168,9 @@ end
 
 --- Fill a kernel's boundary (lpx_bind_kernel *) for the C API's checks
 -- (lpx_bind_check) and its template values that are symbolic dims
--- (int64_t *given, -1 for the others).
-function M.kernel_bind(_, entry, bind, given)
+-- (int64_t *given, -1 for the others); scalar_given (int32_t *): 1 per
+-- runtime scalar given a template value, else 0.
+function M.kernel_bind(_, entry, bind, given, scalar_given)
   local d, syms = runtime.bind_kernel(entry.kernel)
   ffi.copy(bind, d, ffi.sizeof("lpx_bind_kernel"))
   local g = ffi.cast("int64_t *", given)
@@ -171,6 +178,8 @@ function M.kernel_bind(_, entry, bind, given)
     local v = syms[y + 1] and entry.values[syms[y + 1]]
     g[y] = type(v) == "number" and v or -1
   end
+  local sg = ffi.cast("int32_t *", scalar_given)
+  for j = 0, d.nscalars - 1 do sg[j] = entry.values[ffi.string(d.scalar[j].name)] ~= nil and 1 or 0 end
 end
 
 --- Launch a specialization with device addresses, on the device's stream.
@@ -229,9 +238,18 @@ function M.plan_dlpack(ctx, entry, bound, n, plan, plan_size)
     views[i] = { ptr = ffi.cast("uint64_t", 0x10000 * i), shape = spec.shape, dtype = spec.dtype,
                  strides = tensor.row_major(spec.shape), elem_size = ffi.sizeof(tensor.storage(spec.dtype)), device = dev }
   end
-  local buf, size, layout = runtime.pack_params(s, views, s.values)
+  -- runtime scalars without a template value: placeholders C patches per launch
+  local packed, bk = {}, runtime.bind_kernel(k)
+  for key, v in pairs(s.values) do packed[key] = v end
+  for j = 0, bk.nscalars - 1 do
+    local name = ffi.string(bk.scalar[j].name)
+    if packed[name] == nil then packed[name] = 0 end
+  end
+  local buf, size, layout = runtime.pack_params(s, views, packed)
   local cfg = runtime.make_cfg(s, buf, size)
   local p = ffi.cast("lpx_embed_plan *", plan)
+  p.nscalars = bk.nscalars
+  for j = 0, bk.nscalars - 1 do p.scalar_offset[j] = layout[n + bk.scalar[j].index].offset end
   p.device, p.ctx, p.fn, p.staged = dev.handle, core.ctx, fn, dev.kind == "cuda" and 0 or 1
   for d = 0, 2 do p.grid[d], p.block[d], p.cluster[d] = cfg.grid[d], cfg.block[d], cfg.cluster[d] end
   p.dynamic_smem, p.params, p.params_size = cfg.dynamic_smem, buf, size
@@ -244,6 +262,13 @@ function M.plan_dlpack(ctx, entry, bound, n, plan, plan_size)
     ffi.copy(p.map_name[j - 1], d.tensor:sub(1, PLAN_NAME - 1))
   end
   return buf
+end
+
+--- An entry's kernel, its template values and the context's device, for
+-- the tools that act on a kernel of the C API (luaptx_kernel_tune calls
+-- pyptx.tools.tune with them: the runtime does not require the tools).
+function M.kernel_target(ctx, entry)
+  return entry.kernel, entry.values, device(ctx)
 end
 
 --- luaptx_launch_ptrs: raw device addresses, shapes from the values.

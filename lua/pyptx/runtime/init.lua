@@ -66,7 +66,7 @@ end
 
 -- The C binding's limits and device types (src/lpx_bind.h).
 local BIND = {}
-for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA" } do BIND[key] = tonumber(ffi.C["LPX_BIND_" .. key]) end
+for _, key in ipairs { "DIMS", "TENSORS", "SYMS", "NAME", "CPU", "CUDA", "SCALARS" } do BIND[key] = tonumber(ffi.C["LPX_BIND_" .. key]) end
 
 -- The DLPack device type of a device kind (pyptx.bind's CPU or CUDA).
 local function dl_device(dev) return dev.kind == "cuda" and BIND.CUDA or BIND.CPU end
@@ -109,8 +109,34 @@ function M.bind_kernel(k, level)
     end
   end
   d.nsyms = #syms
+  M.bind_scalars(k, d)
   k._bind, k._bind_syms = d, syms
   return d, syms
+end
+
+--- Is raw param p a runtime scalar (one integer, f32 or f64 value, which
+-- a host passes per launch)? Returns its DLPack code and bits.
+function M.runtime_scalar(p)
+  if (p.count or 1) ~= 1 then return nil end
+  local code, bits = ffi.new("uint8_t[1]"), ffi.new("uint8_t[1]")
+  if core.bind_dtype(tostring(p[1]), code, bits) ~= 0 then return nil end
+  local c, b = code[0], bits[0]
+  if c == 0 or c == 1 or c == 3 or (c == 2 and b >= 32) then return c, b end
+  return nil
+end
+
+--- Fill d's runtime scalars (lpx_bind_param) from k's raw params.
+function M.bind_scalars(k, d)
+  d.nscalars = 0
+  for i, p in ipairs(k.raw_params) do
+    local code, bits = M.runtime_scalar(p)
+    if code and d.nscalars < BIND.SCALARS then
+      local sp = d.scalar[d.nscalars]
+      ffi.copy(sp.name, tostring(p[2]):sub(1, BIND.NAME - 1))
+      sp.code, sp.bits, sp.index = code, bits, i
+      d.nscalars = d.nscalars + 1
+    end
+  end
 end
 
 --- A tensor (a runtime tensor, or a host view { dtype | dl_dtype, shape,
@@ -171,6 +197,40 @@ function M.bind(k, tensors, values, with_outputs, level, dev)
     if r.value[y - 1] >= 0 and values[name] == nil then values[name] = tonumber(r.value[y - 1]) end
   end
   return values
+end
+
+--- Split a launch's values into template values and runtime scalars (k's
+-- raw params of one number): each scalar given as a number is checked by
+-- the C binding (lpx_bind_scalar: type and range, the check C hosts and
+-- Python make too) and kept out of the specialization, so a new value
+-- traces nothing. Returns the template values and the scalars by name;
+-- errors at level.
+function M.split_scalars(k, values, level)
+  level = level and level + 1 or 0
+  local d = M.bind_kernel(k, level)
+  if d.nscalars == 0 then return values, {} end
+  local template, scalars, r = {}, {}, nil
+  for key, v in pairs(values) do template[key] = v end
+  for j = 0, d.nscalars - 1 do
+    local name = ffi.string(d.scalar[j].name)
+    local v = values[name]
+    if v ~= nil then
+      template[name], scalars[name] = nil, v
+      local bv = ffi.new("lpx_bind_value")
+      if type(v) == "number" then
+        if v == math.floor(v) and math.abs(v) < 2 ^ 63 then bv.kind, bv.i = ffi.C.LPX_BIND_INT, v
+        else bv.kind, bv.f = ffi.C.LPX_BIND_FLOAT, v end
+      elseif ffi.istype("uint64_t", v) then bv.kind, bv.i = ffi.C.LPX_BIND_UINT, ffi.cast("int64_t", v)
+      elseif ffi.istype("int64_t", v) then bv.kind, bv.i = ffi.C.LPX_BIND_INT, v
+      end
+      if bv.kind ~= 0 then
+        r = r or ffi.new("lpx_bind_result")
+        local out = ffi.new("uint8_t[8]")
+        if core.bind_scalar(d, j, bv, out, r) ~= 0 then error(ffi.string(r.message), level) end
+      end
+    end
+  end
+  return template, scalars
 end
 
 -- ---------------------------------------------------------------- launch
@@ -264,8 +324,9 @@ local function stage(k, args, opts)
   end
   if given and #args ~= #k.in_specs then M.bind(k, args, values, false, 3, dev) end   -- the inputs' own message
   M.bind(k, bound, values, given ~= nil, 3, dev)
+  local template, scalars = M.split_scalars(k, values, 3)
   local t0 = clock_ms()
-  local s = k:specialize(values)
+  local s = k:specialize(template)
   local t1 = clock_ms()
   check_dims(s, 3)
   local fn = dev:function_of(s)
@@ -280,7 +341,13 @@ local function stage(k, args, opts)
     end
     all[#all + 1] = outs[i - #args]
   end
-  local buf, size = M.pack_params(s, all, s.values, 3)
+  local packed = s.values                -- the runtime scalars over the specialization's values
+  if next(scalars) then
+    packed = {}
+    for key, v in pairs(s.values) do packed[key] = v end
+    for key, v in pairs(scalars) do packed[key] = v end
+  end
+  local buf, size = M.pack_params(s, all, packed, 3)
   local cfg = M.make_cfg(s, buf, size)
   -- what came before the launch, in ms: the trace (a cache hit when the
   -- kernel was traced before), compiling (CUDA) or decoding (the

@@ -19,6 +19,7 @@ local tensor = require "pyptx.runtime.tensor"
 local runtime = require "pyptx.runtime"
 local env = require "pyptx.core.env"
 local trace = require "pyptx.trace"
+local types = require "pyptx.types"
 
 local M = {}
 
@@ -77,6 +78,20 @@ function M.configs(space, prune)
     cfg[keys[i]] = nil
   end
   walk(1, {})
+  return out
+end
+
+--- A list of configs (a sweep's `configs`, instead of a space), copied
+-- in the order given and filtered by prune.
+function M.config_list(list, prune)
+  local out = {}
+  for i, cfg in ipairs(list) do
+    if type(cfg) ~= "table" then error(("tune: configs[%d] must be a table of template values"):format(i), 0) end
+    local c = {}
+    for k, v in pairs(cfg) do c[k] = v end
+    if not prune or prune(c) then out[#out + 1] = c end
+  end
+  if #list == 0 then error("tune: configs must be a non-empty list", 0) end
   return out
 end
 
@@ -240,7 +255,10 @@ local function build_one(spec, e)
   local ok, k = pcall(spec.build, e.cfg)
   if not ok then return fail(e, "build", k) end
   if type(k) ~= "table" then return fail(e, "build", ("build returned a %s; expected a kernel"):format(type(k))) end
-  local ok2, s = pcall(function() return k:specialize(spec.values and spec.values(e.cfg) or {}) end)
+  local ok2, s = pcall(function()
+    e.values = spec.values and spec.values(e.cfg) or nil
+    return k:specialize(e.values or {})
+  end)
   if not ok2 then return fail(e, "trace", s) end
   e.kernel, e.spec, e.instructions = k, s, s.instructions
 end
@@ -293,9 +311,17 @@ local function resources(e)
   end
 end
 
+--- A config's launch arguments: the inputs, then its values (the options
+-- table of k(x, w, opts)) when the sweep has `values`.
+local function launch_args(e, inputs)
+  local args = { unpack(inputs) }
+  if e.values then args[#args + 1] = e.values end
+  return args
+end
+
 --- Check one config against the reference on the device.
 local function check_one(e, inputs, want, tol)
-  local ok, outs = pcall(function() return { e.kernel(unpack(inputs)) } end)
+  local ok, outs = pcall(function() return { e.kernel(unpack(launch_args(e, inputs))) } end)
   if not ok then return fail(e, "launch", outs) end
   for i, w in ipairs(want) do
     if outs[i] == nil then
@@ -320,7 +346,7 @@ end
 -- the L2 flushed before each and the input sets rotated; median ms.
 local function time_one(spec, e, input_sets, dev, flush)
   local launchers = {}
-  for i, inputs in ipairs(input_sets) do launchers[i] = runtime.prepare(e.kernel, unpack(inputs)) end
+  for i, inputs in ipairs(input_sets) do launchers[i] = runtime.prepare(e.kernel, unpack(launch_args(e, inputs))) end
   for i = 1, spec.warmup or 3 do launchers[(i - 1) % #launchers + 1]() end
   local ev0, ev1, ms = ffi.new("int32_t[1]"), ffi.new("int32_t[1]"), ffi.new("double[1]")
   local times = {}
@@ -453,7 +479,7 @@ local function configs_of(spec, opts, pruned)
     if not ok then pruned[M.config_key(cfg)] = keep end
     return not ok or keep
   end
-  local all = M.configs(spec.space, prune)
+  local all = spec.configs and M.config_list(spec.configs, prune) or M.configs(spec.space, prune)
   return M.shard(all, i, n), { i = i, n = n, configs = #all }
 end
 
@@ -479,9 +505,9 @@ M.sort_results = sort_results
 -- { i, n, configs } (1/1 without a shard; configs: the whole sweep's) }.
 function M.run(spec, opts)
   opts = opts or {}
-  if type(spec) ~= "table" or type(spec.build) ~= "function" or type(spec.space) ~= "table"
+  if type(spec) ~= "table" or type(spec.build) ~= "function" or (type(spec.space) ~= "table" and type(spec.configs) ~= "table")
      or type(spec.inputs) ~= "function" or (spec.name ~= nil and type(spec.name) ~= "string") then
-    error("tune: a sweep needs build = function(cfg) ... end, space = { NAME = {values...} }, " ..
+    error("tune: a sweep needs build = function(cfg) ... end, space = { NAME = {values...} } (or configs = { {NAME = value, ...}, ... }), " ..
           "inputs = function(seed) ... end and optionally name = \"...\"", 0)
   end
   local pruned = {}
@@ -514,6 +540,46 @@ function M.run(spec, opts)
   local best = results[1] and results[1].status == "ok" and results[1] or nil
   return { name = spec.name or "sweep", device = run.dev.name, timed = run.timed, results = results, best = best,
            ranking = ranking(run), cache = run.cache or false, warnings = run.warnings, shard = shard }
+end
+
+--- A copy of a, then b's entries over it.
+local function merged(a, b)
+  local v = {}
+  for key, x in pairs(a) do v[key] = x end
+  for key, x in pairs(b or {}) do v[key] = x end
+  return v
+end
+
+--- Sweep one kernel over configs of its template values for a host
+-- (luaptx_kernel_tune, Python's luaptx.autotune), into the same
+-- per-config cache as `luaptx tune`. values: the kernel's template values;
+-- dev: the device; request (JSON): name (the sweep's), configs (a list of
+-- { NAME = value }), inputs (a list of { dtype, shape }: random inputs of
+-- those, seeded as a sweep's), values (more template values: bound dims,
+-- runtime scalars), force, cache_dir, warmup, reps. Returns the result
+-- of M.run as JSON.
+function M.run_request(k, values, dev, request)
+  local req = M.decode_json(request)
+  if type(req) ~= "table" then error("tune: the request must be a JSON object", 0) end
+  local base, specs = merged(values, req.values), {}
+  for i, t in ipairs(req.inputs or {}) do
+    local dtype = types.get(t.dtype)
+    if not dtype or type(t.shape) ~= "table" then
+      error(("tune: request input %d must be { dtype = a PTX type, shape = {...} }"):format(i), 0)
+    end
+    specs[i] = { shape = t.shape, dtype = dtype }
+  end
+  local sweep = {
+    name = req.name, configs = req.configs, warmup = req.warmup, reps = req.reps,
+    build = function() return k end,
+    values = function(cfg) return merged(base, cfg) end,
+    inputs = function(seed)
+      local out = {}
+      for i, t in ipairs(specs) do out[i] = tensor.rand(t.shape, t.dtype, { seed = seed, device = dev }) end
+      return unpack(out)
+    end,
+  }
+  return M.encode_json(M.run(sweep, { device = dev, force = req.force, quiet = true, cache_dir = req.cache_dir }))
 end
 
 return M
