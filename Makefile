@@ -61,14 +61,15 @@ run: deps build
 
 # Every test: C unit tests and the busted specs (one ctest test per spec
 # file, run side by side), through ctest; then the Python package's tests
-# when `make test-python` has made their venv, or a banner saying they did
-# not run.
+# when `make test-python` has made their venv and the rest passed, or, last
+# (also when ctest failed), a banner saying they did not run.
 test: deps build sass-tools
-	cd $(BUILD) && ctest --output-on-failure -j$$(nproc)
-	@if [ -x $(PY_VENV)/bin/pytest ]; then $(MAKE) --no-print-directory python-check; \
-	else printf '\n%s\n%s\n%s\n\n' "******************************************************************************" \
-	  "make test: THE PYTHON TESTS DID NOT RUN: they need $(PY_VENV) (make test-python makes it)" \
-	  "******************************************************************************" >&2; fi
+	@rc=0; (cd $(BUILD) && ctest --output-on-failure -j$$(nproc)) || rc=$$?; \
+	if [ $$rc = 0 ] && [ -x $(PY_VENV)/bin/pytest ]; then $(MAKE) --no-print-directory python-check || rc=$$?; \
+	else why="they need $(PY_VENV) (make test-python makes it)"; [ $$rc = 0 ] || why="the tests above failed first"; \
+	  printf '\n%s\n%s\n%s\n\n' "******************************************************************************" \
+	  "make test: THE PYTHON TESTS DID NOT RUN: $$why" \
+	  "******************************************************************************" >&2; fi; exit $$rc
 
 # The Python package (python/, docs/python.md): a virtual environment under
 # $(BUILD) with torch, jax, numpy and pytest from PyPI (about 3 GB of

@@ -136,9 +136,7 @@ describe("the tcgen05 probes without a fence or wait", function()
   end
 
   it("reports a warp of the second warpgroup reading another quadrant's lanes", function()
-    local src = assert(H.read(PROBES))
-    local patched = src:gsub("wgs == 1 and warp or warp:band%(3%)", "warp")
-    local probes = assert(load(patched, "@" .. PROBES))()
+    local probes = H.planted(PROBES, "wgs == 1 and warp or warp:band(3)", "warp")
     local ok, err = pcall(probes.check, probes.epilogue_partition(64))
     assert.is_false(ok)
     assert.matches("warp 4 %(warp 0 of its warpgroup%) may access tensor%-memory lanes 0%.%.31 only; this access covers "

@@ -174,6 +174,32 @@ ptxas info    : Used 8 registers, used 0 barriers, 368 bytes cmem[0]
       assert.same({}, H.list(tmp))
     end)
 
+    it("runs ptxas once per process for the same text, arch and ptxas; again for a failure or an output file", function()
+      local home, empty = H.temp_dir(), H.temp_dir()
+      sys.mkdirs(home .. "/bin")
+      local exe = H.write(home .. "/bin/ptxas", "#!/bin/sh\necho run >> \"$0.runs\"\n"   -- a ptxas that counts its runs
+        .. "case \"$*\" in *sm_99*) echo \"ptxas fatal   : no sm_99\"; exit 1;; esac\n"
+        .. "echo \"ptxas info    : Compiling entry function 'k' for 'sm_80'\"\n")
+      H.run { "chmod", "700", exe }
+      local function runs() return select(2, (H.read(exe .. ".runs") or ""):gsub("run\n", "")) end
+      local text = GOOD .. "// " .. tostring(os.time()) .. " " .. home .. "\n"   -- a text no test assembled before
+      H.with_env({ CUDA_HOME = home, PATH = empty }, function()
+        local ok, report, log = toolkit.ptxas(text, "sm_80")
+        assert.is_true(ok)
+        assert.matches("Compiling entry function 'k'", log)
+        assert.same({ ok, report, log }, { toolkit.ptxas(text, "sm_80") })
+        assert.equal(1, runs())
+        assert.is_true((toolkit.ptxas(text, "sm_80", { lineinfo = false })))   -- another command line
+        assert.is_true((toolkit.ptxas(text .. "\n", "sm_80")))                -- another text
+        assert.is_true((toolkit.ptxas(text, "sm_90a")))                       -- another arch
+        assert.equal(4, runs())
+        assert.is_true((toolkit.ptxas(text, "sm_80", { output = H.temp_dir() .. "/k.cubin" })))   -- writes a file: runs
+        assert.equal(5, runs())
+        for _ = 1, 2 do assert.is_false((toolkit.ptxas(text, "sm_99", { keep_failed = false }))) end   -- failures run again
+        assert.equal(7, runs())
+      end)
+    end)
+
     it("accepts the PTX luaptx emits, with -lineinfo", function()
       local k = pyptx.kernel "lined" { arch = "sm_90a", in_specs = { pyptx.Tile(4, T.f32) }, function(X)
         local p = ptx.global_ptrs(X)

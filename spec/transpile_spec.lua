@@ -1,58 +1,15 @@
 --- PTX -> Lua transpiler: the script it writes, traced, re-emits the PTX
 -- (structurally: the same instructions, operands, declarations and
 -- directives; canonical formatting, no debug lines) and ptxas assembles it
--- to the same cubin as the input.
+-- to the same cubin as the input (the corpus's cubins: spec/transpile_cubin_spec.lua
+-- and spec/transpile_large_spec.lua, run beside this file by ctest).
 local transpile = require "luaptx.transpile"
 local ptxparse = require "pyptx.ptxparse"
 local sugar = require "pyptx.tools.transpile_sugar"
 local H = require "spec.helpers"
 
-local CORPUS = "spec/fixtures/ptx"
-
---- Transpile a PTX file (sugared when asked) and trace the script's
--- module: its PTX, the script and what the script returns. Done once per
--- file and kind: several tests read the same round trip.
-local trips = {}
-local function round_trip(path, sweet)
-  local key = (sweet and "sugar\0" or "plain\0") .. path
-  if not trips[key] then
-    local script = transpile.transpile(ptxparse.read_file(path), path)
-    if sweet then script = sugar.sugar(script) end
-    local chunk = assert(loadstring(script, "=" .. path .. ".lua"))
-    local m = chunk()
-    trips[key] = { m.module:ptx(), script, m }
-  end
-  return unpack(trips[key], 1, 3)
-end
-
---- Canonical text without debug information and blank lines: the script
--- drops .loc/.file/DWARF sections and the "debug" target modifier.
-local function structure(text)
-  local canon = ptxparse.parse(text):canonical()
-  canon = canon:gsub("\t%.loc[^\n]*\n", ""):gsub("\t%.file[^\n]*\n", ""):gsub(", debug\n", "\n")
-  canon = canon:gsub("\n%.section[^\n{]*%s*%b{}", "\n"):gsub("\n@@DWARF[^\n]*", "")
-  return (canon:gsub("\n%s*\n", "\n"))
-end
-
---- Label names renumbered per function in order of appearance (--sugar
--- shortens them).
-local function labels(text)
-  local out, map, n = {}, {}, 0
-  for line in (text .. "\n"):gmatch("(.-)\n") do
-    if line:match("^[^\t]*%.entry ") or line:match("^[^\t]*%.func ") then map, n = {}, 0 end
-    out[#out + 1] = line:gsub("%$L[%w_$]*", function(l)
-      if not map[l] then n = n + 1; map[l] = "$LBL" .. n end
-      return map[l]
-    end)
-  end
-  return table.concat(out, "\n")
-end
-
-
---- Every .ptx file of the corpus.
-local function corpus()
-  return H.find(CORPUS, "%.ptx$")
-end
+local T = require "spec.transpile_common"
+local CORPUS, round_trip, structure, labels, corpus = T.CORPUS, T.round_trip, T.structure, T.labels, T.corpus
 
 describe("luaptx transpile", function()
   it("re-emits every corpus file structurally identical", function()
@@ -64,35 +21,6 @@ describe("luaptx transpile", function()
     end
   end)
 
-  --- Every corpus file ptxas takes assembles transpiled (sugared or not),
-  -- to the same cubin when the input has no debug information.
-  local function assembles_all(sweet)
-    local cases = {}
-    for _, path in ipairs(corpus()) do                   -- transpiled and traced first: no ptxas needed
-      local text = ptxparse.read_file(path)
-      cases[#cases + 1] = { path = path, text = text, arch = text:match("%.target%s+([%w_]+)"),
-        traced = (round_trip(path, sweet)) }
-    end
-    H.need_ptxas()
-    local same = 0
-    for _, c in ipairs(cases) do   -- H.cubin: ptxas once per text and arch, also across spec files
-      local want = H.cubin(c.text, c.arch)
-      if want then   -- edge/ files exercise grammar ptxas refuses
-        local got, log = H.cubin(c.traced, c.arch)
-        assert(got, c.path .. ": " .. tostring(log))
-        if not (c.text:find("\t%.loc") or c.text:find("%.section")) then
-          assert.are.equal(want, got, c.path)
-          same = same + 1
-        end
-      end
-    end
-    assert.is_true(same >= 30)
-  end
-
-  it("assembles every corpus file ptxas takes, to the same cubin when the input has no debug information", function()
-    assembles_all(false)
-  end)
-
   it("sugars every corpus file into a script that traces to the same PTX, labels aside", function()
     local loops, fors = 0, 0
     for _, path in ipairs(corpus()) do
@@ -102,10 +30,6 @@ describe("luaptx transpile", function()
       fors = fors + select(2, script:gsub("\n%s*for i = 0, %d+ do\n", ""))
     end
     assert.is_true(loops >= 10 and fors >= 100, ("ptx.loop %d, for %d"):format(loops, fors))
-  end)
-
-  it("sugared, assembles to the same cubins too", function()
-    assembles_all(true)
   end)
 
   it("sugars names, labels, loops, repeats and opcodes", function()

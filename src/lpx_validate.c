@@ -1,6 +1,7 @@
 /* Operand validation against the instruction table's signatures: operand
  * counts, kinds and register types, and typing of untyped Lua numbers. */
 #include "lpx_internal.h"
+#include "lpx_env.h"
 #include "lpx_rules.h"
 #include <ctype.h>
 #include <math.h>
@@ -1522,6 +1523,17 @@ static void vmemo_store(lpx_module *m, const lpx_func *f, int32_t form, const ui
   }
 }
 
+/* Whether the memo is on: $LUAPTX_VALIDATE_MEMO (0 or 1, default 1; 0 for
+ * spec/validate_memo_spec.lua, which compares every verdict with and
+ * without it), read while the module has no memo yet, so a module made
+ * after the variable changes follows it. -1 when the value is not 0 or 1. */
+static int vmemo_on(lpx_module *m)
+{
+  int on = 1;
+  if (m->vmemo) return 1;
+  return lpx_env_flag(m->ctx, "LUAPTX_VALIDATE_MEMO", &on) ? -1 : on;
+}
+
 /* Validate through the memo: a remembered shape gets its validated
  * operands back (ids kept); a new one is validated and remembered. */
 static int validate_memo(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_operand *ops, int nops, int32_t file,
@@ -1529,7 +1541,9 @@ static int validate_memo(lpx_module *m, lpx_func *f, const lpx_form *form, lpx_o
 {
   uint64_t key[VMEMO_OPS * 3], hash;
   int32_t id = (int32_t)(form - m->ctx->forms);
-  if (!vmemo_key(f, id, ops, nops, key, &hash)) return validate(m, f, form, ops, nops, file, line);
+  int on = vmemo_on(m);
+  if (on < 0) return -1;
+  if (!on || !vmemo_key(f, id, ops, nops, key, &hash)) return validate(m, f, form, ops, nops, file, line);
   const vmemo_entry *e = vmemo_find(m, f, id, key, nops, hash);
   if (e) {
     for (int i = 0; i < nops; i++) {

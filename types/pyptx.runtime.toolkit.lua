@@ -19,7 +19,7 @@ function M.missing_message(tool) end
 --- Read ptxas -v output into { [kernel] = { registers, smem, stack, spill_stores, spill_loads, cmem } }.
 function M.parse_report(log) end
 
---- Assemble PTX with ptxas for arch.
+--- Assemble PTX with ptxas for arch; a success without `opts.output` is remembered for the process (the same ptxas, arch, `-lineinfo` and text run once).
 function M.ptxas(ptx, arch, opts) end
 
 --- The one toolkit root searched: $CUDA_HOME when set, else $CUDA_PATH when set, else /usr/local/cuda.

@@ -1,6 +1,8 @@
 --- The CUDA toolkit on this machine: finding ptxas (and nvdisasm,
 -- cuobjdump, also in their Python wheels), assembling PTX with ptxas,
 -- reading its resource report, and mapping its errors back to Lua lines.
+local ffi = require "ffi"
+local core = require "pyptx.core"
 local sys = require "pyptx.core.sys"
 local env = require "pyptx.core.env"
 local argcheck = require "pyptx.args"
@@ -147,12 +149,30 @@ function M.map_lines(log, ptx)
   end))
 end
 
+-- ptxas's logs of successful runs without an output file, by the content
+-- hash of (ptxas, arch, -lineinfo, text): a process that checks the same
+-- text again (tune's configs, a script's kernels checked twice) gets the
+-- same report without running ptxas. At most MEMO_MAX entries; then it
+-- starts afresh.
+local memo, memo_n, MEMO_MAX = {}, 0, 256
+
+--- The memo's key of a run: a content hash (the text is not kept).
+local function memo_key(exe, arch, lineinfo, ptx)
+  local s = table.concat({ exe, arch, tostring(lineinfo), ptx }, "\0")
+  local out = ffi.new("char[33]")
+  core.content_hash(s, #s, out)
+  return ffi.string(out)
+end
+
 --- Assemble PTX with ptxas for arch. Returns ok, report (per kernel), log.
--- Without ptxas, returns nil, nil, the missing-toolkit message.
+-- Without ptxas, returns nil, nil, the missing-toolkit message. A success
+-- without opts.output is remembered for the process (see memo above).
 function M.ptxas(ptx, arch, opts)
   opts = opts or {}
   local exe = M.find("ptxas")
   if not exe then return nil, nil, M.missing_message("ptxas") end
+  local key = not opts.output and memo_key(exe, arch, opts.lineinfo ~= false, ptx)
+  if key and memo[key] then return true, M.parse_report(memo[key]), memo[key] end
   local path = M.temp_file(ptx, ".ptx")
   local argv = { exe, "-arch=" .. arch, "-v" }
   if opts.lineinfo ~= false then argv[#argv + 1] = "-lineinfo" end
@@ -162,6 +182,10 @@ function M.ptxas(ptx, arch, opts)
   local rc = res and res.status
   if rc == 0 then
     os.remove(path)
+    if key then
+      if memo_n >= MEMO_MAX then memo, memo_n = {}, 0 end
+      memo[key], memo_n = log, memo_n + 1
+    end
     return true, M.parse_report(log), log
   end
   log = M.map_lines(log, ptx)
