@@ -1,6 +1,7 @@
 -- The rows for madc, fns, dp4a/dp2a, bmsk, szext, cvt.pack, lop3 d|p,
 -- 16x2 add/min/max, alloca/stacksave/stackrestore, applypriority, discard,
--- createpolicy, pmevent, isspacep, getctarank and the video instructions: the parser and validator accept
+-- createpolicy, pmevent, isspacep, getctarank, bar/barrier numbers and the video instructions: the parser and
+-- validator accept
 -- the forms ptxas accepts and refuse those it refuses (ptxas assembles and
 -- refuses the same texts when the toolkit is present), the emitter prints
 -- selectors and negation back, and the DSL spells them (ptx.inst, ptx.vsel,
@@ -66,6 +67,7 @@ local GOOD = {
   "pmevent 3;", "pmevent.mask 0x0a;",
   "isspacep.global %p1, %rd1;", "isspacep.shared::cluster %p1, %rd1;", "isspacep.local %p1, %r1;", "isspacep.const %p1, %rd1;",
   "isspacep.param %p1, %rd1;", "getctarank.u64 %r1, %rd1;", "getctarank.shared::cluster.u32 %r1, %r2;",
+  "bar.sync 15;", "barrier.sync.aligned 15, 64;", "bar.red.popc.u32 %r1, 15, %p1;",
 }
 
 -- Forms ptxas refuses, with what our message says.
@@ -108,6 +110,9 @@ local BAD = {
   { "isspacep.global %p1, %f1;", "operand 2 is the address" },
   { "getctarank.u32 %r1, %rd2;", "operand 2 is a b64 register" },
   { "getctarank.global.u32 %r1, %r2;", "generic or .shared::cluster address" },
+  { "bar.sync 16;", "takes barrier number 0..15" },
+  { "barrier.sync.aligned 16, 64;", "takes barrier number 0..15" },
+  { "bar.red.popc.u32 %r1, 16, %p1;", "takes barrier number 0..15" },
 }
 
 --- The line of a module's instruction as the canonical printer writes it.

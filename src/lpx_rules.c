@@ -2,8 +2,8 @@
  * and the columns cannot say, checked after the signature so that
  * messages name the operand: the video instructions' operand selectors
  * and negation, cvt.pack, madc/dp2a, lop3 with a predicate, createpolicy,
- * applypriority/discard, alloca, isspacep, getctarank, pmevent and the
- * 16x2 integer forms (lpx_rules.h). */
+ * applypriority/discard, alloca, isspacep, getctarank, pmevent, the
+ * barrier numbers of bar/barrier and the 16x2 integer forms (lpx_rules.h). */
 #include "lpx_rules.h"
 #include <math.h>
 #include <stdarg.h>
@@ -308,6 +308,12 @@ static int other_check(lpx_module *m, const lpx_func *f, const lpx_form *fo, lpx
   case LPX_OP_APPLYPRI: case LPX_OP_DISCARD: return cache_line_op(m, fo, &ops[starts[1]]);
   case LPX_OP_CREATEPOL: return createpolicy(m, fo, ops, starts, count);
   case LPX_OP_ALLOCA: return alloca_align(m, fo, ops, starts, count);
+  case LPX_OP_BAR: case LPX_OP_BARRIER: {   /* ptxas: "Barrier number '16' out of range, expected to be in range [0..15]" */
+    int64_t v = -1;
+    const lpx_operand *id = &ops[starts[fo->modsel[LPX_GB_BARMODE] == LPX_BARMODE_RED ? 1 : 0]];
+    if (imm_value(id, &v) && (v < 0 || v > 15)) return FAIL("takes barrier number 0..15 (16 named barriers a CTA); got %lld", (long long)v);
+    return 0;
+  }
   case LPX_OP_PMEVENT: {
     int64_t v = -1, most = fo->modsel[LPX_GB_PMMASK] ? 0xffff : 15;
     if (!imm_value(&ops[starts[0]], &v) || v < 0 || v > most)
