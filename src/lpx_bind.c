@@ -248,7 +248,10 @@ static int check_one(const lpx_bind_kernel *k, const lpx_bind_tensor *ts, int i,
   arg_names(k, i, arg, sname);
   const lpx_bind_tensor *t = &ts[i];
   const lpx_bind_spec *s = &k->spec[i];
-  if (check_dtype(k, s, t, arg, sname, r) || check_shape(k, s, t, arg, sname, r)) return -1;
+  int shape_only = (t->flags & LPX_BIND_SHAPE_ONLY) != 0;   /* a tracer's abstract value: no memory yet */
+  if ((!shape_only || t->bits) && check_dtype(k, s, t, arg, sname, r)) return -1;
+  if (check_shape(k, s, t, arg, sname, r)) return -1;
+  if (shape_only) return 0;
   if (check_memory(k, t, arg, r) || check_strides(k, t, arg, r) || check_device(k, ts, i, device_type, arg, r)) return -1;
   if (i >= k->nin && (t->flags & (LPX_BIND_READ_ONLY | LPX_BIND_IS_COPIED)))
     return fail(k, r, LPX_BIND_EVALUE, "%s is %s; outputs must be writable in place", arg,

@@ -13,6 +13,8 @@
 enum { LPX_BIND_DIMS = 8, LPX_BIND_TENSORS = 32, LPX_BIND_SYMS = 32, LPX_BIND_NAME = 64, LPX_BIND_SCALARS = 16 };
 /* A tensor's flags (DLPack 1.0's bits). */
 enum { LPX_BIND_READ_ONLY = 1, LPX_BIND_IS_COPIED = 2 };
+/* A tensor given as a dtype and a shape only (luaptx.h's LUAPTX_BIND_SHAPE_ONLY). */
+#define LPX_BIND_SHAPE_ONLY (1ull << 63)
 /* Why a check failed: a value (shape, strides, device...) or a dtype. */
 enum { LPX_BIND_OK = 0, LPX_BIND_EVALUE = 1, LPX_BIND_ETYPE = 2 };
 /* Device types (DLPack's): CPU memory runs on the emulator, CUDA on cuda. */

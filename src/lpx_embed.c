@@ -537,14 +537,18 @@ static int bind_view(luaptx_kernel *K, DLTensor *const *ts, int i, uint64_t flag
 
 /* Check the tensors with lpx_bind_check, binding the kernel's dims into
  * r: all of them, or (inputs_only) the inputs alone; flags: each tensor's
- * DLPack flags (NULL: none). -1 (-2: a dtype) with the error on the state. */
-static int check_tensors(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, lpx_bind_result *r, int inputs_only)
+ * DLPack flags (NULL: none), LPX_BIND_SHAPE_ONLY honoured only when
+ * shape_ok (luaptx_kernel_bind: a launch never takes a tensor without
+ * memory). -1 (-2: a dtype) with the error on the state. */
+static int check_tensors(luaptx_kernel *K, DLTensor *const *ts, int n, const uint64_t *flags, lpx_bind_result *r, int inputs_only,
+                         int shape_ok)
 {
+  uint64_t keep = shape_ok ? ~0ull : ~LPX_BIND_SHAPE_ONLY;
   lpx_bind_tensor bs[PLAN_TENSORS];
   if (K->unbindable) return set_error(K->S, K->unbindable);
   if (lpx_bind_count(&K->bind, n, !inputs_only, r)) return set_error(K->S, r->message);
   if (n > 0 && !ts) return null_arg(K->S, "launch", "the tensor array");
-  for (int i = 0; i < n; i++) if (bind_view(K, ts, i, flags ? flags[i] : 0, &bs[i])) return -1;
+  for (int i = 0; i < n; i++) if (bind_view(K, ts, i, flags ? flags[i] & keep : 0, &bs[i])) return -1;
   int32_t device_type = state_device_type(K->S);
   if (!device_type) return -1;
   lpx_bind_reset(&K->bind, r);
@@ -590,7 +594,7 @@ static int launch_planned(luaptx_kernel *K, DLTensor *const *ts, int n, const ui
   K->S->error[0] = '\0';
   lpx_bind_result r;
   scalar_args sa;
-  if (check_tensors(K, ts, n, flags, &r, 0)) return -1;
+  if (check_tensors(K, ts, n, flags, &r, 0, 0)) return -1;
   int rc = K->unbindable ? 0 : check_scalars(K, scalars, nscalars, &sa);
   if (rc) return rc;
   if (lpx_bind_empty(&K->bind, &r)) return 0;
@@ -606,7 +610,7 @@ int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_
   if (!K || ready(K->S)) return -1;
   K->S->error[0] = '\0';
   lpx_bind_result r;
-  int rc = check_tensors(K, tensors, n, flags, &r, n == K->bind.nin);
+  int rc = check_tensors(K, tensors, n, flags, &r, n == K->bind.nin, 1);
   if (rc) return rc;
   for (int j = 0; out_shapes && j < K->bind.nout; j++) {
     int64_t *shape = out_shapes + (size_t)j * LUAPTX_MAX_DIMS;
@@ -647,7 +651,7 @@ int luaptx_launch_dlpack_versioned(luaptx_kernel *K, DLManagedTensorVersioned *c
   if (!K || ready(K->S)) return -1;
   if (n > 0 && !tensors) return null_arg(K->S, "luaptx_launch_dlpack_versioned", "tensors");
   lpx_bind_result r;
-  if (n < 0 || n > PLAN_TENSORS) return check_tensors(K, NULL, n, NULL, &r, 0) ? -1 : -1;   /* the count's message */
+  if (n < 0 || n > PLAN_TENSORS) return check_tensors(K, NULL, n, NULL, &r, 0, 0) ? -1 : -1;   /* the count's message */
   for (int i = 0; i < n; i++) {
     if (!tensors[i]) { ts[i] = NULL; flags[i] = 0; continue; }
     if (tensors[i]->version.major != 1) {

@@ -159,10 +159,15 @@ LUAPTX_API int luaptx_launch_dlpack(luaptx_kernel *K, DLTensor *const *tensors, 
 /* Check tensors as a launch does, without launching, and bind the
  * kernel's dims: n is the number of inputs (outputs left to the host to
  * allocate) or of inputs and outputs. flags: each tensor's DLPack 1.0
- * flags (NULL: none; a read-only or copied output is refused). out_shapes
- * (NULL: not wanted) receives each output's shape, LUAPTX_MAX_DIMS values
- * per output (-1 past its rank); an output dim no input binds is an error.
- * 0; -1 with luaptx_error, or -2 when the error is a tensor's dtype. */
+ * flags (NULL: none; a read-only or copied output is refused), or
+ * LUAPTX_BIND_SHAPE_ONLY for a tensor that is a dtype and a shape only (a
+ * tracer's abstract value, before any data exists): its data, strides,
+ * device and flags are not checked, nor its dtype when its bits are 0.
+ * out_shapes (NULL: not wanted) receives each output's shape,
+ * LUAPTX_MAX_DIMS values per output (-1 past its rank); an output dim no
+ * input binds is an error. 0; -1 with luaptx_error, or -2 when the error
+ * is a tensor's dtype. (Launches ignore LUAPTX_BIND_SHAPE_ONLY.) */
+#define LUAPTX_BIND_SHAPE_ONLY (1ull << 63)
 LUAPTX_API int luaptx_kernel_bind(luaptx_kernel *K, DLTensor *const *tensors, const uint64_t *flags, int n, int64_t *out_shapes);
 
 /* A runtime scalar's value for luaptx_launch_dlpack_scalars: kind NONE

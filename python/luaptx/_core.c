@@ -552,6 +552,70 @@ static int bind(const py_kernel *k, py_state *st, const py_taken *tk, int n, int
   return rc ? -1 : 0;
 }
 
+/* The dims of one shape tuple into dims; -1 (a Python error set) when it
+ * is not a tuple of at most MAX_DIMS ints. */
+static int shape_of(const py_kernel *k, PyObject *shape, int i, int64_t *dims, int *ndim)
+{
+  if (!PyTuple_Check(shape) || PyTuple_Size(shape) > MAX_DIMS) {
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): input %d's shape must be a tuple of at most %d ints", k->name, k->where, i + 1, MAX_DIMS);
+    return -1;
+  }
+  *ndim = (int)PyTuple_Size(shape);
+  for (int d = 0; d < *ndim; d++) {
+    dims[d] = PyLong_AsLongLong(PyTuple_GetItem(shape, d));
+    if (dims[d] == -1 && PyErr_Occurred()) return -1;
+  }
+  return 0;
+}
+
+/* bind_shapes(kernel, shapes, dtypes) -> the outputs' shapes: inputs given
+ * by shape and DLPack dtype ((code, bits), or None: not checked) only, as
+ * a tracer (JAX) knows them before any data exists, checked and bound by
+ * luaptx_kernel_bind (LUAPTX_BIND_SHAPE_ONLY): the one binding launches use. */
+static PyObject *py_bind_shapes(PyObject *self, PyObject *args)
+{
+  PyObject *cap, *shapes, *dtypes;
+  (void)self;
+  if (!PyArg_ParseTuple(args, "OO!O!", &cap, &PyTuple_Type, &shapes, &PyTuple_Type, &dtypes)) return NULL;
+  py_kernel *k = kernel_of(cap);
+  if (!k) return NULL;
+  Py_ssize_t n = PyTuple_Size(shapes);
+  if (n != PyTuple_Size(dtypes) || n > MAX_TENSORS)
+    return PyErr_Format(PyExc_ValueError, "bind_shapes: %zd shapes, %zd dtypes (at most %d)", n, PyTuple_Size(dtypes), MAX_TENSORS);
+  DLTensor ts[MAX_TENSORS], *tp[MAX_TENSORS];
+  int64_t dims[MAX_TENSORS][MAX_DIMS], out[MAX_TENSORS * MAX_DIMS];
+  uint64_t flags[MAX_TENSORS];
+  memset(ts, 0, sizeof ts);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *dt = PyTuple_GetItem(dtypes, i);
+    unsigned code = 0, bits = 0;
+    if (dt != Py_None && !PyArg_ParseTuple(dt, "II", &code, &bits)) return NULL;
+    if (shape_of(k, PyTuple_GetItem(shapes, i), (int)i, dims[i], &ts[i].ndim)) return NULL;
+    ts[i].device.device_type = kDLCPU;
+    ts[i].dtype.code = (uint8_t)code; ts[i].dtype.bits = (uint8_t)bits; ts[i].dtype.lanes = 1;
+    ts[i].shape = dims[i];
+    tp[i] = &ts[i];
+    flags[i] = LUAPTX_BIND_SHAPE_ONLY;
+  }
+  py_state *st = state_of(k->state);
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  int rc = luaptx_kernel_bind(k->K, tp, flags, (int)n, out);
+  if (rc) snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (rc) { bind_error(k, rc, msg); return NULL; }
+  PyObject *res = PyTuple_New(k->nout);
+  for (int j = 0; res && j < k->nout; j++) {
+    int nd = 0;
+    while (nd < MAX_DIMS && out[j * MAX_DIMS + nd] >= 0) nd++;
+    PyObject *shape = PyTuple_New(nd);
+    for (int d = 0; shape && d < nd; d++) PyTuple_SetItem(shape, d, PyLong_FromLongLong(out[j * MAX_DIMS + d]));
+    if (!shape) { Py_DECREF(res); return NULL; }
+    PyTuple_SetItem(res, j, shape);
+  }
+  return res;
+}
+
 /* Report an exchange API allocator's error as a Python exception. */
 static void xc_set_error(void *ctx, const char *kind, const char *message)
 {
@@ -972,6 +1036,7 @@ static PyMethodDef METHODS[] = {
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
   { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
+  { "bind_shapes", py_bind_shapes, METH_VARARGS, "bind_shapes(kernel, shapes, dtypes) -> the outputs' shapes (luaptx_kernel_bind, shapes only)" },
   { "check_scalars", py_check_scalars, METH_VARARGS, "check_scalars(kernel, scalars): TypeError/ValueError for a bad runtime scalar" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
   { "c_launch_times", py_c_launch_times, METH_VARARGS, "c_launch_times(kernel, tensors, iters) -> seconds per C launch" },

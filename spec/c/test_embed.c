@@ -193,6 +193,35 @@ static void test_empty_launch(luaptx_state *S)
   CHECK(k && luaptx_launch_dlpack(k, a, 2, NULL) == 0);
 }
 
+/* A tracer's abstract values (LUAPTX_BIND_SHAPE_ONLY): dtype and shape
+ * checked, the outputs' shapes bound, no data needed; a launch never
+ * takes the flag. Uses the "rows" kernel of test_empty_launch. */
+static void test_shape_only(luaptx_state *S)
+{
+  luaptx_kernel *k = luaptx_kernel_get(S, "rows", NULL);
+  int64_t s38[2] = { 3, 8 }, s3[1] = { 3 }, out[LUAPTX_MAX_DIMS];
+  DLTensor x = tensor(NULL, s38, 2), *a[] = { &x };
+  uint64_t shape_only[] = { LUAPTX_BIND_SHAPE_ONLY };
+  CHECK(k && luaptx_kernel_bind(k, a, NULL, 1, out) == -1 && strstr(luaptx_error(S), "NULL data"));   /* a real tensor needs data */
+  CHECK(k && luaptx_kernel_bind(k, a, shape_only, 1, out) == 0 && out[0] == 3 && out[1] == 8 && out[2] == -1);
+  x.dtype.bits = 64;   /* f64 against in_specs' f32: a dtype error (-2) */
+  CHECK(k && luaptx_kernel_bind(k, a, shape_only, 1, out) == -2 && strstr(luaptx_error(S), "input 1 is f64"));
+  x.dtype.bits = 0;    /* no dtype given: only the shape is checked */
+  CHECK(k && luaptx_kernel_bind(k, a, shape_only, 1, out) == 0 && out[0] == 3);
+  x = tensor(NULL, s3, 1);
+  CHECK(k && luaptx_kernel_bind(k, a, shape_only, 1, out) == -1 && strstr(luaptx_error(S), "input 1 has rank 1"));
+  /* a launch ignores the flag: NULL data with elements is refused */
+  x = tensor(NULL, s38, 2);
+  DLTensor y = tensor(NULL, s38, 2);
+  DLManagedTensorVersioned v[2];
+  memset(v, 0, sizeof v);
+  v[0].version.major = v[1].version.major = 1;
+  v[0].dl_tensor = x; v[1].dl_tensor = y;
+  v[0].flags = v[1].flags = LUAPTX_BIND_SHAPE_ONLY;
+  DLManagedTensorVersioned *av[] = { &v[0], &v[1] };
+  CHECK(k && luaptx_launch_dlpack_versioned(k, av, 2, NULL) == -1 && strstr(luaptx_error(S), "NULL data but 24 elements"));
+}
+
 /* Runtime scalars: checked in C, patched into one plan per shape. */
 static void test_scalars(luaptx_state *S, const char *root)
 {
@@ -357,6 +386,7 @@ int main(int argc, char **argv)
   unsetenv("LUAPTX_EMU_THREADS");
   test_hostile(S1, k1, &tx, &tw, &t1);
   test_empty_launch(S2);
+  test_shape_only(S2);
   test_scalars(S2, root);
   luaptx_close(S1);
   luaptx_close(S2);
