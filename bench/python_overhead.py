@@ -5,9 +5,9 @@
 A prepared kernel doing no work (`noop` of examples/python/rms_norm.lua,
 one f32 in, one out, N=1) is launched on CPU tensors (the emulator) with
 unchanged shapes, on one emulator thread (--threads, LUAPTX_EMU_THREADS:
-the kernel is one CTA; with 0, the default, every launch looks the usable
-CPUs up in cgroup files, about 30 us of system calls that swamp the
-figures and slow the Python around them). The baseline is luaptx_launch_dlpack called from C in a
+the kernel is one CTA, which runs on one thread either way; before the
+emulator kept its CPU count per device, the default 0 looked the usable
+CPUs up in cgroup files at every launch, about 30 us). The baseline is luaptx_launch_dlpack called from C in a
 loop (luaptx._core.c_launch_times: tensors taken once, its launch plan
 made: no Lua, no Python). Each path is timed in blocks of --block calls;
 the blocks of every path are interleaved, round after round, so that a
