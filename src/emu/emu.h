@@ -326,6 +326,7 @@ emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
 void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);
 uint8_t *lpx_emu_addr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n, int write);
 int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delta);
+const uint8_t *lpx_emu_shared_async16(emu_warp *w, const emu_inst *in, int lane, uint64_t off, const char *reader);
 uint8_t *lpx_emu_addr_span(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint64_t n, int write);
 
 /* failure reports (emu_report.c, a leaf: every file may call it) */
@@ -357,6 +358,7 @@ int lpx_emu_is_control(emu_fn fn);
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write);
 int lpx_emu_race_settle(emu_warp *w, const emu_inst *in);
 int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, const char *reader);
+int lpx_emu_race_async16(emu_warp *w, const emu_inst *in, uint32_t off);
 /* register checks (emu_check.c, called by the runner) */
 int lpx_emu_check_srcs(emu_warp *w, const emu_inst *in, uint32_t m);
 

@@ -141,6 +141,20 @@ int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delt
   return 1;
 }
 
+/* The 16 bytes at off of the lane's own CTA's shared memory, read through
+ * the async proxy (reader: "wgmma.mma_async", ...): in bounds, aligned and
+ * on the default schedule, one fused race and proxy check
+ * (lpx_emu_race_async16); otherwise, or when that check has something to
+ * say, lpx_emu_addr and lpx_emu_proxy_check, which report. */
+const uint8_t *lpx_emu_shared_async16(emu_warp *w, const emu_inst *in, int lane, uint64_t off, const char *reader)
+{
+  emu_cta *c = w->cta;
+  if (off < c->shared_size && c->shared_size - off >= 16 && !(off & 15) && !c->sched && lpx_emu_race_async16(w, in, (uint32_t)off))
+    return c->shared + off;
+  const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, off, 16, 0);
+  return p && !lpx_emu_proxy_check(w, in, lane, off, 16, reader) ? p : NULL;
+}
+
 /* Translate a shared-space address: an offset in the lane's CTA, or with
  * 1 + a CTA's rank in bits 24..31, an offset in that CTA of its cluster. */
 static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t off, uint32_t n, int write)

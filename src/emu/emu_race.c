@@ -181,6 +181,28 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
   return 0;
 }
 
+/* Check and record an async-proxy read of the 16 shared bytes at off by
+ * warp w (wgmma's descriptor chunks) when it passes everything at once:
+ * no other warp's write this epoch, every byte written (when checked),
+ * and no generic-proxy write without a fence since. 1 when recorded; 0
+ * when not (nothing recorded), and the caller takes lpx_emu_race and
+ * lpx_emu_proxy_check, which report. */
+int lpx_emu_race_async16(emu_warp *w, const emu_inst *in, uint32_t off)
+{
+  emu_cta *c = w->cta;
+  int64_t checks = c->L->checks;
+  if (!(checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED))) return 1;
+  if (!read_clean(c, w->id + 1, off, 16)) return 0;
+  if (c->pdirty && (checks & EMU_CHECK_RACE)) {
+    uint64_t a, b;
+    memcpy(&a, c->pdirty + off, 8);
+    memcpy(&b, c->pdirty + off + 8, 8);
+    if (a | b) return 0;
+  }
+  read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, 16);
+  return 1;
+}
+
 /* ------------------------------------------------------ the async proxy */
 
 /* Shared bytes [off, off+n) read by the async proxy (TMA store, wgmma):

@@ -151,8 +151,7 @@ static uint32_t field(const uint8_t *p, uint32_t j, uint32_t bits)
 const uint8_t *lpx_emu_mdesc_bytes(emu_warp *w, const emu_inst *in, int lane, const emu_mdread *r, uint64_t ea)
 {
   if (r->cta) return lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ((uint64_t)r->cta << 24) | (ea & 0xffffff), 16, 0);
-  const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, ea, 16, 0);
-  return p && !lpx_emu_proxy_check(w, in, lane, ea, 16, r->reader) ? p : NULL;
+  return lpx_emu_shared_async16(w, in, lane, ea, r->reader);
 }
 
 /* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
