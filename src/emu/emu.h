@@ -431,7 +431,13 @@ void lpx_emu_tmem_sync(emu_cta *c, int cluster);
 uint16_t lpx_emu_f32_to_f16(float f, int rnd);
 float lpx_emu_f16_to_f32(uint16_t h);
 uint16_t lpx_emu_f32_to_bf16(float f, int rnd);
-float lpx_emu_bf16_to_f32(uint16_t h);
+/* bf16 -> f32, exact (a bf16 is the top half of an f32), inline: the
+ * matrix instructions decode one per element. The bf16 in the low half of
+ * a 32-bit register (a shift drops the high half) and in its high half (a
+ * mask): the two of a packed bf16x2, as the matrix fragments hold them. */
+static inline float lpx_emu_bf16_lo_to_f32(uint32_t x) { return emu_u2f(x << 16); }
+static inline float lpx_emu_bf16_hi_to_f32(uint32_t x) { return emu_u2f(x & 0xffff0000u); }
+static inline float lpx_emu_bf16_to_f32(uint16_t h) { return lpx_emu_bf16_lo_to_f32(h); }
 uint16_t lpx_emu_f64_to_half(double f, int bf, int rnd);
 float lpx_emu_fp8_to_f32(uint8_t v, int e5m2);
 uint8_t lpx_emu_f64_to_fp8(double f, int e5m2);

@@ -108,9 +108,6 @@ float lpx_emu_f16_to_f32(uint16_t h)
   return (h & 0x8000) ? -v : v;
 }
 
-/* bf16 -> f32 (exact: the top half of an f32). */
-float lpx_emu_bf16_to_f32(uint16_t h) { return emu_u2f((uint32_t)h << 16); }
-
 /* -------------------------------------------------------------- values */
 
 /* A source lane value as a double (floats) for conversion. */

@@ -209,12 +209,12 @@ static void frag_regs(emu_warp *w, const emu_inst *in, int base, int n, uint64_t
 }
 
 /* The p elements of an A/B register of matrix type t as doubles (bf16,
- * the common case, decoded inline: the top 16 bits of an f32). */
+ * the common case, decoded inline). */
 static void elems(int t, uint64_t v, int p, double *out)
 {
   if (t == LPX_MT_BF16) {
-    out[0] = emu_u2f((uint32_t)v << 16);
-    out[1] = emu_u2f((uint32_t)v & 0xffff0000u);
+    out[0] = lpx_emu_bf16_lo_to_f32((uint32_t)v);
+    out[1] = lpx_emu_bf16_hi_to_f32((uint32_t)v);
     return;
   }
   for (int e = 0; e < p; e++) out[e] = elem(t, v, e);
@@ -260,10 +260,10 @@ static int is_half_f32(const emu_inst *in, const mma_geo *G)
          in->ext[X_CT] == LPX_MT_F32;
 }
 
-/* The two halves of each lane's register v as doubles, bf16 (a shift) or
- * f16 (converted), into lo[l * stride] and hi[l * stride] of a lane-major
- * pattern: out(l) = base + (l >> 2) * row + (l & 3) * col. The type test
- * is outside the lane loop, so the common bf16 loop is straight code. */
+/* The two halves of each lane's register v as doubles, bf16 or f16: lane
+ * l's low half to o[0] and its high half to o[hi_off], o = base + (l >> 2)
+ * * row + (l & 3) * col. The type test is outside the lane loop, so the
+ * common bf16 loop is straight code. */
 static inline __attribute__((always_inline)) void halves(int t, const uint64_t *v, double *base, int row, int col, int hi_off)
 {
   if (t == LPX_MT_BF16) {
@@ -271,8 +271,8 @@ static inline __attribute__((always_inline)) void halves(int t, const uint64_t *
       for (int q = 0; q < 4; q++) {
         uint32_t x = (uint32_t)v[4 * g + q];
         double *o = base + g * row + q * col;
-        o[0] = emu_u2f(x << 16);
-        o[hi_off] = emu_u2f(x & 0xffff0000u);
+        o[0] = lpx_emu_bf16_lo_to_f32(x);
+        o[hi_off] = lpx_emu_bf16_hi_to_f32(x);
       }
     return;
   }

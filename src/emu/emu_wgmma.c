@@ -168,7 +168,7 @@ int lpx_emu_mdesc_read(emu_warp *w, const emu_inst *in, int lane, const emu_mdes
       if (!p) return -1;
       if (r->type == LPX_MT_BF16 && !r->mn_major) {   /* the common case: eight bf16 of one row, a shift each */
         double *o = out + i * K + c * 8;
-        for (uint32_t j = 0; j < 8; j++) { uint16_t h; memcpy(&h, p + 2 * j, 2); o[j] = emu_u2f((uint32_t)h << 16); }
+        for (uint32_t j = 0; j < 8; j++) { uint16_t h; memcpy(&h, p + 2 * j, 2); o[j] = lpx_emu_bf16_to_f32(h); }
         continue;
       }
       for (uint32_t j = 0; j < per; j++) {
