@@ -107,28 +107,10 @@ static const char *const space_names[] = { "generic", "global", "shared", "local
 /* Last allocation hit by this host thread, valid while the table's gen matches. */
 static __thread struct { uint64_t base, size, gen; uint8_t *host; const emu_dev *e; } hit;
 
-/* Translate a global address (table lookup with the last-hit fast path). */
-static uint8_t *global_ptr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n)
-{
-  emu_dev *e = w->cta->L->dev;
-  if (hit.e == e && hit.gen == e->gen && addr - hit.base < hit.size && n <= hit.size - (addr - hit.base))
-    return hit.host + (addr - hit.base);
-  emu_alloc *a = lpx_emu_mem_find(e, addr, n);
-  if (!a) {
-    char near[256];
-    lpx_emu_mem_describe(e, addr, n, near, sizeof near);
-    lpx_emu_fail(w, in, lane, "out-of-bounds %s access of %u bytes at 0x%" PRIx64 ": %s",
-                 space_names[space], n, addr, near);
-    return NULL;
-  }
-  hit.base = a->base; hit.size = a->size; hit.host = a->host; hit.gen = e->gen; hit.e = e;
-  return a->host + (addr - a->base);
-}
-
 /* The host address of device address 0 as seen from [addr, addr + n) when
  * that range lies in one global allocation (host + (x - base) for every x
- * in it), through the last-hit cache: 1 and *delta; else 0, and the caller
- * goes lane by lane through lpx_emu_addr, which reports what is wrong. */
+ * in it), through the last-hit cache: 1 and *delta; else 0 (global_ptr
+ * reports why; the warp-wide callers go lane by lane, through it). */
 int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delta)
 {
   emu_dev *e = w->cta->L->dev;
@@ -139,6 +121,18 @@ int lpx_emu_global_range(emu_warp *w, uint64_t addr, uint64_t n, uintptr_t *delt
   }
   *delta = (uintptr_t)hit.host - (uintptr_t)hit.base;
   return 1;
+}
+
+/* Translate a global address (lpx_emu_global_range), or report it out of bounds. */
+static uint8_t *global_ptr(emu_warp *w, const emu_inst *in, int lane, int space, uint64_t addr, uint32_t n)
+{
+  uintptr_t delta;
+  if (lpx_emu_global_range(w, addr, n, &delta)) return (uint8_t *)(delta + (uintptr_t)addr);
+  char near[256];
+  emu_dev *e = w->cta->L->dev;
+  lpx_emu_mem_describe(e, addr, n, near, sizeof near);
+  lpx_emu_fail(w, in, lane, "out-of-bounds %s access of %u bytes at 0x%" PRIx64 ": %s", space_names[space], n, addr, near);
+  return NULL;
 }
 
 /* The 16 bytes at off of the lane's own CTA's shared memory, read through
