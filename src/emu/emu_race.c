@@ -143,10 +143,6 @@ static void write_record(emu_cta *c, uint32_t me, const emu_inst *in, uint32_t a
 int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32_t n, int write)
 {
   emu_cta *c = w->cta;
-  if (!write && n == 16 && read_clean(c, w->id + 1, off, 16)) {   /* a 16-byte read (wgmma's chunks, v4 loads): unrolled */
-    read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, 16);
-    return 0;
-  }
   if (!write && read_clean(c, w->id + 1, off, n)) {   /* the common read: nothing to report, record it */
     read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, n);
     return 0;
@@ -181,6 +177,18 @@ int lpx_emu_race(emu_warp *w, const emu_inst *in, int lane, uint32_t off, uint32
   return 0;
 }
 
+/* Has the generic proxy written any of shared bytes [off, off + n) with no
+ * fence.proxy.async since? Eight flags a step: the common answer is no. */
+static inline __attribute__((always_inline)) int proxy_dirty(const emu_cta *c, uint64_t off, uint32_t n)
+{
+  const uint8_t *p = c->pdirty + off;
+  uint64_t any = 0;
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) { uint64_t v; memcpy(&v, p + i, 8); any |= v; }
+  for (; i < n; i++) any |= p[i];
+  return any != 0;
+}
+
 /* Check and record an async-proxy read of the 16 shared bytes at off by
  * warp w (wgmma's descriptor chunks) when it passes everything at once:
  * no other warp's write this epoch, every byte written (when checked),
@@ -193,12 +201,7 @@ int lpx_emu_race_async16(emu_warp *w, const emu_inst *in, uint32_t off)
   int64_t checks = c->L->checks;
   if (!(checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED))) return 1;
   if (!read_clean(c, w->id + 1, off, 16)) return 0;
-  if (c->pdirty && (checks & EMU_CHECK_RACE)) {
-    uint64_t a, b;
-    memcpy(&a, c->pdirty + off, 8);
-    memcpy(&b, c->pdirty + off + 8, 8);
-    if (a | b) return 0;
-  }
+  if (c->pdirty && (checks & EMU_CHECK_RACE) && proxy_dirty(c, off, 16)) return 0;
   read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, 16);
   return 1;
 }
@@ -213,11 +216,8 @@ int lpx_emu_proxy_check(emu_warp *w, const emu_inst *in, int lane, uint64_t off,
   emu_cta *c = w->cta;
   if (!c->pdirty || !(c->L->checks & EMU_CHECK_RACE) || off >= c->shared_size) return 0;
   if (n > c->shared_size - off) n = (uint32_t)(c->shared_size - off);
-  uint64_t any = 0, i = off;   /* eight flags a step: the common answer is "none" */
-  for (; i + 8 <= off + n; i += 8) { uint64_t v; memcpy(&v, c->pdirty + i, 8); any |= v; }
-  for (; i < off + n; i++) any |= c->pdirty[i];
-  if (!any) return 0;
-  for (i = off; i < off + n; i++) {
+  if (!proxy_dirty(c, off, n)) return 0;
+  for (uint64_t i = off; i < off + n; i++) {
     if (!c->pdirty[i]) continue;
     char there[512];
     lpx_emu_where(w->p, &w->p->insts[c->race_wi[i]], there, sizeof there);
