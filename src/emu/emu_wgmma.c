@@ -318,6 +318,22 @@ static void wg_product(const double *a, const double *bt, uint32_t K, uint32_t n
     }
 }
 
+/* Lane l's f32 accumulators d[e] (+)= scale * s, in coord's layout walked
+ * directly: e = 4nb + 2h + j is D[l/4 + 8h][8nb + 2(l%4) + j]. keep: add
+ * to the old value (scale-d on); else 0.0 + x, the old value not read.
+ * Inlined with keep a constant, so each form is a straight loop. */
+static inline __attribute__((always_inline)) void acc_f32_lane(uint64_t *const *d, int l, uint32_t ne, uint32_t n, const double *s,
+                                                               double scale, int keep)
+{
+  const double *s0 = s + (uint32_t)(l >> 2) * n + 2 * (uint32_t)(l & 3), *s1 = s0 + 8 * n;
+  for (uint32_t e = 0; e < ne; e += 4)
+#pragma GCC unroll 4
+    for (uint32_t j = 0; j < 4; j++) {
+      double old = keep ? (double)emu_u2f(d[e + j][l]) : 0.0;
+      d[e + j][l] = emu_f2u((float)(old + scale * (j < 2 ? s0 : s1)[2 * e + (j & 1)]));
+    }
+}
+
 /* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b
  * (N x K); scratch holds N x (K + 16) doubles (B transposed, the sums). */
 static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b,
@@ -332,25 +348,8 @@ static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op 
   if (o->dt == LPX_MT_F32) {   /* the common case: one f32 register an element, looked up once */
     uint64_t *d[128];
     for (uint32_t e = 0; e < ne; e++) d[e] = EMU_R(w, EMU_OP(w, in, 1 + (int)e)->reg);
-    int keep = o->scale_d != 0;
-    double scale = o->scale;
-    EMU_EACH(m, {   /* coord's layout unrolled: e = 4nb + 2h + j is D[l/4 + 8h][8nb + 2(l%4) + j] */
-      const double *s0 = s + (uint32_t)(l >> 2) * n + 2 * (uint32_t)(l & 3), *s1 = s0 + 8 * n;
-      if (keep)
-        for (uint32_t e = 0; e < ne; e += 4) {
-          d[e][l] = emu_f2u((float)((double)emu_u2f(d[e][l]) + scale * s0[2 * e]));
-          d[e + 1][l] = emu_f2u((float)((double)emu_u2f(d[e + 1][l]) + scale * s0[2 * e + 1]));
-          d[e + 2][l] = emu_f2u((float)((double)emu_u2f(d[e + 2][l]) + scale * s1[2 * e]));
-          d[e + 3][l] = emu_f2u((float)((double)emu_u2f(d[e + 3][l]) + scale * s1[2 * e + 1]));
-        }
-      else
-        for (uint32_t e = 0; e < ne; e += 4) {   /* scale-d off: the old value is not read (0.0 + x, as before) */
-          d[e][l] = emu_f2u((float)(0.0 + scale * s0[2 * e]));
-          d[e + 1][l] = emu_f2u((float)(0.0 + scale * s0[2 * e + 1]));
-          d[e + 2][l] = emu_f2u((float)(0.0 + scale * s1[2 * e]));
-          d[e + 3][l] = emu_f2u((float)(0.0 + scale * s1[2 * e + 1]));
-        }
-    });
+    if (o->scale_d) EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 1));
+    else EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 0));
     return;
   }
   EMU_EACH(m, {
