@@ -536,13 +536,11 @@ static void bind_error(const py_kernel *k, int rc, const char *msg)
   else PyErr_Format(type, "kernel \"%s\" (%s): %s", k->name, k->where, msg);
 }
 
-/* Check the n tensors taken (inputs, then none or all outputs) through
- * luaptx_kernel_bind; shapes receives the outputs' shapes. */
-static int bind(const py_kernel *k, py_state *st, const py_taken *tk, int n, int64_t *shapes)
+/* luaptx_kernel_bind on n tensors with their flags, under the state's
+ * lock; its error raised as a Python exception. shapes receives the
+ * outputs' shapes. */
+static int bind_tensors(const py_kernel *k, py_state *st, DLTensor *const *ts, const uint64_t *flags, int n, int64_t *shapes)
 {
-  DLTensor *ts[MAX_TENSORS];
-  uint64_t flags[MAX_TENSORS];
-  for (int i = 0; i < n; i++) { ts[i] = tk[i].t; flags[i] = tk[i].flags; }
   char msg[1024];
   pthread_mutex_lock(&st->lock);
   int rc = luaptx_kernel_bind(k->K, ts, flags, n, shapes);
@@ -550,6 +548,24 @@ static int bind(const py_kernel *k, py_state *st, const py_taken *tk, int n, int
   pthread_mutex_unlock(&st->lock);
   if (rc) bind_error(k, rc, msg);
   return rc ? -1 : 0;
+}
+
+/* Check the n tensors taken (inputs, then none or all outputs) through
+ * luaptx_kernel_bind; shapes receives the outputs' shapes. */
+static int bind(const py_kernel *k, py_state *st, const py_taken *tk, int n, int64_t *shapes)
+{
+  DLTensor *ts[MAX_TENSORS];
+  uint64_t flags[MAX_TENSORS];
+  for (int i = 0; i < n; i++) { ts[i] = tk[i].t; flags[i] = tk[i].flags; }
+  return bind_tensors(k, st, ts, flags, n, shapes);
+}
+
+/* A shape as a tuple of ints. */
+static PyObject *shape_tuple(const int64_t *dims, int nd)
+{
+  PyObject *shape = PyTuple_New(nd);
+  for (int d = 0; shape && d < nd; d++) PyTuple_SetItem(shape, d, PyLong_FromLongLong(dims[d]));
+  return shape;
 }
 
 /* The dims of one shape tuple into dims; -1 (a Python error set) when it
@@ -597,19 +613,12 @@ static PyObject *py_bind_shapes(PyObject *self, PyObject *args)
     tp[i] = &ts[i];
     flags[i] = LUAPTX_BIND_SHAPE_ONLY;
   }
-  py_state *st = state_of(k->state);
-  char msg[1024];
-  pthread_mutex_lock(&st->lock);
-  int rc = luaptx_kernel_bind(k->K, tp, flags, (int)n, out);
-  if (rc) snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
-  pthread_mutex_unlock(&st->lock);
-  if (rc) { bind_error(k, rc, msg); return NULL; }
+  if (bind_tensors(k, state_of(k->state), tp, flags, (int)n, out)) return NULL;
   PyObject *res = PyTuple_New(k->nout);
   for (int j = 0; res && j < k->nout; j++) {
     int nd = 0;
-    while (nd < MAX_DIMS && out[j * MAX_DIMS + nd] >= 0) nd++;
-    PyObject *shape = PyTuple_New(nd);
-    for (int d = 0; shape && d < nd; d++) PyTuple_SetItem(shape, d, PyLong_FromLongLong(out[j * MAX_DIMS + d]));
+    while (nd < MAX_DIMS && out[j * MAX_DIMS + nd] >= 0) nd++;   /* -1 past the rank */
+    PyObject *shape = shape_tuple(&out[j * MAX_DIMS], nd);
     if (!shape) { Py_DECREF(res); return NULL; }
     PyTuple_SetItem(res, j, shape);
   }
@@ -642,9 +651,8 @@ static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *al
     if (api->allocator(&proto, &mt, NULL, xc_set_error) || api->managed_to_py(mt, &out)) return NULL;
     return out;
   }
-  PyObject *shape = PyTuple_New(s->ndim);
+  PyObject *shape = shape_tuple(dims, s->ndim);
   if (!shape) return NULL;
-  for (int d = 0; d < s->ndim; d++) PyTuple_SetItem(shape, d, PyLong_FromLongLong(dims[d]));
   PyObject *r = PyObject_CallFunction(alloc, "sOO", s->dtype, shape, like);
   Py_DECREF(shape);
   return r;
