@@ -110,14 +110,20 @@ class Specialization:
         self.out_specs = [s for s in specs if s.role == "out"]
         self.nin = len(self.in_specs)
 
-    def out_shapes(self, shapes):
-        """The outputs' shapes for inputs of these shapes (dims bound from the
-        inputs; their checks happen at launch)."""
+    def dims_of(self, shapes):
+        """The symbolic dims the inputs' shapes bind, {name: size}, each from
+        its first occurrence (their consistency is checked at launch)."""
         values = {}
         for spec, shape in zip(self.in_specs, shapes):
             for d, got in zip(spec.dims, shape):
                 if isinstance(d, str):
                     values.setdefault(d, got)
+        return values
+
+    def out_shapes(self, shapes):
+        """The outputs' shapes for inputs of these shapes (dims bound from the
+        inputs; their checks happen at launch)."""
+        values = self.dims_of(shapes)
         out = []
         for i, spec in enumerate(self.out_specs):
             dims = []
@@ -518,11 +524,7 @@ class Autotuned:
         shapes = [tuple(getattr(t, "shape", ())) for t in tensors[:spec.nin]]
         if self.key is None:
             return tuple((s, str(getattr(t, "dtype", "?"))) for s, t in zip(shapes, tensors))
-        dims = {}
-        for sp, shape in zip(spec.in_specs, shapes):
-            for d, n in zip(sp.dims, shape):
-                if isinstance(d, str):
-                    dims.setdefault(d, n)
+        dims = spec.dims_of(shapes)
         values = dict(zip((n for n, _ in spec.scalars), scalars or ()))
         out = []
         for k in self.key:
@@ -535,11 +537,7 @@ class Autotuned:
 
     def _tune(self, spec, tensors, scalars, params, kv):
         """Run the sweep for key value kv; returns the best config."""
-        dims = {}
-        for sp, t in zip(spec.in_specs, tensors):
-            for d, n in zip(sp.dims, tuple(t.shape)):
-                if isinstance(d, str):
-                    dims.setdefault(d, int(n))
+        dims = {d: int(n) for d, n in spec.dims_of([tuple(t.shape) for t in tensors]).items()}
         values = {**dims, **{n: v for (n, _), v in zip(spec.scalars, scalars or ()) if v is not None}}
         request = {"name": self.name, "configs": self.configs, "values": values, "force": bool(self.force),
                    "inputs": [{"dtype": sp.dtype, "shape": [int(n) for n in t.shape]} for sp, t in zip(spec.in_specs, tensors)]}
