@@ -77,50 +77,85 @@ local function ptx_text(x)
   return x:ptx()
 end
 
+-- ptxas's results by (ptxas, arch, options, text), in memory and, across
+-- spec files and runs, under $LUAPTX_CACHE_DIR/spec-ptxas (ctest sets it):
+-- several specs assemble the same corpus files, ptxas takes seconds on the
+-- large ones, and one check (a 2^30-register kernel) makes it fault in
+-- 8 GB. A key is the content hash of ptxas's version, the arch, the
+-- options and the text, so a changed text or toolkit runs ptxas again;
+-- ptxas is the oracle either way, asked once per input.
+local remembered, ptxas_version = {}, nil
+
+--- The cache key of a ptxas run: (ptxas and its version, kind, arch, text).
+local function ptxas_key(ptxas, kind, arch, text)
+  if not ptxas_version then ptxas_version = ptxas .. "\0" .. M.run({ ptxas, "--version" }).stdout end
+  local core = require "pyptx.core"
+  local key_text = table.concat({ ptxas_version, kind, arch, text }, "\0")
+  local hash = ffi.new("char[33]")
+  core.content_hash(key_text, #key_text, hash)
+  return ffi.string(hash)
+end
+
+--- The on-disk cache's file for key and suffix, or nil without a usable
+-- (private) $LUAPTX_CACHE_DIR.
+local function ptxas_cache_file(key, suffix)
+  local root = os.getenv("LUAPTX_CACHE_DIR")
+  local dir = root and root ~= "" and root .. "/spec-ptxas"
+  if dir and not (pcall(sys.mkdirs, dir) and sys.private_dir(dir)) then return nil end
+  return dir and dir .. "/" .. key .. suffix
+end
+
+-- A verdict file: this header, "ok" or "refused", a newline, ptxas's log.
+local VERDICT = "luaptx spec-ptxas verdict 1\n"
+
 --- Run ptxas on PTX text (or a kernel or specialization) for arch (default
 -- sm_90a); the PTX of a failure is not kept. Pending without ptxas, so call
--- it after a test's other checks. Returns ok, report, log.
+-- it after a test's other checks. Returns ok, report, log; a run without
+-- opts.output is remembered (above) and its verdict read back next time.
 function M.ptxas(ptx_or_kernel, arch, opts)
   if not toolkit.find("ptxas") then return M.pending(toolkit.missing_message("ptxas")) end
   local o = { keep_failed = false }
   for k, v in pairs(opts or {}) do o[k] = v end
-  return toolkit.ptxas(ptx_text(ptx_or_kernel), arch or "sm_90a", o)
+  arch = arch or "sm_90a"
+  local text = ptx_text(ptx_or_kernel)
+  if o.output then return toolkit.ptxas(text, arch, o) end
+  local key = ptxas_key(M.need_ptxas(), "verdict " .. tostring(o.lineinfo ~= false), arch, text)
+  local file = ptxas_cache_file(key, ".log")
+  local saved = remembered[key] or (file and M.read(file))
+  local status, log
+  if saved then status, log = saved:match("^" .. VERDICT:gsub("%p", "%%%0") .. "(%a+)\n(.*)$") end
+  if status == "ok" or status == "refused" then
+    remembered[key] = saved
+    return status == "ok", status == "ok" and toolkit.parse_report(log) or nil, log
+  end
+  local ok, report, out = toolkit.ptxas(text, arch, o)
+  if ok or not o.keep_failed then   -- a kept failure's log names its temporary file
+    remembered[key] = VERDICT .. (ok and "ok" or "refused") .. "\n" .. out
+    if file then sys.write_file(file, remembered[key]) end
+  end
+  return ok, report, out
 end
 
--- ptxas's cubins by (ptxas, arch, text), in memory and, across spec files
--- and runs, under $LUAPTX_CACHE_DIR/spec-ptxas (ctest sets it): several
--- specs assemble the same corpus files, and ptxas takes seconds on the
--- large ones. A key is the content hash of ptxas's version, the arch and
--- the text, so a changed text or toolkit is assembled again.
-local cubins, ptxas_version = {}, nil
-
---- The cubin ptxas makes of PTX text for arch (through the cache), or
--- false and ptxas's log; pending without ptxas.
+--- The cubin ptxas makes of PTX text for arch (through the cache above),
+-- or false and ptxas's log; pending without ptxas.
 function M.cubin(text, arch)
   local ptxas = M.need_ptxas()
-  if not ptxas_version then ptxas_version = ptxas .. "\0" .. M.run({ ptxas, "--version" }).stdout end
-  local core = require "pyptx.core"
-  local key_text = ptxas_version .. "\0" .. arch .. "\0" .. text
-  local hash = ffi.new("char[33]")
-  core.content_hash(key_text, #key_text, hash)
-  local key = ffi.string(hash)
-  if cubins[key] then return cubins[key][1], cubins[key][2] end
-  local root = os.getenv("LUAPTX_CACHE_DIR")
-  local dir = root and root ~= "" and root .. "/spec-ptxas"
-  if dir and not (pcall(sys.mkdirs, dir) and sys.private_dir(dir)) then dir = nil end
-  local bin = dir and M.read(dir .. "/" .. key .. ".cubin")
-  if not bin then
+  local key = ptxas_key(ptxas, "cubin", arch, text)
+  if remembered[key] then return remembered[key][1], remembered[key][2] end
+  local file = ptxas_cache_file(key, ".cubin")
+  local bin = file and M.read(file)
+  if not bin or #bin == 0 then
     local tmp = M.temp_dir()
     M.write(tmp .. "/in.ptx", text)
     local res = M.run({ ptxas, "-arch=" .. arch, tmp .. "/in.ptx", "-o", tmp .. "/out.cubin" }, { merge = true })
     bin = M.read(tmp .. "/out.cubin")
     if res.status ~= 0 or not bin or #bin == 0 then
-      cubins[key] = { false, res.stdout }
+      remembered[key] = { false, res.stdout }
       return false, res.stdout
     end
-    if dir then sys.write_file(dir .. "/" .. key .. ".cubin", bin) end
+    if file then sys.write_file(file, bin) end
   end
-  cubins[key] = { bin }
+  remembered[key] = { bin }
   return bin
 end
 
