@@ -315,9 +315,13 @@ static void cur_next(const tma_req *q, tma_cur *u)
 /* What an element visit works with. */
 typedef struct tma_io { uint8_t *sh; int op, type; uint64_t hi; } tma_io;
 typedef int (*tma_fn)(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
+/* A whole row r at global address ga (row_in: inside the tensor in
+ * dimensions 1..4) in one step: 1 when done, 0 to visit its elements. */
+typedef int (*tma_row_fn)(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, int row_in, tma_io *io);
 
-static int el_load(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
-static int el_measure(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io);
+/* What a walk does: a row at once where it can (row, may be NULL), else
+ * each element. */
+typedef struct tma_visit { tma_row_fn row; tma_fn elem; } tma_visit;
 
 /* The bytes a row starting at shared linear offset lin moves as one piece:
  * a swizzle moves whole 16-byte units unless it flips 8-byte halves, so a
@@ -328,15 +332,17 @@ static uint32_t row_unit(const tma_req *q, uint64_t lin)
   return (!q->sw->span || (!q->sw->flip && q->sw->atom_shift >= 4)) && !(lin & 15) && !(n & 15) ? 16 : q->t.esize;
 }
 
-/* How far into shared memory row r reaches (el_measure for a whole row). */
-static void measure_row(const tma_req *q, uint32_t r, tma_io *io)
+/* How far into shared memory row r reaches (every row is measured whole). */
+static int measure_row(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, int row_in, tma_io *io)
 {
+  (void)w; (void)ga; (void)row_in;
   uint64_t lin = q->base + (uint64_t)r * q->pitch, n = (uint64_t)q->n0 * q->t.esize;
   uint32_t unit = row_unit(q, lin);
   for (uint64_t b = 0; b < n; b += unit, lin += unit) {
     uint64_t end = swizzle(lin, q->sw) - q->base + unit;
     if (end > io->hi) io->hi = end;
   }
+  return 1;
 }
 
 /* Load row r of a request whose n0 elements are consecutive in global
@@ -344,12 +350,12 @@ static void measure_row(const tma_req *q, uint32_t r, tma_io *io)
  * allocation: one check for the row, then a copy per element to its
  * swizzled place. 0 when it does not apply (walk then visits each element,
  * which reports what is wrong). */
-static int load_row(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, tma_io *io)
+static int load_row(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, int row_in, tma_io *io)
 {
   const emu_tmap *t = &q->t;
   uint64_t g = ga + (uint64_t)q->c[0] * t->esize, n = (uint64_t)q->n0 * t->esize;
   uintptr_t delta;
-  if (q->s0 != 1 || q->c[0] < 0 || q->c[0] + (int64_t)q->n0 > (int64_t)t->dims[0] || (g & (t->esize - 1)) ||
+  if (!row_in || q->s0 != 1 || q->c[0] < 0 || q->c[0] + (int64_t)q->n0 > (int64_t)t->dims[0] || (g & (t->esize - 1)) ||
       !lpx_emu_global_range(w, g, n, &delta)) return 0;
   const uint8_t *src = (const uint8_t *)(delta + (uintptr_t)g);
   uint64_t lin = q->base + (uint64_t)r * q->pitch;
@@ -361,7 +367,7 @@ static int load_row(emu_warp *w, const tma_req *q, uint32_t r, uint64_t ga, tma_
 /* Visit every element of a request in shared order with its shared offset
  * from the box start (swizzled), its global address and whether it lies
  * inside the tensor. */
-static int walk(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, tma_fn fn, tma_io *io)
+static int walk(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, const tma_visit *v, tma_io *io)
 {
   const emu_tmap *t = &q->t;
   tma_cur u;
@@ -373,23 +379,14 @@ static int walk(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, tma
       if (u.g[d] < 0 || u.g[d] >= (int64_t)t->dims[d]) row_in = 0;
       ga += (uint64_t)u.g[d] * t->strides[d - 1];
     }
-    if (fn == el_measure) { measure_row(q, r, io); continue; }
-    if (fn == el_load && row_in && load_row(w, q, r, ga, io)) continue;
+    if (v->row && v->row(w, q, r, ga, row_in, io)) continue;
     for (uint32_t j = 0; j < q->n0; j++) {
       int64_t g0 = q->c[0] + (int64_t)j * q->s0;
       int inside = row_in && g0 >= 0 && g0 < (int64_t)t->dims[0];
       uint64_t lin = q->base + (uint64_t)r * q->pitch + (uint64_t)j * t->esize;
-      if (fn(w, in, lane, q, swizzle(lin, q->sw) - q->base, ga + (uint64_t)g0 * t->esize, inside, io)) return -1;
+      if (v->elem(w, in, lane, q, swizzle(lin, q->sw) - q->base, ga + (uint64_t)g0 * t->esize, inside, io)) return -1;
     }
   }
-  return 0;
-}
-
-/* Record how far into shared memory the box reaches. */
-static int el_measure(emu_warp *w, const emu_inst *in, int lane, const tma_req *q, uint64_t so, uint64_t ga, int inside, tma_io *io)
-{
-  (void)w; (void)in; (void)lane; (void)ga; (void)inside;
-  if (so + q->t.esize > io->hi) io->hi = so + q->t.esize;
   return 0;
 }
 
@@ -435,12 +432,16 @@ static int el_reduce(emu_warp *w, const emu_inst *in, int lane, const tma_req *q
   return 0;
 }
 
+/* The walks: measuring takes every row whole, loading where it can. */
+static const tma_visit MEASURE = { measure_row, NULL }, LOAD = { load_row, el_load },
+                       STORE = { NULL, el_store }, REDUCE = { NULL, el_reduce };
+
 /* Bytes of shared memory a request spans from its base (rows may be padded
  * to the swizzle span, and the swizzle moves chunks within a line). */
 static uint64_t req_extent(emu_warp *w, const emu_inst *in, int lane, const tma_req *q)
 {
   tma_io io = { NULL, 0, 0, 0 };
-  walk(w, in, lane, q, el_measure, &io);
+  walk(w, in, lane, q, &MEASURE, &io);
   return io.hi;
 }
 
@@ -479,7 +480,7 @@ static int load_into(emu_warp *w, const emu_inst *in, int lane, tma_req *q, int 
 {
   uint64_t at = r < 0 ? q->base : ((uint64_t)(r + 1) << 24) | q->base;
   tma_io io = { lpx_emu_addr_span(w, in, lane, EMU_SP_SHARED, at, extent, 1), 0, 0, 0 };
-  if (!io.sh || walk(w, in, lane, q, el_load, &io)) return -1;
+  if (!io.sh || walk(w, in, lane, q, &LOAD, &io)) return -1;
   emu_cta *dst = r < 0 ? w->cta : &w->cta->group[r];
   if (dst != w->cta && dst->race_w)               /* written before the barrier completes: an older epoch */
     for (uint64_t i = q->base; i < q->base + extent; i++) { dst->race_w[i] = ((dst->epoch - 1) << 8) | 0xff; dst->pdirty[i] = 0; }
@@ -551,7 +552,7 @@ static int tensor_store(emu_warp *w, const emu_inst *in, int lane, const tma_ops
   if (lpx_emu_proxy_check(w, in, lane, q.base, (uint32_t)extent, reduce ? "this TMA reduction" : "this TMA store")) return -1;
   io.sh = lpx_emu_addr_span(w, in, lane, EMU_SP_SHARED, q.base, extent, 0);
   lpx_emu_prof_add(w, EMU_PC_TMA_BYTES, req_bytes(&q));
-  return io.sh ? walk(w, in, lane, &q, reduce ? el_reduce : el_store, &io) : -1;
+  return io.sh ? walk(w, in, lane, &q, reduce ? &REDUCE : &STORE, &io) : -1;
 }
 
 /* One lane's tensor prefetch: a hint with no effect here. The map and the
