@@ -21,7 +21,7 @@ import re
 import torch
 
 import luaptx
-from . import _parse_saved
+from . import _alloc, _core, _parse_saved
 
 __all__ = ["op", "Op", "differentiable", "Differentiable", "allocate", "DTYPES"]
 
@@ -204,10 +204,89 @@ def _default_name(kernel, spec, suffix=""):
     return f"luaptx::{stem}__{kernel.name}{suffix}_{luaptx._digest(spec.key + suffix)[:12]}"
 
 
-def _register(name, spec, key, nout, impl_spec=None):
-    """The custom op `name` launching the entry's newest specialisation,
-    registered with torch once per process; refused when the name is
-    taken by another kernel. Returns (custom op, created)."""
+_libs = {}         # namespace -> torch.library.Library holding luaptx's ops there (process lifetime)
+
+
+def _library(ns):
+    """The torch.library.Library of namespace ns that luaptx defines ops in."""
+    lib = _libs.get(ns)
+    if lib is None:
+        lib = _libs[ns] = torch.library.Library(ns, "FRAGMENT")
+    return lib
+
+
+class _NoGradient(torch.autograd.Function):
+    """An op's call on inputs needing a gradient, for an op without an
+    autograd formula: the output is computed below autograd, and
+    backpropagating through it raises (never a silent zero)."""
+
+    @staticmethod
+    def forward(ctx, why, overload, *args):
+        ctx.why = why
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.why)
+
+
+class Custom:
+    """An op's registration with torch's dispatcher (``Op.custom``): a bare
+    torch.library op (define + impl per dispatch key + a fake impl), so
+    that a call, compiled graphs' included, reaches luaptx's launch with
+    one trip through the dispatcher. Call it as the op: ``(*inputs,
+    *scalars, key)``; ``._opoverload`` is the OpOverload a graph calls.
+    It replaced a torch.library.CustomOpDef (whose Python wrappers cost
+    about 15 us a call): CustomOpDef's ``register_*`` methods still work,
+    with a DeprecationWarning naming the torch.library function to use."""
+
+    _deprecated = ("register_fake", "register_autograd", "register_kernel", "register_vmap",
+                   "register_torch_dispatch", "register_autocast")
+    _warned = set()
+
+    def __init__(self, name, overload):
+        self._qualname, self._opoverload = name, overload
+        self._namespace, self._name = name.split("::")
+
+    def __call__(self, *args):
+        return self._opoverload(*args)
+
+    def __getattr__(self, attr):
+        if attr in Custom._deprecated:
+            if attr not in Custom._warned:
+                Custom._warned.add(attr)
+                import warnings
+                warnings.warn(f"luaptx.torch: Op.custom is no longer a torch.library.CustomOpDef; instead of "
+                              f"op.custom.{attr}(...), call torch.library.{attr}(op.name, ...)", DeprecationWarning, stacklevel=2)
+            import functools
+            return functools.partial(getattr(torch.library, attr), self._qualname)
+        raise AttributeError(f"luaptx.torch op {self._qualname} has no attribute {attr!r}")
+
+    def __repr__(self):
+        return f"<luaptx.torch custom op {self._qualname}>"
+
+
+def _plain(tensors):
+    """May the op's Autograd kernel launch on these arguments itself (no
+    mode below it to honour, no gradient wanted)? The dispatcher's
+    _eager: plain contiguous tensors, no dispatch mode, no wrapper."""
+    if _dispatch_modes():
+        return False
+    grad, transformed = _grad_enabled(), _functorch() is not None
+    for t in tensors:
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
+            return False
+    return True
+
+
+def _register(name, spec, key, nout, no_grad):
+    """The op `name` launching the entry's newest specialisation,
+    registered with torch once per process (a torch.library op: define,
+    an Autograd kernel launching directly when nothing below autograd is
+    wanted, a CompositeExplicitAutograd kernel, a fake impl); refused when
+    the name is taken by another kernel. no_grad: the error backpropagating
+    through it raises. Returns (Custom, created)."""
     if not _NAME.match(name):
         raise ValueError(f"luaptx.torch.op: name {name!r} must be 'namespace::name' (identifiers), e.g. 'mylib::rms_norm'")
     entry = _registered.get(name)
@@ -222,6 +301,14 @@ def _register(name, spec, key, nout, impl_spec=None):
     args = ", ".join([f"Tensor input{i + 1}" for i in range(nin)]
                      + [f"{'float' if t in ('f32', 'f64') else 'int'}? {n}" for n, t in spec.scalars])
     result = "Tensor" if nout == 1 else "(" + ", ".join(["Tensor"] * nout) + ")"
+    ns, opname = name.split("::")
+    lib = _library(ns)
+    try:
+        lib.define(f"{opname}({args}, str key) -> {result}")
+    except Exception:
+        del _registered[name]
+        raise
+    overload = getattr(getattr(torch.ops, ns), opname).default
 
     def check_key(got):
         if got != entry.key:
@@ -235,6 +322,25 @@ def _register(name, spec, key, nout, impl_spec=None):
         outs = _launch(entry.spec, args[:nin], scalars) if scalars else _launch(entry.spec, args[:nin])
         return outs[0] if nout == 1 else tuple(outs[:nout])
 
+    def autograd(*args):
+        # what a compiled graph's call of the op runs first: plain tensors
+        # needing no gradient launch at once, the rest goes below autograd
+        tensors = args[:nin]
+        if _plain(tensors):
+            if args[-1] != entry.key:
+                check_key(args[-1])
+            sp = entry.spec
+            try:
+                outs = _core.launch(sp.handle, tensors, _alloc, None, args[nin:-1]) if nin + 1 < len(args) \
+                    else _core.launch(sp.handle, tensors, _alloc, None)
+            except (TypeError, ValueError, RuntimeError, BufferError):
+                outs = luaptx._launch(sp, tensors, None, args[nin:-1] or None)    # the error, explained
+            return outs[0] if nout == 1 else outs[:nout]
+        if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
+            return _NoGradient.apply(no_grad, overload, *args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
+
     def fake(*args):
         check_key(args[-1])
         tensors, sp = args[:nin], entry.spec
@@ -243,14 +349,11 @@ def _register(name, spec, key, nout, impl_spec=None):
                      for s, o in zip(shapes[:nout], sp.out_specs))
         return outs[0] if nout == 1 else outs
 
-    try:
-        custom = torch.library.custom_op(name, impl, mutates_args=(), schema=f"({args}, str key) -> {result}")
-    except Exception:
-        del _registered[name]
-        raise
-    custom.register_fake(fake)
-    entry.custom = custom
-    return custom, True
+    lib.impl(opname, impl, "CompositeExplicitAutograd")
+    lib.impl(opname, autograd, "Autograd")
+    torch.library.register_fake(name, fake, lib=lib)
+    entry.custom = Custom(name, overload)
+    return entry.custom, True
 
 
 def op(kernel, name=None, **params):
@@ -268,7 +371,9 @@ def op(kernel, name=None, **params):
     found = _ops.get((id(spec), name))
     if found is not None:
         return found[1]
-    custom, _ = _register(name, spec, spec.key, len(spec.out_specs))
+    custom, _ = _register(name, spec, spec.key, len(spec.out_specs),
+                          f"luaptx: op {name} ({spec.label}) has no autograd formula: backpropagating through it "
+                          "needs a backward kernel, luaptx.torch.differentiable(fwd, bwd, ...)")
     wrapped = Op(custom, spec, name, params, (_op_ref, (kernel, name, tuple(sorted(params.items())))))
     _ops[(id(spec), name)] = (spec, wrapped)
     return wrapped
@@ -381,14 +486,9 @@ def _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns):
     found = _ops.get((id(bspec), name))
     if found is not None:
         return found[1]
-    custom, created = _register(name, bspec, key, len(bspec.out_specs))
-
-    def no_second_derivative(ctx, *grads):
-        raise RuntimeError(f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
-                           "it has no derivative of its own (no double backward)")
-
-    if created:
-        custom.register_autograd(no_second_derivative, setup_context=lambda ctx, inputs, output: None)
+    custom, _ = _register(name, bspec, key, len(bspec.out_specs),
+                          f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
+                          "it has no derivative of its own (no double backward)")
     wrapped = Op(custom, bspec, name, {}, None)
     wrapped._key = key
     _ops[(id(bspec), name)] = (bspec, wrapped)
