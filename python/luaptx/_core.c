@@ -59,6 +59,13 @@ typedef struct {
   py_spec specs[MAX_TENSORS];
   int nscalars;            /* runtime scalars ("scalars" line), for XLA's attributes */
   char scalars[LPX_BIND_SCALARS][SYM_LEN];
+  /* The last allocating launch's inputs' shapes and the outputs' shapes
+   * they bound (Python threads only, under the GIL): a launch on inputs
+   * of the same shapes allocates without binding first (the launch
+   * checks every tensor itself). */
+  int cached;
+  int cache_ndim[MAX_TENSORS];
+  int64_t cache_in[MAX_TENSORS][MAX_DIMS], cache_out[MAX_TENSORS * MAX_DIMS];
 } py_kernel;
 
 /* A tensor taken from a DLPack capsule (until its deleter runs), or
@@ -447,12 +454,21 @@ static const dl_exchange_api *exchange_api(PyObject *obj)
   return api;
 }
 
-/* View obj through its exchange API: no capsule, no Python call. */
-static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk, const char *arg, const py_kernel *k)
+/* Tensor i's name in messages: "input I" or "output O" (1-based). */
+static const char *arg_name(const py_kernel *k, int i, char *buf, size_t size)
 {
+  snprintf(buf, size, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
+  return buf;
+}
+
+/* View obj through its exchange API: no capsule, no Python call. */
+static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk, int i, const py_kernel *k)
+{
+  char arg[24];
   if (api->dltensor_from_py(obj, &tk->own)) return -1;
   if (tk->own.ndim < 0 || tk->own.ndim > MAX_DIMS) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d; luaptx takes at most %d dims", k->name, k->where, arg, (int)tk->own.ndim, MAX_DIMS);
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d; luaptx takes at most %d dims", k->name, k->where,
+                 arg_name(k, i, arg, sizeof arg), (int)tk->own.ndim, MAX_DIMS);
     return -1;
   }
   for (int d = 0; d < tk->own.ndim; d++) {
@@ -469,11 +485,13 @@ static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk
 
 /* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
  * capsule no longer owns it; release() runs its deleter). */
-static int take(PyObject *obj, PyObject *stream, py_taken *tk, const char *arg, const py_kernel *k)
+static int take(PyObject *obj, PyObject *stream, py_taken *tk, int i, const py_kernel *k)
 {
+  char arg[24];
   memset(tk, 0, offsetof(py_taken, own));
   const dl_exchange_api *api = exchange_api(obj);
-  if (api) return take_exchange(api, obj, tk, arg, k);
+  if (api) return take_exchange(api, obj, tk, i, k);
+  arg_name(k, i, arg, sizeof arg);
   PyObject *cap = dlpack_capsule(obj, stream);
   if (!cap) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -660,27 +678,66 @@ static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *al
 
 /* ------------------------------------------------------------- launch */
 
-/* Take the given tensors, check them (luaptx_kernel_bind), allocate the
- * missing outputs in the bound shapes and take them; fills outs with the
- * outputs. */
+/* The outputs' shapes for the n inputs taken: the cached ones when the
+ * inputs have the shapes of the last allocating launch, else bound by
+ * luaptx_kernel_bind now (its checks' errors raised) and cached. */
+static int out_shapes(py_kernel *k, py_state *st, const py_taken *tk, int n, int64_t *shapes)
+{
+  int hit = k->cached;
+  for (int i = 0; hit && i < n; i++) {
+    const DLTensor *t = tk[i].t;
+    hit = t->ndim == k->cache_ndim[i] && (t->ndim == 0 || memcmp(t->shape, k->cache_in[i], (size_t)t->ndim * sizeof *t->shape) == 0);
+  }
+  size_t size = (size_t)k->nout * MAX_DIMS * sizeof *shapes;
+  if (hit) { memcpy(shapes, k->cache_out, size); return 0; }
+  k->cached = 0;
+  if (bind(k, st, tk, n, shapes)) return -1;
+  for (int i = 0; i < n; i++) {
+    k->cache_ndim[i] = tk[i].t->ndim;
+    if (tk[i].t->ndim) memcpy(k->cache_in[i], tk[i].t->shape, (size_t)tk[i].t->ndim * sizeof *shapes);
+  }
+  memcpy(k->cache_out, shapes, size);
+  k->cached = 1;
+  return 0;
+}
+
+/* Take the given tensors, allocate the missing outputs in the shapes the
+ * inputs bind and take them; fills outs with the outputs. Given outputs
+ * with DLPack flags (read-only, copied) are checked here; everything else
+ * is checked by the launch itself (launch_error explains a refusal). */
 static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc, PyObject *stream, py_taken *tk, PyObject *outs)
 {
-  int n = (int)PyTuple_Size(tensors);
+  int n = (int)PyTuple_Size(tensors), total = k->nin + k->nout;
   int64_t shapes[MAX_TENSORS * MAX_DIMS];
-  for (int i = 0; i < k->nin + k->nout; i++) {
-    char arg[24];
-    snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
-    if (i == n && bind(k, st, tk, n, shapes)) return -1;   /* the inputs: the outputs' shapes */
+  uint64_t flags = 0;
+  for (int i = 0; i < total; i++) {
+    if (i == n && out_shapes(k, st, tk, n, shapes)) return -1;   /* the inputs: the outputs' shapes */
     PyObject *obj = i < n ? PyTuple_GetItem(tensors, i)
                           : allocate(k, i - k->nin, shapes + (size_t)(i - k->nin) * MAX_DIMS, alloc, PyTuple_GetItem(tensors, 0), k->nin ? tk[0].t : NULL);
     if (!obj) return -1;
     if (i < n) Py_INCREF(obj);
     if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
-    int rc = take(obj, stream, &tk[i], arg, k);
+    int rc = take(obj, stream, &tk[i], i, k);
     Py_DECREF(obj);
     if (rc) return -1;
+    flags |= tk[i].flags;
   }
-  return n == k->nin + k->nout ? bind(k, st, tk, n, NULL) : 0;
+  return n == total && flags ? bind(k, st, tk, n, NULL) : 0;
+}
+
+/* Raise a failed launch's error: the binding's TypeError or ValueError
+ * naming the argument when the tensors fail its checks (the inputs
+ * first when the outputs were allocated, as bound before allocating),
+ * else the launch's LuaError. */
+static void launch_error(py_kernel *k, py_state *st, const py_taken *tk, int given)
+{
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (given < k->nin + k->nout && bind(k, st, tk, k->nin, NULL)) return;
+  if (bind(k, st, tk, k->nin + k->nout, NULL)) return;
+  PyErr_SetString(LuaError, msg);
 }
 
 /* stream_fallback(tensor) -> CUstream int or None: the stream of a CUDA
@@ -808,7 +865,7 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     rc = nvals ? luaptx_launch_dlpack_scalars(k->K, ts, total, vals, nvals, s) : luaptx_launch_dlpack(k->K, ts, total, s);
     pthread_mutex_unlock(&st->lock);
     Py_END_ALLOW_THREADS
-    if (rc) lua_fail(st);
+    if (rc) launch_error(k, st, tk, (int)n);
   }
   for (int i = 0; i < total; i++) release(&tk[i]);
   if (rc) { Py_XDECREF(outs); return NULL; }

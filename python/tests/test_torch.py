@@ -31,6 +31,18 @@ def test_torch_tensors_cross_zero_copy(ks):
     torch.testing.assert_close(y, rms_ref(x, w))
 
 
+def test_allocated_torch_outputs_follow_each_calls_shapes_dtypes_and_strides(ks):
+    from test_core import check_the_output_shape_cache
+
+    def make(b, n, dtype, transposed):
+        g = torch.Generator().manual_seed(b * 100 + n)
+        x = torch.randn(b, n, generator=g, dtype=torch.float64 if dtype == "f64" else torch.float32)
+        return (x.t().contiguous().t() if transposed else x), torch.rand(n, generator=g) + 0.5
+    close = lambda y, x, w: torch.testing.assert_close(y, rms_ref(x, w))    # noqa: E731
+    check_the_output_shape_cache(ks.rms_norm_fwd, make, close)
+    check_the_output_shape_cache(lt.op(ks.rms_norm_fwd), make, close, copies=True)    # lt.op copies
+
+
 def test_the_custom_op_matches_torch_rms_norm_eagerly(ks):
     fwd = lt.op(ks.rms_norm_fwd)
     assert lt.op(ks.rms_norm_fwd) is fwd
