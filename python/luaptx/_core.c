@@ -429,17 +429,20 @@ static PyObject *dlpack_capsule(PyObject *obj, PyObject *stream)
   return cap;
 }
 
-/* Types seen and their exchange API (NULL: none), kept with a reference. */
+/* Types seen and their exchange API (NULL: none), kept with a reference;
+ * grad: the type has requires_grad (torch). */
 enum { XC_TYPES = 8 };
-static struct { PyObject *type; const dl_exchange_api *api; } xc_seen[XC_TYPES];
+static struct { PyObject *type; const dl_exchange_api *api; int grad; } xc_seen[XC_TYPES];
 static int xc_next;
-static PyObject *s_xc_attr;
+static PyObject *s_xc_attr, *s_requires_grad;
 
-/* The DLPack C exchange API of obj's type (DLPack 1.x), or NULL. */
-static const dl_exchange_api *exchange_api(PyObject *obj)
+/* The DLPack C exchange API of obj's type (DLPack 1.x), or NULL; grad
+ * (NULL: not wanted) receives whether the type has requires_grad. */
+static const dl_exchange_api *exchange_api(PyObject *obj, int *grad)
 {
   PyObject *type = (PyObject *)Py_TYPE(obj);
-  for (int i = 0; i < XC_TYPES; i++) if (xc_seen[i].type == type) return xc_seen[i].api;
+  for (int i = 0; i < XC_TYPES; i++)
+    if (xc_seen[i].type == type) { if (grad) *grad = xc_seen[i].grad; return xc_seen[i].api; }
   const dl_exchange_api *api = NULL;
   PyObject *cap = PyObject_GetAttr(type, s_xc_attr);
   if (cap && PyCapsule_IsValid(cap, "dlpack_exchange_api")) api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
@@ -450,6 +453,8 @@ static const dl_exchange_api *exchange_api(PyObject *obj)
   Py_INCREF(type);
   xc_seen[xc_next].type = type;
   xc_seen[xc_next].api = api;
+  xc_seen[xc_next].grad = api && PyObject_HasAttr(type, s_requires_grad);
+  if (grad) *grad = xc_seen[xc_next].grad;
   xc_next = (xc_next + 1) % XC_TYPES;
   return api;
 }
@@ -483,14 +488,44 @@ static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk
   return 0;
 }
 
+/* torch.is_grad_enabled, looked up when first needed. */
+static PyObject *grad_enabled;
+
+/* Refuse tensor i when it requires grad while grad mode is on (torch):
+ * a kernel called directly is invisible to autograd. -1 with TypeError. */
+static int grad_refused(PyObject *obj, int i, const py_kernel *k)
+{
+  PyObject *rg = PyObject_GetAttr(obj, s_requires_grad);
+  if (!rg) return -1;
+  int wants = PyObject_IsTrue(rg);
+  Py_DECREF(rg);
+  if (wants <= 0) return wants;
+  if (!grad_enabled) {
+    PyObject *torch = PyImport_ImportModule("torch");
+    grad_enabled = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : NULL;
+    Py_XDECREF(torch);
+    if (!grad_enabled) return -1;
+  }
+  PyObject *on = PyObject_CallNoArgs(grad_enabled);
+  int enabled = on ? PyObject_IsTrue(on) : -1;
+  Py_XDECREF(on);
+  if (enabled <= 0) return enabled;
+  char arg[24];
+  PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s requires grad, but a kernel called directly is invisible to autograd; "
+               "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())", k->name, k->where,
+               arg_name(k, i, arg, sizeof arg));
+  return -1;
+}
+
 /* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
  * capsule no longer owns it; release() runs its deleter). */
 static int take(PyObject *obj, PyObject *stream, py_taken *tk, int i, const py_kernel *k)
 {
   char arg[24];
+  int grad = 0;
   memset(tk, 0, offsetof(py_taken, own));
-  const dl_exchange_api *api = exchange_api(obj);
-  if (api) return take_exchange(api, obj, tk, i, k);
+  const dl_exchange_api *api = exchange_api(obj, &grad);
+  if (api) return take_exchange(api, obj, tk, i, k) || (grad && grad_refused(obj, i, k)) ? -1 : 0;
   arg_name(k, i, arg, sizeof arg);
   PyObject *cap = dlpack_capsule(obj, stream);
   if (!cap) {
@@ -656,7 +691,7 @@ static void xc_set_error(void *ctx, const char *kind, const char *message)
 static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *alloc, PyObject *like, const DLTensor *first)
 {
   const py_spec *s = &k->specs[k->nin + j];
-  const dl_exchange_api *api = first ? exchange_api(like) : NULL;
+  const dl_exchange_api *api = first ? exchange_api(like, NULL) : NULL;
   if (api && api->allocator && api->managed_to_py && s->code != 255) {
     DLTensor proto;
     memset(&proto, 0, sizeof proto);
@@ -760,7 +795,7 @@ static PyObject *py_set_stream_fallback(PyObject *self, PyObject *fn)
  * NULL: the default stream. */
 static int producer_stream(PyObject *obj, const DLTensor *t, void **stream)
 {
-  const dl_exchange_api *api = exchange_api(obj);
+  const dl_exchange_api *api = exchange_api(obj, NULL);
   *stream = NULL;
   if (api && api->current_stream) return api->current_stream(kDLCUDA, t->device.device_id, stream) ? -1 : 0;
   if (!stream_fallback || stream_fallback == Py_None) return 0;
@@ -1118,9 +1153,10 @@ PyMODINIT_FUNC PyInit__core(void)
   if (!m) return NULL;
   s_dlpack = PyUnicode_InternFromString("__dlpack__");
   s_xc_attr = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  s_requires_grad = PyUnicode_InternFromString("requires_grad");
   s_empty = PyTuple_New(0);
   s_kw_versioned = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
-  if (!s_dlpack || !s_xc_attr || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
+  if (!s_dlpack || !s_xc_attr || !s_requires_grad || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
   if (PyModule_AddStringConstant(m, "version", LUAPTX_VERSION)) { Py_DECREF(m); return NULL; }

@@ -63,18 +63,12 @@ _is_grad_tracking = torch._C._functorch.is_gradtrackingtensor
 _unwrapped = torch._C._functorch.get_unwrapped
 
 
-def _guard(spec, t, i, failed=False):
-    """A torch tensor luaptx cannot take as is, named: one needing a
-    gradient (a kernel called directly is invisible to autograd), a meta
-    tensor, a tensor under a torch.func transform. `failed`: explaining a
-    launch that failed (only then the costlier checks run)."""
-    if t.requires_grad and _grad_enabled():
-        raise TypeError(f"{spec.label}: {luaptx._arg(spec, i)} requires grad, but a kernel called directly is invisible to autograd; "
-                        "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())")
-    if not failed:
-        return
+def _explain(spec, t, i):
+    """Explain a failed launch's torch tensor where torch knows why: a
+    meta tensor, a tensor under a torch.func transform. (A tensor needing
+    a gradient is refused before launching, in _core.c.)"""
     k, arg = spec.label, luaptx._arg(spec, i)
-    if _functorch() is not None or torch._C._functorch.is_functorch_wrapped_tensor(t):
+    if _functorch() is not None or _wrapped(t):
         raise TypeError(f"{k}: {arg} is a tensor under a torch.func transform (vmap, grad, jvp), which a kernel "
                         "called directly does not support; call the kernel through luaptx.torch.op or "
                         "luaptx.torch.differentiable (see docs/python.md, torch.func)")
@@ -330,11 +324,8 @@ def _register(name, spec, key, nout, no_grad):
             if args[-1] != entry.key:
                 check_key(args[-1])
             sp = entry.spec
-            try:
-                outs = _core.launch(sp.handle, tensors, _alloc, None, args[nin:-1]) if nin + 1 < len(args) \
-                    else _core.launch(sp.handle, tensors, _alloc, None)
-            except (TypeError, ValueError, RuntimeError, BufferError):
-                outs = luaptx._launch(sp, tensors, None, args[nin:-1] or None)    # the error, explained
+            outs = luaptx._launch(sp, tensors, None, args[nin:-1]) if nin + 1 < len(args) \
+                else luaptx._launch(sp, tensors, None)
             return outs[0] if nout == 1 else outs[:nout]
         if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
             return _NoGradient.apply(no_grad, overload, *args)
