@@ -85,9 +85,12 @@ def _eager(tensors):
     kernel's alone."""
     if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None:
         return False
-    grad, transformed = _grad_enabled(), _functorch() is not None
+    grad = _grad_enabled()
+    if _functorch() is not None:
+        return all(type(t) is _Tensor and not (grad and t.requires_grad) and t.is_contiguous() and not _wrapped(t)
+                   for t in tensors)
     for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
             return False
     return True
 
@@ -118,8 +121,21 @@ class Op:
     def __init__(self, custom, spec, name, params, ref):
         self.custom, self.name, self._spec, self._params, self._ref = custom, name, spec, params, ref
         self._handle, self._nin, self._nout, self._key = spec.handle, spec.nin, len(spec.out_specs), spec.key
+        self._scalars = bool(spec.scalars)
 
     def __call__(self, *tensors, stream=None, **scalars):
+        if stream is None and not scalars and not self._scalars and len(tensors) == self._nin and _eager(tensors):
+            try:                                  # the common case: launched at once, in C
+                outs = _core.launch(self._handle, tensors, _alloc, None)
+            except luaptx._FAILURES as e:
+                luaptx._explain(self._spec, tensors, e)
+                raise
+            return outs[0] if self._nout == 1 else outs
+        return self._general(tensors, stream, scalars)
+
+    def _general(self, tensors, stream, scalars):
+        """A call with runtime scalars or a stream, or one torch's
+        dispatcher must see (see _eager)."""
         spec, values = self._spec, ()
         if spec.scalars or scalars:
             tensors, values = spec.split(tensors, scalars)
@@ -263,13 +279,16 @@ class Custom:
 
 def _plain(tensors):
     """May the op's Autograd kernel launch on these arguments itself (no
-    mode below it to honour, no gradient wanted)? The dispatcher's
-    _eager: plain contiguous tensors, no dispatch mode, no wrapper."""
+    mode below autograd to honour, no gradient wanted)? _eager's checks
+    that still matter once torch's dispatcher has the call."""
     if _dispatch_modes():
         return False
-    grad, transformed = _grad_enabled(), _functorch() is not None
+    grad = _grad_enabled()
+    if _functorch() is not None:
+        return all(type(t) is _Tensor and not (grad and t.requires_grad) and t.is_contiguous() and not _wrapped(t)
+                   for t in tensors)
     for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
             return False
     return True
 
@@ -324,8 +343,12 @@ def _register(name, spec, key, nout, no_grad):
             if args[-1] != entry.key:
                 check_key(args[-1])
             sp = entry.spec
-            outs = luaptx._launch(sp, tensors, None, args[nin:-1]) if nin + 1 < len(args) \
-                else luaptx._launch(sp, tensors, None)
+            try:
+                outs = _core.launch(sp.handle, tensors, _alloc, None, args[nin:-1]) if nin + 1 < len(args) \
+                    else _core.launch(sp.handle, tensors, _alloc, None)
+            except luaptx._FAILURES as e:
+                luaptx._explain(sp, tensors, e)
+                raise
             return outs[0] if nout == 1 else outs[:nout]
         if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
             return _NoGradient.apply(no_grad, overload, *args)
