@@ -95,6 +95,24 @@ def _eager(tensors):
     return True
 
 
+def _all_plain_type(tensors):
+    """Are all tensors plain torch.Tensors (no subclass: fake, functional)?"""
+    for t in tensors:
+        if type(t) is not _Tensor:
+            return False
+    return True
+
+
+def _quick(tensors):
+    """_eager's checks that a launch does not make itself: no compilation,
+    tracing, mode or functorch transform, and plain torch.Tensors. A
+    launch refuses the rest (a tensor needing a gradient, non-contiguous
+    ones): its caller then asks _eager whether the dispatcher's path is
+    the one to take."""
+    return not (_is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None
+                or _functorch() is not None) and _all_plain_type(tensors)
+
+
 class _Entry:
     """A registered op name's kernel: its key (script hash, kernel name,
     template values) and the newest specialisation loaded with that key."""
@@ -124,10 +142,12 @@ class Op:
         self._scalars = bool(spec.scalars)
 
     def __call__(self, *tensors, stream=None, **scalars):
-        if stream is None and not scalars and not self._scalars and len(tensors) == self._nin and _eager(tensors):
+        if stream is None and not scalars and not self._scalars and len(tensors) == self._nin and _quick(tensors):
             try:                                  # the common case: launched at once, in C
                 outs = _core.launch(self._handle, tensors, _alloc, None)
             except luaptx._FAILURES as e:
+                if not _eager(tensors):           # refused for needing a gradient, or non-contiguous
+                    return self._general(tensors, None, {})
                 luaptx._explain(self._spec, tensors, e)
                 raise
             return outs[0] if self._nout == 1 else outs
@@ -339,17 +359,18 @@ def _register(name, spec, key, nout, no_grad):
         # what a compiled graph's call of the op runs first: plain tensors
         # needing no gradient launch at once, the rest goes below autograd
         tensors = args[:nin]
-        if _plain(tensors):
+        if not _dispatch_modes() and _functorch() is None and _all_plain_type(tensors):
             if args[-1] != entry.key:
                 check_key(args[-1])
             sp = entry.spec
             try:
                 outs = _core.launch(sp.handle, tensors, _alloc, None, args[nin:-1]) if nin + 1 < len(args) \
                     else _core.launch(sp.handle, tensors, _alloc, None)
+                return outs[0] if nout == 1 else outs[:nout]
             except luaptx._FAILURES as e:
-                luaptx._explain(sp, tensors, e)
-                raise
-            return outs[0] if nout == 1 else outs[:nout]
+                if _plain(tensors):              # else: needs a gradient, or non-contiguous: below
+                    luaptx._explain(sp, tensors, e)
+                    raise
         if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
             return _NoGradient.apply(no_grad, overload, *args)
         with torch._C._AutoDispatchBelowAutograd():
