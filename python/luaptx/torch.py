@@ -10,7 +10,7 @@
 
 Calling a kernel directly on torch tensors works too (eager only: it is
 opaque to torch.compile, which breaks the graph there); `op` registers a
-`torch.library.custom_op` per kernel specialisation with a fake
+torch.library operator per kernel specialisation (see Custom) with a fake
 implementation computed from the kernel's out_specs, so torch.compile
 traces through it. CPU tensors run on the emulator, CUDA tensors on the
 GPU on torch's current stream.
@@ -23,7 +23,7 @@ import torch
 import luaptx
 from . import _alloc, _core, _parse_saved
 
-__all__ = ["op", "Op", "differentiable", "Differentiable", "allocate", "DTYPES"]
+__all__ = ["op", "Op", "Custom", "differentiable", "Differentiable", "allocate", "DTYPES"]
 
 # torch dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -127,8 +127,8 @@ _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
 
 class Op:
-    """A kernel specialisation's torch custom op (``.custom``, a
-    torch.library CustomOpDef; ``.name``, its stable name). Called
+    """A kernel specialisation's torch operator (``.custom``, its
+    registration, a Custom; ``.name``, its stable name). Called
     eagerly on plain tensors that need no gradient it launches the kernel
     directly, in C, skipping torch's dispatcher (the same result, less
     overhead); in any other case (torch.compile, autograd, fake tensors,
