@@ -518,14 +518,16 @@ static int grad_refused(PyObject *obj, int i, const py_kernel *k)
 }
 
 /* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
- * capsule no longer owns it; release() runs its deleter). */
-static int take(PyObject *obj, PyObject *stream, py_taken *tk, int i, const py_kernel *k)
+ * capsule no longer owns it; release() runs its deleter), or view it
+ * through its type's exchange API; given: the caller's tensor (one
+ * allocated here needs no requires_grad check). */
+static int take(PyObject *obj, PyObject *stream, py_taken *tk, int i, const py_kernel *k, int given)
 {
   char arg[24];
   int grad = 0;
   memset(tk, 0, offsetof(py_taken, own));
   const dl_exchange_api *api = exchange_api(obj, &grad);
-  if (api) return take_exchange(api, obj, tk, i, k) || (grad && grad_refused(obj, i, k)) ? -1 : 0;
+  if (api) return take_exchange(api, obj, tk, i, k) || (grad && given && grad_refused(obj, i, k)) ? -1 : 0;
   arg_name(k, i, arg, sizeof arg);
   PyObject *cap = dlpack_capsule(obj, stream);
   if (!cap) {
@@ -752,7 +754,7 @@ static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc
     if (!obj) return -1;
     if (i < n) Py_INCREF(obj);
     if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
-    int rc = take(obj, stream, &tk[i], i, k);
+    int rc = take(obj, stream, &tk[i], i, k, i < n);
     Py_DECREF(obj);
     if (rc) return -1;
     flags |= tk[i].flags;
@@ -867,13 +869,15 @@ static PyObject *py_check_scalars(PyObject *self, PyObject *args)
  * stream: None (CUDA tensors: their producer's current stream, else the
  * default stream), or the CUDA stream as an int (also given to __dlpack__);
  * scalars: the runtime scalars (a tuple, None entries for template values). */
-static PyObject *py_launch(PyObject *self, PyObject *args)
+static PyObject *py_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-  PyObject *cap, *tensors, *alloc, *stream, *scalars = NULL;
   luaptx_scalar vals[LPX_BIND_SCALARS];
   int nvals = 0;
   (void)self;
-  if (!PyArg_ParseTuple(args, "OO!OO|O!", &cap, &PyTuple_Type, &tensors, &alloc, &stream, &PyTuple_Type, &scalars)) return NULL;
+  /* METH_FASTCALL: no argument tuple, no format string, per call */
+  if (nargs < 4 || nargs > 5 || !PyTuple_Check(args[1]) || (nargs == 5 && !PyTuple_Check(args[4])))
+    return PyErr_Format(PyExc_TypeError, "launch(kernel, tensors tuple, alloc, stream[, scalars tuple])");
+  PyObject *cap = args[0], *tensors = args[1], *alloc = args[2], *stream = args[3], *scalars = nargs == 5 ? args[4] : NULL;
   py_kernel *k = kernel_of(cap);
   if (!k) return NULL;
   if (scalars && scalars_of(k, scalars, vals, &nvals)) return NULL;
@@ -1135,7 +1139,7 @@ static PyMethodDef METHODS[] = {
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
-  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
+  { "launch", (PyCFunction)(void (*)(void))py_launch, METH_FASTCALL, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
   { "bind_shapes", py_bind_shapes, METH_VARARGS, "bind_shapes(kernel, shapes, dtypes) -> the outputs' shapes (luaptx_kernel_bind, shapes only)" },
   { "check_scalars", py_check_scalars, METH_VARARGS, "check_scalars(kernel, scalars): TypeError/ValueError for a bad runtime scalar" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
