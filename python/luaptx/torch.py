@@ -83,7 +83,16 @@ def _eager(tensors):
     tracing, torch function or dispatch modes (FakeTensorMode, export)
     and functorch transforms of these tensors: then the op's result is the
     kernel's alone."""
-    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None:
+    if _is_compiling() or _function_modes() or _jit_tracing() is not None:
+        return False
+    return _plain(tensors)
+
+
+def _plain(tensors):
+    """May the op's Autograd kernel launch on these arguments itself (no
+    mode below autograd to honour, no gradient wanted)? _eager's checks
+    that still matter once torch's dispatcher has the call."""
+    if _dispatch_modes():
         return False
     grad = _grad_enabled()
     if _functorch() is not None:
@@ -295,22 +304,6 @@ class Custom:
 
     def __repr__(self):
         return f"<luaptx.torch custom op {self._qualname}>"
-
-
-def _plain(tensors):
-    """May the op's Autograd kernel launch on these arguments itself (no
-    mode below autograd to honour, no gradient wanted)? _eager's checks
-    that still matter once torch's dispatcher has the call."""
-    if _dispatch_modes():
-        return False
-    grad = _grad_enabled()
-    if _functorch() is not None:
-        return all(type(t) is _Tensor and not (grad and t.requires_grad) and t.is_contiguous() and not _wrapped(t)
-                   for t in tensors)
-    for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
-            return False
-    return True
 
 
 def _register(name, spec, key, nout, no_grad):
