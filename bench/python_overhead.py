@@ -25,9 +25,11 @@ Paths: numpy (outputs given, and allocated), torch eager (outputs given,
 allocated, the op's eager path `lt.op(k)(x)`), the op's custom op through
 torch's dispatcher as a torch.compile'd graph calls it (the OpOverload
 with the kernel's key) and as `lt.op(k).custom(x, key)`, and JAX (a jitted
-function calling luaptx.jax.call, with block_until_ready). Two reference
-rows time what the frameworks cost alone: a torch custom op of the same
-schema doing nothing, and a jitted JAX function adding 1.
+function calling luaptx.jax.call, with block_until_ready). Reference rows
+time what the frameworks cost alone: a torch.library.custom_op of the same
+schema doing nothing, the same op registered bare (Library define and an
+Autograd kernel, as luaptx.torch registers its ops), and a jitted JAX
+function adding 1.
 Targets (docs/performance.md): eager torch <= 2 us, lt.op eager <= 2.5 us,
 the custom op <= 4 us, JAX <= 3 us. A benchmark, not a timed test:
 machines differ, and a shared one is noisy.
@@ -71,6 +73,20 @@ def torch_floor(torch):
     return floor
 
 
+_BARE = []   # the Library of the bare reference op, kept alive (its ops go with it)
+
+
+def torch_bare(torch):
+    """The same op registered bare (torch.library.Library define + an
+    Autograd kernel, as luaptx.torch registers its ops), doing the same
+    nothing: what torch's dispatcher costs a Python kernel alone."""
+    lib = torch.library.Library("luaptx_bench", "FRAGMENT")
+    lib.define("bare(Tensor input1, str key) -> Tensor")
+    lib.impl("bare", lambda x, key: x.new_empty(x.shape), "Autograd")
+    _BARE.append(lib)
+    return torch.ops.luaptx_bench.bare.default
+
+
 def paths(k, block):
     """(name, timer) of every path this environment can run."""
     x, y = np.zeros(1, np.float32), np.zeros(1, np.float32)
@@ -84,7 +100,7 @@ def paths(k, block):
         import luaptx.torch as lt
         tx, ty = torch.zeros(1), torch.zeros(1)
         op = lt.op(k)
-        floor = torch_floor(torch)
+        floor, bare = torch_floor(torch), torch_bare(torch)
         key = spec.key                     # the custom op's last argument: its kernel's key
         overload = op.custom._opoverload   # what a torch.compile'd graph calls
         out += [("torch eager k(x, y), outputs given", block_timer(lambda: k(tx, ty), block)),
@@ -92,7 +108,8 @@ def paths(k, block):
                 ("torch eager lt.op(k)(x)", block_timer(lambda: op(tx), block)),
                 ("torch custom op as compiled: overload(x, key)", block_timer(lambda: overload(tx, key), block)),
                 ("torch custom op lt.op(k).custom(x, key)", block_timer(lambda: op.custom(tx, key), block)),
-                ("  reference: a custom_op doing nothing, (x, key)", block_timer(lambda: floor(tx, key), block))]
+                ("  reference: a custom_op doing nothing, (x, key)", block_timer(lambda: floor(tx, key), block)),
+                ("  reference: a bare Library op doing nothing", block_timer(lambda: bare(tx, key), block))]
     except ImportError as e:
         print(f"torch paths skipped: {e}", file=sys.stderr)
     try:

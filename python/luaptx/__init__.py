@@ -175,6 +175,10 @@ def _is_number(v):
     return isinstance(v, numbers.Number)
 
 
+# What a refused launch raises (LuaError is a RuntimeError).
+_FAILURES = (TypeError, ValueError, RuntimeError, BufferError)
+
+
 def _launch(spec, tensors, stream, scalars=None):
     """_core.launch, with a failure explained per argument where Python
     knows more than the C side (a meta tensor, a functorch transform)."""
@@ -182,14 +186,21 @@ def _launch(spec, tensors, stream, scalars=None):
         if scalars is not None:
             return _core.launch(spec.handle, tensors, _alloc, stream, scalars)
         return _core.launch(spec.handle, tensors, _alloc, stream)
-    except (TypeError, ValueError, RuntimeError, BufferError) as e:
-        if isinstance(e, LuaError):
-            raise
-        for i, t in enumerate(tensors):
-            g = _guard_of(type(t))[i >= spec.nin]
-            if g is not None:
-                g(spec, t, i, True)
+    except _FAILURES as e:
+        _explain(spec, tensors, e)
         raise
+
+
+def _explain(spec, tensors, e):
+    """Raise a clearer error than e, the failure of a launch on tensors,
+    where Python knows more than the C side; else return (the caller
+    raises e)."""
+    if isinstance(e, LuaError):
+        return
+    for i, t in enumerate(tensors):
+        g = (_GUARDS.get(type(t)) or _guard_of(type(t)))[1]
+        if g is not None:
+            g(spec, t, i)
 
 
 def _arg(spec, i):
@@ -197,20 +208,22 @@ def _arg(spec, i):
     return f"input {i + 1}" if i < spec.nin else f"output {i - spec.nin + 1}"
 
 
-def _numpy_output(spec, t, i, failed=False):
+def _numpy_output(spec, t, i):
     """A read-only numpy array is no output."""
     if not t.flags.writeable:
         raise ValueError(f"{spec.label}: {_arg(spec, i)} is read-only (numpy writeable=False); "
                          "outputs are written in place: pass a writable array, or leave the outputs out")
 
 
-def _jax_output(spec, t, i, failed=False):
+def _jax_output(spec, t, i):
     """JAX arrays are immutable: never an output."""
     raise ValueError(f"{spec.label}: {_arg(spec, i)} is a JAX array, which is immutable; outputs are written "
                      "in place: leave the outputs out (they are allocated and returned), or use luaptx.jax.call")
 
 
-# Per tensor type: (the check of an input, of an output), None for none.
+# Per tensor type: (the check of an output before a launch, the
+# explanation of a failed launch's tensor), None for none. Inputs need no
+# check in Python: torch's requires_grad is refused in C (_core.c).
 _GUARDS = {}
 
 
@@ -220,12 +233,12 @@ def _guard_of(tp):
     if g is None:
         mod = tp.__module__.split(".")[0]
         if mod == "torch":
-            from .torch import _guard as check
-            g = (check, check)
+            from .torch import _explain as explain
+            g = (None, explain)
         elif mod in ("jax", "jaxlib"):
-            g = (None, _jax_output)
+            g = (_jax_output, None)
         elif tp.__name__ == "ndarray" and mod == "numpy":
-            g = (None, _numpy_output)
+            g = (_numpy_output, None)
         else:
             g = (None, None)
         _GUARDS[tp] = g
@@ -233,12 +246,11 @@ def _guard_of(tp):
 
 
 def _guard(spec, tensors):
-    """Refuse what the C side cannot see: immutable or read-only outputs,
-    torch tensors needing a gradient, meta tensors, functorch transforms."""
-    nin = spec.nin
-    for i, t in enumerate(tensors):
-        g = _GUARDS.get(type(t)) or _guard_of(type(t))
-        g = g[i >= nin]
+    """Refuse outputs the C side cannot see are wrong: immutable (JAX) or
+    read-only (numpy) ones."""
+    for i in range(spec.nin, len(tensors)):
+        t = tensors[i]
+        g = (_GUARDS.get(type(t)) or _guard_of(type(t)))[0]
         if g is not None:
             g(spec, t, i)
 
@@ -313,6 +325,20 @@ class Kernel:
         keywords are template values; stream= a CUDA stream (an int
         CUstream, or an object with .cuda_stream) instead of the producer's
         current one."""
+        s = self._default
+        if s is None or s.scalars or params or stream is not None:
+            return self._call(args, stream, params)
+        if len(args) > s.nin:                    # outputs given
+            _guard(s, args)
+        try:                                     # CUDA tensors: the producer's current stream (looked up in C)
+            outs = _core.launch(s.handle, args, _alloc, None)
+        except _FAILURES as e:
+            _explain(s, args, e)
+            raise
+        return outs[0] if len(outs) == 1 else outs
+
+    def _call(self, args, stream, params):
+        """A call with runtime scalars, template values or a stream."""
         s = self._default if self._default is not None else self.specialize()
         scalars = None
         if s.scalars:
@@ -323,7 +349,6 @@ class Kernel:
         _guard(s, args)
         if stream is not None:
             stream = _stream(stream, self.script)
-        # CUDA tensors: the producer's current stream (looked up in C)
         outs = _launch(s, args, stream, scalars)
         return outs[0] if len(outs) == 1 else outs
 

@@ -59,6 +59,13 @@ typedef struct {
   py_spec specs[MAX_TENSORS];
   int nscalars;            /* runtime scalars ("scalars" line), for XLA's attributes */
   char scalars[LPX_BIND_SCALARS][SYM_LEN];
+  /* The last allocating launch's inputs' shapes and the outputs' shapes
+   * they bound (Python threads only, under the GIL): a launch on inputs
+   * of the same shapes allocates without binding first (the launch
+   * checks every tensor itself). */
+  int cached;
+  int cache_ndim[MAX_TENSORS];
+  int64_t cache_in[MAX_TENSORS][MAX_DIMS], cache_out[MAX_TENSORS * MAX_DIMS];
 } py_kernel;
 
 /* A tensor taken from a DLPack capsule (until its deleter runs), or
@@ -422,17 +429,20 @@ static PyObject *dlpack_capsule(PyObject *obj, PyObject *stream)
   return cap;
 }
 
-/* Types seen and their exchange API (NULL: none), kept with a reference. */
+/* Types seen and their exchange API (NULL: none), kept with a reference;
+ * grad: the type has requires_grad (torch). */
 enum { XC_TYPES = 8 };
-static struct { PyObject *type; const dl_exchange_api *api; } xc_seen[XC_TYPES];
+static struct { PyObject *type; const dl_exchange_api *api; int grad; } xc_seen[XC_TYPES];
 static int xc_next;
-static PyObject *s_xc_attr;
+static PyObject *s_xc_attr, *s_requires_grad;
 
-/* The DLPack C exchange API of obj's type (DLPack 1.x), or NULL. */
-static const dl_exchange_api *exchange_api(PyObject *obj)
+/* The DLPack C exchange API of obj's type (DLPack 1.x), or NULL; grad
+ * (NULL: not wanted) receives whether the type has requires_grad. */
+static const dl_exchange_api *exchange_api(PyObject *obj, int *grad)
 {
   PyObject *type = (PyObject *)Py_TYPE(obj);
-  for (int i = 0; i < XC_TYPES; i++) if (xc_seen[i].type == type) return xc_seen[i].api;
+  for (int i = 0; i < XC_TYPES; i++)
+    if (xc_seen[i].type == type) { if (grad) *grad = xc_seen[i].grad; return xc_seen[i].api; }
   const dl_exchange_api *api = NULL;
   PyObject *cap = PyObject_GetAttr(type, s_xc_attr);
   if (cap && PyCapsule_IsValid(cap, "dlpack_exchange_api")) api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
@@ -443,16 +453,27 @@ static const dl_exchange_api *exchange_api(PyObject *obj)
   Py_INCREF(type);
   xc_seen[xc_next].type = type;
   xc_seen[xc_next].api = api;
+  xc_seen[xc_next].grad = api && PyObject_HasAttr(type, s_requires_grad);
+  if (grad) *grad = xc_seen[xc_next].grad;
   xc_next = (xc_next + 1) % XC_TYPES;
   return api;
 }
 
-/* View obj through its exchange API: no capsule, no Python call. */
-static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk, const char *arg, const py_kernel *k)
+/* Tensor i's name in messages: "input I" or "output O" (1-based). */
+static const char *arg_name(const py_kernel *k, int i, char *buf, size_t size)
 {
+  snprintf(buf, size, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
+  return buf;
+}
+
+/* View obj through its exchange API: no capsule, no Python call. */
+static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk, int i, const py_kernel *k)
+{
+  char arg[24];
   if (api->dltensor_from_py(obj, &tk->own)) return -1;
   if (tk->own.ndim < 0 || tk->own.ndim > MAX_DIMS) {
-    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d; luaptx takes at most %d dims", k->name, k->where, arg, (int)tk->own.ndim, MAX_DIMS);
+    PyErr_Format(PyExc_ValueError, "kernel \"%s\" (%s): %s has rank %d; luaptx takes at most %d dims", k->name, k->where,
+                 arg_name(k, i, arg, sizeof arg), (int)tk->own.ndim, MAX_DIMS);
     return -1;
   }
   for (int d = 0; d < tk->own.ndim; d++) {
@@ -467,13 +488,47 @@ static int take_exchange(const dl_exchange_api *api, PyObject *obj, py_taken *tk
   return 0;
 }
 
-/* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
- * capsule no longer owns it; release() runs its deleter). */
-static int take(PyObject *obj, PyObject *stream, py_taken *tk, const char *arg, const py_kernel *k)
+/* torch.is_grad_enabled, looked up when first needed. */
+static PyObject *grad_enabled;
+
+/* Refuse tensor i when it requires grad while grad mode is on (torch):
+ * a kernel called directly is invisible to autograd. -1 with TypeError. */
+static int grad_refused(PyObject *obj, int i, const py_kernel *k)
 {
+  PyObject *rg = PyObject_GetAttr(obj, s_requires_grad);
+  if (!rg) return -1;
+  int wants = PyObject_IsTrue(rg);
+  Py_DECREF(rg);
+  if (wants <= 0) return wants;
+  if (!grad_enabled) {
+    PyObject *torch = PyImport_ImportModule("torch");
+    grad_enabled = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : NULL;
+    Py_XDECREF(torch);
+    if (!grad_enabled) return -1;
+  }
+  PyObject *on = PyObject_CallNoArgs(grad_enabled);
+  int enabled = on ? PyObject_IsTrue(on) : -1;
+  Py_XDECREF(on);
+  if (enabled <= 0) return enabled;
+  char arg[24];
+  PyErr_Format(PyExc_TypeError, "kernel \"%s\" (%s): %s requires grad, but a kernel called directly is invisible to autograd; "
+               "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())", k->name, k->where,
+               arg_name(k, i, arg, sizeof arg));
+  return -1;
+}
+
+/* Take the DLTensor out of obj's capsule (renamed "used_..." so that the
+ * capsule no longer owns it; release() runs its deleter), or view it
+ * through its type's exchange API; given: the caller's tensor (one
+ * allocated here needs no requires_grad check). */
+static int take(PyObject *obj, PyObject *stream, py_taken *tk, int i, const py_kernel *k, int given)
+{
+  char arg[24];
+  int grad = 0;
   memset(tk, 0, offsetof(py_taken, own));
-  const dl_exchange_api *api = exchange_api(obj);
-  if (api) return take_exchange(api, obj, tk, arg, k);
+  const dl_exchange_api *api = exchange_api(obj, &grad);
+  if (api) return take_exchange(api, obj, tk, i, k) || (grad && given && grad_refused(obj, i, k)) ? -1 : 0;
+  arg_name(k, i, arg, sizeof arg);
   PyObject *cap = dlpack_capsule(obj, stream);
   if (!cap) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -638,7 +693,7 @@ static void xc_set_error(void *ctx, const char *kind, const char *message)
 static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *alloc, PyObject *like, const DLTensor *first)
 {
   const py_spec *s = &k->specs[k->nin + j];
-  const dl_exchange_api *api = first ? exchange_api(like) : NULL;
+  const dl_exchange_api *api = first ? exchange_api(like, NULL) : NULL;
   if (api && api->allocator && api->managed_to_py && s->code != 255) {
     DLTensor proto;
     memset(&proto, 0, sizeof proto);
@@ -660,27 +715,66 @@ static PyObject *allocate(const py_kernel *k, int j, int64_t *dims, PyObject *al
 
 /* ------------------------------------------------------------- launch */
 
-/* Take the given tensors, check them (luaptx_kernel_bind), allocate the
- * missing outputs in the bound shapes and take them; fills outs with the
- * outputs. */
+/* The outputs' shapes for the n inputs taken: the cached ones when the
+ * inputs have the shapes of the last allocating launch, else bound by
+ * luaptx_kernel_bind now (its checks' errors raised) and cached. */
+static int out_shapes(py_kernel *k, py_state *st, const py_taken *tk, int n, int64_t *shapes)
+{
+  int hit = k->cached;
+  for (int i = 0; hit && i < n; i++) {
+    const DLTensor *t = tk[i].t;
+    hit = t->ndim == k->cache_ndim[i] && (t->ndim == 0 || memcmp(t->shape, k->cache_in[i], (size_t)t->ndim * sizeof *t->shape) == 0);
+  }
+  size_t size = (size_t)k->nout * MAX_DIMS * sizeof *shapes;
+  if (hit) { memcpy(shapes, k->cache_out, size); return 0; }
+  k->cached = 0;
+  if (bind(k, st, tk, n, shapes)) return -1;
+  for (int i = 0; i < n; i++) {
+    k->cache_ndim[i] = tk[i].t->ndim;
+    if (tk[i].t->ndim) memcpy(k->cache_in[i], tk[i].t->shape, (size_t)tk[i].t->ndim * sizeof *shapes);
+  }
+  memcpy(k->cache_out, shapes, size);
+  k->cached = 1;
+  return 0;
+}
+
+/* Take the given tensors, allocate the missing outputs in the shapes the
+ * inputs bind and take them; fills outs with the outputs. Given outputs
+ * with DLPack flags (read-only, copied) are checked here; everything else
+ * is checked by the launch itself (launch_error explains a refusal). */
 static int gather(py_kernel *k, py_state *st, PyObject *tensors, PyObject *alloc, PyObject *stream, py_taken *tk, PyObject *outs)
 {
-  int n = (int)PyTuple_Size(tensors);
+  int n = (int)PyTuple_Size(tensors), total = k->nin + k->nout;
   int64_t shapes[MAX_TENSORS * MAX_DIMS];
-  for (int i = 0; i < k->nin + k->nout; i++) {
-    char arg[24];
-    snprintf(arg, sizeof arg, i < k->nin ? "input %d" : "output %d", i < k->nin ? i + 1 : i - k->nin + 1);
-    if (i == n && bind(k, st, tk, n, shapes)) return -1;   /* the inputs: the outputs' shapes */
+  uint64_t flags = 0;
+  for (int i = 0; i < total; i++) {
+    if (i == n && out_shapes(k, st, tk, n, shapes)) return -1;   /* the inputs: the outputs' shapes */
     PyObject *obj = i < n ? PyTuple_GetItem(tensors, i)
                           : allocate(k, i - k->nin, shapes + (size_t)(i - k->nin) * MAX_DIMS, alloc, PyTuple_GetItem(tensors, 0), k->nin ? tk[0].t : NULL);
     if (!obj) return -1;
     if (i < n) Py_INCREF(obj);
     if (i >= k->nin) { Py_INCREF(obj); PyTuple_SetItem(outs, i - k->nin, obj); }
-    int rc = take(obj, stream, &tk[i], arg, k);
+    int rc = take(obj, stream, &tk[i], i, k, i < n);
     Py_DECREF(obj);
     if (rc) return -1;
+    flags |= tk[i].flags;
   }
-  return n == k->nin + k->nout ? bind(k, st, tk, n, NULL) : 0;
+  return n == total && flags ? bind(k, st, tk, n, NULL) : 0;
+}
+
+/* Raise a failed launch's error: the binding's TypeError or ValueError
+ * naming the argument when the tensors fail its checks (the inputs
+ * first when the outputs were allocated, as bound before allocating),
+ * else the launch's LuaError. */
+static void launch_error(py_kernel *k, py_state *st, const py_taken *tk, int given)
+{
+  char msg[1024];
+  pthread_mutex_lock(&st->lock);
+  snprintf(msg, sizeof msg, "%s", luaptx_error(st->S));
+  pthread_mutex_unlock(&st->lock);
+  if (given < k->nin + k->nout && bind(k, st, tk, k->nin, NULL)) return;
+  if (bind(k, st, tk, k->nin + k->nout, NULL)) return;
+  PyErr_SetString(LuaError, msg);
 }
 
 /* stream_fallback(tensor) -> CUstream int or None: the stream of a CUDA
@@ -703,7 +797,7 @@ static PyObject *py_set_stream_fallback(PyObject *self, PyObject *fn)
  * NULL: the default stream. */
 static int producer_stream(PyObject *obj, const DLTensor *t, void **stream)
 {
-  const dl_exchange_api *api = exchange_api(obj);
+  const dl_exchange_api *api = exchange_api(obj, NULL);
   *stream = NULL;
   if (api && api->current_stream) return api->current_stream(kDLCUDA, t->device.device_id, stream) ? -1 : 0;
   if (!stream_fallback || stream_fallback == Py_None) return 0;
@@ -775,13 +869,15 @@ static PyObject *py_check_scalars(PyObject *self, PyObject *args)
  * stream: None (CUDA tensors: their producer's current stream, else the
  * default stream), or the CUDA stream as an int (also given to __dlpack__);
  * scalars: the runtime scalars (a tuple, None entries for template values). */
-static PyObject *py_launch(PyObject *self, PyObject *args)
+static PyObject *py_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-  PyObject *cap, *tensors, *alloc, *stream, *scalars = NULL;
   luaptx_scalar vals[LPX_BIND_SCALARS];
   int nvals = 0;
   (void)self;
-  if (!PyArg_ParseTuple(args, "OO!OO|O!", &cap, &PyTuple_Type, &tensors, &alloc, &stream, &PyTuple_Type, &scalars)) return NULL;
+  /* METH_FASTCALL: no argument tuple, no format string, per call */
+  if (nargs < 4 || nargs > 5 || !PyTuple_Check(args[1]) || (nargs == 5 && !PyTuple_Check(args[4])))
+    return PyErr_Format(PyExc_TypeError, "launch(kernel, tensors tuple, alloc, stream[, scalars tuple])");
+  PyObject *cap = args[0], *tensors = args[1], *alloc = args[2], *stream = args[3], *scalars = nargs == 5 ? args[4] : NULL;
   py_kernel *k = kernel_of(cap);
   if (!k) return NULL;
   if (scalars && scalars_of(k, scalars, vals, &nvals)) return NULL;
@@ -808,7 +904,7 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     rc = nvals ? luaptx_launch_dlpack_scalars(k->K, ts, total, vals, nvals, s) : luaptx_launch_dlpack(k->K, ts, total, s);
     pthread_mutex_unlock(&st->lock);
     Py_END_ALLOW_THREADS
-    if (rc) lua_fail(st);
+    if (rc) launch_error(k, st, tk, (int)n);
   }
   for (int i = 0; i < total; i++) release(&tk[i]);
   if (rc) { Py_XDECREF(outs); return NULL; }
@@ -1043,7 +1139,7 @@ static PyMethodDef METHODS[] = {
   { "specs", py_specs, METH_VARARGS, "specs(kernel) -> the boundary as text" },
   { "check", py_check, METH_VARARGS, "check(kernel) -> ptxas's report as key=value lines" },
   { "xla_register", py_xla_register, METH_VARARGS, "xla_register(key, kernel) -> 'cpu' or 'cuda': the kernel XLA's handler runs for key" },
-  { "launch", py_launch, METH_VARARGS, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
+  { "launch", (PyCFunction)(void (*)(void))py_launch, METH_FASTCALL, "launch(kernel, tensors, alloc, stream[, scalars]) -> outputs" },
   { "bind_shapes", py_bind_shapes, METH_VARARGS, "bind_shapes(kernel, shapes, dtypes) -> the outputs' shapes (luaptx_kernel_bind, shapes only)" },
   { "check_scalars", py_check_scalars, METH_VARARGS, "check_scalars(kernel, scalars): TypeError/ValueError for a bad runtime scalar" },
   { "set_stream_fallback", py_set_stream_fallback, METH_O, "set_stream_fallback(fn): fn(cuda_tensor) -> CUstream int or None, for types without the DLPack C exchange API" },
@@ -1061,9 +1157,10 @@ PyMODINIT_FUNC PyInit__core(void)
   if (!m) return NULL;
   s_dlpack = PyUnicode_InternFromString("__dlpack__");
   s_xc_attr = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  s_requires_grad = PyUnicode_InternFromString("requires_grad");
   s_empty = PyTuple_New(0);
   s_kw_versioned = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
-  if (!s_dlpack || !s_xc_attr || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
+  if (!s_dlpack || !s_xc_attr || !s_requires_grad || !s_empty || !s_kw_versioned) { Py_DECREF(m); return NULL; }
   LuaError = PyErr_NewExceptionWithDoc("luaptx.LuaError", "An error raised by Lua (the kernel script, tracing, the device), with its message.", PyExc_RuntimeError, NULL);
   if (!LuaError || PyModule_AddObject(m, "LuaError", LuaError)) { Py_DECREF(m); return NULL; }
   if (PyModule_AddStringConstant(m, "version", LUAPTX_VERSION)) { Py_DECREF(m); return NULL; }

@@ -10,7 +10,7 @@
 
 Calling a kernel directly on torch tensors works too (eager only: it is
 opaque to torch.compile, which breaks the graph there); `op` registers a
-`torch.library.custom_op` per kernel specialisation with a fake
+torch.library operator per kernel specialisation (see Custom) with a fake
 implementation computed from the kernel's out_specs, so torch.compile
 traces through it. CPU tensors run on the emulator, CUDA tensors on the
 GPU on torch's current stream.
@@ -21,9 +21,9 @@ import re
 import torch
 
 import luaptx
-from . import _parse_saved
+from . import _alloc, _core, _parse_saved
 
-__all__ = ["op", "Op", "differentiable", "Differentiable", "allocate", "DTYPES"]
+__all__ = ["op", "Op", "Custom", "differentiable", "Differentiable", "allocate", "DTYPES"]
 
 # torch dtypes of the PTX types luaptx tensors use.
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -63,18 +63,12 @@ _is_grad_tracking = torch._C._functorch.is_gradtrackingtensor
 _unwrapped = torch._C._functorch.get_unwrapped
 
 
-def _guard(spec, t, i, failed=False):
-    """A torch tensor luaptx cannot take as is, named: one needing a
-    gradient (a kernel called directly is invisible to autograd), a meta
-    tensor, a tensor under a torch.func transform. `failed`: explaining a
-    launch that failed (only then the costlier checks run)."""
-    if t.requires_grad and _grad_enabled():
-        raise TypeError(f"{spec.label}: {luaptx._arg(spec, i)} requires grad, but a kernel called directly is invisible to autograd; "
-                        "use luaptx.torch.differentiable for a gradient, or pass a detached tensor (x.detach())")
-    if not failed:
-        return
+def _explain(spec, t, i):
+    """Explain a failed launch's torch tensor where torch knows why: a
+    meta tensor, a tensor under a torch.func transform. (A tensor needing
+    a gradient is refused before launching, in _core.c.)"""
     k, arg = spec.label, luaptx._arg(spec, i)
-    if _functorch() is not None or torch._C._functorch.is_functorch_wrapped_tensor(t):
+    if _functorch() is not None or _wrapped(t):
         raise TypeError(f"{k}: {arg} is a tensor under a torch.func transform (vmap, grad, jvp), which a kernel "
                         "called directly does not support; call the kernel through luaptx.torch.op or "
                         "luaptx.torch.differentiable (see docs/python.md, torch.func)")
@@ -89,13 +83,43 @@ def _eager(tensors):
     tracing, torch function or dispatch modes (FakeTensorMode, export)
     and functorch transforms of these tensors: then the op's result is the
     kernel's alone."""
-    if _is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None:
+    if _is_compiling() or _function_modes() or _jit_tracing() is not None:
         return False
-    grad, transformed = _grad_enabled(), _functorch() is not None
+    return _plain(tensors)
+
+
+def _plain(tensors):
+    """May the op's Autograd kernel launch on these arguments itself (no
+    mode below autograd to honour, no gradient wanted)? _eager's checks
+    that still matter once torch's dispatcher has the call."""
+    if _dispatch_modes():
+        return False
+    grad = _grad_enabled()
+    if _functorch() is not None:
+        return all(type(t) is _Tensor and not (grad and t.requires_grad) and t.is_contiguous() and not _wrapped(t)
+                   for t in tensors)
     for t in tensors:
-        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous() or (transformed and _wrapped(t)):
+        if type(t) is not _Tensor or (grad and t.requires_grad) or not t.is_contiguous():
             return False
     return True
+
+
+def _all_plain_type(tensors):
+    """Are all tensors plain torch.Tensors (no subclass: fake, functional)?"""
+    for t in tensors:
+        if type(t) is not _Tensor:
+            return False
+    return True
+
+
+def _quick(tensors):
+    """_eager's checks that a launch does not make itself: no compilation,
+    tracing, mode or functorch transform, and plain torch.Tensors. A
+    launch refuses the rest (a tensor needing a gradient, non-contiguous
+    ones): its caller then asks _eager whether the dispatcher's path is
+    the one to take."""
+    return not (_is_compiling() or _dispatch_modes() or _function_modes() or _jit_tracing() is not None
+                or _functorch() is not None) and _all_plain_type(tensors)
 
 
 class _Entry:
@@ -112,8 +136,8 @@ _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
 
 class Op:
-    """A kernel specialisation's torch custom op (``.custom``, a
-    torch.library CustomOpDef; ``.name``, its stable name). Called
+    """A kernel specialisation's torch operator (``.custom``, its
+    registration, a Custom; ``.name``, its stable name). Called
     eagerly on plain tensors that need no gradient it launches the kernel
     directly, in C, skipping torch's dispatcher (the same result, less
     overhead); in any other case (torch.compile, autograd, fake tensors,
@@ -124,8 +148,23 @@ class Op:
     def __init__(self, custom, spec, name, params, ref):
         self.custom, self.name, self._spec, self._params, self._ref = custom, name, spec, params, ref
         self._handle, self._nin, self._nout, self._key = spec.handle, spec.nin, len(spec.out_specs), spec.key
+        self._scalars = bool(spec.scalars)
 
     def __call__(self, *tensors, stream=None, **scalars):
+        if stream is None and not scalars and not self._scalars and len(tensors) == self._nin and _quick(tensors):
+            try:                                  # the common case: launched at once, in C
+                outs = _core.launch(self._handle, tensors, _alloc, None)
+            except luaptx._FAILURES as e:
+                if not _eager(tensors):           # refused for needing a gradient, or non-contiguous
+                    return self._general(tensors, None, {})
+                luaptx._explain(self._spec, tensors, e)
+                raise
+            return outs[0] if self._nout == 1 else outs
+        return self._general(tensors, stream, scalars)
+
+    def _general(self, tensors, stream, scalars):
+        """A call with runtime scalars or a stream, or one torch's
+        dispatcher must see (see _eager)."""
         spec, values = self._spec, ()
         if spec.scalars or scalars:
             tensors, values = spec.split(tensors, scalars)
@@ -204,10 +243,76 @@ def _default_name(kernel, spec, suffix=""):
     return f"luaptx::{stem}__{kernel.name}{suffix}_{luaptx._digest(spec.key + suffix)[:12]}"
 
 
-def _register(name, spec, key, nout, impl_spec=None):
-    """The custom op `name` launching the entry's newest specialisation,
-    registered with torch once per process; refused when the name is
-    taken by another kernel. Returns (custom op, created)."""
+_libs = {}         # namespace -> torch.library.Library holding luaptx's ops there (process lifetime)
+
+
+def _library(ns):
+    """The torch.library.Library of namespace ns that luaptx defines ops in."""
+    lib = _libs.get(ns)
+    if lib is None:
+        lib = _libs[ns] = torch.library.Library(ns, "FRAGMENT")
+    return lib
+
+
+class _NoGradient(torch.autograd.Function):
+    """An op's call on inputs needing a gradient, for an op without an
+    autograd formula: the output is computed below autograd, and
+    backpropagating through it raises (never a silent zero)."""
+
+    @staticmethod
+    def forward(ctx, why, overload, *args):
+        ctx.why = why
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.why)
+
+
+class Custom:
+    """An op's registration with torch's dispatcher (``Op.custom``): a bare
+    torch.library op (define + impl per dispatch key + a fake impl), so
+    that a call, compiled graphs' included, reaches luaptx's launch with
+    one trip through the dispatcher. Call it as the op: ``(*inputs,
+    *scalars, key)``; ``._opoverload`` is the OpOverload a graph calls.
+    It replaced a torch.library.CustomOpDef (whose Python wrappers cost
+    about 15 us a call): CustomOpDef's ``register_*`` methods still work,
+    with a DeprecationWarning naming the torch.library function to use."""
+
+    _deprecated = ("register_fake", "register_autograd", "register_kernel", "register_vmap",
+                   "register_torch_dispatch", "register_autocast")
+    _warned = set()
+
+    def __init__(self, name, overload):
+        self._qualname, self._opoverload = name, overload
+        self._namespace, self._name = name.split("::")
+
+    def __call__(self, *args):
+        return self._opoverload(*args)
+
+    def __getattr__(self, attr):
+        if attr in Custom._deprecated:
+            if attr not in Custom._warned:
+                Custom._warned.add(attr)
+                import warnings
+                warnings.warn(f"luaptx.torch: Op.custom is no longer a torch.library.CustomOpDef; instead of "
+                              f"op.custom.{attr}(...), call torch.library.{attr}(op.name, ...)", DeprecationWarning, stacklevel=2)
+            import functools
+            return functools.partial(getattr(torch.library, attr), self._qualname)
+        raise AttributeError(f"luaptx.torch op {self._qualname} has no attribute {attr!r}")
+
+    def __repr__(self):
+        return f"<luaptx.torch custom op {self._qualname}>"
+
+
+def _register(name, spec, key, nout, no_grad):
+    """The op `name` launching the entry's newest specialisation,
+    registered with torch once per process (a torch.library op: define,
+    an Autograd kernel launching directly when nothing below autograd is
+    wanted, a CompositeExplicitAutograd kernel, a fake impl); refused when
+    the name is taken by another kernel. no_grad: the error backpropagating
+    through it raises. Returns (Custom, created)."""
     if not _NAME.match(name):
         raise ValueError(f"luaptx.torch.op: name {name!r} must be 'namespace::name' (identifiers), e.g. 'mylib::rms_norm'")
     entry = _registered.get(name)
@@ -222,6 +327,14 @@ def _register(name, spec, key, nout, impl_spec=None):
     args = ", ".join([f"Tensor input{i + 1}" for i in range(nin)]
                      + [f"{'float' if t in ('f32', 'f64') else 'int'}? {n}" for n, t in spec.scalars])
     result = "Tensor" if nout == 1 else "(" + ", ".join(["Tensor"] * nout) + ")"
+    ns, opname = name.split("::")
+    lib = _library(ns)
+    try:
+        lib.define(f"{opname}({args}, str key) -> {result}")
+    except Exception:
+        del _registered[name]
+        raise
+    overload = getattr(getattr(torch.ops, ns), opname).default
 
     def check_key(got):
         if got != entry.key:
@@ -235,6 +348,27 @@ def _register(name, spec, key, nout, impl_spec=None):
         outs = _launch(entry.spec, args[:nin], scalars) if scalars else _launch(entry.spec, args[:nin])
         return outs[0] if nout == 1 else tuple(outs[:nout])
 
+    def autograd(*args):
+        # what a compiled graph's call of the op runs first: plain tensors
+        # needing no gradient launch at once, the rest goes below autograd
+        tensors = args[:nin]
+        if not _dispatch_modes() and _functorch() is None and _all_plain_type(tensors):
+            if args[-1] != entry.key:
+                check_key(args[-1])
+            sp = entry.spec
+            try:
+                outs = _core.launch(sp.handle, tensors, _alloc, None, args[nin:-1]) if nin + 1 < len(args) \
+                    else _core.launch(sp.handle, tensors, _alloc, None)
+                return outs[0] if nout == 1 else outs[:nout]
+            except luaptx._FAILURES as e:
+                if _plain(tensors):              # else: needs a gradient, or non-contiguous: below
+                    luaptx._explain(sp, tensors, e)
+                    raise
+        if _grad_enabled() and any(isinstance(t, _Tensor) and t.requires_grad for t in tensors):
+            return _NoGradient.apply(no_grad, overload, *args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
+
     def fake(*args):
         check_key(args[-1])
         tensors, sp = args[:nin], entry.spec
@@ -243,14 +377,11 @@ def _register(name, spec, key, nout, impl_spec=None):
                      for s, o in zip(shapes[:nout], sp.out_specs))
         return outs[0] if nout == 1 else outs
 
-    try:
-        custom = torch.library.custom_op(name, impl, mutates_args=(), schema=f"({args}, str key) -> {result}")
-    except Exception:
-        del _registered[name]
-        raise
-    custom.register_fake(fake)
-    entry.custom = custom
-    return custom, True
+    lib.impl(opname, impl, "CompositeExplicitAutograd")
+    lib.impl(opname, autograd, "Autograd")
+    torch.library.register_fake(name, fake, lib=lib)
+    entry.custom = Custom(name, overload)
+    return entry.custom, True
 
 
 def op(kernel, name=None, **params):
@@ -268,7 +399,9 @@ def op(kernel, name=None, **params):
     found = _ops.get((id(spec), name))
     if found is not None:
         return found[1]
-    custom, _ = _register(name, spec, spec.key, len(spec.out_specs))
+    custom, _ = _register(name, spec, spec.key, len(spec.out_specs),
+                          f"luaptx: op {name} ({spec.label}) has no autograd formula: backpropagating through it "
+                          "needs a backward kernel, luaptx.torch.differentiable(fwd, bwd, ...)")
     wrapped = Op(custom, spec, name, params, (_op_ref, (kernel, name, tuple(sorted(params.items())))))
     _ops[(id(spec), name)] = (spec, wrapped)
     return wrapped
@@ -381,14 +514,9 @@ def _pair_backward(fwd, bwd, fspec, bspec, save_for_backward, returns):
     found = _ops.get((id(bspec), name))
     if found is not None:
         return found[1]
-    custom, created = _register(name, bspec, key, len(bspec.out_specs))
-
-    def no_second_derivative(ctx, *grads):
-        raise RuntimeError(f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
-                           "it has no derivative of its own (no double backward)")
-
-    if created:
-        custom.register_autograd(no_second_derivative, setup_context=lambda ctx, inputs, output: None)
+    custom, _ = _register(name, bspec, key, len(bspec.out_specs),
+                          f'luaptx: kernel "{bwd.name}" ({bspec.where}) is the backward of "{fwd.name}"; '
+                          "it has no derivative of its own (no double backward)")
     wrapped = Op(custom, bspec, name, {}, None)
     wrapped._key = key
     _ops[(id(bspec), name)] = (bspec, wrapped)

@@ -212,6 +212,40 @@ def test_a_strided_tensor_is_refused_after_its_shape_was_planned(ks):
         ks.rms_norm_fwd(strided, w)
 
 
+def check_the_output_shape_cache(call, make, close, copies=False):
+    """Calls allocating their outputs reuse the outputs' shapes bound by
+    the last call on inputs of the same shapes (_core.c's cache): a call
+    whose shapes, dtypes or strides change gets its own shapes and its own
+    errors. make(b, n, dtype, transposed) -> (x, w); close(y, x, w);
+    copies: non-contiguous inputs are copied (lt.op), not refused."""
+    for b, n in ((4, 8), (3, 16), (3, 8), (1, 5), (3, 16)):     # new shapes, the same rank; back again
+        x, w = make(b, n, "f32", False)
+        y, r = call(x, w)
+        assert tuple(y.shape) == (b, n) and tuple(r.shape) == (b,)
+        close(y, x, w)
+    strided, _ = make(3, 16, "f32", True)                        # the cached shapes, other strides
+    if copies:
+        close(call(strided, w)[0], strided, w)
+    else:
+        with pytest.raises(ValueError, match=r"input 1 is not compact row-major"):
+            call(strided, w)
+    wide, _ = make(3, 16, "f64", False)                          # the cached shapes, another dtype
+    with pytest.raises(TypeError, match=r"input 1 is f64 but in_specs\[1\] is Tile\(B, N, f32\)"):
+        call(wide, w)
+    with pytest.raises(ValueError, match=r"dimension N is 16 from input 1 \(shape 3x16\) but 8 from input 2"):
+        call(x, make(3, 8, "f32", False)[1])                     # input 1 as cached, input 2 not
+    y, _ = call(x, w)                                            # and the cached shapes still serve
+    close(y, x, w)
+
+
+def test_allocated_outputs_follow_each_calls_shapes_dtypes_and_strides(ks):
+    def make(b, n, dtype, transposed):
+        x, w = inputs(b, n, np.float64 if dtype == "f64" else np.float32, seed=b * 100 + n)
+        return (np.asfortranarray(x) if transposed else x), w
+    check_the_output_shape_cache(ks.rms_norm_fwd, make,
+                                 lambda y, x, w: np.testing.assert_allclose(y, rms_ref(x, w), rtol=1e-5, atol=1e-6))
+
+
 def test_size_one_dims_take_any_stride_as_numpy_says(ks):
     # a (1, 40) that is the transpose of a (40, 1): strides (4, 4) bytes, C-contiguous for numpy
     x = np.ascontiguousarray(np.linspace(-1, 1, 40, dtype=np.float32).reshape(40, 1)).T

@@ -31,12 +31,56 @@ def test_torch_tensors_cross_zero_copy(ks):
     torch.testing.assert_close(y, rms_ref(x, w))
 
 
+def test_allocated_torch_outputs_follow_each_calls_shapes_dtypes_and_strides(ks):
+    from test_core import check_the_output_shape_cache
+
+    def make(b, n, dtype, transposed):
+        g = torch.Generator().manual_seed(b * 100 + n)
+        x = torch.randn(b, n, generator=g, dtype=torch.float64 if dtype == "f64" else torch.float32)
+        return (x.t().contiguous().t() if transposed else x), torch.rand(n, generator=g) + 0.5
+    close = lambda y, x, w: torch.testing.assert_close(y, rms_ref(x, w))    # noqa: E731
+    check_the_output_shape_cache(ks.rms_norm_fwd, make, close)
+    check_the_output_shape_cache(lt.op(ks.rms_norm_fwd), make, close, copies=True)    # lt.op copies
+
+
 def test_the_custom_op_matches_torch_rms_norm_eagerly(ks):
     fwd = lt.op(ks.rms_norm_fwd)
     assert lt.op(ks.rms_norm_fwd) is fwd
     x, w = torch.randn(5, 32), torch.rand(32) + 0.5
     y, _ = fwd(x, w)
     torch.testing.assert_close(y, F.rms_norm(x, (32,), w, eps=1e-6))
+
+
+def test_op_custom_is_the_operator_and_customopdef_methods_warn_and_forward(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    key = ks.rms_norm_fwd.specialize().key
+    ns, name = fwd.name.split("::")
+    assert fwd.custom._opoverload is getattr(getattr(torch.ops, ns), name).default
+    x, w = torch.randn(3, 8), torch.rand(8) + 0.5
+    torch.testing.assert_close(fwd.custom(x, w, key)[0], F.rms_norm(x, (8,), w, eps=1e-6))
+    torch.testing.assert_close(fwd._opoverload(x, w, key)[0], fwd(x, w)[0])     # the Op answers its attributes
+    mine = lt.op(ks.rms_norm_fwd, name="testlib::rms_norm_vmapped")
+    ran = []
+
+    def rule(info, in_dims, x, w, key):                       # CustomOpDef's signature, forwarded
+        ran.append(in_dims)
+        y, r = zip(*(mine.custom._opoverload(x[i], w, key) for i in range(info.batch_size)))
+        return (torch.stack(y), torch.stack(r)), (0, 0)
+    with pytest.warns(DeprecationWarning, match=r"torch\.library\.register_vmap\(op\.name, \.\.\.\)"):
+        mine.custom.register_vmap(rule)
+    xs = torch.randn(4, 3, 8)
+    torch.testing.assert_close(torch.func.vmap(lambda a: mine(a, w)[0])(xs), rms_ref(xs, w))
+    assert ran == [(0, None, None)]
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        fwd.custom.nope
+
+
+def test_a_plain_op_refuses_backpropagation_compiled_too(ks):
+    fwd = lt.op(ks.rms_norm_fwd)
+    x, w = torch.randn(3, 8, requires_grad=True), torch.rand(8) + 0.5
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="no autograd formula"):
+        torch.compile(lambda a: fwd(a, w)[0].sum(), backend="aot_eager", fullgraph=True)(x).backward()
 
 
 def test_the_fake_impl_gives_shapes_from_out_specs(ks):
