@@ -356,19 +356,28 @@ class Kernel:
         return f"<luaptx kernel {self.name} ({self.script.path})>"
 
 
-def _stream(stream, script):
-    """A stream argument, validated, as a CUstream int; None on the
-    emulator, whose calls return when their kernel is done (a stream
-    orders nothing there)."""
+def _stream_handle(stream, label="", default="the producer's current stream, torch's for torch tensors"):
+    """A stream argument (not None) validated, as its CUstream int: the one
+    check for k(...) and luaptx.torch's ops. label prefixes the errors;
+    default says what None means to the caller."""
+    where = f"{label}: " if label else ""
     if isinstance(stream, int) and not isinstance(stream, bool):
         handle = stream
     else:
         handle = getattr(stream, "cuda_stream", None)
         if not isinstance(handle, int) or isinstance(handle, bool):
-            raise TypeError(f"stream={stream!r}: valid values are None (the producer's current stream, torch's for "
-                            "torch tensors), a CUstream as an int, or a stream with .cuda_stream (torch.cuda.Stream)")
+            raise TypeError(f"{where}stream={stream!r}: valid values are None ({default}), a CUstream as an int, "
+                            "or a stream with .cuda_stream (torch.cuda.Stream)")
     if handle < 0:
-        raise ValueError(f"stream={stream!r}: a CUstream handle is 0 (the default stream) or a positive address")
+        raise ValueError(f"{where}stream={stream!r}: a CUstream handle is 0 (the default stream) or a positive address")
+    return handle
+
+
+def _stream(stream, script):
+    """A stream argument, validated, as a CUstream int; None on the
+    emulator, whose calls return when their kernel is done (a stream
+    orders nothing there)."""
+    handle = _stream_handle(stream)
     return None if script.device.startswith("emu") else handle
 
 

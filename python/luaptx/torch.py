@@ -215,18 +215,15 @@ class _NoStream:
 
 
 def _stream_of(stream, tensors, label):
-    """A stream= argument, validated: None, a torch.cuda.Stream (or any
-    object with .cuda_stream) or an int CUstream; returns a torch stream
-    for CUDA tensors, None for CPU tensors (the emulator: a call returns
-    when its kernel is done, so a stream orders nothing)."""
-    if isinstance(stream, bool) or not (isinstance(stream, int) or isinstance(getattr(stream, "cuda_stream", None), int)):
-        raise TypeError(f"{label}: stream={stream!r}: valid values are None (torch's current stream), a torch.cuda.Stream "
-                        "or an int CUstream")
+    """A stream= argument, validated by luaptx's one check (None, a
+    torch.cuda.Stream or any object with .cuda_stream, or an int CUstream
+    0 or above); returns a torch stream for CUDA tensors, None for CPU
+    tensors (the emulator: a call returns when its kernel is done, so a
+    stream orders nothing)."""
+    handle = luaptx._stream_handle(stream, label, default="torch's current stream")
     if not any(isinstance(t, _Tensor) and t.is_cuda for t in tensors):
         return None
-    if isinstance(stream, int):
-        return torch.cuda.ExternalStream(stream)
-    return stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(stream.cuda_stream)
+    return stream if isinstance(stream, torch.cuda.Stream) else torch.cuda.ExternalStream(handle)
 
 
 def _on_stream(stream, tensors, spec):

@@ -37,6 +37,9 @@ def test_torch_op_takes_a_stream():
         assert torch.allclose(y, op(x, w)[0])
     with pytest.raises(TypeError, match=r"stream='x': valid values are None \(torch's current stream\)"):
         op(x, w, stream="x")
+    # the same check as k(...): a negative handle is no CUstream, on the emulator too
+    with pytest.raises(ValueError, match=r"stream=-1: a CUstream handle is 0 \(the default stream\) or a positive"):
+        op(x, w, stream=-1)
 
 
 def test_jax_call_takes_only_xlas_stream(ks):
