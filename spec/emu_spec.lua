@@ -687,6 +687,39 @@ describe("the emulator's numerics", function()
     end
   end)
 
+  it("ends a warp's turn at a failed mbarrier wait, so the warp that completes the phase runs next", function()
+    -- Warp 1 arrives last at bar.sync and runs on into a wait that only
+    -- warp 0's arrival completes: it waits once, yields, and succeeds on
+    -- its next turn (spinning through its whole turn would count ~250).
+    local k = kernel "spin_yield" {
+      arch = "sm_90a", out_specs = { Tile(64, u32) }, block = { 64, 1, 1 },
+      function(S)
+        local ps = ptx.global_ptrs(S)
+        local bar = smem.mbarrier(1)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        ptx.if_(t:eq(0), function() ptx.inst.mbarrier.init.shared.b64(bar[0], 1) end)
+        ptx.inst.fence.mbarrier_init.release.cluster()
+        ptx.bar_sync(0)
+        ptx.if_(t:eq(0), function()
+          local state = reg.scalar(T.b64)
+          ptx.inst.mbarrier.arrive.shared.b64(state, bar[0])
+        end)
+        local spins = reg.scalar(u32, 0)
+        ptx.loop(function()
+          local done = reg.pred()
+          ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar[0], 0)
+          ptx.inst.add.u32(spins, spins, 1)
+          return -done
+        end)
+        ptx.st.global(ptx.addr(ps + t:mul_wide(4)), spins)
+        ptx.ret()
+      end,
+    }
+    local ok, out = run(k, { { u32, 64 } })
+    assert.is_true(ok, out)
+    for i = 0, 63 do assert.equal(i < 32 and 1 or 2, tonumber(out[1][i])) end
+  end)
+
   it("reports an arrival on an mbarrier that was never initialised", function()
     local line
     local k = kernel "mbad" {

@@ -179,6 +179,7 @@ struct emu_warp {
   int depth;                      /* call depth (0: the entry) */
   uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
   uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
+  uint8_t wait_failed;            /* the running instruction is an mbarrier wait that failed: the turn ends after it */
   uint64_t *prow;                 /* profiled launches: the counters of the instruction running now */
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;

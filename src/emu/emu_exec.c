@@ -331,16 +331,19 @@ static void refresh_clock(emu_warp *w)
 
 /* An asynchronous row (EI_ASYNC): run it as any other row, inside the
  * adversarial schedule's bookkeeping when that is on; *yield says whether
- * the warp's turn ends here. 0, or -1 on an error. */
+ * the warp's turn ends here: the schedule's say, or by default after an
+ * mbarrier wait that failed (spinning on would only repeat it until
+ * another warp runs). 0, or -1 on an error. */
 static int async_step(emu_warp *w, const emu_inst *in, uint32_t m, int *yield)
 {
   emu_sched *s = w->cta->sched;
   if (s && m) lpx_emu_sched_begin(w, in);
+  w->wait_failed = 0;
   if (m && in->fn(w, in, m)) return -1;
   if (w->waw && lpx_emu_race_settle(w, in)) return -1;
   for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
   if (in->ndst_vec) mark_vec_written(w, in, m);
-  *yield = s && m && lpx_emu_sched_end(w, in, m);
+  *yield = s ? m && lpx_emu_sched_end(w, in, m) : w->wait_failed;
   if (++w->cur_pc >= w->other_min) flush(w);
   return 0;
 }
@@ -487,7 +490,7 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   uint32_t first = id * 32, n = c->nthreads - first;
   w->exists = n >= 32 ? EMU_FULL : (1u << n) - 1;
   w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX; w->waw = 0;
-  w->mbar_wait_gen = 0; w->mbar_wait_fails = 0;
+  w->mbar_wait_gen = 0; w->mbar_wait_fails = 0; w->wait_failed = 0;
   w->wg_commits = 0; w->wg_need = 0;
   memset(w->pc, 0, sizeof w->pc);
   for (int l = 0; l < 32; l++) w->red_dst[l] = -1;
