@@ -562,6 +562,78 @@ describe("the emulator's wgmma", function()
     assert.matches("st.shared.u32", err, 1, true)
   end)
 
+  --- One warpgroup, m64n64k16 bf16 on 128B tiles (A at 0, B at 0x4000)
+  -- filled with st.shared before a barrier, where thread 96 also stores
+  -- into B's first chunk: mode "before" (after the barrier, fenced, before
+  -- its wgmma), "between" (after its wgmma, before the wait) or "after"
+  -- (after the wait). Warp 3, the last at the barrier, runs on and reads
+  -- B first; the emulator keeps it decoded for the other warps
+  -- (src/emu/emu_wgb.c), whose reports must be those of their own reads.
+  local function b_store_kernel(mode, lines)
+    return kernel("wgmma_b_store_" .. mode) { arch = "sm_90a", block = { 128 },
+      in_specs = { Tile(8192, u32) }, out_specs = { Tile(128 * 32, f32) },
+      function(Img, Out)
+        local s = smem.alloc(u32, 8192, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local src = ptx.global_ptrs(Img)
+        local base = s:base()
+        for i = 0, 8192 / 128 - 1 do
+          local e = tid + i * 128
+          local v = reg.scalar(u32)
+          ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+          ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+        end
+        ptx.fence.proxy_async("shared::cta")
+        ptx.bar_sync(0)
+        local function store()
+          ptx.if_(tid:eq(96), function()
+            lines.store = H.here(); ptx.inst.st.shared.u32(ptx.addr(base + 16384), 0x3f803f80)
+          end)
+        end
+        if mode == "before" then store(); ptx.fence.proxy_async("shared::cta") end
+        local acc = ptx.wgmma.fragments(64, false)
+        local da = ptx.wgmma.desc(base, { layout = "128B", lbo = 16, sbo = 1024 })
+        local db = ptx.wgmma.desc(base + 16384, { layout = "128B", lbo = 16, sbo = 1024 })
+        ptx.wgmma.fence()
+        lines.mma = H.here(); ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = db, scale_d = 0 }
+        if mode == "between" then store() end
+        ptx.wgmma.commit_group()
+        ptx.wgmma.wait_group(0)
+        if mode == "after" then store() end
+        local out = ptx.global_ptrs(Out) + tid:mul_wide(32 * 4)
+        for i = 0, 31 do ptx.inst.st.global.f32(ptx.addr(out, i * 4), acc[i]) end
+        ptx.ret()
+      end }
+  end
+
+  local ones = {}
+  for i = 1, 8192 do ones[i] = 0x3f803f80 end   -- bf16 1.0 pairs: every D element is 16
+
+  it("reports a store into B by the warp that reads it first at the next warp's wgmma (read after write)", function()
+    for _, mode in ipairs { "before", "between" } do
+      local lines = {}
+      local ok, err = pcall(b_store_kernel(mode, lines), tensor.from_table(ones, u32, { 8192 }))
+      assert.is_false(ok, mode)
+      assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async", err, 1, true)
+      assert.matches("shared-memory race (read after write): 16 bytes at shared offset 0x4000, which warp 3 wrote", err, 1, true)
+      assert.matches("hopper_spec.lua:" .. lines.store .. ": st.shared.u32", err, 1, true)
+    end
+  end)
+
+  it("reports a store into B after the wait against every warp's read (write after read of other warps)", function()
+    local lines = {}
+    local ok, err = pcall(b_store_kernel("after", lines), tensor.from_table(ones, u32, { 8192 }))
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. lines.store .. ": st.shared.u32", err, 1, true)
+    assert.matches("shared-memory race (write after read): 4 bytes at shared offset 0x4000, which other warps read", err, 1, true)
+    assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async", err, 1, true)
+  end)
+
+  it("computes the same B for every warp of the warpgroup (one read decoded for all)", function()
+    local out = b_store_kernel("none", {})(tensor.from_table(ones, u32, { 8192 })):values()
+    for i = 1, 128 * 32 do assert.equal(16, out[i]) end
+  end)
+
   it("reports a descriptor whose swizzle disagrees with the TMA load, naming both lines", function()
     local tma_line, mma_line
     local k = kernel "mismatch" { arch = "sm_90a", block = { 128 },

@@ -194,6 +194,18 @@ typedef struct emu_waw {
   uint8_t old, other, lane;
 } emu_waw;
 
+/* A decoded wgmma B operand kept for the other warps issuing the same
+ * wgmma on the same bytes in the same epoch (emu_wgb.c). */
+#define EMU_WGB_SLOTS 8
+typedef struct emu_wgb {
+  const emu_inst *in;             /* the wgmma row (NULL: empty) */
+  uint64_t desc;                  /* its B descriptor */
+  uint32_t epoch;                 /* the race check's epoch it was read in */
+  uint32_t reader;                /* 1 + the warp that read it; 0xff once a second warp has */
+  double *bt; size_t bt_cap;      /* B transposed: K x N */
+  uint32_t *chunk; uint32_t nchunk, chunk_cap;   /* shared offsets of its 16-byte chunks */
+} emu_wgb;
+
 struct emu_cta {
   emu_launch *L;
   uint32_t ctaid[3];
@@ -214,6 +226,9 @@ struct emu_cta {
   emu_waw *waw; uint32_t nwaw, waw_cap;   /* overwrites to settle after the running instruction */
   emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
   emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
+  emu_wgb *wgb;                           /* EMU_WGB_SLOTS kept B operands, or NULL before the first */
+  uint8_t *wgb_map;                       /* per 16 shared bytes: the slots holding a chunk there */
+  uint32_t wgb_live, wgb_next;            /* the slots in use; the next to evict */
 };
 
 struct emu_launch {
@@ -403,6 +418,19 @@ emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
 uint8_t *lpx_emu_mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane);
 int lpx_emu_mbar_parity(emu_warp *w, const emu_inst *in, int k, int lane);
 int lpx_emu_mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out);
+void lpx_emu_wgb_drop_range(emu_cta *c, uint64_t off, uint64_t n);
+void lpx_emu_wgb_reset(emu_cta *c);
+void lpx_emu_wgb_free(emu_cta *c);
+const double *lpx_emu_wgb_find(emu_warp *w, const emu_inst *in, uint64_t desc);
+int lpx_emu_wgb_take(emu_cta *c, const emu_inst *in, uint64_t desc, size_t kn, double **bt);
+void lpx_emu_wgb_keep(emu_warp *w, const emu_inst *in, uint64_t desc, int s, const uint32_t *chunk, uint32_t n);
+/* Any access to shared bytes [off, off + n) of CTA c drops the kept B operands there (emu_wgb.c). */
+static inline void lpx_emu_wgb_touch(emu_cta *c, uint64_t off, uint64_t n)
+{
+  if (c->wgb_live) lpx_emu_wgb_drop_range(c, off, n);
+}
+void lpx_emu_race_read_many(emu_cta *c, uint32_t off, uint32_t n);
+int lpx_emu_race_written_now(const emu_cta *c, uint32_t off, uint32_t n);
 int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want);
 /* An mbarrier word's count fields (pending, expected, tx) are 21 bits each. */
 #define EMU_MBAR_COUNT 0x1fffffull

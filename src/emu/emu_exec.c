@@ -701,6 +701,7 @@ static void worker_free(worker *wk)
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty); free(c->waw);
+    lpx_emu_wgb_free(c);
     lpx_emu_tmem_free(c);
   }
   free(wk->ctas);
@@ -718,6 +719,7 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   c->cl_arrived = c->cl_phase = 0;
   c->ntma_rgn = 0;
   c->nwaw = 0;
+  lpx_emu_wgb_reset(c);
   if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
   if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);

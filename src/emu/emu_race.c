@@ -206,6 +206,22 @@ int lpx_emu_race_async16(emu_warp *w, const emu_inst *in, uint32_t off)
   return 1;
 }
 
+/* Mark shared bytes [off, off + n) read by several warps in this epoch
+ * (a kept wgmma B read again by another warp: emu_wgb.c). */
+void lpx_emu_race_read_many(emu_cta *c, uint32_t off, uint32_t n)
+{
+  uint32_t many = (c->epoch << 8) | 0xff;
+  for (uint32_t i = off; i < off + n; i++) c->race_r[i] = many;
+}
+
+/* Was any of shared bytes [off, off + n) written in this epoch? */
+int lpx_emu_race_written_now(const emu_cta *c, uint32_t off, uint32_t n)
+{
+  uint32_t now = c->epoch << 8, any = 0;
+  for (uint32_t i = off; i < off + n; i++) any |= (c->race_w[i] & ~0xffu) == now;
+  return any != 0;
+}
+
 /* ------------------------------------------------------ the async proxy */
 
 /* Shared bytes [off, off+n) read by the async proxy (TMA store, wgmma):
