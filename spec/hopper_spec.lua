@@ -439,6 +439,42 @@ describe("the emulator's wgmma", function()
     end)
   end
 
+  it("computes m64n128k16 bf16 bit for bit: the products summed from 0 in k order in double, then the old D, rounded once", function()
+    -- Products k = 0 and k = 2 of every element are huge and cancel (A[r][2]
+    -- = -A[r][0], B[c][2] = B[c][0]): the rounded result keeps the other
+    -- products' low bits only when the sum runs in k order (a reordered,
+    -- blocked-across-k or wider sum shows in the bits).
+    local n, big = 128, 2 ^ 40
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
+    local function wide(e) return floats.from_bf16(floats.to_bf16((math.random() * 2 - 1) * 2 ^ (math.random(-12, 12) + (e or 0)))) end
+    local img = ffi.new("uint16_t[?]", 32768)
+    local a, b = {}, {}
+    local function put(off, x) img[off / 2] = floats.to_bf16(x); return x end
+    for r = 0, 63 do
+      for k = 0, 15 do a[r * 16 + k] = put(canonical("128B", 16, 1024, r, k), k == 0 and big or k == 2 and -big or wide()) end
+    end
+    for c = 0, n - 1 do
+      for k = 0, 15 do
+        local v = k == 2 and b[c * 16] or wide(k == 0 and 20 or 0)
+        b[c * 16 + k] = put(16384 + canonical("128B", 16, 1024, c, k), v)
+      end
+    end
+    local words = {}
+    local w32 = ffi.cast("uint32_t*", img)
+    for i = 0, 16383 do words[i + 1] = w32[i] end
+    local out = mma_kernel(n, bf16, "128B", 16, 1024, 1)(tensor.from_table(words, u32, { 16384 })):values()
+    local function f32_of(x) return tonumber(ffi.new("float", x)) end
+    for t = 0, 127 do
+      for i = 0, n / 2 - 1 do
+        local r, col = ptx.wgmma.coord(t, i)
+        local sum = 0
+        for kk = 0, 15 do sum = sum + a[r * 16 + kk] * b[col * 16 + kk] end
+        local want = f32_of(f32_of(sum) + sum)      -- D = A*B (scale-d 0), then D += A*B
+        assert.are.equal(want, out[t * n / 2 + i + 1], ("D[%d][%d] (sum %.17g)"):format(r, col, sum))
+      end
+    end
+  end)
+
   it("computes m64n64k16 bf16 with A from registers (the a_coord layout) and B through a 64B descriptor", function()
     local n = 64
     math.randomseed(os.time() + 7)

@@ -314,22 +314,31 @@ static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, 
 
 /* s = A * B^T for the warp's 16 rows (s[row * n + col]) from a (16 x K)
  * and b transposed (bt[k * n + col]), each sum formed from 0 in k order
- * (the same operations as one element at a time), eight columns at a time
+ * (the same operations as one element at a time), a block of four rows
+ * by eight columns at a time, each row of B loaded once for the four
  * (AVX where the host has it). */
 __attribute__((target_clones("avx", "default")))
 static void wg_product(const double *a, const double *bt, uint32_t K, uint32_t n, double *s)
 {
-  for (uint32_t row = 0; row < 16; row++)
+  for (uint32_t row = 0; row < 16; row += 4)
     for (uint32_t c = 0; c < n; c += 8) {
-      emu_v4d s0 = { 0, 0, 0, 0 }, s1 = s0;
-      for (uint32_t kk = 0; kk < K; kk++) {
-        double x = a[row * K + kk];
-        emu_v4d av = { x, x, x, x };
-        s0 += av * *(const emu_v4du *)&bt[kk * n + c];
-        s1 += av * *(const emu_v4du *)&bt[kk * n + c + 4];
+      emu_v4d acc[4][2] = { { { 0, 0, 0, 0 } } };
+      const double *ar = a + (size_t)row * K, *bp = bt + c;
+      for (size_t kk = 0; kk < K; kk++, bp += n) {
+        emu_v4d b0 = *(const emu_v4du *)bp, b1 = *(const emu_v4du *)(bp + 4);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < 4; r++) {
+          double x = ar[r * K + kk];
+          emu_v4d av = { x, x, x, x };
+          acc[r][0] += av * b0;
+          acc[r][1] += av * b1;
+        }
       }
-      *(emu_v4du *)&s[row * n + c] = s0;
-      *(emu_v4du *)&s[row * n + c + 4] = s1;
+#pragma GCC unroll 4
+      for (uint32_t r = 0; r < 4; r++) {
+        *(emu_v4du *)&s[(row + r) * n + c] = acc[r][0];
+        *(emu_v4du *)&s[(row + r) * n + c + 4] = acc[r][1];
+      }
     }
 }
 
