@@ -720,6 +720,38 @@ describe("the emulator's numerics", function()
     for i = 0, 63 do assert.equal(i < 32 and 1 or 2, tonumber(out[1][i])) end
   end)
 
+  it("clears what a CTA touched of shared memory and its race shadows before the next CTA on the thread runs", function()
+    -- Two CTAs on one host thread, one after the other: CTA 0 stores at
+    -- byte 0x3000 of 16 KB (a page of its own), CTA 1 only loads it. CTA 1
+    -- must find it unwritten (the uninitialised-read report) and zero (with
+    -- that check off), not CTA 0's store.
+    local k = kernel "reuse" {
+      arch = "sm_80", out_specs = { Tile(2, u32) }, grid = { 2, 1, 1 }, block = { 32, 1, 1 },
+      function(Out)
+        local po = ptx.global_ptrs(Out)
+        local buf = smem.alloc(u32, 4096)
+        local cta = reg.from(ptx.special.ctaid.x(), u32)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        local at = ptx.addr(buf:base() + 0x3000)
+        ptx.if_(t:eq(0), function()
+          ptx.if_(cta:eq(0), function() ptx.inst.st.shared.u32(at, 0xabcd) end, function()
+            local v = reg.scalar(u32)
+            ptx.inst.ld.shared.u32(v, at)
+            ptx.st.global(ptx.addr(po + cta:mul_wide(4)), v)
+          end)
+        end)
+        ptx.ret()
+      end,
+    }
+    local ok, err = run(k, { { u32, 2, { 7, 7 } } }, { options = { threads = 1 } })
+    assert.is_false(ok)
+    assert.matches("reads 4 bytes of shared memory at offset 0x3000 that no thread has written", err, 1, true)
+    assert.matches("CTA (1,0,0)", err, 1, true)
+    local ok2, out = run(k, { { u32, 2, { 7, 7 } } }, { options = { threads = 1, checks = 7 } })
+    assert.is_true(ok2, out)
+    assert.equal(0, tonumber(out[1][1]))
+  end)
+
   it("reports an arrival on an mbarrier that was never initialised", function()
     local line
     local k = kernel "mbad" {

@@ -645,6 +645,45 @@ describe("the emulator's wgmma", function()
   local ones = {}
   for i = 1, 8192 do ones[i] = 0x3f803f80 end   -- bf16 1.0 pairs: every D element is 16
 
+  it("clears a CTA's wgmma reads from the race shadows before the next CTA on the thread runs", function()
+    -- Race checks only (unwritten shared memory may be read): CTA 0's four
+    -- warps read A and B through descriptors (only wgmma touches those
+    -- bytes), then CTA 1, on the same host thread, stores into B from warp
+    -- 1 in the same epoch number. Stale reads would be a write-after-read
+    -- race there.
+    local k = kernel "wgmma_reuse" { arch = "sm_90a", grid = { 2, 1, 1 }, block = { 128 }, out_specs = { Tile(2, f32) },
+      function(Out)
+        local s = smem.alloc(u32, 8192, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local cta = reg.from(ptx.special.ctaid.x(), u32)
+        local base = s:base()
+        ptx.if_(cta:eq(0), function()
+          local acc = ptx.wgmma.fragments(64, false)
+          ptx.wgmma.fence()
+          ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, scale_d = 0,
+            a = ptx.wgmma.desc(base, { layout = "128B", lbo = 16, sbo = 1024 }),
+            b = ptx.wgmma.desc(base + 16384, { layout = "128B", lbo = 16, sbo = 1024 }) }
+          ptx.wgmma.commit_group()
+          ptx.wgmma.wait_group(0)
+          ptx.if_(tid:eq(0), function() ptx.inst.st.global.f32(ptx.addr(ptx.global_ptrs(Out)), acc[0]) end)
+        end, function()
+          ptx.if_(tid:eq(32), function() ptx.inst.st.shared.u32(ptx.addr(base + 16384), 1) end)
+        end)
+        ptx.ret()
+      end }
+    local previous, emu = runtime.device(), H.emu()
+    local threads, checks = emu:option("threads"), emu:option("checks")
+    emu:set_option("threads", 1)
+    emu:set_option("checks", 2)
+    runtime.use(emu)
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    emu:set_option("threads", threads)
+    emu:set_option("checks", checks)
+    assert(ok, out)
+    assert.equal(0, out[1])
+  end)
+
   it("reports a store into B by the warp that reads it first at the next warp's wgmma (read after write)", function()
     for _, mode in ipairs { "before", "between" } do
       local lines = {}

@@ -212,6 +212,8 @@ struct emu_cta {
   emu_warp *warps; int nwarps;
   uint32_t nthreads;
   uint8_t *shared; uint32_t shared_size;
+  uint64_t dirty;                 /* pages of shared memory (and shadows) accessed since the CTA's last clearing */
+  uint32_t page_shift;            /* log2 of the page size: at most 64 pages */
   uint32_t *race_w, *race_r;      /* per shared byte: epoch<<8 | warp+1 */
   uint32_t *race_wi, *race_ri;    /* per shared byte: instruction of that access */
   uint32_t epoch;
@@ -424,9 +426,15 @@ void lpx_emu_wgb_free(emu_cta *c);
 const double *lpx_emu_wgb_find(emu_warp *w, const emu_inst *in, uint64_t desc);
 int lpx_emu_wgb_take(emu_cta *c, const emu_inst *in, uint64_t desc, size_t kn, double **bt);
 void lpx_emu_wgb_keep(emu_warp *w, const emu_inst *in, uint64_t desc, int s, const uint32_t *chunk, uint32_t n);
-/* Any access to shared bytes [off, off + n) of CTA c drops the kept B operands there (emu_wgb.c). */
-static inline void lpx_emu_wgb_touch(emu_cta *c, uint64_t off, uint64_t n)
+/* Any access to shared bytes [off, off + n) of CTA c: marks their pages
+ * for clearing before the CTA's next run (emu_exec.c) and drops the kept
+ * wgmma B operands there (emu_wgb.c). */
+static inline void lpx_emu_shared_touch(emu_cta *c, uint64_t off, uint64_t n)
 {
+  if (off < c->shared_size && n) {
+    uint64_t last = n - 1 < c->shared_size - off ? off + n - 1 : c->shared_size - 1;
+    c->dirty |= (2ull << (last >> c->page_shift)) - (1ull << (off >> c->page_shift));
+  }
   if (c->wgb_live) lpx_emu_wgb_drop_range(c, off, n);
 }
 void lpx_emu_race_read_many(emu_cta *c, uint32_t off, uint32_t n);

@@ -653,6 +653,7 @@ static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
   c->shared_size = p->shared_static;
   if (L->cfg.dynamic_smem) c->shared_size = p->extern_off + L->cfg.dynamic_smem;
   c->shared = calloc(c->shared_size + 16, 1);
+  while (((uint64_t)c->shared_size + (1ull << c->page_shift) - 1) >> c->page_shift > 64) c->page_shift++;
   c->warps = calloc((size_t)c->nwarps, sizeof *c->warps);
   if (!c->shared || !c->warps) return -1;
   if (L->checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED)) {
@@ -707,12 +708,37 @@ static void worker_free(worker *wk)
   free(wk->ctas);
 }
 
+/* Zero shared bytes [lo, hi) of a CTA and their race and proxy shadows. */
+static void shared_zero(emu_cta *c, uint64_t lo, uint64_t hi)
+{
+  memset(c->shared + lo, 0, hi - lo);
+  if (c->race_w) { memset(c->race_w + lo, 0, (hi - lo) * sizeof(uint32_t)); memset(c->race_r + lo, 0, (hi - lo) * sizeof(uint32_t)); }
+  if (c->pdirty) memset(c->pdirty + lo, 0, hi - lo);
+}
+
+/* Zero what the last run touched of a CTA's shared memory and shadows:
+ * the pages lpx_emu_shared_touch marked, runs of them at a time (every
+ * page under the adversarial schedule, which writes shadows itself). */
+static void shared_clear(emu_cta *c)
+{
+  uint64_t pages = c->sched ? ~0ull : c->dirty;
+  c->dirty = 0;
+  for (uint32_t p = 0; p < 64;) {
+    if (!(pages >> p & 1)) { p++; continue; }
+    uint32_t q = p + 1;
+    while (q < 64 && (pages >> q & 1)) q++;
+    uint64_t lo = (uint64_t)p << c->page_shift, hi = (uint64_t)q << c->page_shift;
+    if (hi > c->shared_size) hi = c->shared_size;
+    if (lo < hi) shared_zero(c, lo, hi);
+    p = q;
+  }
+}
+
 /* Set up a CTA for a new run at grid position ctaid. */
 static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
 {
   memcpy(c->ctaid, ctaid, sizeof c->ctaid);
-  memset(c->shared, 0, c->shared_size);
-  if (c->race_w) { memset(c->race_w, 0, c->shared_size * sizeof(uint32_t)); memset(c->race_r, 0, c->shared_size * sizeof(uint32_t)); }
+  shared_clear(c);
   memset(c->bar, 0, sizeof c->bar);
   for (int i = 0; i < 16; i++) c->bar[i].all = 1;
   c->epoch = 1;
@@ -720,7 +746,6 @@ static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
   c->ntma_rgn = 0;
   c->nwaw = 0;
   lpx_emu_wgb_reset(c);
-  if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
   if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);
 }

@@ -5,7 +5,7 @@
  * recorded) the decoded, transposed B is kept in a slot keyed by the
  * wgmma row, its B descriptor and the race check's epoch, when no byte of
  * it was written in the epoch. While no access touches its chunks (every
- * shared access calls lpx_emu_wgb_touch, which drops the slots it meets),
+ * shared access calls lpx_emu_shared_touch, which drops the slots it meets),
  * another warp's read of the same B would find what the first one found:
  * no report (a read after no write, of written bytes, with nothing the
  * generic proxy left unfenced) and, in the race tables, the bytes marked
