@@ -361,6 +361,38 @@ static inline __attribute__((always_inline)) void acc_f32_lane(uint64_t *const *
     }
 }
 
+typedef float wg_v4f __attribute__((vector_size(16)));
+typedef uint32_t wg_v4w __attribute__((vector_size(16)));
+typedef int64_t wg_v4l __attribute__((vector_size(32)));
+typedef uint64_t wg_v4q __attribute__((vector_size(32), aligned(8)));
+
+/* Four lanes' f32 accumulators q[0..3] (+)= scale * x, each as
+ * acc_f32_lane does one: the old value (keep) or 0.0, plus scale * x, in
+ * double, rounded once to f32. */
+static inline __attribute__((always_inline)) void acc_f32_four(uint64_t *q, emu_v4d x, double scale, int keep)
+{
+  emu_v4d old = { 0, 0, 0, 0 };
+  if (keep) old = __builtin_convertvector((wg_v4f)__builtin_convertvector(*(const wg_v4q *)q, wg_v4w), emu_v4d);
+  wg_v4f f = __builtin_convertvector(old + scale * x, wg_v4f);
+  *(wg_v4q *)q = __builtin_convertvector((wg_v4w)f, wg_v4q);
+}
+
+/* Every lane's f32 accumulators (a full warp), four lanes a step: the
+ * eight sums s[(g + 8h) * n + 8nb ..] hold, at even and odd places, the
+ * elements 4nb + 2h and 4nb + 2h + 1 of lanes 4g..4g+3 (acc_f32_lane's
+ * layout). */
+static inline __attribute__((always_inline)) void acc_f32_warp(uint64_t *const *d, uint32_t ne, uint32_t n, const double *s,
+                                                               double scale, int keep)
+{
+  for (uint32_t e = 0; e < ne; e += 2)
+    for (uint32_t g = 0; g < 8; g++) {
+      const double *p = s + (g + 8 * ((e >> 1) & 1)) * n + 8 * (e >> 2);
+      emu_v4d lo = *(const emu_v4du *)p, hi = *(const emu_v4du *)(p + 4);
+      acc_f32_four(d[e] + 4 * g, __builtin_shuffle(lo, hi, (wg_v4l){ 0, 2, 4, 6 }), scale, keep);
+      acc_f32_four(d[e + 1] + 4 * g, __builtin_shuffle(lo, hi, (wg_v4l){ 1, 3, 5, 7 }), scale, keep);
+    }
+}
+
 /* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and
  * B transposed (bt, K x N); s holds 16 x N doubles (the sums). */
 static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *bt,
@@ -372,6 +404,11 @@ static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op 
   if (o->dt == LPX_MT_F32) {   /* the common case: one f32 register an element, looked up once */
     uint64_t *d[128];
     for (uint32_t e = 0; e < ne; e++) d[e] = EMU_R(w, EMU_OP(w, in, 1 + (int)e)->reg);
+    if (m == EMU_FULL) {
+      if (o->scale_d) acc_f32_warp(d, ne, n, s, o->scale, 1);
+      else acc_f32_warp(d, ne, n, s, o->scale, 0);
+      return;
+    }
     if (o->scale_d) EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 1));
     else EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 0));
     return;
