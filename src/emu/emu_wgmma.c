@@ -316,11 +316,11 @@ static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, 
  * and b transposed (bt[k * n + col]), each sum formed from 0 in k order
  * (the same operations as one element at a time), a block of four rows
  * by eight columns at a time, each row of B loaded once for the four
- * (AVX where the host has it). On hosts with FMA (the haswell clone) the
+ * (AVX where the host has it). On hosts with FMA (the "fma" clone) the
  * compiler fuses each multiply and add: every product of two elements of
  * the wgmma types is exact in double (at most 11 + 11 significant bits),
  * so the fused sum rounds exactly as the separate one does. */
-__attribute__((target_clones("arch=haswell", "avx", "default")))
+__attribute__((target_clones("fma", "avx", "default")))
 static void wg_product(const double *a, const double *bt, uint32_t K, uint32_t n, double *s)
 {
   for (uint32_t row = 0; row < 16; row += 4)
