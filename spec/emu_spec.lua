@@ -63,6 +63,19 @@ local function f32r(x) return tonumber(ffi.new("float", x)) end
 --- A u32 from a Lua number holding a signed 32-bit bit pattern.
 local function u(x) return x % 4294967296 end
 
+--- Wait on mbarrier.try_wait.parity for the phase of parity `parity` of
+-- barrier `bar` (inside a kernel); returns the register counting the waits.
+local function spin_wait(bar, parity)
+  local spins = reg.scalar(u32, 0)
+  ptx.loop(function()
+    local done = reg.pred()
+    ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar, parity)
+    ptx.inst.add.u32(spins, spins, 1)
+    return -done
+  end)
+  return spins
+end
+
 describe("the emu device", function()
   it("describes itself and rejects unknown kinds and options", function()
     assert.truthy(ffi.string(core.device_describe(emu())):match("^emu %(CPU emulator, %d+ threads?%)"))
@@ -659,13 +672,7 @@ describe("the emulator's numerics", function()
           ptx.inst.mbarrier.arrive.expect_tx.shared.b64(state, bar[0], N * 4)
           ptx.inst("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", buf[0], ptx.addr(px), N * 4, bar[0])
         end)
-        local spins = reg.scalar(u32, 0)
-        ptx.loop(function()
-          local done = reg.pred()
-          ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar[0], 0)
-          ptx.inst.add.u32(spins, spins, 1)
-          return -done
-        end)
+        spin_wait(bar[0], 0)
         local v = reg.scalar(f32)
         ptx.ld.shared(v, ptx.addr(buf:base() + t:shl(2)))
         ptx.st.global(ptx.addr(py + t:mul_wide(4)), v * 2)
@@ -704,13 +711,7 @@ describe("the emulator's numerics", function()
           local state = reg.scalar(T.b64)
           ptx.inst.mbarrier.arrive.shared.b64(state, bar[0])
         end)
-        local spins = reg.scalar(u32, 0)
-        ptx.loop(function()
-          local done = reg.pred()
-          ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar[0], 0)
-          ptx.inst.add.u32(spins, spins, 1)
-          return -done
-        end)
+        local spins = spin_wait(bar[0], 0)
         ptx.st.global(ptx.addr(ps + t:mul_wide(4)), spins)
         ptx.ret()
       end,

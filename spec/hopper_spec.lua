@@ -366,6 +366,17 @@ local function canonical(layout, lbo, sbo, r, k)
   return bit.bxor(o, bit.lshift(bit.band(bit.rshift(o, 7), span / 16 - 1), 4))
 end
 
+--- Copy `words` u32 from global src to shared memory at base, thread tid
+-- of 128 one word of every 128 (inside a kernel).
+local function copy_to_shared(src, base, tid, words)
+  for i = 0, words / 128 - 1 do
+    local e = tid + i * 128
+    local v = reg.scalar(u32)
+    ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+    ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+  end
+end
+
 --- One warpgroup: copy a shared-memory image from global, build both
 -- descriptors, D = A*B^T (scale_d 0, over garbage), then D += A*B^T, and
 -- store every thread's registers in order.
@@ -377,12 +388,7 @@ local function mma_kernel(n, at, layout, lbo, sbo, scale_a, no_fence, lines)
       local tid = reg.from(ptx.special.tid.x(), u32)
       local src = ptx.global_ptrs(Img)
       local base = s:base()
-      for i = 0, 16384 / 128 - 1 do
-        local e = tid + i * 128
-        local v = reg.scalar(u32)
-        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-      end
+      copy_to_shared(src, base, tid, 16384)
       if not no_fence then ptx.fence.proxy_async("shared::cta") end
       ptx.bar_sync(0)
       local acc = ptx.wgmma.fragments(n, false)
@@ -509,12 +515,7 @@ describe("the emulator's wgmma", function()
         local tid = reg.from(ptx.special.tid.x(), u32)
         local src, pa = ptx.global_ptrs(Img, Areg)
         local base = s:base()
-        for i = 0, 16384 / 128 - 1 do
-          local e = tid + i * 128
-          local v = reg.scalar(u32)
-          ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-          ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-        end
+        copy_to_shared(src, base, tid, 16384)
         local ar = reg.array(T.b32, 4)
         ptx.inst.ld.global.v4.b32({ ar[0], ar[1], ar[2], ar[3] }, ptx.addr(pa + tid:mul_wide(16)))
         ptx.fence.proxy_async("shared::cta")
@@ -613,12 +614,7 @@ describe("the emulator's wgmma", function()
         local tid = reg.from(ptx.special.tid.x(), u32)
         local src = ptx.global_ptrs(Img)
         local base = s:base()
-        for i = 0, 8192 / 128 - 1 do
-          local e = tid + i * 128
-          local v = reg.scalar(u32)
-          ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-          ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-        end
+        copy_to_shared(src, base, tid, 8192)
         ptx.fence.proxy_async("shared::cta")
         ptx.bar_sync(0)
         local function store()
@@ -1374,12 +1370,7 @@ local function base_offset_kernel(layout, sbo, offa, offb, boa, bob)
       local s = smem.alloc(u32, 16384, { align = 1024 })
       local tid = reg.from(ptx.special.tid.x(), u32)
       local src, base = ptx.global_ptrs(Img), s:base()
-      for i = 0, 16384 / 128 - 1 do
-        local e = tid + i * 128
-        local v = reg.scalar(u32)
-        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-      end
+      copy_to_shared(src, base, tid, 16384)
       ptx.fence.proxy_async("shared::cta")
       ptx.bar_sync(0)
       local acc = ptx.wgmma.fragments(64, false)
