@@ -33,7 +33,7 @@ static void drop(emu_cta *c, int s)
 /* Drop the slots holding any chunk in shared bytes [off, off + n). */
 void lpx_emu_wgb_drop_range(emu_cta *c, uint64_t off, uint64_t n)
 {
-  if (off >= c->shared_size) return;
+  if (off >= c->shared_size || !n) return;
   uint64_t end = n > c->shared_size - off ? c->shared_size : off + n;
   uint32_t hit = 0;
   for (uint64_t k = off >> 4; k <= (end - 1) >> 4; k++) hit |= c->wgb_map[k];
