@@ -433,7 +433,8 @@ static inline void lpx_emu_shared_touch(emu_cta *c, uint64_t off, uint64_t n)
 {
   if (off < c->shared_size && n) {
     uint64_t last = n - 1 < c->shared_size - off ? off + n - 1 : c->shared_size - 1;
-    c->dirty |= (2ull << (last >> c->page_shift)) - (1ull << (off >> c->page_shift));
+    uint64_t pages = (2ull << (last >> c->page_shift)) - (1ull << (off >> c->page_shift));
+    if ((c->dirty & pages) != pages) c->dirty |= pages;   /* a store only for a page's first access */
   }
   if (c->wgb_live) lpx_emu_wgb_drop_range(c, off, n);
 }
