@@ -63,6 +63,19 @@ local function f32r(x) return tonumber(ffi.new("float", x)) end
 --- A u32 from a Lua number holding a signed 32-bit bit pattern.
 local function u(x) return x % 4294967296 end
 
+--- Wait on mbarrier.try_wait.parity for the phase of parity `parity` of
+-- barrier `bar` (inside a kernel); returns the register counting the waits.
+local function spin_wait(bar, parity)
+  local spins = reg.scalar(u32, 0)
+  ptx.loop(function()
+    local done = reg.pred()
+    ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar, parity)
+    ptx.inst.add.u32(spins, spins, 1)
+    return -done
+  end)
+  return spins
+end
+
 describe("the emu device", function()
   it("describes itself and rejects unknown kinds and options", function()
     assert.truthy(ffi.string(core.device_describe(emu())):match("^emu %(CPU emulator, %d+ threads?%)"))
@@ -659,13 +672,7 @@ describe("the emulator's numerics", function()
           ptx.inst.mbarrier.arrive.expect_tx.shared.b64(state, bar[0], N * 4)
           ptx.inst("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", buf[0], ptx.addr(px), N * 4, bar[0])
         end)
-        local spins = reg.scalar(u32, 0)
-        ptx.loop(function()
-          local done = reg.pred()
-          ptx.inst.mbarrier.try_wait.parity.shared.b64(done, bar[0], 0)
-          ptx.inst.add.u32(spins, spins, 1)
-          return -done
-        end)
+        spin_wait(bar[0], 0)
         local v = reg.scalar(f32)
         ptx.ld.shared(v, ptx.addr(buf:base() + t:shl(2)))
         ptx.st.global(ptx.addr(py + t:mul_wide(4)), v * 2)
@@ -685,6 +692,65 @@ describe("the emulator's numerics", function()
       assert.equal(f32r(x[i + 1]) * 2, out[2][i])
       assert.equal(1, tonumber(out[3][i]))
     end
+  end)
+
+  it("ends a warp's turn at a failed mbarrier wait, so the warp that completes the phase runs next", function()
+    -- Warp 1 arrives last at bar.sync and runs on into a wait that only
+    -- warp 0's arrival completes: it waits once, yields, and succeeds on
+    -- its next turn (spinning through its whole turn would count ~250).
+    local k = kernel "spin_yield" {
+      arch = "sm_90a", out_specs = { Tile(64, u32) }, block = { 64, 1, 1 },
+      function(S)
+        local ps = ptx.global_ptrs(S)
+        local bar = smem.mbarrier(1)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        ptx.if_(t:eq(0), function() ptx.inst.mbarrier.init.shared.b64(bar[0], 1) end)
+        ptx.inst.fence.mbarrier_init.release.cluster()
+        ptx.bar_sync(0)
+        ptx.if_(t:eq(0), function()
+          local state = reg.scalar(T.b64)
+          ptx.inst.mbarrier.arrive.shared.b64(state, bar[0])
+        end)
+        local spins = spin_wait(bar[0], 0)
+        ptx.st.global(ptx.addr(ps + t:mul_wide(4)), spins)
+        ptx.ret()
+      end,
+    }
+    local ok, out = run(k, { { u32, 64 } })
+    assert.is_true(ok, out)
+    for i = 0, 63 do assert.equal(i < 32 and 1 or 2, tonumber(out[1][i])) end
+  end)
+
+  it("clears what a CTA touched of shared memory and its race shadows before the next CTA on the thread runs", function()
+    -- Two CTAs on one host thread, one after the other: CTA 0 stores at
+    -- byte 0x3000 of 16 KB (a page of its own), CTA 1 only loads it. CTA 1
+    -- must find it unwritten (the uninitialised-read report) and zero (with
+    -- that check off), not CTA 0's store.
+    local k = kernel "reuse" {
+      arch = "sm_80", out_specs = { Tile(2, u32) }, grid = { 2, 1, 1 }, block = { 32, 1, 1 },
+      function(Out)
+        local po = ptx.global_ptrs(Out)
+        local buf = smem.alloc(u32, 4096)
+        local cta = reg.from(ptx.special.ctaid.x(), u32)
+        local t = reg.from(ptx.special.tid.x(), u32)
+        local at = ptx.addr(buf:base() + 0x3000)
+        ptx.if_(t:eq(0), function()
+          ptx.if_(cta:eq(0), function() ptx.inst.st.shared.u32(at, 0xabcd) end, function()
+            local v = reg.scalar(u32)
+            ptx.inst.ld.shared.u32(v, at)
+            ptx.st.global(ptx.addr(po + cta:mul_wide(4)), v)
+          end)
+        end)
+        ptx.ret()
+      end,
+    }
+    local ok, err = run(k, { { u32, 2, { 7, 7 } } }, { options = { threads = 1 } })
+    assert.is_false(ok)
+    assert.matches("reads 4 bytes of shared memory at offset 0x3000 that no thread has written", err, 1, true)
+    assert.matches("CTA (1,0,0)", err, 1, true)
+    local ok2, out = run(k, { { u32, 2, { 7, 7 } } }, { options = { threads = 1, checks = 7 } })
+    assert.is_true(ok2, out)
+    assert.equal(0, tonumber(out[1][1]))
   end)
 
   it("reports an arrival on an mbarrier that was never initialised", function()

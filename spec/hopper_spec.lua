@@ -366,6 +366,17 @@ local function canonical(layout, lbo, sbo, r, k)
   return bit.bxor(o, bit.lshift(bit.band(bit.rshift(o, 7), span / 16 - 1), 4))
 end
 
+--- Copy `words` u32 from global src to shared memory at base, thread tid
+-- of 128 one word of every 128 (inside a kernel).
+local function copy_to_shared(src, base, tid, words)
+  for i = 0, words / 128 - 1 do
+    local e = tid + i * 128
+    local v = reg.scalar(u32)
+    ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
+    ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
+  end
+end
+
 --- One warpgroup: copy a shared-memory image from global, build both
 -- descriptors, D = A*B^T (scale_d 0, over garbage), then D += A*B^T, and
 -- store every thread's registers in order.
@@ -377,12 +388,7 @@ local function mma_kernel(n, at, layout, lbo, sbo, scale_a, no_fence, lines)
       local tid = reg.from(ptx.special.tid.x(), u32)
       local src = ptx.global_ptrs(Img)
       local base = s:base()
-      for i = 0, 16384 / 128 - 1 do
-        local e = tid + i * 128
-        local v = reg.scalar(u32)
-        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-      end
+      copy_to_shared(src, base, tid, 16384)
       if not no_fence then ptx.fence.proxy_async("shared::cta") end
       ptx.bar_sync(0)
       local acc = ptx.wgmma.fragments(n, false)
@@ -439,6 +445,42 @@ describe("the emulator's wgmma", function()
     end)
   end
 
+  it("computes m64n128k16 bf16 bit for bit: the products summed from 0 in k order in double, then the old D, rounded once", function()
+    -- Products k = 0 and k = 2 of every element are huge and cancel (A[r][2]
+    -- = -A[r][0], B[c][2] = B[c][0]): the rounded result keeps the other
+    -- products' low bits only when the sum runs in k order (a reordered,
+    -- blocked-across-k or wider sum shows in the bits).
+    local n, big = 128, 2 ^ 40
+    math.randomseed(require("pyptx.tools.verify").fresh_seed())
+    local function wide(e) return floats.from_bf16(floats.to_bf16((math.random() * 2 - 1) * 2 ^ (math.random(-12, 12) + (e or 0)))) end
+    local img = ffi.new("uint16_t[?]", 32768)
+    local a, b = {}, {}
+    local function put(off, x) img[off / 2] = floats.to_bf16(x); return x end
+    for r = 0, 63 do
+      for k = 0, 15 do a[r * 16 + k] = put(canonical("128B", 16, 1024, r, k), k == 0 and big or k == 2 and -big or wide()) end
+    end
+    for c = 0, n - 1 do
+      for k = 0, 15 do
+        local v = k == 2 and b[c * 16] or wide(k == 0 and 20 or 0)
+        b[c * 16 + k] = put(16384 + canonical("128B", 16, 1024, c, k), v)
+      end
+    end
+    local words = {}
+    local w32 = ffi.cast("uint32_t*", img)
+    for i = 0, 16383 do words[i + 1] = w32[i] end
+    local out = mma_kernel(n, bf16, "128B", 16, 1024, 1)(tensor.from_table(words, u32, { 16384 })):values()
+    local function f32_of(x) return tonumber(ffi.new("float", x)) end
+    for t = 0, 127 do
+      for i = 0, n / 2 - 1 do
+        local r, col = ptx.wgmma.coord(t, i)
+        local sum = 0
+        for kk = 0, 15 do sum = sum + a[r * 16 + kk] * b[col * 16 + kk] end
+        local want = f32_of(f32_of(sum) + sum)      -- D = A*B (scale-d 0), then D += A*B
+        assert.are.equal(want, out[t * n / 2 + i + 1], ("D[%d][%d] (sum %.17g)"):format(r, col, sum))
+      end
+    end
+  end)
+
   it("computes m64n64k16 bf16 with A from registers (the a_coord layout) and B through a 64B descriptor", function()
     local n = 64
     math.randomseed(os.time() + 7)
@@ -473,12 +515,7 @@ describe("the emulator's wgmma", function()
         local tid = reg.from(ptx.special.tid.x(), u32)
         local src, pa = ptx.global_ptrs(Img, Areg)
         local base = s:base()
-        for i = 0, 16384 / 128 - 1 do
-          local e = tid + i * 128
-          local v = reg.scalar(u32)
-          ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-          ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-        end
+        copy_to_shared(src, base, tid, 16384)
         local ar = reg.array(T.b32, 4)
         ptx.inst.ld.global.v4.b32({ ar[0], ar[1], ar[2], ar[3] }, ptx.addr(pa + tid:mul_wide(16)))
         ptx.fence.proxy_async("shared::cta")
@@ -560,6 +597,112 @@ describe("the emulator's wgmma", function()
     assert.matches("hopper_spec.lua:" .. (lines.mma + 1) .. ": wgmma.mma_async", err, 1, true)
     assert.matches("wgmma.mma_async reads shared memory at 0x%x+ through the async proxy, but spec/hopper_spec.lua:%d+: st.shared", err)
     assert.matches("st.shared.u32", err, 1, true)
+  end)
+
+  --- One warpgroup, m64n64k16 bf16 on 128B tiles (A at 0, B at 0x4000)
+  -- filled with st.shared before a barrier, where thread 96 also stores
+  -- into B's first chunk: mode "before" (after the barrier, fenced, before
+  -- its wgmma), "between" (after its wgmma, before the wait) or "after"
+  -- (after the wait). Warp 3, the last at the barrier, runs on and reads
+  -- B first; the emulator keeps it decoded for the other warps
+  -- (src/emu/emu_wgb.c), whose reports must be those of their own reads.
+  local function b_store_kernel(mode, lines)
+    return kernel("wgmma_b_store_" .. mode) { arch = "sm_90a", block = { 128 },
+      in_specs = { Tile(8192, u32) }, out_specs = { Tile(128 * 32, f32) },
+      function(Img, Out)
+        local s = smem.alloc(u32, 8192, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local src = ptx.global_ptrs(Img)
+        local base = s:base()
+        copy_to_shared(src, base, tid, 8192)
+        ptx.fence.proxy_async("shared::cta")
+        ptx.bar_sync(0)
+        local function store()
+          ptx.if_(tid:eq(96), function()
+            lines.store = H.here(); ptx.inst.st.shared.u32(ptx.addr(base + 16384), 0x3f803f80)
+          end)
+        end
+        if mode == "before" then store(); ptx.fence.proxy_async("shared::cta") end
+        local acc = ptx.wgmma.fragments(64, false)
+        local da = ptx.wgmma.desc(base, { layout = "128B", lbo = 16, sbo = 1024 })
+        local db = ptx.wgmma.desc(base + 16384, { layout = "128B", lbo = 16, sbo = 1024 })
+        ptx.wgmma.fence()
+        lines.mma = H.here(); ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, a = da, b = db, scale_d = 0 }
+        if mode == "between" then store() end
+        ptx.wgmma.commit_group()
+        ptx.wgmma.wait_group(0)
+        if mode == "after" then store() end
+        local out = ptx.global_ptrs(Out) + tid:mul_wide(32 * 4)
+        for i = 0, 31 do ptx.inst.st.global.f32(ptx.addr(out, i * 4), acc[i]) end
+        ptx.ret()
+      end }
+  end
+
+  local ones = {}
+  for i = 1, 8192 do ones[i] = 0x3f803f80 end   -- bf16 1.0 pairs: every D element is 16
+
+  it("clears a CTA's wgmma reads from the race shadows before the next CTA on the thread runs", function()
+    -- Race checks only (unwritten shared memory may be read): CTA 0's four
+    -- warps read A and B through descriptors (only wgmma touches those
+    -- bytes), then CTA 1, on the same host thread, stores into B from warp
+    -- 1 in the same epoch number. Stale reads would be a write-after-read
+    -- race there.
+    local k = kernel "wgmma_reuse" { arch = "sm_90a", grid = { 2, 1, 1 }, block = { 128 }, out_specs = { Tile(2, f32) },
+      function(Out)
+        local s = smem.alloc(u32, 8192, { align = 1024 })
+        local tid = reg.from(ptx.special.tid.x(), u32)
+        local cta = reg.from(ptx.special.ctaid.x(), u32)
+        local base = s:base()
+        ptx.if_(cta:eq(0), function()
+          local acc = ptx.wgmma.fragments(64, false)
+          ptx.wgmma.fence()
+          ptx.wgmma.mma_async { shape = { 64, 64, 16 }, d = acc, scale_d = 0,
+            a = ptx.wgmma.desc(base, { layout = "128B", lbo = 16, sbo = 1024 }),
+            b = ptx.wgmma.desc(base + 16384, { layout = "128B", lbo = 16, sbo = 1024 }) }
+          ptx.wgmma.commit_group()
+          ptx.wgmma.wait_group(0)
+          ptx.if_(tid:eq(0), function() ptx.inst.st.global.f32(ptx.addr(ptx.global_ptrs(Out)), acc[0]) end)
+        end, function()
+          ptx.if_(tid:eq(32), function() ptx.inst.st.shared.u32(ptx.addr(base + 16384), 1) end)
+        end)
+        ptx.ret()
+      end }
+    local previous, emu = runtime.device(), H.emu()
+    local threads, checks = emu:option("threads"), emu:option("checks")
+    emu:set_option("threads", 1)
+    emu:set_option("checks", 2)
+    runtime.use(emu)
+    local ok, out = pcall(function() return k():values() end)
+    runtime.use(previous)
+    emu:set_option("threads", threads)
+    emu:set_option("checks", checks)
+    assert(ok, out)
+    assert.equal(0, out[1])
+  end)
+
+  it("reports a store into B by the warp that reads it first at the next warp's wgmma (read after write)", function()
+    for _, mode in ipairs { "before", "between" } do
+      local lines = {}
+      local ok, err = pcall(b_store_kernel(mode, lines), tensor.from_table(ones, u32, { 8192 }))
+      assert.is_false(ok, mode)
+      assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async", err, 1, true)
+      assert.matches("shared-memory race (read after write): 16 bytes at shared offset 0x4000, which warp 3 wrote", err, 1, true)
+      assert.matches("hopper_spec.lua:" .. lines.store .. ": st.shared.u32", err, 1, true)
+    end
+  end)
+
+  it("reports a store into B after the wait against every warp's read (write after read of other warps)", function()
+    local lines = {}
+    local ok, err = pcall(b_store_kernel("after", lines), tensor.from_table(ones, u32, { 8192 }))
+    assert.is_false(ok)
+    assert.matches("hopper_spec.lua:" .. lines.store .. ": st.shared.u32", err, 1, true)
+    assert.matches("shared-memory race (write after read): 4 bytes at shared offset 0x4000, which other warps read", err, 1, true)
+    assert.matches("hopper_spec.lua:" .. lines.mma .. ": wgmma.mma_async", err, 1, true)
+  end)
+
+  it("computes the same B for every warp of the warpgroup (one read decoded for all)", function()
+    local out = b_store_kernel("none", {})(tensor.from_table(ones, u32, { 8192 })):values()
+    for i = 1, 128 * 32 do assert.equal(16, out[i]) end
   end)
 
   it("reports a descriptor whose swizzle disagrees with the TMA load, naming both lines", function()
@@ -1227,12 +1370,7 @@ local function base_offset_kernel(layout, sbo, offa, offb, boa, bob)
       local s = smem.alloc(u32, 16384, { align = 1024 })
       local tid = reg.from(ptx.special.tid.x(), u32)
       local src, base = ptx.global_ptrs(Img), s:base()
-      for i = 0, 16384 / 128 - 1 do
-        local e = tid + i * 128
-        local v = reg.scalar(u32)
-        ptx.inst.ld.global.u32(v, ptx.addr(src + e:mul_wide(4)))
-        ptx.inst.st.shared.u32(ptx.addr(base + e * 4), v)
-      end
+      copy_to_shared(src, base, tid, 16384)
       ptx.fence.proxy_async("shared::cta")
       ptx.bar_sync(0)
       local acc = ptx.wgmma.fragments(64, false)

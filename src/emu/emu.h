@@ -179,6 +179,7 @@ struct emu_warp {
   int depth;                      /* call depth (0: the entry) */
   uint64_t mbar_wait_gen;         /* 1 + the CTA's mbar_gen at this warp's last failed mbarrier wait */
   uint32_t mbar_wait_fails;       /* failed mbarrier waits in a row at that mbar_gen */
+  uint8_t wait_failed;            /* the running instruction is an mbarrier wait that failed: the turn ends after it */
   uint64_t *prow;                 /* profiled launches: the counters of the instruction running now */
   uint8_t *stack;                 /* alloca memory: per lane, the stack_cap bytes below EMU_STACK_TOP */
   uint32_t stack_cap;
@@ -193,12 +194,26 @@ typedef struct emu_waw {
   uint8_t old, other, lane;
 } emu_waw;
 
+/* A decoded wgmma B operand kept for the other warps issuing the same
+ * wgmma on the same bytes in the same epoch (emu_wgb.c). */
+#define EMU_WGB_SLOTS 8
+typedef struct emu_wgb {
+  const emu_inst *in;             /* the wgmma row (NULL: empty) */
+  uint64_t desc;                  /* its B descriptor */
+  uint32_t epoch;                 /* the race check's epoch it was read in */
+  uint32_t reader;                /* 1 + the warp that read it; 0xff once a second warp has */
+  double *bt; size_t bt_cap;      /* B transposed: K x N */
+  uint32_t *chunk; uint32_t nchunk, chunk_cap;   /* shared offsets of its 16-byte chunks */
+} emu_wgb;
+
 struct emu_cta {
   emu_launch *L;
   uint32_t ctaid[3];
   emu_warp *warps; int nwarps;
   uint32_t nthreads;
   uint8_t *shared; uint32_t shared_size;
+  uint64_t dirty;                 /* pages of shared memory (and shadows) accessed since the CTA's last clearing */
+  uint32_t page_shift;            /* log2 of the page size: at most 64 pages */
   uint32_t *race_w, *race_r;      /* per shared byte: epoch<<8 | warp+1 */
   uint32_t *race_wi, *race_ri;    /* per shared byte: instruction of that access */
   uint32_t epoch;
@@ -213,6 +228,9 @@ struct emu_cta {
   emu_waw *waw; uint32_t nwaw, waw_cap;   /* overwrites to settle after the running instruction */
   emu_tmem *tm;                           /* tensor memory, when the kernel uses tcgen05 (else NULL) */
   emu_sched *sched;                       /* the adversarial schedule of its cluster, or NULL (emu_sched.c) */
+  emu_wgb *wgb;                           /* EMU_WGB_SLOTS kept B operands, or NULL before the first */
+  uint8_t *wgb_map;                       /* per 16 shared bytes: the slots holding a chunk there */
+  uint32_t wgb_live, wgb_next;            /* the slots in use; the next to evict */
 };
 
 struct emu_launch {
@@ -402,6 +420,26 @@ emu_cta *lpx_emu_mbar_owner(emu_warp *w, const uint8_t *p);
 uint8_t *lpx_emu_mbar_ptr(emu_warp *w, const emu_inst *in, int k, int lane);
 int lpx_emu_mbar_parity(emu_warp *w, const emu_inst *in, int k, int lane);
 int lpx_emu_mbar_apply(emu_warp *w, const emu_inst *in, int lane, uint8_t *p, int k, uint64_t *out);
+void lpx_emu_wgb_drop_range(emu_cta *c, uint64_t off, uint64_t n);
+void lpx_emu_wgb_reset(emu_cta *c);
+void lpx_emu_wgb_free(emu_cta *c);
+const double *lpx_emu_wgb_find(emu_warp *w, const emu_inst *in, uint64_t desc);
+int lpx_emu_wgb_take(emu_cta *c, const emu_inst *in, uint64_t desc, size_t kn, double **bt);
+void lpx_emu_wgb_keep(emu_warp *w, const emu_inst *in, uint64_t desc, int s, const uint32_t *chunk, uint32_t n);
+/* Any access to shared bytes [off, off + n) of CTA c: marks their pages
+ * for clearing before the CTA's next run (emu_exec.c) and drops the kept
+ * wgmma B operands there (emu_wgb.c). */
+static inline void lpx_emu_shared_touch(emu_cta *c, uint64_t off, uint64_t n)
+{
+  if (off < c->shared_size && n) {
+    uint64_t last = n - 1 < c->shared_size - off ? off + n - 1 : c->shared_size - 1;
+    uint64_t pages = (2ull << (last >> c->page_shift)) - (1ull << (off >> c->page_shift));
+    if ((c->dirty & pages) != pages) c->dirty |= pages;   /* a store only for a page's first access */
+  }
+  if (c->wgb_live) lpx_emu_wgb_drop_range(c, off, n);
+}
+void lpx_emu_race_read_many(emu_cta *c, uint32_t off, uint32_t n);
+int lpx_emu_race_written_now(const emu_cta *c, uint32_t off, uint32_t n);
 int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want);
 /* An mbarrier word's count fields (pending, expected, tx) are 21 bits each. */
 #define EMU_MBAR_COUNT 0x1fffffull

@@ -331,16 +331,19 @@ static void refresh_clock(emu_warp *w)
 
 /* An asynchronous row (EI_ASYNC): run it as any other row, inside the
  * adversarial schedule's bookkeeping when that is on; *yield says whether
- * the warp's turn ends here. 0, or -1 on an error. */
+ * the warp's turn ends here: the schedule's say, or by default after an
+ * mbarrier wait that failed (spinning on would only repeat it until
+ * another warp runs). 0, or -1 on an error. */
 static int async_step(emu_warp *w, const emu_inst *in, uint32_t m, int *yield)
 {
   emu_sched *s = w->cta->sched;
   if (s && m) lpx_emu_sched_begin(w, in);
+  w->wait_failed = 0;
   if (m && in->fn(w, in, m)) return -1;
   if (w->waw && lpx_emu_race_settle(w, in)) return -1;
   for (int k = 0; k < in->ndsts; k++) w->wr[in->dsts[k]] |= m;
   if (in->ndst_vec) mark_vec_written(w, in, m);
-  *yield = s && m && lpx_emu_sched_end(w, in, m);
+  *yield = s ? m && lpx_emu_sched_end(w, in, m) : w->wait_failed;
   if (++w->cur_pc >= w->other_min) flush(w);
   return 0;
 }
@@ -487,7 +490,7 @@ static void warp_reset(emu_warp *w, emu_cta *c, uint32_t id)
   uint32_t first = id * 32, n = c->nthreads - first;
   w->exists = n >= 32 ? EMU_FULL : (1u << n) - 1;
   w->live = w->exists; w->blocked = 0; w->cur = 0; w->cur_pc = 0; w->other_min = INT32_MAX; w->waw = 0;
-  w->mbar_wait_gen = 0; w->mbar_wait_fails = 0;
+  w->mbar_wait_gen = 0; w->mbar_wait_fails = 0; w->wait_failed = 0;
   w->wg_commits = 0; w->wg_need = 0;
   memset(w->pc, 0, sizeof w->pc);
   for (int l = 0; l < 32; l++) w->red_dst[l] = -1;
@@ -650,6 +653,7 @@ static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
   c->shared_size = p->shared_static;
   if (L->cfg.dynamic_smem) c->shared_size = p->extern_off + L->cfg.dynamic_smem;
   c->shared = calloc(c->shared_size + 16, 1);
+  while (((uint64_t)c->shared_size + (1ull << c->page_shift) - 1) >> c->page_shift > 64) c->page_shift++;
   c->warps = calloc((size_t)c->nwarps, sizeof *c->warps);
   if (!c->shared || !c->warps) return -1;
   if (L->checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED)) {
@@ -698,24 +702,50 @@ static void worker_free(worker *wk)
       free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
     }
     free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty); free(c->waw);
+    lpx_emu_wgb_free(c);
     lpx_emu_tmem_free(c);
   }
   free(wk->ctas);
+}
+
+/* Zero shared bytes [lo, hi) of a CTA and their race and proxy shadows. */
+static void shared_zero(emu_cta *c, uint64_t lo, uint64_t hi)
+{
+  memset(c->shared + lo, 0, hi - lo);
+  if (c->race_w) { memset(c->race_w + lo, 0, (hi - lo) * sizeof(uint32_t)); memset(c->race_r + lo, 0, (hi - lo) * sizeof(uint32_t)); }
+  if (c->pdirty) memset(c->pdirty + lo, 0, hi - lo);
+}
+
+/* Zero what the last run touched of a CTA's shared memory and shadows:
+ * the pages lpx_emu_shared_touch marked, runs of them at a time (every
+ * page under the adversarial schedule, which writes shadows itself). */
+static void shared_clear(emu_cta *c)
+{
+  uint64_t pages = c->sched ? ~0ull : c->dirty;
+  c->dirty = 0;
+  for (uint32_t p = 0; p < 64;) {
+    if (!(pages >> p & 1)) { p++; continue; }
+    uint32_t q = p + 1;
+    while (q < 64 && (pages >> q & 1)) q++;
+    uint64_t lo = (uint64_t)p << c->page_shift, hi = (uint64_t)q << c->page_shift;
+    if (hi > c->shared_size) hi = c->shared_size;
+    if (lo < hi) shared_zero(c, lo, hi);
+    p = q;
+  }
 }
 
 /* Set up a CTA for a new run at grid position ctaid. */
 static void cta_reset(emu_cta *c, const uint32_t ctaid[3])
 {
   memcpy(c->ctaid, ctaid, sizeof c->ctaid);
-  memset(c->shared, 0, c->shared_size);
-  if (c->race_w) { memset(c->race_w, 0, c->shared_size * sizeof(uint32_t)); memset(c->race_r, 0, c->shared_size * sizeof(uint32_t)); }
+  shared_clear(c);
   memset(c->bar, 0, sizeof c->bar);
   for (int i = 0; i < 16; i++) c->bar[i].all = 1;
   c->epoch = 1;
   c->cl_arrived = c->cl_phase = 0;
   c->ntma_rgn = 0;
   c->nwaw = 0;
-  if (c->pdirty) memset(c->pdirty, 0, c->shared_size);
+  lpx_emu_wgb_reset(c);
   if (c->tm) lpx_emu_tmem_reset(c);
   for (int k = 0; k < c->nwarps; k++) warp_reset(&c->warps[k], c, (uint32_t)k);
 }

@@ -181,6 +181,7 @@ static int cta_spinning(const emu_cta *g)
 int lpx_emu_mbar_wait_failed(emu_warp *w, const emu_inst *in, int lane, const uint8_t *p, int want)
 {
   emu_cta *c = w->cta;
+  w->wait_failed = 1;
   if (w->mbar_wait_gen != c->mbar_gen + 1) w->mbar_wait_fails = 0;
   w->mbar_wait_gen = c->mbar_gen + 1;
   w->mbar_wait_fails++;

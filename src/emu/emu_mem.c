@@ -143,6 +143,7 @@ static uint8_t *global_ptr(emu_warp *w, const emu_inst *in, int lane, int space,
 const uint8_t *lpx_emu_shared_async16(emu_warp *w, const emu_inst *in, int lane, uint64_t off, const char *reader)
 {
   emu_cta *c = w->cta;
+  lpx_emu_shared_touch(c, off, 16);
   if (off < c->shared_size && c->shared_size - off >= 16 && !(off & 15) && !c->sched && lpx_emu_race_async16(w, in, (uint32_t)off))
     return c->shared + off;
   const uint8_t *p = lpx_emu_addr(w, in, lane, EMU_SP_SHARED, off, 16, 0);
@@ -171,6 +172,7 @@ static uint8_t *shared_ptr(emu_warp *w, const emu_inst *in, int lane, uint64_t o
                  w->p->extern_off, c->shared_size - w->p->extern_off);
     return NULL;
   }
+  lpx_emu_shared_touch(c, off, n);   /* to clear for the next run; kept wgmma B operands there no longer hold */
   /* The adversarial schedule's pending copies first (the more precise report). */
   if (w->cta->sched && lpx_emu_sched_access(w, in, lane, c, (uint32_t)off, n, write)) return NULL;
   /* Accesses to another CTA's shared memory are not race-checked. */

@@ -129,11 +129,20 @@ static int write_clean(const emu_cta *c, uint32_t me, uint32_t off, uint32_t n)
   return !b;
 }
 
+/* Set n race words at p to v, four a step. */
+static inline __attribute__((always_inline)) void fill_words(uint32_t *p, uint32_t v, uint32_t n)
+{
+  emu_v4u vv = { v, v, v, v };
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) memcpy(p + i, &vv, sizeof vv);
+  for (; i < n; i++) p[i] = v;
+}
+
 /* Record a clean write (write_clean) of n shared bytes at off by warp me. */
 static void write_record(emu_cta *c, uint32_t me, const emu_inst *in, uint32_t at, uint32_t off, uint32_t n)
 {
-  uint32_t mark = (c->epoch << 8) | me;
-  for (uint32_t i = 0; i < n; i++) { c->race_w[off + i] = mark; c->race_wi[off + i] = at; }
+  fill_words(c->race_w + off, (c->epoch << 8) | me, n);
+  fill_words(c->race_wi + off, at, n);
   if (c->pdirty) memset(c->pdirty + off, in->op != LPX_OP_CPBULK && in->op != LPX_OP_CPREDBULK, n);   /* generic-proxy write */
 }
 
@@ -204,6 +213,29 @@ int lpx_emu_race_async16(emu_warp *w, const emu_inst *in, uint32_t off)
   if (c->pdirty && (checks & EMU_CHECK_RACE) && proxy_dirty(c, off, 16)) return 0;
   read_record(c, w->id + 1, (uint32_t)(in - w->p->insts), off, 16);
   return 1;
+}
+
+/* Mark shared bytes [off, off + n) read by several warps in this epoch
+ * (a kept wgmma B read again by another warp: emu_wgb.c). */
+void lpx_emu_race_read_many(emu_cta *c, uint32_t off, uint32_t n)
+{
+  fill_words(c->race_r + off, (c->epoch << 8) | 0xff, n);
+}
+
+/* Was any of shared bytes [off, off + n) written in this epoch? */
+int lpx_emu_race_written_now(const emu_cta *c, uint32_t off, uint32_t n)
+{
+  uint32_t now = c->epoch << 8, i = 0;
+  const uint32_t *wv = c->race_w + off;
+  emu_v4u any = { 0, 0, 0, 0 }, hi = { ~0xffu, ~0xffu, ~0xffu, ~0xffu }, vnow = { now, now, now, now };
+  for (; i + 4 <= n; i += 4) {
+    emu_v4u x;
+    memcpy(&x, wv + i, sizeof x);
+    any |= (emu_v4u)((x & hi) == vnow);
+  }
+  uint32_t b = any[0] | any[1] | any[2] | any[3];
+  for (; i < n; i++) b |= (wv[i] & ~0xffu) == now;
+  return b != 0;
 }
 
 /* ------------------------------------------------------ the async proxy */

@@ -154,17 +154,32 @@ const uint8_t *lpx_emu_mdesc_bytes(emu_warp *w, const emu_inst *in, int lane, co
   return lpx_emu_shared_async16(w, in, lane, ea, r->reader);
 }
 
+/* The walk of lpx_emu_mdesc_read: elements per 16-byte chunk, strided
+ * rows, chunks per row. */
+static void read_shape(const emu_mdread *r, uint32_t *per, uint32_t *rows, uint32_t *chunks)
+{
+  *per = 128 / (uint32_t)lpx_mtype_bits(r->type);
+  *rows = r->mn_major ? r->k : r->n;
+  *chunks = r->mn_major ? r->n / *per : r->k / *per;
+}
+
+/* Shared address of chunk c of strided row i of what r reads. */
+static uint64_t read_chunk(const emu_mdesc *d, const emu_mdread *r, uint32_t per, uint32_t i, uint32_t c)
+{
+  uint32_t row = r->mn_major ? i : r->mn0 + i, cb = r->mn_major ? (r->mn0 / per + c) * 16 : 16 * c;
+  return lpx_emu_mdesc_chunk(d, r->mn_major, row, cb);
+}
+
 /* Read M/N rows mn0..mn0+n-1 (all K) of an operand into out[(mn-mn0)*K + k]:
  * K-major rows are K elements (32 bytes; 64 for a sparse form's B); MN-major
  * K rows hold consecutive M/N elements. */
 int lpx_emu_mdesc_read(emu_warp *w, const emu_inst *in, int lane, const emu_mdesc *d, const emu_mdread *r, double *out)
 {
-  uint32_t bits = (uint32_t)lpx_mtype_bits(r->type), per = 128 / bits;   /* elements per 16-byte chunk */
-  uint32_t K = r->k, rows = r->mn_major ? K : r->n, chunks = r->mn_major ? r->n / per : K / per;
+  uint32_t bits = (uint32_t)lpx_mtype_bits(r->type), per, rows, chunks, K = r->k;
+  read_shape(r, &per, &rows, &chunks);
   for (uint32_t i = 0; i < rows; i++)
     for (uint32_t c = 0; c < chunks; c++) {
-      uint32_t row = r->mn_major ? i : r->mn0 + i, cb = r->mn_major ? (r->mn0 / per + c) * 16 : 16 * c;
-      const uint8_t *p = lpx_emu_mdesc_bytes(w, in, lane, r, lpx_emu_mdesc_chunk(d, r->mn_major, row, cb));
+      const uint8_t *p = lpx_emu_mdesc_bytes(w, in, lane, r, read_chunk(d, r, per, i, c));
       if (!p) return -1;
       if (r->type == LPX_MT_BF16 && !r->mn_major) {   /* the common case: eight bf16 of one row, a shift each */
         double *o = out + i * K + c * 8;
@@ -299,22 +314,34 @@ static void acc_put(emu_warp *w, const emu_inst *in, int dt, uint32_t e, int l, 
 
 /* s = A * B^T for the warp's 16 rows (s[row * n + col]) from a (16 x K)
  * and b transposed (bt[k * n + col]), each sum formed from 0 in k order
- * (the same operations as one element at a time), eight columns at a time
- * (AVX where the host has it). */
-__attribute__((target_clones("avx", "default")))
+ * (the same operations as one element at a time), a block of four rows
+ * by eight columns at a time, each row of B loaded once for the four
+ * (AVX where the host has it). On hosts with FMA (the "fma" clone) the
+ * compiler fuses each multiply and add: every product of two elements of
+ * the wgmma types is exact in double (at most 11 + 11 significant bits),
+ * so the fused sum rounds exactly as the separate one does. */
+__attribute__((target_clones("fma", "avx", "default")))
 static void wg_product(const double *a, const double *bt, uint32_t K, uint32_t n, double *s)
 {
-  for (uint32_t row = 0; row < 16; row++)
+  for (uint32_t row = 0; row < 16; row += 4)
     for (uint32_t c = 0; c < n; c += 8) {
-      emu_v4d s0 = { 0, 0, 0, 0 }, s1 = s0;
-      for (uint32_t kk = 0; kk < K; kk++) {
-        double x = a[row * K + kk];
-        emu_v4d av = { x, x, x, x };
-        s0 += av * *(const emu_v4du *)&bt[kk * n + c];
-        s1 += av * *(const emu_v4du *)&bt[kk * n + c + 4];
+      emu_v4d acc[4][2] = { { { 0, 0, 0, 0 } } };
+      const double *ar = a + (size_t)row * K, *bp = bt + c;
+      for (size_t kk = 0; kk < K; kk++, bp += n) {
+        emu_v4d b0 = *(const emu_v4du *)bp, b1 = *(const emu_v4du *)(bp + 4);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < 4; r++) {
+          double x = ar[r * K + kk];
+          emu_v4d av = { x, x, x, x };
+          acc[r][0] += av * b0;
+          acc[r][1] += av * b1;
+        }
       }
-      *(emu_v4du *)&s[row * n + c] = s0;
-      *(emu_v4du *)&s[row * n + c + 4] = s1;
+#pragma GCC unroll 4
+      for (uint32_t r = 0; r < 4; r++) {
+        *(emu_v4du *)&s[(row + r) * n + c] = acc[r][0];
+        *(emu_v4du *)&s[(row + r) * n + c + 4] = acc[r][1];
+      }
     }
 }
 
@@ -334,20 +361,54 @@ static inline __attribute__((always_inline)) void acc_f32_lane(uint64_t *const *
     }
 }
 
-/* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and b
- * (N x K); scratch holds N x (K + 16) doubles (B transposed, the sums). */
-static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *b,
-                       double *scratch)
+typedef float wg_v4f __attribute__((vector_size(16)));
+typedef uint32_t wg_v4w __attribute__((vector_size(16)));
+typedef int64_t wg_v4l __attribute__((vector_size(32)));
+typedef uint64_t wg_v4q __attribute__((vector_size(32), aligned(8)));
+
+/* Four lanes' f32 accumulators q[0..3] (+)= scale * x, each as
+ * acc_f32_lane does one: the old value (keep) or 0.0, plus scale * x, in
+ * double, rounded once to f32. */
+static inline __attribute__((always_inline)) void acc_f32_four(uint64_t *q, emu_v4d x, double scale, int keep)
+{
+  emu_v4d old = { 0, 0, 0, 0 };
+  if (keep) old = __builtin_convertvector((wg_v4f)__builtin_convertvector(*(const wg_v4q *)q, wg_v4w), emu_v4d);
+  wg_v4f f = __builtin_convertvector(old + scale * x, wg_v4f);
+  *(wg_v4q *)q = __builtin_convertvector((wg_v4w)f, wg_v4q);
+}
+
+/* Every lane's f32 accumulators (a full warp), four lanes a step: the
+ * eight sums s[(g + 8h) * n + 8nb ..] hold, at even and odd places, the
+ * elements 4nb + 2h and 4nb + 2h + 1 of lanes 4g..4g+3 (acc_f32_lane's
+ * layout). */
+static inline __attribute__((always_inline)) void acc_f32_warp(uint64_t *const *d, uint32_t ne, uint32_t n, const double *s,
+                                                               double scale, int keep)
+{
+  for (uint32_t e = 0; e < ne; e += 2)
+    for (uint32_t g = 0; g < 8; g++) {
+      const double *p = s + (g + 8 * ((e >> 1) & 1)) * n + 8 * (e >> 2);
+      emu_v4d lo = *(const emu_v4du *)p, hi = *(const emu_v4du *)(p + 4);
+      acc_f32_four(d[e] + 4 * g, __builtin_shuffle(lo, hi, (wg_v4l){ 0, 2, 4, 6 }), scale, keep);
+      acc_f32_four(d[e + 1] + 4 * g, __builtin_shuffle(lo, hi, (wg_v4l){ 1, 3, 5, 7 }), scale, keep);
+    }
+}
+
+/* D (+)= A * B^T for this warp's 16 rows from the decoded a (16 x K) and
+ * B transposed (bt, K x N); s holds 16 x N doubles (the sums). */
+static void accumulate(emu_warp *w, const emu_inst *in, uint32_t m, const wg_op *o, const double *a, const double *bt,
+                       double *s)
 {
   uint32_t K = o->k, n = o->n, ne = n / 2;
   int sat = (in->ext[X_FLAGS] & W_SAT) != 0;
-  double *bt = scratch, *s = scratch + (size_t)K * n;
-  for (uint32_t col = 0; col < n; col++)
-    for (uint32_t kk = 0; kk < K; kk++) bt[kk * n + col] = b[col * K + kk];
   wg_product(a, bt, K, n, s);
   if (o->dt == LPX_MT_F32) {   /* the common case: one f32 register an element, looked up once */
     uint64_t *d[128];
     for (uint32_t e = 0; e < ne; e++) d[e] = EMU_R(w, EMU_OP(w, in, 1 + (int)e)->reg);
+    if (m == EMU_FULL) {
+      if (o->scale_d) acc_f32_warp(d, ne, n, s, o->scale, 1);
+      else acc_f32_warp(d, ne, n, s, o->scale, 0);
+      return;
+    }
     if (o->scale_d) EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 1));
     else EMU_EACH(m, acc_f32_lane(d, l, ne, n, s, o->scale, 0));
     return;
@@ -431,14 +492,41 @@ static int check_sparse_b(emu_warp *w, const emu_inst *in, const wg_op *o, const
                       "(the ISA does not say where the second 32-byte half lies); use no swizzle, 64B or 128B");
 }
 
-/* Read this warp's A (16 x K, expanded from the stored K/2 for .sp) and B
- * (N x K) into a and b. */
-static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_mdesc *da, const emu_mdesc *db, double *a, double *b)
+/* B transposed (K x N) for this warp: kept by an earlier warp's read of
+ * the same B in this epoch (emu_wgb.c), else read into b (N x K, every
+ * check made) and transposed into a slot (kept for the next warps when
+ * it may be) or into bt. NULL when the read failed. */
+static const double *load_b(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_mdesc *db, uint64_t desc, double *b,
+                            double *bt)
+{
+  const double *kept = lpx_emu_wgb_find(w, in, desc);
+  if (kept) return kept;
+  uint32_t K = o->k, n = o->n;
+  int slot = lpx_emu_wgb_take(w->cta, in, desc, (size_t)K * n, &bt);
+  emu_mdread r = { o->tb, o->bt, K, 0, n, 0, "wgmma.mma_async" };
+  if (lpx_emu_mdesc_read(w, in, o->l0, db, &r, b)) return NULL;
+  for (uint32_t col = 0; col < n; col++)
+    for (uint32_t kk = 0; kk < K; kk++) bt[kk * n + col] = b[col * K + kk];
+  if (slot < 0) return bt;
+  uint32_t per, rows, chunks, nc = 0, *at = malloc(sizeof(uint32_t) * K * n);
+  if (!at) return bt;   /* not kept: its slot stays empty */
+  read_shape(&r, &per, &rows, &chunks);
+  for (uint32_t i = 0; i < rows; i++)
+    for (uint32_t c = 0; c < chunks; c++) at[nc++] = (uint32_t)read_chunk(db, &r, per, i, c);
+  lpx_emu_wgb_keep(w, in, desc, slot, at, nc);
+  free(at);
+  return bt;
+}
+
+/* Read this warp's A (16 x K, expanded from the stored K/2 for .sp) into a
+ * and B (transposed, K x N: *bt, lpx_emu_wgb's or in scratch, b as room). */
+static int load_ab(emu_warp *w, const emu_inst *in, const wg_op *o, const emu_mdesc *da, const emu_mdesc *db, uint64_t desc,
+                   double *a, double *b, double *scratch, const double **bt)
 {
   double *stored = o->sp ? b + o->n * o->k : a;
   if (o->areg) gather_a(w, in, o, stored);
   if (!o->areg && read_operand(w, in, o->l0, da, o->ta, o->at, o->kc, 16 * (w->id % 4), 16, stored)) return -1;
-  if (read_operand(w, in, o->l0, db, o->tb, o->bt, o->k, 0, o->n, b)) return -1;
+  if (!(*bt = load_b(w, in, o, db, desc, b, scratch))) return -1;
   return o->sp ? expand_sparse(w, in, o, stored, a) : 0;
 }
 
@@ -464,14 +552,16 @@ HANDLER(op_wgmma)
   if (check_fence(w, in)) return -1;
   wg_op o = { 0 };
   if (operands(w, in, m, &o)) return -1;
-  emu_mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc((uint64_t)arg(w, in, o.kb, o.l0));
+  uint64_t bdesc = (uint64_t)arg(w, in, o.kb, o.l0);
+  emu_mdesc da = unpack_desc(o.areg ? 0 : (uint64_t)arg(w, in, o.ka, o.l0)), db = unpack_desc(bdesc);
   if ((!o.areg && lpx_emu_mdesc_check(w, in, o.l0, &da, "A")) || lpx_emu_mdesc_check(w, in, o.l0, &db, "B") || check_sparse_b(w, in, &o, &db))
     return -1;
   size_t nab = o.k * (16 + o.n) + 16 * o.kc;   /* then accumulate's scratch */
   double *a = malloc(sizeof(double) * (nab + o.n * (o.k + 16))), *b = a + 16 * o.k;
   if (!a) return lpx_emu_fail(w, in, -1, "out of memory");
-  int rc = load_ab(w, in, &o, &da, &db, a, b);
-  if (!rc) accumulate(w, in, m, &o, a, b, a + nab);
+  const double *bt = NULL;
+  int rc = load_ab(w, in, &o, &da, &db, bdesc, a, b, a + nab, &bt);
+  if (!rc) accumulate(w, in, m, &o, a, bt, a + nab + (size_t)o.k * o.n);
   free(a);
   return rc;
 }
