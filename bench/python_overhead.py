@@ -33,6 +33,14 @@ function adding 1.
 Targets (docs/performance.md): eager torch <= 2 us, lt.op eager <= 2.5 us,
 the custom op <= 4 us, JAX <= 3 us. A benchmark, not a timed test:
 machines differ, and a shared one is noisy.
+
+The JAX target is read over JAX's own floor: a jitted call costs more
+than 3 us before any custom call runs (the jit(x + 1) reference, about
+7-8 us here), so the last row, "JAX over its floor", is the JAX path less
+the jit(x + 1) reference less the C baseline: what lj.call, XLA's FFI
+custom call and the handler add to the launch, which is what luaptx can
+change. Its figures are the minimums' difference and the median over the
+rounds of that difference within each round (paired).
 """
 import argparse
 import os
@@ -46,6 +54,8 @@ import luaptx
 from luaptx import _core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JAX_PATH = "JAX jit(lj.call(k, x)) + block_until_ready"
+JAX_REFERENCE = "  reference: JAX jit(x + 1) + block_until_ready"
 
 
 def block_timer(fn, block):
@@ -118,8 +128,8 @@ def paths(k, block):
         jx = jax.device_put(jax.numpy.zeros(1, jax.numpy.float32), jax.devices("cpu")[0])
         f = jax.jit(lambda x: lj.call(k, x))
         g = jax.jit(lambda x: x + 1)
-        out += [("JAX jit(lj.call(k, x)) + block_until_ready", block_timer(lambda: f(jx).block_until_ready(), block)),
-                ("  reference: JAX jit(x + 1) + block_until_ready", block_timer(lambda: g(jx).block_until_ready(), block))]
+        out += [(JAX_PATH, block_timer(lambda: f(jx).block_until_ready(), block)),
+                (JAX_REFERENCE, block_timer(lambda: g(jx).block_until_ready(), block))]
     except ImportError as e:
         print(f"JAX path skipped: {e}", file=sys.stderr)
     return out
@@ -152,6 +162,23 @@ def report(names, times, rounds, block):
             paired = statistics.median(a - b for a, b in zip(t, c))
             line += f" {(min(t) - min(c)) * us:+9.2f} {paired * us:+9.2f}"
         print(line)
+    jax_floor(names, times, min(loop))
+
+
+def jax_floor(names, times, loop):
+    """The row "JAX over its floor": the JAX path less the jit(x + 1)
+    reference less the C baseline (minimums, and paired per round), when
+    both JAX rows ran; the JAX target (<= 3 us) applies to it."""
+    row = {n: i for i, n in enumerate(names)}
+    j, r = row.get(JAX_PATH), row.get(JAX_REFERENCE)
+    if j is None or r is None:
+        return
+    c = times[0]
+    jt, rt = [a - loop for a in times[j]], [a - loop for a in times[r]]
+    over = min(jt) - min(rt) - min(c)
+    paired = statistics.median(a - b - d for a, b, d in zip(jt, rt, c))
+    print(f"{'JAX over its floor (JAX - jit(x + 1) - C)':48} {'':7} {'':7} {'':6} {over * 1e6:+9.2f} {paired * 1e6:+9.2f}"
+          "   target <= 3")
 
 
 def main():

@@ -102,11 +102,25 @@ static const char *spec_text(const lpx_bind_kernel *k, const lpx_bind_spec *s, c
   return buf;
 }
 
+/* prefix, n in decimal, then suffix into buf (24 bytes): no printf, as
+ * every launch names its tensors this way before it knows of an error. */
+static void name_n(char *buf, const char *prefix, int n, const char *suffix)
+{
+  char digits[12];
+  int nd = 0;
+  do { digits[nd++] = (char)('0' + n % 10); n /= 10; } while (n > 0 && nd < (int)sizeof digits);
+  size_t at = strlen(prefix);
+  memcpy(buf, prefix, at);
+  while (nd > 0) buf[at++] = digits[--nd];
+  strcpy(buf + at, suffix);
+}
+
 /* "input 2" or "output 1" for tensor i, and its spec's name. */
 static void arg_names(const lpx_bind_kernel *k, int i, char *arg, char *sname)
 {
-  if (i < k->nin) { snprintf(arg, 24, "input %d", i + 1); snprintf(sname, 24, "in_specs[%d]", i + 1); }
-  else { snprintf(arg, 24, "output %d", i - k->nin + 1); snprintf(sname, 24, "out_specs[%d]", i - k->nin + 1); }
+  int out = i >= k->nin, n = out ? i - k->nin + 1 : i + 1;
+  name_n(arg, out ? "output " : "input ", n, "");
+  name_n(sname, out ? "out_specs[" : "in_specs[", n, "]");
 }
 
 /* A tensor's dtype against its spec's. */

@@ -173,12 +173,38 @@ static void test_dims(void)
   CHECK(strcmp(lpx_bind_dtype_name(0, 32, 1), "s32") == 0 && lpx_bind_dtype_name(2, 32, 2) == NULL);
 }
 
+/* Tensors named by their index past 9 (input 12, out_specs[10]): the
+ * names are written digit by digit, without printf, at every launch. */
+static void test_names(void)
+{
+  lpx_bind_kernel k;
+  lpx_bind_result r;
+  memset(&k, 0, sizeof k);
+  snprintf(k.name, sizeof k.name, "wide");
+  k.nin = 12; k.nout = 11;
+  lpx_bind_spec v = { 2, 32, 1, { 4 }, { -1 } };
+  int64_t shape[1] = { 4 };
+  lpx_bind_tensor ts[23];
+  for (int i = 0; i < 23; i++) { k.spec[i] = v; ts[i] = tensor(shape, 1, NULL); }
+  lpx_bind_reset(&k, &r);
+  CHECK(lpx_bind_check(&k, ts, 23, LPX_BIND_CPU, &r) == 0);
+  ts[11].code = 0;   /* input 12 an s32 */
+  lpx_bind_reset(&k, &r);
+  CHECK(lpx_bind_check(&k, ts, 23, LPX_BIND_CPU, &r) == -1
+        && strcmp(r.message, "kernel \"wide\": input 12 is s32 but in_specs[12] is Tile(4, f32)") == 0);
+  ts[11].code = 2; ts[21].code = 0;   /* output 10 */
+  lpx_bind_reset(&k, &r);
+  CHECK(lpx_bind_check(&k, ts, 23, LPX_BIND_CPU, &r) == -1
+        && strcmp(r.message, "kernel \"wide\": output 10 is s32 but out_specs[10] is Tile(4, f32)") == 0);
+}
+
 int main(void)
 {
   test_layout();
   test_empty();
   test_hostile();
   test_dims();
+  test_names();
   printf("%d checks, %d failures\n", checks, failures);
   return failures != 0;
 }

@@ -5,6 +5,7 @@
 #ifndef LPX_EMU_H
 #define LPX_EMU_H
 #include "../lpx_device_impl.h"
+#include "../lpx_bounds.h"
 #include <pthread.h>
 #include <string.h>
 
@@ -110,6 +111,7 @@ struct emu_prog {
   uint64_t *prof_flops;           /* per instruction: FLOPs of one warp's matrix instruction << 1 | fp8 inputs */
   uint64_t prof_launches;         /* profiled launches of this entry, and the last one's shape */
   uint32_t prof_grid[3], prof_block[3], prof_dsmem;
+  lpx_bounds bounds;       /* its launch directives, read once at load (lpx_bounds_of) */
   int32_t unimpl;          /* the first instruction of a form not emulated, or -1 */
   int runnable;            /* 1 once lpx_emu_runnable passed (its callees cannot change) */
 };
@@ -338,6 +340,7 @@ int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr);
+int lpx_emu_mem_fits(const emu_dev *e, uint64_t bytes);
 int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what);
 int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);

@@ -208,6 +208,7 @@ static int emu_load_ir(lpx_device *d, lpx_module *m, int32_t *module)
       return -1;
     }
     p->funcs = mod->by_func;
+    lpx_bounds_of(m, p->f, &p->bounds);
     mod->by_func[i] = p;
     e->progs[e->nprogs++] = p;
     mod->nprogs++;
@@ -281,13 +282,13 @@ static void emu_close(lpx_device *d)
   d->impl = NULL;
 }
 
-/* The launch directives of entry fn (lpx_bounds.c); -1 for no such entry
- * (the launch reports it). */
+/* The launch directives of entry fn, read when its module was loaded
+ * (not per launch); -1 for no such entry (the launch reports it). */
 static int emu_bounds(lpx_device *d, int32_t fn, lpx_bounds *b, const char **name)
 {
   emu_dev *e = EMU(d);
   if (fn < 0 || (size_t)fn >= e->nprogs) return -1;
-  lpx_bounds_of(e->progs[fn]->m, e->progs[fn]->f, b);
+  *b = e->progs[fn]->bounds;
   *name = e->progs[fn]->name;
   return 0;
 }

@@ -811,6 +811,7 @@ static int check_launch_memory(emu_dev *e, const emu_launch *L)
 {
   uint64_t per_cta = cta_bytes(L->p, &L->cfg, L->checks), ctas = (uint64_t)L->nworkers * (uint64_t)L->cluster_size;
   uint64_t bytes = per_cta > UINT64_MAX / ctas ? UINT64_MAX : per_cta * ctas;
+  if (lpx_emu_mem_fits(e, bytes)) return 0;    /* the message formatted only when it does not fit */
   char what[256];
   snprintf(what, sizeof what, "launch %s (%" PRIu64 " CTA%s at a time on %d host thread%s, %" PRIu64 " bytes each with %u "
            "bytes of .local per thread)", L->p->name, ctas, ctas == 1 ? "" : "s", L->nworkers, L->nworkers == 1 ? "" : "s",

@@ -11,12 +11,20 @@
 
 /* ------------------------------------------------------- allocation table */
 
+/* Do bytes more of host memory fit the device's memory budget beside
+ * its live allocations? (Callers name what needs them only when not.) */
+int lpx_emu_mem_fits(const emu_dev *e, uint64_t bytes)
+{
+  uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0;
+  return bytes <= left;
+}
+
 /* Check that bytes more of host memory fit the device's memory budget
  * beside its live allocations; else fail with what needs them. */
 int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what)
 {
-  uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0;
-  if (bytes <= left) return 0;
+  uint64_t budget = (uint64_t)e->memory;
+  if (lpx_emu_mem_fits(e, bytes)) return 0;
   return lpx_fail(e->d->ctx, "%s needs %" PRIu64 " bytes (%.1f GiB) of host memory, but the emulator's memory budget is %" PRIu64
                   " bytes (%.1f GiB) and its live allocations take %" PRIu64 "; raise it with LUAPTX_EMU_MEMORY or the device "
                   "option \"memory\" (default: half the host's memory)", what, bytes, bytes / 1073741824.0, budget,
@@ -26,9 +34,11 @@ int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what)
 /* Allocate bytes of device memory at a fresh address above the last one. */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
 {
-  char what[64];
-  snprintf(what, sizeof what, "alloc of %" PRIu64 " bytes", bytes);
-  if (lpx_emu_mem_room(e, bytes, what)) return -1;
+  if (!lpx_emu_mem_fits(e, bytes)) {       /* the message formatted only then: every launch allocates */
+    char what[64];
+    snprintf(what, sizeof what, "alloc of %" PRIu64 " bytes", bytes);
+    return lpx_emu_mem_room(e, bytes, what);
+  }
   uint8_t *host = calloc(1, (size_t)bytes);
   if (!host) return lpx_fail(e->d->ctx, "alloc: out of host memory for %" PRIu64 " bytes", bytes);
   if (LPX_RESERVE(e->allocs, e->allocs_cap, e->nallocs + 1)) { free(host); return lpx_fail(e->d->ctx, "out of memory"); }
