@@ -146,6 +146,7 @@ typedef struct emu_dev {
   int64_t memory;                 /* bytes of host memory device memory and a launch may take */
   uint64_t mem_used;              /* bytes of live device allocations */
   uint64_t warp_insts, lane_insts;
+  struct emu_pool *pool;          /* launch state kept between launches (emu_pool.c), or NULL */
   char desc[128];
 } emu_dev;
 
@@ -234,6 +235,16 @@ struct emu_cta {
   uint8_t *wgb_map;                       /* per 16 shared bytes: the slots holding a chunk there */
   uint32_t wgb_live, wgb_next;            /* the slots in use; the next to evict */
 };
+
+/* A host thread of a launch and the cluster of CTAs it runs (emu_exec.c);
+ * kept, with its CTAs' buffers, in the device's pool between launches. */
+typedef struct emu_worker {
+  emu_launch *L;
+  int index;
+  emu_cta *ctas;                  /* the cluster it runs (cluster_size CTAs) */
+  uint64_t warp_insts, lane_insts;
+  pthread_t thread;
+} emu_worker;
 
 struct emu_launch {
   emu_dev *dev;
@@ -340,7 +351,7 @@ int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 
 /* memory */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr);
-int lpx_emu_mem_fits(const emu_dev *e, uint64_t bytes);
+int lpx_emu_mem_fits(emu_dev *e, uint64_t bytes);
 int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what);
 int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
@@ -369,6 +380,10 @@ static inline uint32_t lpx_emu_pred_mask(emu_warp *w, int32_t slot, int neg, uin
 
 /* execution */
 int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg);
+uint64_t lpx_emu_pool_cta_bytes(const emu_prog *p, const lpx_launch_cfg *cfg, int64_t checks);
+emu_worker *lpx_emu_pool_take(emu_dev *e, emu_launch *L);
+uint64_t lpx_emu_pool_bytes(const emu_dev *e);
+void lpx_emu_pool_free(emu_dev *e);
 int lpx_emu_bar_arrive(emu_warp *w, const emu_inst *in, uint32_t m, uint32_t id, uint32_t count);
 int lpx_emu_warp_run(emu_warp *w, uint64_t *steps);
 void lpx_emu_warp_regs(emu_warp *w, emu_cta *c);

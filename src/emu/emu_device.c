@@ -278,6 +278,7 @@ static void emu_close(lpx_device *d)
   for (size_t i = 0; i < e->nprogs; i++) lpx_emu_prog_free(e->progs[i]);
   for (size_t i = 0; i < e->nmods; i++) { free(e->mods[i].global_addr); free(e->mods[i].by_func); }
   free(e->allocs); free(e->progs); free(e->mods);
+  lpx_emu_pool_free(e);
   free(e);
   d->impl = NULL;
 }

@@ -623,89 +623,19 @@ static int group_run(emu_cta *g, int n)
 
 /* ------------------------------------------------------------- workers */
 
-typedef struct worker {
-  emu_launch *L;
-  int index;
-  emu_cta *ctas;                  /* the cluster it runs (cluster_size CTAs) */
-  uint64_t warp_insts, lane_insts;
-} worker;
+typedef emu_worker worker;
 
-/* Host bytes one CTA's state takes (what cta_alloc allocates, less the
- * small per-warp records): shared memory and its check shadows, and per
- * warp its registers, .local and call frame for 32 lanes. */
-static uint64_t cta_bytes(const emu_prog *p, const lpx_launch_cfg *cfg, int64_t checks)
-{
-  uint64_t threads = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
-  uint64_t shared = cfg->dynamic_smem ? (uint64_t)p->extern_off + cfg->dynamic_smem : p->shared_static;
-  uint64_t shadows = checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED) ? (shared + 1) * (4 * sizeof(uint32_t) + 1) : 0;
-  uint64_t warp = (uint64_t)p->nslots * (32 * sizeof(uint64_t) + sizeof(uint32_t)) + ((uint64_t)p->local_size + p->frame_size) * 32
-                + sizeof(emu_warp);
-  return shared + 16 + shadows + warps * warp;
-}
-
-/* Allocate one CTA's state: shared memory, shadows, warps. */
-static int cta_alloc(emu_launch *L, emu_cta *c, int worker_index)
-{
-  const emu_prog *p = L->p;
-  c->L = L; c->worker = worker_index;
-  c->nthreads = L->cfg.block[0] * L->cfg.block[1] * L->cfg.block[2];
-  c->nwarps = (int)((c->nthreads + 31) / 32);
-  c->shared_size = p->shared_static;
-  if (L->cfg.dynamic_smem) c->shared_size = p->extern_off + L->cfg.dynamic_smem;
-  c->shared = calloc(c->shared_size + 16, 1);
-  while (((uint64_t)c->shared_size + (1ull << c->page_shift) - 1) >> c->page_shift > 64) c->page_shift++;
-  c->warps = calloc((size_t)c->nwarps, sizeof *c->warps);
-  if (!c->shared || !c->warps) return -1;
-  if (L->checks & (EMU_CHECK_RACE | EMU_CHECK_UNINIT_SHARED)) {
-    c->race_w = calloc(c->shared_size + 1, sizeof(uint32_t));
-    c->race_r = calloc(c->shared_size + 1, sizeof(uint32_t));
-    c->race_wi = calloc(c->shared_size + 1, sizeof(uint32_t));
-    c->race_ri = calloc(c->shared_size + 1, sizeof(uint32_t));
-    c->pdirty = calloc(c->shared_size + 1, 1);
-    if (!c->race_w || !c->race_r || !c->race_wi || !c->race_ri || !c->pdirty) return -1;
-  }
-  for (int k = 0; k < c->nwarps; k++) {
-    emu_warp *w = &c->warps[k];
-    w->p = p;
-    w->r = malloc((size_t)p->nslots * 32 * sizeof(uint64_t));
-    w->wr = malloc((size_t)p->nslots * sizeof(uint32_t));
-    w->local = p->local_size ? malloc((size_t)p->local_size * 32) : NULL;
-    w->frame = p->frame_size ? malloc((size_t)p->frame_size * 32) : NULL;
-    if (!w->r || !w->wr || (p->local_size && !w->local) || (p->frame_size && !w->frame)) return -1;
-  }
-  return lpx_emu_tmem_init(c);
-}
-
-/* Allocate a worker's cluster of CTAs (reused for every cluster it runs). */
+/* Set up a worker's cluster of CTAs, laid out by the pool: tensor memory
+ * and the adversarial schedule, made per launch. */
 static int worker_init(worker *wk)
 {
   int n = wk->L->cluster_size;
-  wk->ctas = calloc((size_t)n, sizeof *wk->ctas);
-  if (!wk->ctas) return -1;
-  for (int i = 0; i < n; i++) {
-    if (cta_alloc(wk->L, &wk->ctas[i], wk->index)) return -1;
-    wk->ctas[i].group = wk->ctas; wk->ctas[i].group_size = n; wk->ctas[i].rank = i;
-  }
+  for (int i = 0; i < n; i++)
+    if (lpx_emu_tmem_init(&wk->ctas[i])) return -1;
   if (wk->L->schedule < 0) return 0;
   emu_sched *s = lpx_emu_sched_new(wk->ctas, n, wk->L->schedule);
   for (int i = 0; i < n; i++) wk->ctas[i].sched = s;
   return s ? 0 : -1;
-}
-
-/* Free a worker's CTAs. */
-static void worker_free(worker *wk)
-{
-  if (wk->ctas) lpx_emu_sched_free(wk->ctas[0].sched);
-  for (int i = 0; wk->ctas && i < wk->L->cluster_size; i++) {
-    emu_cta *c = &wk->ctas[i];
-    for (int k = 0; c->warps && k < c->nwarps; k++) {
-      free(c->warps[k].r); free(c->warps[k].wr); free(c->warps[k].local); free(c->warps[k].frame); free(c->warps[k].stack);
-    }
-    free(c->warps); free(c->shared); free(c->race_w); free(c->race_r); free(c->race_wi); free(c->race_ri); free(c->pdirty); free(c->waw);
-    lpx_emu_wgb_free(c);
-    lpx_emu_tmem_free(c);
-  }
-  free(wk->ctas);
 }
 
 /* Zero shared bytes [lo, hi) of a CTA and their race and proxy shadows. */
@@ -723,15 +653,33 @@ static void shared_clear(emu_cta *c)
 {
   uint64_t pages = c->sched ? ~0ull : c->dirty;
   c->dirty = 0;
-  for (uint32_t p = 0; p < 64;) {
-    if (!(pages >> p & 1)) { p++; continue; }
-    uint32_t q = p + 1;
-    while (q < 64 && (pages >> q & 1)) q++;
+  while (pages) {
+    uint32_t p = (uint32_t)__builtin_ctzll(pages);
+    uint64_t rest = ~(pages >> p);                 /* zero bits from p on: where the run of pages ends */
+    uint32_t q = rest ? p + (uint32_t)__builtin_ctzll(rest) : 64;
     uint64_t lo = (uint64_t)p << c->page_shift, hi = (uint64_t)q << c->page_shift;
     if (hi > c->shared_size) hi = c->shared_size;
     if (lo < hi) shared_zero(c, lo, hi);
-    p = q;
+    pages = q < 64 ? pages & (~0ull << q) : 0;
   }
+}
+
+/* Hand a worker's CTAs back to the pool as it lent them: shared memory and
+ * shadows zero again (the pages the launch touched, and the 16 bytes and
+ * the entry past the end), what the launch made for itself freed. */
+static void worker_release(worker *wk)
+{
+  for (int i = 0; i < wk->L->cluster_size; i++) {
+    emu_cta *c = &wk->ctas[i];
+    shared_clear(c);
+    memset(c->shared + c->shared_size, 0, 16);
+    if (c->race_w) { c->race_w[c->shared_size] = c->race_r[c->shared_size] = 0; c->pdirty[c->shared_size] = 0; }
+    for (int k = 0; k < c->nwarps; k++) free(c->warps[k].stack);
+    free(c->waw);
+    lpx_emu_wgb_free(c);
+    lpx_emu_tmem_free(c);
+  }
+  lpx_emu_sched_free(wk->ctas[0].sched);
 }
 
 /* Set up a CTA for a new run at grid position ctaid. */
@@ -809,7 +757,7 @@ static int check_launch(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg
  * (each runs a cluster of CTAs at a time) fits the memory budget. */
 static int check_launch_memory(emu_dev *e, const emu_launch *L)
 {
-  uint64_t per_cta = cta_bytes(L->p, &L->cfg, L->checks), ctas = (uint64_t)L->nworkers * (uint64_t)L->cluster_size;
+  uint64_t per_cta = lpx_emu_pool_cta_bytes(L->p, &L->cfg, L->checks), ctas = (uint64_t)L->nworkers * (uint64_t)L->cluster_size;
   uint64_t bytes = per_cta > UINT64_MAX / ctas ? UINT64_MAX : per_cta * ctas;
   if (lpx_emu_mem_fits(e, bytes)) return 0;    /* the message formatted only when it does not fit */
   char what[256];
@@ -851,22 +799,19 @@ int lpx_emu_run(emu_dev *e, const emu_prog *p, const lpx_launch_cfg *cfg)
   if (L.prof && lpx_emu_prof_prepare(e)) return -1;
   if (L.prof) L.nworkers = 1;        /* counters without atomics: the profile is exact and deterministic */
   if (check_launch_memory(e, &L)) return -1;
+  worker *wk = lpx_emu_pool_take(e, &L);
+  if (!wk) return lpx_fail(e->d->ctx, "emu: out of host memory for launch %s's CTAs", p->name);
   pthread_mutex_init(&L.lock, NULL);
-  worker *wk = calloc((size_t)L.nworkers, sizeof *wk);
-  pthread_t *th = calloc((size_t)L.nworkers, sizeof *th);
-  if (!wk || !th) { free(wk); free(th); pthread_mutex_destroy(&L.lock); return lpx_fail(e->d->ctx, "out of memory"); }
   int started = 1;
-  for (int i = 0; i < L.nworkers; i++) { wk[i].L = &L; wk[i].index = i; }
   for (int i = 1; i < L.nworkers; i++, started++)
-    if (pthread_create(&th[i], NULL, worker_main, &wk[i])) break;
+    if (pthread_create(&wk[i].thread, NULL, worker_main, &wk[i])) break;
   worker_main(&wk[0]);
-  for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 1; i < started; i++) pthread_join(wk[i].thread, NULL);
   for (int i = 0; i < L.nworkers; i++) {
     e->warp_insts += wk[i].warp_insts;
     e->lane_insts += wk[i].lane_insts;
-    worker_free(&wk[i]);
+    worker_release(&wk[i]);
   }
-  free(wk); free(th);
   pthread_mutex_destroy(&L.lock);
   if (L.failed) return lpx_fail(e->d->ctx, "%s", L.msg);
   return 0;

@@ -12,10 +12,14 @@
 /* ------------------------------------------------------- allocation table */
 
 /* Do bytes more of host memory fit the device's memory budget beside
- * its live allocations? (Callers name what needs them only when not.) */
-int lpx_emu_mem_fits(const emu_dev *e, uint64_t bytes)
+ * its live allocations and the launch pool (emu_pool.c)? The pool, a
+ * cache, is let go when it is in the way. (Callers name what needs them
+ * only when not.) */
+int lpx_emu_mem_fits(emu_dev *e, uint64_t bytes)
 {
-  uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0;
+  uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0, pool = lpx_emu_pool_bytes(e);
+  if (bytes <= left && pool <= left - bytes) return 1;
+  lpx_emu_pool_free(e);
   return bytes <= left;
 }
 
