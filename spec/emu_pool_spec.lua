@@ -184,4 +184,26 @@ describe("the emulator's launch state kept between launches", function()
     assert.equal(0, rc, err)
     assert.same(ZEROS, words)
   end)
+
+  it("lets the kept state go when a device allocation needs the memory budget", function()
+    local big = [[
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry big()
+{
+  .local .align 8 .b8 a[200000];
+  ret;
+}
+]]
+    local d = open { memory = 20000000 }
+    assert.equal(0, (launch(d, big, "big", 0)))       -- 12.8 MB of .local kept after it
+    local p = ffi.new("uint64_t[1]")
+    assert.equal(0, core.device_alloc(d, 15000000, p), core.error_message())
+    local rc, err = launch(d, big, "big", 0)          -- now it does not fit beside the allocation
+    assert.equal(-1, rc)
+    assert.matches("memory budget is 20000000 bytes", err, 1, true)
+    assert.equal(0, core.device_free(d, p[0]))
+    assert.equal(0, (launch(d, big, "big", 0)))
+  end)
 end)
