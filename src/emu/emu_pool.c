@@ -76,6 +76,23 @@ static int grow(emu_pool *pl, void **buf, uint64_t *have, uint64_t n, size_t siz
   return 0;
 }
 
+/* Grow the parallel arrays *a and *b (asize and bsize bytes an element)
+ * from *have to n elements, the new ones of b zeroed (a's are laid out
+ * at each launch). */
+static int grow_pair(emu_pool *pl, void **a, size_t asize, void **b, size_t bsize, int *have, int n)
+{
+  if (n <= *have) return 0;
+  void *x = realloc(*a, (size_t)n * asize);
+  if (x) *a = x;
+  void *y = realloc(*b, (size_t)n * bsize);
+  if (y) *b = y;
+  if (!x || !y) return -1;
+  memset((char *)y + (size_t)*have * bsize, 0, (size_t)(n - *have) * bsize);
+  pl->bytes += (uint64_t)(n - *have) * (asize + bsize);
+  *have = n;
+  return 0;
+}
+
 /* Size one warp's buffers for program p. */
 static int warp_take(emu_pool *pl, pool_warp *m, const emu_prog *p)
 {
@@ -87,7 +104,7 @@ static int warp_take(emu_pool *pl, pool_warp *m, const emu_prog *p)
 
 /* Size one CTA's buffers for launch L and lay out its record: zeroed,
  * its geometry and buffers set (shadows only when L's checks use them). */
-static int cta_take(emu_pool *pl, pool_cta *m, emu_cta *c, const emu_launch *L)
+static int cta_take(emu_pool *pl, pool_cta *m, emu_cta *c, emu_launch *L)
 {
   const emu_prog *p = L->p;
   uint64_t size = shared_size(p, &L->cfg);
@@ -97,18 +114,9 @@ static int cta_take(emu_pool *pl, pool_cta *m, emu_cta *c, const emu_launch *L)
   for (int k = 0; shadows && k < 4; k++)
     if (grow(pl, (void **)&m->race[k], &m->nrace[k], size + 1, sizeof(uint32_t))) return -1;
   if (shadows && grow(pl, (void **)&m->pdirty, &m->npdirty, size + 1, 1)) return -1;
-  if (nwarps > m->nwarps) {
-    emu_warp *w = realloc(m->warps, (size_t)nwarps * sizeof *w);
-    if (w) m->warps = w;
-    pool_warp *pw = realloc(m->pw, (size_t)nwarps * sizeof *pw);
-    if (pw) m->pw = pw;
-    if (!w || !pw) return -1;
-    memset(pw + m->nwarps, 0, (size_t)(nwarps - m->nwarps) * sizeof *pw);
-    pl->bytes += (uint64_t)(nwarps - m->nwarps) * (sizeof *w + sizeof *pw);
-    m->nwarps = nwarps;
-  }
+  if (grow_pair(pl, (void **)&m->warps, sizeof *m->warps, (void **)&m->pw, sizeof *m->pw, &m->nwarps, nwarps)) return -1;
   memset(c, 0, sizeof *c);
-  c->L = (emu_launch *)L;
+  c->L = L;
   c->nthreads = threads; c->nwarps = nwarps;
   c->shared_size = (uint32_t)size; c->shared = m->shared;
   while ((size + (1ull << c->page_shift) - 1) >> c->page_shift > 64) c->page_shift++;
@@ -128,27 +136,10 @@ static int cta_take(emu_pool *pl, pool_cta *m, emu_cta *c, const emu_launch *L)
 /* Make room for n host threads' slots of at least cluster CTAs each. */
 static int reserve(emu_pool *pl, int n, int cluster)
 {
-  if (n > pl->nslots) {
-    emu_worker *wk = realloc(pl->workers, (size_t)n * sizeof *wk);
-    if (wk) pl->workers = wk;
-    pool_slot *s = realloc(pl->slots, (size_t)n * sizeof *s);
-    if (s) pl->slots = s;
-    if (!wk || !s) return -1;
-    memset(s + pl->nslots, 0, (size_t)(n - pl->nslots) * sizeof *s);
-    pl->bytes += (uint64_t)(n - pl->nslots) * (sizeof *wk + sizeof *s);
-    pl->nslots = n;
-  }
+  if (grow_pair(pl, (void **)&pl->workers, sizeof *pl->workers, (void **)&pl->slots, sizeof *pl->slots, &pl->nslots, n)) return -1;
   for (int i = 0; i < n; i++) {
     pool_slot *s = &pl->slots[i];
-    if (cluster <= s->nctas) continue;
-    emu_cta *c = realloc(s->ctas, (size_t)cluster * sizeof *c);
-    if (c) s->ctas = c;
-    pool_cta *m = realloc(s->mem, (size_t)cluster * sizeof *m);
-    if (m) s->mem = m;
-    if (!c || !m) return -1;
-    memset(m + s->nctas, 0, (size_t)(cluster - s->nctas) * sizeof *m);
-    pl->bytes += (uint64_t)(cluster - s->nctas) * (sizeof *c + sizeof *m);
-    s->nctas = cluster;
+    if (grow_pair(pl, (void **)&s->ctas, sizeof *s->ctas, (void **)&s->mem, sizeof *s->mem, &s->nctas, cluster)) return -1;
   }
   return 0;
 }
