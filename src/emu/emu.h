@@ -352,7 +352,7 @@ int lpx_emu_unsupported(emu_warp *w, const emu_inst *in, uint32_t m);
 /* memory */
 int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr);
 int lpx_emu_mem_fits(emu_dev *e, uint64_t bytes);
-int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what);
+int lpx_emu_mem_refuse(emu_dev *e, uint64_t bytes, const char *what);
 int lpx_emu_mem_free(emu_dev *e, uint64_t dptr);
 emu_alloc *lpx_emu_mem_find(emu_dev *e, uint64_t addr, uint64_t n);
 void lpx_emu_mem_describe(emu_dev *e, uint64_t addr, uint64_t n, char *out, size_t cap);

@@ -764,7 +764,7 @@ static int check_launch_memory(emu_dev *e, const emu_launch *L)
   snprintf(what, sizeof what, "launch %s (%" PRIu64 " CTA%s at a time on %d host thread%s, %" PRIu64 " bytes each with %u "
            "bytes of .local per thread)", L->p->name, ctas, ctas == 1 ? "" : "s", L->nworkers, L->nworkers == 1 ? "" : "s",
            per_cta, (unsigned)L->p->local_size);
-  return lpx_emu_mem_room(e, bytes, what);
+  return lpx_emu_mem_refuse(e, bytes, what);
 }
 
 /* Number of host threads for a launch of nctas CTAs. The CPUs this

@@ -13,8 +13,8 @@
 
 /* Do bytes more of host memory fit the device's memory budget beside
  * its live allocations and the launch pool (emu_pool.c)? The pool, a
- * cache, is let go when it is in the way. (Callers name what needs them
- * only when not.) */
+ * cache, is let go when it is in the way. (Callers name what needs them,
+ * lpx_emu_mem_refuse, only when not.) */
 int lpx_emu_mem_fits(emu_dev *e, uint64_t bytes)
 {
   uint64_t budget = (uint64_t)e->memory, left = budget > e->mem_used ? budget - e->mem_used : 0, pool = lpx_emu_pool_bytes(e);
@@ -23,12 +23,11 @@ int lpx_emu_mem_fits(emu_dev *e, uint64_t bytes)
   return bytes <= left;
 }
 
-/* Check that bytes more of host memory fit the device's memory budget
- * beside its live allocations; else fail with what needs them. */
-int lpx_emu_mem_room(emu_dev *e, uint64_t bytes, const char *what)
+/* Fail because bytes more of host memory do not fit the device's memory
+ * budget (lpx_emu_mem_fits said so), naming what needs them. */
+int lpx_emu_mem_refuse(emu_dev *e, uint64_t bytes, const char *what)
 {
   uint64_t budget = (uint64_t)e->memory;
-  if (lpx_emu_mem_fits(e, bytes)) return 0;
   return lpx_fail(e->d->ctx, "%s needs %" PRIu64 " bytes (%.1f GiB) of host memory, but the emulator's memory budget is %" PRIu64
                   " bytes (%.1f GiB) and its live allocations take %" PRIu64 "; raise it with LUAPTX_EMU_MEMORY or the device "
                   "option \"memory\" (default: half the host's memory)", what, bytes, bytes / 1073741824.0, budget,
@@ -41,7 +40,7 @@ int lpx_emu_mem_alloc(emu_dev *e, uint64_t bytes, uint64_t *dptr)
   if (!lpx_emu_mem_fits(e, bytes)) {       /* the message formatted only then: every launch allocates */
     char what[64];
     snprintf(what, sizeof what, "alloc of %" PRIu64 " bytes", bytes);
-    return lpx_emu_mem_room(e, bytes, what);
+    return lpx_emu_mem_refuse(e, bytes, what);
   }
   uint8_t *host = calloc(1, (size_t)bytes);
   if (!host) return lpx_fail(e->d->ctx, "alloc: out of host memory for %" PRIu64 " bytes", bytes);
