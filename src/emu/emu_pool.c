@@ -7,7 +7,9 @@
  * zeroed records, and shared memory and shadows that are all zero while
  * pooled (the launch clears the pages it touched before handing them back,
  * emu_exec.c worker_release); registers, .local and frames are cleared at
- * every CTA's start anyway. The bytes it holds count against the device's
+ * every CTA's start anyway. The race tables' instruction indices
+ * (race_wi, race_ri) are not cleared: they are read only where a race word
+ * names the running epoch, as between the CTAs of one launch. The bytes it holds count against the device's
  * memory budget (emu_mem.c), and it is let go when they are in the way.
  * A device is used by one thread at a time (luaptx.h), so the pool needs
  * no lock; a launch's worker threads only use what it handed them. */
