@@ -283,7 +283,6 @@ class Custom:
 
     def __init__(self, name, overload):
         self._qualname, self._opoverload = name, overload
-        self._namespace, self._name = name.split("::")
 
     def __call__(self, *args):
         return self._opoverload(*args)
